@@ -1,0 +1,193 @@
+//! Public errors: one enum per layer of the flow, behind one [`Error`].
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::policy::Layer;
+
+/// The text of an errno without std's ` (os error N)` suffix: `No such file or directory`.
+pub fn strerror(errno: i32) -> String {
+    let text = io::Error::from_raw_os_error(errno).to_string();
+    match text.rfind(" (os error ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// Any error stockade returns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The policy is invalid.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// The policy cannot be turned into a plan on this host.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Spawning the sandboxed program failed.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+}
+
+/// An invalid policy.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The TOML text does not describe a policy.
+    #[error("invalid sandbox config: {0}")]
+    Toml(String),
+    /// A path that must be absolute (and free of `..`) is not.
+    #[error("{key}: {path:?} must be an absolute path without `..`")]
+    RelativePath {
+        /// The policy key.
+        key: &'static str,
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// The policy names no workspace.
+    #[error("the policy has no workspace")]
+    NoWorkspace,
+}
+
+impl PolicyError {
+    /// Keeps toml's own rendering: it names the line, the column and the key.
+    pub(crate) fn from_toml(e: toml::de::Error) -> Self {
+        PolicyError::Toml(e.to_string().trim_end().to_string())
+    }
+}
+
+/// The policy cannot be realized on this host.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// A path named by the policy cannot be used.
+    #[error("{key} {path:?}")]
+    Path {
+        /// The policy key (`workspace`, `writable_paths`, …).
+        key: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A path contains a NUL byte.
+    #[error("path {0:?} contains a NUL byte")]
+    Nul(PathBuf),
+    /// The working directory is not under the workspace.
+    #[error("working directory {cwd:?} is not under the workspace {workspace:?}")]
+    CwdOutsideWorkspace {
+        /// The requested working directory.
+        cwd: PathBuf,
+        /// The workspace.
+        workspace: PathBuf,
+    },
+    /// The wanted containment layer is not available and the policy refuses to degrade.
+    #[error("containment layer `{wanted}` is not available: {reason}")]
+    LayerUnavailable {
+        /// The layer the policy wants.
+        wanted: Layer,
+        /// What the probe found.
+        reason: String,
+    },
+    /// The data dir is not the directory the sandbox pinned when it was created.
+    #[error("data dir {0:?} was replaced since the sandbox was created; refusing to spawn")]
+    DataDirChanged(PathBuf),
+    /// Two policy paths conflict.
+    #[error("{0}")]
+    Conflict(String),
+    /// An argument or environment string contains a NUL byte.
+    #[error("{what} contains a NUL byte")]
+    NulInArgument {
+        /// `argument`, `program`, `environment variable NAME`.
+        what: String,
+    },
+    /// A variable the program must not receive (LD_PRELOAD, …) was set on the command.
+    #[error("environment variable {0} is not allowed for sandboxed commands")]
+    DangerousEnv(String),
+}
+
+/// Spawning failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// A step of the child's setup failed; the message names the step and the errno
+    /// (`bind /opt: No such file or directory`).
+    #[error("{step}: {}", strerror(*.errno))]
+    Setup {
+        /// The step, as the parent's copy of the plan describes it.
+        step: String,
+        /// The errno the child saw.
+        errno: i32,
+    },
+    /// The program was not found on the sandbox's `PATH`.
+    #[error("{program}: command not found in the sandbox")]
+    NotFound {
+        /// The program as given.
+        program: String,
+    },
+    /// A parent-side system call failed (pipe, clone, pidfd_open, …).
+    #[error("{call} failed")]
+    Os {
+        /// The call.
+        call: &'static str,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The child wrote something that is not a valid report record.
+    #[error("malformed setup report from the child ({0} bytes)")]
+    Protocol(usize),
+}
+
+impl SpawnError {
+    /// The errno of a setup failure, if this is one.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            SpawnError::Setup { errno, .. } => Some(*errno),
+            SpawnError::NotFound { .. } => Some(libc::ENOENT),
+            SpawnError::Os { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        let kind = match &e {
+            Error::Spawn(SpawnError::NotFound { .. }) => io::ErrorKind::NotFound,
+            Error::Spawn(s) => match s.errno() {
+                Some(errno) => io::Error::from_raw_os_error(errno).kind(),
+                None => io::ErrorKind::Other,
+            },
+            _ => io::ErrorKind::InvalidInput,
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setup_error_names_step_and_errno() {
+        let e = SpawnError::Setup {
+            step: "bind /opt".into(),
+            errno: libc::ENOENT,
+        };
+        assert_eq!(e.to_string(), "bind /opt: No such file or directory");
+        assert_eq!(e.errno(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn public_variants_keep_their_shape() {
+        // Constructing every variant pins the public shape (fields and names).
+        let _ = Error::Policy(PolicyError::NoWorkspace);
+        let _ = PolicyError::RelativePath { key: "k", path: PathBuf::new() };
+        let _ = PlanError::CwdOutsideWorkspace { cwd: PathBuf::new(), workspace: PathBuf::new() };
+        let _ = PlanError::LayerUnavailable { wanted: Layer::Full, reason: String::new() };
+        let _ = SpawnError::NotFound { program: String::new() };
+        let _ = SpawnError::Protocol(3);
+    }
+}

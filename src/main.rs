@@ -1,0 +1,3 @@
+//! The `stockade` command line.
+
+fn main() {}

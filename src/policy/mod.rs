@@ -1,0 +1,267 @@
+//! What the host asks for: the policy, as plain data.
+//!
+//! A [`Policy`] deserializes from TOML (or any serde format) and is nested by hosts in their
+//! own configuration (`[sandbox]`, `[agents.sandbox]`). Nothing here performs I/O or knows
+//! about an operating system: turning a policy into steps is [`crate::plan`]'s job.
+
+mod size;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use size::ByteSize;
+
+/// Whether containment is applied at all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Contain every command (the default).
+    #[default]
+    Enabled,
+    /// Run commands without containment; the environment is still sanitized.
+    Disabled,
+}
+
+/// Network access from inside the sandbox.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// No network but a private loopback (a new network namespace).
+    None,
+    /// The host's network (the default).
+    #[default]
+    Full,
+}
+
+/// What happens when the kernel cannot provide the wanted layer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fallback {
+    /// Warn through `tracing` and run on the strongest layer left (the default).
+    #[default]
+    Degrade,
+    /// Refuse to spawn with a typed error.
+    Refuse,
+}
+
+/// A containment layer, strongest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layer {
+    /// Namespaces, mounts, Landlock and seccomp.
+    Full,
+    /// Landlock and seccomp without namespaces.
+    Landlock,
+    /// Environment sanitization only.
+    Passthrough,
+}
+
+impl std::fmt::Display for Layer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layer::Full => "full",
+            Layer::Landlock => "landlock",
+            Layer::Passthrough => "passthrough",
+        })
+    }
+}
+
+/// The containment policy for one host.
+///
+/// Every field has a default; an empty TOML table is a valid policy. Unknown keys are an
+/// error, so a misspelt key never silently weakens the sandbox.
+///
+/// ```
+/// let policy: stockade::Policy = toml::from_str(r#"
+///     writable_paths = ["/home/user/shared-data"]
+///     network = "none"
+/// "#).unwrap();
+/// assert_eq!(policy.network, stockade::Network::None);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// `enabled` (default) or `disabled`.
+    pub mode: Mode,
+    /// The directory the program works in: read-write inside the sandbox. Hosts usually set
+    /// it per agent; [`Policy::with_workspace`] sets it in code.
+    pub workspace: Option<PathBuf>,
+    /// Further host paths that are read-write inside.
+    pub writable_paths: Vec<PathBuf>,
+    /// Host paths added to the read-only allowlist.
+    pub read_only: Vec<PathBuf>,
+    /// The agent's own data: masked (no read, write or listing), even under the workspace.
+    pub data_dir: Option<PathBuf>,
+    /// A directory of tools: read-only inside and first on `PATH`.
+    pub tools_dir: Option<PathBuf>,
+    /// Names of host environment variables passed through to the program.
+    pub passthrough_env: Vec<String>,
+    /// `full` (default) or `none` (a private network namespace with loopback only).
+    pub network: Network,
+    /// What to do when the wanted layer is not available.
+    pub fallback: Fallback,
+    /// Run on this layer on purpose (weaker than the best the kernel offers). `None`: the
+    /// strongest available.
+    pub layer: Option<Layer>,
+    /// The weakest layer the host accepts when degrading.
+    pub min_layer: Option<Layer>,
+    /// Let the program ptrace its own sandboxed processes (strace, gdb).
+    pub allow_ptrace: bool,
+    /// Keep the host's session (no `setsid`), for interactive use with a terminal.
+    pub keep_session: bool,
+    /// When a fresh `/proc` cannot be mounted (nested containers), bind the host's `/proc`
+    /// read-only instead of failing.
+    pub proc_fallback: bool,
+    /// Size limit of the private `/tmp`.
+    pub tmp_size: ByteSize,
+    /// Host files hidden inside the sandbox even though their directory is allowlisted.
+    pub masked: Vec<PathBuf>,
+    /// Names hidden at the top of each writable root and refused by the path guard.
+    pub deny_names: Vec<String>,
+    /// Names kept read-only at the top of each writable root.
+    pub guard_names: Vec<String>,
+    /// File names the in-process write guard refuses to write (case-insensitive).
+    pub protected: Vec<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            mode: Mode::Enabled,
+            workspace: None,
+            writable_paths: Vec::new(),
+            read_only: Vec::new(),
+            data_dir: None,
+            tools_dir: None,
+            passthrough_env: Vec::new(),
+            network: Network::Full,
+            fallback: Fallback::Degrade,
+            layer: None,
+            min_layer: None,
+            allow_ptrace: false,
+            keep_session: false,
+            proc_fallback: false,
+            tmp_size: ByteSize::mib(512),
+            masked: DEFAULT_MASKED.iter().map(PathBuf::from).collect(),
+            deny_names: DEFAULT_DENY_NAMES.iter().map(|s| s.to_string()).collect(),
+            guard_names: DEFAULT_GUARD_NAMES.iter().map(|s| s.to_string()).collect(),
+            protected: DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// The system directories bound read-only when present on the host.
+pub const SYSTEM_ALLOWLIST: &[&str] = &["/bin", "/sbin", "/usr", "/lib", "/lib64", "/etc", "/opt", "/nix"];
+
+/// Files masked by default: a host running as root must not hand them out.
+pub const DEFAULT_MASKED: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "/etc/ssh/ssh_host_dsa_key",
+    "/etc/ssl/private",
+];
+
+/// Default `deny_names`.
+pub const DEFAULT_DENY_NAMES: &[&str] = &[".env", ".env.local", ".ssh", "id_rsa", "id_ed25519"];
+/// Default `guard_names`.
+pub const DEFAULT_GUARD_NAMES: &[&str] = &[".git/hooks", ".git/config"];
+/// Default `protected` names.
+pub const DEFAULT_PROTECTED: &[&str] = &["SOUL.md", "IDENTITY.md", "USER.md"];
+
+impl Policy {
+    /// The default policy with `workspace` set.
+    pub fn with_workspace(workspace: impl Into<PathBuf>) -> Self {
+        Policy {
+            workspace: Some(workspace.into()),
+            ..Policy::default()
+        }
+    }
+
+    /// Parses a policy from TOML text (the table's own keys, not a `[sandbox]` wrapper).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::PolicyError::Toml`] with the key, line and column of the first problem.
+    pub fn from_toml(text: &str) -> Result<Self, crate::PolicyError> {
+        let policy: Policy = toml::from_str(text).map_err(crate::PolicyError::from_toml)?;
+        policy.validate()?;
+        Ok(policy)
+    }
+
+    /// Checks what serde cannot: every configured path is absolute and free of `..`.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::PolicyError::RelativePath`] naming the key and the path.
+    pub fn validate(&self) -> Result<(), crate::PolicyError> {
+        let one = |key: &'static str, p: &Path| -> Result<(), crate::PolicyError> {
+            let dotdot = p.components().any(|c| matches!(c, std::path::Component::ParentDir));
+            if !p.is_absolute() || dotdot {
+                return Err(crate::PolicyError::RelativePath {
+                    key,
+                    path: p.to_path_buf(),
+                });
+            }
+            Ok(())
+        };
+        if let Some(w) = &self.workspace {
+            one("workspace", w)?;
+        }
+        if let Some(d) = &self.data_dir {
+            one("data_dir", d)?;
+        }
+        if let Some(t) = &self.tools_dir {
+            one("tools_dir", t)?;
+        }
+        for p in &self.writable_paths {
+            one("writable_paths", p)?;
+        }
+        for p in &self.read_only {
+            one("read_only", p)?;
+        }
+        for p in &self.masked {
+            one("masked", p)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_toml_is_the_default_policy() {
+        assert_eq!(Policy::from_toml("").unwrap(), Policy::default());
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err = Policy::from_toml("writable_path = [\"/x\"]").unwrap_err();
+        assert!(err.to_string().contains("writable_path"), "{err}");
+    }
+
+    #[test]
+    fn relative_paths_are_refused() {
+        let err = Policy::from_toml("data_dir = \"data\"").unwrap_err();
+        assert!(err.to_string().contains("data_dir"), "{err}");
+        let err = Policy::from_toml("writable_paths = [\"/a/../b\"]").unwrap_err();
+        assert!(err.to_string().contains("writable_paths"), "{err}");
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let mut p = Policy::with_workspace("/ws");
+        p.network = Network::None;
+        p.layer = Some(Layer::Landlock);
+        p.tmp_size = ByteSize::mib(64);
+        let text = toml::to_string(&p).unwrap();
+        assert_eq!(Policy::from_toml(&text).unwrap(), p);
+    }
+}
