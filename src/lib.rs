@@ -80,3 +80,10 @@ pub mod policy;
 
 pub use error::{Error, PlanError, PolicyError, SpawnError};
 pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
+pub mod backend;
+pub mod plan;
+pub mod probe;
+mod spawn;
+
+pub use probe::{Availability, Capabilities};
+pub use spawn::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Sandbox, Stdio};

@@ -1,3 +1,240 @@
-//! The `stockade` command line.
+//! The `stockade` command line: run a program in the sandbox, show what the kernel
+//! allows, or print the plan.
+//!
+//! Exit status of `run`: the program's own; 128+N when it died by signal N; 125 with
+//! `stockade: <step>: <path>: <error>` on stderr when setup failed; 126 when the program
+//! was found but could not be run; 127 when it was not found.
 
-fn main() {}
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use stockade::{Error, Network, Policy, Sandbox, SpawnError};
+
+#[derive(Parser)]
+#[command(name = "stockade", version, about = "Run programs in OS-level containment")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run PROGRAM in the sandbox.
+    Run {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Working directory inside (default: the workspace).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        program: Vec<OsString>,
+    },
+    /// Show what this kernel allows, layer by layer.
+    Detect {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the mounts and steps a run would perform, without running anything.
+    Plan {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum NetworkArg {
+    None,
+    Full,
+}
+
+#[derive(Args)]
+struct PolicyArgs {
+    /// A TOML policy file (the keys of a `[sandbox]` table).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The read-write workspace (default: the current directory).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// A directory masked inside (no read, write or listing).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// A further read-write path.
+    #[arg(long = "writable")]
+    writable: Vec<PathBuf>,
+    /// A further read-only path.
+    #[arg(long = "read-only")]
+    read_only: Vec<PathBuf>,
+    /// A tools directory: read-only and first on PATH.
+    #[arg(long)]
+    tools_dir: Option<PathBuf>,
+    /// `none`: a private network namespace with loopback only.
+    #[arg(long, value_enum)]
+    network: Option<NetworkArg>,
+    /// A host variable to pass through.
+    #[arg(long = "passthrough-env")]
+    passthrough_env: Vec<String>,
+    /// Keep the terminal's session (no setsid), for interactive programs.
+    #[arg(long)]
+    keep_session: bool,
+}
+
+impl PolicyArgs {
+    fn policy(&self) -> Result<Policy, String> {
+        let mut p = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                Policy::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+            }
+            None => Policy::default(),
+        };
+        let abs = |p: &PathBuf| -> Result<PathBuf, String> {
+            std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+        };
+        match &self.workspace {
+            Some(w) => p.workspace = Some(abs(w)?),
+            None if p.workspace.is_none() => {
+                p.workspace = Some(std::env::current_dir().map_err(|e| format!("current directory: {e}"))?)
+            }
+            None => {}
+        }
+        if let Some(d) = &self.data_dir {
+            p.data_dir = Some(abs(d)?);
+        }
+        if let Some(t) = &self.tools_dir {
+            p.tools_dir = Some(abs(t)?);
+        }
+        for w in &self.writable {
+            p.writable_paths.push(abs(w)?);
+        }
+        for r in &self.read_only {
+            p.read_only.push(abs(r)?);
+        }
+        if let Some(n) = self.network {
+            p.network = match n {
+                NetworkArg::None => Network::None,
+                NetworkArg::Full => Network::Full,
+            };
+        }
+        p.passthrough_env.extend(self.passthrough_env.iter().cloned());
+        p.keep_session |= self.keep_session;
+        p.validate().map_err(|e| e.to_string())?;
+        Ok(p)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Run { policy, cwd, program } => run(&policy, cwd, &program),
+        Cmd::Detect { json } => detect(json),
+        Cmd::Plan { policy, json } => plan(&policy, json),
+    }
+}
+
+fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("stockade: {msg}");
+    ExitCode::from(code)
+}
+
+fn run(args: &PolicyArgs, cwd: Option<PathBuf>, program: &[OsString]) -> ExitCode {
+    let policy = match args.policy() {
+        Ok(p) => p,
+        Err(e) => return fail(125, e),
+    };
+    let sandbox = match Sandbox::new(policy) {
+        Ok(s) => s,
+        Err(e) => return fail(125, e),
+    };
+    let Some((prog, rest)) = program.split_first() else {
+        return fail(125, "no program given");
+    };
+    let mut cmd = sandbox.command(prog);
+    cmd.args(rest);
+    if let Some(c) = cwd {
+        cmd.current_dir(c);
+    }
+    match cmd.status() {
+        Ok(status) => match (status.code(), status.signal()) {
+            (Some(code), _) => ExitCode::from(code as u8),
+            (None, Some(sig)) => ExitCode::from(128u8.wrapping_add(sig as u8)),
+            _ => ExitCode::from(125),
+        },
+        Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => fail(127, e),
+        Err(Error::Spawn(e @ SpawnError::Setup { .. })) if is_exec_failure(&e) => fail(126, e),
+        Err(e) => fail(125, e),
+    }
+}
+
+fn is_exec_failure(e: &SpawnError) -> bool {
+    matches!(e, SpawnError::Setup { step, .. } if step.starts_with("exec "))
+}
+
+fn detect(json: bool) -> ExitCode {
+    let caps = stockade::Capabilities::probe();
+    if json {
+        let layers: Vec<_> = [stockade::Layer::Full, stockade::Layer::Landlock, stockade::Layer::Passthrough]
+            .into_iter()
+            .map(|l| serde_json::json!({"layer": l, "status": caps.layer(l)}))
+            .collect();
+        let out = serde_json::json!({"capabilities": caps, "layers": layers, "best": caps.best_layer()});
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        return ExitCode::SUCCESS;
+    }
+    let line = |name: &str, a: &stockade::Availability| {
+        println!(
+            "{name:<16} {}{}",
+            if a.available { "yes" } else { "no" },
+            a.reason.as_deref().map(|r| format!("  ({r})")).unwrap_or_default()
+        )
+    };
+    println!("os               {}", caps.os);
+    line("user namespaces", &caps.user_namespaces);
+    line("fresh /proc", &caps.fresh_proc);
+    line("landlock", &caps.landlock);
+    println!("landlock ABI     {}", caps.landlock_abi);
+    line("seccomp", &caps.seccomp);
+    println!();
+    for l in [stockade::Layer::Full, stockade::Layer::Landlock, stockade::Layer::Passthrough] {
+        line(&format!("layer {l}"), &caps.layer(l));
+    }
+    println!("best layer       {}", caps.best_layer());
+    ExitCode::SUCCESS
+}
+
+fn plan(args: &PolicyArgs, json: bool) -> ExitCode {
+    let policy = match args.policy() {
+        Ok(p) => p,
+        Err(e) => return fail(125, e),
+    };
+    let sandbox = match Sandbox::new(policy) {
+        Ok(s) => s,
+        Err(e) => return fail(125, e),
+    };
+    let plan = sandbox.plan();
+    if json {
+        let steps: Vec<String> = plan.steps.iter().map(ToString::to_string).collect();
+        let out = serde_json::json!({
+            "layer": plan.layer,
+            "workspace": plan.workspace,
+            "namespaces": {"user_mount_pid_ipc_uts": plan.namespaces.base, "net": plan.namespaces.net},
+            "path": plan.path,
+            "steps": steps,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        println!("layer: {}", plan.layer);
+        println!("workspace: {}", plan.workspace.display());
+        for (i, s) in plan.steps.iter().enumerate() {
+            println!("{i:>3}  {s}");
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -162,6 +162,16 @@ pub fn openat2(dirfd: c_int, path: &CStr, how: &open_how) -> Result<c_int> {
     .map(|fd| fd as c_int)
 }
 
+/// An `open_how` for [`openat2`] (libc's struct is non-exhaustive).
+pub fn open_how(flags: u64, mode: u64, resolve: u64) -> open_how {
+    // SAFETY: `open_how` is three integers; all-zero bytes are a valid value.
+    let mut how: open_how = unsafe { core::mem::zeroed() };
+    how.flags = flags;
+    how.mode = mode;
+    how.resolve = resolve;
+    how
+}
+
 /// `mkdirat(2)`.
 pub fn mkdirat(dirfd: c_int, path: &CStr, mode: c_uint) -> Result<()> {
     sys!(libc::SYS_mkdirat, dirfd, p(path), mode).map(drop)
@@ -217,6 +227,51 @@ pub fn mount_setattr(dirfd: c_int, path: &CStr, flags: c_uint, attr: &mount_attr
         core::mem::size_of::<mount_attr>()
     )
     .map(drop)
+}
+
+/// `open_tree(2)`: an fd for the mount at `dirfd`/`path` (with `OPEN_TREE_CLONE`, a
+/// detached copy of it, like a bind that is not attached yet).
+pub fn open_tree(dirfd: c_int, path: &CStr, flags: c_uint) -> Result<c_int> {
+    sys!(libc::SYS_open_tree, dirfd, p(path), flags).map(|fd| fd as c_int)
+}
+
+/// `move_mount(2)`.
+pub fn move_mount(
+    from_dirfd: c_int,
+    from_path: &CStr,
+    to_dirfd: c_int,
+    to_path: &CStr,
+    flags: c_uint,
+) -> Result<()> {
+    sys!(
+        libc::SYS_move_mount,
+        from_dirfd,
+        p(from_path),
+        to_dirfd,
+        p(to_path),
+        flags
+    )
+    .map(drop)
+}
+
+/// `fsopen(2)`: a file system context for `fstype`.
+pub fn fsopen(fstype: &CStr, flags: c_uint) -> Result<c_int> {
+    sys!(libc::SYS_fsopen, p(fstype), flags).map(|fd| fd as c_int)
+}
+
+/// `fsconfig(2)` with `FSCONFIG_SET_STRING`.
+pub fn fsconfig_set_string(fsfd: c_int, key: &CStr, value: &CStr) -> Result<()> {
+    sys!(libc::SYS_fsconfig, fsfd, 1u32, p(key), p(value), 0usize).map(drop)
+}
+
+/// `fsconfig(2)` with `FSCONFIG_CMD_CREATE`.
+pub fn fsconfig_create(fsfd: c_int) -> Result<()> {
+    sys!(libc::SYS_fsconfig, fsfd, 6u32, 0usize, 0usize, 0usize).map(drop)
+}
+
+/// `fsmount(2)`: a detached mount of the created context, with `MOUNT_ATTR_*` flags.
+pub fn fsmount(fsfd: c_int, flags: c_uint, attr_flags: c_uint) -> Result<c_int> {
+    sys!(libc::SYS_fsmount, fsfd, flags, attr_flags).map(|fd| fd as c_int)
 }
 
 /// `chdir(2)`.

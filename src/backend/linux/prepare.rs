@@ -1,0 +1,424 @@
+//! Parent side: turn a [`Plan`] into operations the child can replay without allocating.
+//!
+//! Every byte the child touches is computed here, before `clone`: mount source and target
+//! paths as `CString`s (with the `/oldroot` and `/newroot` prefixes of the setup's two
+//! roots), the directories to create for each mountpoint, the id-map lines, the argv and
+//! envp arrays, the candidate paths of the program on the sandbox's `PATH`.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::RawFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::PlanError;
+use crate::plan::{Access, DEV_NODES, Plan, Step};
+
+/// Where the host's root sits during setup.
+pub const OLD_ROOT: &str = "/oldroot";
+/// Where the sandbox's root is assembled during setup.
+pub const NEW_ROOT: &str = "/newroot";
+
+/// One operation of the child, 1:1 with a plan step.
+#[derive(Debug)]
+pub enum Op {
+    /// See [`Step::DieWithParent`].
+    DieWithParent,
+    /// See [`Step::ResetSignals`].
+    ResetSignals,
+    /// See [`Step::IdMaps`]: the bytes for `uid_map` and `gid_map`.
+    IdMaps {
+        /// `"uid uid 1\n"`.
+        uid_map: Vec<u8>,
+        /// `"gid gid 1\n"`.
+        gid_map: Vec<u8>,
+    },
+    /// See [`Step::MountsPrivate`].
+    MountsPrivate,
+    /// See [`Step::BaseRoot`].
+    BaseRoot,
+    /// A bind from a host path (under `/oldroot`) to a path under `/newroot`.
+    Bind {
+        /// `/oldroot/<src>`.
+        src: CString,
+        /// `/newroot/<dst>`.
+        dst: CString,
+        /// Directories to create first (each ancestor of `dst`, then `dst` for dirs).
+        mkdirs: Vec<CString>,
+        /// Whether the source is a directory (else an empty file is the mountpoint).
+        dir: bool,
+        /// Read-only, recursively.
+        ro: bool,
+    },
+    /// A bind of a path inside a writable root onto itself, opened without symlinks.
+    BindBeneath {
+        /// `/newroot/<path>`.
+        path: CString,
+        /// Read-only, recursively.
+        ro: bool,
+    },
+    /// A symlink under `/newroot`.
+    Symlink {
+        /// The link's target.
+        target: CString,
+        /// `/newroot/<link>`.
+        link: CString,
+        /// Ancestors to create.
+        mkdirs: Vec<CString>,
+    },
+    /// A tmpfs under `/newroot`.
+    Tmpfs {
+        /// `/newroot/<dst>`.
+        dst: CString,
+        /// Ancestors and `dst` to create.
+        mkdirs: Vec<CString>,
+        /// Mount data (`size=…,mode=…`).
+        data: CString,
+    },
+    /// The minimal `/dev`.
+    Dev {
+        /// `(/oldroot/dev/<n>, /newroot/dev/<n>)` for each device node present.
+        nodes: Vec<(CString, CString)>,
+    },
+    /// A fresh `/proc`.
+    Proc {
+        /// Bind the host's `/proc` read-only when a fresh one is refused.
+        fallback: bool,
+    },
+    /// An empty read-only tmpfs (mode 000) over a directory.
+    MaskDir {
+        /// `/newroot/<path>`.
+        path: CString,
+        /// Open `path` without following symlinks (it lies in a writable root).
+        beneath: bool,
+        /// `(st_dev, st_ino)` the directory must have.
+        identity: Option<(u64, u64)>,
+    },
+    /// An empty read-only file over a file.
+    MaskFile {
+        /// `/newroot/<path>`.
+        path: CString,
+    },
+    /// A directory bound onto itself (opened without symlinks).
+    Pin {
+        /// `/newroot/<path>`.
+        path: CString,
+    },
+    /// See [`Step::PivotRoot`].
+    PivotRoot,
+    /// See [`Step::RootReadOnly`].
+    RootReadOnly,
+    /// See [`Step::LoopbackUp`].
+    LoopbackUp,
+    /// See [`Step::NewSession`].
+    NewSession,
+    /// See [`Step::NewKeyring`].
+    NewKeyring,
+    /// See [`Step::DropCapabilities`]: capabilities `0..=last_cap` leave the bounding set.
+    DropCapabilities {
+        /// `/proc/sys/kernel/cap_last_cap`.
+        last_cap: u32,
+    },
+    /// See [`Step::NoNewPrivs`].
+    NoNewPrivs,
+    /// See [`Step::Exit`].
+    Exit,
+}
+
+/// The prepared layout of a sandbox: shared by every command it spawns.
+#[derive(Debug)]
+pub struct Layout {
+    /// The plan the operations come from (for error messages).
+    pub plan: Plan,
+    /// One operation per plan step.
+    pub ops: Vec<Op>,
+}
+
+/// Converts a path to a `CString`.
+///
+/// # Errors
+///
+/// [`PlanError::Nul`] when the path contains a NUL byte.
+pub fn cstr(p: &Path) -> Result<CString, PlanError> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| PlanError::Nul(p.to_path_buf()))
+}
+
+fn under(prefix: &str, p: &Path) -> PathBuf {
+    let mut out = PathBuf::from(prefix);
+    out.push(p.strip_prefix("/").unwrap_or(p));
+    out
+}
+
+/// `/newroot/a`, `/newroot/a/b`, … up to `p` (inclusive when `last`).
+fn mkdirs(p: &Path, last: bool) -> Result<Vec<CString>, PlanError> {
+    let mut out = Vec::new();
+    let mut cur = PathBuf::from(NEW_ROOT);
+    let comps: Vec<_> = p.strip_prefix("/").unwrap_or(p).components().collect();
+    let n = if last { comps.len() } else { comps.len().saturating_sub(1) };
+    for c in comps.iter().take(n) {
+        cur.push(c);
+        out.push(cstr(&cur)?);
+    }
+    Ok(out)
+}
+
+impl Layout {
+    /// Prepares every operation of `plan`.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError::Nul`] when a path contains a NUL byte.
+    pub fn new(plan: Plan, last_cap: u32) -> Result<Self, PlanError> {
+        let mut ops = Vec::with_capacity(plan.steps.len());
+        for step in &plan.steps {
+            ops.push(prepare_step(step, last_cap)?);
+        }
+        Ok(Layout { plan, ops })
+    }
+}
+
+fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
+    Ok(match step {
+        Step::DieWithParent => Op::DieWithParent,
+        Step::ResetSignals => Op::ResetSignals,
+        Step::IdMaps { uid, gid } => Op::IdMaps {
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        },
+        Step::MountsPrivate => Op::MountsPrivate,
+        Step::BaseRoot => Op::BaseRoot,
+        Step::Bind {
+            src,
+            dst,
+            access,
+            dir,
+            beneath,
+        } => {
+            let ro = *access == Access::ReadOnly;
+            if beneath.is_some() {
+                Op::BindBeneath {
+                    path: cstr(&under(NEW_ROOT, dst))?,
+                    ro,
+                }
+            } else {
+                Op::Bind {
+                    src: cstr(&under(OLD_ROOT, src))?,
+                    dst: cstr(&under(NEW_ROOT, dst))?,
+                    mkdirs: mkdirs(dst, *dir)?,
+                    dir: *dir,
+                    ro,
+                }
+            }
+        }
+        Step::Symlink { link, target } => Op::Symlink {
+            target: cstr(target)?,
+            link: cstr(&under(NEW_ROOT, link))?,
+            mkdirs: mkdirs(link, false)?,
+        },
+        Step::Tmpfs { dst, size, mode } => Op::Tmpfs {
+            dst: cstr(&under(NEW_ROOT, dst))?,
+            mkdirs: mkdirs(dst, true)?,
+            data: CString::new(format!("size={size},mode={mode:o}")).map_err(|_| PlanError::Nul(dst.clone()))?,
+        },
+        Step::Dev => {
+            let mut nodes = Vec::new();
+            for n in DEV_NODES {
+                let host = Path::new("/dev").join(n);
+                if host.exists() {
+                    nodes.push((cstr(&under(OLD_ROOT, &host))?, cstr(&under(NEW_ROOT, &host))?));
+                }
+            }
+            Op::Dev { nodes }
+        }
+        Step::Proc { fallback } => Op::Proc {
+            fallback: *fallback,
+        },
+        Step::Mask {
+            path,
+            dir,
+            beneath,
+            identity,
+        } => {
+            let inside = cstr(&under(NEW_ROOT, path))?;
+            if *dir {
+                Op::MaskDir {
+                    path: inside,
+                    beneath: beneath.is_some(),
+                    identity: *identity,
+                }
+            } else {
+                Op::MaskFile { path: inside }
+            }
+        }
+        Step::Pin { path, .. } => Op::Pin {
+            path: cstr(&under(NEW_ROOT, path))?,
+        },
+        Step::PivotRoot => Op::PivotRoot,
+        Step::RootReadOnly => Op::RootReadOnly,
+        Step::LoopbackUp => Op::LoopbackUp,
+        Step::NewSession => Op::NewSession,
+        Step::NewKeyring => Op::NewKeyring,
+        Step::DropCapabilities => Op::DropCapabilities { last_cap },
+        Step::NoNewPrivs => Op::NoNewPrivs,
+        Step::Exit => Op::Exit,
+        // Per-command steps are prepared by `Exec::new`, never in a layout.
+        Step::Stdio | Step::CloseFds | Step::Chdir(_) | Step::Exec(_) => {
+            return Err(PlanError::Conflict(format!("step `{step}` cannot be part of a layout")));
+        }
+    })
+}
+
+/// The per-command part: stdio, fds to keep, working directory, program, argv, envp.
+#[derive(Debug)]
+pub struct Exec {
+    /// Source fd for 0, 1 and 2, or -1 to inherit the host's.
+    pub stdio: [RawFd; 3],
+    /// Sorted fds ≥ 3 that survive `CloseFds` (the report pipe and passed fds).
+    pub keep: Vec<RawFd>,
+    /// Passed fds whose close-on-exec flag the child clears.
+    pub pass: Vec<RawFd>,
+    /// The report pipe: write end (the child's) and read end (the parent's).
+    pub report: (RawFd, RawFd),
+    /// The working directory, or `None` to stay where the layout left it.
+    pub cwd: Option<CString>,
+    /// Candidate paths of the program, tried in order.
+    pub candidates: Vec<CString>,
+    /// Backing storage for `argv`.
+    _args: Vec<CString>,
+    /// NULL-terminated argv.
+    pub argv: Vec<*const libc::c_char>,
+    /// Backing storage for `envp`.
+    _env: Vec<CString>,
+    /// NULL-terminated envp.
+    pub envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the raw pointers in `argv` and `envp` point into the `CString`s owned by the
+// same value (`_args`, `_env`), whose heap buffers do not move when the value does; they
+// are only read, by the child, while the owning thread waits for it.
+unsafe impl Send for Exec {}
+
+/// What a command asks for, before preparation.
+#[derive(Debug, Default)]
+pub struct ExecSpec<'a> {
+    /// The program as given.
+    pub program: &'a OsStr,
+    /// argv[0] and the arguments.
+    pub args: Vec<OsString>,
+    /// The complete environment.
+    pub env: Vec<(OsString, OsString)>,
+    /// `PATH` directories to search when `program` has no slash.
+    pub path: &'a [PathBuf],
+    /// The working directory.
+    pub cwd: Option<PathBuf>,
+}
+
+impl Exec {
+    /// Prepares argv, envp and the program candidates.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError::NulInArgument`] when a string contains a NUL byte.
+    pub fn new(spec: ExecSpec<'_>, stdio: [RawFd; 3], report: (RawFd, RawFd), pass: Vec<RawFd>) -> Result<Self, PlanError> {
+        let nul = |what: &str| PlanError::NulInArgument { what: what.to_string() };
+        let program = spec.program.as_bytes();
+        let mut candidates = Vec::new();
+        if program.contains(&b'/') {
+            candidates.push(CString::new(program).map_err(|_| nul("program"))?);
+        } else if !program.is_empty() {
+            for dir in spec.path {
+                let mut full = dir.as_os_str().as_bytes().to_vec();
+                full.push(b'/');
+                full.extend_from_slice(program);
+                candidates.push(CString::new(full).map_err(|_| nul("program"))?);
+            }
+        }
+        let args = spec
+            .args
+            .into_iter()
+            .map(|a| CString::new(a.into_vec()).map_err(|_| nul("argument")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let env = spec
+            .env
+            .into_iter()
+            .map(|(k, v)| {
+                let name = k.to_string_lossy().into_owned();
+                let mut kv = k.into_vec();
+                if kv.contains(&b'=') || kv.is_empty() {
+                    return Err(PlanError::NulInArgument {
+                        what: format!("environment variable name {name:?}"),
+                    });
+                }
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv).map_err(|_| nul(&format!("environment variable {name}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let argv = args.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        let envp = env.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        let mut keep: Vec<RawFd> = pass.iter().copied().filter(|&fd| fd > 2).collect();
+        keep.push(report.0);
+        keep.sort_unstable();
+        keep.dedup();
+        Ok(Exec {
+            stdio,
+            keep,
+            pass,
+            report,
+            cwd: spec.cwd.as_deref().map(cstr).transpose()?,
+            candidates,
+            _args: args,
+            argv,
+            _env: env,
+            envp,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mkdirs_lists_each_ancestor_under_newroot() {
+        let dirs = mkdirs(Path::new("/work/main/ws"), true).unwrap();
+        let dirs: Vec<_> = dirs.iter().map(|c| c.to_str().unwrap()).collect();
+        assert_eq!(dirs, ["/newroot/work", "/newroot/work/main", "/newroot/work/main/ws"]);
+        assert_eq!(mkdirs(Path::new("/etc/resolv.conf"), false).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn exec_builds_null_terminated_arrays_and_candidates() {
+        let path = [PathBuf::from("/usr/bin"), PathBuf::from("/bin")];
+        let e = Exec::new(
+            ExecSpec {
+                program: OsStr::new("sh"),
+                args: vec!["sh".into(), "-c".into()],
+                env: vec![("A".into(), "b".into())],
+                path: &path,
+                cwd: None,
+            },
+            [-1; 3],
+            (9, 8),
+            vec![5],
+        )
+        .unwrap();
+        assert_eq!(e.candidates[0].to_str().unwrap(), "/usr/bin/sh");
+        assert_eq!(e.argv.len(), 3);
+        assert!(e.argv[2].is_null());
+        assert_eq!(e.envp.len(), 2);
+        assert_eq!(e.keep, vec![5, 9]);
+    }
+
+    #[test]
+    fn nul_and_bad_names_are_refused() {
+        let spec = |env: Vec<(OsString, OsString)>| ExecSpec {
+            program: OsStr::new("sh"),
+            args: vec![],
+            env,
+            path: &[],
+            cwd: None,
+        };
+        assert!(Exec::new(spec(vec![("A=B".into(), "c".into())]), [-1; 3], (3, 4), vec![]).is_err());
+        assert!(Exec::new(spec(vec![("A".into(), "c\0".into())]), [-1; 3], (3, 4), vec![]).is_err());
+    }
+}

@@ -1,0 +1,582 @@
+//! The host-facing API: [`Sandbox`], [`Command`], [`Child`], mirroring `std::process`.
+//!
+//! A host ports its code by creating the command from a sandbox instead of with
+//! `std::process::Command::new`, and by taking [`Stdio`] from this crate: everything else
+//! (args, env, current_dir, spawn / output / status, wait, kill, piped handles) reads the
+//! same. Exit statuses and outputs are std's own types.
+
+#[cfg(target_os = "linux")]
+pub(crate) mod clone;
+mod env;
+mod stdio;
+
+use std::ffi::{OsStr, OsString};
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Output};
+use std::sync::Arc;
+
+pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
+
+use crate::error::{Error, PlanError, PolicyError, SpawnError};
+use crate::plan::{Ids, Plan, RealFs, Step};
+use crate::policy::{Fallback, Layer, Mode, Policy};
+use crate::probe::Capabilities;
+
+#[cfg(target_os = "linux")]
+use crate::backend::linux::{self as backend, prepare::Layout};
+
+/// A configured sandbox: the policy, the probed kernel, and the prepared layout. Cheap to
+/// clone; commands spawned from it share the layout.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    policy: Policy,
+    caps: &'static Capabilities,
+    layout: Arc<Layout>,
+    /// The data dir and the `(st_dev, st_ino)` pinned at creation.
+    data_dir: Option<(PathBuf, (u64, u64))>,
+}
+
+impl Sandbox {
+    /// Probes the kernel (once per process), checks the policy and prepares the layout.
+    ///
+    /// The data dir, when set, is created if missing (mode 0700) so that no sandboxed run
+    /// can plant something at its path first, and its identity is pinned: a spawn refuses
+    /// to run if the directory was replaced.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Policy`] for an invalid policy, [`Error::Plan`] when a path is unusable or
+    /// the wanted layer is not available and the policy refuses to degrade.
+    ///
+    /// # Platform
+    ///
+    /// Linux: full layer (namespaces, mounts) or passthrough. Other systems: passthrough.
+    pub fn new(policy: Policy) -> Result<Sandbox, Error> {
+        policy.validate()?;
+        if policy.workspace.is_none() {
+            return Err(PolicyError::NoWorkspace.into());
+        }
+        let caps = Capabilities::probe();
+        let layer = choose_layer(&policy, caps)?;
+        let data_dir = match &policy.data_dir {
+            Some(d) if layer != Layer::Passthrough => Some(pin_data_dir(d)?),
+            _ => None,
+        };
+        let ids = Ids {
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+        };
+        let mut plan = match layer {
+            Layer::Full => Plan::full(&policy, &RealFs, ids)?,
+            _ => Plan::passthrough(&policy, &RealFs)?,
+        };
+        if let Some((path, id)) = &data_dir {
+            for step in &mut plan.steps {
+                if let Step::Mask {
+                    path: p,
+                    dir: true,
+                    identity,
+                    ..
+                } = step
+                {
+                    if p == path {
+                        *identity = Some(*id);
+                    }
+                }
+            }
+        }
+        let layout = Arc::new(Layout::new(plan, backend::last_cap())?);
+        Ok(Sandbox {
+            inner: Arc::new(Inner {
+                policy,
+                caps,
+                layout,
+                data_dir,
+            }),
+        })
+    }
+
+    /// What the kernel allows, as probed.
+    pub fn capabilities(&self) -> &Capabilities {
+        self.inner.caps
+    }
+
+    /// The policy this sandbox enforces.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// The plan every command replays (mounts and process steps, in order).
+    pub fn plan(&self) -> &Plan {
+        &self.inner.layout.plan
+    }
+
+    /// The layer commands run on.
+    pub fn layer(&self) -> Layer {
+        self.inner.layout.plan.layer
+    }
+
+    /// A command that runs `program` in this sandbox; `program` is looked up on the
+    /// sandbox's `PATH` unless it contains a slash.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        Command::new(self.clone(), program.as_ref())
+    }
+}
+
+fn choose_layer(policy: &Policy, caps: &Capabilities) -> Result<Layer, PlanError> {
+    if policy.mode == Mode::Disabled {
+        return Ok(Layer::Passthrough);
+    }
+    let wanted = policy.layer.unwrap_or(Layer::Full);
+    let avail = caps.layer(wanted);
+    if avail.available {
+        if wanted == Layer::Full && !caps.fresh_proc.available && !policy.proc_fallback {
+            return Err(PlanError::LayerUnavailable {
+                wanted,
+                reason: format!(
+                    "a fresh /proc cannot be mounted ({}); set proc_fallback = true to bind the host's /proc read-only",
+                    caps.fresh_proc.reason.as_deref().unwrap_or("unknown")
+                ),
+            });
+        }
+        return Ok(wanted);
+    }
+    let reason = avail.reason.unwrap_or_default();
+    // Layer 2 (Landlock + seccomp without namespaces) is not built yet, so there is
+    // nothing weaker to degrade to that still contains the program: refuse either way.
+    let _ = Fallback::Degrade;
+    Err(PlanError::LayerUnavailable { wanted, reason })
+}
+
+fn pin_data_dir(d: &Path) -> Result<(PathBuf, (u64, u64)), PlanError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let err = |source| PlanError::Path {
+        key: "data_dir",
+        path: d.to_path_buf(),
+        source,
+    };
+    if std::fs::symlink_metadata(d).is_err() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(d).map_err(err)?;
+    }
+    let md = std::fs::symlink_metadata(d).map_err(err)?;
+    if !md.is_dir() {
+        return Err(err(io::Error::from_raw_os_error(libc::ENOTDIR)));
+    }
+    Ok((d.to_path_buf(), (md.dev(), md.ino())))
+}
+
+/// A sandboxed process builder, with `std::process::Command`'s API.
+#[derive(Debug)]
+pub struct Command {
+    sandbox: Sandbox,
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, Option<OsString>)>,
+    env_clear: bool,
+    cwd: Option<PathBuf>,
+    stdin: Option<Stdio>,
+    stdout: Option<Stdio>,
+    stderr: Option<Stdio>,
+    pass: Vec<OwnedFd>,
+}
+
+impl Command {
+    fn new(sandbox: Sandbox, program: &OsStr) -> Command {
+        Command {
+            sandbox,
+            program: program.to_owned(),
+            args: vec![program.to_owned()],
+            env: Vec::new(),
+            env_clear: false,
+            cwd: None,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            pass: Vec::new(),
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Command {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(&mut self, args: I) -> &mut Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        for a in args {
+            self.arg(a);
+        }
+        self
+    }
+
+    /// Sets a variable for the program, on top of the sandbox's clean environment.
+    /// Variables that change how programs load code (`LD_PRELOAD`, …) are refused at spawn.
+    pub fn env(&mut self, key: impl AsRef<OsStr>, val: impl AsRef<OsStr>) -> &mut Command {
+        self.env
+            .push((key.as_ref().to_owned(), Some(val.as_ref().to_owned())));
+        self
+    }
+
+    /// Sets several variables.
+    pub fn envs<I, K, V>(&mut self, vars: I) -> &mut Command
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        for (k, v) in vars {
+            self.env(k, v);
+        }
+        self
+    }
+
+    /// Removes a variable from the program's environment.
+    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Command {
+        self.env.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// Starts from an empty environment instead of the sandbox's clean one. (The host's
+    /// environment is never inherited either way.)
+    pub fn env_clear(&mut self) -> &mut Command {
+        self.env.clear();
+        self.env_clear = true;
+        self
+    }
+
+    /// The working directory: it must resolve under the workspace. Relative paths are
+    /// taken from the workspace. Default: the workspace.
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut Command {
+        self.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// The program's standard input (default: inherited; [`Command::output`]: null).
+    pub fn stdin(&mut self, cfg: impl Into<Stdio>) -> &mut Command {
+        self.stdin = Some(cfg.into());
+        self
+    }
+
+    /// The program's standard output (default: inherited; [`Command::output`]: piped).
+    pub fn stdout(&mut self, cfg: impl Into<Stdio>) -> &mut Command {
+        self.stdout = Some(cfg.into());
+        self
+    }
+
+    /// The program's standard error (default: inherited; [`Command::output`]: piped).
+    pub fn stderr(&mut self, cfg: impl Into<Stdio>) -> &mut Command {
+        self.stderr = Some(cfg.into());
+        self
+    }
+
+    /// Passes `fd` to the program under the same number. Every other inherited fd but
+    /// stdio is closed in the child.
+    pub fn pass_fd(&mut self, fd: impl Into<OwnedFd>) -> &mut Command {
+        self.pass.push(fd.into());
+        self
+    }
+
+    /// The program, as given.
+    pub fn get_program(&self) -> &OsStr {
+        &self.program
+    }
+
+    /// The arguments after the program.
+    pub fn get_args(&self) -> impl Iterator<Item = &OsStr> {
+        self.args.iter().skip(1).map(OsString::as_os_str)
+    }
+
+    /// The sandbox this command runs in.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
+    /// The environment the program will receive.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError::DangerousEnv`] for a refused variable.
+    pub fn resolved_env(&self) -> Result<Vec<(OsString, OsString)>, PlanError> {
+        let inner = &self.sandbox.inner;
+        env::build(
+            &inner.policy,
+            &inner.layout.plan,
+            self.env_clear,
+            &self.env,
+            &mut std::env::vars_os(),
+        )
+    }
+
+    /// The working directory the program will start in (canonical, under the workspace).
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError::CwdOutsideWorkspace`] or [`PlanError::Path`].
+    pub fn resolved_cwd(&self) -> Result<PathBuf, PlanError> {
+        let ws = &self.sandbox.inner.layout.plan.workspace;
+        let Some(cwd) = &self.cwd else {
+            return Ok(ws.clone());
+        };
+        let joined = ws.join(cwd);
+        let canon = std::fs::canonicalize(&joined).map_err(|source| PlanError::Path {
+            key: "current_dir",
+            path: joined.clone(),
+            source,
+        })?;
+        if !canon.starts_with(ws) {
+            return Err(PlanError::CwdOutsideWorkspace {
+                cwd: cwd.clone(),
+                workspace: ws.clone(),
+            });
+        }
+        Ok(canon)
+    }
+
+    /// Spawns the program in the sandbox.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Plan`] for a bad working directory, a refused variable or a replaced data
+    /// dir; [`Error::Spawn`] when a setup step fails in the child (the error names the
+    /// step, the path and the errno) or the program is not found.
+    pub fn spawn(&mut self) -> Result<Child, Error> {
+        self.spawn_with(Stdio::inherit, Stdio::inherit)
+    }
+
+    fn spawn_with(&mut self, def_in: fn() -> Stdio, def_out: fn() -> Stdio) -> Result<Child, Error> {
+        let inner = Arc::clone(&self.sandbox.inner);
+        if let Some((path, id)) = &inner.data_dir {
+            check_data_dir(path, *id)?;
+        }
+        let env = self.resolved_env()?;
+        let cwd = self.resolved_cwd()?;
+        let plan = &inner.layout.plan;
+
+        let (stdin_child, stdin_parent) = self.stdin.take().unwrap_or_else(def_in).setup(true).map_err(stdio_err)?;
+        let (stdout_child, stdout_parent) = self.stdout.take().unwrap_or_else(def_out).setup(false).map_err(stdio_err)?;
+        let (stderr_child, stderr_parent) = self.stderr.take().unwrap_or_else(def_out).setup(false).map_err(stdio_err)?;
+        let stdio_fds = [
+            stdio::raw(&stdin_child),
+            stdio::raw(&stdout_child),
+            stdio::raw(&stderr_child),
+        ];
+        let (report_r, report_w) = backend::report_pipe()?;
+        let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
+        let spec = backend::prepare::ExecSpec {
+            program: &self.program,
+            args: self.args.clone(),
+            env,
+            path: &plan.path,
+            cwd: Some(cwd.clone()),
+        };
+        let exec = backend::prepare::Exec::new(
+            spec,
+            stdio_fds,
+            (report_w.as_raw_fd(), report_r.as_raw_fd()),
+            pass,
+        )?;
+        let outcome = backend::start(&inner.layout, exec, (report_r, report_w))?;
+        // The child's ends of the pipes close here, in the parent.
+        drop((stdin_child, stdout_child, stderr_child));
+        match outcome {
+            backend::Outcome::Running { pid, pidfd } => Ok(Child {
+                pid,
+                pidfd,
+                status: None,
+                stdin: stdin_parent.map(ChildStdin::from),
+                stdout: stdout_parent.map(ChildStdout::from),
+                stderr: stderr_parent.map(ChildStderr::from),
+            }),
+            backend::Outcome::Failed { step, errno } => {
+                let program = self.program.to_string_lossy().into_owned();
+                let exec_step = plan.steps.len() as u32 + backend::child::extra::EXEC;
+                if step == exec_step && errno == libc::ENOENT {
+                    return Err(SpawnError::NotFound { program }.into());
+                }
+                Err(SpawnError::Setup {
+                    step: backend::describe_step(plan, step, Some(&cwd), &program),
+                    errno,
+                }
+                .into())
+            }
+        }
+    }
+
+    /// Spawns the program and waits for it, with stdio inherited.
+    ///
+    /// # Errors
+    ///
+    /// As [`Command::spawn`], plus I/O errors from waiting.
+    pub fn status(&mut self) -> Result<ExitStatus, Error> {
+        let mut child = self.spawn_with(Stdio::inherit, Stdio::inherit)?;
+        child.wait().map_err(|source| SpawnError::Os { call: "waitpid", source }.into())
+    }
+
+    /// Spawns the program with stdin null and stdout/stderr captured (unless set), and
+    /// waits for it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Command::spawn`], plus I/O errors from reading or waiting.
+    pub fn output(&mut self) -> Result<Output, Error> {
+        let child = self.spawn_with(Stdio::null, Stdio::piped)?;
+        child
+            .wait_with_output()
+            .map_err(|source| SpawnError::Os { call: "wait_with_output", source }.into())
+    }
+}
+
+fn stdio_err(source: io::Error) -> SpawnError {
+    SpawnError::Os { call: "set up stdio", source }
+}
+
+fn check_data_dir(path: &Path, id: (u64, u64)) -> Result<(), PlanError> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(md) if md.is_dir() && (md.dev(), md.ino()) == id => Ok(()),
+        _ => Err(PlanError::DataDirChanged(path.to_path_buf())),
+    }
+}
+
+/// A running (or finished) sandboxed program, with `std::process::Child`'s API.
+///
+/// Like std's, dropping a `Child` neither kills nor reaps it. The program dies with the
+/// host process (`PR_SET_PDEATHSIG`).
+#[derive(Debug)]
+pub struct Child {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    status: Option<ExitStatus>,
+    /// The program's stdin, when piped.
+    pub stdin: Option<ChildStdin>,
+    /// The program's stdout, when piped.
+    pub stdout: Option<ChildStdout>,
+    /// The program's stderr, when piped.
+    pub stderr: Option<ChildStderr>,
+}
+
+impl Child {
+    /// The program's pid in the host's PID namespace. (Inside, it is 1 on the full layer.)
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// A pidfd for the program: pollable for exit, usable with `pidfd_send_signal`.
+    pub fn pidfd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+
+    /// Sends `SIGKILL`. On the full layer the program is PID 1 of its namespace, so every
+    /// process inside dies with it.
+    ///
+    /// # Errors
+    ///
+    /// The error of `pidfd_send_signal`; none when the program has already been reaped.
+    pub fn kill(&mut self) -> io::Result<()> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        stockade_sys::linux::pidfd_send_signal(self.pidfd.as_raw_fd(), libc::SIGKILL)
+            .map_err(|e| io::Error::from_raw_os_error(e.0))
+    }
+
+    /// Waits for the program to exit. Closes stdin first, as std does.
+    ///
+    /// # Errors
+    ///
+    /// The error of `waitpid`.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        drop(self.stdin.take());
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        let s = self.waitpid(0)?.ok_or_else(|| io::Error::other("waitpid returned no status"))?;
+        Ok(s)
+    }
+
+    /// The exit status if the program has exited, without blocking.
+    ///
+    /// # Errors
+    ///
+    /// The error of `waitpid`.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if let Some(s) = self.status {
+            return Ok(Some(s));
+        }
+        self.waitpid(libc::WNOHANG)
+    }
+
+    fn waitpid(&mut self, flags: libc::c_int) -> io::Result<Option<ExitStatus>> {
+        let mut status: libc::c_int = 0;
+        loop {
+            // SAFETY: `status` is a valid out-pointer; `self.pid` is our unreaped child.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+            if r == 0 {
+                return Ok(None);
+            }
+            if r > 0 {
+                let s = ExitStatus::from_raw(status);
+                self.status = Some(s);
+                return Ok(Some(s));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Waits for the program and collects its piped stdout and stderr.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors from reading the pipes or waiting.
+    pub fn wait_with_output(mut self) -> io::Result<Output> {
+        drop(self.stdin.take());
+        let err_reader = self.stderr.take().map(|mut e| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                e.read_to_end(&mut buf).map(|_| buf)
+            })
+        });
+        let mut stdout = Vec::new();
+        if let Some(mut o) = self.stdout.take() {
+            o.read_to_end(&mut stdout)?;
+        }
+        let stderr = match err_reader {
+            Some(h) => h.join().map_err(|_| io::Error::other("stderr reader panicked"))??,
+            None => Vec::new(),
+        };
+        let status = self.wait()?;
+        Ok(Output {
+            status,
+            stdout,
+            stderr,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disabled_mode_is_passthrough() {
+        let mut p = Policy::with_workspace("/tmp");
+        p.mode = Mode::Disabled;
+        assert_eq!(choose_layer(&p, Capabilities::probe()).unwrap(), Layer::Passthrough);
+    }
+}

@@ -1,0 +1,148 @@
+//! `Stdio` and the parent's ends of piped stdio, as in `std::process`.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+/// How a stdio stream of the program is set up (std's `Stdio`, which is opaque and so
+/// cannot be inspected by another crate).
+#[derive(Debug)]
+pub struct Stdio(Kind);
+
+#[derive(Debug)]
+enum Kind {
+    Inherit,
+    Null,
+    Piped,
+    Fd(OwnedFd),
+}
+
+impl Stdio {
+    /// The host's own stream.
+    pub fn inherit() -> Stdio {
+        Stdio(Kind::Inherit)
+    }
+
+    /// `/dev/null`.
+    pub fn null() -> Stdio {
+        Stdio(Kind::Null)
+    }
+
+    /// A new pipe; the parent's end appears in [`crate::Child`].
+    pub fn piped() -> Stdio {
+        Stdio(Kind::Piped)
+    }
+
+    /// Returns (the child's end, the parent's end). The child's end is always an fd ≥ 3
+    /// (close-on-exec in the parent), so that moving it onto 0, 1 or 2 never overwrites
+    /// another source.
+    pub(crate) fn setup(self, is_stdin: bool) -> io::Result<(Option<OwnedFd>, Option<OwnedFd>)> {
+        match self.0 {
+            Kind::Inherit => Ok((None, None)),
+            Kind::Null => {
+                let f = std::fs::OpenOptions::new()
+                    .read(is_stdin)
+                    .write(!is_stdin)
+                    .open("/dev/null")?;
+                Ok((Some(above_stdio(f.into())?), None))
+            }
+            Kind::Piped => {
+                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+                if is_stdin {
+                    Ok((Some(above_stdio(r)?), Some(w)))
+                } else {
+                    Ok((Some(above_stdio(w)?), Some(r)))
+                }
+            }
+            Kind::Fd(fd) => Ok((Some(above_stdio(fd)?), None)),
+        }
+    }
+}
+
+fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    let dup = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
+    // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
+}
+
+pub(crate) fn raw(fd: &Option<OwnedFd>) -> RawFd {
+    fd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
+}
+
+impl From<OwnedFd> for Stdio {
+    fn from(fd: OwnedFd) -> Stdio {
+        Stdio(Kind::Fd(fd))
+    }
+}
+
+impl From<File> for Stdio {
+    fn from(f: File) -> Stdio {
+        Stdio(Kind::Fd(f.into()))
+    }
+}
+
+macro_rules! pipe_end {
+    ($name:ident, $doc:literal) => {
+        #[doc = $doc]
+        #[derive(Debug)]
+        pub struct $name(File);
+
+        impl From<OwnedFd> for $name {
+            fn from(fd: OwnedFd) -> Self {
+                $name(File::from(fd))
+            }
+        }
+
+        impl From<$name> for OwnedFd {
+            fn from(p: $name) -> OwnedFd {
+                p.0.into()
+            }
+        }
+
+        impl From<$name> for Stdio {
+            fn from(p: $name) -> Stdio {
+                Stdio(Kind::Fd(p.0.into()))
+            }
+        }
+
+        impl AsFd for $name {
+            fn as_fd(&self) -> BorrowedFd<'_> {
+                self.0.as_fd()
+            }
+        }
+
+        impl AsRawFd for $name {
+            fn as_raw_fd(&self) -> RawFd {
+                self.0.as_raw_fd()
+            }
+        }
+    };
+}
+
+pipe_end!(ChildStdin, "The parent's end of the program's piped stdin.");
+pipe_end!(ChildStdout, "The parent's end of the program's piped stdout.");
+pipe_end!(ChildStderr, "The parent's end of the program's piped stderr.");
+
+impl Write for ChildStdin {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl Read for ChildStdout {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+impl Read for ChildStderr {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
+}
