@@ -283,7 +283,7 @@ fn create_file(path: &CStr) -> R {
 /// a writable root cannot redirect a mount.
 fn open_no_symlinks(path: &CStr, flags: c_int) -> Result<c_int, Errno> {
     let how = sys::open_how(
-        (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
+        (flags | libc::O_CLOEXEC) as u64,
         0,
         libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
     );
