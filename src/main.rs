@@ -14,7 +14,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use stockade::{Error, Network, Policy, Sandbox, SpawnError};
 
 #[derive(Parser)]
-#[command(name = "stockade", version, about = "Run programs in OS-level containment")]
+#[command(
+    name = "stockade",
+    version,
+    about = "Run programs in OS-level containment"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -90,7 +94,8 @@ impl PolicyArgs {
     fn policy(&self) -> Result<Policy, String> {
         let mut p = match &self.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
                 Policy::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
             }
             None => Policy::default(),
@@ -101,7 +106,8 @@ impl PolicyArgs {
         match &self.workspace {
             Some(w) => p.workspace = Some(abs(w)?),
             None if p.workspace.is_none() => {
-                p.workspace = Some(std::env::current_dir().map_err(|e| format!("current directory: {e}"))?)
+                p.workspace =
+                    Some(std::env::current_dir().map_err(|e| format!("current directory: {e}"))?)
             }
             None => {}
         }
@@ -123,7 +129,8 @@ impl PolicyArgs {
                 NetworkArg::Full => Network::Full,
             };
         }
-        p.passthrough_env.extend(self.passthrough_env.iter().cloned());
+        p.passthrough_env
+            .extend(self.passthrough_env.iter().cloned());
         p.keep_session |= self.keep_session;
         p.validate().map_err(|e| e.to_string())?;
         Ok(p)
@@ -133,7 +140,11 @@ impl PolicyArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run { policy, cwd, program } => run(&policy, cwd, &program),
+        Cmd::Run {
+            policy,
+            cwd,
+            program,
+        } => run(&policy, cwd, &program),
         Cmd::Detect { json } => detect(json),
         Cmd::Plan { policy, json } => plan(&policy, json),
     }
@@ -180,11 +191,16 @@ fn is_exec_failure(e: &SpawnError) -> bool {
 fn detect(json: bool) -> ExitCode {
     let caps = stockade::Capabilities::probe();
     if json {
-        let layers: Vec<_> = [stockade::Layer::Full, stockade::Layer::Landlock, stockade::Layer::Passthrough]
-            .into_iter()
-            .map(|l| serde_json::json!({"layer": l, "status": caps.layer(l)}))
-            .collect();
-        let out = serde_json::json!({"capabilities": caps, "layers": layers, "best": caps.best_layer()});
+        let layers: Vec<_> = [
+            stockade::Layer::Full,
+            stockade::Layer::Landlock,
+            stockade::Layer::Passthrough,
+        ]
+        .into_iter()
+        .map(|l| serde_json::json!({"layer": l, "status": caps.layer(l)}))
+        .collect();
+        let out =
+            serde_json::json!({"capabilities": caps, "layers": layers, "best": caps.best_layer()});
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
@@ -192,7 +208,10 @@ fn detect(json: bool) -> ExitCode {
         println!(
             "{name:<16} {}{}",
             if a.available { "yes" } else { "no" },
-            a.reason.as_deref().map(|r| format!("  ({r})")).unwrap_or_default()
+            a.reason
+                .as_deref()
+                .map(|r| format!("  ({r})"))
+                .unwrap_or_default()
         )
     };
     println!("os               {}", caps.os);
@@ -202,7 +221,11 @@ fn detect(json: bool) -> ExitCode {
     println!("landlock ABI     {}", caps.landlock_abi);
     line("seccomp", &caps.seccomp);
     println!();
-    for l in [stockade::Layer::Full, stockade::Layer::Landlock, stockade::Layer::Passthrough] {
+    for l in [
+        stockade::Layer::Full,
+        stockade::Layer::Landlock,
+        stockade::Layer::Passthrough,
+    ] {
         line(&format!("layer {l}"), &caps.layer(l));
     }
     println!("best layer       {}", caps.best_layer());

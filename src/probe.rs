@@ -101,7 +101,9 @@ impl Capabilities {
 #[cfg(target_os = "linux")]
 fn probe_now() -> Capabilities {
     let (user_namespaces, fresh_proc) = crate::backend::linux::probe_namespaces();
-    let landlock_abi = stockade_sys::linux::landlock_abi_version().unwrap_or(0).max(0) as u32;
+    let landlock_abi = stockade_sys::linux::landlock_abi_version()
+        .unwrap_or(0)
+        .max(0) as u32;
     let landlock = match stockade_sys::linux::landlock_abi_version() {
         Ok(v) if v >= 1 => Availability::yes(),
         Ok(v) => Availability::no(format!("landlock ABI {v}")),
@@ -112,7 +114,10 @@ fn probe_now() -> Capabilities {
     };
     let seccomp = match stockade_sys::linux::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) {
         Ok(_) => Availability::yes(),
-        Err(e) => Availability::no(format!("prctl(PR_GET_SECCOMP): {}", crate::error::strerror(e.0))),
+        Err(e) => Availability::no(format!(
+            "prctl(PR_GET_SECCOMP): {}",
+            crate::error::strerror(e.0)
+        )),
     };
     Capabilities {
         os: "linux",

@@ -29,7 +29,10 @@ fn system_dirs_are_read_only_and_readable() {
         assert_eq!(r.trim(), "EROFS", "{p}");
     }
     // The root itself takes no new entries.
-    assert_eq!(py_ok(&sb, &try_errno("os.mkdir('/newdir')")).trim(), "EROFS");
+    assert_eq!(
+        py_ok(&sb, &try_errno("os.mkdir('/newdir')")).trim(),
+        "EROFS"
+    );
 }
 
 #[test]
@@ -39,7 +42,14 @@ fn workspace_and_writable_paths_are_writable() {
     let extra = tempdir();
     let e = extra.path().to_path_buf();
     let sb = sandbox(ws.path(), |p| p.writable_paths = vec![e.clone()]);
-    sh_ok(&sb, &format!("echo a > {0}/f && mkdir {0}/d && echo b > {1}/g", ws.path().display(), e.display()));
+    sh_ok(
+        &sb,
+        &format!(
+            "echo a > {0}/f && mkdir {0}/d && echo b > {1}/g",
+            ws.path().display(),
+            e.display()
+        ),
+    );
     assert_eq!(std::fs::read_to_string(ws.path().join("f")).unwrap(), "a\n");
     assert_eq!(std::fs::read_to_string(e.join("g")).unwrap(), "b\n");
     // Default cwd and HOME are the workspace.
@@ -72,9 +82,18 @@ fn tmp_is_private_and_size_limited() {
     let ws = tempdir();
     let marker = tempdir();
     let sb = sandbox(ws.path(), |p| p.tmp_size = stockade::ByteSize::mib(1));
-    let out = sh_ok(&sb, &format!("ls /tmp; test -e {} && echo visible || echo hidden", marker.path().display()));
+    let out = sh_ok(
+        &sb,
+        &format!(
+            "ls /tmp; test -e {} && echo visible || echo hidden",
+            marker.path().display()
+        ),
+    );
     assert!(out.ends_with("hidden\n"), "{out}");
-    let r = py_ok(&sb, &try_errno("open('/tmp/big', 'wb').write(b'x' * (2 << 20))"));
+    let r = py_ok(
+        &sb,
+        &try_errno("open('/tmp/big', 'wb').write(b'x' * (2 << 20))"),
+    );
     assert_eq!(r.trim(), "ENOSPC");
     sh_ok(&sb, "echo ok > /tmp/small && cat /tmp/small");
 }
@@ -89,11 +108,21 @@ fn dev_is_minimal_and_works() {
         out.trim(),
         "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero"
     );
-    sh_ok(&sb, "echo x > /dev/null && head -c 8 /dev/urandom | wc -c && head -c 4 /dev/zero | wc -c && echo y > /dev/shm/f");
-    py_ok(&sb, "import os; m, s = os.openpty(); os.write(s, b'hi'); assert os.read(m, 2) == b'hi'");
+    sh_ok(
+        &sb,
+        "echo x > /dev/null && head -c 8 /dev/urandom | wc -c && head -c 4 /dev/zero | wc -c && echo y > /dev/shm/f",
+    );
+    py_ok(
+        &sb,
+        "import os; m, s = os.openpty(); os.write(s, b'hi'); assert os.read(m, 2) == b'hi'",
+    );
     // No host disks or kernel interfaces.
     for p in ["/dev/vda", "/dev/kmsg", "/dev/mem", "/dev/kvm"] {
-        assert_eq!(py_ok(&sb, &try_errno(&format!("open('{p}')"))).trim(), "ENOENT", "{p}");
+        assert_eq!(
+            py_ok(&sb, &try_errno(&format!("open('{p}')"))).trim(),
+            "ENOENT",
+            "{p}"
+        );
     }
 }
 
@@ -107,9 +136,15 @@ fn proc_is_fresh_and_its_knobs_read_only() {
         "import os; print(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))",
     );
     assert_eq!(out.trim(), "1 [1]", "only the program itself is visible");
-    let r = py_ok(&sb, &try_errno("open('/proc/sys/kernel/hostname', 'w').write('x')"));
+    let r = py_ok(
+        &sb,
+        &try_errno("open('/proc/sys/kernel/hostname', 'w').write('x')"),
+    );
     assert_eq!(r.trim(), "EROFS");
-    let r = py_ok(&sb, &try_errno("open('/proc/sysrq-trigger', 'w').write('x')"));
+    let r = py_ok(
+        &sb,
+        &try_errno("open('/proc/sysrq-trigger', 'w').write('x')"),
+    );
     // Absent when the kernel has no magic SysRq.
     assert!(matches!(r.trim(), "EROFS" | "EACCES" | "ENOENT"), "{r}");
 }
@@ -119,8 +154,14 @@ fn host_paths_outside_the_layout_are_absent() {
     require!(Feature::UserNs);
     let ws = tempdir();
     let sb = sandbox(ws.path(), |_| {});
-    for p in ["/root", "/home", "/var", "/srv", "/mnt", "/work", "/run", "/sys", "/boot"] {
-        assert_eq!(py_ok(&sb, &try_errno(&format!("os.listdir('{p}')"))).trim(), "ENOENT", "{p}");
+    for p in [
+        "/root", "/home", "/var", "/srv", "/mnt", "/work", "/run", "/sys", "/boot",
+    ] {
+        assert_eq!(
+            py_ok(&sb, &try_errno(&format!("os.listdir('{p}')"))).trim(),
+            "ENOENT",
+            "{p}"
+        );
     }
 }
 
@@ -130,7 +171,10 @@ fn shadow_and_host_keys_are_masked() {
     let ws = tempdir();
     let sb = sandbox(ws.path(), |_| {});
     // Readable on this host for root; masked inside for everyone.
-    let r = py_ok(&sb, &try_errno("assert open('/etc/shadow','rb').read() == b''"));
+    let r = py_ok(
+        &sb,
+        &try_errno("assert open('/etc/shadow','rb').read() == b''"),
+    );
     assert!(matches!(r.trim(), "EACCES" | "OK"), "{r}");
     assert!(!sh(&sb, "grep -q root /etc/shadow").status.success());
 }
@@ -150,8 +194,14 @@ fn data_dir_under_the_workspace_is_masked_and_pinned() {
         (format!("os.listdir('{w}/agent/data')"), "EACCES"),
         (format!("open('{w}/agent/data/secret')"), "EACCES"),
         (format!("open('{w}/agent/data/new', 'w')"), "EACCES"),
-        (format!("os.rename('{w}/agent/data', '{w}/moved')"), "EBUSY|EXDEV"),
-        (format!("os.rename('{w}/agent', '{w}/moved')"), "EBUSY|EXDEV"),
+        (
+            format!("os.rename('{w}/agent/data', '{w}/moved')"),
+            "EBUSY|EXDEV",
+        ),
+        (
+            format!("os.rename('{w}/agent', '{w}/moved')"),
+            "EBUSY|EXDEV",
+        ),
         (format!("os.rmdir('{w}/agent/data')"), "EBUSY"),
         (format!("os.rmdir('{w}/agent')"), "EBUSY|ENOTEMPTY"),
     ];
@@ -160,11 +210,22 @@ fn data_dir_under_the_workspace_is_masked_and_pinned() {
         assert!(want.split('|').any(|w| w == r.trim()), "{expr}: {r}");
     }
     // A symlink swap of the directory above: the name is a mountpoint, unlink refuses.
-    let r = py_ok(&sb, &try_errno(&format!("os.rename('{w}/agent', '{w}/a2'); os.symlink('/tmp', '{w}/agent')")));
+    let r = py_ok(
+        &sb,
+        &try_errno(&format!(
+            "os.rename('{w}/agent', '{w}/a2'); os.symlink('/tmp', '{w}/agent')"
+        )),
+    );
     assert!(matches!(r.trim(), "EBUSY" | "EXDEV"), "{r}");
     // The rest of the workspace stays writable.
-    sh_ok(&sb, &format!("echo ok > {w}/agent/other && cat {w}/agent/other"));
-    assert_eq!(std::fs::read_to_string(data.join("secret")).unwrap(), "s3cret");
+    sh_ok(
+        &sb,
+        &format!("echo ok > {w}/agent/other && cat {w}/agent/other"),
+    );
+    assert_eq!(
+        std::fs::read_to_string(data.join("secret")).unwrap(),
+        "s3cret"
+    );
 }
 
 #[test]
@@ -179,7 +240,10 @@ fn a_replaced_data_dir_is_refused() {
     std::fs::rename(&data, ws.path().join("old")).unwrap();
     std::fs::create_dir(&data).unwrap();
     let err = sb.command("true").spawn().unwrap_err();
-    assert!(matches!(err, Error::Plan(PlanError::DataDirChanged(_))), "{err}");
+    assert!(
+        matches!(err, Error::Plan(PlanError::DataDirChanged(_))),
+        "{err}"
+    );
 }
 
 #[test]
@@ -195,13 +259,20 @@ fn a_symlink_on_the_way_to_the_data_dir_fails_the_spawn_with_a_typed_error() {
     match &err {
         Error::Spawn(SpawnError::Setup { step, errno }) => {
             // The first directory on the way that is a symlink refuses to be pinned.
-            assert!(step.starts_with("pin ") || step.starts_with("mask data dir"), "{step}");
+            assert!(
+                step.starts_with("pin ") || step.starts_with("mask data dir"),
+                "{step}"
+            );
             assert!(step.contains("/link"), "{step}");
             assert_eq!(*errno, libc::ELOOP);
         }
         other => panic!("unexpected {other}"),
     }
-    assert!(err.to_string().contains("Too many levels of symbolic links"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("Too many levels of symbolic links"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -214,9 +285,15 @@ fn a_writable_path_planted_as_a_symlink_is_not_followed() {
     let e = ws.path().join("evil");
     let sb = sandbox(ws.path(), |p| p.writable_paths = vec![e.clone()]);
     let w = std::fs::canonicalize(ws.path()).unwrap();
-    let r = py_ok(&sb, &try_errno(&format!("open('{}/evil/f', 'w').write('x')", w.display())));
+    let r = py_ok(
+        &sb,
+        &try_errno(&format!("open('{}/evil/f', 'w').write('x')", w.display())),
+    );
     assert_eq!(r.trim(), "ENOENT");
-    assert_eq!(std::fs::read_to_string(outside.path().join("f")).unwrap(), "host");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("f")).unwrap(),
+        "host"
+    );
 }
 
 #[test]
@@ -226,10 +303,19 @@ fn pid_namespace_hides_and_protects_host_processes() {
     let sb = sandbox(ws.path(), |_| {});
     let me = std::process::id();
     // The host pid does not exist inside; neither does its environment or memory.
-    assert_eq!(py_ok(&sb, &try_errno(&format!("os.kill({me}, 0)"))).trim(), "ESRCH");
-    assert_eq!(py_ok(&sb, &try_errno(&format!("open('/proc/{me}/environ')"))).trim(), "ENOENT");
+    assert_eq!(
+        py_ok(&sb, &try_errno(&format!("os.kill({me}, 0)"))).trim(),
+        "ESRCH"
+    );
+    assert_eq!(
+        py_ok(&sb, &try_errno(&format!("open('/proc/{me}/environ')"))).trim(),
+        "ENOENT"
+    );
     // PID 1 is the program itself, not a helper holding the host's memory.
-    let out = py_ok(&sb, "print(open('/proc/1/cmdline','rb').read().split(b'\\0')[0].decode())");
+    let out = py_ok(
+        &sb,
+        "print(open('/proc/1/cmdline','rb').read().split(b'\\0')[0].decode())",
+    );
     assert!(out.trim().ends_with("python3"), "{out}");
 }
 
@@ -256,7 +342,9 @@ fn kill_ends_everything_inside() {
     let mut child = sb
         .command("sh")
         .arg("-c")
-        .arg(format!("sleep {marker} & sleep {marker} & echo started; wait"))
+        .arg(format!(
+            "sleep {marker} & sleep {marker} & echo started; wait"
+        ))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -287,7 +375,10 @@ fn a_short_lived_spawning_thread_does_not_kill_the_sandbox() {
         .join()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert!(child.try_wait().unwrap().is_none(), "sandbox died with its spawning thread");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "sandbox died with its spawning thread"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
 }
@@ -302,12 +393,19 @@ fn the_sandbox_dies_with_the_host_process() {
         .env("STOCKADE_TEST_HELPER_MARKER", &marker)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
     while !host_processes_with(&marker).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(host_processes_with(&marker).is_empty(), "sandbox outlived its host");
+    assert!(
+        host_processes_with(&marker).is_empty(),
+        "sandbox outlived its host"
+    );
 }
 
 /// Not a test of its own: the host process of `the_sandbox_dies_with_the_host_process`.
@@ -333,16 +431,30 @@ fn session_no_new_privs_and_capabilities() {
     let status = sh_ok(&sb, "grep -E '^(Cap|NoNewPrivs)' /proc/self/status");
     for line in status.lines() {
         let (k, v) = line.split_once(':').unwrap();
-        let want = if k == "NoNewPrivs" { "1" } else { "0000000000000000" };
+        let want = if k == "NoNewPrivs" {
+            "1"
+        } else {
+            "0000000000000000"
+        };
         assert_eq!(v.trim(), want, "{k}");
     }
     // A new session: the shell (pid 1) leads it.
     let stat = sh_ok(&sb, "cat /proc/self/stat");
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
     assert_eq!(fields[3], "1", "session id: {stat}");
     let sb = sandbox(ws.path(), |p| p.keep_session = true);
     let stat = sh_ok(&sb, "cat /proc/self/stat");
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
     assert_ne!(fields[3], "1", "keep_session: {stat}");
 }
 
@@ -354,13 +466,24 @@ fn root_inside_has_no_dac_override_over_host_files() {
     let f = ws.path().join("theirs");
     std::fs::write(&f, "private").unwrap();
     std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
-    nix::unistd::chown(&f, Some(nix::unistd::Uid::from_raw(12345)), Some(nix::unistd::Gid::from_raw(12345))).unwrap();
+    nix::unistd::chown(
+        &f,
+        Some(nix::unistd::Uid::from_raw(12345)),
+        Some(nix::unistd::Gid::from_raw(12345)),
+    )
+    .unwrap();
     let sb = sandbox(ws.path(), |_| {});
     let w = std::fs::canonicalize(ws.path()).unwrap();
     assert_eq!(sh_ok(&sb, "id -u").trim(), "0");
-    let r = py_ok(&sb, &try_errno(&format!("open('{}/theirs').read()", w.display())));
+    let r = py_ok(
+        &sb,
+        &try_errno(&format!("open('{}/theirs').read()", w.display())),
+    );
     assert_eq!(r.trim(), "EACCES");
-    let r = py_ok(&sb, &try_errno(&format!("os.chown('{}/theirs', 0, 0)", w.display())));
+    let r = py_ok(
+        &sb,
+        &try_errno(&format!("os.chown('{}/theirs', 0, 0)", w.display())),
+    );
     assert_eq!(r.trim(), "EPERM");
 }
 
@@ -382,11 +505,16 @@ fn inherited_fds_are_closed_and_passed_ones_kept() {
     // A host fd without close-on-exec: the kind a careless host leaks.
     // High numbers, so that they cannot be confused with the program's own fds.
     let file = std::fs::File::open("/etc/hostname").unwrap();
-    let leaked = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_DUPFD(200 + line!() as i32)).unwrap();
+    let leaked =
+        nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_DUPFD(200 + line!() as i32)).unwrap();
     let (r, mut w) = std::io::pipe().unwrap();
     w.write_all(b"passed").unwrap();
     drop(w);
-    let high = nix::fcntl::fcntl(&r, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(300 + line!() as i32)).unwrap();
+    let high = nix::fcntl::fcntl(
+        &r,
+        nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(300 + line!() as i32),
+    )
+    .unwrap();
     // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
     let passed: std::os::fd::OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(high) };
     let passed_no = high;
@@ -398,9 +526,16 @@ fn inherited_fds_are_closed_and_passed_ones_kept() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let leaked_no = leaked;
-    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let first = text.lines().next().unwrap();
-    assert!(!first.contains(&format!(" {leaked_no},")) && !first.contains(&format!(" {leaked_no}]")), "{first}");
+    assert!(
+        !first.contains(&format!(" {leaked_no},")) && !first.contains(&format!(" {leaked_no}]")),
+        "{first}"
+    );
     assert!(first.contains(&passed_no.to_string()), "{first}");
     assert_eq!(text.lines().nth(1), Some("passed"));
     nix::unistd::close(leaked).unwrap();
@@ -410,7 +545,9 @@ fn inherited_fds_are_closed_and_passed_ones_kept() {
 fn environment_is_clean() {
     require!(Feature::UserNs);
     let ws = tempdir();
-    let sb = sandbox(ws.path(), |p| p.passthrough_env = vec!["PATH_IS_NOT_THIS".into()]);
+    let sb = sandbox(ws.path(), |p| {
+        p.passthrough_env = vec!["PATH_IS_NOT_THIS".into()]
+    });
     let out = sb.command("env").env("MINE", "1").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let mut names: Vec<&str> = text.lines().map(|l| l.split('=').next().unwrap()).collect();
@@ -420,8 +557,15 @@ fn environment_is_clean() {
         assert!(allowed.contains(n), "unexpected variable {n} in {text}");
     }
     assert!(names.contains(&"MINE") && names.contains(&"PATH"));
-    let err = sb.command("env").env("LD_PRELOAD", "/x.so").spawn().unwrap_err();
-    assert!(matches!(err, Error::Plan(PlanError::DangerousEnv(_))), "{err}");
+    let err = sb
+        .command("env")
+        .env("LD_PRELOAD", "/x.so")
+        .spawn()
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Plan(PlanError::DangerousEnv(_))),
+        "{err}"
+    );
 }
 
 #[test]
@@ -437,13 +581,21 @@ fn keyring_is_fresh() {
         "import ctypes; l = ctypes.CDLL(None, use_errno=True); print(l.syscall(250, 0, -3, 1))",
     );
     assert!(host > 0);
-    assert_ne!(inside.trim(), host.to_string(), "the host's session keyring is visible");
+    assert_ne!(
+        inside.trim(),
+        host.to_string(),
+        "the host's session keyring is visible"
+    );
 }
 
 #[test]
 fn host_sockets_are_unreachable() {
     require!(Feature::UserNs);
-    let dir = if is_root() { Path::new("/run").to_path_buf() } else { std::env::temp_dir() };
+    let dir = if is_root() {
+        Path::new("/run").to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
     let path = dir.join(format!("stockade-test-{}.sock", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
@@ -451,7 +603,10 @@ fn host_sockets_are_unreachable() {
     let sb = sandbox(ws.path(), |_| {});
     let r = py_ok(
         &sb,
-        &try_errno(&format!("s = socket.socket(socket.AF_UNIX); s.connect('{}')", path.display())),
+        &try_errno(&format!(
+            "s = socket.socket(socket.AF_UNIX); s.connect('{}')",
+            path.display()
+        )),
     );
     assert_eq!(r.trim(), "ENOENT");
     drop(listener);
@@ -476,15 +631,27 @@ fn real_programs_work_inside() {
     require!(Feature::UserNs);
     let ws = tempdir();
     let sb = sandbox(ws.path(), |_| {});
-    let out = sh_ok(&sb, "echo a b c | tr ' ' '\\n' | sort -r | (read x; echo \"[$x]\"); echo $( (echo sub) )");
+    let out = sh_ok(
+        &sb,
+        "echo a b c | tr ' ' '\\n' | sort -r | (read x; echo \"[$x]\"); echo $( (echo sub) )",
+    );
     assert_eq!(out, "[c]\nsub\n");
-    assert_eq!(py_ok(&sb, "import threading; t = threading.Thread(target=print, args=('t',)); t.start(); t.join()"), "t\n");
+    assert_eq!(
+        py_ok(
+            &sb,
+            "import threading; t = threading.Thread(target=print, args=('t',)); t.start(); t.join()"
+        ),
+        "t\n"
+    );
     sh_ok(
         &sb,
         "git init -q repo && cd repo && git config user.email a@b && git config user.name t && echo x > f && git add f && git commit -qm m && git log --oneline | wc -l",
     );
     assert!(ws.path().join("repo/.git").is_dir());
-    sh_ok(&sb, "printf 'int main(void){return 7;}' > m.c && cc -o m m.c && ./m; test $? = 7");
+    sh_ok(
+        &sb,
+        "printf 'int main(void){return 7;}' > m.c && cc -o m m.c && ./m; test $? = 7",
+    );
     assert!(ws.path().join("m").exists());
 }
 
@@ -495,11 +662,21 @@ fn working_directory_must_be_under_the_workspace() {
     std::fs::create_dir(ws.path().join("sub")).unwrap();
     let sb = sandbox(ws.path(), |_| {});
     let out = sb.command("pwd").current_dir("sub").output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).trim().ends_with("/sub"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .ends_with("/sub")
+    );
     let err = sb.command("pwd").current_dir("/etc").spawn().unwrap_err();
-    assert!(matches!(err, Error::Plan(PlanError::CwdOutsideWorkspace { .. })), "{err}");
+    assert!(
+        matches!(err, Error::Plan(PlanError::CwdOutsideWorkspace { .. })),
+        "{err}"
+    );
     let err = sb.command("pwd").current_dir("../..").spawn().unwrap_err();
-    assert!(matches!(err, Error::Plan(PlanError::CwdOutsideWorkspace { .. })), "{err}");
+    assert!(
+        matches!(err, Error::Plan(PlanError::CwdOutsideWorkspace { .. })),
+        "{err}"
+    );
 }
 
 #[test]
@@ -508,10 +685,19 @@ fn missing_program_is_not_found() {
     let ws = tempdir();
     let sb = sandbox(ws.path(), |_| {});
     let err = sb.command("stockade-no-such-program").spawn().unwrap_err();
-    assert!(matches!(err, Error::Spawn(SpawnError::NotFound { .. })), "{err}");
+    assert!(
+        matches!(err, Error::Spawn(SpawnError::NotFound { .. })),
+        "{err}"
+    );
     // A program that exists on the host but outside the layout is not found either.
-    let err = sb.command(std::env::current_exe().unwrap()).spawn().unwrap_err();
-    assert!(matches!(err, Error::Spawn(SpawnError::NotFound { .. })), "{err}");
+    let err = sb
+        .command(std::env::current_exe().unwrap())
+        .spawn()
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Spawn(SpawnError::NotFound { .. })),
+        "{err}"
+    );
 }
 
 #[test]

@@ -27,15 +27,24 @@ fn many_threads_spawn_at_once_and_leave_nothing_behind() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(std::fs::read_dir("/proc/self/fd").unwrap().count(), fds_before, "fd leak");
-    assert_eq!(std::fs::read_to_string("/proc/self/mountinfo").unwrap(), mounts_before);
+    assert_eq!(
+        std::fs::read_dir("/proc/self/fd").unwrap().count(),
+        fds_before,
+        "fd leak"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/self/mountinfo").unwrap(),
+        mounts_before
+    );
     // No zombie or other child left: this process has no children at all.
     let r = nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
     assert!(matches!(r, Err(nix::errno::Errno::ECHILD)), "{r:?}");
 
     // The same as uid 65534, after the counts above (sequential: no stray children).
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_none() {
-        common::rerun_as_nobody(&["--exact", "many_threads_spawn_at_once_and_leave_nothing_behind"]);
+        common::rerun_as_nobody(&[
+            "--exact",
+            "many_threads_spawn_at_once_and_leave_nothing_behind",
+        ]);
     }
 }
-

@@ -191,7 +191,9 @@ impl fmt::Display for Step {
             Step::IdMaps { .. } => f.write_str("write /proc/self/uid_map and gid_map"),
             Step::MountsPrivate => f.write_str("make / a slave mount"),
             Step::BaseRoot => f.write_str("build the new root"),
-            Step::Bind { src, dst, access, .. } => {
+            Step::Bind {
+                src, dst, access, ..
+            } => {
                 let how = match access {
                     Access::ReadOnly => "bind read-only",
                     Access::ReadWrite => "bind",
@@ -283,7 +285,9 @@ pub fn is_within(inner: &Path, outer: &Path) -> bool {
 }
 
 fn depth(p: &Path) -> usize {
-    p.components().filter(|c| matches!(c, Component::Normal(_))).count()
+    p.components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count()
 }
 
 /// A layout entry before ordering.
@@ -340,7 +344,11 @@ impl Plan {
             if let Ok(target) = fs.canonicalize(Path::new("/etc/resolv.conf")) {
                 if !ro_roots.iter().any(|r| is_within(&target, r)) {
                     let dir = matches!(fs.kind(&target), Some(Kind::Dir));
-                    push(bind(&target, &target, Access::ReadOnly, dir, None), &target, 0);
+                    push(
+                        bind(&target, &target, Access::ReadOnly, dir, None),
+                        &target,
+                        0,
+                    );
                 }
             }
         }
@@ -363,7 +371,11 @@ impl Plan {
             let beneath = is_within(&canon, &workspace).then(|| Beneath {
                 root: workspace.clone(),
             });
-            push(bind(&canon, &canon, Access::ReadOnly, dir, beneath), &canon, 0);
+            push(
+                bind(&canon, &canon, Access::ReadOnly, dir, beneath),
+                &canon,
+                0,
+            );
         }
 
         // Writable roots: the workspace, then each writable path outside it. A writable
@@ -384,7 +396,11 @@ impl Plan {
                 continue;
             }
             let dir = matches!(fs.kind(&canon), Some(Kind::Dir));
-            push(bind(&canon, &canon, Access::ReadWrite, dir, None), &canon, 0);
+            push(
+                bind(&canon, &canon, Access::ReadWrite, dir, None),
+                &canon,
+                0,
+            );
             if dir {
                 writable_roots.push(canon);
             }
@@ -425,7 +441,7 @@ impl Plan {
         }
 
         // Parents before children; at equal depth binds, then pins, then masks.
-        entries.sort_by(|a, b| (depth(&a.dst), a.rank).cmp(&(depth(&b.dst), b.rank)));
+        entries.sort_by_key(|e| (depth(&e.dst), e.rank));
 
         let mut steps = vec![
             Step::DieWithParent,
@@ -553,7 +569,10 @@ fn plan_data_dir(
         Some(_) => data.to_path_buf(),
         None => existing(fs, "data_dir", data)?,
     };
-    for r in writable_roots.iter().chain(std::iter::once(&workspace.to_path_buf())) {
+    for r in writable_roots
+        .iter()
+        .chain(std::iter::once(&workspace.to_path_buf()))
+    {
         if is_within(r, &path) {
             return Err(PlanError::Conflict(format!(
                 "data_dir {} contains the writable path {}",
@@ -602,7 +621,15 @@ mod tests {
     impl Fake {
         fn new() -> Self {
             let mut m = BTreeMap::new();
-            for d in ["/usr", "/etc", "/opt", "/ws", "/ws/a", "/ws/a/data", "/srv/shared"] {
+            for d in [
+                "/usr",
+                "/etc",
+                "/opt",
+                "/ws",
+                "/ws/a",
+                "/ws/a/data",
+                "/srv/shared",
+            ] {
                 m.insert(PathBuf::from(d), Kind::Dir);
             }
             m.insert("/bin".into(), Kind::Symlink("usr/bin".into()));
@@ -623,7 +650,10 @@ mod tests {
         }
     }
 
-    const IDS: Ids = Ids { uid: 1000, gid: 1000 };
+    const IDS: Ids = Ids {
+        uid: 1000,
+        gid: 1000,
+    };
 
     fn position(plan: &Plan, f: impl Fn(&Step) -> bool) -> usize {
         plan.steps.iter().position(f).expect("step present")
@@ -634,11 +664,26 @@ mod tests {
         let mut p = Policy::with_workspace("/ws");
         p.data_dir = Some("/ws/a/data".into());
         let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
-        let ws = position(&plan, |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/ws")));
-        let pin = position(&plan, |s| matches!(s, Step::Pin { path, .. } if path == Path::new("/ws/a")));
-        let mask = position(&plan, |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/ws/a/data")));
+        let ws = position(
+            &plan,
+            |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/ws")),
+        );
+        let pin = position(
+            &plan,
+            |s| matches!(s, Step::Pin { path, .. } if path == Path::new("/ws/a")),
+        );
+        let mask = position(
+            &plan,
+            |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/ws/a/data")),
+        );
         assert!(ws < pin && pin < mask, "{:#?}", plan.steps);
-        assert!(matches!(&plan.steps[mask], Step::Mask { beneath: Some(_), .. }));
+        assert!(matches!(
+            &plan.steps[mask],
+            Step::Mask {
+                beneath: Some(_),
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -654,7 +699,9 @@ mod tests {
                 _ => continue,
             };
             assert!(
-                !seen.iter().any(|earlier| earlier != &dst && is_within(earlier, &dst)),
+                !seen
+                    .iter()
+                    .any(|earlier| earlier != &dst && is_within(earlier, &dst)),
                 "{} mounted after a child of it",
                 dst.display()
             );
@@ -669,8 +716,14 @@ mod tests {
             link: "/bin".into(),
             target: "usr/bin".into()
         }));
-        let etc = position(&plan, |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/etc")));
-        let shadow = position(&plan, |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/etc/shadow")));
+        let etc = position(
+            &plan,
+            |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/etc")),
+        );
+        let shadow = position(
+            &plan,
+            |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/etc/shadow")),
+        );
         assert!(etc < shadow);
     }
 
@@ -679,7 +732,12 @@ mod tests {
         let mut p = Policy::with_workspace("/ws");
         p.writable_paths = vec!["/ws/a".into()];
         let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
-        assert!(!plan.steps.iter().any(|s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/ws/a"))));
+        assert!(
+            !plan
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/ws/a")))
+        );
     }
 
     #[test]

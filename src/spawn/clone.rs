@@ -50,7 +50,11 @@ struct Job {
 /// # Errors
 ///
 /// [`SpawnError::Os`] when the clone fails or the spawner threads are gone.
-pub fn launch(layout: Arc<Layout>, exec: Exec, flags: libc::c_int) -> Result<(libc::pid_t, OwnedFd), SpawnError> {
+pub fn launch(
+    layout: Arc<Layout>,
+    exec: Exec,
+    flags: libc::c_int,
+) -> Result<(libc::pid_t, OwnedFd), SpawnError> {
     let (reply, rx) = mpsc::sync_channel(1);
     let lost = || SpawnError::Os {
         call: "spawner thread",
@@ -65,7 +69,10 @@ pub fn launch(layout: Arc<Layout>, exec: Exec, flags: libc::c_int) -> Result<(li
         })
         .map_err(|_| lost())?;
     let result = rx.recv().map_err(|_| lost())?;
-    result.map_err(|source| SpawnError::Os { call: "clone", source })
+    result.map_err(|source| SpawnError::Os {
+        call: "clone",
+        source,
+    })
 }
 
 fn spawner() -> &'static mpsc::Sender<Job> {
@@ -73,7 +80,9 @@ fn spawner() -> &'static mpsc::Sender<Job> {
     TX.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
-        let n = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 8);
+        let n = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(2, 8);
         for i in 0..n {
             let rx = Arc::clone(&rx);
             let spawned = std::thread::Builder::new()

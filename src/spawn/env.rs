@@ -105,14 +105,22 @@ mod tests {
     }
 
     fn host() -> Vec<(OsString, OsString)> {
-        [("HOME", "/root"), ("USER", "me"), ("SECRET", "x"), ("GH_TOKEN", "t"), ("LD_PRELOAD", "/evil.so")]
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect()
+        [
+            ("HOME", "/root"),
+            ("USER", "me"),
+            ("SECRET", "x"),
+            ("GH_TOKEN", "t"),
+            ("LD_PRELOAD", "/evil.so"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
     }
 
     fn get<'a>(env: &'a [(OsString, OsString)], k: &str) -> Option<&'a str> {
-        env.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.to_str())
+        env.iter()
+            .find(|(n, _)| n == k)
+            .and_then(|(_, v)| v.to_str())
     }
 
     #[test]

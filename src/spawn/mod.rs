@@ -164,7 +164,11 @@ fn pin_data_dir(d: &Path) -> Result<(PathBuf, (u64, u64)), PlanError> {
         source,
     };
     if std::fs::symlink_metadata(d).is_err() {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(d).map_err(err)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(d)
+            .map_err(err)?;
     }
     let md = std::fs::symlink_metadata(d).map_err(err)?;
     if !md.is_dir() {
@@ -356,7 +360,11 @@ impl Command {
         self.spawn_with(Stdio::inherit, Stdio::inherit)
     }
 
-    fn spawn_with(&mut self, def_in: fn() -> Stdio, def_out: fn() -> Stdio) -> Result<Child, Error> {
+    fn spawn_with(
+        &mut self,
+        def_in: fn() -> Stdio,
+        def_out: fn() -> Stdio,
+    ) -> Result<Child, Error> {
         let inner = Arc::clone(&self.sandbox.inner);
         if let Some((path, id)) = &inner.data_dir {
             check_data_dir(path, *id)?;
@@ -365,9 +373,24 @@ impl Command {
         let cwd = self.resolved_cwd()?;
         let plan = &inner.layout.plan;
 
-        let (stdin_child, stdin_parent) = self.stdin.take().unwrap_or_else(def_in).setup(true).map_err(stdio_err)?;
-        let (stdout_child, stdout_parent) = self.stdout.take().unwrap_or_else(def_out).setup(false).map_err(stdio_err)?;
-        let (stderr_child, stderr_parent) = self.stderr.take().unwrap_or_else(def_out).setup(false).map_err(stdio_err)?;
+        let (stdin_child, stdin_parent) = self
+            .stdin
+            .take()
+            .unwrap_or_else(def_in)
+            .setup(true)
+            .map_err(stdio_err)?;
+        let (stdout_child, stdout_parent) = self
+            .stdout
+            .take()
+            .unwrap_or_else(def_out)
+            .setup(false)
+            .map_err(stdio_err)?;
+        let (stderr_child, stderr_parent) = self
+            .stderr
+            .take()
+            .unwrap_or_else(def_out)
+            .setup(false)
+            .map_err(stdio_err)?;
         let stdio_fds = [
             stdio::raw(&stdin_child),
             stdio::raw(&stdout_child),
@@ -422,7 +445,13 @@ impl Command {
     /// As [`Command::spawn`], plus I/O errors from waiting.
     pub fn status(&mut self) -> Result<ExitStatus, Error> {
         let mut child = self.spawn_with(Stdio::inherit, Stdio::inherit)?;
-        child.wait().map_err(|source| SpawnError::Os { call: "waitpid", source }.into())
+        child.wait().map_err(|source| {
+            SpawnError::Os {
+                call: "waitpid",
+                source,
+            }
+            .into()
+        })
     }
 
     /// Spawns the program with stdin null and stdout/stderr captured (unless set), and
@@ -433,14 +462,21 @@ impl Command {
     /// As [`Command::spawn`], plus I/O errors from reading or waiting.
     pub fn output(&mut self) -> Result<Output, Error> {
         let child = self.spawn_with(Stdio::null, Stdio::piped)?;
-        child
-            .wait_with_output()
-            .map_err(|source| SpawnError::Os { call: "wait_with_output", source }.into())
+        child.wait_with_output().map_err(|source| {
+            SpawnError::Os {
+                call: "wait_with_output",
+                source,
+            }
+            .into()
+        })
     }
 }
 
 fn stdio_err(source: io::Error) -> SpawnError {
-    SpawnError::Os { call: "set up stdio", source }
+    SpawnError::Os {
+        call: "set up stdio",
+        source,
+    }
 }
 
 fn check_data_dir(path: &Path, id: (u64, u64)) -> Result<(), PlanError> {
@@ -503,7 +539,9 @@ impl Child {
         if let Some(s) = self.status {
             return Ok(s);
         }
-        let s = self.waitpid(0)?.ok_or_else(|| io::Error::other("waitpid returned no status"))?;
+        let s = self
+            .waitpid(0)?
+            .ok_or_else(|| io::Error::other("waitpid returned no status"))?;
         Ok(s)
     }
 
@@ -557,7 +595,9 @@ impl Child {
             o.read_to_end(&mut stdout)?;
         }
         let stderr = match err_reader {
-            Some(h) => h.join().map_err(|_| io::Error::other("stderr reader panicked"))??,
+            Some(h) => h
+                .join()
+                .map_err(|_| io::Error::other("stderr reader panicked"))??,
             None => Vec::new(),
         };
         let status = self.wait()?;
@@ -577,6 +617,9 @@ mod tests {
     fn disabled_mode_is_passthrough() {
         let mut p = Policy::with_workspace("/tmp");
         p.mode = Mode::Disabled;
-        assert_eq!(choose_layer(&p, Capabilities::probe()).unwrap(), Layer::Passthrough);
+        assert_eq!(
+            choose_layer(&p, Capabilities::probe()).unwrap(),
+            Layer::Passthrough
+        );
     }
 }

@@ -123,8 +123,14 @@ macro_rules! pipe_end {
 }
 
 pipe_end!(ChildStdin, "The parent's end of the program's piped stdin.");
-pipe_end!(ChildStdout, "The parent's end of the program's piped stdout.");
-pipe_end!(ChildStderr, "The parent's end of the program's piped stderr.");
+pipe_end!(
+    ChildStdout,
+    "The parent's end of the program's piped stdout."
+);
+pipe_end!(
+    ChildStderr,
+    "The parent's end of the program's piped stderr."
+);
 
 impl Write for ChildStdin {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

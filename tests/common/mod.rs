@@ -32,9 +32,8 @@ impl Feature {
         match self {
             Feature::UserNs => {
                 let caps = Capabilities::probe();
-                (!caps.user_namespaces.available).then(|| {
-                    caps.user_namespaces.reason.clone().unwrap_or_default()
-                })
+                (!caps.user_namespaces.available)
+                    .then(|| caps.user_namespaces.reason.clone().unwrap_or_default())
             }
             Feature::Root => (!nix::unistd::geteuid().is_root())
                 .then(|| "not root (run `cargo test` as root for the privileged half)".into()),
@@ -47,7 +46,9 @@ impl Feature {
 /// Whether `STOCKADE_TEST_REQUIRE` (all, or a comma list) demands `f`.
 pub fn required(f: Feature) -> bool {
     match std::env::var("STOCKADE_TEST_REQUIRE") {
-        Ok(v) => v.split(',').any(|x| x.trim() == "all" || x.trim() == f.name()),
+        Ok(v) => v
+            .split(',')
+            .any(|x| x.trim() == "all" || x.trim() == f.name()),
         Err(_) => false,
     }
 }
@@ -75,7 +76,10 @@ pub fn skip(test: &str, reason: &str) {
 
 /// A temp dir that the current user owns (mode 0755), removed on drop.
 pub fn tempdir() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("stockade-test-").tempdir().expect("tempdir")
+    tempfile::Builder::new()
+        .prefix("stockade-test-")
+        .tempdir()
+        .expect("tempdir")
 }
 
 /// A sandbox whose workspace is `ws`, with `f` applied to the policy.
@@ -87,7 +91,11 @@ pub fn sandbox(ws: &Path, f: impl FnOnce(&mut Policy)) -> Sandbox {
 
 /// Runs `sh -c script` inside and returns its output.
 pub fn sh(sb: &Sandbox, script: &str) -> Output {
-    sb.command("sh").arg("-c").arg(script).output().expect("spawn")
+    sb.command("sh")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .expect("spawn")
 }
 
 /// Runs `sh -c script`, asserts success, returns stdout.
@@ -105,7 +113,12 @@ pub fn sh_ok(sb: &Sandbox, script: &str) -> String {
 
 /// Runs a python3 snippet inside; asserts success; returns stdout.
 pub fn py_ok(sb: &Sandbox, code: &str) -> String {
-    let out = sb.command("python3").arg("-c").arg(code).output().expect("spawn");
+    let out = sb
+        .command("python3")
+        .arg("-c")
+        .arg(code)
+        .output()
+        .expect("spawn");
     assert!(
         out.status.success(),
         "python failed ({:?}): {code}\nstdout: {}\nstderr: {}",
@@ -132,8 +145,12 @@ pub fn host_processes_with(marker: &str) -> Vec<u32> {
 pub fn host_processes(f: impl Fn(&str) -> bool) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
         if f(&cmd) {
             out.push(pid);
@@ -161,20 +178,46 @@ pub fn rerun_as_nobody(filter: &[&str]) {
     require!(Feature::Setpriv);
     let (_dir, exe) = world_executable_copy();
     let out = std::process::Command::new("setpriv")
-        .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
         .arg(&exe)
         .args(filter)
         .args(["--test-threads", "2"])
         .env("HOME", "/tmp")
         .env("TMPDIR", "/tmp")
         .env("STOCKADE_TEST_AS_NOBODY", "1")
+        // The privileged half ran as root already; as nobody only it may skip.
+        .env(
+            "STOCKADE_TEST_REQUIRE",
+            if std::env::var_os("STOCKADE_TEST_REQUIRE").is_some() {
+                "userns,setpriv"
+            } else {
+                ""
+            },
+        )
         .current_dir("/tmp")
         .output()
         .expect("run setpriv");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let _ = writeln!(std::io::stderr().lock(), "--- as uid 65534 ---\n{stdout}\n{stderr}");
-    assert!(out.status.success(), "tests failed as uid 65534:\n{stdout}\n{stderr}");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "--- as uid 65534 ---\n{stdout}\n{stderr}"
+    );
+    assert!(
+        out.status.success(),
+        "tests failed as uid 65534:\n{stdout}\n{stderr}"
+    );
     assert!(stdout.contains("test result: ok"), "{stdout}");
-    assert!(!stdout.contains(" 0 passed"), "ran no test as uid 65534: {stdout}");
+    assert!(
+        !stdout.contains(" 0 passed"),
+        "ran no test as uid 65534: {stdout}"
+    );
 }

@@ -58,12 +58,10 @@ pub fn run(layout: &[Op], exec: &Exec) -> ! {
     if let Err(e) = close_fds(exec) {
         fail(exec, base + extra::CLOSE_FDS, e);
     }
-    let mut index = 0u32;
-    for op in layout {
+    for (index, op) in layout.iter().enumerate() {
         if let Err(e) = apply(op, exec) {
-            fail(exec, index, e);
+            fail(exec, index as u32, e);
         }
-        index += 1;
     }
     if let Some(cwd) = &exec.cwd {
         if let Err(e) = sys::chdir(cwd) {
@@ -136,7 +134,13 @@ fn apply(op: &Op, exec: &Exec) -> R {
             beneath,
             identity,
         } => mask_dir(path, *beneath, *identity),
-        Op::MaskFile { path } => bind_tree(libc::AT_FDCWD, c"/oldroot/dev/null", libc::AT_FDCWD, path, true),
+        Op::MaskFile { path } => bind_tree(
+            libc::AT_FDCWD,
+            c"/oldroot/dev/null",
+            libc::AT_FDCWD,
+            path,
+            true,
+        ),
         Op::Pin { path } => {
             let fd = open_no_symlinks(path, libc::O_PATH | libc::O_DIRECTORY)?;
             let r = bind_tree(fd, c"", fd, c"", false);
@@ -147,7 +151,8 @@ fn apply(op: &Op, exec: &Exec) -> R {
         Op::RootReadOnly => set_attr(libc::AT_FDCWD, c"/", 0, libc::MOUNT_ATTR_RDONLY),
         Op::LoopbackUp => loopback_up(),
         Op::NewSession => sys::setsid().map(drop),
-        Op::NewKeyring => match sys::keyctl(libc::KEYCTL_JOIN_SESSION_KEYRING as c_int, 0, 0, 0, 0) {
+        Op::NewKeyring => match sys::keyctl(libc::KEYCTL_JOIN_SESSION_KEYRING as c_int, 0, 0, 0, 0)
+        {
             // A kernel without keys has no host keys to hide.
             Ok(_) | Err(Errno(libc::ENOSYS)) => Ok(()),
             Err(e) => Err(e),
@@ -161,15 +166,13 @@ fn apply(op: &Op, exec: &Exec) -> R {
 /// Dup the prepared stdio fds onto 0, 1 and 2. The parent made sure that no source fd is
 /// itself 0, 1 or 2 unless it is already in place.
 fn stdio(exec: &Exec) -> R {
-    let mut target = 0;
-    for &src in &exec.stdio {
+    for (target, &src) in (0..).zip(&exec.stdio) {
         if src == target {
             // Already in place: only clear close-on-exec.
             sys::fcntl(src, libc::F_SETFD, 0)?;
         } else if src >= 0 {
             sys::dup3(src, target, 0)?;
         }
-        target += 1;
     }
     for &fd in &exec.pass {
         sys::fcntl(fd, libc::F_SETFD, 0)?;
@@ -254,13 +257,25 @@ fn id_maps(uid_map: &[u8], gid_map: &[u8]) -> R {
 /// [`pivot_root`] detaches it all.
 fn base_root() -> R {
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
-    sys::mount(Some(c"tmpfs"), c"/tmp", Some(c"tmpfs"), flags, Some(c"mode=0755,size=1m"))?;
+    sys::mount(
+        Some(c"tmpfs"),
+        c"/tmp",
+        Some(c"tmpfs"),
+        flags,
+        Some(c"mode=0755,size=1m"),
+    )?;
     sys::chdir(c"/tmp")?;
     sys::mkdirat(libc::AT_FDCWD, c"newroot", 0o755)?;
     sys::mkdirat(libc::AT_FDCWD, c"oldroot", 0o755)?;
     sys::pivot_root(c".", c"oldroot")?;
     sys::chdir(c"/")?;
-    sys::mount(Some(c"tmpfs"), c"/newroot", Some(c"tmpfs"), flags, Some(c"mode=0755"))
+    sys::mount(
+        Some(c"tmpfs"),
+        c"/newroot",
+        Some(c"tmpfs"),
+        flags,
+        Some(c"mode=0755"),
+    )
 }
 
 fn make_dirs(dirs: &[std::ffi::CString]) -> R {
@@ -305,7 +320,8 @@ fn set_attr(dirfd: c_int, path: &CStr, flags: c_uint, attr_set: u64) -> R {
 /// Setting flags never clears the ones the source mount has locked (nosuid, noexec, …).
 /// An empty path with a real dirfd names the fd itself (`AT_EMPTY_PATH`).
 fn bind_tree(src_fd: c_int, src: &CStr, dst_fd: c_int, dst: &CStr, ro: bool) -> R {
-    let mut flags = libc::OPEN_TREE_CLONE | libc::O_CLOEXEC as c_uint | libc::AT_RECURSIVE as c_uint;
+    let mut flags =
+        libc::OPEN_TREE_CLONE | libc::O_CLOEXEC as c_uint | libc::AT_RECURSIVE as c_uint;
     if src.is_empty() {
         flags |= libc::AT_EMPTY_PATH as c_uint;
     }
@@ -378,7 +394,13 @@ fn proc(fallback: bool) -> R {
     match sys::mount(Some(c"proc"), c"/newroot/proc", Some(c"proc"), flags, None) {
         Ok(()) => {}
         Err(_) if fallback => {
-            return bind_tree(libc::AT_FDCWD, c"/oldroot/proc", libc::AT_FDCWD, c"/newroot/proc", true);
+            return bind_tree(
+                libc::AT_FDCWD,
+                c"/oldroot/proc",
+                libc::AT_FDCWD,
+                c"/newroot/proc",
+                true,
+            );
         }
         Err(e) => return Err(e),
     }
@@ -403,7 +425,13 @@ fn proc(fallback: bool) -> R {
 fn mask_dir(path: &CStr, beneath: bool, identity: Option<(u64, u64)>) -> R {
     if !beneath {
         let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-        return sys::mount(Some(c"tmpfs"), path, Some(c"tmpfs"), flags, Some(c"size=4k,mode=000"));
+        return sys::mount(
+            Some(c"tmpfs"),
+            path,
+            Some(c"tmpfs"),
+            flags,
+            Some(c"size=4k,mode=000"),
+        );
     }
     let target = open_no_symlinks(path, libc::O_PATH | libc::O_DIRECTORY)?;
     let r = mask_fd(target, identity);
@@ -430,7 +458,10 @@ fn mask_fs(fs: c_int, target: c_int) -> R {
     sys::fsconfig_set_string(fs, c"mode", c"000")?;
     sys::fsconfig_set_string(fs, c"size", c"4k")?;
     sys::fsconfig_create(fs)?;
-    let attrs = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV | libc::MOUNT_ATTR_NOEXEC;
+    let attrs = libc::MOUNT_ATTR_RDONLY
+        | libc::MOUNT_ATTR_NOSUID
+        | libc::MOUNT_ATTR_NODEV
+        | libc::MOUNT_ATTR_NOEXEC;
     let mnt = sys::fsmount(fs, libc::FSMOUNT_CLOEXEC, attrs as c_uint)?;
     let flags = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
     let r = sys::move_mount(mnt, c"", target, c"", flags);

@@ -85,8 +85,7 @@ pub fn start(
     let mut buf = [0u8; 2 * report::SIZE];
     let mut len = 0;
     let mut file = std::fs::File::from(read_end);
-    loop {
-        let Some(rest) = buf.get_mut(len..) else { break };
+    while let Some(rest) = buf.get_mut(len..) {
         if rest.is_empty() {
             break;
         }
@@ -126,7 +125,9 @@ pub fn describe_step(plan: &Plan, index: u32, cwd: Option<&Path>, program: &str)
     match index.checked_sub(base) {
         Some(child::extra::STDIO) => Step::Stdio.to_string(),
         Some(child::extra::CLOSE_FDS) => Step::CloseFds.to_string(),
-        Some(child::extra::CHDIR) => Step::Chdir(cwd.unwrap_or(Path::new("?")).to_path_buf()).to_string(),
+        Some(child::extra::CHDIR) => {
+            Step::Chdir(cwd.unwrap_or(Path::new("?")).to_path_buf()).to_string()
+        }
         Some(child::extra::EXEC) => Step::Exec(program.to_string()).to_string(),
         _ => format!("step {index}"),
     }
@@ -175,26 +176,33 @@ pub fn probe_namespaces() -> (Availability, Availability) {
     };
     let layout = match Layout::new(plan, last_cap()) {
         Ok(l) => Arc::new(l),
-        Err(e) => return (Availability::no(e.to_string()), Availability::no("not probed")),
+        Err(e) => {
+            return (
+                Availability::no(e.to_string()),
+                Availability::no("not probed"),
+            );
+        }
     };
-    let result = report_pipe().and_then(|(r, w)| {
-        let spec = ExecSpec {
-            program: "".as_ref(),
-            ..ExecSpec::default()
-        };
-        let exec = Exec::new(spec, [-1; 3], (w.as_raw_fd(), r.as_raw_fd()), Vec::new()).map_err(|e| {
-            SpawnError::Os {
-                call: "prepare probe",
-                source: std::io::Error::other(e.to_string()),
-            }
-        })?;
-        start(&layout, exec, (r, w))
-    });
+    let result =
+        report_pipe().and_then(|(r, w)| {
+            let spec = ExecSpec {
+                program: "".as_ref(),
+                ..ExecSpec::default()
+            };
+            let exec = Exec::new(spec, [-1; 3], (w.as_raw_fd(), r.as_raw_fd()), Vec::new())
+                .map_err(|e| SpawnError::Os {
+                    call: "prepare probe",
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+            start(&layout, exec, (r, w))
+        });
     match result {
         Ok(Outcome::Running { pid, .. }) => {
             let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
             match status {
-                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => (Availability::yes(), Availability::yes()),
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => {
+                    (Availability::yes(), Availability::yes())
+                }
                 other => (
                     Availability::no(format!("probe child ended with {other:?}")),
                     Availability::no("not probed"),
@@ -210,20 +218,30 @@ pub fn probe_namespaces() -> (Availability, Availability) {
             if step == proc_index {
                 (Availability::yes(), Availability::no(what))
             } else {
-                (Availability::no(what), Availability::no("user namespaces unavailable"))
+                (
+                    Availability::no(what),
+                    Availability::no("user namespaces unavailable"),
+                )
             }
         }
         Err(SpawnError::Os { call, source }) => {
-            let hint = if source.raw_os_error() == Some(libc::EPERM) || source.raw_os_error() == Some(libc::ENOSPC) {
+            let hint = if source.raw_os_error() == Some(libc::EPERM)
+                || source.raw_os_error() == Some(libc::ENOSPC)
+            {
                 " (user namespaces restricted: kernel.apparmor_restrict_unprivileged_userns=1, user.max_user_namespaces=0, or a seccomp profile?)"
             } else {
                 ""
             };
             (
-                Availability::no(format!("{call}(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {source}{hint}")),
+                Availability::no(format!(
+                    "{call}(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {source}{hint}"
+                )),
                 Availability::no("user namespaces unavailable"),
             )
         }
-        Err(e) => (Availability::no(e.to_string()), Availability::no("not probed")),
+        Err(e) => (
+            Availability::no(e.to_string()),
+            Availability::no("not probed"),
+        ),
     }
 }

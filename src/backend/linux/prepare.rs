@@ -153,7 +153,11 @@ fn mkdirs(p: &Path, last: bool) -> Result<Vec<CString>, PlanError> {
     let mut out = Vec::new();
     let mut cur = PathBuf::from(NEW_ROOT);
     let comps: Vec<_> = p.strip_prefix("/").unwrap_or(p).components().collect();
-    let n = if last { comps.len() } else { comps.len().saturating_sub(1) };
+    let n = if last {
+        comps.len()
+    } else {
+        comps.len().saturating_sub(1)
+    };
     for c in comps.iter().take(n) {
         cur.push(c);
         out.push(cstr(&cur)?);
@@ -217,14 +221,18 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::Tmpfs { dst, size, mode } => Op::Tmpfs {
             dst: cstr(&under(NEW_ROOT, dst))?,
             mkdirs: mkdirs(dst, true)?,
-            data: CString::new(format!("size={size},mode={mode:o}")).map_err(|_| PlanError::Nul(dst.clone()))?,
+            data: CString::new(format!("size={size},mode={mode:o}"))
+                .map_err(|_| PlanError::Nul(dst.clone()))?,
         },
         Step::Dev => {
             let mut nodes = Vec::new();
             for n in DEV_NODES {
                 let host = Path::new("/dev").join(n);
                 if host.exists() {
-                    nodes.push((cstr(&under(OLD_ROOT, &host))?, cstr(&under(NEW_ROOT, &host))?));
+                    nodes.push((
+                        cstr(&under(OLD_ROOT, &host))?,
+                        cstr(&under(NEW_ROOT, &host))?,
+                    ));
                 }
             }
             Op::Dev { nodes }
@@ -262,7 +270,9 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::Exit => Op::Exit,
         // Per-command steps are prepared by `Exec::new`, never in a layout.
         Step::Stdio | Step::CloseFds | Step::Chdir(_) | Step::Exec(_) => {
-            return Err(PlanError::Conflict(format!("step `{step}` cannot be part of a layout")));
+            return Err(PlanError::Conflict(format!(
+                "step `{step}` cannot be part of a layout"
+            )));
         }
     })
 }
@@ -318,8 +328,15 @@ impl Exec {
     /// # Errors
     ///
     /// [`PlanError::NulInArgument`] when a string contains a NUL byte.
-    pub fn new(spec: ExecSpec<'_>, stdio: [RawFd; 3], report: (RawFd, RawFd), pass: Vec<RawFd>) -> Result<Self, PlanError> {
-        let nul = |what: &str| PlanError::NulInArgument { what: what.to_string() };
+    pub fn new(
+        spec: ExecSpec<'_>,
+        stdio: [RawFd; 3],
+        report: (RawFd, RawFd),
+        pass: Vec<RawFd>,
+    ) -> Result<Self, PlanError> {
+        let nul = |what: &str| PlanError::NulInArgument {
+            what: what.to_string(),
+        };
         let program = spec.program.as_bytes();
         let mut candidates = Vec::new();
         if program.contains(&b'/') {
@@ -353,8 +370,16 @@ impl Exec {
                 CString::new(kv).map_err(|_| nul(&format!("environment variable {name}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let argv = args.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
-        let envp = env.iter().map(|a| a.as_ptr()).chain(std::iter::once(std::ptr::null())).collect();
+        let argv = args
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect();
+        let envp = env
+            .iter()
+            .map(|a| a.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect();
         let mut keep: Vec<RawFd> = pass.iter().copied().filter(|&fd| fd > 2).collect();
         keep.push(report.0);
         keep.sort_unstable();
@@ -382,8 +407,18 @@ mod tests {
     fn mkdirs_lists_each_ancestor_under_newroot() {
         let dirs = mkdirs(Path::new("/work/main/ws"), true).unwrap();
         let dirs: Vec<_> = dirs.iter().map(|c| c.to_str().unwrap()).collect();
-        assert_eq!(dirs, ["/newroot/work", "/newroot/work/main", "/newroot/work/main/ws"]);
-        assert_eq!(mkdirs(Path::new("/etc/resolv.conf"), false).unwrap().len(), 1);
+        assert_eq!(
+            dirs,
+            [
+                "/newroot/work",
+                "/newroot/work/main",
+                "/newroot/work/main/ws"
+            ]
+        );
+        assert_eq!(
+            mkdirs(Path::new("/etc/resolv.conf"), false).unwrap().len(),
+            1
+        );
     }
 
     #[test]
@@ -418,7 +453,23 @@ mod tests {
             path: &[],
             cwd: None,
         };
-        assert!(Exec::new(spec(vec![("A=B".into(), "c".into())]), [-1; 3], (3, 4), vec![]).is_err());
-        assert!(Exec::new(spec(vec![("A".into(), "c\0".into())]), [-1; 3], (3, 4), vec![]).is_err());
+        assert!(
+            Exec::new(
+                spec(vec![("A=B".into(), "c".into())]),
+                [-1; 3],
+                (3, 4),
+                vec![]
+            )
+            .is_err()
+        );
+        assert!(
+            Exec::new(
+                spec(vec![("A".into(), "c\0".into())]),
+                [-1; 3],
+                (3, 4),
+                vec![]
+            )
+            .is_err()
+        );
     }
 }

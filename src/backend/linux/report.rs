@@ -61,7 +61,8 @@ impl Record {
         if bytes.len() != SIZE {
             return None;
         }
-        let word = |i: usize| u32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
+        let word =
+            |i: usize| u32::from_ne_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
         let r = Record {
             magic: word(0),
             step: word(4),
@@ -79,7 +80,7 @@ mod tests {
     #[test]
     fn record_round_trips_and_is_small() {
         assert_eq!(SIZE, 16);
-        assert!(SIZE <= libc::PIPE_BUF);
+        const { assert!(SIZE <= libc::PIPE_BUF) };
         let r = Record::new(7, libc::ENOENT);
         assert_eq!(Record::from_bytes(&r.to_bytes()), Some(r));
         assert_eq!(Record::from_bytes(&[0u8; 16]), None);
