@@ -75,6 +75,7 @@
 //!
 //! Rust 1.85 (edition 2024).
 
+pub mod backend;
 pub mod error;
 pub mod policy;
 

@@ -1,0 +1,10 @@
+//! Backends: turn a policy into what the OS enforces.
+//!
+//! This is the only module that fans out on `target_os`. The SBPL generator and the
+//! passthrough rules are plain data and build everywhere, so Linux CI tests them; the
+//! modules that call into an OS are declared for that OS only.
+
+#[cfg(target_os = "macos")]
+pub mod macos;
+pub mod passthrough;
+pub mod sbpl;
