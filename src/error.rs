@@ -184,21 +184,10 @@ mod tests {
     fn public_variants_keep_their_shape() {
         // Constructing every variant pins the public shape (fields and names).
         let _ = Error::Policy(PolicyError::NoWorkspace);
-        let _ = PolicyError::RelativePath {
-            key: "k",
-            path: PathBuf::new(),
-        };
-        let _ = PlanError::CwdOutsideWorkspace {
-            cwd: PathBuf::new(),
-            workspace: PathBuf::new(),
-        };
-        let _ = PlanError::LayerUnavailable {
-            wanted: Layer::Full,
-            reason: String::new(),
-        };
-        let _ = SpawnError::NotFound {
-            program: String::new(),
-        };
+        let _ = PolicyError::RelativePath { key: "k", path: PathBuf::new() };
+        let _ = PlanError::CwdOutsideWorkspace { cwd: PathBuf::new(), workspace: PathBuf::new() };
+        let _ = PlanError::LayerUnavailable { wanted: Layer::Full, reason: String::new() };
+        let _ = SpawnError::NotFound { program: String::new() };
         let _ = SpawnError::Protocol(3);
     }
 }
