@@ -517,7 +517,8 @@ fn items(input: &SbplInput) -> Result<Vec<Item>, SbplError> {
         lookup.add(Match::Literal, Lit::new("system", Path::new(p))?);
     }
     for (key, root) in rw_roots.iter().chain(&ro_roots) {
-        for a in root.ancestors().skip(1) {
+        let above: Vec<&Path> = root.ancestors().skip(1).collect();
+        for a in above.into_iter().rev() {
             lookup.add(Match::Literal, Lit::new(key, a)?);
         }
     }
@@ -601,4 +602,369 @@ fn items(input: &SbplInput) -> Result<Vec<Item>, SbplError> {
 
 fn norm_all(key: &'static str, paths: &[PathBuf]) -> Result<Vec<PathBuf>, SbplError> {
     paths.iter().map(|p| normalize(key, p)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::ffi::OsStrExt;
+
+    use super::*;
+    use crate::policy::Policy;
+
+    const WORKSPACE: &str = "/Users/agent/ws";
+
+    fn input(policy: &Policy) -> SbplInput {
+        SbplInput::from_policy(policy, private_alias).unwrap()
+    }
+
+    fn base() -> Policy {
+        Policy::with_workspace(WORKSPACE)
+    }
+
+    /// Compares the profile with `tests/golden/sbpl/{name}.sb`; `STOCKADE_BLESS=1` rewrites it.
+    fn golden(name: &str, input: &SbplInput) {
+        let text = profile(input).unwrap();
+        reader::rules(&text).unwrap_or_else(|e| panic!("{name}: the profile does not parse: {e}"));
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden/sbpl")
+            .join(format!("{name}.sb"));
+        if std::env::var_os("STOCKADE_BLESS").is_some() {
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, &text).unwrap();
+            return;
+        }
+        let want = fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (STOCKADE_BLESS=1 writes it)", path.display()));
+        assert!(
+            text == want,
+            "{name}: the profile differs from {} (STOCKADE_BLESS=1 rewrites it)\n{text}",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn golden_default() {
+        golden("default", &input(&base()));
+    }
+
+    #[test]
+    fn golden_network_none() {
+        golden(
+            "network_none",
+            &input(&Policy {
+                network: Network::None,
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_writable_paths() {
+        golden(
+            "writable_paths",
+            &input(&Policy {
+                writable_paths: vec!["/Users/agent/shared".into(), "/var/cache/agent".into()],
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_read_only() {
+        golden(
+            "read_only",
+            &input(&Policy {
+                read_only: vec!["/Users/agent/reference".into(), "/etc/agent".into()],
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_tools_dir() {
+        golden(
+            "tools_dir",
+            &input(&Policy {
+                tools_dir: Some("/Users/agent/instance/tools/bin".into()),
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_data_dir_inside_workspace() {
+        golden(
+            "data_dir_inside_workspace",
+            &input(&Policy {
+                data_dir: Some("/Users/agent/ws/.agent/data".into()),
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_data_dir_outside_workspace() {
+        golden(
+            "data_dir_outside_workspace",
+            &input(&Policy {
+                data_dir: Some("/Users/agent/instance/data".into()),
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_tmpdir() {
+        let mut i = input(&base());
+        i.tmpdir = Some(private_alias(Path::new("/var/folders/xy/T/stockade-1")));
+        golden("tmpdir", &i);
+    }
+
+    #[test]
+    fn golden_no_names_no_masks() {
+        golden(
+            "no_names_no_masks",
+            &input(&Policy {
+                masked: vec![],
+                deny_names: vec![],
+                guard_names: vec![],
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn escapes_backslash_before_quote() {
+        let lit = |s: &str| Lit::new("k", Path::new(s)).unwrap().0;
+        assert_eq!(lit(r#"/a"b"#), r#""/a\"b""#);
+        assert_eq!(lit(r"/a\b"), r#""/a\\b""#);
+        assert_eq!(lit(r#"/a\""#), r#""/a\\\"""#);
+        assert_eq!(lit("/(a) ;b"), "\"/(a) ;b\"");
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_write() {
+        let with_ws = |ws: PathBuf| SbplInput {
+            workspace: ws,
+            ..input(&base())
+        };
+        let err = |ws: PathBuf| profile(&with_ws(ws)).unwrap_err();
+        assert!(matches!(
+            err("/a\nb".into()),
+            SbplError::ControlCharacter {
+                key: "workspace",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err("/a\0b".into()),
+            SbplError::ControlCharacter { .. }
+        ));
+        assert!(matches!(
+            err("/a\u{7f}".into()),
+            SbplError::ControlCharacter { .. }
+        ));
+        let bytes = std::ffi::OsStr::from_bytes(b"/a\xffb");
+        assert!(matches!(err(bytes.into()), SbplError::NotUtf8 { .. }));
+        assert_eq!(
+            err(format!("/{}", "a".repeat(4096)).into()),
+            SbplError::TooLong {
+                key: "workspace",
+                len: 4097
+            }
+        );
+        assert!(matches!(err("ws".into()), SbplError::NotAbsolute { .. }));
+        assert!(matches!(
+            err("/a/../etc".into()),
+            SbplError::NotAbsolute { .. }
+        ));
+        assert_eq!(
+            err("/a\nb".into()).to_string(),
+            "workspace: \"/a\\nb\" contains a control character"
+        );
+    }
+
+    #[test]
+    fn the_longest_path_is_accepted() {
+        let ws = format!("/{}", "a".repeat(MAX_PATH_LEN - 1));
+        let text = profile(&SbplInput {
+            workspace: ws.clone().into(),
+            deny_names: vec![],
+            guard_names: vec![],
+            ..input(&base())
+        })
+        .unwrap();
+        assert!(text.contains(&format!("(subpath \"{ws}\")")));
+    }
+
+    #[test]
+    fn refuses_too_many_rules() {
+        let policy = Policy {
+            writable_paths: (0..600).map(|i| PathBuf::from(format!("/w/{i}"))).collect(),
+            deny_names: vec![],
+            guard_names: vec![],
+            ..base()
+        };
+        let err = profile(&input(&policy)).unwrap_err();
+        assert!(
+            matches!(err, SbplError::TooManyRules { count } if count > MAX_RULES),
+            "{err}"
+        );
+        assert!(err.to_string().starts_with("the profile needs "), "{err}");
+    }
+
+    #[test]
+    fn refuses_names_that_leave_the_root() {
+        for name in ["", "/etc", "../x", "a/../../b"] {
+            let policy = Policy {
+                deny_names: vec![name.into()],
+                ..base()
+            };
+            let err = profile(&input(&policy)).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    SbplError::BadName {
+                        key: "deny_names",
+                        ..
+                    }
+                ),
+                "{name:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn normalizes_paths() {
+        let text = profile(&SbplInput {
+            workspace: "/Users//agent/./ws/".into(),
+            ..input(&base())
+        })
+        .unwrap();
+        assert!(text.contains("(subpath \"/Users/agent/ws\")"), "{text}");
+        assert!(!text.contains("//"));
+    }
+
+    #[test]
+    fn a_rule_without_paths_is_not_written() {
+        // `(allow file-read* file-map-executable)` with no filter would allow every path.
+        let text = profile(&input(&base())).unwrap();
+        assert!(!text.contains("tools_dir and read_only"), "{text}");
+        for rule in reader::rules(&text).unwrap() {
+            let unconditional = [
+                "process-exec",
+                "process-fork",
+                "sysctl-read",
+                "ipc-posix-sem",
+                "pseudo-tty",
+            ];
+            if rule.filters.is_empty() {
+                assert!(unconditional.contains(&rule.ops[0].as_str()), "{rule:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_data_dir_deny_follows_every_allow() {
+        let policy = Policy {
+            data_dir: Some("/Users/agent/ws/.agent/data".into()),
+            ..base()
+        };
+        let rules = reader::rules(&profile(&input(&policy)).unwrap()).unwrap();
+        let deny = rules
+            .iter()
+            .find(|r| {
+                r.paths()
+                    .contains(&("subpath", "/Users/agent/ws/.agent/data"))
+            })
+            .unwrap();
+        assert_eq!(deny.head(), "deny file-read* file-write*");
+        let last_allow = rules.iter().rev().find(|r| r.action == "allow").unwrap();
+        assert!(deny.index > last_allow.index);
+        let pinned: Vec<_> = rules
+            .iter()
+            .filter(|r| r.head() == "deny file-write*")
+            .flat_map(|r| r.paths())
+            .collect();
+        assert!(
+            pinned.contains(&("literal", "/Users/agent/ws")),
+            "{pinned:?}"
+        );
+        assert!(
+            pinned.contains(&("literal", "/Users/agent/ws/.agent")),
+            "{pinned:?}"
+        );
+        assert!(!pinned.contains(&("literal", "/Users/agent")), "{pinned:?}");
+    }
+
+    #[test]
+    fn network_none_has_no_network_rule() {
+        let policy = Policy {
+            network: Network::None,
+            ..base()
+        };
+        let rules = reader::rules(&profile(&input(&policy)).unwrap()).unwrap();
+        assert!(
+            !rules
+                .iter()
+                .any(|r| r.ops.iter().any(|op| op.starts_with("network")))
+        );
+        let full = reader::rules(&profile(&input(&base())).unwrap()).unwrap();
+        assert!(full.iter().any(|r| r.ops == ["network-outbound"]));
+    }
+
+    #[test]
+    fn private_alias_maps_the_root_symlinks() {
+        assert_eq!(
+            private_alias(Path::new("/tmp/x")),
+            Path::new("/private/tmp/x")
+        );
+        assert_eq!(private_alias(Path::new("/var")), Path::new("/private/var"));
+        assert_eq!(
+            private_alias(Path::new("/etc/hosts")),
+            Path::new("/private/etc/hosts")
+        );
+        assert_eq!(
+            private_alias(Path::new("/variable")),
+            Path::new("/variable")
+        );
+        assert_eq!(private_alias(Path::new("/Users/a")), Path::new("/Users/a"));
+    }
+
+    #[test]
+    fn canonicalize_resolves_the_existing_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir(real.join("real")).unwrap();
+        std::os::unix::fs::symlink(real.join("real"), real.join("link")).unwrap();
+        assert_eq!(
+            canonicalize(&real.join("link/new/file")),
+            // On Linux the temporary directory is under /tmp, which the alias then maps.
+            private_alias(&real.join("real/new/file"))
+        );
+        assert_eq!(
+            canonicalize(Path::new("/tmp/stockade-none/x")),
+            private_alias(&fs::canonicalize("/tmp").unwrap().join("stockade-none/x"))
+        );
+    }
+
+    #[test]
+    fn init_error_keeps_the_message() {
+        let e = InitError::from_report(b"unbound variable: file-map-executable\n");
+        assert_eq!(
+            e.to_string(),
+            "sandbox_init refused the profile: unbound variable: file-map-executable"
+        );
+        assert_eq!(InitError::from_report(b"a\xff").message, "a\u{fffd}");
+    }
+
+    #[test]
+    fn profile_cstring_is_the_profile() {
+        let i = input(&base());
+        assert_eq!(
+            profile_cstring(&i).unwrap().to_str().unwrap(),
+            profile(&i).unwrap()
+        );
+    }
 }
