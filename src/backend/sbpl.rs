@@ -31,6 +31,7 @@
 //! escaped, as are paths over [`MAX_PATH_LEN`] bytes and profiles with more than
 //! [`MAX_RULES`] path rules. No path text ever appears in a comment.
 
+use std::collections::HashSet;
 use std::ffi::CString;
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
@@ -308,7 +309,7 @@ fn under(key: &'static str, root: &Path, name: &str) -> Result<PathBuf, SbplErro
 }
 
 /// Which filter a path goes into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Match {
     /// The path and everything below it.
     Subpath,
@@ -322,6 +323,9 @@ struct PathRule {
     comment: &'static str,
     head: &'static str,
     filters: Vec<(Match, Lit)>,
+    /// The filters already present, so that a long policy does not cost quadratic time
+    /// before [`MAX_RULES`] is checked.
+    seen: HashSet<(Match, String)>,
 }
 
 impl PathRule {
@@ -330,12 +334,13 @@ impl PathRule {
             comment,
             head,
             filters: Vec::new(),
+            seen: HashSet::new(),
         }
     }
 
-    /// Adds a filter for `path` unless the rule has it already.
+    /// Adds a filter unless the rule has it already.
     fn add(&mut self, m: Match, lit: Lit) {
-        if !self.filters.iter().any(|(m2, l2)| *m2 == m && *l2 == lit) {
+        if self.seen.insert((m, lit.0.clone())) {
             self.filters.push((m, lit));
         }
     }
