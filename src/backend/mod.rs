@@ -1,9 +1,18 @@
-//! Backends: the only place that fans out on `target_os`.
+//! Backends: turn a policy into what the OS enforces.
+//!
+//! This is the only module that fans out on `target_os`. The SBPL generator and the
+//! passthrough rules are plain data and build everywhere, so Linux CI tests them; the
+//! modules that call into an OS are declared for that OS only.
 //!
 //! | OS | module |
 //! | --- | --- |
-//! | Linux | [`linux`]: namespaces, mounts, Landlock, seccomp |
-//! | elsewhere | passthrough (a clean environment only) |
+//! | Linux | `linux`: namespaces, mounts, Landlock, seccomp |
+//! | macOS | `macos`: a generated SBPL profile applied with `sandbox_init` |
+//! | elsewhere | [`passthrough`]: a clean environment only |
 
 #[cfg(target_os = "linux")]
 pub mod linux;
+#[cfg(target_os = "macos")]
+pub mod macos;
+pub mod passthrough;
+pub mod sbpl;

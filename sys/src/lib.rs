@@ -2,7 +2,8 @@
 //!
 //! This crate holds bindings and nothing else. It is `#![no_std]` without `alloc`, so none of
 //! its wrappers can allocate: every function here may be called between `clone` and `execve`
-//! in a child that shares the host's memory.
+//! in a child that shares the host's memory. The one exception is macOS's `sandbox_init`
+//! (module `macos`, built only for macOS), which runs Apple's profile compiler.
 //!
 //! On Linux the wrappers issue the system call directly (`syscall` instruction) and return
 //! the kernel's `-errno` as an [`Errno`] instead of writing the thread-local `errno`. A
@@ -12,6 +13,8 @@
 
 #[cfg(target_os = "linux")]
 pub mod linux;
+#[cfg(target_os = "macos")]
+pub mod macos;
 
 /// An error number returned by the kernel (`EPERM`, `ENOENT`, …).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

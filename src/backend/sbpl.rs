@@ -1,0 +1,975 @@
+//! The macOS sandbox profile: SBPL text generated from a [`Policy`].
+//!
+//! This module is plain Rust with no `cfg`: Linux CI builds and tests the exact text that
+//! macOS hands to `sandbox_init(3)`, and `stockade plan --os macos` prints it on any OS.
+//!
+//! # Shape of the profile
+//!
+//! `(deny default)`, then allows for what a process needs to start (fork, exec, sysctls,
+//! a few Mach services, terminals), read-only system directories, the read-write roots
+//! (workspace, `writable_paths`, `/private/tmp`, the per-run `TMPDIR`), the network unless
+//! `network = "none"`, and last the denies: the data dir, `masked` paths and `deny_names`
+//! for read and write, `guard_names` for write.
+//!
+//! SBPL applies the *last* rule that matches an operation (Apple's profiles, Chromium's
+//! `sandbox/policy/mac/*.sb` and `sandbox-exec` profiles rely on it: a later, narrower
+//! `deny` carves a hole out of an earlier `allow`). That is why every deny comes after
+//! every allow, and why the data dir stays hidden even when it lies under the workspace.
+//!
+//! # Paths and escaping
+//!
+//! Seatbelt matches the path of the resolved vnode, so a rule written for `/var/x` never
+//! matches: the kernel sees `/private/var/x`. Every path is canonicalized before it gets
+//! here ([`canonicalize`], [`private_alias`]) and normalized here (no `.`, no duplicate or
+//! trailing `/`; `..` and relative paths are refused).
+//!
+//! Escaping is the security boundary: a path must never close its string and add a rule.
+//! SBPL strings are Scheme strings, in which only `\` and `"` are special; a path becomes a
+//! literal only through one constructor, which escapes `\` first and `"` second (in the other
+//! order `a"b` would come out as `"a\\"b"`, whose `\\` leaves the quote bare). Control
+//! characters (newline and NUL among them) and non-UTF-8 paths are refused rather than
+//! escaped, as are paths over [`MAX_PATH_LEN`] bytes and profiles with more than
+//! [`MAX_RULES`] path rules. No path text ever appears in a comment.
+
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::path::{Component, Path, PathBuf};
+
+use crate::policy::{Network, Policy};
+
+#[cfg(test)]
+mod reader;
+
+/// The most path filters one profile may hold; more is an error, not a truncation.
+pub const MAX_RULES: usize = 512;
+
+/// The longest path accepted, in bytes: macOS's `PATH_MAX`.
+pub const MAX_PATH_LEN: usize = 1024;
+
+/// System directories readable inside the sandbox, as macOS names them after resolving
+/// symlinks: what `sh`, `git` (through the `xcrun` shim) and `python3` read when they start.
+pub const SYSTEM_READ_ONLY: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/System",
+    "/Library",
+    "/opt",
+    "/dev",
+    "/private/etc",
+    // dyld's shared cache (older releases; newer ones keep it under /System).
+    "/private/var/db/dyld",
+    // /etc/localtime points into it.
+    "/private/var/db/timezone",
+    // /bin/sh is a trampoline that reads /private/var/select/sh.
+    "/private/var/select",
+    // xcode-select's choice of developer directory, read by the /usr/bin/git shim.
+    "/private/var/db/xcode_select_link",
+    "/Applications/Xcode.app",
+];
+
+/// The writable temporary directory every process may use.
+pub const SHARED_TMP: &str = "/private/tmp";
+
+/// A profile could not be generated from the input.
+///
+/// Messages name the policy key; paths are printed with `{:?}`, so a hostile path cannot
+/// forge a line of a log either.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SbplError {
+    /// The policy names no workspace.
+    #[error("the policy has no workspace")]
+    NoWorkspace,
+    /// A path is relative or contains `..`.
+    #[error("{key}: {path:?} must be an absolute path without `..`")]
+    NotAbsolute {
+        /// The policy key.
+        key: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A name that should be relative to a writable root is not.
+    #[error("{key}: {name:?} must be a relative path without `..`")]
+    BadName {
+        /// The policy key (`deny_names`, `guard_names`).
+        key: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A path is not valid UTF-8.
+    #[error("{key}: {path:?} is not valid UTF-8")]
+    NotUtf8 {
+        /// The policy key.
+        key: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A path contains a control character (newline, NUL, …).
+    #[error("{key}: {path:?} contains a control character")]
+    ControlCharacter {
+        /// The policy key.
+        key: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A path is longer than [`MAX_PATH_LEN`].
+    #[error("{key}: a path of {len} bytes is longer than {MAX_PATH_LEN}")]
+    TooLong {
+        /// The policy key.
+        key: &'static str,
+        /// The length of the path in bytes.
+        len: usize,
+    },
+    /// The profile would hold more than [`MAX_RULES`] path filters.
+    #[error("the profile needs {count} path rules, more than {MAX_RULES}")]
+    TooManyRules {
+        /// How many path filters the policy needs.
+        count: usize,
+    },
+}
+
+/// The error message of `sandbox_init(3)`, decoded from the child's report.
+///
+/// The message comes from Apple's profile compiler in the child; it is truncated to the
+/// report's size and decoded lossily.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("sandbox_init refused the profile: {message}")]
+pub struct InitError {
+    /// The compiler's message (for example `unbound variable: file-map-executable`).
+    pub message: String,
+}
+
+impl InitError {
+    /// Decodes the bytes the child copied into its fixed-size report.
+    pub fn from_report(bytes: &[u8]) -> Self {
+        InitError {
+            message: String::from_utf8_lossy(bytes).trim_end().to_string(),
+        }
+    }
+}
+
+/// Everything the profile depends on, with paths already canonicalized.
+///
+/// Build it with [`SbplInput::from_policy`]; the fields are public so that the per-run
+/// `TMPDIR` can be set and tests can build inputs directly. [`profile`] checks every path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SbplInput {
+    /// Read-write.
+    pub workspace: PathBuf,
+    /// Read-write.
+    pub writable: Vec<PathBuf>,
+    /// Read-only.
+    pub read_only: Vec<PathBuf>,
+    /// Read-only.
+    pub tools_dir: Option<PathBuf>,
+    /// No read, no write, even under a writable root.
+    pub data_dir: Option<PathBuf>,
+    /// Further files or directories with no read and no write (`Policy::masked`).
+    pub masked: Vec<PathBuf>,
+    /// Names hidden at the top of the workspace and each writable path.
+    pub deny_names: Vec<String>,
+    /// Names kept read-only at the top of the workspace and each writable path.
+    pub guard_names: Vec<String>,
+    /// The per-run `TMPDIR`: read-write.
+    pub tmpdir: Option<PathBuf>,
+    /// Whether IP networking is allowed.
+    pub network: Network,
+}
+
+impl SbplInput {
+    /// Takes the paths of `policy` through `canonicalize` (on macOS [`canonicalize`]; for a
+    /// profile printed on another OS, [`private_alias`]). `tmpdir` starts empty.
+    ///
+    /// # Errors
+    ///
+    /// [`SbplError::NoWorkspace`] when the policy has no workspace.
+    pub fn from_policy(
+        policy: &Policy,
+        canonicalize: impl Fn(&Path) -> PathBuf,
+    ) -> Result<Self, SbplError> {
+        let workspace = policy.workspace.as_deref().ok_or(SbplError::NoWorkspace)?;
+        let all = |paths: &[PathBuf]| paths.iter().map(|p| canonicalize(p)).collect();
+        Ok(SbplInput {
+            workspace: canonicalize(workspace),
+            writable: all(&policy.writable_paths),
+            read_only: all(&policy.read_only),
+            tools_dir: policy.tools_dir.as_deref().map(&canonicalize),
+            data_dir: policy.data_dir.as_deref().map(&canonicalize),
+            masked: all(&policy.masked),
+            deny_names: policy.deny_names.clone(),
+            guard_names: policy.guard_names.clone(),
+            tmpdir: None,
+            network: policy.network,
+        })
+    }
+}
+
+/// Maps the root symlinks of macOS to their targets, without touching the file system:
+/// `/tmp` → `/private/tmp`, `/var` → `/private/var`, `/etc` → `/private/etc`.
+///
+/// Other paths are returned unchanged.
+pub fn private_alias(path: &Path) -> PathBuf {
+    for alias in ["/tmp", "/var", "/etc"] {
+        if let Ok(rest) = path.strip_prefix(alias) {
+            return Path::new("/private")
+                .join(alias.trim_start_matches('/'))
+                .join(rest);
+        }
+    }
+    path.to_path_buf()
+}
+
+/// Resolves `path` as the kernel will see it: `std::fs::canonicalize` of its longest
+/// existing prefix, the rest appended, then [`private_alias`] for what could not be
+/// resolved (a `/tmp/...` path that does not exist yet).
+pub fn canonicalize(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut base = path;
+    loop {
+        if let Ok(resolved) = std::fs::canonicalize(base) {
+            let mut out = resolved;
+            out.extend(rest.iter().rev());
+            return private_alias(&out);
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                base = parent;
+            }
+            _ => return private_alias(path),
+        }
+    }
+}
+
+/// A path, checked and escaped into an SBPL string literal (quotes included).
+///
+/// This is the only way path text enters a profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Lit(String);
+
+impl Lit {
+    fn new(key: &'static str, path: &Path) -> Result<Self, SbplError> {
+        let len = path.as_os_str().len();
+        if len > MAX_PATH_LEN {
+            return Err(SbplError::TooLong { key, len });
+        }
+        let text = path.to_str().ok_or_else(|| SbplError::NotUtf8 {
+            key,
+            path: path.to_path_buf(),
+        })?;
+        if text.chars().any(char::is_control) {
+            return Err(SbplError::ControlCharacter {
+                key,
+                path: path.to_path_buf(),
+            });
+        }
+        // `\` first: escaping `"` first would produce backslashes that the second pass
+        // doubles, leaving the quote unescaped.
+        let escaped = text.replace('\\', "\\\\").replace('"', "\\\"");
+        Ok(Lit(format!("\"{escaped}\"")))
+    }
+}
+
+/// Checks that `path` is absolute without `..`, and drops `.`, repeated and trailing `/`.
+fn normalize(key: &'static str, path: &Path) -> Result<PathBuf, SbplError> {
+    let not_absolute = || SbplError::NotAbsolute {
+        key,
+        path: path.to_path_buf(),
+    };
+    if !path.is_absolute() {
+        return Err(not_absolute());
+    }
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::Normal(_) => out.push(c),
+            Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => return Err(not_absolute()),
+        }
+    }
+    Ok(out)
+}
+
+/// `root/name` for a name relative to a writable root.
+fn under(key: &'static str, root: &Path, name: &str) -> Result<PathBuf, SbplError> {
+    let bad = || SbplError::BadName {
+        key,
+        name: name.to_string(),
+    };
+    let rel = Path::new(name);
+    let plain = rel
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if name.is_empty() || !plain {
+        return Err(bad());
+    }
+    normalize(key, &root.join(rel))
+}
+
+/// Which filter a path goes into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Match {
+    /// The path and everything below it.
+    Subpath,
+    /// The path itself.
+    Literal,
+}
+
+/// One rule whose filters carry paths; rendered only when it has at least one filter,
+/// since `(allow op)` without filters allows the operation everywhere.
+struct PathRule {
+    comment: &'static str,
+    head: &'static str,
+    filters: Vec<(Match, Lit)>,
+    /// The filters already present, so that a long policy does not cost quadratic time
+    /// before [`MAX_RULES`] is checked.
+    seen: HashSet<(Match, String)>,
+}
+
+impl PathRule {
+    fn new(comment: &'static str, head: &'static str) -> Self {
+        PathRule {
+            comment,
+            head,
+            filters: Vec::new(),
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Adds a filter unless the rule has it already.
+    fn add(&mut self, m: Match, lit: Lit) {
+        if self.seen.insert((m, lit.0.clone())) {
+            self.filters.push((m, lit));
+        }
+    }
+}
+
+/// A piece of the profile: fixed text, or a rule built from paths.
+enum Item {
+    Fixed(&'static str),
+    Paths(PathRule),
+}
+
+const HEADER: &str = "\
+(version 1)
+(deny default)
+";
+
+const PROCESS: &str = "
+; Processes: run programs and fork; signal and inspect only processes of this sandbox.
+(allow process-exec)
+(allow process-fork)
+(allow signal (target same-sandbox))
+(allow process-info* (target same-sandbox))
+
+; What a process needs to start: sysctls, the Mach services libSystem looks up (logging,
+; notifications, user and group lookups), POSIX semaphores, terminals.
+(allow sysctl-read)
+(allow mach-lookup
+    (global-name \"com.apple.logd\")
+    (global-name \"com.apple.system.logger\")
+    (global-name \"com.apple.system.notification_center\")
+    (global-name \"com.apple.system.opendirectoryd.libinfo\")
+    (global-name \"com.apple.system.opendirectoryd.membership\"))
+(allow ipc-posix-sem)
+(allow ipc-posix-shm-read-data (ipc-posix-name \"apple.shm.notification_center\"))
+(allow pseudo-tty)
+(allow file-read* file-write* file-ioctl
+    (literal \"/dev/ptmx\")
+    (literal \"/dev/tty\")
+    (regex #\"^/dev/ttys[0-9]+$\"))
+(allow file-write*
+    (literal \"/dev/null\")
+    (literal \"/dev/zero\")
+    (literal \"/dev/dtracehelper\"))
+";
+
+const NETWORK_FULL: &str = "
+; network = \"full\": IP sockets and the system resolver; no other Unix-domain socket.
+(allow network-outbound (remote ip))
+(allow network-inbound (local ip))
+(allow network-bind (local ip))
+(allow network-outbound (literal \"/private/var/run/mDNSResponder\"))
+(allow file-read* (literal \"/private/var/run/resolv.conf\"))
+(allow mach-lookup
+    (global-name \"com.apple.dnssd.service\")
+    (global-name \"com.apple.SystemConfiguration.DNSConfiguration\")
+    (global-name \"com.apple.SystemConfiguration.configd\")
+    (global-name \"com.apple.trustd.agent\"))
+";
+
+const NETWORK_NONE: &str = "
+; network = \"none\": no socket rule; `(deny default)` refuses them.
+";
+
+const DENIES: &str = "
+; Denies. SBPL applies the last rule that matches, so these come after every allow and win
+; over the read-write roots above, even for a data dir inside the workspace.
+";
+
+/// Generates the SBPL profile for `input`.
+///
+/// # Errors
+///
+/// An [`SbplError`] naming the policy key of the first path that is relative, contains
+/// `..`, a control character or invalid UTF-8, or is too long; or
+/// [`SbplError::TooManyRules`].
+///
+/// # Platform
+///
+/// Pure text on every OS. Only macOS applies it (`backend::macos`).
+pub fn profile(input: &SbplInput) -> Result<String, SbplError> {
+    let items = items(input)?;
+    let count: usize = items
+        .iter()
+        .map(|i| match i {
+            Item::Paths(r) => r.filters.len(),
+            Item::Fixed(_) => 0,
+        })
+        .sum();
+    if count > MAX_RULES {
+        return Err(SbplError::TooManyRules { count });
+    }
+    let mut out = String::new();
+    for item in &items {
+        match item {
+            Item::Fixed(text) => out.push_str(text),
+            Item::Paths(rule) if rule.filters.is_empty() => {}
+            Item::Paths(rule) => {
+                let _ = write!(out, "\n; {}\n({}", rule.comment, rule.head);
+                for (m, lit) in &rule.filters {
+                    let kind = match m {
+                        Match::Subpath => "subpath",
+                        Match::Literal => "literal",
+                    };
+                    let _ = write!(out, "\n    ({kind} {})", lit.0);
+                }
+                out.push_str(")\n");
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`profile`] as the NUL-terminated string `sandbox_init` takes.
+///
+/// # Errors
+///
+/// As [`profile`].
+pub fn profile_cstring(input: &SbplInput) -> Result<CString, SbplError> {
+    let text = profile(input)?;
+    // The fixed text holds no NUL and `Lit::new` refuses control characters, NUL included.
+    Ok(CString::new(text).expect("an SBPL profile never contains NUL"))
+}
+
+/// Builds the profile's items in order. Every deny comes after every allow.
+fn items(input: &SbplInput) -> Result<Vec<Item>, SbplError> {
+    let workspace = normalize("workspace", &input.workspace)?;
+    let writable = norm_all("writable_paths", &input.writable)?;
+    let read_only = norm_all("read_only", &input.read_only)?;
+    let tools = input
+        .tools_dir
+        .as_deref()
+        .map(|p| normalize("tools_dir", p))
+        .transpose()?;
+    let data = input
+        .data_dir
+        .as_deref()
+        .map(|p| normalize("data_dir", p))
+        .transpose()?;
+    let masked = norm_all("masked", &input.masked)?;
+    let tmpdir = input
+        .tmpdir
+        .as_deref()
+        .map(|p| normalize("tmpdir", p))
+        .transpose()?;
+
+    // The roots the program may write, and those where deny_names and guard_names apply.
+    let named_roots: Vec<(&'static str, &Path)> =
+        std::iter::once(("workspace", workspace.as_path()))
+            .chain(writable.iter().map(|p| ("writable_paths", p.as_path())))
+            .collect();
+    let mut rw_roots: Vec<(&'static str, &Path)> = named_roots.clone();
+    rw_roots.push(("tmpdir", Path::new(SHARED_TMP)));
+    if let Some(t) = &tmpdir {
+        rw_roots.push(("tmpdir", t));
+    }
+    let mut ro_roots: Vec<(&'static str, &Path)> = Vec::new();
+    if let Some(t) = &tools {
+        ro_roots.push(("tools_dir", t));
+    }
+    ro_roots.extend(read_only.iter().map(|p| ("read_only", p.as_path())));
+
+    let mut items = vec![Item::Fixed(HEADER), Item::Fixed(PROCESS)];
+
+    let mut system = PathRule::new(
+        "System directories and the dyld caches: read and map executable.",
+        "allow file-read* file-map-executable",
+    );
+    for p in SYSTEM_READ_ONLY {
+        system.add(Match::Subpath, Lit::new("system", Path::new(p))?);
+    }
+    items.push(Item::Paths(system));
+
+    // Path lookups (getcwd, realpath) stat every directory above a root.
+    let mut lookup = PathRule::new(
+        "Path lookups: the directories above each root, and the root symlinks.",
+        "allow file-read-metadata",
+    );
+    for p in ["/", "/private", "/private/var", "/tmp", "/var", "/etc"] {
+        lookup.add(Match::Literal, Lit::new("system", Path::new(p))?);
+    }
+    for (key, root) in rw_roots.iter().chain(&ro_roots) {
+        let above: Vec<&Path> = root.ancestors().skip(1).collect();
+        for a in above.into_iter().rev() {
+            lookup.add(Match::Literal, Lit::new(key, a)?);
+        }
+    }
+    items.push(Item::Paths(lookup));
+
+    let mut ro = PathRule::new(
+        "tools_dir and read_only: read and map executable.",
+        "allow file-read* file-map-executable",
+    );
+    for (key, p) in &ro_roots {
+        ro.add(Match::Subpath, Lit::new(key, p)?);
+    }
+    items.push(Item::Paths(ro));
+
+    let mut rw = PathRule::new(
+        "The workspace, writable_paths, /private/tmp and TMPDIR: read, write, map executable.",
+        "allow file-read* file-write* file-map-executable",
+    );
+    for (key, p) in &rw_roots {
+        rw.add(Match::Subpath, Lit::new(key, p)?);
+    }
+    items.push(Item::Paths(rw));
+
+    items.push(Item::Fixed(match input.network {
+        Network::Full => NETWORK_FULL,
+        Network::None => NETWORK_NONE,
+    }));
+
+    items.push(Item::Fixed(DENIES));
+    let mut hidden = PathRule::new(
+        "masked and deny_names: no read, no write.",
+        "deny file-read* file-write*",
+    );
+    let mut hidden_paths = Vec::new();
+    for p in &masked {
+        hidden.add(Match::Subpath, Lit::new("masked", p)?);
+        hidden_paths.push(("masked", p.clone()));
+    }
+    let mut guarded = PathRule::new("guard_names: no write.", "deny file-write*");
+    for (_, root) in &named_roots {
+        for name in &input.deny_names {
+            let p = under("deny_names", root, name)?;
+            hidden.add(Match::Subpath, Lit::new("deny_names", &p)?);
+            hidden_paths.push(("deny_names", p));
+        }
+        for name in &input.guard_names {
+            let p = under("guard_names", root, name)?;
+            guarded.add(Match::Subpath, Lit::new("guard_names", &p)?);
+        }
+    }
+    items.push(Item::Paths(hidden));
+    items.push(Item::Paths(guarded));
+
+    if let Some(data) = &data {
+        let mut deny = PathRule::new(
+            "The data dir: no read, no write.",
+            "deny file-read* file-write*",
+        );
+        deny.add(Match::Subpath, Lit::new("data_dir", data)?);
+        items.push(Item::Paths(deny));
+        hidden_paths.push(("data_dir", data.clone()));
+    }
+
+    // Renaming a directory above a hidden path moves the path out from under its deny
+    // (`mv workspace /private/tmp/w` would expose `w/.env`). The directories between a
+    // writable root and a hidden path, the root included, keep their name.
+    let mut pinned = PathRule::new(
+        "Directories above a hidden path inside a writable root: no rename, no removal.",
+        "deny file-write*",
+    );
+    for (key, hidden) in &hidden_paths {
+        for a in hidden.ancestors().skip(1) {
+            if rw_roots.iter().any(|(_, root)| a.starts_with(root)) {
+                pinned.add(Match::Literal, Lit::new(key, a)?);
+            }
+        }
+    }
+    items.push(Item::Paths(pinned));
+    Ok(items)
+}
+
+fn norm_all(key: &'static str, paths: &[PathBuf]) -> Result<Vec<PathBuf>, SbplError> {
+    paths.iter().map(|p| normalize(key, p)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::os::unix::ffi::OsStrExt;
+
+    use super::*;
+    use crate::policy::Policy;
+
+    const WORKSPACE: &str = "/Users/agent/ws";
+
+    fn input(policy: &Policy) -> SbplInput {
+        SbplInput::from_policy(policy, private_alias).unwrap()
+    }
+
+    fn base() -> Policy {
+        Policy::with_workspace(WORKSPACE)
+    }
+
+    /// Compares the profile with `tests/golden/sbpl/{name}.sb`; `STOCKADE_BLESS=1` rewrites it.
+    fn golden(name: &str, input: &SbplInput) {
+        let text = profile(input).unwrap();
+        reader::rules(&text).unwrap_or_else(|e| panic!("{name}: the profile does not parse: {e}"));
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden/sbpl")
+            .join(format!("{name}.sb"));
+        if std::env::var_os("STOCKADE_BLESS").is_some() {
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(&path, &text).unwrap();
+            return;
+        }
+        let want = fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (STOCKADE_BLESS=1 writes it)", path.display()));
+        assert!(
+            text == want,
+            "{name}: the profile differs from {} (STOCKADE_BLESS=1 rewrites it)\n{text}",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn golden_default() {
+        golden("default", &input(&base()));
+    }
+
+    #[test]
+    fn golden_network_none() {
+        golden(
+            "network_none",
+            &input(&Policy {
+                network: Network::None,
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_writable_paths() {
+        golden(
+            "writable_paths",
+            &input(&Policy {
+                writable_paths: vec!["/Users/agent/shared".into(), "/var/cache/agent".into()],
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_read_only() {
+        golden(
+            "read_only",
+            &input(&Policy {
+                read_only: vec!["/Users/agent/reference".into(), "/etc/agent".into()],
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_tools_dir() {
+        golden(
+            "tools_dir",
+            &input(&Policy {
+                tools_dir: Some("/Users/agent/instance/tools/bin".into()),
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_data_dir_inside_workspace() {
+        golden(
+            "data_dir_inside_workspace",
+            &input(&Policy {
+                data_dir: Some("/Users/agent/ws/.agent/data".into()),
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_data_dir_outside_workspace() {
+        golden(
+            "data_dir_outside_workspace",
+            &input(&Policy {
+                data_dir: Some("/Users/agent/instance/data".into()),
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn golden_tmpdir() {
+        let mut i = input(&base());
+        i.tmpdir = Some(private_alias(Path::new("/var/folders/xy/T/stockade-1")));
+        golden("tmpdir", &i);
+    }
+
+    #[test]
+    fn golden_no_names_no_masks() {
+        golden(
+            "no_names_no_masks",
+            &input(&Policy {
+                masked: vec![],
+                deny_names: vec![],
+                guard_names: vec![],
+                ..base()
+            }),
+        );
+    }
+
+    #[test]
+    fn escapes_backslash_before_quote() {
+        let lit = |s: &str| Lit::new("k", Path::new(s)).unwrap().0;
+        assert_eq!(lit(r#"/a"b"#), r#""/a\"b""#);
+        assert_eq!(lit(r"/a\b"), r#""/a\\b""#);
+        assert_eq!(lit(r#"/a\""#), r#""/a\\\"""#);
+        assert_eq!(lit("/(a) ;b"), "\"/(a) ;b\"");
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_write() {
+        let with_ws = |ws: PathBuf| SbplInput {
+            workspace: ws,
+            ..input(&base())
+        };
+        let err = |ws: PathBuf| profile(&with_ws(ws)).unwrap_err();
+        assert!(matches!(
+            err("/a\nb".into()),
+            SbplError::ControlCharacter {
+                key: "workspace",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err("/a\0b".into()),
+            SbplError::ControlCharacter { .. }
+        ));
+        assert!(matches!(
+            err("/a\u{7f}".into()),
+            SbplError::ControlCharacter { .. }
+        ));
+        let bytes = std::ffi::OsStr::from_bytes(b"/a\xffb");
+        assert!(matches!(err(bytes.into()), SbplError::NotUtf8 { .. }));
+        assert_eq!(
+            err(format!("/{}", "a".repeat(4096)).into()),
+            SbplError::TooLong {
+                key: "workspace",
+                len: 4097
+            }
+        );
+        assert!(matches!(err("ws".into()), SbplError::NotAbsolute { .. }));
+        assert!(matches!(
+            err("/a/../etc".into()),
+            SbplError::NotAbsolute { .. }
+        ));
+        assert_eq!(
+            err("/a\nb".into()).to_string(),
+            "workspace: \"/a\\nb\" contains a control character"
+        );
+    }
+
+    #[test]
+    fn the_longest_path_is_accepted() {
+        let ws = format!("/{}", "a".repeat(MAX_PATH_LEN - 1));
+        let text = profile(&SbplInput {
+            workspace: ws.clone().into(),
+            deny_names: vec![],
+            guard_names: vec![],
+            ..input(&base())
+        })
+        .unwrap();
+        assert!(text.contains(&format!("(subpath \"{ws}\")")));
+    }
+
+    #[test]
+    fn refuses_too_many_rules() {
+        let policy = Policy {
+            writable_paths: (0..600).map(|i| PathBuf::from(format!("/w/{i}"))).collect(),
+            deny_names: vec![],
+            guard_names: vec![],
+            ..base()
+        };
+        let err = profile(&input(&policy)).unwrap_err();
+        assert!(
+            matches!(err, SbplError::TooManyRules { count } if count > MAX_RULES),
+            "{err}"
+        );
+        assert!(err.to_string().starts_with("the profile needs "), "{err}");
+    }
+
+    #[test]
+    fn refuses_names_that_leave_the_root() {
+        for name in ["", "/etc", "../x", "a/../../b"] {
+            let policy = Policy {
+                deny_names: vec![name.into()],
+                ..base()
+            };
+            let err = profile(&input(&policy)).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    SbplError::BadName {
+                        key: "deny_names",
+                        ..
+                    }
+                ),
+                "{name:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn normalizes_paths() {
+        let text = profile(&SbplInput {
+            workspace: "/Users//agent/./ws/".into(),
+            ..input(&base())
+        })
+        .unwrap();
+        assert!(text.contains("(subpath \"/Users/agent/ws\")"), "{text}");
+        assert!(!text.contains("//"));
+    }
+
+    #[test]
+    fn a_rule_without_paths_is_not_written() {
+        // `(allow file-read* file-map-executable)` with no filter would allow every path.
+        let text = profile(&input(&base())).unwrap();
+        assert!(!text.contains("tools_dir and read_only"), "{text}");
+        for rule in reader::rules(&text).unwrap() {
+            let unconditional = [
+                "process-exec",
+                "process-fork",
+                "sysctl-read",
+                "ipc-posix-sem",
+                "pseudo-tty",
+            ];
+            if rule.filters.is_empty() {
+                assert!(unconditional.contains(&rule.ops[0].as_str()), "{rule:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_data_dir_deny_follows_every_allow() {
+        let policy = Policy {
+            data_dir: Some("/Users/agent/ws/.agent/data".into()),
+            ..base()
+        };
+        let rules = reader::rules(&profile(&input(&policy)).unwrap()).unwrap();
+        let deny = rules
+            .iter()
+            .find(|r| {
+                r.paths()
+                    .contains(&("subpath", "/Users/agent/ws/.agent/data"))
+            })
+            .unwrap();
+        assert_eq!(deny.head(), "deny file-read* file-write*");
+        let last_allow = rules.iter().rev().find(|r| r.action == "allow").unwrap();
+        assert!(deny.index > last_allow.index);
+        let pinned: Vec<_> = rules
+            .iter()
+            .filter(|r| r.head() == "deny file-write*")
+            .flat_map(|r| r.paths())
+            .collect();
+        assert!(
+            pinned.contains(&("literal", "/Users/agent/ws")),
+            "{pinned:?}"
+        );
+        assert!(
+            pinned.contains(&("literal", "/Users/agent/ws/.agent")),
+            "{pinned:?}"
+        );
+        assert!(!pinned.contains(&("literal", "/Users/agent")), "{pinned:?}");
+    }
+
+    #[test]
+    fn network_none_has_no_network_rule() {
+        let policy = Policy {
+            network: Network::None,
+            ..base()
+        };
+        let rules = reader::rules(&profile(&input(&policy)).unwrap()).unwrap();
+        assert!(
+            !rules
+                .iter()
+                .any(|r| r.ops.iter().any(|op| op.starts_with("network")))
+        );
+        let full = reader::rules(&profile(&input(&base())).unwrap()).unwrap();
+        assert!(full.iter().any(|r| r.ops == ["network-outbound"]));
+    }
+
+    #[test]
+    fn private_alias_maps_the_root_symlinks() {
+        assert_eq!(
+            private_alias(Path::new("/tmp/x")),
+            Path::new("/private/tmp/x")
+        );
+        assert_eq!(private_alias(Path::new("/var")), Path::new("/private/var"));
+        assert_eq!(
+            private_alias(Path::new("/etc/hosts")),
+            Path::new("/private/etc/hosts")
+        );
+        assert_eq!(
+            private_alias(Path::new("/variable")),
+            Path::new("/variable")
+        );
+        assert_eq!(private_alias(Path::new("/Users/a")), Path::new("/Users/a"));
+    }
+
+    #[test]
+    fn canonicalize_resolves_the_existing_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = fs::canonicalize(dir.path()).unwrap();
+        fs::create_dir(real.join("real")).unwrap();
+        std::os::unix::fs::symlink(real.join("real"), real.join("link")).unwrap();
+        assert_eq!(
+            canonicalize(&real.join("link/new/file")),
+            // On Linux the temporary directory is under /tmp, which the alias then maps.
+            private_alias(&real.join("real/new/file"))
+        );
+        assert_eq!(
+            canonicalize(Path::new("/tmp/stockade-none/x")),
+            private_alias(&fs::canonicalize("/tmp").unwrap().join("stockade-none/x"))
+        );
+    }
+
+    #[test]
+    fn init_error_keeps_the_message() {
+        let e = InitError::from_report(b"unbound variable: file-map-executable\n");
+        assert_eq!(
+            e.to_string(),
+            "sandbox_init refused the profile: unbound variable: file-map-executable"
+        );
+        assert_eq!(InitError::from_report(b"a\xff").message, "a\u{fffd}");
+    }
+
+    #[test]
+    fn profile_cstring_is_the_profile() {
+        let i = input(&base());
+        assert_eq!(
+            profile_cstring(&i).unwrap().to_str().unwrap(),
+            profile(&i).unwrap()
+        );
+    }
+}
