@@ -50,7 +50,16 @@ enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Print the plan for this OS instead of this host's (`macos`: the SBPL profile).
+        #[arg(long, value_enum)]
+        os: Option<OsArg>,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OsArg {
+    Linux,
+    Macos,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -146,7 +155,12 @@ fn main() -> ExitCode {
             program,
         } => run(&policy, cwd, &program),
         Cmd::Detect { json } => detect(json),
-        Cmd::Plan { policy, json } => plan(&policy, json),
+        Cmd::Plan {
+            policy,
+            json,
+            os: Some(OsArg::Macos),
+        } => macos_profile(&policy, json),
+        Cmd::Plan { policy, json, .. } => plan(&policy, json),
     }
 }
 
@@ -260,4 +274,30 @@ fn plan(args: &PolicyArgs, json: bool) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The SBPL profile the macOS backend would apply, printed on any OS.
+fn macos_profile(args: &PolicyArgs, json: bool) -> ExitCode {
+    use stockade::backend::sbpl;
+    let policy = match args.policy() {
+        Ok(p) => p,
+        Err(e) => return fail(125, e),
+    };
+    let canon = if cfg!(target_os = "macos") {
+        sbpl::canonicalize
+    } else {
+        sbpl::private_alias
+    };
+    let profile = sbpl::SbplInput::from_policy(&policy, canon).and_then(|i| sbpl::profile(&i));
+    match profile {
+        Ok(p) if json => {
+            println!("{}", serde_json::json!({ "os": "macos", "profile": p }));
+            ExitCode::SUCCESS
+        }
+        Ok(p) => {
+            print!("{p}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(125, e),
+    }
 }

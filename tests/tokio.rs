@@ -1,0 +1,45 @@
+//! The `tokio` feature: async wait on the pidfd and async pipes.
+#![cfg(feature = "tokio")]
+
+mod common;
+
+use common::{Feature, sandbox, tempdir};
+use stockade::Stdio;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[test]
+fn async_wait_and_pipes() {
+    require!(Feature::UserNs);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ws = tempdir();
+        let sb = sandbox(ws.path(), |_| {});
+        let mut child = sb
+            .command("sh")
+            .args(["-c", "tr a-z A-Z; exit 5"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap().into_async().unwrap();
+        let mut stdout = child.stdout.take().unwrap().into_async().unwrap();
+        stdin.write_all(b"async").await.unwrap();
+        drop(stdin);
+        let mut out = String::new();
+        stdout.read_to_string(&mut out).await.unwrap();
+        assert_eq!(out, "ASYNC");
+        let status = child.wait_async().await.unwrap();
+        assert_eq!(status.code(), Some(5));
+    });
+}
+
+#[test]
+fn zz_all_tests_pass_as_uid_65534() {
+    if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
+        return;
+    }
+    common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
+}
