@@ -734,3 +734,32 @@ fn zz_all_tests_pass_as_uid_65534() {
     }
     common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
 }
+
+#[test]
+fn submounts_of_the_allowlist_stay_read_only() {
+    require!(Feature::UserNs);
+    require!(Feature::Root);
+    // A writable host mount below an allowlisted directory, for the length of the test.
+    let dir = Path::new("/opt").join(format!("stockade-submount-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    nix::mount::mount(
+        Some("tmpfs"),
+        &dir,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        Some("size=1m"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("f"), "host").unwrap();
+    let ws = tempdir();
+    let sb = sandbox(ws.path(), |_| {});
+    let r = py_ok(
+        &sb,
+        &try_errno(&format!("open('{}/f', 'w')", dir.display())),
+    );
+    let seen = py_ok(&sb, &format!("print(open('{}/f').read())", dir.display()));
+    nix::mount::umount(&dir).unwrap();
+    std::fs::remove_dir(&dir).unwrap();
+    assert_eq!(r.trim(), "EROFS");
+    assert_eq!(seen.trim(), "host");
+}

@@ -650,7 +650,11 @@ mod asynchronous {
             if let Some(s) = self.status {
                 return Ok(s);
             }
-            let fd = AsyncFd::with_interest(self.pidfd.as_raw_fd(), Interest::READABLE)?;
+            // SAFETY: the registered fd is `self.pidfd`, which stays open for as long as
+            // `fd` lives (until this function returns): nothing here closes or replaces it.
+            let fd = unsafe {
+                AsyncFd::register_with_interest(self.pidfd.as_raw_fd(), Interest::READABLE)?
+            };
             loop {
                 let mut guard = fd.readable().await?;
                 if let Some(s) = self.try_wait()? {

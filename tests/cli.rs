@@ -1,0 +1,123 @@
+//! The `stockade` binary: exit statuses, error lines, detect and plan.
+
+mod common;
+
+use std::process::Command;
+
+use common::{Feature, tempdir};
+
+fn stockade() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_stockade"))
+}
+
+#[test]
+fn run_mirrors_the_program_status() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    let run = |args: &[&str]| {
+        stockade()
+            .arg("run")
+            .arg("--workspace")
+            .arg(ws.path())
+            .arg("--")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(run(&["sh", "-c", "exit 7"]).status.code(), Some(7));
+    assert_eq!(run(&["sh", "-c", "echo out"]).stdout, b"out\n");
+    // Death by signal N: 128 + N (SIGSEGV from a fault kills even PID 1).
+    let out = run(&["python3", "-c", "import ctypes; ctypes.string_at(0)"]);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGSEGV));
+    let out = run(&["stockade-no-such-program"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("stockade: "));
+    // A file that exists inside but is not executable.
+    let out = run(&["/etc/hostname"]);
+    assert_eq!(
+        out.status.code(),
+        Some(126),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn setup_failures_exit_125_naming_the_step() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    std::fs::create_dir_all(ws.path().join("real/data")).unwrap();
+    std::os::unix::fs::symlink(ws.path().join("real"), ws.path().join("link")).unwrap();
+    let out = stockade()
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("--data-dir")
+        .arg(ws.path().join("link/data"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("stockade: pin ")
+            && err.contains("/link: Too many levels of symbolic links"),
+        "{err}"
+    );
+    let out = stockade()
+        .args(["run", "--writable", "/nonexistent-stockade", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nonexistent-stockade"));
+}
+
+#[test]
+fn detect_and_plan_describe_this_host() {
+    require!(Feature::UserNs);
+    let out = stockade().args(["detect", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["best"], "full");
+    assert_eq!(v["capabilities"]["user_namespaces"]["available"], true);
+    let ws = tempdir();
+    let out = stockade()
+        .arg("plan")
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let steps: Vec<String> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        steps.iter().any(|s| s == "bind read-only /usr"),
+        "{steps:?}"
+    );
+    assert!(steps.iter().any(|s| s == "pivot_root"));
+    let out = stockade()
+        .args(["plan", "--os", "macos"])
+        .arg("--workspace")
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("(version 1)"));
+}
+
+#[test]
+fn zz_all_tests_pass_as_uid_65534() {
+    if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
+        return;
+    }
+    common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
+}
