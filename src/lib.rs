@@ -75,8 +75,11 @@
 //!
 //! Rust 1.85 (edition 2024).
 
+pub mod backend;
 pub mod error;
 pub mod policy;
 
-pub use error::{Error, PlanError, PolicyError, SpawnError};
+pub use error::{
+    Error, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SpawnError,
+};
 pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
