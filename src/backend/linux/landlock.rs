@@ -86,8 +86,9 @@ pub enum Grant {
     /// Every handled right, `Refer` included (renames across writable roots), `Execute` too
     /// (a compiler writing into the workspace then runs its output).
     ReadWrite,
-    /// Open for reading and writing, truncate (`> /dev/null` opens with `O_TRUNC`), device
-    /// ioctls, and list (for `/dev/pts`): the device files.
+    /// Open for reading and writing, device ioctls (ABI >= 5), and list (for `/dev/pts`):
+    /// the device files. No `Truncate`: the kernel ignores `O_TRUNC` on anything but a
+    /// regular file, so `> /dev/null` needs only `WriteFile`.
     Device,
     /// List the directory (and, as every Landlock rule, the directories beneath it).
     ListDir,
@@ -104,7 +105,6 @@ impl Grant {
                 AccessFs::ReadFile
                     | AccessFs::WriteFile
                     | AccessFs::ReadDir
-                    | AccessFs::Truncate
                     | AccessFs::IoctlDev
             }
             Grant::ListDir => AccessFs::ReadDir.into(),
@@ -405,7 +405,8 @@ mod tests {
         let all = AccessFs::from_all(ABI::V7);
         let dev = rule_access(Grant::Device, ABI::V7, all, false);
         assert!(!dev.contains(AccessFs::ReadDir));
-        assert!(dev.contains(AccessFs::Truncate | AccessFs::IoctlDev | AccessFs::WriteFile));
+        assert!(dev.contains(AccessFs::IoctlDev | AccessFs::WriteFile));
+        assert!(!dev.contains(AccessFs::Truncate));
         assert!(rule_access(Grant::ListDir, ABI::V7, all, false).is_empty());
         let rw = rule_access(Grant::ReadWrite, ABI::V7, all, true);
         assert!(rw.contains(AccessFs::Refer | AccessFs::Execute | AccessFs::MakeReg));
