@@ -246,15 +246,37 @@ mod tests {
     fn public_variants_keep_their_shape() {
         // Constructing every variant pins the public shape (fields and names).
         let _ = Error::Policy(PolicyError::NoWorkspace);
-        let _ = PolicyError::RelativePath { key: "k", path: PathBuf::new() };
-        let _ = PlanError::CwdOutsideWorkspace { cwd: PathBuf::new(), workspace: PathBuf::new() };
-        let _ = PlanError::LayerUnavailable { wanted: Layer::Full, reason: String::new() };
-        let _ = SpawnError::NotFound { program: String::new() };
+        let _ = PolicyError::RelativePath {
+            key: "k",
+            path: PathBuf::new(),
+        };
+        let _ = PlanError::CwdOutsideWorkspace {
+            cwd: PathBuf::new(),
+            workspace: PathBuf::new(),
+        };
+        let _ = PlanError::LayerUnavailable {
+            wanted: Layer::Full,
+            reason: String::new(),
+        };
+        let _ = SpawnError::NotFound {
+            program: String::new(),
+        };
         let _ = SpawnError::Protocol(3);
-        let _ = LandlockBuildError::Unsupported { errno: libc::ENOSYS };
-        let _ = LandlockBuildError::OpenPath { path: PathBuf::new(), source: io::Error::from_raw_os_error(libc::EACCES) };
-        let _ = LandlockBuildError::Workspace { path: PathBuf::new(), source: io::Error::from_raw_os_error(libc::ENOENT) };
-        let _ = LandlockBuildError::AddRule { path: PathBuf::new(), source: "x".into() };
+        let _ = LandlockBuildError::Unsupported {
+            errno: libc::ENOSYS,
+        };
+        let _ = LandlockBuildError::OpenPath {
+            path: PathBuf::new(),
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        };
+        let _ = LandlockBuildError::Workspace {
+            path: PathBuf::new(),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        let _ = LandlockBuildError::AddRule {
+            path: PathBuf::new(),
+            source: "x".into(),
+        };
         let _ = LandlockBuildError::CreateRuleset("x".into());
         let _ = SeccompBuildError::CompileFilter("x".into());
         let _ = SeccompBuildError::TooLong(5000);
@@ -263,13 +285,21 @@ mod tests {
 
     #[test]
     fn build_errors_render_without_repeating_the_source() {
-        let e = LandlockBuildError::Unsupported { errno: libc::EOPNOTSUPP };
-        assert_eq!(e.to_string(), "landlock is not available: Operation not supported");
+        let e = LandlockBuildError::Unsupported {
+            errno: libc::EOPNOTSUPP,
+        };
+        assert_eq!(
+            e.to_string(),
+            "landlock is not available: Operation not supported"
+        );
         let e = LandlockBuildError::Workspace {
             path: PathBuf::from("/ws"),
             source: io::Error::from_raw_os_error(libc::ENOENT),
         };
-        assert_eq!(e.to_string(), "workspace \"/ws\" cannot be opened for a landlock rule");
+        assert_eq!(
+            e.to_string(),
+            "workspace \"/ws\" cannot be opened for a landlock rule"
+        );
         assert!(std::error::Error::source(&e).is_some());
     }
 }

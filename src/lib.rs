@@ -79,7 +79,5 @@ pub mod backend;
 pub mod error;
 pub mod policy;
 
-pub use error::{
-    Error, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SpawnError,
-};
+pub use error::{Error, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SpawnError};
 pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};

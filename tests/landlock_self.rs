@@ -31,8 +31,14 @@ fn require_landlock_abi(test: &str, min: i32) -> bool {
     }
     let required = std::env::var("STOCKADE_TEST_REQUIRE")
         .is_ok_and(|v| v == "all" || v.split(',').any(|f| f.trim() == "landlock"));
-    assert!(!required, "{test}: landlock ABI {abi} < {min}, and STOCKADE_TEST_REQUIRE demands it");
-    let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: landlock ABI {abi} < {min}");
+    assert!(
+        !required,
+        "{test}: landlock ABI {abi} < {min}, and STOCKADE_TEST_REQUIRE demands it"
+    );
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIP {test}: landlock ABI {abi} < {min}"
+    );
     false
 }
 
@@ -62,8 +68,10 @@ fn run_ops(ruleset: Option<&Prepared>, ops: &[Op<'_>]) -> Vec<i32> {
     let mut fds = [0; 2];
     // SAFETY: `fds` has room for the two fds pipe2 writes.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: pipe2 just returned these two fds, owned by nothing else.
-    let (rx, tx) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: pipe2 just returned this fd, owned by nothing else.
+    let rx = unsafe { OwnedFd::from_raw_fd(fds[0]) };
+    // SAFETY: as above, for the write end.
+    let tx = unsafe { OwnedFd::from_raw_fd(fds[1]) };
     let mut results = vec![0i32; ops.len()];
     let _guard = fork_lock();
     // SAFETY: the child runs only the ops (system calls on data built before the fork) and
@@ -110,10 +118,16 @@ fn expect(ruleset: &Prepared, ops: &[Op<'_>], want: &[(i32, i32)]) {
     for (i, (name, _)) in ops.iter().enumerate() {
         let (want_r, want_c) = want[i];
         if restricted[i] != want_r {
-            failures.push(format!("{name}: restricted errno {}, want {want_r}", restricted[i]));
+            failures.push(format!(
+                "{name}: restricted errno {}, want {want_r}",
+                restricted[i]
+            ));
         }
         if control[i] != want_c {
-            failures.push(format!("{name}: control errno {}, want {want_c}", control[i]));
+            failures.push(format!(
+                "{name}: control errno {}, want {want_c}",
+                control[i]
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -197,19 +211,36 @@ fn file_system_access_follows_the_spec() {
     let wr = libc::O_WRONLY | libc::O_CREAT;
     let rename = || {
         // SAFETY: both paths are NUL-terminated strings that outlive the call.
-        check(unsafe { libc::renameat(libc::AT_FDCWD, rw1_file.as_ptr(), libc::AT_FDCWD, rw2_file.as_ptr()) })
+        check(unsafe {
+            libc::renameat(
+                libc::AT_FDCWD,
+                rw1_file.as_ptr(),
+                libc::AT_FDCWD,
+                rw2_file.as_ptr(),
+            )
+        })
     };
     let ops: [Op<'_>; 10] = [
         ("read ro/data", &|| open_errno(&ro_data, libc::O_RDONLY)),
         ("create ro/new", &|| open_errno(&ro_new, wr)),
-        ("open ro/data for writing", &|| open_errno(&ro_data, libc::O_WRONLY)),
+        ("open ro/data for writing", &|| {
+            open_errno(&ro_data, libc::O_WRONLY)
+        }),
         ("create rw1/file", &|| open_errno(&rw1_file, wr)),
         ("rename rw1/file to rw2/file (Refer)", &rename),
-        ("read outside/secret", &|| open_errno(&secret, libc::O_RDONLY)),
+        ("read outside/secret", &|| {
+            open_errno(&secret, libc::O_RDONLY)
+        }),
         ("list /", &|| list_errno(c"/")),
-        ("read /etc/passwd (dir not listed)", &|| open_errno(c"/etc/passwd", libc::O_RDONLY)),
-        ("> /dev/null (O_WRONLY | O_TRUNC)", &|| open_errno(c"/dev/null", libc::O_WRONLY | libc::O_TRUNC)),
-        ("read /proc/self/status (no rule)", &|| open_errno(c"/proc/self/status", libc::O_RDONLY)),
+        ("read /etc/passwd (dir not listed)", &|| {
+            open_errno(c"/etc/passwd", libc::O_RDONLY)
+        }),
+        ("> /dev/null (O_WRONLY | O_TRUNC)", &|| {
+            open_errno(c"/dev/null", libc::O_WRONLY | libc::O_TRUNC)
+        }),
+        ("read /proc/self/status (no rule)", &|| {
+            open_errno(c"/proc/self/status", libc::O_RDONLY)
+        }),
     ];
     let want = [
         (0, 0),
@@ -350,7 +381,9 @@ fn abstract_unix_sockets_are_scoped_to_the_sandbox() {
         r
     };
     let ops: [Op<'_>; 2] = [
-        ("connect to an abstract socket bound outside", &|| connect_unix(&outside)),
+        ("connect to an abstract socket bound outside", &|| {
+            connect_unix(&outside)
+        }),
         ("connect to an abstract socket bound inside", &inside),
     ];
     expect(&prepared, &ops, &[(libc::EPERM, 0), (0, 0)]);
@@ -395,7 +428,10 @@ fn signals_are_scoped_to_the_sandbox() {
     expect(&prepared, &ops, &[(libc::EPERM, 0), (0, 0)]);
 }
 
-fn tcp(op: &dyn Fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int, port: u16) -> i32 {
+fn tcp(
+    op: &dyn Fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int,
+    port: u16,
+) -> i32 {
     // SAFETY: plain socket(2) call with constant arguments.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -434,7 +470,9 @@ fn tcp_is_denied_when_the_spec_asks() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let ops: [Op<'_>; 2] = [
-        ("connect 127.0.0.1 listener outside", &|| tcp(&connect, port)),
+        ("connect 127.0.0.1 listener outside", &|| {
+            tcp(&connect, port)
+        }),
         ("bind 127.0.0.1:0", &|| tcp(&bind, 0)),
     ];
 
@@ -484,13 +522,19 @@ fn status_reports_exactly_what_is_enforced() {
 
 #[test]
 fn missing_paths_are_skipped_but_a_missing_workspace_is_an_error() {
-    if !require_landlock_abi("missing_paths_are_skipped_but_a_missing_workspace_is_an_error", 1) {
+    if !require_landlock_abi(
+        "missing_paths_are_skipped_but_a_missing_workspace_is_an_error",
+        1,
+    ) {
         return;
     }
     let tree = Tree::new();
     let gone = tree.path("gone");
     let under_file = tree.path("ro/data/below");
-    let spec = tree.spec().with(&gone, Grant::ReadWrite).with(&under_file, Grant::ReadExec);
+    let spec = tree
+        .spec()
+        .with(&gone, Grant::ReadWrite)
+        .with(&under_file, Grant::ReadExec);
     let prepared = landlock::build(&spec).unwrap();
     assert_eq!(prepared.status().skipped, vec![gone.clone(), under_file]);
 

@@ -29,7 +29,10 @@ fn require_seccomp(test: &str) -> bool {
             let reason = format!("prctl(PR_GET_SECCOMP): errno {}", e.raw());
             let required = std::env::var("STOCKADE_TEST_REQUIRE")
                 .is_ok_and(|v| v == "all" || v.split(',').any(|f| f.trim() == "seccomp"));
-            assert!(!required, "{test}: seccomp required but unavailable: {reason}");
+            assert!(
+                !required,
+                "{test}: seccomp required but unavailable: {reason}"
+            );
             let _ = writeln!(std::io::stderr().lock(), "SKIP {test}: {reason}");
             false
         }
@@ -221,15 +224,17 @@ fn clone_with_any_namespace_flag_is_denied() {
     let cases: Vec<Case> = flags
         .iter()
         .map(|&(name, f)| {
-            let word = (f | libc::CLONE_SIGHAND).cast_unsigned() as usize;
+            let word = (f | libc::CLONE_SIGHAND) as u32 as usize;
             case(name, libc::SYS_clone, [word, 0, 0, 0, 0, 0])
         })
         .collect();
     check_cases(&filter, &cases, EPERM);
 
     // The same invalid combination without a namespace flag passes the filter (EINVAL).
-    let plain = libc::CLONE_SIGHAND.cast_unsigned() as usize;
-    let out = in_child(Some(&filter), || errno_of(libc::SYS_clone, [plain, 0, 0, 0, 0, 0]));
+    let plain = libc::CLONE_SIGHAND as u32 as usize;
+    let out = in_child(Some(&filter), || {
+        errno_of(libc::SYS_clone, [plain, 0, 0, 0, 0, 0])
+    });
     assert_eq!(out, Outcome::Exit(libc::EINVAL));
 }
 
@@ -244,11 +249,9 @@ fn clone3_fails_with_enosys_and_threads_still_start() {
     check_cases(&filter, &cases, Outcome::Exit(libc::ENOSYS));
 
     // pthread_create tries clone3, gets ENOSYS and falls back to clone without CLONE_NEW*.
-    let out = in_child(Some(&filter), || {
-        match std::thread::spawn(|| 42).join() {
-            Ok(42) => 0,
-            _ => 99,
-        }
+    let out = in_child(Some(&filter), || match std::thread::spawn(|| 42).join() {
+        Ok(42) => 0,
+        _ => 99,
     });
     assert_eq!(out, OK);
 }
@@ -260,8 +263,8 @@ fn ordinary_calls_still_work() {
     }
     let filter = default_filter();
     let dir = tempfile::tempdir().unwrap();
-    let path = std::ffi::CString::new(dir.path().join("f").into_os_string().into_encoded_bytes())
-        .unwrap();
+    let path =
+        std::ffi::CString::new(dir.path().join("f").into_os_string().into_encoded_bytes()).unwrap();
 
     let out = in_child(Some(&filter), || {
         if sys::getpid() <= 0 {
@@ -321,13 +324,24 @@ fn terminal_injection_ioctls_are_denied_even_with_high_bits() {
     let high = 0xdead_beef_0000_0000usize;
     let cases = [
         case("TIOCSTI", libc::SYS_ioctl, [fd, sti, byte, 0, 0, 0]),
-        case("TIOCSTI|high", libc::SYS_ioctl, [fd, sti | high, byte, 0, 0, 0]),
+        case(
+            "TIOCSTI|high",
+            libc::SYS_ioctl,
+            [fd, sti | high, byte, 0, 0, 0],
+        ),
         case("TIOCLINUX", libc::SYS_ioctl, [fd, linux, byte, 0, 0, 0]),
-        case("TIOCLINUX|high", libc::SYS_ioctl, [fd, linux | high, byte, 0, 0, 0]),
+        case(
+            "TIOCLINUX|high",
+            libc::SYS_ioctl,
+            [fd, linux | high, byte, 0, 0, 0],
+        ),
     ];
     check_cases(&filter, &cases, EPERM);
     for c in &cases {
-        assert_eq!(in_child(None, || errno_of(c.nr, c.args)), Outcome::Exit(libc::ENOTTY));
+        assert_eq!(
+            in_child(None, || errno_of(c.nr, c.args)),
+            Outcome::Exit(libc::ENOTTY)
+        );
     }
 }
 
@@ -355,7 +369,11 @@ fn vsock_is_denied_inet_and_unix_are_allowed() {
     assert_eq!(vsock, EPERM);
     assert_ne!(in_child(None, || socket_errno(libc::AF_VSOCK)), EPERM);
     for family in [libc::AF_INET, libc::AF_INET6, libc::AF_UNIX] {
-        assert_eq!(in_child(Some(&filter), || socket_errno(family)), OK, "family {family}");
+        assert_eq!(
+            in_child(Some(&filter), || socket_errno(family)),
+            OK,
+            "family {family}"
+        );
     }
     let netlink = in_child(Some(&filter), || socket_dgram_errno(libc::AF_NETLINK));
     assert_eq!(netlink, OK);
@@ -372,16 +390,27 @@ fn deny_network_allows_only_unix_sockets() {
     };
     let filter = seccomp::build(&opts).unwrap();
     for family in [libc::AF_INET, libc::AF_INET6, libc::AF_VSOCK] {
-        assert_eq!(in_child(Some(&filter), || socket_errno(family)), EPERM, "family {family}");
+        assert_eq!(
+            in_child(Some(&filter), || socket_errno(family)),
+            EPERM,
+            "family {family}"
+        );
     }
     for family in [libc::AF_INET, libc::AF_INET6] {
-        assert_eq!(in_child(None, || socket_errno(family)), OK, "control, family {family}");
+        assert_eq!(
+            in_child(None, || socket_errno(family)),
+            OK,
+            "control, family {family}"
+        );
     }
     let netlink = in_child(Some(&filter), || socket_dgram_errno(libc::AF_NETLINK));
     assert_eq!(netlink, EPERM);
     assert_eq!(in_child(None, || socket_dgram_errno(libc::AF_NETLINK)), OK);
     assert_eq!(in_child(Some(&filter), || socket_errno(libc::AF_UNIX)), OK);
-    assert_eq!(in_child(Some(&filter), || socket_dgram_errno(libc::AF_UNIX)), OK);
+    assert_eq!(
+        in_child(Some(&filter), || socket_dgram_errno(libc::AF_UNIX)),
+        OK
+    );
 }
 
 /// `process_vm_readv` of 8 bytes of the caller's own memory: 0 on success.
@@ -417,7 +446,12 @@ fn allow_ptrace_lifts_ptrace_and_process_vm_denials() {
         ..FilterOptions::default()
     })
     .unwrap();
-    let traceme = || errno_of(libc::SYS_ptrace, [libc::PTRACE_TRACEME as usize, 0, 0, 0, 0, 0]);
+    let traceme = || {
+        errno_of(
+            libc::SYS_ptrace,
+            [libc::PTRACE_TRACEME as usize, 0, 0, 0, 0, 0],
+        )
+    };
     assert_eq!(in_child(Some(&strict), traceme), EPERM);
     assert_eq!(in_child(Some(&lenient), traceme), OK);
     assert_eq!(in_child(Some(&strict), read_own_memory), EPERM);
@@ -442,7 +476,11 @@ fn i386_getpid() -> i32 {
             options(nostack),
         );
     }
-    if ret > 0 { 0 } else { i32::try_from(-ret).unwrap_or(97) }
+    if ret > 0 {
+        0
+    } else {
+        i32::try_from(-ret).unwrap_or(97)
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -452,7 +490,10 @@ fn i386_syscalls_kill_the_process() {
         return;
     }
     let filter = default_filter();
-    assert_eq!(in_child(Some(&filter), i386_getpid), Outcome::Signal(libc::SIGSYS));
+    assert_eq!(
+        in_child(Some(&filter), i386_getpid),
+        Outcome::Signal(libc::SIGSYS)
+    );
     // Without the filter the call works (ia32 emulation) or fails some other way; it is
     // never a SIGSYS kill, which only seccomp produces.
     assert_ne!(in_child(None, i386_getpid), Outcome::Signal(libc::SIGSYS));
@@ -466,7 +507,10 @@ fn x32_syscalls_kill_the_process() {
     }
     let filter = default_filter();
     let x32_getpid = || errno_of(0x4000_0000 | libc::SYS_getpid, [0; 6]);
-    assert_eq!(in_child(Some(&filter), x32_getpid), Outcome::Signal(libc::SIGSYS));
+    assert_eq!(
+        in_child(Some(&filter), x32_getpid),
+        Outcome::Signal(libc::SIGSYS)
+    );
     assert_ne!(in_child(None, x32_getpid), Outcome::Signal(libc::SIGSYS));
     // The native getpid next to it is untouched.
     let getpid = || errno_of(libc::SYS_getpid, [0; 6]);

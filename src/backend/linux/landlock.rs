@@ -102,10 +102,7 @@ impl Grant {
             Grant::Read => AccessFs::ReadFile | AccessFs::ReadDir,
             Grant::ReadWrite => AccessFs::from_all(abi),
             Grant::Device => {
-                AccessFs::ReadFile
-                    | AccessFs::WriteFile
-                    | AccessFs::ReadDir
-                    | AccessFs::IoctlDev
+                AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev
             }
             Grant::ListDir => AccessFs::ReadDir.into(),
         }
@@ -175,7 +172,9 @@ impl RulesetSpec {
         for p in &policy.writable_paths {
             spec = spec.with(p, Grant::ReadWrite);
         }
-        spec = spec.with("/tmp", Grant::ReadWrite).with("/dev/shm", Grant::ReadWrite);
+        spec = spec
+            .with("/tmp", Grant::ReadWrite)
+            .with("/dev/shm", Grant::ReadWrite);
         for p in DEV_FILES {
             spec = spec.with(*p, Grant::Device);
         }
@@ -266,7 +265,12 @@ impl Prepared {
 
 /// The rights a rule for `grant` gets: within the handled set, and for a non-directory only
 /// the rights that apply to files (the kernel refuses directory rights on a file).
-fn rule_access(grant: Grant, abi: ABI, handled: BitFlags<AccessFs>, dir: bool) -> BitFlags<AccessFs> {
+fn rule_access(
+    grant: Grant,
+    abi: ABI,
+    handled: BitFlags<AccessFs>,
+    dir: bool,
+) -> BitFlags<AccessFs> {
     let rights = grant.rights(abi) & handled;
     if dir {
         rights
@@ -438,14 +442,23 @@ mod tests {
         p.writable_paths = vec!["/srv/shared".into()];
         let full = RulesetSpec::for_policy(&p, Layer::Full).unwrap();
         let ll = RulesetSpec::for_policy(&p, Layer::Landlock).unwrap();
-        let root = PathRule { path: "/".into(), grant: Grant::ListDir };
+        let root = PathRule {
+            path: "/".into(),
+            grant: Grant::ListDir,
+        };
         assert!(full.rules.contains(&root));
         assert!(!ll.rules.contains(&root));
         assert!(!full.deny_tcp);
         assert!(ll.deny_tcp);
-        let tools = PathRule { path: "/opt/tools".into(), grant: Grant::ReadExec };
+        let tools = PathRule {
+            path: "/opt/tools".into(),
+            grant: Grant::ReadExec,
+        };
         assert!(ll.rules.contains(&tools));
-        let shared = PathRule { path: "/srv/shared".into(), grant: Grant::ReadWrite };
+        let shared = PathRule {
+            path: "/srv/shared".into(),
+            grant: Grant::ReadWrite,
+        };
         assert!(ll.rules.contains(&shared));
         assert!(RulesetSpec::for_policy(&Policy::default(), Layer::Full).is_none());
     }

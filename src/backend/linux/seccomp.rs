@@ -248,7 +248,7 @@ pub fn build(opts: &FilterOptions) -> Result<Filter, SeccompBuildError> {
     let clone_rules = CLONE_NEW_FLAGS
         .iter()
         .map(|&flag| {
-            let bit = u64::from(flag.cast_unsigned());
+            let bit = u64::from(flag as u32);
             one_condition(0, SeccompCmpOp::MaskedEq(bit), bit)
         })
         .collect::<Result<Vec<_>, _>>()
@@ -259,13 +259,13 @@ pub fn build(opts: &FilterOptions) -> Result<Filter, SeccompBuildError> {
     // the upper 32 bits of the register freely; compare only the low 32.
     let ioctl_rules = DENIED_IOCTLS
         .iter()
-        .map(|&cmd| one_condition(1, SeccompCmpOp::Eq, u64::from(cmd)))
+        .map(|&cmd| one_condition(1, SeccompCmpOp::Eq, u64::from(cmd as u32)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(compile)?;
     rules.insert(libc::SYS_ioctl, ioctl_rules);
 
     // socket: the family is an `int`; compare the low 32 bits for the same reason.
-    let af = |family: libc::c_int| u64::from(family.cast_unsigned());
+    let af = |family: libc::c_int| u64::from(family as u32);
     let socket_rule = if opts.deny_network {
         one_condition(0, SeccompCmpOp::Ne, af(libc::AF_UNIX))
     } else {
@@ -277,7 +277,7 @@ pub fn build(opts: &FilterOptions) -> Result<Filter, SeccompBuildError> {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM.cast_unsigned()),
+        SeccompAction::Errno(libc::EPERM as u32),
         TARGET_ARCH,
     )
     .map_err(compile)?;
@@ -288,7 +288,8 @@ pub fn build(opts: &FilterOptions) -> Result<Filter, SeccompBuildError> {
     if program.len() > max {
         return Err(SeccompBuildError::TooLong(program.len()));
     }
-    let len = u16::try_from(program.len()).map_err(|_| SeccompBuildError::TooLong(program.len()))?;
+    let len =
+        u16::try_from(program.len()).map_err(|_| SeccompBuildError::TooLong(program.len()))?;
     Ok(Filter { program, len })
 }
 
@@ -342,8 +343,13 @@ fn splice_prelude(compiled: BpfProgram) -> Result<BpfProgram, SeccompBuildError>
         prelude.push(stmt(libc::BPF_RET | libc::BPF_K, kill));
     }
     let clone3 = u32::try_from(libc::SYS_clone3).unwrap_or(u32::MAX);
-    let enosys = libc::SECCOMP_RET_ERRNO | (libc::ENOSYS.cast_unsigned() & libc::SECCOMP_RET_DATA);
-    prelude.push(jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, clone3, 0, 1));
+    let enosys = libc::SECCOMP_RET_ERRNO | ((libc::ENOSYS as u32) & libc::SECCOMP_RET_DATA);
+    prelude.push(jump(
+        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+        clone3,
+        0,
+        1,
+    ));
     prelude.push(stmt(libc::BPF_RET | libc::BPF_K, enosys));
 
     let mut program = Vec::with_capacity(compiled.len() + prelude.len());
@@ -439,7 +445,12 @@ mod tests {
         for &n in DENIED.iter().chain(DENIED_ARCH).chain(PTRACE_CALLS) {
             assert_eq!(run(p, NATIVE, nr(n), [0; 6]), EPERM, "syscall {n}");
         }
-        for n in [libc::SYS_getpid, libc::SYS_read, libc::SYS_openat, libc::SYS_execve] {
+        for n in [
+            libc::SYS_getpid,
+            libc::SYS_read,
+            libc::SYS_openat,
+            libc::SYS_execve,
+        ] {
             assert_eq!(run(p, NATIVE, nr(n), [0; 6]), ALLOW, "syscall {n}");
         }
         assert_eq!(run(p, NATIVE, nr(libc::SYS_clone3), [0; 6]), ENOSYS);
@@ -459,47 +470,98 @@ mod tests {
     fn clone_is_checked_per_namespace_flag_on_the_low_word() {
         let p = build(&FilterOptions::default()).unwrap();
         let clone = nr(libc::SYS_clone);
-        let thread = (libc::CLONE_VM | libc::CLONE_FS | libc::CLONE_FILES | libc::CLONE_SIGHAND
+        let thread = (libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_FILES
+            | libc::CLONE_SIGHAND
             | libc::CLONE_THREAD) as u64;
-        assert_eq!(run(p.instructions(), NATIVE, clone, [thread, 0, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(
+            run(p.instructions(), NATIVE, clone, [thread, 0, 0, 0, 0, 0]),
+            ALLOW
+        );
         for &f in CLONE_NEW_FLAGS {
-            let flags = thread | u64::from(f.cast_unsigned());
-            assert_eq!(run(p.instructions(), NATIVE, clone, [flags, 0, 0, 0, 0, 0]), EPERM);
+            let flags = thread | u64::from(f as u32);
+            assert_eq!(
+                run(p.instructions(), NATIVE, clone, [flags, 0, 0, 0, 0, 0]),
+                EPERM
+            );
         }
         // Bits above 32 are ignored by the kernel and by the filter alike.
         let high = thread | 0xffff_ffff_0000_0000;
-        assert_eq!(run(p.instructions(), NATIVE, clone, [high, 0, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(
+            run(p.instructions(), NATIVE, clone, [high, 0, 0, 0, 0, 0]),
+            ALLOW
+        );
     }
 
     #[test]
     fn ioctl_and_socket_compare_the_low_word() {
         let p = build(&FilterOptions::default()).unwrap();
         let ioctl = nr(libc::SYS_ioctl);
-        let sti = u64::from(libc::TIOCSTI);
-        assert_eq!(run(p.instructions(), NATIVE, ioctl, [0, sti, 0, 0, 0, 0]), EPERM);
+        let sti = u64::from(libc::TIOCSTI as u32);
+        assert_eq!(
+            run(p.instructions(), NATIVE, ioctl, [0, sti, 0, 0, 0, 0]),
+            EPERM
+        );
         let sti_high = sti | 0xdead_beef_0000_0000;
-        assert_eq!(run(p.instructions(), NATIVE, ioctl, [0, sti_high, 0, 0, 0, 0]), EPERM);
-        let winsz = u64::from(libc::TIOCGWINSZ);
-        assert_eq!(run(p.instructions(), NATIVE, ioctl, [0, winsz, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(
+            run(p.instructions(), NATIVE, ioctl, [0, sti_high, 0, 0, 0, 0]),
+            EPERM
+        );
+        let winsz = u64::from(libc::TIOCGWINSZ as u32);
+        assert_eq!(
+            run(p.instructions(), NATIVE, ioctl, [0, winsz, 0, 0, 0, 0]),
+            ALLOW
+        );
 
         let socket = nr(libc::SYS_socket);
-        let fam = |f: libc::c_int| [u64::from(f.cast_unsigned()), 0, 0, 0, 0, 0];
-        assert_eq!(run(p.instructions(), NATIVE, socket, fam(libc::AF_VSOCK)), EPERM);
-        assert_eq!(run(p.instructions(), NATIVE, socket, fam(libc::AF_INET)), ALLOW);
-        let denied = build(&FilterOptions { deny_network: true, ..Default::default() }).unwrap();
-        for f in [libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK, libc::AF_PACKET, libc::AF_VSOCK] {
-            assert_eq!(run(denied.instructions(), NATIVE, socket, fam(f)), EPERM, "family {f}");
+        let fam = |f: libc::c_int| [u64::from(f as u32), 0, 0, 0, 0, 0];
+        assert_eq!(
+            run(p.instructions(), NATIVE, socket, fam(libc::AF_VSOCK)),
+            EPERM
+        );
+        assert_eq!(
+            run(p.instructions(), NATIVE, socket, fam(libc::AF_INET)),
+            ALLOW
+        );
+        let denied = build(&FilterOptions {
+            deny_network: true,
+            ..Default::default()
+        })
+        .unwrap();
+        for f in [
+            libc::AF_INET,
+            libc::AF_INET6,
+            libc::AF_NETLINK,
+            libc::AF_PACKET,
+            libc::AF_VSOCK,
+        ] {
+            assert_eq!(
+                run(denied.instructions(), NATIVE, socket, fam(f)),
+                EPERM,
+                "family {f}"
+            );
         }
-        assert_eq!(run(denied.instructions(), NATIVE, socket, fam(libc::AF_UNIX)), ALLOW);
+        assert_eq!(
+            run(denied.instructions(), NATIVE, socket, fam(libc::AF_UNIX)),
+            ALLOW
+        );
     }
 
     #[test]
     fn allow_ptrace_lifts_exactly_the_ptrace_calls() {
-        let p = build(&FilterOptions { allow_ptrace: true, ..Default::default() }).unwrap();
+        let p = build(&FilterOptions {
+            allow_ptrace: true,
+            ..Default::default()
+        })
+        .unwrap();
         for &n in PTRACE_CALLS {
             assert_eq!(run(p.instructions(), NATIVE, nr(n), [0; 6]), ALLOW);
         }
-        assert_eq!(run(p.instructions(), NATIVE, nr(libc::SYS_mount), [0; 6]), EPERM);
+        assert_eq!(
+            run(p.instructions(), NATIVE, nr(libc::SYS_mount), [0; 6]),
+            EPERM
+        );
     }
 
     #[test]
@@ -507,15 +569,20 @@ mod tests {
         let f = build(&FilterOptions::default()).unwrap();
         let fprog = f.as_fprog();
         assert_eq!(usize::from(fprog.len), f.instructions().len());
-        assert_eq!(fprog.filter.cast_const().cast::<sock_filter>(), f.instructions().as_ptr());
+        assert_eq!(
+            fprog.filter.cast_const().cast::<sock_filter>(),
+            f.instructions().as_ptr()
+        );
         assert_eq!(size_of::<sock_filter>(), size_of::<libc::sock_filter>());
         assert_eq!(align_of::<sock_filter>(), align_of::<libc::sock_filter>());
     }
 
     #[test]
     fn for_policy_denies_sockets_only_without_a_private_netns() {
-        let mut p = Policy::default();
-        p.network = Network::None;
+        let mut p = Policy {
+            network: Network::None,
+            ..Policy::default()
+        };
         assert!(FilterOptions::for_policy(&p, false).deny_network);
         assert!(!FilterOptions::for_policy(&p, true).deny_network);
         p.network = Network::Full;
