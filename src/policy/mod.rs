@@ -152,9 +152,7 @@ impl Default for Policy {
 }
 
 /// The system directories bound read-only when present on the host.
-pub const SYSTEM_ALLOWLIST: &[&str] = &[
-    "/bin", "/sbin", "/usr", "/lib", "/lib64", "/etc", "/opt", "/nix",
-];
+pub const SYSTEM_ALLOWLIST: &[&str] = &["/bin", "/sbin", "/usr", "/lib", "/lib64", "/etc", "/opt", "/nix"];
 
 /// Files masked by default: a host running as root must not hand them out.
 pub const DEFAULT_MASKED: &[&str] = &[
@@ -203,9 +201,7 @@ impl Policy {
     /// [`crate::PolicyError::RelativePath`] naming the key and the path.
     pub fn validate(&self) -> Result<(), crate::PolicyError> {
         let one = |key: &'static str, p: &Path| -> Result<(), crate::PolicyError> {
-            let dotdot = p
-                .components()
-                .any(|c| matches!(c, std::path::Component::ParentDir));
+            let dotdot = p.components().any(|c| matches!(c, std::path::Component::ParentDir));
             if !p.is_absolute() || dotdot {
                 return Err(crate::PolicyError::RelativePath {
                     key,

@@ -306,7 +306,12 @@ pub fn seccomp_set_mode_filter(flags: c_uint, prog: &libc::sock_fprog) -> Result
 
 /// `capset(2)` with `_LINUX_CAPABILITY_VERSION_3`.
 pub fn capset(header: &CapUserHeader, data: &[CapUserData; 2]) -> Result<()> {
-    sys!(libc::SYS_capset, core::ptr::from_ref(header), data.as_ptr()).map(drop)
+    sys!(
+        libc::SYS_capset,
+        core::ptr::from_ref(header),
+        data.as_ptr()
+    )
+    .map(drop)
 }
 
 /// `rt_sigprocmask(2)` with a 64-bit signal set.
@@ -344,14 +349,13 @@ pub fn rt_sigaction_default(sig: c_int) -> Result<()> {
 ///
 /// `argv` and `envp` must each point to a NULL-terminated array of pointers to
 /// NUL-terminated strings, all of which stay valid for the duration of the call.
-pub unsafe fn execve(path: &CStr, argv: *const *const c_char, envp: *const *const c_char) -> Errno {
+pub unsafe fn execve(
+    path: &CStr,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> Errno {
     // SAFETY: `path` is a valid C string; the caller guarantees `argv` and `envp`.
-    let ret = unsafe {
-        syscall6(
-            libc::SYS_execve,
-            [p(path), argv as usize, envp as usize, 0, 0, 0],
-        )
-    };
+    let ret = unsafe { syscall6(libc::SYS_execve, [p(path), argv as usize, envp as usize, 0, 0, 0]) };
     match check(ret) {
         Err(e) => e,
         Ok(_) => Errno(libc::EINVAL),
