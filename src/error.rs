@@ -166,6 +166,65 @@ impl From<Error> for io::Error {
     }
 }
 
+/// A boxed error from a dependency whose own error type exists only on some platforms
+/// (the `landlock` and `seccompiler` crates); boxing keeps the public enums free of `cfg`.
+pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Building the Landlock ruleset in the parent failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LandlockBuildError {
+    /// The kernel has no usable Landlock (`ENOSYS`: not built in; `EOPNOTSUPP`: disabled at
+    /// boot). The layers that need Landlock are unavailable.
+    #[error("landlock is not available: {}", strerror(*.errno))]
+    Unsupported {
+        /// The errno of `landlock_create_ruleset(LANDLOCK_CREATE_RULESET_VERSION)`.
+        errno: i32,
+    },
+    /// `landlock_create_ruleset` (or the crate's compatibility check before it) failed.
+    #[error("landlock_create_ruleset failed")]
+    CreateRuleset(#[source] BoxedSource),
+    /// A path of the ruleset could not be opened (for a reason other than not existing).
+    #[error("open {path:?} for a landlock rule")]
+    OpenPath {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The workspace does not exist or cannot be opened; unlike other paths it is required.
+    #[error("workspace {path:?} cannot be opened for a landlock rule")]
+    Workspace {
+        /// The workspace path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// `landlock_add_rule` failed for a path.
+    #[error("landlock_add_rule {path:?} failed")]
+    AddRule {
+        /// The path of the rule.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: BoxedSource,
+    },
+}
+
+/// Compiling the seccomp filter in the parent failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SeccompBuildError {
+    /// seccompiler refused the rules or could not compile them to BPF.
+    #[error("compile the seccomp filter")]
+    CompileFilter(#[source] BoxedSource),
+    /// The compiled program is longer than a `sock_fprog` can describe (`BPF_MAXINSNS`).
+    #[error("the seccomp filter has {0} instructions, more than the kernel accepts")]
+    TooLong(usize),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +259,47 @@ mod tests {
             program: String::new(),
         };
         let _ = SpawnError::Protocol(3);
+    }
+
+    #[test]
+    fn build_error_variants_keep_their_shape() {
+        let _ = LandlockBuildError::Unsupported {
+            errno: libc::ENOSYS,
+        };
+        let _ = LandlockBuildError::OpenPath {
+            path: PathBuf::new(),
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        };
+        let _ = LandlockBuildError::Workspace {
+            path: PathBuf::new(),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        let _ = LandlockBuildError::AddRule {
+            path: PathBuf::new(),
+            source: "x".into(),
+        };
+        let _ = LandlockBuildError::CreateRuleset("x".into());
+        let _ = SeccompBuildError::CompileFilter("x".into());
+        let _ = SeccompBuildError::TooLong(5000);
+    }
+
+    #[test]
+    fn build_errors_render_without_repeating_the_source() {
+        let e = LandlockBuildError::Unsupported {
+            errno: libc::EOPNOTSUPP,
+        };
+        assert_eq!(
+            e.to_string(),
+            "landlock is not available: Operation not supported"
+        );
+        let e = LandlockBuildError::Workspace {
+            path: PathBuf::from("/ws"),
+            source: io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        assert_eq!(
+            e.to_string(),
+            "workspace \"/ws\" cannot be opened for a landlock rule"
+        );
+        assert!(std::error::Error::source(&e).is_some());
     }
 }

@@ -78,7 +78,7 @@
 pub mod error;
 pub mod policy;
 
-pub use error::{Error, PlanError, PolicyError, SpawnError};
+pub use error::{Error, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SpawnError};
 pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
 pub mod backend;
 pub mod plan;

@@ -1,11 +1,16 @@
 //! The Linux backend: the plan replayed by a child of stockade's own `clone`.
 //!
-//! [`prepare`] runs in the parent and computes every byte; [`child`] runs between `clone`
-//! and `execve` and only replays; [`report`] is the record a failing child sends back.
+//! [`prepare`] runs in the parent and computes every byte, including the Landlock ruleset
+//! fd ([`landlock`]) and the seccomp BPF program ([`seccomp`]); [`child`] runs between
+//! `clone` and `execve` and only replays; [`report`] is the record a failing child sends
+//! back. The last steps before `execve` are, in this order: `PR_SET_NO_NEW_PRIVS`,
+//! `landlock_restrict_self`, `seccomp(SECCOMP_SET_MODE_FILTER)`.
 
 pub mod child;
+pub mod landlock;
 pub mod prepare;
 pub mod report;
+pub mod seccomp;
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};

@@ -1,0 +1,465 @@
+//! The Landlock ruleset: created and filled in the parent, enforced by the child.
+//!
+//! [`build`] opens every path of a [`RulesetSpec`], creates the ruleset and adds the rules,
+//! all before `clone`. The child then only calls, after `PR_SET_NO_NEW_PRIVS`,
+//! `stockade_sys::linux::landlock_restrict_self(prepared.raw_fd(), 0)`: one system call, no
+//! allocation. The ruleset fd is close-on-exec (the kernel creates it so), so the program
+//! never inherits it.
+//!
+//! # Negotiation, and a status that does not lie
+//!
+//! The ABI is negotiated here, from the version the kernel reports, capped at
+//! [`TESTED_ABI`] (rights added by later ABIs are never handled before someone tests them
+//! here). The ruleset then asks the `landlock` crate for exactly what that ABI offers with
+//! `CompatLevel::HardRequirement`. The crate's `BestEffort` would silently drop what the
+//! kernel lacks and does not say what it kept (`RulesetCreated` keeps the handled set
+//! private), so the [`Status`] could only guess; negotiating first and hard-requiring the
+//! result makes [`Status`] exact by construction: anything the crate would have dropped is an
+//! error instead. What an older kernel lacks shows in [`Status`]:
+//!
+//! | ABI | adds | without it |
+//! | --- | --- | --- |
+//! | 2 | `Refer` | a rename or link across directories always fails with `EXDEV` |
+//! | 3 | `Truncate` | truncation is not restricted |
+//! | 4 | TCP bind/connect | [`RulesetSpec::deny_tcp`] has no effect |
+//! | 5 | `IoctlDev` | ioctls on device files are not restricted |
+//! | 6 | signal and abstract-socket scopes | [`RulesetSpec::scope`] has no effect |
+//!
+//! A kernel without Landlock is an error ([`LandlockBuildError::Unsupported`]), which the
+//! caller maps to "layer unavailable".
+//!
+//! # What Landlock cannot express
+//!
+//! Rules are "this right beneath this directory"; there is no exception beneath an allowed
+//! directory and no non-recursive rule. So a data dir under the workspace, or `/etc/shadow`
+//! under a readable `/etc`, is only hidden by the mount layer, and a `ReadDir` rule on `/`
+//! lets the program list every directory it can reach (names, not contents). In the full
+//! layer `/` is the sandbox's own root and holds nothing else; in the Landlock-only layer it
+//! is the host's root, so [`RulesetSpec::for_policy`] adds the `/` rule only for the full
+//! layer.
+//!
+//! Rules name inodes, not path strings. Host paths that the child bind-mounts keep their
+//! rules inside the new root; file systems the child creates itself (a fresh `/tmp` tmpfs,
+//! `/proc`, a new devpts) are not covered by rules on host paths. For those, the child adds
+//! a rule after mounting, before restricting: open the mount point `O_PATH` and call
+//! `landlock_add_rule` on [`Prepared::raw_fd`] with the access bits from
+//! [`Prepared::access_bits`], which the parent computes in advance.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+};
+
+use crate::error::LandlockBuildError;
+use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
+
+/// The newest Landlock ABI whose rights this module handles. A newer kernel is treated as
+/// this ABI until its additions (ABI 9: `ResolveUnix`) are wired and tested here.
+pub const TESTED_ABI: ABI = ABI::V7;
+
+/// The device files a program needs, read and write (and their ioctls).
+pub const DEV_FILES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// What a rule grants beneath its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Grant {
+    /// Read files, list directories, execute: the read-only allowlist and the tools dir.
+    ReadExec,
+    /// Read files and list directories, no execute: `/proc`.
+    Read,
+    /// Every handled right, `Refer` included (renames across writable roots), `Execute` too
+    /// (a compiler writing into the workspace then runs its output).
+    ReadWrite,
+    /// Open for reading and writing, device ioctls (ABI >= 5), and list (for `/dev/pts`):
+    /// the device files. No `Truncate`: the kernel ignores `O_TRUNC` on anything but a
+    /// regular file, so `> /dev/null` needs only `WriteFile`.
+    Device,
+    /// List the directory (and, as every Landlock rule, the directories beneath it).
+    ListDir,
+}
+
+impl Grant {
+    /// The rights of this grant at `abi`, before masking with what the ruleset handles.
+    fn rights(self, abi: ABI) -> BitFlags<AccessFs> {
+        match self {
+            Grant::ReadExec => AccessFs::from_read(abi),
+            Grant::Read => AccessFs::ReadFile | AccessFs::ReadDir,
+            Grant::ReadWrite => AccessFs::from_all(abi),
+            Grant::Device => {
+                AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev
+            }
+            Grant::ListDir => AccessFs::ReadDir.into(),
+        }
+    }
+}
+
+/// One path and what it grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathRule {
+    /// The host path (symlinks are followed).
+    pub path: PathBuf,
+    /// The rights beneath it.
+    pub grant: Grant,
+}
+
+/// What the ruleset allows. Everything not granted here is denied for every handled right.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RulesetSpec {
+    /// The workspace: [`Grant::ReadWrite`], and required (a missing workspace is an error).
+    pub workspace: PathBuf,
+    /// Further paths; those that do not exist are skipped and listed in [`Status::skipped`].
+    pub rules: Vec<PathRule>,
+    /// Deny every TCP bind and connect (ABI >= 4): `network = "none"` without a private
+    /// network namespace.
+    pub deny_tcp: bool,
+    /// Scope signals and abstract unix sockets to the sandbox (ABI >= 6): the program can
+    /// neither signal nor connect to anything outside its own Landlock domain.
+    pub scope: bool,
+}
+
+impl RulesetSpec {
+    /// A spec with only the workspace, scoping on, TCP allowed.
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        RulesetSpec {
+            workspace: workspace.into(),
+            rules: Vec::new(),
+            deny_tcp: false,
+            scope: true,
+        }
+    }
+
+    /// Adds a rule.
+    pub fn with(mut self, path: impl Into<PathBuf>, grant: Grant) -> Self {
+        self.rules.push(PathRule {
+            path: path.into(),
+            grant,
+        });
+        self
+    }
+
+    /// The spec that mirrors `policy` on `layer`.
+    ///
+    /// Read and execute: [`SYSTEM_ALLOWLIST`], `read_only`, the tools dir. Everything: the
+    /// workspace, `writable_paths`, `/tmp`, `/dev/shm`. Devices: [`DEV_FILES`]. Read:
+    /// `/proc`. List: `/`, on [`Layer::Full`] only (see the module docs). TCP is denied with
+    /// `network = "none"` on [`Layer::Landlock`], where no network namespace does it.
+    ///
+    /// Returns `None` when the policy has no workspace.
+    pub fn for_policy(policy: &Policy, layer: Layer) -> Option<Self> {
+        let mut spec = RulesetSpec::new(policy.workspace.clone()?);
+        for p in SYSTEM_ALLOWLIST {
+            spec = spec.with(*p, Grant::ReadExec);
+        }
+        for p in policy.read_only.iter().chain(&policy.tools_dir) {
+            spec = spec.with(p, Grant::ReadExec);
+        }
+        for p in &policy.writable_paths {
+            spec = spec.with(p, Grant::ReadWrite);
+        }
+        spec = spec
+            .with("/tmp", Grant::ReadWrite)
+            .with("/dev/shm", Grant::ReadWrite);
+        for p in DEV_FILES {
+            spec = spec.with(*p, Grant::Device);
+        }
+        spec = spec.with("/proc", Grant::Read);
+        if layer == Layer::Full {
+            spec = spec.with("/", Grant::ListDir);
+        }
+        spec.deny_tcp = policy.network == Network::None && layer == Layer::Landlock;
+        Some(spec)
+    }
+}
+
+/// What the ruleset enforces on this kernel: exactly, never more than is true.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The ABI version the kernel reports.
+    pub kernel_abi: i32,
+    /// The ABI the ruleset was built for: the kernel's, capped at [`TESTED_ABI`].
+    pub abi: ABI,
+    /// The file-system rights the ruleset handles (denied unless a rule grants them).
+    pub handled_fs: BitFlags<AccessFs>,
+    /// The network rights the ruleset handles (no rule grants any: all denied).
+    pub handled_net: BitFlags<AccessNet>,
+    /// The scopes the ruleset restricts.
+    pub scoped: BitFlags<Scope>,
+    /// Paths of the spec that do not exist and got no rule.
+    pub skipped: Vec<PathBuf>,
+}
+
+impl Status {
+    /// Renames and links across writable directories work (`Refer` is handled and granted
+    /// on writable roots); without it they fail with `EXDEV`.
+    pub fn refer(&self) -> bool {
+        self.handled_fs.contains(AccessFs::Refer)
+    }
+
+    /// TCP bind and connect are denied.
+    pub fn tcp_denied(&self) -> bool {
+        self.handled_net
+            .contains(AccessNet::BindTcp | AccessNet::ConnectTcp)
+    }
+
+    /// Signals to processes outside the sandbox are denied.
+    pub fn signals_scoped(&self) -> bool {
+        self.scoped.contains(Scope::Signal)
+    }
+
+    /// Connecting to abstract unix sockets created outside the sandbox is denied.
+    pub fn abstract_unix_scoped(&self) -> bool {
+        self.scoped.contains(Scope::AbstractUnixSocket)
+    }
+}
+
+/// A ruleset ready for the child, and what it enforces.
+#[derive(Debug)]
+pub struct Prepared {
+    fd: OwnedFd,
+    status: Status,
+}
+
+impl Prepared {
+    /// The ruleset fd for `stockade_sys::linux::landlock_restrict_self(fd, 0)` in the child.
+    ///
+    /// Valid while this `Prepared` is alive; close-on-exec.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// What the ruleset enforces.
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    /// The `allowed_access` bits of a rule for `grant` on a directory (`dir`) or another
+    /// file, at the negotiated ABI: for rules the child adds itself with
+    /// `landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)` on mounts it creates (see the module
+    /// docs). Zero means the rule would grant nothing and must not be added (the kernel
+    /// refuses an empty rule with `ENOMSG`).
+    pub fn access_bits(&self, grant: Grant, dir: bool) -> u64 {
+        rule_access(grant, self.status.abi, self.status.handled_fs, dir).bits()
+    }
+
+    /// Splits into the fd and the status (the fd stays open).
+    pub fn into_parts(self) -> (OwnedFd, Status) {
+        (self.fd, self.status)
+    }
+}
+
+/// The rights a rule for `grant` gets: within the handled set, and for a non-directory only
+/// the rights that apply to files (the kernel refuses directory rights on a file).
+fn rule_access(
+    grant: Grant,
+    abi: ABI,
+    handled: BitFlags<AccessFs>,
+    dir: bool,
+) -> BitFlags<AccessFs> {
+    let rights = grant.rights(abi) & handled;
+    if dir {
+        rights
+    } else {
+        rights & AccessFs::from_file(abi)
+    }
+}
+
+/// Builds the ruleset for `spec` in the parent.
+///
+/// # Errors
+///
+/// - [`LandlockBuildError::Unsupported`]: the kernel has no Landlock.
+/// - [`LandlockBuildError::Workspace`]: the workspace cannot be opened.
+/// - [`LandlockBuildError::OpenPath`]: another path exists but cannot be opened (`EACCES`,
+///   `ELOOP`, …); paths that do not exist are skipped instead.
+/// - [`LandlockBuildError::CreateRuleset`], [`LandlockBuildError::AddRule`]: the kernel or
+///   the crate refused the ruleset or a rule.
+///
+/// # Platform
+///
+/// Linux only.
+pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
+    let kernel_abi = stockade_sys::linux::landlock_abi_version()
+        .map_err(|e| LandlockBuildError::Unsupported { errno: e.raw() })?;
+    let abi = ABI::from(kernel_abi).min(TESTED_ABI);
+    if abi == ABI::Unsupported {
+        return Err(LandlockBuildError::Unsupported {
+            errno: libc::EOPNOTSUPP,
+        });
+    }
+
+    let handled_fs = AccessFs::from_all(abi);
+    let handled_net = if spec.deny_tcp {
+        AccessNet::from_all(abi)
+    } else {
+        BitFlags::EMPTY
+    };
+    let scoped = if spec.scope {
+        Scope::from_all(abi)
+    } else {
+        BitFlags::EMPTY
+    };
+
+    // Open everything first, so a missing workspace fails before any kernel object exists.
+    let workspace = open_path(&spec.workspace).map_err(|source| LandlockBuildError::Workspace {
+        path: spec.workspace.clone(),
+        source,
+    })?;
+    let mut opened = vec![(spec.workspace.as_path(), workspace, Grant::ReadWrite)];
+    let mut skipped = Vec::new();
+    for rule in &spec.rules {
+        match open_path(&rule.path) {
+            Ok(file) => opened.push((rule.path.as_path(), file, rule.grant)),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                skipped.push(rule.path.clone());
+            }
+            Err(source) => {
+                return Err(LandlockBuildError::OpenPath {
+                    path: rule.path.clone(),
+                    source,
+                });
+            }
+        }
+    }
+
+    let create = |e: landlock::RulesetError| LandlockBuildError::CreateRuleset(Box::new(e));
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(handled_fs)
+        .map_err(create)?;
+    if !handled_net.is_empty() {
+        ruleset = ruleset.handle_access(handled_net).map_err(create)?;
+    }
+    if !scoped.is_empty() {
+        ruleset = ruleset.scope(scoped).map_err(create)?;
+    }
+    let mut created: RulesetCreated = ruleset.create().map_err(create)?;
+
+    for (path, file, grant) in opened {
+        let dir = file
+            .metadata()
+            .map_err(|source| LandlockBuildError::OpenPath {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .is_dir();
+        let access = rule_access(grant, abi, handled_fs, dir);
+        if access.is_empty() {
+            // A directory-only grant (`ListDir`) on a file: nothing to allow.
+            skipped.push(path.to_path_buf());
+            continue;
+        }
+        created = created
+            .add_rule(PathBeneath::new(file, access))
+            .map_err(|e| LandlockBuildError::AddRule {
+                path: path.to_path_buf(),
+                source: Box::new(e),
+            })?;
+    }
+
+    // With HardRequirement and a supported ABI the crate always creates a real ruleset;
+    // `None` would mean it fell back to a dummy one, which must never pass as enforced.
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| {
+        LandlockBuildError::CreateRuleset("the landlock crate created no ruleset fd".into())
+    })?;
+    Ok(Prepared {
+        fd,
+        status: Status {
+            kernel_abi,
+            abi,
+            handled_fs,
+            handled_net,
+            scoped,
+            skipped,
+        },
+    })
+}
+
+/// Opens `path` with `O_PATH | O_CLOEXEC` for a rule (following symlinks, like
+/// `landlock::PathFd`).
+fn open_path(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_rules_get_only_file_rights() {
+        let all = AccessFs::from_all(ABI::V7);
+        let dev = rule_access(Grant::Device, ABI::V7, all, false);
+        assert!(!dev.contains(AccessFs::ReadDir));
+        assert!(dev.contains(AccessFs::IoctlDev | AccessFs::WriteFile));
+        assert!(!dev.contains(AccessFs::Truncate));
+        assert!(rule_access(Grant::ListDir, ABI::V7, all, false).is_empty());
+        let rw = rule_access(Grant::ReadWrite, ABI::V7, all, true);
+        assert!(rw.contains(AccessFs::Refer | AccessFs::Execute | AccessFs::MakeReg));
+    }
+
+    #[test]
+    fn rules_stay_within_the_handled_set() {
+        let v1 = AccessFs::from_all(ABI::V1);
+        let dev = rule_access(Grant::Device, ABI::V1, v1, false);
+        assert_eq!(dev, AccessFs::ReadFile | AccessFs::WriteFile);
+        let rw = rule_access(Grant::ReadWrite, ABI::V1, v1, true);
+        assert!(!rw.contains(AccessFs::Refer));
+    }
+
+    #[test]
+    fn read_exec_and_read_do_not_write() {
+        for g in [Grant::ReadExec, Grant::Read, Grant::ListDir] {
+            let r = g.rights(ABI::V7);
+            assert!((r & AccessFs::from_write(ABI::V7)).is_empty(), "{g:?}");
+        }
+        assert!(!Grant::Read.rights(ABI::V7).contains(AccessFs::Execute));
+    }
+
+    #[test]
+    fn for_policy_lists_root_only_in_the_full_layer() {
+        let mut p = Policy::with_workspace("/ws");
+        p.network = Network::None;
+        p.tools_dir = Some("/opt/tools".into());
+        p.writable_paths = vec!["/srv/shared".into()];
+        let full = RulesetSpec::for_policy(&p, Layer::Full).unwrap();
+        let ll = RulesetSpec::for_policy(&p, Layer::Landlock).unwrap();
+        let root = PathRule {
+            path: "/".into(),
+            grant: Grant::ListDir,
+        };
+        assert!(full.rules.contains(&root));
+        assert!(!ll.rules.contains(&root));
+        assert!(!full.deny_tcp);
+        assert!(ll.deny_tcp);
+        let tools = PathRule {
+            path: "/opt/tools".into(),
+            grant: Grant::ReadExec,
+        };
+        assert!(ll.rules.contains(&tools));
+        let shared = PathRule {
+            path: "/srv/shared".into(),
+            grant: Grant::ReadWrite,
+        };
+        assert!(ll.rules.contains(&shared));
+        assert!(RulesetSpec::for_policy(&Policy::default(), Layer::Full).is_none());
+    }
+}
