@@ -27,6 +27,12 @@ pub enum Error {
     /// Spawning the sandboxed program failed.
     #[error(transparent)]
     Spawn(#[from] SpawnError),
+    /// The Landlock ruleset could not be built.
+    #[error(transparent)]
+    Landlock(#[from] LandlockBuildError),
+    /// The seccomp filter could not be compiled.
+    #[error(transparent)]
+    Seccomp(#[from] SeccompBuildError),
 }
 
 /// An invalid policy.

@@ -18,8 +18,7 @@
 //! ```
 //!
 //! ```no_run
-//! use std::process::Stdio;
-//! use stockade::{Policy, Sandbox};
+//! use stockade::{Policy, Sandbox, Stdio};
 //!
 //! let sandbox = Sandbox::new(Policy::with_workspace("/srv/agent/workspace"))?;
 //! let mut cmd = sandbox.command("sh");

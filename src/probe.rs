@@ -80,10 +80,8 @@ impl Capabilities {
             Layer::Landlock => {
                 if !self.landlock.available {
                     self.landlock.clone()
-                } else if !self.seccomp.available {
-                    self.seccomp.clone()
                 } else {
-                    Availability::no("not implemented yet in this version")
+                    self.seccomp.clone()
                 }
             }
         }

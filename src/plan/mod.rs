@@ -175,6 +175,13 @@ pub enum Step {
     DropCapabilities,
     /// `PR_SET_NO_NEW_PRIVS`.
     NoNewPrivs,
+    /// Add Landlock rules for the file systems the child mounted itself (the root, /tmp,
+    /// /dev/pts, /dev/shm, /proc): their inodes do not exist before the child creates them.
+    LandlockRules,
+    /// `landlock_restrict_self` with the ruleset the parent built.
+    Landlock,
+    /// Install the seccomp filter the parent compiled: the last step before `execve`.
+    Seccomp,
     /// Run the program.
     Exec(String),
     /// End the child with status 0 instead of running a program (the kernel probe).
@@ -226,6 +233,9 @@ impl fmt::Display for Step {
             Step::Chdir(p) => write!(f, "chdir {}", p.display()),
             Step::DropCapabilities => f.write_str("drop capabilities"),
             Step::NoNewPrivs => f.write_str("prctl(PR_SET_NO_NEW_PRIVS)"),
+            Step::LandlockRules => f.write_str("add Landlock rules for the sandbox's own mounts"),
+            Step::Landlock => f.write_str("landlock_restrict_self"),
+            Step::Seccomp => f.write_str("install the seccomp filter"),
             Step::Exec(p) => write!(f, "exec {p}"),
             Step::Exit => f.write_str("exit"),
         }
@@ -255,6 +265,12 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// Directories on `PATH` inside, in order (the tools dir first).
     pub path: Vec<PathBuf>,
+    /// Host paths visible inside and their access (canonical; the workspace first). The
+    /// Landlock ruleset mirrors them.
+    pub roots: Vec<(PathBuf, Access)>,
+    /// Give each command a fresh private temporary directory on the host (`TMPDIR`), for
+    /// layers without a private `/tmp` mount.
+    pub private_tmp: bool,
 }
 
 /// The host facts a plan depends on besides the file system.
@@ -353,6 +369,9 @@ impl Plan {
             }
         }
 
+        let mut roots: Vec<(PathBuf, Access)> = vec![(workspace.clone(), Access::ReadWrite)];
+        roots.extend(ro_roots.iter().map(|r| (r.clone(), Access::ReadOnly)));
+
         // Extra read-only paths and the tools dir.
         let mut extra_ro = Vec::new();
         for p in &policy.read_only {
@@ -371,6 +390,9 @@ impl Plan {
             let beneath = is_within(&canon, &workspace).then(|| Beneath {
                 root: workspace.clone(),
             });
+            if beneath.is_none() {
+                roots.push((canon.clone(), Access::ReadOnly));
+            }
             push(
                 bind(&canon, &canon, Access::ReadOnly, dir, beneath),
                 &canon,
@@ -466,6 +488,9 @@ impl Plan {
         steps.push(Step::NewKeyring);
         steps.push(Step::DropCapabilities);
         steps.push(Step::NoNewPrivs);
+        steps.push(Step::LandlockRules);
+        steps.push(Step::Landlock);
+        steps.push(Step::Seccomp);
 
         Ok(Plan {
             layer: Layer::Full,
@@ -473,6 +498,76 @@ impl Plan {
             workspace,
             steps,
             path: inside_path(tools),
+            roots,
+            private_tmp: false,
+        })
+    }
+
+    /// Builds layer 2: Landlock and seccomp without namespaces, for hosts that deny user
+    /// namespaces. The host's file system stays in place; the ruleset grants the same
+    /// roots as the full layout and nothing else, and each command gets a private
+    /// temporary directory instead of `/tmp`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Plan::full`], and [`PlanError::Conflict`] when the data dir (or a masked path)
+    /// lies beneath a path the ruleset must allow: Landlock cannot deny a directory
+    /// beneath an allowed one, so this layer cannot hide it.
+    pub fn landlock(policy: &Policy, fs: &dyn HostFs, ids: Ids) -> Result<Plan, PlanError> {
+        let workspace = canonical_workspace(policy, fs)?;
+        let mut roots: Vec<(PathBuf, Access)> = vec![(workspace.clone(), Access::ReadWrite)];
+        for sys in SYSTEM_ALLOWLIST {
+            if let Some(Kind::Dir) = fs.kind(Path::new(sys)) {
+                roots.push((PathBuf::from(sys), Access::ReadOnly));
+            }
+        }
+        if let Ok(target) = fs.canonicalize(Path::new("/etc/resolv.conf")) {
+            if !roots.iter().any(|(r, _)| is_within(&target, r)) {
+                roots.push((target, Access::ReadOnly));
+            }
+        }
+        for p in policy.read_only.iter().chain(&policy.tools_dir) {
+            roots.push((existing(fs, "read_only", p)?, Access::ReadOnly));
+        }
+        for p in &policy.writable_paths {
+            if is_within(p, &workspace) {
+                continue;
+            }
+            roots.push((existing(fs, "writable_paths", p)?, Access::ReadWrite));
+        }
+        let hidden = policy.data_dir.iter().map(|d| ("data_dir", d));
+        for (key, path) in hidden {
+            if let Some((root, _)) = roots.iter().find(|(r, _)| is_within(path, r)) {
+                return Err(PlanError::Conflict(format!(
+                    "layer `landlock` cannot hide {key} {} beneath {}: Landlock cannot deny a directory beneath an allowed one (use the full layer, or move it out)",
+                    path.display(),
+                    root.display()
+                )));
+            }
+        }
+        let tools = match &policy.tools_dir {
+            Some(t) => Some(existing(fs, "tools_dir", t)?),
+            None => None,
+        };
+        let mut steps = vec![Step::DieWithParent, Step::ResetSignals];
+        if !policy.keep_session {
+            steps.push(Step::NewSession);
+        }
+        steps.push(Step::NewKeyring);
+        // Without a user namespace only a privileged host has capabilities to drop (and
+        // only it may drop them from the bounding set).
+        if ids.uid == 0 {
+            steps.push(Step::DropCapabilities);
+        }
+        steps.extend([Step::NoNewPrivs, Step::Landlock, Step::Seccomp]);
+        Ok(Plan {
+            layer: Layer::Landlock,
+            namespaces: Namespaces::default(),
+            workspace,
+            steps,
+            path: inside_path(tools),
+            roots,
+            private_tmp: true,
         })
     }
 
@@ -494,9 +589,11 @@ impl Plan {
         Ok(Plan {
             layer: Layer::Passthrough,
             namespaces: Namespaces::default(),
-            workspace,
+            workspace: workspace.clone(),
             steps,
             path: inside_path(tools),
+            roots: vec![(workspace, Access::ReadWrite)],
+            private_tmp: false,
         })
     }
 }
@@ -755,6 +852,22 @@ mod tests {
         let err = Plan::full(&p, &Fake::new(), IDS).unwrap_err();
         assert!(err.to_string().contains("/nope"), "{err}");
         assert!(Plan::full(&Policy::default(), &Fake::new(), IDS).is_err());
+    }
+
+    #[test]
+    fn layer_two_refuses_a_data_dir_it_cannot_hide() {
+        let mut p = Policy::with_workspace("/ws");
+        p.data_dir = Some("/ws/a/data".into());
+        let err = Plan::landlock(&p, &Fake::new(), IDS).unwrap_err();
+        assert!(err.to_string().contains("cannot hide data_dir"), "{err}");
+        p.data_dir = Some("/srv/shared".into());
+        let plan = Plan::landlock(&p, &Fake::new(), IDS).unwrap();
+        assert!(plan.private_tmp);
+        assert!(
+            plan.roots
+                .contains(&(PathBuf::from("/usr"), Access::ReadOnly))
+        );
+        assert_eq!(plan.steps.last(), Some(&Step::Seccomp));
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::backend::linux::child;
-use crate::backend::linux::prepare::{Exec, Layout, Op};
+use crate::backend::linux::prepare::{Exec, Layout};
 use crate::error::SpawnError;
 
 /// Size of each child stack. The child's frames are small and its depth is fixed.
@@ -112,7 +112,7 @@ fn serve(rx: &Mutex<mpsc::Receiver<Job>>) {
                 Err(_) => return,
             }
         };
-        let result = clone_child(&job.layout.ops, &job.exec, job.flags, &stack);
+        let result = clone_child(&job.layout, &job.exec, job.flags, &stack);
         // The child has exec'd or exited: nothing of `job` is in use any more.
         let _ = job.reply.send(result);
     }
@@ -159,7 +159,7 @@ impl ChildStack {
 }
 
 struct ChildArgs<'a> {
-    layout: &'a [Op],
+    layout: &'a Layout,
     exec: &'a Exec,
 }
 
@@ -170,7 +170,7 @@ extern "C" fn child_entry(arg: *mut c_void) -> libc::c_int {
     child::run(args.layout, args.exec)
 }
 
-fn clone_child(layout: &[Op], exec: &Exec, flags: libc::c_int, stack: &ChildStack) -> Reply {
+fn clone_child(layout: &Layout, exec: &Exec, flags: libc::c_int, stack: &ChildStack) -> Reply {
     let args = ChildArgs { layout, exec };
     let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();

@@ -101,6 +101,8 @@ mod tests {
             workspace: "/ws".into(),
             steps: vec![],
             path: vec!["/tools".into(), "/usr/bin".into()],
+            roots: vec![],
+            private_tmp: false,
         }
     }
 

@@ -26,7 +26,12 @@ use crate::policy::{Fallback, Layer, Mode, Policy};
 use crate::probe::Capabilities;
 
 #[cfg(target_os = "linux")]
-use crate::backend::linux::{self as backend, prepare::Layout};
+use crate::backend::linux::{
+    self as backend, landlock,
+    prepare::{Layout, Walls},
+    seccomp,
+};
+use crate::plan::Access;
 
 /// A configured sandbox: the policy, the probed kernel, and the prepared layout. Cheap to
 /// clone; commands spawned from it share the layout.
@@ -40,6 +45,8 @@ struct Inner {
     policy: Policy,
     caps: &'static Capabilities,
     layout: Arc<Layout>,
+    /// The ruleset every command gets (built anew per command: the child adds rules).
+    landlock: Option<(landlock::RulesetSpec, landlock::Status)>,
     /// The data dir and the `(st_dev, st_ino)` pinned at creation.
     data_dir: Option<(PathBuf, (u64, u64))>,
 }
@@ -76,7 +83,8 @@ impl Sandbox {
         };
         let mut plan = match layer {
             Layer::Full => Plan::full(&policy, &RealFs, ids)?,
-            _ => Plan::passthrough(&policy, &RealFs)?,
+            Layer::Landlock => Plan::landlock(&policy, &RealFs, ids)?,
+            Layer::Passthrough => Plan::passthrough(&policy, &RealFs)?,
         };
         if let Some((path, id)) = &data_dir {
             for step in &mut plan.steps {
@@ -93,12 +101,19 @@ impl Sandbox {
                 }
             }
         }
-        let layout = Arc::new(Layout::new(plan, backend::last_cap())?);
+        let (walls, landlock) = if plan.steps.contains(&Step::Seccomp) {
+            let (walls, spec, status) = build_walls(&policy, &plan)?;
+            (Some(walls), Some((spec, status)))
+        } else {
+            (None, None)
+        };
+        let layout = Arc::new(Layout::new(plan, backend::last_cap(), walls)?);
         Ok(Sandbox {
             inner: Arc::new(Inner {
                 policy,
                 caps,
                 layout,
+                landlock,
                 data_dir,
             }),
         })
@@ -119,6 +134,12 @@ impl Sandbox {
         &self.inner.layout.plan
     }
 
+    /// What the Landlock ruleset enforces (ABI, handled rights, scopes), when the layer
+    /// has one.
+    pub fn landlock_status(&self) -> Option<&landlock::Status> {
+        self.inner.landlock.as_ref().map(|(_, s)| s)
+    }
+
     /// The layer commands run on.
     pub fn layer(&self) -> Layer {
         self.inner.layout.plan.layer
@@ -131,29 +152,107 @@ impl Sandbox {
     }
 }
 
+/// Whether `layer` can run for `policy` here, and why not.
+fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<(), String> {
+    let avail = caps.layer(layer);
+    if !avail.available {
+        return Err(avail.reason.unwrap_or_default());
+    }
+    if layer == Layer::Full && !caps.fresh_proc.available && !policy.proc_fallback {
+        return Err(format!(
+            "a fresh /proc cannot be mounted ({}); set proc_fallback = true to bind the host's /proc read-only",
+            caps.fresh_proc.reason.as_deref().unwrap_or("unknown")
+        ));
+    }
+    Ok(())
+}
+
+/// The layer to run on: the one the policy wants (default: full), or, when it is missing
+/// and the policy degrades, the strongest weaker one that is available and not below
+/// `min_layer`. Degrading is logged as a warning; it is never silent.
 fn choose_layer(policy: &Policy, caps: &Capabilities) -> Result<Layer, PlanError> {
     if policy.mode == Mode::Disabled {
         return Ok(Layer::Passthrough);
     }
     let wanted = policy.layer.unwrap_or(Layer::Full);
-    let avail = caps.layer(wanted);
-    if avail.available {
-        if wanted == Layer::Full && !caps.fresh_proc.available && !policy.proc_fallback {
-            return Err(PlanError::LayerUnavailable {
-                wanted,
-                reason: format!(
-                    "a fresh /proc cannot be mounted ({}); set proc_fallback = true to bind the host's /proc read-only",
-                    caps.fresh_proc.reason.as_deref().unwrap_or("unknown")
-                ),
-            });
-        }
-        return Ok(wanted);
+    let reason = match layer_status(policy, caps, wanted) {
+        Ok(()) => return Ok(wanted),
+        Err(r) => r,
+    };
+    let unavailable = |reason: String| PlanError::LayerUnavailable { wanted, reason };
+    if policy.fallback == Fallback::Refuse {
+        return Err(unavailable(reason));
     }
-    let reason = avail.reason.unwrap_or_default();
-    // Layer 2 (Landlock + seccomp without namespaces) is not built yet, so there is
-    // nothing weaker to degrade to that still contains the program: refuse either way.
-    let _ = Fallback::Degrade;
-    Err(PlanError::LayerUnavailable { wanted, reason })
+    let floor = policy.min_layer.unwrap_or(Layer::Passthrough);
+    for layer in [Layer::Landlock, Layer::Passthrough] {
+        if layer <= wanted || layer > floor {
+            continue;
+        }
+        if layer_status(policy, caps, layer).is_ok() {
+            tracing::warn!(%wanted, chosen = %layer, %reason, "stockade: degrading to a weaker containment layer");
+            return Ok(layer);
+        }
+    }
+    Err(unavailable(format!(
+        "{reason}; no layer down to `{floor}` is available"
+    )))
+}
+
+/// The seccomp program, the Landlock spec (and what it enforces here) and the rules for
+/// the child's own mounts.
+fn build_walls(
+    policy: &Policy,
+    plan: &Plan,
+) -> Result<(Walls, landlock::RulesetSpec, landlock::Status), Error> {
+    let filter = seccomp::build(&seccomp::FilterOptions::for_policy(
+        policy,
+        plan.namespaces.net,
+    ))?;
+    let full = plan.layer == Layer::Full;
+    let mut spec = landlock::RulesetSpec::new(plan.workspace.clone());
+    for (path, access) in plan.roots.iter().skip(1) {
+        let grant = match access {
+            Access::ReadOnly => landlock::Grant::ReadExec,
+            Access::ReadWrite => landlock::Grant::ReadWrite,
+        };
+        spec = spec.with(path, grant);
+    }
+    for dev in landlock::DEV_FILES {
+        // In the full layer /dev/ptmx and /dev/pts are the child's own devpts (below).
+        if full && (dev.ends_with("ptmx") || dev.ends_with("pts")) {
+            continue;
+        }
+        spec = spec.with(*dev, landlock::Grant::Device);
+    }
+    if !full {
+        spec = spec.with("/proc", landlock::Grant::Read);
+    }
+    spec.deny_tcp = !full && policy.network == crate::Network::None;
+    let probe = landlock::build(&spec)?;
+    let mut child_rules = Vec::new();
+    if full {
+        for (path, grant) in [
+            (c"/", landlock::Grant::ListDir),
+            (c"/tmp", landlock::Grant::ReadWrite),
+            (c"/dev/shm", landlock::Grant::ReadWrite),
+            (c"/dev/pts", landlock::Grant::Device),
+            (c"/proc", landlock::Grant::Read),
+        ] {
+            let bits = probe.access_bits(grant, true);
+            if bits != 0 {
+                child_rules.push((path.to_owned(), bits));
+            }
+        }
+    }
+    let (_, status) = probe.into_parts();
+    Ok((
+        Walls {
+            filter,
+            child_rules,
+        },
+        spec,
+        status,
+    ))
 }
 
 fn pin_data_dir(d: &Path) -> Result<(PathBuf, (u64, u64)), PlanError> {
@@ -369,7 +468,7 @@ impl Command {
         if let Some((path, id)) = &inner.data_dir {
             check_data_dir(path, *id)?;
         }
-        let env = self.resolved_env()?;
+        let mut env = self.resolved_env()?;
         let cwd = self.resolved_cwd()?;
         let plan = &inner.layout.plan;
 
@@ -396,6 +495,33 @@ impl Command {
             stdio::raw(&stdout_child),
             stdio::raw(&stderr_child),
         ];
+        // Layer 2: a private temporary directory per command stands in for /tmp.
+        let private_tmp = if plan.private_tmp {
+            let dir = tempfile::Builder::new()
+                .prefix("stockade-tmp-")
+                .tempdir()
+                .map_err(|source| SpawnError::Os {
+                    call: "create the private tmp dir",
+                    source,
+                })?;
+            env.retain(|(k, _)| k != "TMPDIR");
+            env.push(("TMPDIR".into(), dir.path().as_os_str().to_owned()));
+            Some(dir)
+        } else {
+            None
+        };
+        // A ruleset of its own per command: the child adds rules for the mounts it makes.
+        let ruleset = match &inner.landlock {
+            Some((spec, _)) => {
+                let mut spec = spec.clone();
+                if let Some(dir) = &private_tmp {
+                    spec = spec.with(dir.path(), landlock::Grant::ReadWrite);
+                }
+                Some(landlock::build(&spec)?)
+            }
+            None => None,
+        };
+        let landlock_fd = ruleset.as_ref().map_or(-1, landlock::Prepared::raw_fd);
         let (report_r, report_w) = backend::report_pipe()?;
         let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
         let spec = backend::prepare::ExecSpec {
@@ -409,9 +535,11 @@ impl Command {
             spec,
             stdio_fds,
             (report_w.as_raw_fd(), report_r.as_raw_fd()),
+            landlock_fd,
             pass,
         )?;
         let outcome = backend::start(&inner.layout, exec, (report_r, report_w))?;
+        drop(ruleset);
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
         match outcome {
@@ -419,6 +547,7 @@ impl Command {
                 pid,
                 pidfd,
                 status: None,
+                private_tmp,
                 stdin: stdin_parent.map(ChildStdin::from),
                 stdout: stdout_parent.map(ChildStdout::from),
                 stderr: stderr_parent.map(ChildStderr::from),
@@ -496,6 +625,8 @@ pub struct Child {
     pid: libc::pid_t,
     pidfd: OwnedFd,
     status: Option<ExitStatus>,
+    /// Layer 2's private temporary directory, removed once the program has been reaped.
+    private_tmp: Option<tempfile::TempDir>,
     /// The program's stdin, when piped.
     pub stdin: Option<ChildStdin>,
     /// The program's stdout, when piped.
@@ -568,6 +699,7 @@ impl Child {
             if r > 0 {
                 let s = ExitStatus::from_raw(status);
                 self.status = Some(s);
+                drop(self.private_tmp.take());
                 return Ok(Some(s));
             }
             let e = io::Error::last_os_error();

@@ -340,6 +340,31 @@ pub fn landlock_restrict_self(ruleset_fd: c_int, flags: c_uint) -> Result<()> {
     sys!(libc::SYS_landlock_restrict_self, ruleset_fd, flags).map(drop)
 }
 
+/// `landlock_add_rule(2)` with `LANDLOCK_RULE_PATH_BENEATH`.
+pub fn landlock_add_rule_path_beneath(
+    ruleset_fd: c_int,
+    attr: &LandlockPathBeneathAttr,
+) -> Result<()> {
+    sys!(
+        libc::SYS_landlock_add_rule,
+        ruleset_fd,
+        1u32,
+        core::ptr::from_ref(attr),
+        0u32
+    )
+    .map(drop)
+}
+
+/// `struct landlock_path_beneath_attr` (packed, as in the UAPI header).
+#[repr(C, packed)]
+#[derive(Debug, Clone, Copy)]
+pub struct LandlockPathBeneathAttr {
+    /// `LANDLOCK_ACCESS_FS_*` bits granted beneath `parent_fd`.
+    pub allowed_access: u64,
+    /// An `O_PATH` fd of the directory or file.
+    pub parent_fd: i32,
+}
+
 /// `landlock_create_ruleset(2)` with `LANDLOCK_CREATE_RULESET_VERSION`: the ABI version.
 pub fn landlock_abi_version() -> Result<c_int> {
     sys!(libc::SYS_landlock_create_ruleset, 0usize, 0usize, 1u32).map(|v| v as c_int)
@@ -504,6 +529,7 @@ mod tests {
         assert_eq!(core::mem::offset_of!(IfreqFlags, flags), 16);
         assert_eq!(core::mem::size_of::<mount_attr>(), 32);
         assert_eq!(core::mem::size_of::<open_how>(), 24);
+        assert_eq!(core::mem::size_of::<LandlockPathBeneathAttr>(), 12);
     }
 
     #[test]

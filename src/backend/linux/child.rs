@@ -29,7 +29,7 @@ use core::ffi::{CStr, c_int, c_uint, c_ulong};
 use stockade_sys::Errno;
 use stockade_sys::linux as sys;
 
-use super::prepare::{Exec, Op};
+use super::prepare::{Exec, Layout, Op};
 use super::report::Record;
 
 /// Exit status of a child whose setup failed (the parent reads the record, not this).
@@ -50,16 +50,16 @@ pub mod extra {
 }
 
 /// Replays `layout`, then sets up and runs the command described by `exec`. Never returns.
-pub fn run(layout: &[Op], exec: &Exec) -> ! {
-    let base = layout.len() as u32;
+pub fn run(layout: &Layout, exec: &Exec) -> ! {
+    let base = layout.ops.len() as u32;
     if let Err(e) = stdio(exec) {
         fail(exec, base + extra::STDIO, e);
     }
     if let Err(e) = close_fds(exec) {
         fail(exec, base + extra::CLOSE_FDS, e);
     }
-    for (index, op) in layout.iter().enumerate() {
-        if let Err(e) = apply(op, exec) {
+    for (index, op) in layout.ops.iter().enumerate() {
+        if let Err(e) = apply(op, layout, exec) {
             fail(exec, index as u32, e);
         }
     }
@@ -81,7 +81,7 @@ fn fail(exec: &Exec, step: u32, errno: Errno) -> ! {
     sys::exit_group(SETUP_FAILED)
 }
 
-fn apply(op: &Op, exec: &Exec) -> R {
+fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
     match op {
         Op::DieWithParent => die_with_parent(exec),
         Op::ResetSignals => reset_signals(),
@@ -159,6 +159,19 @@ fn apply(op: &Op, exec: &Exec) -> R {
         },
         Op::DropCapabilities { last_cap } => drop_capabilities(*last_cap),
         Op::NoNewPrivs => sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).map(drop),
+        Op::LandlockRules => match &layout.walls {
+            Some(w) => landlock_rules(&w.child_rules, exec.landlock_fd),
+            None => Err(Errno(libc::EINVAL)),
+        },
+        // Needs no_new_privs (set by the step before) and takes effect at once, for this
+        // process and everything it execs.
+        Op::Landlock => sys::landlock_restrict_self(exec.landlock_fd, 0),
+        // The kernel copies the program during the call (`seccomp_prepare_user_filter`), so
+        // the parent's buffer only has to outlive it, which CLONE_VFORK guarantees.
+        Op::Seccomp => match &layout.walls {
+            Some(w) => sys::seccomp_set_mode_filter(0, &w.filter.as_fprog()).map(drop),
+            None => Err(Errno(libc::EINVAL)),
+        },
         Op::Exit => sys::exit_group(0),
     }
 }
@@ -524,6 +537,23 @@ fn drop_capabilities(last_cap: u32) -> R {
         pid: 0,
     };
     sys::capset(&header, &[sys::CapUserData::default(); 2])
+}
+
+/// Rules for the file systems this child mounted itself (their inodes did not exist when
+/// the parent built the ruleset). Paths are the sandbox's own mountpoints, after
+/// `pivot_root`.
+fn landlock_rules(rules: &[(std::ffi::CString, u64)], ruleset: c_int) -> R {
+    for (path, bits) in rules {
+        let fd = sys::openat(libc::AT_FDCWD, path, libc::O_PATH | libc::O_CLOEXEC, 0)?;
+        let attr = sys::LandlockPathBeneathAttr {
+            allowed_access: *bits,
+            parent_fd: fd,
+        };
+        let r = sys::landlock_add_rule_path_beneath(ruleset, &attr);
+        let _ = sys::close(fd);
+        r?;
+    }
+    Ok(())
 }
 
 /// Unblocks signals (their handlers are the defaults by now) and tries each candidate

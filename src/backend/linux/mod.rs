@@ -178,8 +178,10 @@ pub fn probe_namespaces() -> (Availability, Availability) {
         workspace: "/".into(),
         steps,
         path: Vec::new(),
+        roots: Vec::new(),
+        private_tmp: false,
     };
-    let layout = match Layout::new(plan, last_cap()) {
+    let layout = match Layout::new(plan, last_cap(), None) {
         Ok(l) => Arc::new(l),
         Err(e) => {
             return (
@@ -188,19 +190,24 @@ pub fn probe_namespaces() -> (Availability, Availability) {
             );
         }
     };
-    let result =
-        report_pipe().and_then(|(r, w)| {
-            let spec = ExecSpec {
-                program: "".as_ref(),
-                ..ExecSpec::default()
-            };
-            let exec = Exec::new(spec, [-1; 3], (w.as_raw_fd(), r.as_raw_fd()), Vec::new())
-                .map_err(|e| SpawnError::Os {
-                    call: "prepare probe",
-                    source: std::io::Error::other(e.to_string()),
-                })?;
-            start(&layout, exec, (r, w))
-        });
+    let result = report_pipe().and_then(|(r, w)| {
+        let spec = ExecSpec {
+            program: "".as_ref(),
+            ..ExecSpec::default()
+        };
+        let exec = Exec::new(
+            spec,
+            [-1; 3],
+            (w.as_raw_fd(), r.as_raw_fd()),
+            -1,
+            Vec::new(),
+        )
+        .map_err(|e| SpawnError::Os {
+            call: "prepare probe",
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        start(&layout, exec, (r, w))
+    });
     match result {
         Ok(Outcome::Running { pid, .. }) => {
             let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);

@@ -120,8 +120,23 @@ pub enum Op {
     },
     /// See [`Step::NoNewPrivs`].
     NoNewPrivs,
+    /// See [`Step::LandlockRules`]: the rules are in [`Walls::child_rules`].
+    LandlockRules,
+    /// See [`Step::Landlock`]: the ruleset fd is in [`Exec::landlock_fd`].
+    Landlock,
+    /// See [`Step::Seccomp`]: the program is [`Walls::filter`].
+    Seccomp,
     /// See [`Step::Exit`].
     Exit,
+}
+
+/// The second and third walls, prepared in the parent.
+#[derive(Debug)]
+pub struct Walls {
+    /// The compiled seccomp program.
+    pub filter: super::seccomp::Filter,
+    /// `(path inside, LANDLOCK_ACCESS_FS_* bits)` for the mounts the child creates itself.
+    pub child_rules: Vec<(CString, u64)>,
 }
 
 /// The prepared layout of a sandbox: shared by every command it spawns.
@@ -131,6 +146,9 @@ pub struct Layout {
     pub plan: Plan,
     /// One operation per plan step.
     pub ops: Vec<Op>,
+    /// Landlock rules for the child's own mounts and the seccomp program, when the plan
+    /// has those steps.
+    pub walls: Option<Walls>,
 }
 
 /// Converts a path to a `CString`.
@@ -171,12 +189,19 @@ impl Layout {
     /// # Errors
     ///
     /// [`PlanError::Nul`] when a path contains a NUL byte.
-    pub fn new(plan: Plan, last_cap: u32) -> Result<Self, PlanError> {
+    /// [`PlanError::Conflict`] when the plan has Landlock or seccomp steps but no `walls`.
+    pub fn new(plan: Plan, last_cap: u32, walls: Option<Walls>) -> Result<Self, PlanError> {
         let mut ops = Vec::with_capacity(plan.steps.len());
         for step in &plan.steps {
-            ops.push(prepare_step(step, last_cap)?);
+            let op = prepare_step(step, last_cap)?;
+            if matches!(op, Op::LandlockRules | Op::Landlock | Op::Seccomp) && walls.is_none() {
+                return Err(PlanError::Conflict(format!(
+                    "step `{step}` has nothing prepared"
+                )));
+            }
+            ops.push(op);
         }
-        Ok(Layout { plan, ops })
+        Ok(Layout { plan, ops, walls })
     }
 }
 
@@ -267,6 +292,9 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::NewKeyring => Op::NewKeyring,
         Step::DropCapabilities => Op::DropCapabilities { last_cap },
         Step::NoNewPrivs => Op::NoNewPrivs,
+        Step::LandlockRules => Op::LandlockRules,
+        Step::Landlock => Op::Landlock,
+        Step::Seccomp => Op::Seccomp,
         Step::Exit => Op::Exit,
         // Per-command steps are prepared by `Exec::new`, never in a layout.
         Step::Stdio | Step::CloseFds | Step::Chdir(_) | Step::Exec(_) => {
@@ -288,6 +316,8 @@ pub struct Exec {
     pub pass: Vec<RawFd>,
     /// The report pipe: write end (the child's) and read end (the parent's).
     pub report: (RawFd, RawFd),
+    /// This command's Landlock ruleset, or -1.
+    pub landlock_fd: RawFd,
     /// The working directory, or `None` to stay where the layout left it.
     pub cwd: Option<CString>,
     /// Candidate paths of the program, tried in order.
@@ -332,6 +362,7 @@ impl Exec {
         spec: ExecSpec<'_>,
         stdio: [RawFd; 3],
         report: (RawFd, RawFd),
+        landlock_fd: RawFd,
         pass: Vec<RawFd>,
     ) -> Result<Self, PlanError> {
         let nul = |what: &str| PlanError::NulInArgument {
@@ -382,6 +413,9 @@ impl Exec {
             .collect();
         let mut keep: Vec<RawFd> = pass.iter().copied().filter(|&fd| fd > 2).collect();
         keep.push(report.0);
+        if landlock_fd >= 0 {
+            keep.push(landlock_fd);
+        }
         keep.sort_unstable();
         keep.dedup();
         Ok(Exec {
@@ -389,6 +423,7 @@ impl Exec {
             keep,
             pass,
             report,
+            landlock_fd,
             cwd: spec.cwd.as_deref().map(cstr).transpose()?,
             candidates,
             _args: args,
@@ -434,6 +469,7 @@ mod tests {
             },
             [-1; 3],
             (9, 8),
+            -1,
             vec![5],
         )
         .unwrap();
@@ -458,6 +494,7 @@ mod tests {
                 spec(vec![("A=B".into(), "c".into())]),
                 [-1; 3],
                 (3, 4),
+                -1,
                 vec![]
             )
             .is_err()
@@ -467,6 +504,7 @@ mod tests {
                 spec(vec![("A".into(), "c\0".into())]),
                 [-1; 3],
                 (3, 4),
+                -1,
                 vec![]
             )
             .is_err()
