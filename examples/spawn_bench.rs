@@ -81,6 +81,10 @@ fn rows(ws: &Path) -> Vec<(&'static str, Run)> {
     };
     for (name, sb) in [
         ("stockade passthrough", mk(&|p| p.mode = Mode::Disabled)),
+        (
+            "stockade layer 2 (landlock)",
+            mk(&|p| p.layer = Some(stockade::Layer::Landlock)),
+        ),
         ("stockade full", mk(&|_| {})),
         (
             "stockade full + net none",

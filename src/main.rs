@@ -97,6 +97,28 @@ struct PolicyArgs {
     /// Keep the terminal's session (no setsid), for interactive programs.
     #[arg(long)]
     keep_session: bool,
+    /// Run on this layer on purpose: full, landlock (no namespaces) or passthrough.
+    #[arg(long, value_enum)]
+    layer: Option<LayerArg>,
+    /// When the wanted layer is missing: degrade (warn, the default) or refuse.
+    #[arg(long, value_enum)]
+    fallback: Option<FallbackArg>,
+    /// Let the program ptrace its own sandboxed processes (strace, gdb).
+    #[arg(long)]
+    allow_ptrace: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LayerArg {
+    Full,
+    Landlock,
+    Passthrough,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FallbackArg {
+    Degrade,
+    Refuse,
 }
 
 impl PolicyArgs {
@@ -141,6 +163,20 @@ impl PolicyArgs {
         p.passthrough_env
             .extend(self.passthrough_env.iter().cloned());
         p.keep_session |= self.keep_session;
+        p.allow_ptrace |= self.allow_ptrace;
+        if let Some(l) = self.layer {
+            p.layer = Some(match l {
+                LayerArg::Full => stockade::Layer::Full,
+                LayerArg::Landlock => stockade::Layer::Landlock,
+                LayerArg::Passthrough => stockade::Layer::Passthrough,
+            });
+        }
+        if let Some(f) = self.fallback {
+            p.fallback = match f {
+                FallbackArg::Degrade => stockade::Fallback::Degrade,
+                FallbackArg::Refuse => stockade::Fallback::Refuse,
+            };
+        }
         p.validate().map_err(|e| e.to_string())?;
         Ok(p)
     }

@@ -102,6 +102,18 @@ fn no_allocation_between_clone_and_exec() {
         "{err}"
     );
 
+    // Layer 2, chosen on purpose: Landlock and seccomp without namespaces.
+    let mut p = Policy::with_workspace(ws.path());
+    p.layer = Some(stockade::Layer::Landlock);
+    p.network = Network::None;
+    let out = Sandbox::new(p)
+        .unwrap()
+        .command("sh")
+        .args(["-c", "exit 4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+
     // Passthrough (mode disabled) takes the same clone path without namespaces.
     let mut p = Policy::with_workspace(ws.path());
     p.mode = stockade::Mode::Disabled;
