@@ -50,6 +50,15 @@ pub enum PolicyError {
         /// The offending path.
         path: PathBuf,
     },
+    /// A name in `deny_names` or `guard_names` is empty, absolute, or has `..`, `.`, NUL
+    /// (or, for `deny_names`, a slash).
+    #[error("{key}: {name:?} must be a relative name without `.`, `..` or NUL")]
+    BadName {
+        /// The policy key.
+        key: &'static str,
+        /// The offending name.
+        name: String,
+    },
     /// The policy names no workspace.
     #[error("the policy has no workspace")]
     NoWorkspace,

@@ -763,3 +763,52 @@ fn submounts_of_the_allowlist_stay_read_only() {
     assert_eq!(r.trim(), "EROFS");
     assert_eq!(seen.trim(), "host");
 }
+
+#[test]
+fn deny_names_are_hidden_and_guard_names_read_only() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    let w = std::fs::canonicalize(ws.path()).unwrap();
+    std::fs::write(w.join(".env"), "API_KEY=host-secret").unwrap();
+    std::fs::create_dir(w.join(".ssh")).unwrap();
+    std::fs::write(w.join(".ssh/id_ed25519"), "key").unwrap();
+    let git = |args: &[&str]| {
+        let s = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&w)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    };
+    git(&["init", "-q"]);
+    git(&["config", "user.email", "a@b"]);
+    git(&["config", "user.name", "host"]);
+    let sb = sandbox(ws.path(), |_| {});
+    let wd = w.display();
+    let checks = [
+        (format!("open('{wd}/.env').read()"), "EACCES"),
+        (format!("os.listdir('{wd}/.ssh')"), "EACCES"),
+        (format!("os.unlink('{wd}/.env')"), "EBUSY"),
+        (format!("os.rename('{wd}/.ssh', '{wd}/x')"), "EBUSY"),
+        // Missing names cannot be created.
+        (format!("open('{wd}/id_rsa', 'w')"), "EACCES"),
+        (format!("os.mkdir('{wd}/.env.local')"), "EEXIST"),
+        // Hooks and config stay read-only, and .git cannot be swapped for a new one.
+        (format!("open('{wd}/.git/hooks/pre-commit', 'w')"), "EROFS"),
+        (format!("open('{wd}/.git/config', 'a')"), "EROFS"),
+        (format!("os.rename('{wd}/.git', '{wd}/git2')"), "EBUSY"),
+    ];
+    for (expr, want) in checks {
+        assert_eq!(py_ok(&sb, &try_errno(&expr)).trim(), want, "{expr}");
+    }
+    // Ordinary git work goes on.
+    sh_ok(
+        &sb,
+        "echo x > f && git add f && git commit -qm inside && git log --oneline | wc -l",
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.join(".env")).unwrap(),
+        "API_KEY=host-secret"
+    );
+}

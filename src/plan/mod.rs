@@ -159,6 +159,23 @@ pub enum Step {
         /// The writable root it lies in.
         beneath: Beneath,
     },
+    /// Hide one of `deny_names` at the top of a writable root: an existing directory gets
+    /// the mode-000 tmpfs, an existing file an unreadable bind; a missing name gets an empty
+    /// mode-000 placeholder file (on the host) that is then hidden the same way, so that
+    /// it cannot be created inside. A symlink is left alone: what it names lives elsewhere.
+    HideName {
+        /// Path inside (the same as on the host).
+        path: PathBuf,
+    },
+    /// Keep one of `guard_names` (`.git/hooks`) read-only at the top of a writable root,
+    /// when it exists; the directories above it that are not pinned yet become
+    /// mountpoints, so that they cannot be renamed away and recreated writable.
+    GuardName {
+        /// Path inside.
+        path: PathBuf,
+        /// Directories between the root and `path` to pin first.
+        pins: Vec<PathBuf>,
+    },
     /// `pivot_root` into `/newroot` and detach the old root.
     PivotRoot,
     /// Make the root tmpfs read-only (no new top-level entries).
@@ -225,6 +242,8 @@ impl fmt::Display for Step {
                 }
             }
             Step::Pin { path, .. } => write!(f, "pin {}", path.display()),
+            Step::HideName { path } => write!(f, "hide {}", path.display()),
+            Step::GuardName { path, .. } => write!(f, "keep {} read-only", path.display()),
             Step::PivotRoot => f.write_str("pivot_root"),
             Step::RootReadOnly => f.write_str("remount / read-only"),
             Step::LoopbackUp => f.write_str("bring up lo"),
@@ -460,6 +479,36 @@ impl Plan {
         // The data dir: masked wherever it would be visible, pinned inside writable roots.
         if let Some(data) = &policy.data_dir {
             plan_data_dir(data, fs, &workspace, &writable_roots, &ro_roots, &mut push)?;
+        }
+
+        // deny_names and guard_names at the top of each writable root.
+        for root in &writable_roots {
+            for name in &policy.deny_names {
+                let path = root.join(name);
+                push(Step::HideName { path: path.clone() }, &path, 2);
+            }
+            let mut pinned: Vec<PathBuf> = Vec::new();
+            for name in &policy.guard_names {
+                let path = root.join(name);
+                let mut pins = Vec::new();
+                let mut cur = root.clone();
+                let comps: Vec<_> = Path::new(name).components().collect();
+                for c in comps.iter().take(comps.len().saturating_sub(1)) {
+                    cur.push(c);
+                    if !pinned.contains(&cur) {
+                        pinned.push(cur.clone());
+                        pins.push(cur.clone());
+                    }
+                }
+                push(
+                    Step::GuardName {
+                        path: path.clone(),
+                        pins,
+                    },
+                    &path,
+                    2,
+                );
+            }
         }
 
         // Parents before children; at equal depth binds, then pins, then masks.

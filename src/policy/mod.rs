@@ -232,6 +232,30 @@ impl Policy {
         for p in &self.masked {
             one("masked", p)?;
         }
+        // Names are relative to each writable root: no absolute paths, no `..`, no NUL.
+        let name_ok = |n: &str, slash: bool| {
+            !n.is_empty()
+                && !n.contains('\0')
+                && (slash || !n.contains('/'))
+                && !n.starts_with('/')
+                && n.split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+        };
+        for n in &self.deny_names {
+            if !name_ok(n, false) {
+                return Err(crate::PolicyError::BadName {
+                    key: "deny_names",
+                    name: n.clone(),
+                });
+            }
+        }
+        for n in &self.guard_names {
+            if !name_ok(n, true) {
+                return Err(crate::PolicyError::BadName {
+                    key: "guard_names",
+                    name: n.clone(),
+                });
+            }
+        }
         Ok(())
     }
 }

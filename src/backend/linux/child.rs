@@ -147,6 +147,8 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
             let _ = sys::close(fd);
             r
         }
+        Op::HideName { path } => hide_name(path),
+        Op::GuardName { path, pins } => guard_name(path, pins),
         Op::PivotRoot => pivot_root(),
         Op::RootReadOnly => set_attr(libc::AT_FDCWD, c"/", 0, libc::MOUNT_ATTR_RDONLY),
         Op::LoopbackUp => loopback_up(),
@@ -479,6 +481,61 @@ fn mask_fs(fs: c_int, target: c_int) -> R {
     let flags = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_EMPTY_PATH;
     let r = sys::move_mount(mnt, c"", target, c"", flags);
     let _ = sys::close(mnt);
+    r
+}
+
+/// Hides a name at the top of a writable root (see `Step::HideName`).
+fn hide_name(path: &CStr) -> R {
+    let fd = match open_no_symlinks(path, libc::O_PATH) {
+        Ok(fd) => fd,
+        // A symlink: what it names lives elsewhere, under that path's own rules.
+        Err(Errno(libc::ELOOP)) => return Ok(()),
+        Err(Errno(libc::ENOENT)) => {
+            // O_EXCL | O_NOFOLLOW: a name that appears meanwhile is not followed.
+            let flags =
+                libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_WRONLY | libc::O_CLOEXEC;
+            let created = sys::openat(libc::AT_FDCWD, path, flags, 0)?;
+            let _ = sys::close(created);
+            open_no_symlinks(path, libc::O_PATH)?
+        }
+        Err(e) => return Err(e),
+    };
+    let r = hide_fd(fd);
+    let _ = sys::close(fd);
+    r
+}
+
+fn hide_fd(fd: c_int) -> R {
+    // SAFETY: `libc::stat` is plain old data; all-zero bytes are a valid value.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    sys::fstat(fd, &mut st)?;
+    if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        mask_fd(fd, None)
+    } else {
+        // The host's /dev/null on a nodev mount: every open fails with EACCES.
+        bind_tree(libc::AT_FDCWD, c"/oldroot/dev/null", fd, c"", true)
+    }
+}
+
+/// Keeps a name read-only when it exists, after pinning the directories above it.
+fn guard_name(path: &CStr, pins: &[std::ffi::CString]) -> R {
+    for pin in pins {
+        let fd = match open_no_symlinks(pin, libc::O_PATH | libc::O_DIRECTORY) {
+            Ok(fd) => fd,
+            Err(Errno(libc::ENOENT)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let r = bind_tree(fd, c"", fd, c"", false);
+        let _ = sys::close(fd);
+        r?;
+    }
+    let fd = match open_no_symlinks(path, libc::O_PATH) {
+        Ok(fd) => fd,
+        Err(Errno(libc::ENOENT)) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let r = bind_tree(fd, c"", fd, c"", true);
+    let _ = sys::close(fd);
     r
 }
 

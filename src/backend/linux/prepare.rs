@@ -103,6 +103,18 @@ pub enum Op {
         /// `/newroot/<path>`.
         path: CString,
     },
+    /// See [`Step::HideName`].
+    HideName {
+        /// `/newroot/<path>`.
+        path: CString,
+    },
+    /// See [`Step::GuardName`].
+    GuardName {
+        /// `/newroot/<path>`.
+        path: CString,
+        /// `/newroot/<pin>` for each directory to pin first.
+        pins: Vec<CString>,
+    },
     /// See [`Step::PivotRoot`].
     PivotRoot,
     /// See [`Step::RootReadOnly`].
@@ -284,6 +296,16 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         }
         Step::Pin { path, .. } => Op::Pin {
             path: cstr(&under(NEW_ROOT, path))?,
+        },
+        Step::HideName { path } => Op::HideName {
+            path: cstr(&under(NEW_ROOT, path))?,
+        },
+        Step::GuardName { path, pins } => Op::GuardName {
+            path: cstr(&under(NEW_ROOT, path))?,
+            pins: pins
+                .iter()
+                .map(|p| cstr(&under(NEW_ROOT, p)))
+                .collect::<Result<_, _>>()?,
         },
         Step::PivotRoot => Op::PivotRoot,
         Step::RootReadOnly => Op::RootReadOnly,
