@@ -291,7 +291,7 @@ fn plan(args: &PolicyArgs, json: bool) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(125, e),
     };
-    let plan = sandbox.plan();
+    let plan = &sandbox.plan();
     if json {
         let steps: Vec<String> = plan.steps.iter().map(ToString::to_string).collect();
         let out = serde_json::json!({

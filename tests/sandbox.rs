@@ -812,3 +812,52 @@ fn deny_names_are_hidden_and_guard_names_read_only() {
         "API_KEY=host-secret"
     );
 }
+
+#[test]
+fn mode_switches_at_runtime_while_other_threads_spawn() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    let sb = sandbox(ws.path(), |_| {});
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (sb, stop) = (sb.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut seen = [0usize; 2];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let out = sb.command("sh").args(["-c", "echo $$"]).output().unwrap();
+                    let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+                    seen[usize::from(pid != 1)] += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    for i in 0..20 {
+        let mode = if i % 2 == 0 {
+            stockade::Mode::Disabled
+        } else {
+            stockade::Mode::Enabled
+        };
+        sb.set_mode(mode).unwrap();
+        std::thread::sleep(Duration::from_millis(15));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut total = [0usize; 2];
+    for w in workers {
+        let s = w.join().unwrap();
+        total[0] += s[0];
+        total[1] += s[1];
+    }
+    assert!(total[0] > 0 && total[1] > 0, "both modes ran: {total:?}");
+    sb.set_mode(stockade::Mode::Disabled).unwrap();
+    assert_ne!(sh_ok(&sb, "echo $$").trim(), "1");
+    assert_eq!(sb.layer(), stockade::Layer::Passthrough);
+    sb.set_mode(stockade::Mode::Enabled).unwrap();
+    assert_eq!(sh_ok(&sb, "echo $$").trim(), "1");
+    // A bad policy is refused and the old one stays.
+    let mut bad = sb.policy();
+    bad.writable_paths = vec!["/nonexistent-stockade".into()];
+    assert!(sb.set_policy(bad).is_err());
+    assert_eq!(sh_ok(&sb, "echo $$").trim(), "1");
+}

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Output};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
+
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 
 use crate::error::{Error, PlanError, PolicyError, SpawnError};
@@ -34,16 +36,17 @@ use crate::backend::linux::{
 use crate::plan::Access;
 
 /// A configured sandbox: the policy, the probed kernel, and the prepared layout. Cheap to
-/// clone; commands spawned from it share the layout.
+/// clone; clones share the same state, so [`Sandbox::set_policy`] on one is seen by all.
+/// Each [`Sandbox::command`] takes the state current at that moment (a lock-free read);
+/// a policy change never alters a command already built or running.
 #[derive(Clone, Debug)]
 pub struct Sandbox {
-    inner: Arc<Inner>,
+    shared: Arc<ArcSwap<Inner>>,
 }
 
 #[derive(Debug)]
 struct Inner {
     policy: Policy,
-    caps: &'static Capabilities,
     layout: Arc<Layout>,
     /// The ruleset every command gets (built anew per command: the child adds rules).
     landlock: Option<(landlock::RulesetSpec, landlock::Status)>,
@@ -67,6 +70,75 @@ impl Sandbox {
     ///
     /// Linux: full layer (namespaces, mounts) or passthrough. Other systems: passthrough.
     pub fn new(policy: Policy) -> Result<Sandbox, Error> {
+        Ok(Sandbox {
+            shared: Arc::new(ArcSwap::from_pointee(Inner::new(policy)?)),
+        })
+    }
+
+    /// Replaces the policy for every command created from now on, without a restart.
+    /// The new policy is checked and prepared completely before it takes effect; on error
+    /// the old one stays.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::new`].
+    pub fn set_policy(&self, policy: Policy) -> Result<(), Error> {
+        let inner = Inner::new(policy)?;
+        self.shared.store(Arc::new(inner));
+        Ok(())
+    }
+
+    /// Switches between `enabled` and `disabled` (passthrough with a clean environment)
+    /// for commands created from now on.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sandbox::new`].
+    pub fn set_mode(&self, mode: Mode) -> Result<(), Error> {
+        let mut policy = self.policy();
+        policy.mode = mode;
+        self.set_policy(policy)
+    }
+
+    fn current(&self) -> Arc<Inner> {
+        self.shared.load_full()
+    }
+
+    /// What the kernel allows, as probed.
+    pub fn capabilities(&self) -> &'static Capabilities {
+        Capabilities::probe()
+    }
+
+    /// The current policy.
+    pub fn policy(&self) -> Policy {
+        self.current().policy.clone()
+    }
+
+    /// The current plan every command replays (mounts and process steps, in order).
+    pub fn plan(&self) -> Plan {
+        self.current().layout.plan.clone()
+    }
+
+    /// What the Landlock ruleset enforces (ABI, handled rights, scopes), when the current
+    /// layer has one.
+    pub fn landlock_status(&self) -> Option<landlock::Status> {
+        self.current().landlock.as_ref().map(|(_, s)| s.clone())
+    }
+
+    /// The layer commands currently run on.
+    pub fn layer(&self) -> Layer {
+        self.current().layout.plan.layer
+    }
+
+    /// A command that runs `program` in this sandbox, with the policy current now;
+    /// `program` is looked up on the sandbox's `PATH` unless it contains a slash.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        Command::new(self.current(), program.as_ref())
+    }
+}
+
+impl Inner {
+    fn new(policy: Policy) -> Result<Inner, Error> {
         policy.validate()?;
         if policy.workspace.is_none() {
             return Err(PolicyError::NoWorkspace.into());
@@ -108,47 +180,12 @@ impl Sandbox {
             (None, None)
         };
         let layout = Arc::new(Layout::new(plan, backend::last_cap(), walls)?);
-        Ok(Sandbox {
-            inner: Arc::new(Inner {
-                policy,
-                caps,
-                layout,
-                landlock,
-                data_dir,
-            }),
+        Ok(Inner {
+            policy,
+            layout,
+            landlock,
+            data_dir,
         })
-    }
-
-    /// What the kernel allows, as probed.
-    pub fn capabilities(&self) -> &Capabilities {
-        self.inner.caps
-    }
-
-    /// The policy this sandbox enforces.
-    pub fn policy(&self) -> &Policy {
-        &self.inner.policy
-    }
-
-    /// The plan every command replays (mounts and process steps, in order).
-    pub fn plan(&self) -> &Plan {
-        &self.inner.layout.plan
-    }
-
-    /// What the Landlock ruleset enforces (ABI, handled rights, scopes), when the layer
-    /// has one.
-    pub fn landlock_status(&self) -> Option<&landlock::Status> {
-        self.inner.landlock.as_ref().map(|(_, s)| s)
-    }
-
-    /// The layer commands run on.
-    pub fn layer(&self) -> Layer {
-        self.inner.layout.plan.layer
-    }
-
-    /// A command that runs `program` in this sandbox; `program` is looked up on the
-    /// sandbox's `PATH` unless it contains a slash.
-    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        Command::new(self.clone(), program.as_ref())
     }
 }
 
@@ -279,7 +316,7 @@ fn pin_data_dir(d: &Path) -> Result<(PathBuf, (u64, u64)), PlanError> {
 /// A sandboxed process builder, with `std::process::Command`'s API.
 #[derive(Debug)]
 pub struct Command {
-    sandbox: Sandbox,
+    inner: Arc<Inner>,
     program: OsString,
     args: Vec<OsString>,
     env: Vec<(OsString, Option<OsString>)>,
@@ -292,9 +329,9 @@ pub struct Command {
 }
 
 impl Command {
-    fn new(sandbox: Sandbox, program: &OsStr) -> Command {
+    fn new(inner: Arc<Inner>, program: &OsStr) -> Command {
         Command {
-            sandbox,
+            inner,
             program: program.to_owned(),
             args: vec![program.to_owned()],
             env: Vec::new(),
@@ -402,9 +439,9 @@ impl Command {
         self.args.iter().skip(1).map(OsString::as_os_str)
     }
 
-    /// The sandbox this command runs in.
-    pub fn sandbox(&self) -> &Sandbox {
-        &self.sandbox
+    /// The layer this command runs on.
+    pub fn layer(&self) -> Layer {
+        self.inner.layout.plan.layer
     }
 
     /// The environment the program will receive.
@@ -413,7 +450,7 @@ impl Command {
     ///
     /// [`PlanError::DangerousEnv`] for a refused variable.
     pub fn resolved_env(&self) -> Result<Vec<(OsString, OsString)>, PlanError> {
-        let inner = &self.sandbox.inner;
+        let inner = &self.inner;
         env::build(
             &inner.policy,
             &inner.layout.plan,
@@ -429,7 +466,7 @@ impl Command {
     ///
     /// [`PlanError::CwdOutsideWorkspace`] or [`PlanError::Path`].
     pub fn resolved_cwd(&self) -> Result<PathBuf, PlanError> {
-        let ws = &self.sandbox.inner.layout.plan.workspace;
+        let ws = &self.inner.layout.plan.workspace;
         let Some(cwd) = &self.cwd else {
             return Ok(ws.clone());
         };
@@ -464,7 +501,7 @@ impl Command {
         def_in: fn() -> Stdio,
         def_out: fn() -> Stdio,
     ) -> Result<Child, Error> {
-        let inner = Arc::clone(&self.sandbox.inner);
+        let inner = Arc::clone(&self.inner);
         if let Some((path, id)) = &inner.data_dir {
             check_data_dir(path, *id)?;
         }
