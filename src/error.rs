@@ -1,6 +1,7 @@
 //! Public errors: one enum per layer of the flow, behind one [`Error`].
 
 use std::io;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use crate::policy::Layer;
@@ -27,6 +28,9 @@ pub enum Error {
     /// Spawning the sandboxed program failed.
     #[error(transparent)]
     Spawn(#[from] SpawnError),
+    /// An in-process guard (path, command arguments, URL) refused its input.
+    #[error(transparent)]
+    Guard(#[from] GuardError),
 }
 
 /// An invalid policy.
@@ -152,6 +156,128 @@ impl SpawnError {
     }
 }
 
+/// What an in-process guard refused, and why.
+///
+/// The path guard ([`crate::PathGuard`]) and the URL guard ([`crate::validate_url`]) return
+/// these. Each variant names the refused input; none carries a catch-all string.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuardError {
+    /// The path resolves outside the workspace (`..`, or an absolute path elsewhere).
+    #[error("{path:?} is outside the workspace")]
+    OutsideWorkspace {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A component of the path is a symbolic link; the guard follows none.
+    #[error("{path:?} is a symbolic link")]
+    Symlink {
+        /// The path up to and including the link.
+        path: PathBuf,
+    },
+    /// The path names a denied entry (`.git`, `.env`, `.ssh`, …) at some depth.
+    #[error("{path:?} contains the denied name {name:?}")]
+    DeniedName {
+        /// The path as given.
+        path: PathBuf,
+        /// The `deny_names` entry it matched.
+        name: String,
+    },
+    /// A command argument (or the program) names a denied entry.
+    #[error("argument {arg:?} names the denied name {name:?}")]
+    DeniedArgument {
+        /// The argument, lossily converted to UTF-8.
+        arg: String,
+        /// The `deny_names` entry it matched.
+        name: String,
+    },
+    /// The path names a protected file, and the access is a write.
+    #[error("{path:?} is protected from writes ({name:?})")]
+    Protected {
+        /// The path as given.
+        path: PathBuf,
+        /// The `protected` entry it matched (case-insensitively).
+        name: String,
+    },
+    /// The path contains a NUL byte.
+    #[error("{path:?} contains a NUL byte")]
+    Nul {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// The path contains a line break (`\n` or `\r`), which splits log lines and
+    /// line-oriented tool output.
+    #[error("{path:?} contains a line break")]
+    Newline {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// The path uses `..` after a component that does not exist, so it cannot be resolved.
+    #[error("{path:?} uses `..` below a component that does not exist")]
+    DotDotInMissing {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A component of the path could not be inspected (permission denied, not a
+    /// directory, …), or the workspace itself cannot be resolved.
+    #[error("cannot inspect {path:?}")]
+    Inspect {
+        /// The path that failed.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The text is not a URL.
+    #[error("{url:?} is not a valid URL")]
+    InvalidUrl {
+        /// The text as given.
+        url: String,
+        /// The parser's reason.
+        #[source]
+        source: url::ParseError,
+    },
+    /// The URL's scheme is not `http` or `https`.
+    #[error("URL scheme {scheme:?} is not allowed (only http and https)")]
+    Scheme {
+        /// The scheme.
+        scheme: String,
+    },
+    /// The URL carries a user name or password.
+    #[error("URLs with credentials (user:password@) are not allowed")]
+    Userinfo,
+    /// The URL names a cloud metadata endpoint.
+    #[error("{host:?} is a cloud metadata endpoint")]
+    Metadata {
+        /// The host as written in the URL.
+        host: String,
+    },
+    /// The host is, or resolves to, a private, loopback, link-local, shared, multicast,
+    /// broadcast, reserved or unspecified address.
+    #[error("{host:?} resolves to the forbidden address {addr}")]
+    ForbiddenAddress {
+        /// The host as written in the URL.
+        host: String,
+        /// The forbidden address.
+        addr: IpAddr,
+    },
+    /// Resolving the host name failed.
+    #[error("cannot resolve {host:?}")]
+    Resolve {
+        /// The host name.
+        host: String,
+        /// The resolver's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The host name resolved to no address at all.
+    #[error("{host:?} resolves to no address")]
+    NoAddress {
+        /// The host name.
+        host: String,
+    },
+}
+
 impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {
         let kind = match &e {
@@ -160,6 +286,9 @@ impl From<Error> for io::Error {
                 Some(errno) => io::Error::from_raw_os_error(errno).kind(),
                 None => io::ErrorKind::Other,
             },
+            Error::Guard(GuardError::Inspect { source, .. }) => source.kind(),
+            Error::Guard(GuardError::Resolve { source, .. }) => source.kind(),
+            Error::Guard(_) => io::ErrorKind::PermissionDenied,
             _ => io::ErrorKind::InvalidInput,
         };
         io::Error::new(kind, e)

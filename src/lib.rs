@@ -76,7 +76,11 @@
 //! Rust 1.85 (edition 2024).
 
 pub mod error;
+pub mod guard;
 pub mod policy;
 
-pub use error::{Error, PlanError, PolicyError, SpawnError};
+pub use error::{Error, GuardError, PlanError, PolicyError, SpawnError};
+pub use guard::path::PathGuard;
+pub use guard::tools::tools_listing;
+pub use guard::url::validate_url;
 pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
