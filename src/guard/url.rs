@@ -86,8 +86,8 @@ where
     if !url.username().is_empty() || url.password().is_some() {
         return Err(GuardError::Userinfo);
     }
-    // http and https always have a known default port and a non-empty host; the parser
-    // refuses `http://` and `http:///x`.
+    // http and https always have a known default port and a non-empty host: the parser
+    // refuses `http://` (and reads `http:///x` as the host `x`).
     let port = url.port_or_known_default().unwrap_or(80);
     let ips = match url.host() {
         Some(Host::Ipv4(ip)) => vec![IpAddr::V4(ip)],
