@@ -37,9 +37,20 @@ pub enum Error {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PolicyError {
-    /// The TOML text does not describe a policy.
-    #[error("invalid sandbox config: {0}")]
-    Toml(String),
+    /// The TOML text does not describe a policy: a syntax error, an unknown key, a wrong
+    /// type, a duplicate key, a relative path where an absolute one is needed.
+    #[error("invalid sandbox config{}: {message}", location(key.as_deref(), *line, *column))]
+    Toml {
+        /// The dotted key the problem is at (`writable_paths[1]`, `agents.sandbox.bogus`),
+        /// when it can be told.
+        key: Option<String>,
+        /// The 1-based line.
+        line: Option<usize>,
+        /// The 1-based column, in characters.
+        column: Option<usize>,
+        /// What is wrong (`unknown field `x`, expected one of …`).
+        message: String,
+    },
     /// A path that must be absolute (and free of `..`) is not.
     #[error("{key}: {path:?} must be an absolute path without `..`")]
     RelativePath {
@@ -54,10 +65,42 @@ pub enum PolicyError {
 }
 
 impl PolicyError {
-    /// Keeps toml's own rendering: it names the line, the column and the key.
-    pub(crate) fn from_toml(e: toml::de::Error) -> Self {
-        PolicyError::Toml(e.to_string().trim_end().to_string())
+    /// Locates toml's error in `text`: line, column and the dotted key the span falls in.
+    ///
+    /// toml's own rendering shows the line but names the key only for unknown fields. A host
+    /// that nests [`crate::Policy`] in its own config (`[agents.sandbox]`) passes its text and
+    /// the error of its `toml::from_str` here to get the key path
+    /// (`agents.sandbox.writable_paths[1]`).
+    pub fn from_toml(text: &str, e: toml::de::Error) -> Self {
+        let span = e.span();
+        let (line, column) = match &span {
+            Some(span) => {
+                let (l, c) = crate::policy::line_column(text, span.start);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        PolicyError::Toml {
+            key: span.and_then(|s| crate::policy::key_at(text, s)),
+            line,
+            column,
+            message: e.message().trim_end().to_string(),
+        }
     }
+}
+
+/// ` at line L, column C (key `k`)`, leaving out what is unknown.
+fn location(key: Option<&str>, line: Option<usize>, column: Option<usize>) -> String {
+    let mut out = String::new();
+    match (line, column) {
+        (Some(l), Some(c)) => out.push_str(&format!(" at line {l}, column {c}")),
+        (Some(l), None) => out.push_str(&format!(" at line {l}")),
+        _ => {}
+    }
+    if let Some(k) = key {
+        out.push_str(&format!(" (key `{k}`)"));
+    }
+    out
 }
 
 /// The policy cannot be realized on this host.
@@ -318,5 +361,38 @@ mod tests {
         let _ = PlanError::LayerUnavailable { wanted: Layer::Full, reason: String::new() };
         let _ = SpawnError::NotFound { program: String::new() };
         let _ = SpawnError::Protocol(3);
+        let _ = PolicyError::Toml { key: None, line: Some(1), column: Some(1), message: String::new() };
+    }
+
+    #[test]
+    fn guard_variants_keep_their_shape() {
+        let p = PathBuf::new;
+        let s = String::new;
+        let _ = Error::Guard(GuardError::Userinfo);
+        let _ = GuardError::OutsideWorkspace { path: p() };
+        let _ = GuardError::Symlink { path: p() };
+        let _ = GuardError::DeniedName { path: p(), name: s() };
+        let _ = GuardError::DeniedArgument { arg: s(), name: s() };
+        let _ = GuardError::Protected { path: p(), name: s() };
+        let _ = GuardError::Nul { path: p() };
+        let _ = GuardError::Newline { path: p() };
+        let _ = GuardError::DotDotInMissing { path: p() };
+        let _ = GuardError::Inspect { path: p(), source: io::Error::other("x") };
+        let _ = GuardError::InvalidUrl { url: s(), source: url::ParseError::EmptyHost };
+        let _ = GuardError::Scheme { scheme: s() };
+        let _ = GuardError::Metadata { host: s() };
+        let _ = GuardError::ForbiddenAddress { host: s(), addr: IpAddr::from([127, 0, 0, 1]) };
+        let _ = GuardError::Resolve { host: s(), source: io::Error::other("x") };
+        let _ = GuardError::NoAddress { host: s() };
+    }
+
+    #[test]
+    fn guard_errors_render_the_cause_once() {
+        use std::error::Error as _;
+        let e = GuardError::Inspect { path: "/w/x".into(), source: io::Error::other("boom") };
+        assert_eq!(e.to_string(), r#"cannot inspect "/w/x""#);
+        assert_eq!(e.source().unwrap().to_string(), "boom");
+        let e = Error::from(GuardError::ForbiddenAddress { host: "h".into(), addr: IpAddr::from([10, 0, 0, 1]) });
+        assert_eq!(e.to_string(), r#""h" resolves to the forbidden address 10.0.0.1"#);
     }
 }
