@@ -356,12 +356,28 @@ mod tests {
     fn public_variants_keep_their_shape() {
         // Constructing every variant pins the public shape (fields and names).
         let _ = Error::Policy(PolicyError::NoWorkspace);
-        let _ = PolicyError::RelativePath { key: "k", path: PathBuf::new() };
-        let _ = PlanError::CwdOutsideWorkspace { cwd: PathBuf::new(), workspace: PathBuf::new() };
-        let _ = PlanError::LayerUnavailable { wanted: Layer::Full, reason: String::new() };
-        let _ = SpawnError::NotFound { program: String::new() };
+        let _ = PolicyError::RelativePath {
+            key: "k",
+            path: PathBuf::new(),
+        };
+        let _ = PlanError::CwdOutsideWorkspace {
+            cwd: PathBuf::new(),
+            workspace: PathBuf::new(),
+        };
+        let _ = PlanError::LayerUnavailable {
+            wanted: Layer::Full,
+            reason: String::new(),
+        };
+        let _ = SpawnError::NotFound {
+            program: String::new(),
+        };
         let _ = SpawnError::Protocol(3);
-        let _ = PolicyError::Toml { key: None, line: Some(1), column: Some(1), message: String::new() };
+        let _ = PolicyError::Toml {
+            key: None,
+            line: Some(1),
+            column: Some(1),
+            message: String::new(),
+        };
     }
 
     #[test]
@@ -371,28 +387,58 @@ mod tests {
         let _ = Error::Guard(GuardError::Userinfo);
         let _ = GuardError::OutsideWorkspace { path: p() };
         let _ = GuardError::Symlink { path: p() };
-        let _ = GuardError::DeniedName { path: p(), name: s() };
-        let _ = GuardError::DeniedArgument { arg: s(), name: s() };
-        let _ = GuardError::Protected { path: p(), name: s() };
+        let _ = GuardError::DeniedName {
+            path: p(),
+            name: s(),
+        };
+        let _ = GuardError::DeniedArgument {
+            arg: s(),
+            name: s(),
+        };
+        let _ = GuardError::Protected {
+            path: p(),
+            name: s(),
+        };
         let _ = GuardError::Nul { path: p() };
         let _ = GuardError::Newline { path: p() };
         let _ = GuardError::DotDotInMissing { path: p() };
-        let _ = GuardError::Inspect { path: p(), source: io::Error::other("x") };
-        let _ = GuardError::InvalidUrl { url: s(), source: url::ParseError::EmptyHost };
+        let _ = GuardError::Inspect {
+            path: p(),
+            source: io::Error::other("x"),
+        };
+        let _ = GuardError::InvalidUrl {
+            url: s(),
+            source: url::ParseError::EmptyHost,
+        };
         let _ = GuardError::Scheme { scheme: s() };
         let _ = GuardError::Metadata { host: s() };
-        let _ = GuardError::ForbiddenAddress { host: s(), addr: IpAddr::from([127, 0, 0, 1]) };
-        let _ = GuardError::Resolve { host: s(), source: io::Error::other("x") };
+        let _ = GuardError::ForbiddenAddress {
+            host: s(),
+            addr: IpAddr::from([127, 0, 0, 1]),
+        };
+        let _ = GuardError::Resolve {
+            host: s(),
+            source: io::Error::other("x"),
+        };
         let _ = GuardError::NoAddress { host: s() };
     }
 
     #[test]
     fn guard_errors_render_the_cause_once() {
         use std::error::Error as _;
-        let e = GuardError::Inspect { path: "/w/x".into(), source: io::Error::other("boom") };
+        let e = GuardError::Inspect {
+            path: "/w/x".into(),
+            source: io::Error::other("boom"),
+        };
         assert_eq!(e.to_string(), r#"cannot inspect "/w/x""#);
         assert_eq!(e.source().unwrap().to_string(), "boom");
-        let e = Error::from(GuardError::ForbiddenAddress { host: "h".into(), addr: IpAddr::from([10, 0, 0, 1]) });
-        assert_eq!(e.to_string(), r#""h" resolves to the forbidden address 10.0.0.1"#);
+        let e = Error::from(GuardError::ForbiddenAddress {
+            host: "h".into(),
+            addr: IpAddr::from([10, 0, 0, 1]),
+        });
+        assert_eq!(
+            e.to_string(),
+            r#""h" resolves to the forbidden address 10.0.0.1"#
+        );
     }
 }

@@ -78,7 +78,10 @@ fn accepts_existing_files_relative_and_absolute() {
     assert_eq!(f.guard.check_read(Path::new("src/main.rs")).unwrap(), want);
     assert_eq!(f.guard.check_read(&want).unwrap(), want);
     assert_eq!(f.guard.check_write(Path::new("src/main.rs")).unwrap(), want);
-    assert_eq!(f.guard.check_list(Path::new("src")).unwrap(), f.ws.join("src"));
+    assert_eq!(
+        f.guard.check_list(Path::new("src")).unwrap(),
+        f.ws.join("src")
+    );
 }
 
 #[test]
@@ -97,7 +100,10 @@ fn dotdot_escapes_are_refused() {
 #[test]
 fn dotdot_that_stays_inside_is_resolved() {
     let f = fixture();
-    let p = f.guard.check_read(Path::new("src/deep/../main.rs")).unwrap();
+    let p = f
+        .guard
+        .check_read(Path::new("src/deep/../main.rs"))
+        .unwrap();
     assert_eq!(p, f.ws.join("src/main.rs"));
 }
 
@@ -115,7 +121,10 @@ fn absolute_paths_elsewhere_are_refused() {
 #[test]
 fn nonexistent_nested_targets_resolve_below_the_deepest_ancestor() {
     let f = fixture();
-    let p = f.guard.check_write(Path::new("src/deep/new/er/file.txt")).unwrap();
+    let p = f
+        .guard
+        .check_write(Path::new("src/deep/new/er/file.txt"))
+        .unwrap();
     assert_eq!(p, f.ws.join("src/deep/new/er/file.txt"));
     let p = f.guard.check_write(Path::new("brand/new")).unwrap();
     assert_eq!(p, f.ws.join("brand/new"));
@@ -124,7 +133,11 @@ fn nonexistent_nested_targets_resolve_below_the_deepest_ancestor() {
 #[test]
 fn dotdot_below_a_missing_component_is_refused() {
     let f = fixture();
-    for p in ["missing/../src/main.rs", "src/missing/../../x", "a/b/../../../outside"] {
+    for p in [
+        "missing/../src/main.rs",
+        "src/missing/../../x",
+        "a/b/../../../outside",
+    ] {
         match f.guard.check_write(Path::new(p)) {
             Err(GuardError::DotDotInMissing { .. }) => {}
             other => panic!("{p}: expected DotDotInMissing, got {other:?}"),
@@ -204,10 +217,19 @@ fn denied_names_are_refused_at_any_depth() {
     fs::create_dir(f.ws.join(".git")).unwrap();
     assert_denied(f.guard.check_read(Path::new(".env")), ".env");
     assert_denied(f.guard.check_read(Path::new("src/deep/.env")), ".env");
-    assert_denied(f.guard.check_read(Path::new("a/b/c/.env.local")), ".env.local");
+    assert_denied(
+        f.guard.check_read(Path::new("a/b/c/.env.local")),
+        ".env.local",
+    );
     assert_denied(f.guard.check_read(Path::new(".ssh/id_rsa")), ".ssh");
-    assert_denied(f.guard.check_read(Path::new("keys/id_ed25519")), "id_ed25519");
-    assert_denied(f.guard.check_write(Path::new(".git/hooks/pre-commit")), ".git");
+    assert_denied(
+        f.guard.check_read(Path::new("keys/id_ed25519")),
+        "id_ed25519",
+    );
+    assert_denied(
+        f.guard.check_write(Path::new(".git/hooks/pre-commit")),
+        ".git",
+    );
     assert_denied(f.guard.check_list(Path::new("src/.git")), ".git");
     assert_denied(f.guard.check_read(&f.ws.join(".env")), ".env");
     // A name that a later `..` leaves still counts.
@@ -220,7 +242,14 @@ fn denied_names_are_refused_at_any_depth() {
 #[test]
 fn names_that_only_resemble_denied_ones_are_accepted() {
     let f = fixture();
-    for p in [".envrc", "env", ".gitignore", ".github/workflows/ci.yml", "id_rsa.pub", "my.env"] {
+    for p in [
+        ".envrc",
+        "env",
+        ".gitignore",
+        ".github/workflows/ci.yml",
+        "id_rsa.pub",
+        "my.env",
+    ] {
         let got = f.guard.check_write(Path::new(p)).unwrap();
         assert_eq!(got, f.ws.join(p));
     }
@@ -234,7 +263,10 @@ fn custom_deny_names_replace_the_defaults_but_git_stays() {
     };
     let f = fixture_with(&policy);
     assert_denied(f.guard.check_read(Path::new("a/secrets/x")), "secrets");
-    assert_denied(f.guard.check_read(Path::new("app/config/prod.toml")), "config/prod.toml");
+    assert_denied(
+        f.guard.check_read(Path::new("app/config/prod.toml")),
+        "config/prod.toml",
+    );
     assert!(f.guard.check_read(Path::new("config/dev.toml")).is_ok());
     assert!(f.guard.check_read(Path::new(".env")).is_ok());
     assert_denied(f.guard.check_read(Path::new(".git/config")), ".git");
@@ -244,14 +276,23 @@ fn custom_deny_names_replace_the_defaults_but_git_stays() {
 fn protected_names_refuse_writes_in_any_case() {
     let f = fixture();
     fs::write(f.ws.join("SOUL.md"), "me").unwrap();
-    for p in ["SOUL.md", "soul.md", "Soul.MD", "sub/identity.md", "USER.MD"] {
+    for p in [
+        "SOUL.md",
+        "soul.md",
+        "Soul.MD",
+        "sub/identity.md",
+        "USER.MD",
+    ] {
         match f.guard.check_write(Path::new(p)) {
             Err(GuardError::Protected { .. }) => {}
             other => panic!("{p}: expected Protected, got {other:?}"),
         }
     }
     // Reading them is fine.
-    assert_eq!(f.guard.check_read(Path::new("soul.md")).unwrap(), f.ws.join("soul.md"));
+    assert_eq!(
+        f.guard.check_read(Path::new("soul.md")).unwrap(),
+        f.ws.join("soul.md")
+    );
     assert!(f.guard.check_write(Path::new("SOUL.md.bak")).is_ok());
 }
 
@@ -259,7 +300,10 @@ fn protected_names_refuse_writes_in_any_case() {
 fn nul_and_line_breaks_are_refused() {
     let f = fixture();
     let nul = Path::new(OsStr::from_bytes(b"src/main.rs\0../../etc/passwd"));
-    assert!(matches!(f.guard.check_read(nul), Err(GuardError::Nul { .. })));
+    assert!(matches!(
+        f.guard.check_read(nul),
+        Err(GuardError::Nul { .. })
+    ));
     for p in ["new\nline", "src/a\rb", "\n"] {
         match f.guard.check_write(Path::new(p)) {
             Err(GuardError::Newline { .. }) => {}
@@ -282,14 +326,19 @@ fn non_utf8_names_are_checked_byte_for_byte() {
     let denied = Path::new(OsStr::from_bytes(b"\xff/.SSH/id"));
     assert_denied(f.guard.check_read(denied), ".ssh");
     let protected = Path::new(OsStr::from_bytes(b"\xfe/soul.MD"));
-    assert!(matches!(f.guard.check_write(protected), Err(GuardError::Protected { .. })));
+    assert!(matches!(
+        f.guard.check_write(protected),
+        Err(GuardError::Protected { .. })
+    ));
 }
 
 #[test]
 fn a_missing_workspace_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     match PathGuard::new(dir.path().join("nope"), &Policy::default()) {
-        Err(GuardError::Inspect { source, .. }) => assert_eq!(source.kind(), io::ErrorKind::NotFound),
+        Err(GuardError::Inspect { source, .. }) => {
+            assert_eq!(source.kind(), io::ErrorKind::NotFound)
+        }
         other => panic!("expected Inspect, got {other:?}"),
     }
 }
@@ -322,7 +371,9 @@ fn exec_refuses_arguments_naming_denied_entries() {
     ];
     for (prog, args, want) in cases {
         match f.guard.check_exec(prog, args.iter(), Path::new(".")) {
-            Err(GuardError::DeniedArgument { name, .. }) => assert_eq!(&name, want, "{prog} {args:?}"),
+            Err(GuardError::DeniedArgument { name, .. }) => {
+                assert_eq!(&name, want, "{prog} {args:?}")
+            }
             other => panic!("{prog} {args:?}: expected DeniedArgument, got {other:?}"),
         }
     }
@@ -339,7 +390,10 @@ fn exec_accepts_ordinary_commands() {
         ("ls", &[]),
     ];
     for (prog, args) in cases {
-        let cwd = f.guard.check_exec(prog, args.iter(), Path::new("src")).unwrap();
+        let cwd = f
+            .guard
+            .check_exec(prog, args.iter(), Path::new("src"))
+            .unwrap();
         assert_eq!(cwd, f.ws.join("src"), "{prog} {args:?}");
     }
 }
@@ -382,7 +436,9 @@ fn public(_: &str, _: u16) -> io::Result<Vec<IpAddr>> {
 #[track_caller]
 fn refused_address(url: &str, want: &str) {
     match validate_url_with(url, no_lookup) {
-        Err(GuardError::ForbiddenAddress { addr, .. }) => assert_eq!(addr.to_string(), want, "{url}"),
+        Err(GuardError::ForbiddenAddress { addr, .. }) => {
+            assert_eq!(addr.to_string(), want, "{url}")
+        }
         other => panic!("{url}: expected ForbiddenAddress({want}), got {other:?}"),
     }
 }
@@ -420,7 +476,11 @@ fn ipv6_literals_are_refused() {
 
 #[test]
 fn an_ipv6_zone_is_refused() {
-    for url in ["http://[fe80::1%25eth0]/", "http://[fe80::1%eth0]/", "http://[::1%251]:80/"] {
+    for url in [
+        "http://[fe80::1%25eth0]/",
+        "http://[fe80::1%eth0]/",
+        "http://[::1%251]:80/",
+    ] {
         match validate_url_with(url, no_lookup) {
             Err(GuardError::InvalidUrl { .. }) => {}
             other => panic!("{url}: expected InvalidUrl, got {other:?}"),
@@ -482,9 +542,19 @@ fn metadata_host_names_are_refused_before_lookup() {
 
 #[test]
 fn not_urls_are_refused() {
-    for url in ["", "example.com", "http://", "https://:443/", "http://exa mple.com/", "http://[::1/"] {
+    for url in [
+        "",
+        "example.com",
+        "http://",
+        "https://:443/",
+        "http://exa mple.com/",
+        "http://[::1/",
+    ] {
         assert!(
-            matches!(validate_url_with(url, no_lookup), Err(GuardError::InvalidUrl { .. })),
+            matches!(
+                validate_url_with(url, no_lookup),
+                Err(GuardError::InvalidUrl { .. })
+            ),
             "{url}"
         );
     }
@@ -493,7 +563,10 @@ fn not_urls_are_refused() {
 #[test]
 fn every_resolved_address_is_checked() {
     let mixed = |_: &str, _: u16| -> io::Result<Vec<IpAddr>> {
-        Ok(vec!["93.184.215.14".parse().unwrap(), "10.0.0.5".parse().unwrap()])
+        Ok(vec![
+            "93.184.215.14".parse().unwrap(),
+            "10.0.0.5".parse().unwrap(),
+        ])
     };
     match validate_url_with("https://rebind.example/", mixed) {
         Err(GuardError::ForbiddenAddress { host, addr }) => {
@@ -503,7 +576,10 @@ fn every_resolved_address_is_checked() {
         other => panic!("expected ForbiddenAddress, got {other:?}"),
     }
     let mapped = |_: &str, _: u16| -> io::Result<Vec<IpAddr>> {
-        Ok(vec!["2606:4700::1".parse().unwrap(), "::ffff:169.254.169.254".parse().unwrap()])
+        Ok(vec![
+            "2606:4700::1".parse().unwrap(),
+            "::ffff:169.254.169.254".parse().unwrap(),
+        ])
     };
     assert!(matches!(
         validate_url_with("http://v6.example/", mapped),
@@ -513,7 +589,8 @@ fn every_resolved_address_is_checked() {
 
 #[test]
 fn resolver_failures_and_empty_answers_are_refused() {
-    let fail = |_: &str, _: u16| -> io::Result<Vec<IpAddr>> { Err(io::Error::other("no such host")) };
+    let fail =
+        |_: &str, _: u16| -> io::Result<Vec<IpAddr>> { Err(io::Error::other("no such host")) };
     assert!(matches!(
         validate_url_with("http://nx.example/", fail),
         Err(GuardError::Resolve { .. })
@@ -532,7 +609,8 @@ fn public_urls_are_accepted_with_their_addresses() {
         seen.borrow_mut().push((host.to_string(), port));
         public(host, port)
     };
-    let CheckedUrl { url, addrs } = validate_url_with("https://Example.COM/a?b=c#d", resolve).unwrap();
+    let CheckedUrl { url, addrs } =
+        validate_url_with("https://Example.COM/a?b=c#d", resolve).unwrap();
     assert_eq!(url.as_str(), "https://example.com/a?b=c#d");
     assert_eq!(addrs, vec!["93.184.215.14:443".parse().unwrap()]);
     assert_eq!(*seen.borrow(), vec![("example.com".to_string(), 443)]);
@@ -544,7 +622,11 @@ fn public_urls_are_accepted_with_their_addresses() {
     validate_url_with("http://bücher.example/", resolve).unwrap();
     assert_eq!(seen.borrow()[0].0, "xn--bcher-kva.example");
     // Public literals need no lookup.
-    for url in ["http://8.8.8.8/", "http://[2606:4700:4700::1111]/", "http://134744072/"] {
+    for url in [
+        "http://8.8.8.8/",
+        "http://[2606:4700:4700::1111]/",
+        "http://134744072/",
+    ] {
         let checked = validate_url_with(url, no_lookup).unwrap();
         assert_eq!(checked.addrs.len(), 1, "{url}");
     }
@@ -563,9 +645,15 @@ fn the_system_resolver_refuses_localhost() {
 #[test]
 fn url_error_messages() {
     let e = validate_url_with("http://u:p@example.com/", no_lookup).unwrap_err();
-    assert_eq!(e.to_string(), "URLs with credentials (user:password@) are not allowed");
+    assert_eq!(
+        e.to_string(),
+        "URLs with credentials (user:password@) are not allowed"
+    );
     let e = validate_url_with("http://0x7f.1/", no_lookup).unwrap_err();
-    assert_eq!(e.to_string(), r#""127.0.0.1" resolves to the forbidden address 127.0.0.1"#);
+    assert_eq!(
+        e.to_string(),
+        r#""127.0.0.1" resolves to the forbidden address 127.0.0.1"#
+    );
 }
 
 // ---- tools_listing -------------------------------------------------------------------------
@@ -592,14 +680,27 @@ fn tools_listing_lists_executables_and_links_sorted() {
 
     let list = tools_listing(&bin).unwrap();
     let names: Vec<&str> = list.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names, ["dangling", "link-out", "loop", "only-group-x", "rg", "zz-tool"]);
+    assert_eq!(
+        names,
+        [
+            "dangling",
+            "link-out",
+            "loop",
+            "only-group-x",
+            "rg",
+            "zz-tool"
+        ]
+    );
     let get = |n: &str| list.iter().find(|e| e.name == n).unwrap();
     assert_eq!(get("rg").kind, ToolKind::File);
     assert_eq!(get("rg").size, 7);
     // A link's size is its own (the target path's length), never the target's.
     let link = get("link-out");
     assert_eq!(link.kind, ToolKind::Symlink);
-    assert_eq!(link.size, dir.path().join("outside-secret").as_os_str().len() as u64);
+    assert_eq!(
+        link.size,
+        dir.path().join("outside-secret").as_os_str().len() as u64
+    );
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

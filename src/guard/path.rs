@@ -122,10 +122,12 @@ impl PathGuard {
     /// exist, or a component cannot be searched).
     pub fn new(workspace: impl AsRef<Path>, policy: &Policy) -> Result<PathGuard, GuardError> {
         let workspace = workspace.as_ref();
-        let root = workspace.canonicalize().map_err(|source| GuardError::Inspect {
-            path: workspace.to_path_buf(),
-            source,
-        })?;
+        let root = workspace
+            .canonicalize()
+            .map_err(|source| GuardError::Inspect {
+                path: workspace.to_path_buf(),
+                source,
+            })?;
         let given = (workspace.is_absolute()
             && !workspace.components().any(|c| c == Component::ParentDir)
             && workspace != root)
@@ -134,7 +136,11 @@ impl PathGuard {
             .chain(policy.deny_names.iter().map(String::as_str))
             .filter_map(Pattern::new)
             .collect();
-        let protected = policy.protected.iter().filter_map(|p| Pattern::new(p)).collect();
+        let protected = policy
+            .protected
+            .iter()
+            .filter_map(|p| Pattern::new(p))
+            .collect();
         Ok(PathGuard {
             root,
             given,
@@ -194,7 +200,12 @@ impl PathGuard {
     ///
     /// [`GuardError::DeniedArgument`] for the first argument that names a denied entry, or
     /// any error of [`PathGuard::check_list`] for the working directory.
-    pub fn check_exec<I, S>(&self, program: impl AsRef<OsStr>, args: I, cwd: &Path) -> Result<PathBuf, GuardError>
+    pub fn check_exec<I, S>(
+        &self,
+        program: impl AsRef<OsStr>,
+        args: I,
+        cwd: &Path,
+    ) -> Result<PathBuf, GuardError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -379,7 +390,10 @@ mod tests {
         let (_d, g) = guard();
         assert_eq!(g.denied_word(OsStr::new("cat .env; ls")), Some(".env"));
         assert_eq!(g.denied_word(OsStr::new("--git-dir=.git")), Some(".git"));
-        assert_eq!(g.denied_word(OsStr::new("$(cat ~/.ssh/id_rsa)")), Some(".ssh"));
+        assert_eq!(
+            g.denied_word(OsStr::new("$(cat ~/.ssh/id_rsa)")),
+            Some(".ssh")
+        );
         assert_eq!(g.denied_word(OsStr::new(".gitignore")), None);
         assert_eq!(g.denied_word(OsStr::new("status")), None);
     }

@@ -120,7 +120,10 @@ where
     if let Some(addr) = ips.iter().copied().find(|ip| is_forbidden_ip(*ip)) {
         return Err(GuardError::ForbiddenAddress { host, addr });
     }
-    let addrs = ips.into_iter().map(|ip| SocketAddr::new(ip, port)).collect();
+    let addrs = ips
+        .into_iter()
+        .map(|ip| SocketAddr::new(ip, port))
+        .collect();
     Ok(CheckedUrl { url, addrs })
 }
 
@@ -174,7 +177,9 @@ fn is_forbidden_v6(ip: Ipv6Addr) -> bool {
         // ::/96: `::`, `::1` and IPv4-compatible addresses.
         [0, 0, 0, 0, 0, 0, _, _] => true,
         // ::ffff:a.b.c.d (mapped) and ::ffff:0:a.b.c.d (translated).
-        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => is_forbidden_v4(embedded()),
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] => {
+            is_forbidden_v4(embedded())
+        }
         // 64:ff9b::/96, the well-known NAT64 prefix.
         [0x64, 0xff9b, 0, 0, 0, 0, _, _] => is_forbidden_v4(embedded()),
         // 64:ff9b:1::/48, NAT64 for local use only.

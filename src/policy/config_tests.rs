@@ -25,9 +25,15 @@ fn unknown_key_names_key_line_and_column() {
     let text = "network = \"none\"\nwritable_path = [\"/x\"]\n";
     let (key, line, column, message) = located(text);
     assert_eq!((key.as_str(), line, column), ("writable_path", 2, 1));
-    assert!(message.contains("unknown field `writable_path`"), "{message}");
+    assert!(
+        message.contains("unknown field `writable_path`"),
+        "{message}"
+    );
     let shown = Policy::from_toml(text).unwrap_err().to_string();
-    assert!(shown.starts_with("invalid sandbox config at line 2, column 1 (key `writable_path`): "), "{shown}");
+    assert!(
+        shown.starts_with("invalid sandbox config at line 2, column 1 (key `writable_path`): "),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -117,7 +123,10 @@ writable_paths = ["/srv/shared"]
     let host: HostConfig = toml::from_str(text).unwrap();
     assert_eq!(host.name, "my-host");
     assert_eq!(host.agents.sandbox.network, Network::None);
-    assert_eq!(host.agents.sandbox.writable_paths, [PathBuf::from("/srv/shared")]);
+    assert_eq!(
+        host.agents.sandbox.writable_paths,
+        [PathBuf::from("/srv/shared")]
+    );
     assert_eq!(host.agents.sandbox.deny_names, Policy::default().deny_names);
     host.agents.sandbox.validate().unwrap();
     // An empty `[agents]` table gives the default policy.
@@ -143,7 +152,11 @@ fn nested_errors_are_located_by_the_host() {
     // Relative paths are refused while deserializing, so nesting checks them too.
     let text = "name = \"h\"\n[agents.sandbox]\nwritable_paths = [\n  \"/a\",\n  \"b\",\n]\n";
     let e = toml::from_str::<HostConfig>(text).unwrap_err();
-    assert!(e.to_string().contains("writable_paths: \"b\" must be an absolute path"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("writable_paths: \"b\" must be an absolute path"),
+        "{e}"
+    );
     match PolicyError::from_toml(text, e) {
         PolicyError::Toml {
             key: Some(key),

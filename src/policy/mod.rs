@@ -161,7 +161,9 @@ impl Default for Policy {
 }
 
 /// The system directories bound read-only when present on the host.
-pub const SYSTEM_ALLOWLIST: &[&str] = &["/bin", "/sbin", "/usr", "/lib", "/lib64", "/etc", "/opt", "/nix"];
+pub const SYSTEM_ALLOWLIST: &[&str] = &[
+    "/bin", "/sbin", "/usr", "/lib", "/lib64", "/etc", "/opt", "/nix",
+];
 
 /// Files masked by default: a host running as root must not hand them out.
 pub const DEFAULT_MASKED: &[&str] = &[
@@ -198,7 +200,8 @@ impl Policy {
     ///
     /// [`crate::PolicyError::Toml`] with the key, line and column of the first problem.
     pub fn from_toml(text: &str) -> Result<Self, crate::PolicyError> {
-        let policy: Policy = toml::from_str(text).map_err(|e| crate::PolicyError::from_toml(text, e))?;
+        let policy: Policy =
+            toml::from_str(text).map_err(|e| crate::PolicyError::from_toml(text, e))?;
         policy.validate()?;
         Ok(policy)
     }
@@ -210,7 +213,9 @@ impl Policy {
     /// [`crate::PolicyError::RelativePath`] naming the key and the path.
     pub fn validate(&self) -> Result<(), crate::PolicyError> {
         let one = |key: &'static str, p: &Path| -> Result<(), crate::PolicyError> {
-            let dotdot = p.components().any(|c| matches!(c, std::path::Component::ParentDir));
+            let dotdot = p
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir));
             if !p.is_absolute() || dotdot {
                 return Err(crate::PolicyError::RelativePath {
                     key,
@@ -251,17 +256,24 @@ mod absolute {
 
     fn check<E: Error>(key: &str, p: PathBuf) -> Result<PathBuf, E> {
         if !p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
-            return Err(E::custom(format!("{key}: {p:?} must be an absolute path without `..`")));
+            return Err(E::custom(format!(
+                "{key}: {p:?} must be an absolute path without `..`"
+            )));
         }
         Ok(p)
     }
 
     fn one<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Option<PathBuf>, D::Error> {
-        Option::<PathBuf>::deserialize(d)?.map(|p| check(key, p)).transpose()
+        Option::<PathBuf>::deserialize(d)?
+            .map(|p| check(key, p))
+            .transpose()
     }
 
     fn many<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Vec<PathBuf>, D::Error> {
-        Vec::<PathBuf>::deserialize(d)?.into_iter().map(|p| check(key, p)).collect()
+        Vec::<PathBuf>::deserialize(d)?
+            .into_iter()
+            .map(|p| check(key, p))
+            .collect()
     }
 
     pub(super) fn workspace<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
@@ -273,7 +285,9 @@ mod absolute {
     pub(super) fn tools_dir<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
         one(d, "tools_dir")
     }
-    pub(super) fn writable_paths<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    pub(super) fn writable_paths<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<PathBuf>, D::Error> {
         many(d, "writable_paths")
     }
     pub(super) fn read_only<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
@@ -288,7 +302,10 @@ mod absolute {
 pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = text.get(..offset).unwrap_or(text);
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
+    (
+        before.matches('\n').count() + 1,
+        before[line_start..].chars().count() + 1,
+    )
 }
 
 /// The dotted key whose key or value covers byte `span.start` of `text`
@@ -346,7 +363,10 @@ pub(crate) fn key_at(text: &str, span: std::ops::Range<usize>) -> Option<String>
     }
     // A duplicate key is not in the recovered table: the span is the key itself.
     let raw = text.get(span)?.trim();
-    let bare = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.\"'".contains(&b));
+    let bare = !raw.is_empty()
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.\"'".contains(&b));
     bare.then(|| raw.to_string())
 }
 
