@@ -1,6 +1,7 @@
 //! Public errors: one enum per layer of the flow, behind one [`Error`].
 
 use std::io;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use crate::policy::Layer;
@@ -33,15 +34,29 @@ pub enum Error {
     /// The seccomp filter could not be compiled.
     #[error(transparent)]
     Seccomp(#[from] SeccompBuildError),
+    /// An in-process guard (path, command arguments, URL) refused its input.
+    #[error(transparent)]
+    Guard(#[from] GuardError),
 }
 
 /// An invalid policy.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PolicyError {
-    /// The TOML text does not describe a policy.
-    #[error("invalid sandbox config: {0}")]
-    Toml(String),
+    /// The TOML text does not describe a policy: a syntax error, an unknown key, a wrong
+    /// type, a duplicate key, a relative path where an absolute one is needed.
+    #[error("invalid sandbox config{}: {message}", location(key.as_deref(), *line, *column))]
+    Toml {
+        /// The dotted key the problem is at (`writable_paths[1]`, `agents.sandbox.bogus`),
+        /// when it can be told.
+        key: Option<String>,
+        /// The 1-based line.
+        line: Option<usize>,
+        /// The 1-based column, in characters.
+        column: Option<usize>,
+        /// What is wrong (`unknown field `x`, expected one of …`).
+        message: String,
+    },
     /// A path that must be absolute (and free of `..`) is not.
     #[error("{key}: {path:?} must be an absolute path without `..`")]
     RelativePath {
@@ -65,10 +80,42 @@ pub enum PolicyError {
 }
 
 impl PolicyError {
-    /// Keeps toml's own rendering: it names the line, the column and the key.
-    pub(crate) fn from_toml(e: toml::de::Error) -> Self {
-        PolicyError::Toml(e.to_string().trim_end().to_string())
+    /// Locates toml's error in `text`: line, column and the dotted key the span falls in.
+    ///
+    /// toml's own rendering shows the line but names the key only for unknown fields. A host
+    /// that nests [`crate::Policy`] in its own config (`[agents.sandbox]`) passes its text and
+    /// the error of its `toml::from_str` here to get the key path
+    /// (`agents.sandbox.writable_paths[1]`).
+    pub fn from_toml(text: &str, e: toml::de::Error) -> Self {
+        let span = e.span();
+        let (line, column) = match &span {
+            Some(span) => {
+                let (l, c) = crate::policy::line_column(text, span.start);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        PolicyError::Toml {
+            key: span.and_then(|s| crate::policy::key_at(text, s)),
+            line,
+            column,
+            message: e.message().trim_end().to_string(),
+        }
     }
+}
+
+/// ` at line L, column C (key `k`)`, leaving out what is unknown.
+fn location(key: Option<&str>, line: Option<usize>, column: Option<usize>) -> String {
+    let mut out = String::new();
+    match (line, column) {
+        (Some(l), Some(c)) => out.push_str(&format!(" at line {l}, column {c}")),
+        (Some(l), None) => out.push_str(&format!(" at line {l}")),
+        _ => {}
+    }
+    if let Some(k) = key {
+        out.push_str(&format!(" (key `{k}`)"));
+    }
+    out
 }
 
 /// The policy cannot be realized on this host.
@@ -167,6 +214,128 @@ impl SpawnError {
     }
 }
 
+/// What an in-process guard refused, and why.
+///
+/// The path guard ([`crate::PathGuard`]) and the URL guard ([`crate::validate_url`]) return
+/// these. Each variant names the refused input; none carries a catch-all string.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GuardError {
+    /// The path resolves outside the workspace (`..`, or an absolute path elsewhere).
+    #[error("{path:?} is outside the workspace")]
+    OutsideWorkspace {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A component of the path is a symbolic link; the guard follows none.
+    #[error("{path:?} is a symbolic link")]
+    Symlink {
+        /// The path up to and including the link.
+        path: PathBuf,
+    },
+    /// The path names a denied entry (`.git`, `.env`, `.ssh`, …) at some depth.
+    #[error("{path:?} contains the denied name {name:?}")]
+    DeniedName {
+        /// The path as given.
+        path: PathBuf,
+        /// The `deny_names` entry it matched.
+        name: String,
+    },
+    /// A command argument (or the program) names a denied entry.
+    #[error("argument {arg:?} names the denied name {name:?}")]
+    DeniedArgument {
+        /// The argument, lossily converted to UTF-8.
+        arg: String,
+        /// The `deny_names` entry it matched.
+        name: String,
+    },
+    /// The path names a protected file, and the access is a write.
+    #[error("{path:?} is protected from writes ({name:?})")]
+    Protected {
+        /// The path as given.
+        path: PathBuf,
+        /// The `protected` entry it matched (case-insensitively).
+        name: String,
+    },
+    /// The path contains a NUL byte.
+    #[error("{path:?} contains a NUL byte")]
+    Nul {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// The path contains a line break (`\n` or `\r`), which splits log lines and
+    /// line-oriented tool output.
+    #[error("{path:?} contains a line break")]
+    Newline {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// The path uses `..` after a component that does not exist, so it cannot be resolved.
+    #[error("{path:?} uses `..` below a component that does not exist")]
+    DotDotInMissing {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A component of the path could not be inspected (permission denied, not a
+    /// directory, …), or the workspace itself cannot be resolved.
+    #[error("cannot inspect {path:?}")]
+    Inspect {
+        /// The path that failed.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The text is not a URL.
+    #[error("{url:?} is not a valid URL")]
+    InvalidUrl {
+        /// The text as given.
+        url: String,
+        /// The parser's reason.
+        #[source]
+        source: url::ParseError,
+    },
+    /// The URL's scheme is not `http` or `https`.
+    #[error("URL scheme {scheme:?} is not allowed (only http and https)")]
+    Scheme {
+        /// The scheme.
+        scheme: String,
+    },
+    /// The URL carries a user name or password.
+    #[error("URLs with credentials (user:password@) are not allowed")]
+    Userinfo,
+    /// The URL names a cloud metadata endpoint.
+    #[error("{host:?} is a cloud metadata endpoint")]
+    Metadata {
+        /// The host as written in the URL.
+        host: String,
+    },
+    /// The host is, or resolves to, a private, loopback, link-local, shared, multicast,
+    /// broadcast, reserved or unspecified address.
+    #[error("{host:?} resolves to the forbidden address {addr}")]
+    ForbiddenAddress {
+        /// The host as written in the URL.
+        host: String,
+        /// The forbidden address.
+        addr: IpAddr,
+    },
+    /// Resolving the host name failed.
+    #[error("cannot resolve {host:?}")]
+    Resolve {
+        /// The host name.
+        host: String,
+        /// The resolver's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The host name resolved to no address at all.
+    #[error("{host:?} resolves to no address")]
+    NoAddress {
+        /// The host name.
+        host: String,
+    },
+}
+
 impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {
         let kind = match &e {
@@ -175,6 +344,9 @@ impl From<Error> for io::Error {
                 Some(errno) => io::Error::from_raw_os_error(errno).kind(),
                 None => io::ErrorKind::Other,
             },
+            Error::Guard(GuardError::Inspect { source, .. }) => source.kind(),
+            Error::Guard(GuardError::Resolve { source, .. }) => source.kind(),
+            Error::Guard(_) => io::ErrorKind::PermissionDenied,
             _ => io::ErrorKind::InvalidInput,
         };
         io::Error::new(kind, e)
@@ -274,6 +446,74 @@ mod tests {
             program: String::new(),
         };
         let _ = SpawnError::Protocol(3);
+        let _ = PolicyError::Toml {
+            key: None,
+            line: Some(1),
+            column: Some(1),
+            message: String::new(),
+        };
+    }
+
+    #[test]
+    fn guard_variants_keep_their_shape() {
+        let p = PathBuf::new;
+        let s = String::new;
+        let _ = Error::Guard(GuardError::Userinfo);
+        let _ = GuardError::OutsideWorkspace { path: p() };
+        let _ = GuardError::Symlink { path: p() };
+        let _ = GuardError::DeniedName {
+            path: p(),
+            name: s(),
+        };
+        let _ = GuardError::DeniedArgument {
+            arg: s(),
+            name: s(),
+        };
+        let _ = GuardError::Protected {
+            path: p(),
+            name: s(),
+        };
+        let _ = GuardError::Nul { path: p() };
+        let _ = GuardError::Newline { path: p() };
+        let _ = GuardError::DotDotInMissing { path: p() };
+        let _ = GuardError::Inspect {
+            path: p(),
+            source: io::Error::other("x"),
+        };
+        let _ = GuardError::InvalidUrl {
+            url: s(),
+            source: url::ParseError::EmptyHost,
+        };
+        let _ = GuardError::Scheme { scheme: s() };
+        let _ = GuardError::Metadata { host: s() };
+        let _ = GuardError::ForbiddenAddress {
+            host: s(),
+            addr: IpAddr::from([127, 0, 0, 1]),
+        };
+        let _ = GuardError::Resolve {
+            host: s(),
+            source: io::Error::other("x"),
+        };
+        let _ = GuardError::NoAddress { host: s() };
+    }
+
+    #[test]
+    fn guard_errors_render_the_cause_once() {
+        use std::error::Error as _;
+        let e = GuardError::Inspect {
+            path: "/w/x".into(),
+            source: io::Error::other("boom"),
+        };
+        assert_eq!(e.to_string(), r#"cannot inspect "/w/x""#);
+        assert_eq!(e.source().unwrap().to_string(), "boom");
+        let e = Error::from(GuardError::ForbiddenAddress {
+            host: "h".into(),
+            addr: IpAddr::from([10, 0, 0, 1]),
+        });
+        assert_eq!(
+            e.to_string(),
+            r#""h" resolves to the forbidden address 10.0.0.1"#
+        );
     }
 
     #[test]

@@ -75,9 +75,15 @@
 //! Rust 1.85 (edition 2024).
 
 pub mod error;
+pub mod guard;
 pub mod policy;
 
-pub use error::{Error, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SpawnError};
+pub use error::{
+    Error, GuardError, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SpawnError,
+};
+pub use guard::path::PathGuard;
+pub use guard::tools::tools_listing;
+pub use guard::url::validate_url;
 pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
 pub mod backend;
 pub mod plan;

@@ -6,6 +6,9 @@
 
 mod size;
 
+#[cfg(test)]
+mod config_tests;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -86,14 +89,19 @@ pub struct Policy {
     pub mode: Mode,
     /// The directory the program works in: read-write inside the sandbox. Hosts usually set
     /// it per agent; [`Policy::with_workspace`] sets it in code.
+    #[serde(deserialize_with = "absolute::workspace")]
     pub workspace: Option<PathBuf>,
     /// Further host paths that are read-write inside.
+    #[serde(deserialize_with = "absolute::writable_paths")]
     pub writable_paths: Vec<PathBuf>,
     /// Host paths added to the read-only allowlist.
+    #[serde(deserialize_with = "absolute::read_only")]
     pub read_only: Vec<PathBuf>,
     /// The agent's own data: masked (no read, write or listing), even under the workspace.
+    #[serde(deserialize_with = "absolute::data_dir")]
     pub data_dir: Option<PathBuf>,
     /// A directory of tools: read-only inside and first on `PATH`.
+    #[serde(deserialize_with = "absolute::tools_dir")]
     pub tools_dir: Option<PathBuf>,
     /// Names of host environment variables passed through to the program.
     pub passthrough_env: Vec<String>,
@@ -116,6 +124,7 @@ pub struct Policy {
     /// Size limit of the private `/tmp`.
     pub tmp_size: ByteSize,
     /// Host files hidden inside the sandbox even though their directory is allowlisted.
+    #[serde(deserialize_with = "absolute::masked")]
     pub masked: Vec<PathBuf>,
     /// Names hidden at the top of each writable root and refused by the path guard.
     pub deny_names: Vec<String>,
@@ -191,7 +200,8 @@ impl Policy {
     ///
     /// [`crate::PolicyError::Toml`] with the key, line and column of the first problem.
     pub fn from_toml(text: &str) -> Result<Self, crate::PolicyError> {
-        let policy: Policy = toml::from_str(text).map_err(crate::PolicyError::from_toml)?;
+        let policy: Policy =
+            toml::from_str(text).map_err(|e| crate::PolicyError::from_toml(text, e))?;
         policy.validate()?;
         Ok(policy)
     }
@@ -258,6 +268,130 @@ impl Policy {
         }
         Ok(())
     }
+}
+
+/// Deserializers that refuse a relative path (or one with `..`) while the TOML span is still
+/// known, so the error carries the line and column, also when a host nests the policy in its
+/// own config. [`Policy::validate`] repeats the check for policies built in code.
+mod absolute {
+    use std::path::{Component, PathBuf};
+
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    fn check<E: Error>(key: &str, p: PathBuf) -> Result<PathBuf, E> {
+        if !p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
+            return Err(E::custom(format!(
+                "{key}: {p:?} must be an absolute path without `..`"
+            )));
+        }
+        Ok(p)
+    }
+
+    fn one<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Option<PathBuf>, D::Error> {
+        Option::<PathBuf>::deserialize(d)?
+            .map(|p| check(key, p))
+            .transpose()
+    }
+
+    fn many<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Vec<PathBuf>, D::Error> {
+        Vec::<PathBuf>::deserialize(d)?
+            .into_iter()
+            .map(|p| check(key, p))
+            .collect()
+    }
+
+    pub(super) fn workspace<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        one(d, "workspace")
+    }
+    pub(super) fn data_dir<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        one(d, "data_dir")
+    }
+    pub(super) fn tools_dir<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        one(d, "tools_dir")
+    }
+    pub(super) fn writable_paths<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<PathBuf>, D::Error> {
+        many(d, "writable_paths")
+    }
+    pub(super) fn read_only<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+        many(d, "read_only")
+    }
+    pub(super) fn masked<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+        many(d, "masked")
+    }
+}
+
+/// The 1-based line and column (in characters) of byte `offset` in `text`.
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (
+        before.matches('\n').count() + 1,
+        before[line_start..].chars().count() + 1,
+    )
+}
+
+/// The dotted key whose key or value covers byte `span.start` of `text`
+/// (`agents.sandbox.writable_paths[1]`), read from toml's spanned document.
+pub(crate) fn key_at(text: &str, span: std::ops::Range<usize>) -> Option<String> {
+    use toml::de::{DeTable, DeValue};
+
+    fn in_value(v: &DeValue<'_>, at: usize, out: &mut String) -> bool {
+        match v {
+            DeValue::Table(t) => in_table(t, at, out),
+            DeValue::Array(a) => a.iter().enumerate().any(|(i, e)| {
+                let hit = e.span().contains(&at);
+                if hit {
+                    out.push_str(&format!("[{i}]"));
+                    in_value(e.get_ref(), at, out);
+                }
+                hit
+            }),
+            _ => false,
+        }
+    }
+
+    fn in_table(t: &DeTable<'_>, at: usize, out: &mut String) -> bool {
+        for (k, v) in t.iter() {
+            let mut here = out.clone();
+            if !here.is_empty() {
+                here.push('.');
+            }
+            here.push_str(k.get_ref());
+            // A `[header]` table's span need not cover its body: look inside every table.
+            let hit = k.span().contains(&at)
+                || v.span().contains(&at)
+                || matches!(v.get_ref(), DeValue::Table(_));
+            if !hit {
+                continue;
+            }
+            let mut inner = here.clone();
+            if in_value(v.get_ref(), at, &mut inner) {
+                *out = inner;
+                return true;
+            }
+            if k.span().contains(&at) || v.span().contains(&at) {
+                *out = here;
+                return true;
+            }
+        }
+        false
+    }
+
+    // A document with errors (a duplicate key) still yields what could be parsed.
+    let (doc, _) = DeTable::parse_recoverable(text);
+    let mut out = String::new();
+    if in_table(doc.get_ref(), span.start, &mut out) {
+        return Some(out);
+    }
+    // A duplicate key is not in the recovered table: the span is the key itself.
+    let raw = text.get(span)?.trim();
+    let bare = !raw.is_empty()
+        && raw
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.\"'".contains(&b));
+    bare.then(|| raw.to_string())
 }
 
 #[cfg(test)]
