@@ -33,6 +33,9 @@ enum Cmd {
         /// Working directory inside (default: the workspace).
         #[arg(long)]
         cwd: Option<PathBuf>,
+        /// Set a variable for the program (refused for LD_PRELOAD and the like).
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
@@ -188,8 +191,9 @@ fn main() -> ExitCode {
         Cmd::Run {
             policy,
             cwd,
+            env,
             program,
-        } => run(&policy, cwd, &program),
+        } => run(&policy, cwd, &env, &program),
         Cmd::Detect { json } => detect(json),
         Cmd::Plan {
             policy,
@@ -205,7 +209,7 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn run(args: &PolicyArgs, cwd: Option<PathBuf>, program: &[OsString]) -> ExitCode {
+fn run(args: &PolicyArgs, cwd: Option<PathBuf>, env: &[String], program: &[OsString]) -> ExitCode {
     let policy = match args.policy() {
         Ok(p) => p,
         Err(e) => return fail(125, e),
@@ -221,6 +225,12 @@ fn run(args: &PolicyArgs, cwd: Option<PathBuf>, program: &[OsString]) -> ExitCod
     cmd.args(rest);
     if let Some(c) = cwd {
         cmd.current_dir(c);
+    }
+    for kv in env {
+        let Some((k, v)) = kv.split_once('=') else {
+            return fail(125, format!("--env {kv:?}: expected NAME=VALUE"));
+        };
+        cmd.env(k, v);
     }
     match cmd.status() {
         Ok(status) => match (status.code(), status.signal()) {

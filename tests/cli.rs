@@ -121,3 +121,54 @@ fn zz_all_tests_pass_as_uid_65534() {
     }
     common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
 }
+
+#[test]
+fn env_and_config_flags() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    let out = stockade()
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--env", "GREETING=hi", "--", "sh", "-c", "echo $GREETING"])
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"hi\n");
+    let out = stockade()
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--env", "LD_PRELOAD=/x.so", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("LD_PRELOAD"));
+    // A config file: network none, checked from inside.
+    let cfg = ws.path().join("policy.toml");
+    std::fs::write(&cfg, "network = \"none\"\ntmp_size = \"1MiB\"\n").unwrap();
+    let out = stockade()
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "ls /sys/class/net 2>/dev/null || cat /proc/net/dev | tail -n +3 | cut -d: -f1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "lo");
+    std::fs::write(&cfg, "netwrok = \"none\"\n").unwrap();
+    let out = stockade()
+        .arg("plan")
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("netwrok") && err.contains("line 1"), "{err}");
+}
