@@ -76,7 +76,10 @@
 //! Rust 1.85 (edition 2024).
 
 pub mod error;
+pub mod guard;
 pub mod policy;
 
 pub use error::{Error, PlanError, PolicyError, SpawnError};
+pub use guard::leak::{Encoding, Finding, Fingerprint, StreamScanner, scan, scan_stream};
+pub use guard::redact::{RedactingWriter, Redactor};
 pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
