@@ -639,10 +639,16 @@ impl Engine {
                 continue;
             }
             let mut end = i;
-            if hay[i..limit].starts_with(b"-----END ") {
-                if let Some(close) = memmem::find(&hay[i + 9..limit.min(i + 9 + 64)], b"-----") {
-                    end = i + 9 + close + 5;
+            let rest = &hay[i..limit];
+            if rest.starts_with(b"-----END ") {
+                match memmem::find(&rest[9..rest.len().min(9 + 64)], b"-----") {
+                    Some(close) => end = i + 9 + close + 5,
+                    // The input ends inside the END line: the block runs to the end.
+                    None if limit == hay.len() && rest.len() < 9 + 64 => end = hay.len(),
+                    None => {}
                 }
+            } else if limit == hay.len() && b"-----END ".starts_with(rest) {
+                end = hay.len();
             }
             hits.push(Hit {
                 pattern: "private_key",
@@ -1009,7 +1015,7 @@ const HOLD: usize = 8;
 /// Findings come back from [`push`](Self::push) when a batch is complete, from
 /// [`flush`](Self::flush) for what has been pushed so far (but for a few bytes that may
 /// still be the start of a secret), and from [`finish`](Self::finish) for the rest.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct StreamScanner {
     buf: Vec<u8>,
     /// The stream offset of `buf[0]`.
@@ -1059,6 +1065,11 @@ impl StreamScanner {
         self.base + self.buf.len()
     }
 
+    /// The number of bytes held for the next scan: at most 64 KiB plus the longest secret.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
     fn scan_buffer(&mut self, last: bool) -> Vec<Finding> {
         let len = self.buf.len();
         let close = if last { len } else { len.saturating_sub(HOLD) };
@@ -1080,6 +1091,16 @@ impl StreamScanner {
         self.base += keep_from;
         self.fresh = 0;
         found
+    }
+}
+
+impl fmt::Debug for StreamScanner {
+    /// Counts only: the buffer may hold a secret.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamScanner")
+            .field("position", &self.position())
+            .field("buffered", &self.buf.len())
+            .finish()
     }
 }
 

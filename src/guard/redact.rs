@@ -80,7 +80,7 @@ impl Redactor {
     /// Each value is also matched hex-encoded (lower and upper case), base64-encoded (both
     /// alphabets, at the three alignments a value can have inside a longer base64 text,
     /// without the one or two characters at either end that depend on neighbouring bytes)
-    /// and percent-encoded.
+    /// and percent-encoded (only the bytes a URL must escape, or every byte; either case).
     pub fn new<I, S>(secrets: I) -> Redactor
     where
         I: IntoIterator<Item = S>,
@@ -257,6 +257,11 @@ fn encodings(v: &[u8], out: &mut Vec<Vec<u8>>) {
             }
         }
         out.push(pct);
+        out.push(
+            v.iter()
+                .flat_map(|b| [b'%', digits[(b >> 4) as usize], digits[(b & 15) as usize]])
+                .collect(),
+        );
     }
 }
 
@@ -288,7 +293,6 @@ fn encodings(v: &[u8], out: &mut Vec<Vec<u8>>) {
 /// assert!(findings.is_empty());
 /// # Ok::<(), std::io::Error>(())
 /// ```
-#[derive(Debug)]
 pub struct RedactingWriter<W: Write> {
     redactor: Redactor,
     inner: W,
@@ -391,6 +395,18 @@ impl<W: Write> RedactingWriter<W> {
             self.findings.extend(scanner.push(bytes));
         }
         Ok(())
+    }
+}
+
+impl<W: Write> fmt::Debug for RedactingWriter<W> {
+    /// Counts only: the held bytes may be part of a secret.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedactingWriter")
+            .field("redactor", &self.redactor)
+            .field("held", &self.held.len())
+            .field("scanner", &self.scanner)
+            .field("findings", &self.findings)
+            .finish_non_exhaustive()
     }
 }
 
