@@ -11,9 +11,10 @@
 //! Every token shape but the PEM header is a run of at least 20 bytes from
 //! `[A-Za-z0-9+/_-]`, so one pass finds such runs with a skip loop: it looks at the last
 //! byte of a 20-byte window first and jumps past any byte outside the class, so ordinary
-//! prose is mostly skipped, not read. Inside a run an Aho-Corasick automaton finds the
-//! literal prefixes (`sk-`, `ghp_`, `AIza`, …) and a small hand-written matcher validates the
-//! token on a bounded window. Discord and Telegram tokens have no prefix; their trigger is
+//! prose is mostly skipped, not read. Inside a run a token can only start at the run's
+//! start or after a `-`, `_`, `+` or `/` (the word-boundary rule below); only there are the
+//! literal prefixes (`sk-`, `ghp_`, `AIza`, …) compared, and a small hand-written matcher
+//! with bounded repetitions validates the token. Discord and Telegram tokens have no prefix; their trigger is
 //! the run itself (its length and the byte before or after it), which costs nothing extra.
 //! PEM headers are found with `memmem`, percent-escapes with `memchr`.
 //!
@@ -36,7 +37,6 @@ use std::io::{self, Read, Write};
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, MatchKind};
 use memchr::memmem;
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
@@ -491,17 +491,23 @@ struct Hit {
 }
 
 struct Engine {
-    prefixes: AhoCorasick,
     pem: memmem::Finder<'static>,
 }
+
+/// Whether a literal prefix starts with this byte.
+static LEADS: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < PREFIXES.len() {
+        t[PREFIXES[i].0.as_bytes()[0] as usize] = true;
+        i += 1;
+    }
+    t
+};
 
 fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(|| Engine {
-        prefixes: AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostFirst)
-            .build(PREFIXES.iter().map(|(p, _)| p))
-            .expect("the prefix automaton is small and valid"),
         pem: memmem::Finder::new(b"-----BEGIN "),
     })
 }
@@ -579,22 +585,31 @@ impl Engine {
                 });
             }
         }
+        // A token starts at the run's start or right after a non-alphanumeric byte of it
+        // (`-`, `_`, `+`, `/`): only there are the literal prefixes compared.
         let mut next = s;
-        for m in self.prefixes.find_iter(&hay[s..e]) {
-            let pos = s + m.start();
-            if pos < next {
-                continue;
-            }
-            for p in PREFIXES[m.pattern().as_usize()].1 {
-                if let Some(end) = try_pattern(hay, pos, p) {
-                    hits.push(Hit {
-                        pattern: p.name,
-                        range: pos..end,
-                    });
-                    next = end;
-                    break;
+        let mut after_alnum = false;
+        for pos in s..e {
+            let b = hay[pos];
+            if !after_alnum && pos >= next && LEADS[b as usize] {
+                let rest = &hay[pos..];
+                if let Some((_, patterns)) = PREFIXES
+                    .iter()
+                    .find(|(p, _)| rest.starts_with(p.as_bytes()))
+                {
+                    for p in *patterns {
+                        if let Some(end) = try_pattern(hay, pos, p) {
+                            hits.push(Hit {
+                                pattern: p.name,
+                                range: pos..end,
+                            });
+                            next = end;
+                            break;
+                        }
+                    }
                 }
             }
+            after_alnum = is(b, ALNUM);
         }
     }
 

@@ -14,9 +14,10 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};
+use std::ops::Range;
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 
 use crate::guard::leak::{Finding, StreamScanner, scan};
 
@@ -47,6 +48,8 @@ pub struct Redactor {
 struct Inner {
     /// `None` when there is nothing to redact.
     automaton: Option<AhoCorasick>,
+    /// Skips the text that cannot hold a needle, so the automaton runs on little of it.
+    filter: GramFilter,
     /// Every needle (values and their encodings), sorted and deduplicated: the streaming
     /// adapter looks up whether the end of its buffer starts one.
     needles: Vec<Vec<u8>>,
@@ -107,6 +110,8 @@ impl Redactor {
         let automaton = (!needles.is_empty()).then(|| {
             AhoCorasick::builder()
                 .match_kind(MatchKind::LeftmostLongest)
+                // A full DFA: one table lookup per byte, whatever the number of needles.
+                .kind(Some(AhoCorasickKind::DFA))
                 .build(&needles)
                 .expect("literal needles always build")
         });
@@ -114,6 +119,7 @@ impl Redactor {
             inner: Arc::new(Inner {
                 automaton,
                 longest: needles.iter().map(Vec::len).max().unwrap_or(0),
+                filter: GramFilter::new(&needles),
                 first,
                 needles,
                 values: values.len(),
@@ -139,19 +145,66 @@ impl Redactor {
         };
         let mut out = Vec::new();
         let mut at = 0;
-        for m in ac.find_iter(input) {
-            if at == 0 && out.is_empty() {
+        self.for_each_match(ac, input, |start, end| {
+            if out.is_empty() {
                 out.reserve(input.len());
             }
-            out.extend_from_slice(&input[at..m.start()]);
+            out.extend_from_slice(&input[at..start]);
             out.extend_from_slice(REDACTED.as_bytes());
-            at = m.end();
-        }
+            at = end;
+            true
+        });
         if at == 0 && out.is_empty() {
             return Cow::Borrowed(input);
         }
         out.extend_from_slice(&input[at..]);
         Cow::Owned(out)
+    }
+
+    /// Calls `f(start, end)` for each match, as `ac.find_iter(hay)` finds them (leftmost
+    /// longest, not overlapping), until `f` returns false.
+    ///
+    /// The automaton costs a table lookup per byte; most text holds no needle. Every needle
+    /// is at least [`MIN_SECRET_LEN`] (8) bytes long, so any occurrence contains one of the
+    /// 4-byte grams sampled every 5 bytes. A sampled gram that occurs in no needle rules out
+    /// its neighbourhood; the automaton runs only on the merged neighbourhoods (one needle
+    /// length either side) of the grams that do occur in a needle. Every occurrence lies
+    /// whole in one neighbourhood and neighbourhoods do not overlap once merged, so the
+    /// matches are the ones a search of the whole text finds.
+    fn for_each_match(
+        &self,
+        ac: &AhoCorasick,
+        hay: &[u8],
+        mut f: impl FnMut(usize, usize) -> bool,
+    ) {
+        let inner = &*self.inner;
+        let reach = inner.longest;
+        let mut pending: Option<Range<usize>> = None;
+        let mut i = 0;
+        loop {
+            let hit = i + GRAM <= hay.len() && inner.filter.contains(&hay[i..i + GRAM]);
+            let done = i + GRAM > hay.len();
+            if hit {
+                let area = i.saturating_sub(reach - GRAM)..hay.len().min(i + reach);
+                match &mut pending {
+                    Some(p) if area.start <= p.end => p.end = area.end,
+                    _ => {
+                        if let Some(p) = pending.replace(area) {
+                            if !search(ac, hay, p, &mut f) {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            if done {
+                break;
+            }
+            i += STEP;
+        }
+        if let Some(p) = pending {
+            search(ac, hay, p, &mut f);
+        }
     }
 
     /// [`redact`](Self::redact) for text. A value that is not valid UTF-8 can split a
@@ -192,6 +245,68 @@ impl Redactor {
         }
         buf.len()
     }
+}
+
+/// The gram length of [`GramFilter`].
+const GRAM: usize = 4;
+/// The sampling step: any needle of [`MIN_SECRET_LEN`] bytes or more contains a whole gram
+/// starting at one of `STEP` consecutive positions.
+const STEP: usize = MIN_SECRET_LEN - GRAM + 1;
+
+/// The set of 4-byte grams that occur in some needle: a 2^20-bit hashed bitmap in front of
+/// a sorted list, so a miss costs one bit test.
+struct GramFilter {
+    bits: Vec<u64>,
+    grams: Vec<u32>,
+}
+
+impl GramFilter {
+    const HASH_BITS: u32 = 20;
+
+    fn new(needles: &[Vec<u8>]) -> GramFilter {
+        let mut grams: Vec<u32> = needles
+            .iter()
+            .flat_map(|n| n.windows(GRAM).map(gram))
+            .collect();
+        grams.sort_unstable();
+        grams.dedup();
+        let mut bits = vec![0u64; (1 << Self::HASH_BITS) / 64];
+        for &g in &grams {
+            let h = Self::hash(g);
+            bits[h / 64] |= 1 << (h % 64);
+        }
+        GramFilter { bits, grams }
+    }
+
+    fn hash(g: u32) -> usize {
+        (g.wrapping_mul(0x9e37_79b1) >> (32 - Self::HASH_BITS)) as usize
+    }
+
+    fn contains(&self, window: &[u8]) -> bool {
+        let g = gram(window);
+        let h = Self::hash(g);
+        self.bits[h / 64] & (1 << (h % 64)) != 0 && self.grams.binary_search(&g).is_ok()
+    }
+}
+
+fn gram(w: &[u8]) -> u32 {
+    u32::from_le_bytes([w[0], w[1], w[2], w[3]])
+}
+
+/// Runs the automaton on `hay[area]`; returns false when `f` asked to stop.
+fn search(
+    ac: &AhoCorasick,
+    hay: &[u8],
+    area: Range<usize>,
+    f: &mut impl FnMut(usize, usize) -> bool,
+) -> bool {
+    let base = area.start;
+    for m in ac.find_iter(&hay[area]) {
+        if !f(base + m.start(), base + m.end()) {
+            return false;
+        }
+    }
+    true
 }
 
 const B64_STD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -369,14 +484,16 @@ impl<W: Write> RedactingWriter<W> {
         // or after `hold` may still change.
         self.out.clear();
         let mut at = 0;
-        for m in ac.find_iter(&self.held) {
-            if m.start() >= hold {
-                break;
+        let (held, out) = (&self.held, &mut self.out);
+        self.redactor.for_each_match(&ac, held, |start, end| {
+            if start >= hold {
+                return false;
             }
-            self.out.extend_from_slice(&self.held[at..m.start()]);
-            self.out.extend_from_slice(REDACTED.as_bytes());
-            at = m.end();
-        }
+            out.extend_from_slice(&held[at..start]);
+            out.extend_from_slice(REDACTED.as_bytes());
+            at = end;
+            true
+        });
         let cut = at.max(hold);
         self.out.extend_from_slice(&self.held[at..cut]);
         self.held.drain(..cut);
@@ -433,6 +550,34 @@ mod tests {
 
     fn secret(n: u64) -> String {
         format!("val{n}-{}", "Zq8xW3pL".repeat(3))
+    }
+
+    #[test]
+    fn filtered_matches_equal_a_full_search() {
+        let secrets: Vec<String> = (0..20).map(secret).collect();
+        let r = Redactor::new(&secrets);
+        let ac = r.inner.automaton.clone().unwrap();
+        let mut x = 7u64;
+        for round in 0..200 {
+            let mut text = Vec::new();
+            while text.len() < 3000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                match (x >> 33) % 7 {
+                    0 => text.extend_from_slice(secrets[(x >> 40) as usize % 20].as_bytes()),
+                    1 => text.extend_from_slice(&secrets[(x >> 40) as usize % 20].as_bytes()[..9]),
+                    _ => text.extend_from_slice(b"plain words Zq8xW3pL "),
+                }
+            }
+            let full: Vec<_> = ac.find_iter(&text).map(|m| (m.start(), m.end())).collect();
+            let mut filtered = Vec::new();
+            r.for_each_match(&ac, &text, |s, e| {
+                filtered.push((s, e));
+                true
+            });
+            assert_eq!(filtered, full, "round {round}");
+        }
     }
 
     #[test]
