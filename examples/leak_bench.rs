@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example leak_bench            # 1 KiB .. 100 MiB
 //! cargo run --release --example leak_bench -- 16      # up to 16 MiB
+//! cargo run --release --example leak_bench -- 1 clean # one input kind
 //! ```
 //!
 //! Two inputs: clean text (prose, source code and log lines, one line in 25 a UUID or a
@@ -115,6 +116,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100);
+    let only = std::env::args().nth(2);
     let sizes: Vec<(usize, &str)> = [
         (1 << 10, "1 KiB"),
         (64 << 10, "64 KiB"),
@@ -137,6 +139,9 @@ fn main() {
         ("clean text", clean as fn(usize, &mut Gen) -> Vec<u8>),
         ("candidate-dense", dense),
     ] {
+        if only.as_deref().is_some_and(|o| !kind.starts_with(o)) {
+            continue;
+        }
         for &(n, label) in &sizes {
             let input = make(n, &mut g);
             let mut found = 0;

@@ -46,6 +46,9 @@ const MIN_TOKEN: usize = 20;
 const MIN_BASE64: usize = 24;
 /// Hex runs shorter than this are not decoded.
 const MIN_HEX: usize = 40;
+/// The shortest text that can hold a PEM finding: `-----BEGIN PRIVATE KEY-----` and a
+/// 40-character body line.
+const PEM_MIN: usize = 27 + 40;
 /// How far a PEM block may extend past its `-----BEGIN` line.
 const PEM_MAX: usize = 8 * 1024;
 /// How many encoded bytes of one run are decoded at a time.
@@ -512,39 +515,93 @@ fn engine() -> &'static Engine {
     })
 }
 
-/// Calls `f(start, end)` for every maximal run of [`RUN`] bytes at least `min` long.
+/// One bit per byte of a 64-byte block: set where the byte is in [`RUN`].
 ///
-/// A run can only start right after a byte outside the class, so the loop tests the last
-/// byte of a `min`-byte window first: a miss there moves the window past it. Bytes already
-/// known to be in the class are never tested again, so no byte is read twice.
+/// The byte test is written with comparisons rather than a table lookup so that the
+/// compiler vectorizes it; the 0/1 bytes are then packed eight at a time with a multiply
+/// (byte i of the product's top byte collects bit i).
+#[inline(always)]
+fn run_mask(block: &[u8; 64]) -> u64 {
+    let mut flags = [0u8; 64];
+    for (f, &b) in flags.iter_mut().zip(block) {
+        let alpha = (b | 0x20).wrapping_sub(b'a') < 26;
+        let digit = b.wrapping_sub(b'0') < 10;
+        let sym = (b == b'+') | (b == b'/') | (b == b'-') | (b == b'_');
+        *f = u8::from(alpha | digit | sym);
+    }
+    let mut m = 0u64;
+    for (j, eight) in flags.chunks_exact(8).enumerate() {
+        let x = u64::from_le_bytes(eight.try_into().expect("8 bytes"));
+        m |= (x.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * j);
+    }
+    m
+}
+
+/// The run mask of the 64 bytes at `at` (zero past the end of `hay`).
+#[inline(always)]
+fn mask_at(hay: &[u8], at: usize) -> u64 {
+    match hay.get(at..at + 64) {
+        Some(b) => run_mask(b.try_into().expect("64 bytes")),
+        None => {
+            let mut block = [0u8; 64];
+            if at < hay.len() {
+                block[..hay.len() - at].copy_from_slice(&hay[at..]);
+            }
+            run_mask(&block)
+        }
+    }
+}
+
+/// Calls `f(start, end)` for every maximal run of [`RUN`] bytes at least `min` (≤ 64) long.
+///
+/// The text is classified 64 bytes at a time into a bit mask, without a branch per byte;
+/// shifting and and-ing the mask of two consecutive blocks with itself leaves a bit set
+/// exactly where `min` class bytes in a row begin. Blocks without such a bit (nearly all
+/// of ordinary text) cost the classification and one test. A run is walked once to its
+/// end and the search resumes after it, so the whole pass is linear.
 fn for_each_run(hay: &[u8], min: usize, mut f: impl FnMut(usize, usize)) {
+    debug_assert!((1..=64).contains(&min));
     let n = hay.len();
-    let mut i = 0;
-    // hay[i..good] is known to be in the class.
-    let mut good = 0;
-    while i + min <= n {
-        let floor = good.max(i);
-        let mut j = i + min;
-        let mut miss = None;
-        while j > floor {
-            j -= 1;
-            if !is(hay[j], RUN) {
-                miss = Some(j);
+    let blocks = n.div_ceil(64);
+    let mut b = 0;
+    let mut cur = mask_at(hay, 0);
+    // Starts before this offset belong to a run already reported.
+    let mut resume = 0;
+    while b < blocks {
+        let base = b * 64;
+        let next = mask_at(hay, base + 64);
+        let mut r = u128::from(next) << 64 | u128::from(cur);
+        let mut have = 1;
+        while have < min {
+            let s = have.min(min - have);
+            r &= r >> s;
+            have += s;
+        }
+        let mut starts = r as u64;
+        loop {
+            if resume > base {
+                let k = resume - base;
+                starts = if k >= 64 { 0 } else { starts & (!0u64 << k) };
+            }
+            if starts == 0 {
                 break;
             }
+            let p = base + starts.trailing_zeros() as usize;
+            let mut e = p + min;
+            while e < n && is(hay[e], RUN) {
+                e += 1;
+            }
+            f(p, e);
+            resume = e + 1;
         }
-        if let Some(j) = miss {
-            good = i + min;
-            i = j + 1;
-            continue;
+        if resume > base + 128 {
+            // A long run: jump to the block where it ended.
+            b = resume / 64;
+            cur = mask_at(hay, b * 64);
+        } else {
+            b += 1;
+            cur = next;
         }
-        let mut e = i + min;
-        while e < n && is(hay[e], RUN) {
-            e += 1;
-        }
-        f(i, e);
-        i = e + 1;
-        good = i;
     }
 }
 
@@ -616,6 +673,10 @@ impl Engine {
     /// `-----BEGIN … PRIVATE KEY-----` followed by a base64 body, through the `-----END`
     /// line when it follows the body within [`PEM_MAX`] bytes.
     fn pem_hits(&self, hay: &[u8], hits: &mut Vec<Hit>) {
+        // A header, a label and a 40-character body line take more than this.
+        if hay.len() < PEM_MIN {
+            return;
+        }
         let mut from = 0;
         while let Some(off) = self.pem.find(&hay[from..]) {
             let start = from + off;
@@ -1260,6 +1321,38 @@ mod tests {
         let mut runs = Vec::new();
         for_each_run(text, MIN_TOKEN, |s, e| runs.push(s..e));
         assert_eq!(runs, [23..48, 53..74]);
+    }
+
+    #[test]
+    fn runs_match_a_byte_by_byte_definition() {
+        let mut g = Gen(9);
+        for round in 0..300 {
+            let len = (g.next() % 700) as usize;
+            let sep = [b' ', b'.', b'=', 0xc3];
+            let text: Vec<u8> = (0..len)
+                .map(|_| match g.next() % 8 {
+                    0 => sep[(g.next() % 4) as usize],
+                    _ => b"aZ9+/-_x"[(g.next() % 8) as usize],
+                })
+                .collect();
+            for min in [1, 5, 20, 24, 64] {
+                let mut want = Vec::new();
+                let mut i = 0;
+                while i < text.len() {
+                    let s = i;
+                    while i < text.len() && is(text[i], RUN) {
+                        i += 1;
+                    }
+                    if i - s >= min {
+                        want.push(s..i);
+                    }
+                    i += 1;
+                }
+                let mut got = Vec::new();
+                for_each_run(&text, min, |s, e| got.push(s..e));
+                assert_eq!(got, want, "round {round} min {min}");
+            }
+        }
     }
 
     #[test]
