@@ -9,9 +9,9 @@
 //!
 //! Running a dozen regexes over every byte a worker prints would cost more than the worker.
 //! Every token shape but the PEM header is a run of at least 20 bytes from
-//! `[A-Za-z0-9+/_-]`, so one pass finds such runs with a skip loop: it looks at the last
-//! byte of a 20-byte window first and jumps past any byte outside the class, so ordinary
-//! prose is mostly skipped, not read. Inside a run a token can only start at the run's
+//! `[A-Za-z0-9+/_-]`, so one pass finds such runs: it classifies 64 bytes at a time into a
+//! bit mask, without a branch per byte, and a few shifts of the mask show whether a long
+//! enough run starts in the block; ordinary prose has none. Inside a run a token can only start at the run's
 //! start or after a `-`, `_`, `+` or `/` (the word-boundary rule below); only there are the
 //! literal prefixes (`sk-`, `ghp_`, `AIza`, …) compared, and a small hand-written matcher
 //! with bounded repetitions validates the token. Discord and Telegram tokens have no prefix; their trigger is
