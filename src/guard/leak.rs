@@ -54,7 +54,7 @@ const PEM_MAX: usize = 8 * 1024;
 /// How many encoded bytes of one run are decoded at a time.
 pub const WINDOW: usize = 128 * 1024;
 /// How much consecutive windows of one run overlap: more than the longest encoded finding
-/// (a hex-encoded PEM block of [`PEM_MAX`] bytes), so every finding lies whole in one window.
+/// (a hex-encoded PEM block of 8 KiB), so every finding lies whole in one window.
 pub const OVERLAP: usize = 20 * 1024;
 
 // Byte classes, one bit each.
