@@ -81,7 +81,9 @@ pub mod policy;
 pub use error::{
     Error, GuardError, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SpawnError,
 };
+pub use guard::leak::{Encoding, Finding, Fingerprint, StreamScanner, scan, scan_stream};
 pub use guard::path::PathGuard;
+pub use guard::redact::{RedactingWriter, Redactor};
 pub use guard::tools::tools_listing;
 pub use guard::url::validate_url;
 pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};

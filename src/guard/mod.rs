@@ -1,6 +1,14 @@
-//! In-process guards: checks a host runs in its own process, off the spawn path, for tools
-//! that never reach the kernel sandbox (file tools, fetch tools, dashboards).
+//! In-process guards: checks a host runs in its own process, off the spawn path, on what
+//! crosses the sandbox boundary without reaching the kernel sandbox.
+//!
+//! - [`path`]: file tools stay in the workspace, away from denied and protected names.
+//! - [`url`]: fetch tools reach no private, loopback or metadata address (SSRF).
+//! - [`tools`]: the tools dir listing for a host's dashboard.
+//! - [`leak`]: find secrets in a worker's output, raw or encoded.
+//! - [`redact`]: replace the secrets the host knows, in one pass or in a stream.
 
+pub mod leak;
 pub mod path;
+pub mod redact;
 pub mod tools;
 pub mod url;

@@ -1,0 +1,159 @@
+//! Throughput of leak scanning and redaction, in MB/s (10^6 bytes per second).
+//!
+//! ```text
+//! cargo run --release --example leak_bench            # 1 KiB .. 100 MiB
+//! cargo run --release --example leak_bench -- 16      # up to 16 MiB
+//! cargo run --release --example leak_bench -- 1 clean # one input kind
+//! ```
+//!
+//! Two inputs: clean text (prose, source code and log lines, one line in 25 a UUID or a
+//! git SHA) and text dense
+//! with candidates (long base64 and hex runs, many `sk-` and `ghp_` prefixes that fail
+//! validation, percent-escapes). Redaction uses 16 known secrets, each with its encoded
+//! forms. No input holds a secret, so the numbers measure the common path.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use stockade::{Redactor, scan};
+
+/// splitmix64.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick(&mut self, alphabet: &[u8], n: usize) -> String {
+        (0..n)
+            .map(|_| alphabet[self.below(alphabet.len())] as char)
+            .collect()
+    }
+}
+
+const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const HEX: &[u8] = b"0123456789abcdef";
+
+const PROSE: &[&str] = &[
+    "The worker compiled the project and ran the test suite; all 412 tests passed in 3.2s.\n",
+    "error[E0502]: cannot borrow `self.buf` as mutable because it is also borrowed as immutable\n",
+    "    let mut reader = BufReader::new(File::open(&path).context(\"open config\")?);\n",
+    "2024-05-17T10:42:07.123Z INFO  request completed method=GET path=/api/v1/items status=200\n",
+    "def handle(request):\n    return JsonResponse({'ok': True, 'items': list(items)})\n",
+    "Downloading https://registry.example.org/pkg/left-pad/-/left-pad-1.3.0.tgz (2.1 kB)\n",
+    "Internationalization support is configured per locale; see docs/i18n.md for details.\n",
+];
+
+fn clean(len: usize, g: &mut Gen) -> Vec<u8> {
+    let mut s = String::with_capacity(len + 256);
+    while s.len() < len {
+        match g.below(50) {
+            0 => s.push_str(&format!("commit {}\n", g.pick(HEX, 40))),
+            1 => {
+                let h = g.pick(HEX, 32);
+                s.push_str(&format!(
+                    "id={}-{}-{}-{}-{}\n",
+                    &h[..8],
+                    &h[8..12],
+                    &h[12..16],
+                    &h[16..20],
+                    &h[20..]
+                ));
+            }
+            _ => s.push_str(PROSE[g.below(PROSE.len())]),
+        }
+    }
+    s.truncate(len);
+    s.into_bytes()
+}
+
+fn dense(len: usize, g: &mut Gen) -> Vec<u8> {
+    let mut s = String::with_capacity(len + 8192);
+    while s.len() < len {
+        match g.below(6) {
+            0 => s.push_str(&format!("data:{}\n", g.pick(B64, 4096))),
+            1 => s.push_str(&format!("{}\n", g.pick(HEX, 2048))),
+            2 => {
+                for _ in 0..32 {
+                    s.push_str(&format!("sk-{} ", g.pick(B64, 20)));
+                }
+            }
+            3 => {
+                for _ in 0..32 {
+                    s.push_str(&format!("ghp_{}\n", g.pick(HEX, 30)));
+                }
+            }
+            4 => s.push_str(&format!("q=%{}%20\n", g.pick(HEX, 60))),
+            _ => s.push_str(&format!("{}\n", g.pick(B64, 256 * 1024))),
+        }
+    }
+    s.truncate(len);
+    s.into_bytes()
+}
+
+/// Runs `f` until at least 300 ms have passed (and at least once); returns MB/s.
+fn measure(bytes: usize, mut f: impl FnMut()) -> f64 {
+    let start = Instant::now();
+    let mut runs = 0u32;
+    while runs == 0 || start.elapsed() < Duration::from_millis(300) {
+        f();
+        runs += 1;
+    }
+    bytes as f64 * f64::from(runs) / start.elapsed().as_secs_f64() / 1e6
+}
+
+fn main() {
+    let max_mib: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100);
+    let only = std::env::args().nth(2);
+    let sizes: Vec<(usize, &str)> = [
+        (1 << 10, "1 KiB"),
+        (64 << 10, "64 KiB"),
+        (1 << 20, "1 MiB"),
+        (16 << 20, "16 MiB"),
+        (100 << 20, "100 MiB"),
+    ]
+    .into_iter()
+    .filter(|&(n, _)| n <= max_mib << 20)
+    .collect();
+    let mut g = Gen(7);
+    let secrets: Vec<String> = (0..16)
+        .map(|i| format!("secret-{i}-{}", g.pick(B64, 40)))
+        .collect();
+    let redactor = Redactor::new(&secrets);
+
+    println!("| input | size | scan MB/s | redact MB/s |");
+    println!("| --- | ---: | ---: | ---: |");
+    for (kind, make) in [
+        ("clean text", clean as fn(usize, &mut Gen) -> Vec<u8>),
+        ("candidate-dense", dense),
+    ] {
+        if only.as_deref().is_some_and(|o| !kind.starts_with(o)) {
+            continue;
+        }
+        for &(n, label) in &sizes {
+            let input = make(n, &mut g);
+            let mut found = 0;
+            let scan_rate = measure(n, || found = black_box(scan(black_box(&input))).len());
+            assert_eq!(
+                found, 0,
+                "{kind} {label}: the benchmark input holds no secret"
+            );
+            let redact_rate = measure(n, || {
+                black_box(redactor.redact(black_box(&input)));
+            });
+            println!("| {kind} | {label} | {scan_rate:.0} | {redact_rate:.0} |");
+        }
+    }
+}
