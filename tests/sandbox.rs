@@ -826,7 +826,14 @@ fn mode_switches_at_runtime_while_other_threads_spawn() {
                 let mut seen = [0usize; 2];
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let out = sb.command("sh").args(["-c", "echo $$"]).output().unwrap();
-                    let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+                    let text = String::from_utf8_lossy(&out.stdout);
+                    let pid: u32 = text.trim().parse().unwrap_or_else(|_| {
+                        panic!(
+                            "{:?} {text:?} {}",
+                            out.status,
+                            String::from_utf8_lossy(&out.stderr)
+                        )
+                    });
                     seen[usize::from(pid != 1)] += 1;
                 }
                 seen

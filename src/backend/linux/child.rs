@@ -494,9 +494,20 @@ fn hide_name(path: &CStr) -> R {
             // O_EXCL | O_NOFOLLOW: a name that appears meanwhile is not followed.
             let flags =
                 libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_WRONLY | libc::O_CLOEXEC;
-            let created = sys::openat(libc::AT_FDCWD, path, flags, 0)?;
-            let _ = sys::close(created);
-            open_no_symlinks(path, libc::O_PATH)?
+            match sys::openat(libc::AT_FDCWD, path, flags, 0) {
+                Ok(created) => {
+                    let _ = sys::close(created);
+                }
+                // Created meanwhile (by a concurrent spawn of the same sandbox, say): hide
+                // whatever is there now, as for a name that existed from the start.
+                Err(Errno(libc::EEXIST)) => {}
+                Err(e) => return Err(e),
+            }
+            match open_no_symlinks(path, libc::O_PATH) {
+                Ok(fd) => fd,
+                Err(Errno(libc::ELOOP)) => return Ok(()),
+                Err(e) => return Err(e),
+            }
         }
         Err(e) => return Err(e),
     };
