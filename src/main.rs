@@ -36,6 +36,13 @@ enum Cmd {
         /// Set a variable for the program (refused for LD_PRELOAD and the like).
         #[arg(long = "env", value_name = "NAME=VALUE")]
         env: Vec<String>,
+        /// Set a variable that holds a secret: with --scrub its value is redacted.
+        #[arg(long = "secret-env", value_name = "NAME=VALUE")]
+        secret_env: Vec<String>,
+        /// Redact known secrets (--secret-env values and passed-through variables) from
+        /// the program's output, and report leaked secret patterns on stderr.
+        #[arg(long)]
+        scrub: bool,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
@@ -43,6 +50,13 @@ enum Cmd {
     /// Show what this kernel allows, layer by layer.
     Detect {
         /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Scan standard input for secrets; print findings (fingerprints only). Exit 1 when
+    /// something was found, 0 when clean.
+    Scan {
+        /// Print JSON lines.
         #[arg(long)]
         json: bool,
     },
@@ -192,8 +206,17 @@ fn main() -> ExitCode {
             policy,
             cwd,
             env,
+            secret_env,
+            scrub,
             program,
-        } => run(&policy, cwd, &env, &program),
+        } => run(&policy, cwd, &env, &secret_env, scrub, &program),
+        Cmd::Scan { json } => {
+            match stockade::scan_stream(std::io::stdin().lock(), json, std::io::stdout().lock()) {
+                Ok(true) => ExitCode::from(1),
+                Ok(false) => ExitCode::SUCCESS,
+                Err(e) => fail(2, format!("scan: {e}")),
+            }
+        }
         Cmd::Detect { json } => detect(json),
         Cmd::Plan {
             policy,
@@ -209,7 +232,14 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn run(args: &PolicyArgs, cwd: Option<PathBuf>, env: &[String], program: &[OsString]) -> ExitCode {
+fn run(
+    args: &PolicyArgs,
+    cwd: Option<PathBuf>,
+    env: &[String],
+    secret_env: &[String],
+    scrub: bool,
+    program: &[OsString],
+) -> ExitCode {
     let policy = match args.policy() {
         Ok(p) => p,
         Err(e) => return fail(125, e),
@@ -221,6 +251,17 @@ fn run(args: &PolicyArgs, cwd: Option<PathBuf>, env: &[String], program: &[OsStr
     let Some((prog, rest)) = program.split_first() else {
         return fail(125, "no program given");
     };
+    if scrub {
+        // The passed-through variables are typically tokens (GH_TOKEN): known secrets.
+        let known = sandbox
+            .policy()
+            .passthrough_env
+            .iter()
+            .filter_map(std::env::var_os)
+            .map(|v| v.into_encoded_bytes())
+            .collect::<Vec<_>>();
+        sandbox.set_secrets(known);
+    }
     let mut cmd = sandbox.command(prog);
     cmd.args(rest);
     if let Some(c) = cwd {
@@ -232,6 +273,15 @@ fn run(args: &PolicyArgs, cwd: Option<PathBuf>, env: &[String], program: &[OsStr
         };
         cmd.env(k, v);
     }
+    for kv in secret_env {
+        let Some((k, v)) = kv.split_once('=') else {
+            return fail(125, "--secret-env: expected NAME=VALUE");
+        };
+        cmd.secret_env(k, v);
+    }
+    if scrub {
+        return run_scrubbed(cmd);
+    }
     match cmd.status() {
         Ok(status) => match (status.code(), status.signal()) {
             (Some(code), _) => ExitCode::from(code as u8),
@@ -241,6 +291,53 @@ fn run(args: &PolicyArgs, cwd: Option<PathBuf>, env: &[String], program: &[OsStr
         Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => fail(127, e),
         Err(Error::Spawn(e @ SpawnError::Setup { .. })) if is_exec_failure(&e) => fail(126, e),
         Err(e) => fail(125, e),
+    }
+}
+
+/// Runs with stdout and stderr piped through redacting writers, and reports leaked
+/// secret patterns (fingerprints only) on stderr.
+fn run_scrubbed(mut cmd: stockade::Command) -> ExitCode {
+    use std::io::Write;
+    cmd.stdout(stockade::Stdio::piped())
+        .stderr(stockade::Stdio::piped());
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => return fail(127, e),
+        Err(e) => return fail(125, e),
+    };
+    let redactor = child.redactor().clone();
+    let pump = |mut from: Box<dyn std::io::Read + Send>,
+                to: Box<dyn Write + Send>,
+                r: stockade::Redactor| {
+        std::thread::spawn(move || {
+            let mut w = stockade::RedactingWriter::new(r, to);
+            let _ = std::io::copy(&mut from, &mut w);
+            w.finish().map(|(_, findings)| findings).unwrap_or_default()
+        })
+    };
+    let out = child
+        .stdout
+        .take()
+        .map(|o| pump(Box::new(o), Box::new(std::io::stdout()), redactor.clone()));
+    let err = child
+        .stderr
+        .take()
+        .map(|e| pump(Box::new(e), Box::new(std::io::stderr()), redactor.clone()));
+    let mut findings = Vec::new();
+    for h in [out, err].into_iter().flatten() {
+        findings.extend(h.join().unwrap_or_default());
+    }
+    let status = match child.wait() {
+        Ok(s) => s,
+        Err(e) => return fail(125, e),
+    };
+    for f in &findings {
+        eprintln!("stockade: leak: {f}");
+    }
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitCode::from(code as u8),
+        (None, Some(sig)) => ExitCode::from(128u8.wrapping_add(sig as u8)),
+        _ => ExitCode::from(125),
     }
 }
 

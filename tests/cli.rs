@@ -172,3 +172,67 @@ fn env_and_config_flags() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("netwrok") && err.contains("line 1"), "{err}");
 }
+
+#[test]
+fn scan_and_scrub() {
+    require!(Feature::UserNs);
+    use std::io::Write;
+    // A token-shaped value built at run time, so that no secret-looking literal is stored.
+    let token = format!("ghp_{}", "aB3".repeat(12));
+    let mut scan = stockade()
+        .arg("scan")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    scan.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("log line {token}\n").as_bytes())
+        .unwrap();
+    let out = scan.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("github_token") && !text.contains(&token),
+        "{text}"
+    );
+    let out = stockade()
+        .arg("scan")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+
+    let ws = tempdir();
+    let out = stockade()
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args([
+            "--passthrough-env",
+            "STOCKADE_TEST_TOKEN",
+            "--secret-env",
+            "K=another-secret-value",
+            "--scrub",
+            "--",
+        ])
+        .args([
+            "sh",
+            "-c",
+            "echo $STOCKADE_TEST_TOKEN $K; echo $STOCKADE_TEST_TOKEN >&2; echo $0",
+            "ghp_${TAIL}",
+        ])
+        .env("STOCKADE_TEST_TOKEN", "host-secret-value-1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.starts_with("[REDACTED] [REDACTED]\n"), "{stdout}");
+    assert!(
+        !stdout.contains("host-secret") && !stderr.contains("host-secret"),
+        "{stdout}{stderr}"
+    );
+    assert!(!stdout.contains("another-secret-value"), "{stdout}");
+}

@@ -868,3 +868,30 @@ fn mode_switches_at_runtime_while_other_threads_spawn() {
     assert!(sb.set_policy(bad).is_err());
     assert_eq!(sh_ok(&sb, "echo $$").trim(), "1");
 }
+
+#[test]
+fn secret_env_reaches_only_its_command_and_is_redacted() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    let sb = sandbox(ws.path(), |_| {});
+    sb.set_secrets(["host-store-secret-1"]);
+    let mut child = sb
+        .command("sh")
+        .args(["-c", "echo $API_KEY; echo host-store-secret-1"])
+        .secret_env("API_KEY", "per-command-secret")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let redactor = child.redactor().clone();
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    child.wait().unwrap();
+    assert_eq!(out, b"per-command-secret\nhost-store-secret-1\n");
+    assert_eq!(&*redactor.redact(&out), b"[REDACTED]\n[REDACTED]\n");
+    // The next command does not see it.
+    assert_eq!(sh_ok(&sb, "echo \"[$API_KEY]\""), "[]\n");
+    // Debug output never shows a secret value.
+    let mut cmd = sb.command("true");
+    cmd.secret_env("API_KEY", "per-command-secret");
+    assert!(!format!("{cmd:?}").contains("per-command-secret"));
+}

@@ -42,6 +42,8 @@ use crate::plan::Access;
 #[derive(Clone, Debug)]
 pub struct Sandbox {
     shared: Arc<ArcSwap<Inner>>,
+    /// The host's known secret values, redacted from output by every child's redactor.
+    secrets: Arc<ArcSwap<Vec<Vec<u8>>>>,
 }
 
 #[derive(Debug)]
@@ -72,7 +74,20 @@ impl Sandbox {
     pub fn new(policy: Policy) -> Result<Sandbox, Error> {
         Ok(Sandbox {
             shared: Arc::new(ArcSwap::from_pointee(Inner::new(policy)?)),
+            secrets: Arc::new(ArcSwap::from_pointee(Vec::new())),
         })
+    }
+
+    /// Replaces the host's known secret values (its secret store). Every command spawned
+    /// from now on gets a [`Child::redactor`] that redacts them, and the values of its own
+    /// [`Command::secret_env`] variables.
+    pub fn set_secrets<I, S>(&self, secrets: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<[u8]>,
+    {
+        let v: Vec<Vec<u8>> = secrets.into_iter().map(|s| s.as_ref().to_vec()).collect();
+        self.secrets.store(Arc::new(v));
     }
 
     /// Replaces the policy for every command created from now on, without a restart.
@@ -133,7 +148,9 @@ impl Sandbox {
     /// A command that runs `program` in this sandbox, with the policy current now;
     /// `program` is looked up on the sandbox's `PATH` unless it contains a slash.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        Command::new(self.current(), program.as_ref())
+        let mut cmd = Command::new(self.current(), program.as_ref());
+        cmd.secrets = self.secrets.load_full().as_ref().clone();
+        cmd
     }
 }
 
@@ -314,7 +331,9 @@ fn pin_data_dir(d: &Path) -> Result<(PathBuf, (u64, u64)), PlanError> {
 }
 
 /// A sandboxed process builder, with `std::process::Command`'s API.
-#[derive(Debug)]
+///
+/// Its `Debug` output shows the program, the arguments and the names of the variables
+/// set, never their values (some are secrets).
 pub struct Command {
     inner: Arc<Inner>,
     program: OsString,
@@ -326,6 +345,8 @@ pub struct Command {
     stdout: Option<Stdio>,
     stderr: Option<Stdio>,
     pass: Vec<OwnedFd>,
+    /// Secret values this command's output must not show (the host's and `secret_env`'s).
+    secrets: Vec<Vec<u8>>,
 }
 
 impl Command {
@@ -341,6 +362,7 @@ impl Command {
             stdout: None,
             stderr: None,
             pass: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 
@@ -368,6 +390,14 @@ impl Command {
         self.env
             .push((key.as_ref().to_owned(), Some(val.as_ref().to_owned())));
         self
+    }
+
+    /// Sets a variable that holds a secret for this command only: the program receives
+    /// it, and its value is registered with this command's [`Child::redactor`], so that the
+    /// host can scrub it from the output. Never logged.
+    pub fn secret_env(&mut self, key: impl AsRef<OsStr>, val: impl AsRef<OsStr>) -> &mut Command {
+        self.secrets.push(val.as_ref().as_encoded_bytes().to_vec());
+        self.env(key, val)
     }
 
     /// Sets several variables.
@@ -584,6 +614,7 @@ impl Command {
                 pid,
                 pidfd,
                 status: None,
+                redactor: crate::Redactor::new(&self.secrets),
                 private_tmp,
                 stdin: stdin_parent.map(ChildStdin::from),
                 stdout: stdout_parent.map(ChildStdout::from),
@@ -638,6 +669,21 @@ impl Command {
     }
 }
 
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&OsStr> = self.env.iter().map(|(k, _)| k.as_os_str()).collect();
+        f.debug_struct("Command")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env_names", &names)
+            .field("env_clear", &self.env_clear)
+            .field("cwd", &self.cwd)
+            .field("secrets", &self.secrets.len())
+            .field("layer", &self.layer())
+            .finish_non_exhaustive()
+    }
+}
+
 fn stdio_err(source: io::Error) -> SpawnError {
     SpawnError::Os {
         call: "set up stdio",
@@ -664,6 +710,7 @@ pub struct Child {
     status: Option<ExitStatus>,
     /// Layer 2's private temporary directory, removed once the program has been reaped.
     private_tmp: Option<tempfile::TempDir>,
+    redactor: crate::Redactor,
     /// The program's stdin, when piped.
     pub stdin: Option<ChildStdin>,
     /// The program's stdout, when piped.
@@ -676,6 +723,14 @@ impl Child {
     /// The program's pid in the host's PID namespace. (Inside, it is 1 on the full layer.)
     pub fn id(&self) -> u32 {
         self.pid as u32
+    }
+
+    /// A redactor for this program's output: the host's secrets ([`Sandbox::set_secrets`])
+    /// and the values of the command's [`Command::secret_env`] variables. Wrap an output
+    /// pipe in a [`crate::RedactingWriter`] with it, or call
+    /// [`Redactor::redact`](crate::Redactor::redact) on captured output.
+    pub fn redactor(&self) -> &crate::Redactor {
+        &self.redactor
     }
 
     /// A pidfd for the program: pollable for exit, usable with `pidfd_send_signal`.
