@@ -80,6 +80,10 @@ fn detect_and_plan_describe_this_host() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["best"], "full");
     assert_eq!(v["capabilities"]["user_namespaces"]["available"], true);
+    // On this kind of host every layer is available.
+    for layer in v["layers"].as_array().unwrap() {
+        assert_eq!(layer["status"]["available"], true, "{layer}");
+    }
     let ws = tempdir();
     let out = stockade()
         .arg("plan")
