@@ -459,7 +459,7 @@ fn session_no_new_privs_and_capabilities() {
 }
 
 #[test]
-fn root_inside_has_no_dac_override_over_host_files() {
+fn root_only_no_dac_override_over_host_files() {
     require!(Feature::UserNs);
     require!(Feature::Root);
     let ws = tempdir();
@@ -736,7 +736,7 @@ fn zz_all_tests_pass_as_uid_65534() {
 }
 
 #[test]
-fn submounts_of_the_allowlist_stay_read_only() {
+fn root_only_submounts_of_the_allowlist_stay_read_only() {
     require!(Feature::UserNs);
     require!(Feature::Root);
     // A writable host mount below an allowlisted directory, for the length of the test.
