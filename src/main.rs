@@ -139,6 +139,12 @@ enum FallbackArg {
 }
 
 impl PolicyArgs {
+    /// The sandbox for these flags, or the exit code after printing why not.
+    fn sandbox(&self) -> Result<Sandbox, ExitCode> {
+        let policy = self.policy().map_err(|e| fail(125, e))?;
+        Sandbox::new(policy).map_err(|e| fail(125, e))
+    }
+
     fn policy(&self) -> Result<Policy, String> {
         let mut p = match &self.config {
             Some(path) => {
@@ -240,13 +246,9 @@ fn run(
     scrub: bool,
     program: &[OsString],
 ) -> ExitCode {
-    let policy = match args.policy() {
-        Ok(p) => p,
-        Err(e) => return fail(125, e),
-    };
-    let sandbox = match Sandbox::new(policy) {
+    let sandbox = match args.sandbox() {
         Ok(s) => s,
-        Err(e) => return fail(125, e),
+        Err(code) => return code,
     };
     let Some((prog, rest)) = program.split_first() else {
         return fail(125, "no program given");
@@ -283,11 +285,7 @@ fn run(
         return run_scrubbed(cmd);
     }
     match cmd.status() {
-        Ok(status) => match (status.code(), status.signal()) {
-            (Some(code), _) => ExitCode::from(code as u8),
-            (None, Some(sig)) => ExitCode::from(128u8.wrapping_add(sig as u8)),
-            _ => ExitCode::from(125),
-        },
+        Ok(status) => exit_code(status),
         Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => fail(127, e),
         Err(Error::Spawn(e @ SpawnError::Setup { .. })) if is_exec_failure(&e) => fail(126, e),
         Err(e) => fail(125, e),
@@ -334,6 +332,11 @@ fn run_scrubbed(mut cmd: stockade::Command) -> ExitCode {
     for f in &findings {
         eprintln!("stockade: leak: {f}");
     }
+    exit_code(status)
+}
+
+/// The program's own code, or 128+N when it died by signal N.
+fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     match (status.code(), status.signal()) {
         (Some(code), _) => ExitCode::from(code as u8),
         (None, Some(sig)) => ExitCode::from(128u8.wrapping_add(sig as u8)),
@@ -390,13 +393,9 @@ fn detect(json: bool) -> ExitCode {
 }
 
 fn plan(args: &PolicyArgs, json: bool) -> ExitCode {
-    let policy = match args.policy() {
-        Ok(p) => p,
-        Err(e) => return fail(125, e),
-    };
-    let sandbox = match Sandbox::new(policy) {
+    let sandbox = match args.sandbox() {
         Ok(s) => s,
-        Err(e) => return fail(125, e),
+        Err(code) => return code,
     };
     let plan = &sandbox.plan();
     if json {
