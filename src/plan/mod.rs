@@ -575,9 +575,10 @@ impl Plan {
                 roots.push((target, Access::ReadOnly));
             }
         }
-        for p in policy.read_only.iter().chain(&policy.tools_dir) {
+        for p in &policy.read_only {
             roots.push((existing(fs, "read_only", p)?, Access::ReadOnly));
         }
+        roots.extend(tools_dir(policy, fs)?.map(|t| (t, Access::ReadOnly)));
         for p in &policy.writable_paths {
             if is_within(p, &workspace) {
                 continue;
@@ -594,14 +595,8 @@ impl Plan {
                 )));
             }
         }
-        let tools = match &policy.tools_dir {
-            Some(t) => Some(existing(fs, "tools_dir", t)?),
-            None => None,
-        };
-        let mut steps = vec![Step::DieWithParent, Step::ResetSignals];
-        if !policy.keep_session {
-            steps.push(Step::NewSession);
-        }
+        let tools = tools_dir(policy, fs)?;
+        let mut steps = hygiene_steps(policy);
         steps.push(Step::NewKeyring);
         // Without a user namespace only a privileged host has capabilities to drop (and
         // only it may drop them from the bounding set).
@@ -627,14 +622,8 @@ impl Plan {
     /// [`PlanError`] when the workspace is missing.
     pub fn passthrough(policy: &Policy, fs: &dyn HostFs) -> Result<Plan, PlanError> {
         let workspace = canonical_workspace(policy, fs)?;
-        let tools = match &policy.tools_dir {
-            Some(t) => Some(existing(fs, "tools_dir", t)?),
-            None => None,
-        };
-        let mut steps = vec![Step::DieWithParent, Step::ResetSignals];
-        if !policy.keep_session {
-            steps.push(Step::NewSession);
-        }
+        let tools = tools_dir(policy, fs)?;
+        let steps = hygiene_steps(policy);
         Ok(Plan {
             layer: Layer::Passthrough,
             namespaces: Namespaces::default(),
@@ -645,6 +634,25 @@ impl Plan {
             private_tmp: false,
         })
     }
+}
+
+/// The canonical tools dir, when the policy has one.
+fn tools_dir(policy: &Policy, fs: &dyn HostFs) -> Result<Option<PathBuf>, PlanError> {
+    policy
+        .tools_dir
+        .as_deref()
+        .map(|t| existing(fs, "tools_dir", t))
+        .transpose()
+}
+
+/// The process steps every layer starts with: die with the host, default signal
+/// dispositions, a new session unless the policy keeps the host's.
+fn hygiene_steps(policy: &Policy) -> Vec<Step> {
+    let mut steps = vec![Step::DieWithParent, Step::ResetSignals];
+    if !policy.keep_session {
+        steps.push(Step::NewSession);
+    }
+    steps
 }
 
 fn inside_path(tools: Option<PathBuf>) -> Vec<PathBuf> {
