@@ -90,9 +90,9 @@ pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
 pub mod backend;
 pub mod plan;
 pub mod probe;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod spawn;
 
 pub use probe::{Availability, Capabilities};
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub use spawn::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Sandbox, Stdio};
