@@ -320,9 +320,7 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::Exit => Op::Exit,
         // The Seatbelt step belongs to macOS plans, never to a Linux layout.
         Step::SandboxInit => {
-            return Err(PlanError::Conflict(format!(
-                "step `{step}` is macOS only"
-            )));
+            return Err(PlanError::Conflict(format!("step `{step}` is macOS only")));
         }
         // Per-command steps are prepared by `Exec::new`, never in a layout.
         Step::Stdio | Step::CloseFds | Step::Chdir(_) | Step::Exec(_) => {
