@@ -37,6 +37,9 @@ pub enum Error {
     /// An in-process guard (path, command arguments, URL) refused its input.
     #[error(transparent)]
     Guard(#[from] GuardError),
+    /// The macOS sandbox profile could not be generated from the policy.
+    #[error(transparent)]
+    Profile(#[from] crate::backend::sbpl::SbplError),
 }
 
 /// An invalid policy.
@@ -200,6 +203,10 @@ pub enum SpawnError {
     /// The child wrote something that is not a valid report record.
     #[error("malformed setup report from the child ({0} bytes)")]
     Protocol(usize),
+    /// macOS: `sandbox_init` refused the generated profile in the child; the error carries
+    /// the profile compiler's message.
+    #[error(transparent)]
+    SandboxInit(#[from] crate::backend::sbpl::InitError),
 }
 
 impl SpawnError {
@@ -427,6 +434,19 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_init_error_shows_the_compiler_message_once() {
+        let e = Error::from(SpawnError::from(
+            crate::backend::sbpl::InitError::from_report(b"unbound variable: x"),
+        ));
+        assert_eq!(
+            e.to_string(),
+            "sandbox_init refused the profile: unbound variable: x"
+        );
+        assert!(std::error::Error::source(&e).is_none());
+        assert_eq!(io::Error::from(e).kind(), io::ErrorKind::Other);
+    }
+
+    #[test]
     fn public_variants_keep_their_shape() {
         // Constructing every variant pins the public shape (fields and names).
         let _ = Error::Policy(PolicyError::NoWorkspace);
@@ -446,6 +466,10 @@ mod tests {
             program: String::new(),
         };
         let _ = SpawnError::Protocol(3);
+        let _ = SpawnError::SandboxInit(crate::backend::sbpl::InitError {
+            message: String::new(),
+        });
+        let _ = Error::Profile(crate::backend::sbpl::SbplError::NoWorkspace);
         let _ = PolicyError::Toml {
             key: None,
             line: Some(1),

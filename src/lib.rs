@@ -42,11 +42,15 @@
 //!
 //! # Platforms
 //!
-//! | OS | backend |
-//! | --- | --- |
-//! | Linux | namespaces + mounts + Landlock + seccomp, spawned by stockade's own `clone` |
-//! | macOS | a generated SBPL profile applied with `sandbox_init` (planned) |
-//! | elsewhere | passthrough with a sanitized environment |
+//! | OS | `full` | `landlock` | `passthrough` | spawned by |
+//! | --- | --- | --- | --- | --- |
+//! | Linux | namespaces + mounts + Landlock + seccomp | Landlock + seccomp | clean env | stockade's own `clone` |
+//! | macOS | a generated SBPL profile, `sandbox_init` in the child | unavailable (Linux only) | clean env | `fork` |
+//! | other Unix | unavailable (refused or degraded, naming the OS) | unavailable | clean env | `fork` |
+//!
+//! [`Capabilities::sandbox`] reports the macOS sandbox; on macOS it is what
+//! `Capabilities::layer(Layer::Full)` returns. [`Sandbox::landlock_status`] and
+//! [`Child::pidfd`] exist on Linux only.
 //!
 //! # Multithreaded hosts
 //!
@@ -90,9 +94,9 @@ pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
 pub mod backend;
 pub mod plan;
 pub mod probe;
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 mod spawn;
 
 pub use probe::{Availability, Capabilities};
-#[cfg(target_os = "linux")]
+#[cfg(unix)]
 pub use spawn::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Sandbox, Stdio};

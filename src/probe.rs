@@ -53,6 +53,9 @@ pub struct Capabilities {
     pub landlock_abi: u32,
     /// seccomp filters.
     pub seccomp: Availability,
+    /// macOS: the Seatbelt sandbox (`sandbox_init` with a generated SBPL profile), which
+    /// is the `full` layer there.
+    pub sandbox: Availability,
 }
 
 impl Capabilities {
@@ -66,6 +69,7 @@ impl Capabilities {
                 fresh_proc = caps.fresh_proc.available,
                 landlock_abi = caps.landlock_abi,
                 seccomp = caps.seccomp.available,
+                sandbox = caps.sandbox.available,
                 "stockade probed the kernel"
             );
             caps
@@ -76,7 +80,7 @@ impl Capabilities {
     pub fn layer(&self, layer: Layer) -> Availability {
         match layer {
             Layer::Passthrough => Availability::yes(),
-            Layer::Full => self.user_namespaces.clone(),
+            Layer::Full => self.full_backend().clone(),
             Layer::Landlock => {
                 if !self.landlock.available {
                     self.landlock.clone()
@@ -85,6 +89,21 @@ impl Capabilities {
                 }
             }
         }
+    }
+
+    /// What the `full` layer is made of on this OS: the Seatbelt sandbox on macOS, user
+    /// namespaces (with mounts, Landlock and seccomp) elsewhere.
+    fn full_backend(&self) -> &Availability {
+        if self.os == "macos" {
+            &self.sandbox
+        } else {
+            &self.user_namespaces
+        }
+    }
+
+    /// Whether the `full` layer mounts a fresh `/proc` (namespaces do; Seatbelt does not).
+    pub(crate) fn full_mounts_proc(&self) -> bool {
+        self.os != "macos"
     }
 
     /// The strongest layer available.
@@ -124,18 +143,72 @@ fn probe_now() -> Capabilities {
         landlock,
         landlock_abi,
         seccomp,
+        sandbox: Availability::no("sandbox_init is macOS only"),
     }
 }
 
 #[cfg(not(target_os = "linux"))]
 fn probe_now() -> Capabilities {
-    let no = || Availability::no(format!("not available on {}", std::env::consts::OS));
+    let os = std::env::consts::OS;
+    let linux_only = |what: &str| Availability::no(format!("{what} is Linux only, not on {os}"));
     Capabilities {
-        os: std::env::consts::OS,
-        user_namespaces: no(),
-        fresh_proc: no(),
-        landlock: no(),
+        os,
+        user_namespaces: linux_only("user namespaces"),
+        fresh_proc: linux_only("a fresh /proc of a PID namespace"),
+        landlock: linux_only("Landlock (a Linux security module)"),
         landlock_abi: 0,
-        seccomp: no(),
+        seccomp: linux_only("seccomp"),
+        sandbox: sandbox_availability(),
+    }
+}
+
+/// The Seatbelt sandbox is part of every macOS (`libsystem_sandbox` in `libSystem`); a
+/// profile it refuses comes back from the spawn as `SpawnError::SandboxInit`.
+#[cfg(target_os = "macos")]
+fn sandbox_availability() -> Availability {
+    Availability::yes()
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn sandbox_availability() -> Availability {
+    Availability::no(format!(
+        "sandbox_init is macOS only; stockade has no containment backend for {}",
+        std::env::consts::OS
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(os: &'static str) -> Capabilities {
+        Capabilities {
+            os,
+            user_namespaces: Availability::no("userns reason"),
+            fresh_proc: Availability::no("proc reason"),
+            landlock: Availability::no("landlock reason"),
+            landlock_abi: 0,
+            seccomp: Availability::no("seccomp reason"),
+            sandbox: Availability::yes(),
+        }
+    }
+
+    #[test]
+    fn full_is_seatbelt_on_macos_and_namespaces_elsewhere() {
+        let mac = caps("macos");
+        assert!(mac.layer(Layer::Full).available);
+        assert!(!mac.full_mounts_proc());
+        assert_eq!(mac.best_layer(), Layer::Full);
+        assert_eq!(
+            mac.layer(Layer::Landlock).reason.as_deref(),
+            Some("landlock reason")
+        );
+        let linux = caps("linux");
+        assert_eq!(
+            linux.layer(Layer::Full).reason.as_deref(),
+            Some("userns reason")
+        );
+        assert!(linux.full_mounts_proc());
+        assert_eq!(linux.best_layer(), Layer::Passthrough);
     }
 }

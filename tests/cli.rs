@@ -1,4 +1,7 @@
 //! The `stockade` binary: exit statuses, error lines, detect and plan.
+// Spawns through Linux-only paths (namespaces, pidfds, /proc); macOS code is
+// type-checked with `--target x86_64-apple-darwin` and unit-tested in the library.
+#![cfg(target_os = "linux")]
 
 mod common;
 

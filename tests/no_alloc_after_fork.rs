@@ -5,6 +5,9 @@
 //! child path is driven through it (setup that succeeds with every kind of step, setup
 //! that fails, a program that is not found), and last, a deliberate allocation in a forked
 //! child proves that the trap fires.
+// Spawns through Linux-only paths (namespaces, pidfds, /proc); macOS code is
+// type-checked with `--target x86_64-apple-darwin` and unit-tested in the library.
+#![cfg(target_os = "linux")]
 
 mod common;
 

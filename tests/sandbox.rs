@@ -1,6 +1,9 @@
 //! The full layer, proven from inside: each layout row, each process point, and the
 //! escapes they exist to stop. Every test runs as the current user; when that is root,
 //! `zz_all_tests_pass_as_uid_65534` re-runs the whole file as uid 65534.
+// Spawns through Linux-only paths (namespaces, pidfds, /proc); macOS code is
+// type-checked with `--target x86_64-apple-darwin` and unit-tested in the library.
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -1,5 +1,8 @@
 //! 200 sandboxes from 8 threads at once: all succeed, nothing is left behind. Its own
 //! binary, so that no other test's children or fds disturb the counts.
+// Spawns through Linux-only paths (namespaces, pidfds, /proc); macOS code is
+// type-checked with `--target x86_64-apple-darwin` and unit-tested in the library.
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -1,4 +1,7 @@
 //! The `tokio` feature: async wait on the pidfd and async pipes.
+// Spawns through Linux-only paths (namespaces, pidfds, /proc); macOS code is
+// type-checked with `--target x86_64-apple-darwin` and unit-tested in the library.
+#![cfg(target_os = "linux")]
 #![cfg(feature = "tokio")]
 
 mod common;

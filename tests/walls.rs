@@ -1,6 +1,9 @@
 //! The second and third walls, proven from inside: every seccomp denial with its errno on
 //! the full layer, ptrace allowed on request, and layer 2 (Landlock + seccomp without
 //! namespaces) on a host whose user namespaces are denied.
+// Spawns through Linux-only paths (namespaces, pidfds, /proc); macOS code is
+// type-checked with `--target x86_64-apple-darwin` and unit-tested in the library.
+#![cfg(target_os = "linux")]
 
 mod common;
 

@@ -7,9 +7,14 @@
 //! | OS | module |
 //! | --- | --- |
 //! | Linux | `linux`: namespaces, mounts, Landlock, seccomp |
-//! | macOS | `macos`: a generated SBPL profile applied with `sandbox_init` |
-//! | elsewhere | [`passthrough`]: a clean environment only |
+//! | macOS | `macos`: a generated SBPL profile applied with `sandbox_init`, in a child of `fork` (`fork`) |
+//! | elsewhere | [`passthrough`]: a clean environment only, in a child of `fork` (`fork`) |
+//!
+//! `fork` also builds on Linux under `cfg(test)`, unconfined, so that its child path
+//! and its report record run in Linux CI.
 
+#[cfg(any(test, not(target_os = "linux")))]
+pub mod fork;
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "macos")]

@@ -199,6 +199,9 @@ pub enum Step {
     Landlock,
     /// Install the seccomp filter the parent compiled: the last step before `execve`.
     Seccomp,
+    /// macOS: enter the Seatbelt sandbox of the generated SBPL profile (`sandbox_init`),
+    /// the last step before `execve`.
+    SandboxInit,
     /// Run the program.
     Exec(String),
     /// End the child with status 0 instead of running a program (the kernel probe).
@@ -255,6 +258,7 @@ impl fmt::Display for Step {
             Step::LandlockRules => f.write_str("add Landlock rules for the sandbox's own mounts"),
             Step::Landlock => f.write_str("landlock_restrict_self"),
             Step::Seccomp => f.write_str("install the seccomp filter"),
+            Step::SandboxInit => f.write_str("sandbox_init"),
             Step::Exec(p) => write!(f, "exec {p}"),
             Step::Exit => f.write_str("exit"),
         }
@@ -653,6 +657,25 @@ fn hygiene_steps(policy: &Policy) -> Vec<Step> {
         steps.push(Step::NewSession);
     }
     steps
+}
+
+impl Plan {
+    /// The macOS full layer: the host's file system seen through a Seatbelt profile
+    /// (`backend::sbpl`), entered with `sandbox_init` just before `execve`. No mounts and
+    /// no namespaces; the plan's steps are the forked child's own, in order. A per-run
+    /// `TMPDIR` (`private_tmp`) is the one writable temporary directory besides
+    /// `/private/tmp`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Plan::passthrough`].
+    pub fn seatbelt(policy: &Policy, fs: &dyn HostFs) -> Result<Plan, PlanError> {
+        let mut plan = Plan::passthrough(policy, fs)?;
+        plan.layer = Layer::Full;
+        plan.steps.push(Step::SandboxInit);
+        plan.private_tmp = true;
+        Ok(plan)
+    }
 }
 
 fn inside_path(tools: Option<PathBuf>) -> Vec<PathBuf> {

@@ -5,14 +5,28 @@
 //! (args, env, current_dir, spawn / output / status, wait, kill, piped handles) reads the
 //! same. Exit statuses and outputs are std's own types.
 
+// The launcher is the one part that differs between systems; both modules offer the
+// same items (see `launch_linux`). Linux clones and replays its plan; macOS and the other
+// Unix systems fork, and on macOS the child enters the Seatbelt sandbox before `execve`.
+// The fork launcher also builds on Linux for unit tests, which run it there without
+// `sandbox_init`.
 #[cfg(target_os = "linux")]
 pub(crate) mod clone;
 mod env;
+#[cfg(any(test, not(target_os = "linux")))]
+mod launch_fork;
+#[cfg(target_os = "linux")]
+mod launch_linux;
 mod stdio;
+
+#[cfg(not(target_os = "linux"))]
+use launch_fork as launch;
+#[cfg(target_os = "linux")]
+use launch_linux as launch;
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Output};
@@ -23,17 +37,9 @@ use arc_swap::ArcSwap;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 
 use crate::error::{Error, PlanError, PolicyError, SpawnError};
-use crate::plan::{Ids, Plan, RealFs, Step};
+use crate::plan::{Plan, Step};
 use crate::policy::{Fallback, Layer, Mode, Policy};
 use crate::probe::Capabilities;
-
-#[cfg(target_os = "linux")]
-use crate::backend::linux::{
-    self as backend, landlock,
-    prepare::{Layout, Walls},
-    seccomp,
-};
-use crate::plan::Access;
 
 /// A configured sandbox: the policy, the probed kernel, and the prepared layout. Cheap to
 /// clone; clones share the same state, so [`Sandbox::set_policy`] on one is seen by all.
@@ -49,9 +55,8 @@ pub struct Sandbox {
 #[derive(Debug)]
 struct Inner {
     policy: Policy,
-    layout: Arc<Layout>,
-    /// The ruleset every command gets (built anew per command: the child adds rules).
-    landlock: Option<(landlock::RulesetSpec, landlock::Status)>,
+    /// The plan and what the platform's launcher prepared from it.
+    prepared: launch::Prepared,
     /// The data dir and the `(st_dev, st_ino)` pinned at creation.
     data_dir: Option<(PathBuf, (u64, u64))>,
 }
@@ -70,7 +75,11 @@ impl Sandbox {
     ///
     /// # Platform
     ///
-    /// Linux: full layer (namespaces, mounts) or passthrough. Other systems: passthrough.
+    /// Linux: the full layer (namespaces, mounts, Landlock, seccomp), the landlock layer
+    /// or passthrough. macOS: the full layer is a Seatbelt profile (`sandbox_init`), or
+    /// passthrough. Other Unix systems: passthrough only; a policy that refuses to degrade
+    /// gets [`PlanError::LayerUnavailable`] naming the system, and the default policy
+    /// degrades with a `tracing` warning.
     pub fn new(policy: Policy) -> Result<Sandbox, Error> {
         Ok(Sandbox {
             shared: Arc::new(ArcSwap::from_pointee(Inner::new(policy)?)),
@@ -131,18 +140,12 @@ impl Sandbox {
 
     /// The current plan every command replays (mounts and process steps, in order).
     pub fn plan(&self) -> Plan {
-        self.current().layout.plan.clone()
-    }
-
-    /// What the Landlock ruleset enforces (ABI, handled rights, scopes), when the current
-    /// layer has one.
-    pub fn landlock_status(&self) -> Option<landlock::Status> {
-        self.current().landlock.as_ref().map(|(_, s)| s.clone())
+        self.current().prepared.plan().clone()
     }
 
     /// The layer commands currently run on.
     pub fn layer(&self) -> Layer {
-        self.current().layout.plan.layer
+        self.current().prepared.plan().layer
     }
 
     /// A command that runs `program` in this sandbox, with the policy current now;
@@ -160,21 +163,14 @@ impl Inner {
         if policy.workspace.is_none() {
             return Err(PolicyError::NoWorkspace.into());
         }
+        launch::check(&policy)?;
         let caps = Capabilities::probe();
         let layer = choose_layer(&policy, caps)?;
         let data_dir = match &policy.data_dir {
             Some(d) if layer != Layer::Passthrough => Some(pin_data_dir(d)?),
             _ => None,
         };
-        let ids = Ids {
-            uid: nix::unistd::geteuid().as_raw(),
-            gid: nix::unistd::getegid().as_raw(),
-        };
-        let mut plan = match layer {
-            Layer::Full => Plan::full(&policy, &RealFs, ids)?,
-            Layer::Landlock => Plan::landlock(&policy, &RealFs, ids)?,
-            Layer::Passthrough => Plan::passthrough(&policy, &RealFs)?,
-        };
+        let mut plan = launch::plan(&policy, layer)?;
         if let Some((path, id)) = &data_dir {
             for step in &mut plan.steps {
                 if let Step::Mask {
@@ -190,17 +186,10 @@ impl Inner {
                 }
             }
         }
-        let (walls, landlock) = if plan.steps.contains(&Step::Seccomp) {
-            let (walls, spec, status) = build_walls(&policy, &plan)?;
-            (Some(walls), Some((spec, status)))
-        } else {
-            (None, None)
-        };
-        let layout = Arc::new(Layout::new(plan, backend::last_cap(), walls)?);
+        let prepared = launch::Prepared::new(&policy, plan)?;
         Ok(Inner {
             policy,
-            layout,
-            landlock,
+            prepared,
             data_dir,
         })
     }
@@ -212,7 +201,11 @@ fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<()
     if !avail.available {
         return Err(avail.reason.unwrap_or_default());
     }
-    if layer == Layer::Full && !caps.fresh_proc.available && !policy.proc_fallback {
+    if layer == Layer::Full
+        && caps.full_mounts_proc()
+        && !caps.fresh_proc.available
+        && !policy.proc_fallback
+    {
         return Err(format!(
             "a fresh /proc cannot be mounted ({}); set proc_fallback = true to bind the host's /proc read-only",
             caps.fresh_proc.reason.as_deref().unwrap_or("unknown")
@@ -250,63 +243,6 @@ fn choose_layer(policy: &Policy, caps: &Capabilities) -> Result<Layer, PlanError
     Err(unavailable(format!(
         "{reason}; no layer down to `{floor}` is available"
     )))
-}
-
-/// The seccomp program, the Landlock spec (and what it enforces here) and the rules for
-/// the child's own mounts.
-fn build_walls(
-    policy: &Policy,
-    plan: &Plan,
-) -> Result<(Walls, landlock::RulesetSpec, landlock::Status), Error> {
-    let filter = seccomp::build(&seccomp::FilterOptions::for_policy(
-        policy,
-        plan.namespaces.net,
-    ))?;
-    let full = plan.layer == Layer::Full;
-    let mut spec = landlock::RulesetSpec::new(plan.workspace.clone());
-    for (path, access) in plan.roots.iter().skip(1) {
-        let grant = match access {
-            Access::ReadOnly => landlock::Grant::ReadExec,
-            Access::ReadWrite => landlock::Grant::ReadWrite,
-        };
-        spec = spec.with(path, grant);
-    }
-    for dev in landlock::DEV_FILES {
-        // In the full layer /dev/ptmx and /dev/pts are the child's own devpts (below).
-        if full && (dev.ends_with("ptmx") || dev.ends_with("pts")) {
-            continue;
-        }
-        spec = spec.with(*dev, landlock::Grant::Device);
-    }
-    if !full {
-        spec = spec.with("/proc", landlock::Grant::Read);
-    }
-    spec.deny_tcp = !full && policy.network == crate::Network::None;
-    let probe = landlock::build(&spec)?;
-    let mut child_rules = Vec::new();
-    if full {
-        for (path, grant) in [
-            (c"/", landlock::Grant::ListDir),
-            (c"/tmp", landlock::Grant::ReadWrite),
-            (c"/dev/shm", landlock::Grant::ReadWrite),
-            (c"/dev/pts", landlock::Grant::Device),
-            (c"/proc", landlock::Grant::Read),
-        ] {
-            let bits = probe.access_bits(grant, true);
-            if bits != 0 {
-                child_rules.push((path.to_owned(), bits));
-            }
-        }
-    }
-    let (_, status) = probe.into_parts();
-    Ok((
-        Walls {
-            filter,
-            child_rules,
-        },
-        spec,
-        status,
-    ))
 }
 
 fn pin_data_dir(d: &Path) -> Result<(PathBuf, (u64, u64)), PlanError> {
@@ -471,7 +407,7 @@ impl Command {
 
     /// The layer this command runs on.
     pub fn layer(&self) -> Layer {
-        self.inner.layout.plan.layer
+        self.inner.prepared.plan().layer
     }
 
     /// The environment the program will receive.
@@ -483,7 +419,7 @@ impl Command {
         let inner = &self.inner;
         env::build(
             &inner.policy,
-            &inner.layout.plan,
+            inner.prepared.plan(),
             self.env_clear,
             &self.env,
             &mut std::env::vars_os(),
@@ -496,7 +432,7 @@ impl Command {
     ///
     /// [`PlanError::CwdOutsideWorkspace`] or [`PlanError::Path`].
     pub fn resolved_cwd(&self) -> Result<PathBuf, PlanError> {
-        let ws = &self.inner.layout.plan.workspace;
+        let ws = &self.inner.prepared.plan().workspace;
         let Some(cwd) = &self.cwd else {
             return Ok(ws.clone());
         };
@@ -537,7 +473,7 @@ impl Command {
         }
         let mut env = self.resolved_env()?;
         let cwd = self.resolved_cwd()?;
-        let plan = &inner.layout.plan;
+        let plan = inner.prepared.plan();
 
         let (stdin_child, stdin_parent) = self
             .stdin
@@ -577,62 +513,30 @@ impl Command {
         } else {
             None
         };
-        // A ruleset of its own per command: the child adds rules for the mounts it makes.
-        let ruleset = match &inner.landlock {
-            Some((spec, _)) => {
-                let mut spec = spec.clone();
-                if let Some(dir) = &private_tmp {
-                    spec = spec.with(dir.path(), landlock::Grant::ReadWrite);
-                }
-                Some(landlock::build(&spec)?)
-            }
-            None => None,
-        };
-        let landlock_fd = ruleset.as_ref().map_or(-1, landlock::Prepared::raw_fd);
-        let (report_r, report_w) = backend::report_pipe()?;
         let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
-        let spec = backend::prepare::ExecSpec {
+        let req = Request {
             program: &self.program,
             args: self.args.clone(),
             env,
-            path: &plan.path,
-            cwd: Some(cwd.clone()),
-        };
-        let exec = backend::prepare::Exec::new(
-            spec,
-            stdio_fds,
-            (report_w.as_raw_fd(), report_r.as_raw_fd()),
-            landlock_fd,
+            cwd: &cwd,
+            stdio: stdio_fds,
             pass,
-        )?;
-        let outcome = backend::start(&inner.layout, exec, (report_r, report_w))?;
-        drop(ruleset);
+            private_tmp: private_tmp.as_ref().map(tempfile::TempDir::path),
+        };
+        let started = launch::start(&inner.prepared, req);
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        match outcome {
-            backend::Outcome::Running { pid, pidfd } => Ok(Child {
-                pid,
-                pidfd,
-                status: None,
-                redactor: crate::Redactor::new(&self.secrets),
-                private_tmp,
-                stdin: stdin_parent.map(ChildStdin::from),
-                stdout: stdout_parent.map(ChildStdout::from),
-                stderr: stderr_parent.map(ChildStderr::from),
-            }),
-            backend::Outcome::Failed { step, errno } => {
-                let program = self.program.to_string_lossy().into_owned();
-                let exec_step = plan.steps.len() as u32 + backend::child::extra::EXEC;
-                if step == exec_step && errno == libc::ENOENT {
-                    return Err(SpawnError::NotFound { program }.into());
-                }
-                Err(SpawnError::Setup {
-                    step: backend::describe_step(plan, step, Some(&cwd), &program),
-                    errno,
-                }
-                .into())
-            }
-        }
+        let (pid, handle) = started?;
+        Ok(Child {
+            pid,
+            handle,
+            status: None,
+            redactor: crate::Redactor::new(&self.secrets),
+            private_tmp,
+            stdin: stdin_parent.map(ChildStdin::from),
+            stdout: stdout_parent.map(ChildStdout::from),
+            stderr: stderr_parent.map(ChildStderr::from),
+        })
     }
 
     /// Spawns the program and waits for it, with stdio inherited.
@@ -684,6 +588,23 @@ impl std::fmt::Debug for Command {
     }
 }
 
+/// One command, as the platform's launcher receives it: everything resolved and checked.
+struct Request<'a> {
+    program: &'a OsStr,
+    /// argv, argv[0] first.
+    args: Vec<OsString>,
+    /// The complete environment.
+    env: Vec<(OsString, OsString)>,
+    /// The working directory (canonical, under the workspace).
+    cwd: &'a Path,
+    /// Source fds (≥ 3) for 0, 1 and 2, or -1 to inherit the host's.
+    stdio: [RawFd; 3],
+    /// Fds passed on purpose.
+    pass: Vec<RawFd>,
+    /// The per-command temporary directory, when the layer has one.
+    private_tmp: Option<&'a Path>,
+}
+
 fn stdio_err(source: io::Error) -> SpawnError {
     SpawnError::Os {
         call: "set up stdio",
@@ -701,12 +622,18 @@ fn check_data_dir(path: &Path, id: (u64, u64)) -> Result<(), PlanError> {
 
 /// A running (or finished) sandboxed program, with `std::process::Child`'s API.
 ///
-/// Like std's, dropping a `Child` neither kills nor reaps it. The program dies with the
-/// host process (`PR_SET_PDEATHSIG`).
+/// Like std's, dropping a `Child` neither kills nor reaps it.
+///
+/// # Platform
+///
+/// Linux: the program dies with the host process (`PR_SET_PDEATHSIG`). macOS and other
+/// Unix systems have no such signal: the program outlives a host that exits without
+/// killing it.
 #[derive(Debug)]
 pub struct Child {
     pid: libc::pid_t,
-    pidfd: OwnedFd,
+    /// The launcher's handle (a pidfd on Linux).
+    handle: launch::Handle,
     status: Option<ExitStatus>,
     /// Layer 2's private temporary directory, removed once the program has been reaped.
     private_tmp: Option<tempfile::TempDir>,
@@ -733,23 +660,19 @@ impl Child {
         &self.redactor
     }
 
-    /// A pidfd for the program: pollable for exit, usable with `pidfd_send_signal`.
-    pub fn pidfd(&self) -> BorrowedFd<'_> {
-        self.pidfd.as_fd()
-    }
-
     /// Sends `SIGKILL`. On the full layer the program is PID 1 of its namespace, so every
     /// process inside dies with it.
     ///
     /// # Errors
     ///
-    /// The error of `pidfd_send_signal`; none when the program has already been reaped.
+    /// The error of `pidfd_send_signal` (Linux) or `kill` (elsewhere); none when the
+    /// program has already been reaped. Until it is reaped its pid cannot be reused, so
+    /// the signal cannot reach another process.
     pub fn kill(&mut self) -> io::Result<()> {
         if self.status.is_some() {
             return Ok(());
         }
-        stockade_sys::linux::pidfd_send_signal(self.pidfd.as_raw_fd(), libc::SIGKILL)
-            .map_err(|e| io::Error::from_raw_os_error(e.0))
+        launch::kill(self.pid, &self.handle)
     }
 
     /// Waits for the program to exit. Closes stdin first, as std does.
@@ -850,7 +773,9 @@ mod tests {
 
 /// Async waiting and pipes, with the `tokio` feature: the pidfd and the pipes are
 /// registered with tokio's reactor, so no thread blocks.
-#[cfg(feature = "tokio")]
+///
+/// Linux only: the wait is driven by the pidfd.
+#[cfg(all(feature = "tokio", target_os = "linux"))]
 mod asynchronous {
     use std::io;
     use std::os::fd::{AsRawFd, OwnedFd};
@@ -874,10 +799,10 @@ mod asynchronous {
             if let Some(s) = self.status {
                 return Ok(s);
             }
-            // SAFETY: the registered fd is `self.pidfd`, which stays open for as long as
+            // SAFETY: the registered fd is the pidfd `self.handle`, which stays open for as long as
             // `fd` lives (until this function returns): nothing here closes or replaces it.
             let fd = unsafe {
-                AsyncFd::register_with_interest(self.pidfd.as_raw_fd(), Interest::READABLE)?
+                AsyncFd::register_with_interest(self.handle.as_raw_fd(), Interest::READABLE)?
             };
             loop {
                 let mut guard = fd.readable().await?;

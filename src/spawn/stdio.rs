@@ -47,7 +47,7 @@ impl Stdio {
                 Ok((Some(above_stdio(f.into())?), None))
             }
             Kind::Piped => {
-                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+                let (r, w) = super::launch::pipe_cloexec()?;
                 if is_stdin {
                     Ok((Some(above_stdio(r)?), Some(w)))
                 } else {

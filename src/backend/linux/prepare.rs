@@ -318,6 +318,10 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::Landlock => Op::Landlock,
         Step::Seccomp => Op::Seccomp,
         Step::Exit => Op::Exit,
+        // The Seatbelt step belongs to macOS plans, never to a Linux layout.
+        Step::SandboxInit => {
+            return Err(PlanError::Conflict(format!("step `{step}` is macOS only")));
+        }
         // Per-command steps are prepared by `Exec::new`, never in a layout.
         Step::Stdio | Step::CloseFds | Step::Chdir(_) | Step::Exec(_) => {
             return Err(PlanError::Conflict(format!(
