@@ -211,6 +211,13 @@ fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<()
             caps.fresh_proc.reason.as_deref().unwrap_or("unknown")
         ));
     }
+    if layer == Layer::Full && caps.full_mounts_proc() && !caps.fresh_proc.available {
+        // Allowed by the policy, and said: the host's /proc shows the host's processes.
+        tracing::warn!(
+            reason = caps.fresh_proc.reason.as_deref().unwrap_or("unknown"),
+            "stockade: a fresh /proc cannot be mounted; binding the host's /proc read-only (proc_fallback)"
+        );
+    }
     Ok(())
 }
 
