@@ -99,4 +99,6 @@ mod spawn;
 
 pub use probe::{Availability, Capabilities};
 #[cfg(unix)]
-pub use spawn::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Sandbox, Stdio};
+pub use spawn::{
+    Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, Sandbox, Stdio,
+};

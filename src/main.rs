@@ -139,10 +139,19 @@ enum FallbackArg {
 }
 
 impl PolicyArgs {
-    /// The sandbox for these flags, or the exit code after printing why not.
+    /// The sandbox for these flags, or the exit code after printing why not. A layer
+    /// weaker than the one wanted is said on stderr (the library says it through
+    /// `tracing`, which this binary does not subscribe to).
     fn sandbox(&self) -> Result<Sandbox, ExitCode> {
         let policy = self.policy().map_err(|e| fail(125, e))?;
-        Sandbox::new(policy).map_err(|e| fail(125, e))
+        let sandbox = Sandbox::new(policy).map_err(|e| fail(125, e))?;
+        if let Some(d) = sandbox.degradation() {
+            eprintln!(
+                "stockade: warning: layer `{}` is not available ({}); running on layer `{}`",
+                d.wanted, d.reason, d.running
+            );
+        }
+        Ok(sandbox)
     }
 
     fn policy(&self) -> Result<Policy, String> {
@@ -203,6 +212,14 @@ impl PolicyArgs {
         p.validate().map_err(|e| e.to_string())?;
         Ok(p)
     }
+}
+
+/// `println!` that ends quietly when stdout is closed (`stockade detect | head`).
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
 }
 
 fn main() -> ExitCode {
@@ -361,11 +378,11 @@ fn detect(json: bool) -> ExitCode {
         .collect();
         let out =
             serde_json::json!({"capabilities": caps, "layers": layers, "best": caps.best_layer()});
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        out!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
     let line = |name: &str, a: &stockade::Availability| {
-        println!(
+        out!(
             "{name:<16} {}{}",
             if a.available { "yes" } else { "no" },
             a.reason
@@ -374,13 +391,13 @@ fn detect(json: bool) -> ExitCode {
                 .unwrap_or_default()
         )
     };
-    println!("os               {}", caps.os);
+    out!("os               {}", caps.os);
     line("user namespaces", &caps.user_namespaces);
     line("fresh /proc", &caps.fresh_proc);
     line("landlock", &caps.landlock);
-    println!("landlock ABI     {}", caps.landlock_abi);
+    out!("landlock ABI     {}", caps.landlock_abi);
     line("seccomp", &caps.seccomp);
-    println!();
+    out!();
     for l in [
         stockade::Layer::Full,
         stockade::Layer::Landlock,
@@ -388,7 +405,7 @@ fn detect(json: bool) -> ExitCode {
     ] {
         line(&format!("layer {l}"), &caps.layer(l));
     }
-    println!("best layer       {}", caps.best_layer());
+    out!("best layer       {}", caps.best_layer());
     ExitCode::SUCCESS
 }
 
@@ -407,12 +424,12 @@ fn plan(args: &PolicyArgs, json: bool) -> ExitCode {
             "path": plan.path,
             "steps": steps,
         });
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        out!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
-        println!("layer: {}", plan.layer);
-        println!("workspace: {}", plan.workspace.display());
+        out!("layer: {}", plan.layer);
+        out!("workspace: {}", plan.workspace.display());
         for (i, s) in plan.steps.iter().enumerate() {
-            println!("{i:>3}  {s}");
+            out!("{i:>3}  {s}");
         }
     }
     ExitCode::SUCCESS
@@ -433,7 +450,7 @@ fn macos_profile(args: &PolicyArgs, json: bool) -> ExitCode {
     let profile = sbpl::SbplInput::from_policy(&policy, canon).and_then(|i| sbpl::profile(&i));
     match profile {
         Ok(p) if json => {
-            println!("{}", serde_json::json!({ "os": "macos", "profile": p }));
+            out!("{}", serde_json::json!({ "os": "macos", "profile": p }));
             ExitCode::SUCCESS
         }
         Ok(p) => {

@@ -728,6 +728,8 @@ fn capabilities_report_this_kernel() {
     assert!(caps.user_namespaces.available);
     assert!(caps.fresh_proc.available);
     assert_eq!(caps.best_layer(), stockade::Layer::Full);
+    let ws = tempdir();
+    assert_eq!(sandbox(ws.path(), |_| {}).degradation(), None);
 }
 
 #[test]

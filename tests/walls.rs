@@ -229,6 +229,12 @@ fn layer_two_inner() {
 
     let sb = Sandbox::new(p).unwrap();
     assert_eq!(sb.layer(), Layer::Landlock);
+    assert!(
+        sb.degradation()
+            .unwrap()
+            .reason
+            .contains("No space left on device")
+    );
     // The workspace and the private TMPDIR are writable; nothing else is.
     let w = std::fs::canonicalize(ws.path()).unwrap();
     sh_ok(
@@ -309,8 +315,69 @@ fn layer_two_inner() {
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some()
         || std::env::var_os("STOCKADE_TEST_LAYER2_INNER").is_some()
+        || std::env::var_os("STOCKADE_TEST_PROC_INNER").is_some()
     {
         return;
     }
     common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
+}
+
+#[test]
+fn proc_fallback_in_a_nested_container() {
+    require!(Feature::UserNs);
+    if std::env::var_os("STOCKADE_TEST_PROC_INNER").is_some() {
+        return;
+    }
+    // A mount over a file in /proc, as container runtimes make (/proc/kcore, /proc/kmsg):
+    // the kernel then refuses a fresh procfs in any user namespace below.
+    let exe = std::env::current_exe().unwrap();
+    let out = StdCommand::new("unshare")
+        .args(["-Urm", "sh", "-c"])
+        .arg("mount --bind /dev/null /proc/kmsg && exec \"$0\" --exact proc_fallback_inner --nocapture --test-threads 1")
+        .arg(&exe)
+        .env("STOCKADE_TEST_PROC_INNER", "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+}
+
+/// The inside half of `proc_fallback_in_a_nested_container`.
+#[test]
+fn proc_fallback_inner() {
+    if std::env::var_os("STOCKADE_TEST_PROC_INNER").is_none() {
+        return;
+    }
+    let caps = stockade::Capabilities::probe();
+    assert!(caps.user_namespaces.available);
+    assert!(!caps.fresh_proc.available);
+    let ws = tempdir();
+    let mut p = Policy::with_workspace(ws.path());
+    p.fallback = stockade::Fallback::Refuse;
+    let err = Sandbox::new(p.clone()).unwrap_err();
+    assert!(err.to_string().contains("proc_fallback"), "{err}");
+    // Degrading by default: layer 2.
+    let mut degrade = p.clone();
+    degrade.fallback = stockade::Fallback::Degrade;
+    let sb = Sandbox::new(degrade).unwrap();
+    assert_eq!(sb.layer(), Layer::Landlock);
+    let d = sb.degradation().expect("degradation is data");
+    assert_eq!((d.wanted, d.running), (Layer::Full, Layer::Landlock));
+    assert!(d.reason.contains("fresh /proc"), "{}", d.reason);
+    // Allowed by the policy: the full layer with the host's /proc, read-only.
+    p.proc_fallback = true;
+    let sb = Sandbox::new(p).unwrap();
+    assert_eq!(sb.layer(), Layer::Full);
+    let r = py_ok(
+        &sb,
+        &try_errno("open('/proc/sys/kernel/hostname', 'w').write('x')"),
+    );
+    assert_eq!(r.trim(), "EROFS");
+    let r = py_ok(&sb, &try_errno("open('/proc/self/status').read()"));
+    assert_eq!(r.trim(), "OK");
 }

@@ -59,6 +59,19 @@ struct Inner {
     prepared: launch::Prepared,
     /// The data dir and the `(st_dev, st_ino)` pinned at creation.
     data_dir: Option<(PathBuf, (u64, u64))>,
+    /// Set when the policy degraded: the layer it wanted and why that one is missing.
+    degraded: Option<Degradation>,
+}
+
+/// Why a sandbox runs on a weaker layer than its policy wants (`fallback = "degrade"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Degradation {
+    /// The layer the policy wanted.
+    pub wanted: Layer,
+    /// The layer commands run on instead.
+    pub running: Layer,
+    /// Why the wanted layer is not available here.
+    pub reason: String,
 }
 
 impl Sandbox {
@@ -143,6 +156,11 @@ impl Sandbox {
         self.current().prepared.plan().clone()
     }
 
+    /// Set when the sandbox runs on a weaker layer than its policy wants, and why.
+    pub fn degradation(&self) -> Option<Degradation> {
+        self.current().degraded.clone()
+    }
+
     /// The layer commands currently run on.
     pub fn layer(&self) -> Layer {
         self.current().prepared.plan().layer
@@ -165,7 +183,7 @@ impl Inner {
         }
         launch::check(&policy)?;
         let caps = Capabilities::probe();
-        let layer = choose_layer(&policy, caps)?;
+        let (layer, degraded) = choose_layer(&policy, caps)?;
         let data_dir = match &policy.data_dir {
             Some(d) if layer != Layer::Passthrough => Some(pin_data_dir(d)?),
             _ => None,
@@ -191,6 +209,7 @@ impl Inner {
             policy,
             prepared,
             data_dir,
+            degraded,
         })
     }
 }
@@ -224,13 +243,16 @@ fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<()
 /// The layer to run on: the one the policy wants (default: full), or, when it is missing
 /// and the policy degrades, the strongest weaker one that is available and not below
 /// `min_layer`. Degrading is logged as a warning; it is never silent.
-fn choose_layer(policy: &Policy, caps: &Capabilities) -> Result<Layer, PlanError> {
+fn choose_layer(
+    policy: &Policy,
+    caps: &Capabilities,
+) -> Result<(Layer, Option<Degradation>), PlanError> {
     if policy.mode == Mode::Disabled {
-        return Ok(Layer::Passthrough);
+        return Ok((Layer::Passthrough, None));
     }
     let wanted = policy.layer.unwrap_or(Layer::Full);
     let reason = match layer_status(policy, caps, wanted) {
-        Ok(()) => return Ok(wanted),
+        Ok(()) => return Ok((wanted, None)),
         Err(r) => r,
     };
     let unavailable = |reason: String| PlanError::LayerUnavailable { wanted, reason };
@@ -244,7 +266,12 @@ fn choose_layer(policy: &Policy, caps: &Capabilities) -> Result<Layer, PlanError
         }
         if layer_status(policy, caps, layer).is_ok() {
             tracing::warn!(%wanted, chosen = %layer, %reason, "stockade: degrading to a weaker containment layer");
-            return Ok(layer);
+            let d = Degradation {
+                wanted,
+                running: layer,
+                reason,
+            };
+            return Ok((layer, Some(d)));
         }
     }
     Err(unavailable(format!(
@@ -772,7 +799,7 @@ mod tests {
         let mut p = Policy::with_workspace("/tmp");
         p.mode = Mode::Disabled;
         assert_eq!(
-            choose_layer(&p, Capabilities::probe()).unwrap(),
+            choose_layer(&p, Capabilities::probe()).unwrap().0,
             Layer::Passthrough
         );
     }
