@@ -1,7 +1,7 @@
 //! All of issue 8's benchmark tables in one command, side by side with `bwrap`.
 //!
 //! ```text
-//! cargo run --release --example bench_all                       # every table (~4 min here)
+//! cargo run --release --example bench_all                       # every table (~6 min here)
 //! cargo run --release --example bench_all -- --quick            # every table, < 3 min
 //! cargo run --release --example bench_all -- --tables 1,3 --iters 100 --secs 2
 //! cargo run --release --example bench_all -- --quick --strict   # exit 1 on a missed target
@@ -70,7 +70,7 @@ mod linux {
             iters: 200,
             secs: 3.0,
             rounds: 2,
-            runs: 9,
+            runs: 7,
             calls: 10_000_000,
             strict: false,
         };
@@ -82,7 +82,7 @@ mod linux {
                     o.iters = 60;
                     o.secs = 1.5;
                     o.rounds = 1;
-                    o.runs = 5;
+                    o.runs = 3;
                 }
                 "--tables" => {
                     o.tables = val("--tables")?
@@ -222,7 +222,10 @@ mod linux {
         (
             name.into(),
             Box::new(move || {
-                let s = StdCommand::new(program).args(&args).status().expect("spawn");
+                let s = StdCommand::new(program)
+                    .args(&args)
+                    .status()
+                    .expect("spawn");
                 assert!(s.success(), "{s}");
             }),
         )
@@ -429,7 +432,11 @@ mod linux {
         // madvise, so 2 GiB is faulted in once per two rounds.
         for round in 0..nrounds {
             for k in 0..SIZES.len() {
-                let si = if round % 2 == 0 { k } else { SIZES.len() - 1 - k };
+                let si = if round % 2 == 0 {
+                    k
+                } else {
+                    SIZES.len() - 1 - k
+                };
                 let size = SIZES[si];
                 mem.set_resident(size);
                 rss_seen[si] = rss_seen[si].max(rss_bytes());
@@ -508,18 +515,16 @@ mod linux {
         fn set_resident(&self, size: usize) {
             let size = size.min(self.len);
             for off in (0..size).step_by(4096) {
-                // SAFETY: `off < len`, inside the mapping, which is readable and writable.
-                unsafe { self.ptr.add(off).write_volatile(1) };
+                // SAFETY: `off < len`: the pointer stays inside the mapping.
+                let page = unsafe { self.ptr.add(off) };
+                // SAFETY: `page` is inside the mapping, which is readable and writable.
+                unsafe { page.write_volatile(1) };
             }
             if size < self.len {
+                // SAFETY: `size < len`: the pointer stays inside the mapping.
+                let tail = unsafe { self.ptr.add(size) };
                 // SAFETY: `[size, len)` lies inside our mapping; its contents are not needed.
-                let r = unsafe {
-                    libc::madvise(
-                        self.ptr.add(size).cast(),
-                        self.len - size,
-                        libc::MADV_DONTNEED,
-                    )
-                };
+                let r = unsafe { libc::madvise(tail.cast(), self.len - size, libc::MADV_DONTNEED) };
                 assert_eq!(r, 0, "madvise");
             }
         }
@@ -614,7 +619,9 @@ mod linux {
             .collect();
         println!(
             "| sandboxes / s | {} |",
-            THREADS.map(|n| format!("{n} thread{}", if n == 1 { "" } else { "s" })).join(" | ")
+            THREADS
+                .map(|n| format!("{n} thread{}", if n == 1 { "" } else { "s" }))
+                .join(" | ")
         );
         println!("| --- |{}", " ---: |".repeat(THREADS.len()));
         for (ki, kind) in kinds.iter().enumerate() {
@@ -739,9 +746,8 @@ int main(int argc, char **argv) {
         let spec = landlock::RulesetSpec::for_policy(&policy, Layer::Landlock).unwrap();
         let ruleset = landlock::build(&spec).expect("build the Landlock ruleset");
 
-        let host = || -> Launch {
-            Box::new(|argv| run_std(StdCommand::new(argv[0]).args(&argv[1..])))
-        };
+        let host =
+            || -> Launch { Box::new(|argv| run_std(StdCommand::new(argv[0]).args(&argv[1..]))) };
         let seccomp_only = move || -> Launch {
             let filter = filter.clone();
             Box::new(move |argv| {
@@ -824,7 +830,9 @@ int main(int argc, char **argv) {
         ];
         let parse = |out: Vec<u8>| -> (f64, f64) {
             let s = String::from_utf8_lossy(&out);
-            let mut it = s.split_whitespace().map(|x| x.parse::<f64>().expect("helper output"));
+            let mut it = s
+                .split_whitespace()
+                .map(|x| x.parse::<f64>().expect("helper output"));
             (it.next().expect("cpu"), it.next().expect("wall"))
         };
         let n = variants.len();
