@@ -82,7 +82,8 @@ mod linux {
                     o.iters = 60;
                     o.secs = 1.5;
                     o.rounds = 1;
-                    o.runs = 3;
+                    o.runs = 5;
+                    o.calls = 2_000_000;
                 }
                 "--tables" => {
                     o.tables = val("--tables")?
