@@ -433,7 +433,9 @@ impl Plan {
                 continue;
             }
             let canon = existing(fs, "writable_paths", p)?;
-            if is_within(&canon, &workspace) {
+            // Listed twice (or two spellings of one path): one root, or its guard steps
+            // would run twice and the second pins would bind over the first guards.
+            if is_within(&canon, &workspace) || writable_roots.contains(&canon) {
                 continue;
             }
             let dir = matches!(fs.kind(&canon), Some(Kind::Dir));
@@ -466,6 +468,14 @@ impl Plan {
             0,
         );
 
+        // Everything bound read-only: the system dirs and the extra read-only paths (a
+        // data dir or masked file below `read_only` or the tools dir is visible too).
+        let ro_roots: Vec<PathBuf> = roots
+            .iter()
+            .filter(|(_, a)| *a == Access::ReadOnly)
+            .map(|(p, _)| p.clone())
+            .collect();
+
         // Masked host files (shadow, host keys), when present and visible.
         for m in &policy.masked {
             let visible = ro_roots.iter().any(|r| is_within(m, r));
@@ -477,8 +487,9 @@ impl Plan {
         }
 
         // The data dir: masked wherever it would be visible, pinned inside writable roots.
+        let mut data_pins = Vec::new();
         if let Some(data) = &policy.data_dir {
-            plan_data_dir(data, fs, &workspace, &writable_roots, &ro_roots, &mut push)?;
+            data_pins = plan_data_dir(data, fs, &workspace, &writable_roots, &ro_roots, &mut push)?;
         }
 
         // deny_names and guard_names at the top of each writable root.
@@ -487,8 +498,19 @@ impl Plan {
                 let path = root.join(name);
                 push(Step::HideName { path: path.clone() }, &path, 2);
             }
-            let mut pinned: Vec<PathBuf> = Vec::new();
+            // Directories the data dir's steps pin already are not bound again (that bind
+            // would land after, and over, the deeper pins).
+            let mut pinned: Vec<PathBuf> = data_pins.clone();
             for name in &policy.guard_names {
+                // Under a hidden name there is nothing to guard, and pinning its parents
+                // would bind over the hiding mount and uncover it.
+                if policy
+                    .deny_names
+                    .iter()
+                    .any(|d| Path::new(name).starts_with(d))
+                {
+                    continue;
+                }
                 let path = root.join(name);
                 let mut pins = Vec::new();
                 let mut cur = root.clone();
@@ -707,7 +729,7 @@ fn plan_data_dir(
     writable_roots: &[PathBuf],
     ro_roots: &[PathBuf],
     push: &mut impl FnMut(Step, &Path, u8),
-) -> Result<(), PlanError> {
+) -> Result<Vec<PathBuf>, PlanError> {
     // Inside a writable root the path is taken lexically and resolved by the child
     // without following symlinks; elsewhere the host path is trusted and canonicalized.
     let root = writable_roots.iter().find(|r| is_within(data, r));
@@ -727,6 +749,7 @@ fn plan_data_dir(
             )));
         }
     }
+    let mut pins = Vec::new();
     match root {
         Some(root) => {
             let beneath = Beneath { root: root.clone() };
@@ -736,6 +759,7 @@ fn plan_data_dir(
             let comps: Vec<_> = rel.components().collect();
             for c in comps.iter().take(comps.len().saturating_sub(1)) {
                 p.push(c);
+                pins.push(p.clone());
                 push(
                     Step::Pin {
                         path: p.clone(),
@@ -753,7 +777,7 @@ fn plan_data_dir(
         // Not under any bound path: invisible inside already.
         None => {}
     }
-    Ok(())
+    Ok(pins)
 }
 
 #[cfg(test)]
@@ -917,6 +941,41 @@ mod tests {
                 .contains(&(PathBuf::from("/usr"), Access::ReadOnly))
         );
         assert_eq!(plan.steps.last(), Some(&Step::Seccomp));
+    }
+
+    #[test]
+    fn a_guard_name_under_a_denied_name_does_not_uncover_it() {
+        let mut p = Policy::with_workspace("/ws");
+        p.deny_names = vec![".git".into()];
+        let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+        assert!(plan.steps.contains(&Step::HideName {
+            path: "/ws/.git".into()
+        }));
+        assert!(
+            !plan
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::GuardName { .. })),
+            "{:#?}",
+            plan.steps
+        );
+    }
+
+    #[test]
+    fn a_data_dir_below_a_read_only_path_is_masked() {
+        let mut p = Policy::with_workspace("/ws");
+        p.read_only = vec!["/srv/shared".into()];
+        p.data_dir = Some("/srv/shared".into());
+        let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+        let bind = position(
+            &plan,
+            |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/srv/shared")),
+        );
+        let mask = position(
+            &plan,
+            |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/srv/shared")),
+        );
+        assert!(bind < mask, "{:#?}", plan.steps);
     }
 
     #[test]
