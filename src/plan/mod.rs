@@ -168,13 +168,17 @@ pub enum Step {
         path: PathBuf,
     },
     /// Keep one of `guard_names` (`.git/hooks`) read-only at the top of a writable root,
-    /// when it exists; the directories above it that are not pinned yet become
-    /// mountpoints, so that they cannot be renamed away and recreated writable.
+    /// when it exists. The directories above it are pinned by [`Step::GuardPin`] steps
+    /// at their own depth, before it.
     GuardName {
         /// Path inside.
         path: PathBuf,
-        /// Directories between the root and `path` to pin first.
-        pins: Vec<PathBuf>,
+    },
+    /// Bind a directory above a guarded name onto itself, when it exists, so that it
+    /// cannot be renamed away and recreated writable (`.git` above `.git/hooks`).
+    GuardPin {
+        /// Path inside.
+        path: PathBuf,
     },
     /// `pivot_root` into `/newroot` and detach the old root.
     PivotRoot,
@@ -246,7 +250,8 @@ impl fmt::Display for Step {
             }
             Step::Pin { path, .. } => write!(f, "pin {}", path.display()),
             Step::HideName { path } => write!(f, "hide {}", path.display()),
-            Step::GuardName { path, .. } => write!(f, "keep {} read-only", path.display()),
+            Step::GuardName { path } => write!(f, "keep {} read-only", path.display()),
+            Step::GuardPin { path } => write!(f, "pin {}", path.display()),
             Step::PivotRoot => f.write_str("pivot_root"),
             Step::RootReadOnly => f.write_str("remount / read-only"),
             Step::LoopbackUp => f.write_str("bring up lo"),
@@ -437,7 +442,9 @@ impl Plan {
                 continue;
             }
             let canon = existing(fs, "writable_paths", p)?;
-            if is_within(&canon, &workspace) {
+            // Listed twice (or two spellings of one path): one root, or its guard steps
+            // would run twice and the second pins would bind over the first guards.
+            if is_within(&canon, &workspace) || writable_roots.contains(&canon) {
                 continue;
             }
             let dir = matches!(fs.kind(&canon), Some(Kind::Dir));
@@ -470,6 +477,14 @@ impl Plan {
             0,
         );
 
+        // Everything bound read-only: the system dirs and the extra read-only paths (a
+        // data dir or masked file below `read_only` or the tools dir is visible too).
+        let ro_roots: Vec<PathBuf> = roots
+            .iter()
+            .filter(|(_, a)| *a == Access::ReadOnly)
+            .map(|(p, _)| p.clone())
+            .collect();
+
         // Masked host files (shadow, host keys), when present and visible.
         for m in &policy.masked {
             let visible = ro_roots.iter().any(|r| is_within(m, r));
@@ -481,8 +496,9 @@ impl Plan {
         }
 
         // The data dir: masked wherever it would be visible, pinned inside writable roots.
+        let mut data_pins = Vec::new();
         if let Some(data) = &policy.data_dir {
-            plan_data_dir(data, fs, &workspace, &writable_roots, &ro_roots, &mut push)?;
+            data_pins = plan_data_dir(data, fs, &workspace, &writable_roots, &ro_roots, &mut push)?;
         }
 
         // deny_names and guard_names at the top of each writable root.
@@ -491,27 +507,59 @@ impl Plan {
                 let path = root.join(name);
                 push(Step::HideName { path: path.clone() }, &path, 2);
             }
-            let mut pinned: Vec<PathBuf> = Vec::new();
+            // Directories the data dir's steps pin already are not bound again (that bind
+            // would land after, and over, the deeper pins).
+            let mut pinned: Vec<PathBuf> = data_pins.clone();
             for name in &policy.guard_names {
+                // Under a hidden name there is nothing to guard, and pinning its parents
+                // would bind over the hiding mount and uncover it.
+                if policy
+                    .deny_names
+                    .iter()
+                    .any(|d| Path::new(name).starts_with(d))
+                {
+                    continue;
+                }
                 let path = root.join(name);
-                let mut pins = Vec::new();
                 let mut cur = root.clone();
                 let comps: Vec<_> = Path::new(name).components().collect();
                 for c in comps.iter().take(comps.len().saturating_sub(1)) {
                     cur.push(c);
                     if !pinned.contains(&cur) {
                         pinned.push(cur.clone());
-                        pins.push(cur.clone());
+                        // At its own depth: a pin sorted by the guarded path's depth
+                        // could land over a deeper bind made in between.
+                        push(Step::GuardPin { path: cur.clone() }, &cur, 1);
                     }
                 }
-                push(
-                    Step::GuardName {
-                        path: path.clone(),
-                        pins,
-                    },
-                    &path,
-                    2,
-                );
+                push(Step::GuardName { path: path.clone() }, &path, 2);
+            }
+        }
+
+        // Nothing may uncover a mask: guards at or under a hidden path are dropped (there
+        // is nothing to guard there), and a bind strictly under one is a policy conflict.
+        let masks: Vec<PathBuf> = entries
+            .iter()
+            .filter_map(|e| match &e.step {
+                Step::Mask { path, .. } | Step::HideName { path } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        entries.retain(|e| match &e.step {
+            Step::GuardName { path } | Step::GuardPin { path } => {
+                !masks.iter().any(|m| path.starts_with(m))
+            }
+            _ => true,
+        });
+        for e in &entries {
+            if let Step::Bind { dst, .. } = &e.step {
+                if let Some(m) = masks.iter().find(|m| dst != *m && dst.starts_with(m)) {
+                    return Err(PlanError::Conflict(format!(
+                        "{} would be bound inside the hidden path {}",
+                        dst.display(),
+                        m.display()
+                    )));
+                }
             }
         }
 
@@ -738,13 +786,27 @@ fn plan_data_dir(
     writable_roots: &[PathBuf],
     ro_roots: &[PathBuf],
     push: &mut impl FnMut(Step, &Path, u8),
-) -> Result<(), PlanError> {
+) -> Result<Vec<PathBuf>, PlanError> {
+    // The data dir is a directory (`Sandbox::new` creates it when missing); anything else
+    // there cannot be masked as one.
+    if let Some(Kind::File) = fs.kind(data) {
+        return Err(PlanError::Path {
+            key: "data_dir",
+            path: data.to_path_buf(),
+            source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
+        });
+    }
     // Inside a writable root the path is taken lexically and resolved by the child
     // without following symlinks; elsewhere the host path is trusted and canonicalized.
-    let root = writable_roots.iter().find(|r| is_within(data, r));
-    let path = match root {
-        Some(_) => data.to_path_buf(),
-        None => existing(fs, "data_dir", data)?,
+    let (path, root) = match writable_roots.iter().find(|r| is_within(data, r)) {
+        Some(r) => (data.to_path_buf(), Some(r)),
+        None => {
+            // A host path that resolves into a writable root (a symlink the host made) is
+            // masked there, as if it had been named so.
+            let canon = existing(fs, "data_dir", data)?;
+            let r = writable_roots.iter().find(|r| is_within(&canon, r));
+            (canon, r)
+        }
     };
     for r in writable_roots
         .iter()
@@ -758,6 +820,7 @@ fn plan_data_dir(
             )));
         }
     }
+    let mut pins = Vec::new();
     match root {
         Some(root) => {
             let beneath = Beneath { root: root.clone() };
@@ -767,6 +830,7 @@ fn plan_data_dir(
             let comps: Vec<_> = rel.components().collect();
             for c in comps.iter().take(comps.len().saturating_sub(1)) {
                 p.push(c);
+                pins.push(p.clone());
                 push(
                     Step::Pin {
                         path: p.clone(),
@@ -784,7 +848,7 @@ fn plan_data_dir(
         // Not under any bound path: invisible inside already.
         None => {}
     }
-    Ok(())
+    Ok(pins)
 }
 
 #[cfg(test)]
@@ -864,6 +928,51 @@ mod tests {
     }
 
     #[test]
+    fn guard_pins_come_before_deeper_binds() {
+        // Found by the `plan` fuzz target: a guard's pin of /tmp/tmp/tmp sorted by the
+        // guarded path's depth landed over the deeper read-only bind below it.
+        let mut fake = Fake::new();
+        for d in ["/tmp/tmp", "/tmp/tmp/tmp", "/tmp/tmp/tmp/tmp"] {
+            fake.0.insert(PathBuf::from(d), Kind::Dir);
+        }
+        let mut p = Policy::with_workspace("/ws");
+        p.writable_paths = vec!["/tmp/tmp".into()];
+        p.read_only = vec!["/tmp/tmp/tmp/tmp".into()];
+        p.guard_names = vec!["tmp/tmp".into()];
+        let plan = Plan::full(&p, &fake, IDS).unwrap();
+        let pin = position(
+            &plan,
+            |s| matches!(s, Step::GuardPin { path } if path == Path::new("/tmp/tmp/tmp")),
+        );
+        let ro = position(
+            &plan,
+            |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/tmp/tmp/tmp/tmp")),
+        );
+        assert!(pin < ro, "{:#?}", plan.steps);
+    }
+
+    #[test]
+    fn nothing_uncovers_a_mask() {
+        // Found by the `plan` fuzz target: a guard name at the data dir re-bound it.
+        let mut fake = Fake::new();
+        fake.0.insert("/srv/shared/g".into(), Kind::Dir);
+        fake.0.insert("/srv/shared/g/x".into(), Kind::Dir);
+        let mut p = Policy::with_workspace("/ws");
+        p.writable_paths = vec!["/srv/shared".into()];
+        p.data_dir = Some("/srv/shared/g".into());
+        p.guard_names = vec!["g".into(), "g/x".into()];
+        let plan = Plan::full(&p, &fake, IDS).unwrap();
+        assert!(
+            !plan.steps.iter().any(|s| matches!(s, Step::GuardName { path } | Step::GuardPin { path } if path.starts_with("/srv/shared/g"))),
+            "{:#?}",
+            plan.steps
+        );
+        p.read_only = vec!["/srv/shared/g/x".into()];
+        let err = Plan::full(&p, &fake, IDS).unwrap_err();
+        assert!(err.to_string().contains("inside the hidden path"), "{err}");
+    }
+
+    #[test]
     fn parents_are_mounted_before_children() {
         let mut p = Policy::with_workspace("/ws");
         p.writable_paths = vec!["/srv/shared".into()];
@@ -872,7 +981,11 @@ mod tests {
         for s in &plan.steps {
             let dst = match s {
                 Step::Bind { dst, .. } | Step::Tmpfs { dst, .. } => dst.clone(),
-                Step::Mask { path, .. } | Step::Pin { path, .. } => path.clone(),
+                Step::Mask { path, .. }
+                | Step::Pin { path, .. }
+                | Step::GuardPin { path }
+                | Step::GuardName { path }
+                | Step::HideName { path } => path.clone(),
                 _ => continue,
             };
             assert!(
@@ -948,6 +1061,41 @@ mod tests {
                 .contains(&(PathBuf::from("/usr"), Access::ReadOnly))
         );
         assert_eq!(plan.steps.last(), Some(&Step::Seccomp));
+    }
+
+    #[test]
+    fn a_guard_name_under_a_denied_name_does_not_uncover_it() {
+        let mut p = Policy::with_workspace("/ws");
+        p.deny_names = vec![".git".into()];
+        let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+        assert!(plan.steps.contains(&Step::HideName {
+            path: "/ws/.git".into()
+        }));
+        assert!(
+            !plan
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::GuardName { .. })),
+            "{:#?}",
+            plan.steps
+        );
+    }
+
+    #[test]
+    fn a_data_dir_below_a_read_only_path_is_masked() {
+        let mut p = Policy::with_workspace("/ws");
+        p.read_only = vec!["/srv/shared".into()];
+        p.data_dir = Some("/srv/shared".into());
+        let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+        let bind = position(
+            &plan,
+            |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/srv/shared")),
+        );
+        let mask = position(
+            &plan,
+            |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/srv/shared")),
+        );
+        assert!(bind < mask, "{:#?}", plan.steps);
     }
 
     #[test]

@@ -185,7 +185,9 @@ impl Inner {
         let caps = Capabilities::probe();
         let (layer, degraded) = choose_layer(&policy, caps)?;
         let data_dir = match &policy.data_dir {
-            Some(d) if layer != Layer::Passthrough => Some(pin_data_dir(d)?),
+            Some(d) if layer != Layer::Passthrough => {
+                Some(pin_data_dir(d, &writable_roots(&policy))?)
+            }
             _ => None,
         };
         let mut plan = launch::plan(&policy, layer)?;
@@ -279,13 +281,56 @@ fn choose_layer(
     )))
 }
 
-fn pin_data_dir(d: &Path) -> Result<(PathBuf, (u64, u64)), PlanError> {
+/// The canonical workspace and writable paths: roots the sandboxed program can plant
+/// symlinks in.
+fn writable_roots(policy: &Policy) -> Vec<PathBuf> {
+    policy
+        .workspace
+        .iter()
+        .chain(&policy.writable_paths)
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect()
+}
+
+/// Creates the missing directories of `rel` below `root` (mode 0700), opening each one
+/// with `O_NOFOLLOW`: a symlink planted on the way fails with ELOOP instead of being
+/// followed out of the root.
+fn create_beneath(root: &Path, rel: &Path) -> io::Result<()> {
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::{Mode, mkdirat};
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut dir = open(root, flags, Mode::empty())?;
+    for c in rel.components() {
+        let std::path::Component::Normal(name) = c else {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        };
+        match mkdirat(&dir, name, Mode::from_bits_truncate(0o700)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        dir = openat(&dir, name, flags, Mode::empty())?;
+    }
+    Ok(())
+}
+
+fn pin_data_dir(d: &Path, roots: &[PathBuf]) -> Result<(PathBuf, (u64, u64)), PlanError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let err = |source| PlanError::Path {
         key: "data_dir",
         path: d.to_path_buf(),
         source,
     };
+    let beneath = roots
+        .iter()
+        .filter_map(|r| Some((r, d.strip_prefix(r).ok()?)))
+        .max_by_key(|(r, _)| r.as_os_str().len());
+    if std::fs::symlink_metadata(d).is_err() {
+        // Inside a writable root the program may have planted symlinks: never create
+        // through them (a host running as root would create the directory anywhere).
+        if let Some((root, rel)) = beneath {
+            create_beneath(root, rel).map_err(err)?;
+        }
+    }
     if std::fs::symlink_metadata(d).is_err() {
         std::fs::DirBuilder::new()
             .recursive(true)

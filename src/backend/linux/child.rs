@@ -148,7 +148,8 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
             r
         }
         Op::HideName { path } => hide_name(path),
-        Op::GuardName { path, pins } => guard_name(path, pins),
+        Op::GuardName { path } => bind_if_present(path, libc::O_PATH, true),
+        Op::GuardPin { path } => bind_if_present(path, libc::O_PATH | libc::O_DIRECTORY, false),
         Op::PivotRoot => pivot_root(),
         Op::RootReadOnly => set_attr(libc::AT_FDCWD, c"/", 0, libc::MOUNT_ATTR_RDONLY),
         Op::LoopbackUp => loopback_up(),
@@ -528,24 +529,15 @@ fn hide_fd(fd: c_int) -> R {
     }
 }
 
-/// Keeps a name read-only when it exists, after pinning the directories above it.
-fn guard_name(path: &CStr, pins: &[std::ffi::CString]) -> R {
-    for pin in pins {
-        let fd = match open_no_symlinks(pin, libc::O_PATH | libc::O_DIRECTORY) {
-            Ok(fd) => fd,
-            Err(Errno(libc::ENOENT)) => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let r = bind_tree(fd, c"", fd, c"", false);
-        let _ = sys::close(fd);
-        r?;
-    }
-    let fd = match open_no_symlinks(path, libc::O_PATH) {
+/// Binds `path` onto itself (read-only when `ro`) when it exists, opened without symlinks:
+/// the guard steps, which protect names that a workspace may or may not have.
+fn bind_if_present(path: &CStr, flags: c_int, ro: bool) -> R {
+    let fd = match open_no_symlinks(path, flags) {
         Ok(fd) => fd,
         Err(Errno(libc::ENOENT)) => return Ok(()),
         Err(e) => return Err(e),
     };
-    let r = bind_tree(fd, c"", fd, c"", true);
+    let r = bind_tree(fd, c"", fd, c"", ro);
     let _ = sys::close(fd);
     r
 }

@@ -112,8 +112,11 @@ pub enum Op {
     GuardName {
         /// `/newroot/<path>`.
         path: CString,
-        /// `/newroot/<pin>` for each directory to pin first.
-        pins: Vec<CString>,
+    },
+    /// See [`Step::GuardPin`].
+    GuardPin {
+        /// `/newroot/<path>`.
+        path: CString,
     },
     /// See [`Step::PivotRoot`].
     PivotRoot,
@@ -300,12 +303,11 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::HideName { path } => Op::HideName {
             path: cstr(&under(NEW_ROOT, path))?,
         },
-        Step::GuardName { path, pins } => Op::GuardName {
+        Step::GuardName { path } => Op::GuardName {
             path: cstr(&under(NEW_ROOT, path))?,
-            pins: pins
-                .iter()
-                .map(|p| cstr(&under(NEW_ROOT, p)))
-                .collect::<Result<_, _>>()?,
+        },
+        Step::GuardPin { path } => Op::GuardPin {
+            path: cstr(&under(NEW_ROOT, path))?,
         },
         Step::PivotRoot => Op::PivotRoot,
         Step::RootReadOnly => Op::RootReadOnly,

@@ -1,0 +1,297 @@
+//! Any valid policy over any (fake) host yields a plan whose invariants hold:
+//!
+//! - parents are mounted before children (no mount lands below a later one);
+//! - masks come after the binds they shadow (a later bind at or above a mask would
+//!   uncover what it hides);
+//! - only the workspace and the writable paths are bound read-write, and the Landlock
+//!   roots grant write nowhere else;
+//! - the data dir is masked wherever a bind would make it visible, and layer 2 refuses
+//!   a data dir beneath one of its roots.
+//!
+//! The input drives `arbitrary`: a small file system of directories, files and symlinks
+//! over a tiny alphabet of names (so that paths collide), and a policy over the same
+//! paths. No real file system is touched.
+
+#![no_main]
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use libfuzzer_sys::arbitrary::{Result, Unstructured};
+use libfuzzer_sys::fuzz_target;
+use stockade::Policy;
+use stockade::plan::{Access, HostFs, Ids, Kind, Plan, Step};
+
+const NAMES: &[&str] = &[
+    "ws", "a", "data", "etc", "usr", "shadow", "bin", "tmp", "srv", ".git", "hooks", "x",
+];
+
+struct Fake(BTreeMap<PathBuf, Kind>);
+
+impl HostFs for Fake {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.0.get(path).cloned()
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        let enoent = || std::io::Error::from_raw_os_error(libc::ENOENT);
+        let mut todo: Vec<PathBuf> = path
+            .components()
+            .rev()
+            .map(|c| PathBuf::from(c.as_os_str()))
+            .collect();
+        let mut cur = PathBuf::from("/");
+        let mut hops = 0;
+        while let Some(c) = todo.pop() {
+            match c.components().next() {
+                Some(Component::RootDir) => cur = PathBuf::from("/"),
+                Some(Component::ParentDir) => {
+                    cur.pop();
+                }
+                Some(Component::Normal(n)) => {
+                    let next = cur.join(n);
+                    match self.0.get(&next) {
+                        None => return Err(enoent()),
+                        Some(Kind::Symlink(t)) => {
+                            hops += 1;
+                            if hops > 40 {
+                                return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+                            }
+                            todo.extend(t.components().rev().map(|c| PathBuf::from(c.as_os_str())));
+                        }
+                        Some(Kind::File) if !todo.is_empty() => {
+                            return Err(std::io::Error::from_raw_os_error(libc::ENOTDIR));
+                        }
+                        Some(_) => cur = next,
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(cur)
+    }
+}
+
+fn path(u: &mut Unstructured<'_>) -> Result<PathBuf> {
+    let mut p = PathBuf::from("/");
+    for _ in 0..u.int_in_range(1..=4)? {
+        p.push(u.choose(NAMES)?);
+    }
+    Ok(p)
+}
+
+fn fake(u: &mut Unstructured<'_>) -> Result<Fake> {
+    let mut m = BTreeMap::new();
+    for d in ["/usr", "/etc", "/ws"] {
+        m.insert(PathBuf::from(d), Kind::Dir);
+    }
+    m.insert("/etc/shadow".into(), Kind::File);
+    for _ in 0..u.int_in_range(0..=12)? {
+        let p = path(u)?;
+        let kind = match u.int_in_range(0..=2)? {
+            0 => Kind::Dir,
+            1 => Kind::File,
+            _ if u.arbitrary()? => Kind::Symlink(path(u)?),
+            _ => Kind::Symlink(PathBuf::from(u.choose(NAMES)?)),
+        };
+        m.insert(p, kind);
+    }
+    // Every ancestor of an entry is a directory, or the entry is unreachable: drop it.
+    let entries: Vec<PathBuf> = m.keys().cloned().collect();
+    for p in entries {
+        let reachable = p
+            .ancestors()
+            .skip(1)
+            .filter(|a| *a != Path::new("/"))
+            .all(|a| matches!(m.get(a), None | Some(Kind::Dir)));
+        if !reachable {
+            m.remove(&p);
+            continue;
+        }
+        for a in p.ancestors().skip(1).filter(|a| *a != Path::new("/")) {
+            m.entry(a.to_path_buf()).or_insert(Kind::Dir);
+        }
+    }
+    Ok(Fake(m))
+}
+
+fn policy(u: &mut Unstructured<'_>) -> Result<Policy> {
+    let mut p = Policy::with_workspace(if u.arbitrary()? {
+        PathBuf::from("/ws")
+    } else {
+        path(u)?
+    });
+    let paths = |u: &mut Unstructured<'_>| -> Result<Vec<PathBuf>> {
+        (0..u.int_in_range(0..=2)?).map(|_| path(u)).collect()
+    };
+    p.writable_paths = paths(u)?;
+    p.read_only = paths(u)?;
+    if u.arbitrary()? {
+        p.masked.extend(paths(u)?);
+    }
+    p.data_dir = u.arbitrary::<bool>()?.then(|| path(u)).transpose()?;
+    p.tools_dir = u.arbitrary::<bool>()?.then(|| path(u)).transpose()?;
+    if u.arbitrary()? {
+        p.deny_names = vec![u.choose(NAMES)?.to_string()];
+    }
+    if u.arbitrary()? {
+        p.guard_names = vec![format!("{}/{}", u.choose(NAMES)?, u.choose(NAMES)?)];
+    }
+    p.network = if u.arbitrary()? {
+        stockade::Network::None
+    } else {
+        stockade::Network::Full
+    };
+    p.keep_session = u.arbitrary()?;
+    Ok(p)
+}
+
+/// The mount destinations of a step.
+fn mounts(s: &Step) -> Vec<(PathBuf, bool)> {
+    match s {
+        Step::Bind { dst, .. } | Step::Tmpfs { dst, .. } => vec![(dst.clone(), false)],
+        Step::Symlink { link, .. } => vec![(link.clone(), false)],
+        Step::Pin { path, .. } | Step::GuardPin { path } | Step::GuardName { path } => {
+            vec![(path.clone(), false)]
+        }
+        Step::Dev => vec![("/dev".into(), false)],
+        Step::Proc { .. } => vec![("/proc".into(), false)],
+        Step::Mask { path, .. } | Step::HideName { path } => vec![(path.clone(), true)],
+        _ => Vec::new(),
+    }
+}
+
+fn check_full(policy: &Policy, fs: &Fake, plan: &Plan) {
+    let seq: Vec<(usize, PathBuf, bool)> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| mounts(s).into_iter().map(move |(p, m)| (i, p, m)))
+        .collect();
+    for (k, (i, later, later_mask)) in seq.iter().enumerate() {
+        for (j, earlier, earlier_mask) in &seq[..k] {
+            if j == i {
+                continue;
+            }
+            assert!(
+                !(earlier != later && earlier.starts_with(later)),
+                "{} mounted after its child {}\n{:#?}",
+                later.display(),
+                earlier.display(),
+                plan.steps
+            );
+            assert!(
+                !(*earlier_mask && !later_mask && earlier.starts_with(later)),
+                "mask {} uncovered by the later mount {}\n{:#?}",
+                earlier.display(),
+                later.display(),
+                plan.steps
+            );
+        }
+    }
+    // Writable: the workspace and the writable paths, nothing else.
+    let mut allowed = vec![plan.workspace.clone()];
+    allowed.extend(
+        policy
+            .writable_paths
+            .iter()
+            .filter_map(|p| fs.canonicalize(p).ok()),
+    );
+    for s in &plan.steps {
+        if let Step::Bind {
+            src,
+            dst,
+            access: Access::ReadWrite,
+            ..
+        } = s
+        {
+            assert!(
+                src == dst && allowed.contains(dst),
+                "{} bound writable",
+                dst.display()
+            );
+        }
+    }
+    for (root, access) in &plan.roots {
+        if *access == Access::ReadWrite {
+            assert!(allowed.contains(root), "{} a writable root", root.display());
+        }
+    }
+    // The data dir: its content, which lives at its canonical path, is masked wherever
+    // a bind makes it visible. Inside a writable root the mask goes on the lexical path,
+    // which the child opens without following symlinks (a data dir that is a symlink
+    // there fails the spawn with ELOOP instead of being resolved).
+    if let Some(d) = &policy.data_dir {
+        let covered = |x: &PathBuf| {
+            plan.steps
+                .iter()
+                .any(|s| matches!(s, Step::Mask { path, dir: true, .. } if x.starts_with(path)))
+        };
+        let visible = |x: &PathBuf| {
+            plan.steps
+                .iter()
+                .any(|s| matches!(s, Step::Bind { dst, dir: true, .. } if x.starts_with(dst)))
+        };
+        let inside_rw = allowed.iter().any(|r| d.starts_with(r));
+        let target = fs.canonicalize(d).unwrap_or_else(|_| d.clone());
+        if inside_rw {
+            assert!(
+                covered(d),
+                "data dir {} in a writable root and not masked ({policy:?})\n{:#?}",
+                d.display(),
+                plan.steps
+            );
+        } else if visible(&target) {
+            assert!(
+                covered(&target),
+                "data dir {} (at {}) visible and not masked ({policy:?})\n{:#?}",
+                d.display(),
+                target.display(),
+                plan.steps
+            );
+        }
+    }
+}
+
+fn check_landlock(policy: &Policy, fs: &Fake, plan: &Plan) {
+    if let Some(d) = &policy.data_dir {
+        for (root, _) in &plan.roots {
+            assert!(
+                !d.starts_with(root),
+                "layer 2 allows {} over the data dir",
+                root.display()
+            );
+        }
+    }
+    let mut allowed = vec![plan.workspace.clone()];
+    allowed.extend(
+        policy
+            .writable_paths
+            .iter()
+            .filter_map(|p| fs.canonicalize(p).ok()),
+    );
+    for (root, access) in &plan.roots {
+        if *access == Access::ReadWrite {
+            assert!(allowed.contains(root), "{} a writable root", root.display());
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut u = Unstructured::new(data);
+    let (Ok(fs), Ok(policy)) = (fake(&mut u), policy(&mut u)) else {
+        return;
+    };
+    if policy.validate().is_err() {
+        return;
+    }
+    let ids = Ids {
+        uid: 1000,
+        gid: 1000,
+    };
+    if let Ok(plan) = Plan::full(&policy, &fs, ids) {
+        check_full(&policy, &fs, &plan);
+    }
+    if let Ok(plan) = Plan::landlock(&policy, &fs, ids) {
+        check_landlock(&policy, &fs, &plan);
+    }
+});
