@@ -51,6 +51,9 @@ const MIN_HEX: usize = 40;
 const PEM_MIN: usize = 27 + 40;
 /// How far a PEM block may extend past its `-----BEGIN` line.
 const PEM_MAX: usize = 8 * 1024;
+/// How much text [`scan`] looks at in one go: small enough to stay in the L2 cache between
+/// the searches that go over it.
+const BLOCK: usize = 64 * 1024;
 /// How many encoded bytes of one run are decoded at a time.
 pub const WINDOW: usize = 128 * 1024;
 /// How much consecutive windows of one run overlap: more than the longest encoded finding
@@ -516,12 +519,52 @@ fn engine() -> &'static Engine {
 }
 
 /// One bit per byte of a 64-byte block: set where the byte is in [`RUN`].
-///
-/// The byte test is written with comparisons rather than a table lookup so that the
-/// compiler vectorizes it; the 0/1 bytes are then packed eight at a time with a multiply
-/// (byte i of the product's top byte collects bit i).
 #[inline(always)]
 fn run_mask(block: &[u8; 64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: SSE2 is part of the x86_64 baseline, every x86_64 CPU has it.
+        unsafe { run_mask_sse2(block) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        run_mask_portable(block)
+    }
+}
+
+/// [`run_mask`] 16 bytes at a time: two range tests and four equality tests per vector,
+/// and `pmovmskb` to collect the bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn run_mask_sse2(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{
+        _mm_add_epi8, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set_epi64x, _mm_set1_epi8,
+    };
+    // Shifted so that the range starts at i8::MIN: one signed comparison tests it.
+    let shift = |lo: u8| _mm_set1_epi8(0x80u8.wrapping_sub(lo) as i8);
+    let below = |n: u8| _mm_set1_epi8(i8::MIN.wrapping_add(n as i8));
+    let mut m = 0u64;
+    for (j, c) in block.chunks_exact(16).enumerate() {
+        let word = |k: usize| u64::from_le_bytes(c[k..k + 8].try_into().expect("8 bytes"));
+        let v = _mm_set_epi64x(word(8) as i64, word(0) as i64);
+        let folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        let alpha = _mm_cmplt_epi8(_mm_add_epi8(folded, shift(b'a')), below(26));
+        let digit = _mm_cmplt_epi8(_mm_add_epi8(v, shift(b'0')), below(10));
+        let eq = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
+        let sym = _mm_or_si128(_mm_or_si128(eq(b'+'), eq(b'/')), _mm_or_si128(eq(b'-'), eq(b'_')));
+        let any = _mm_or_si128(_mm_or_si128(alpha, digit), sym);
+        m |= u64::from(_mm_movemask_epi8(any) as u16) << (16 * j);
+    }
+    m
+}
+
+/// [`run_mask`] without vector intrinsics. The byte test is written with comparisons
+/// rather than a table lookup so that the compiler vectorizes it; the 0/1 bytes are then
+/// packed eight at a time with a multiply (byte i of the product's top byte collects bit i).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[inline(always)]
+fn run_mask_portable(block: &[u8; 64]) -> u64 {
     let mut flags = [0u8; 64];
     for (f, &b) in flags.iter_mut().zip(block) {
         let alpha = (b | 0x20).wrapping_sub(b'a') < 26;
@@ -538,78 +581,154 @@ fn run_mask(block: &[u8; 64]) -> u64 {
 }
 
 /// The run mask of the 64 bytes at `at` (zero past the end of `hay`).
+///
+/// Near the end, the mask of the last 64 bytes is shifted into place, and a text shorter
+/// than 64 bytes is classified byte by byte: copying the tail into a padded block and
+/// loading it back as vectors would stall on store forwarding, and the short texts (the
+/// decoded forms of candidate runs) are common.
 #[inline(always)]
 fn mask_at(hay: &[u8], at: usize) -> u64 {
-    match hay.get(at..at + 64) {
-        Some(b) => run_mask(b.try_into().expect("64 bytes")),
-        None => {
-            let mut block = [0u8; 64];
-            if at < hay.len() {
-                block[..hay.len() - at].copy_from_slice(&hay[at..]);
+    let n = hay.len();
+    if let Some(b) = hay.get(at..at + 64) {
+        return run_mask(b.try_into().expect("64 bytes"));
+    }
+    if at >= n {
+        return 0;
+    }
+    if n >= 64 {
+        return run_mask(hay[n - 64..].try_into().expect("64 bytes")) >> (at - (n - 64));
+    }
+    hay[at..]
+        .iter()
+        .enumerate()
+        .fold(0, |m, (k, &b)| m | u64::from(is(b, RUN)) << k)
+}
+
+/// Calls `f(start, end)` for every maximal run of [`RUN`] bytes at least `min` (≤ 64) long.
+#[cfg(test)]
+fn for_each_run(hay: &[u8], min: usize, f: impl FnMut(usize, usize)) {
+    fn each<const MIN: usize>(hay: &[u8], mut f: impl FnMut(usize, usize)) {
+        let mut runs = Runs::<MIN>::new(hay);
+        while let Some((s, e)) = runs.next_before(hay.len()) {
+            f(s, e);
+        }
+    }
+    match min {
+        1 => each::<1>(hay, f),
+        5 => each::<5>(hay, f),
+        20 => each::<20>(hay, f),
+        24 => each::<24>(hay, f),
+        64 => each::<64>(hay, f),
+        _ => unimplemented!("add {min} to the list"),
+    }
+}
+
+/// The maximal runs of [`RUN`] bytes at least `MIN` (≤ 64) long, in order.
+///
+/// The text is classified 64 bytes at a time into a bit mask, without a branch per byte;
+/// shifting and and-ing the mask of two consecutive blocks with itself leaves a bit set
+/// exactly where `MIN` class bytes in a row begin. Blocks without such a bit (nearly all
+/// of ordinary text) cost the classification and one test. A run is walked once to its
+/// end and the search resumes after it, so the whole pass is linear.
+struct Runs<'h, const MIN: usize> {
+    hay: &'h [u8],
+    /// The 64-byte block being looked at.
+    b: usize,
+    /// The masks of blocks `b` and `b + 1`.
+    cur: u64,
+    next: u64,
+    /// Where runs of `MIN` begin in block `b`, once `loaded`.
+    starts: u64,
+    loaded: bool,
+    /// Starts before this offset belong to a run already reported.
+    resume: usize,
+}
+
+impl<'h, const MIN: usize> Runs<'h, MIN> {
+    fn new(hay: &'h [u8]) -> Runs<'h, MIN> {
+        const { assert!(1 <= MIN && MIN <= 64) };
+        Runs {
+            hay,
+            b: 0,
+            cur: mask_at(hay, 0),
+            next: 0,
+            starts: 0,
+            loaded: false,
+            resume: 0,
+        }
+    }
+
+    /// The next run that starts in a 64-byte block starting before `limit`.
+    #[inline]
+    fn next_before(&mut self, limit: usize) -> Option<(usize, usize)> {
+        let hay = self.hay;
+        let n = hay.len();
+        loop {
+            let base = self.b * 64;
+            if !self.loaded {
+                if base >= limit.min(n) {
+                    return None;
+                }
+                self.next = mask_at(hay, base + 64);
+                let mut r = u128::from(self.next) << 64 | u128::from(self.cur);
+                let mut have = 1;
+                while have < MIN {
+                    let s = have.min(MIN - have);
+                    r &= r >> s;
+                    have += s;
+                }
+                self.starts = r as u64;
+                self.loaded = true;
             }
-            run_mask(&block)
+            if self.resume > base {
+                let k = self.resume - base;
+                self.starts = if k >= 64 {
+                    0
+                } else {
+                    self.starts & (!0u64 << k)
+                };
+            }
+            if self.starts != 0 {
+                let p = base + self.starts.trailing_zeros() as usize;
+                let mut e = p + MIN;
+                while e < n && is(hay[e], RUN) {
+                    e += 1;
+                }
+                self.resume = e + 1;
+                return Some((p, e));
+            }
+            self.loaded = false;
+            if self.resume > base + 128 {
+                // A long run: jump to the block where it ended.
+                self.b = self.resume / 64;
+                self.cur = mask_at(hay, self.b * 64);
+            } else {
+                self.b += 1;
+                self.cur = self.next;
+            }
         }
     }
 }
 
-/// Calls `f(start, end)` for every maximal run of [`RUN`] bytes at least `min` (≤ 64) long.
-///
-/// The text is classified 64 bytes at a time into a bit mask, without a branch per byte;
-/// shifting and and-ing the mask of two consecutive blocks with itself leaves a bit set
-/// exactly where `min` class bytes in a row begin. Blocks without such a bit (nearly all
-/// of ordinary text) cost the classification and one test. A run is walked once to its
-/// end and the search resumes after it, so the whole pass is linear.
-fn for_each_run(hay: &[u8], min: usize, mut f: impl FnMut(usize, usize)) {
-    debug_assert!((1..=64).contains(&min));
-    let n = hay.len();
-    let blocks = n.div_ceil(64);
-    let mut b = 0;
-    let mut cur = mask_at(hay, 0);
-    // Starts before this offset belong to a run already reported.
-    let mut resume = 0;
-    while b < blocks {
-        let base = b * 64;
-        let next = mask_at(hay, base + 64);
-        let mut r = u128::from(next) << 64 | u128::from(cur);
-        let mut have = 1;
-        while have < min {
-            let s = have.min(min - have);
-            r &= r >> s;
-            have += s;
-        }
-        let mut starts = r as u64;
-        loop {
-            if resume > base {
-                let k = resume - base;
-                starts = if k >= 64 { 0 } else { starts & (!0u64 << k) };
-            }
-            if starts == 0 {
-                break;
-            }
-            let p = base + starts.trailing_zeros() as usize;
-            let mut e = p + min;
-            while e < n && is(hay[e], RUN) {
-                e += 1;
-            }
-            f(p, e);
-            resume = e + 1;
-        }
-        if resume > base + 128 {
-            // A long run: jump to the block where it ended.
-            b = resume / 64;
-            cur = mask_at(hay, b * 64);
-        } else {
-            b += 1;
-            cur = next;
-        }
-    }
+/// Where the left-to-right searches for PEM headers and `%` escapes have got to.
+#[derive(Default)]
+struct Cursors {
+    /// The next offset where a PEM header may start.
+    pem: usize,
+    /// The next offset where a `%` may be.
+    url: usize,
+    /// The end of the last URL run decoded: escapes before it were part of it.
+    url_floor: usize,
 }
 
 impl Engine {
     /// Raw tokens in `hay`, in order of position, without decoding anything.
     fn raw_hits(&self, hay: &[u8], hits: &mut Vec<Hit>) {
-        for_each_run(hay, MIN_TOKEN, |s, e| self.run_hits(hay, s, e, hits));
-        self.pem_hits(hay, hits);
+        let mut runs = Runs::<MIN_TOKEN>::new(hay);
+        while let Some((s, e)) = runs.next_before(hay.len()) {
+            self.run_hits(hay, s, e, hits);
+        }
+        self.pem_hits(hay, &mut 0, hay.len(), hits);
     }
 
     fn run_hits(&self, hay: &[u8], s: usize, e: usize, hits: &mut Vec<Hit>) {
@@ -672,15 +791,23 @@ impl Engine {
 
     /// `-----BEGIN … PRIVATE KEY-----` followed by a base64 body, through the `-----END`
     /// line when it follows the body within [`PEM_MAX`] bytes.
-    fn pem_hits(&self, hay: &[u8], hits: &mut Vec<Hit>) {
+    ///
+    /// Looks at the headers that start at or after `*from` and before `until`, and moves
+    /// `*from` past them, so that a text can be searched piece by piece.
+    fn pem_hits(&self, hay: &[u8], from: &mut usize, until: usize, hits: &mut Vec<Hit>) {
         // A header, a label and a 40-character body line take more than this.
         if hay.len() < PEM_MIN {
             return;
         }
-        let mut from = 0;
-        while let Some(off) = self.pem.find(&hay[from..]) {
-            let start = from + off;
-            from = start + 1;
+        while *from < until {
+            // Ten bytes more, so that a header starting before `until` is seen whole.
+            let window = &hay[*from..hay.len().min(until + 10)];
+            let Some(off) = self.pem.find(window) else {
+                *from = until;
+                break;
+            };
+            let start = *from + off;
+            *from = start + 1;
             let label_at = start + 11;
             let Some(label_len) =
                 memmem::find(&hay[label_at..hay.len().min(label_at + 64)], b"-----")
@@ -730,7 +857,7 @@ impl Engine {
                 pattern: "private_key",
                 range: start..end,
             });
-            from = end;
+            *from = end;
         }
     }
 }
@@ -832,30 +959,34 @@ fn decode_url(src: &[u8], out: &mut Vec<u8>, origin: &mut Vec<usize>) {
 
 impl Engine {
     /// Every finding in `hay`, sorted by position.
+    ///
+    /// One pass over the text, [`BLOCK`] bytes at a time: the `%` and PEM header searches
+    /// and the run finder go over a block while it is in cache, and every candidate run is
+    /// checked and decoded as soon as it is found.
     fn scan(&self, hay: &[u8]) -> Vec<Finding> {
         let mut scratch = Scratch::default();
         let mut findings = Vec::new();
-
         let mut raw = Vec::new();
-        let mut runs = Vec::new();
-        for_each_run(hay, MIN_TOKEN, |s, e| {
-            self.run_hits(hay, s, e, &mut raw);
-            if e - s >= MIN_BASE64.min(MIN_HEX) {
-                runs.push(s..e);
+        let mut runs = Runs::<MIN_TOKEN>::new(hay);
+        let mut at = Cursors::default();
+        let mut until = 0;
+        while until < hay.len() {
+            until = hay.len().min(until + BLOCK);
+            self.scan_url(hay, &mut at, until, &mut scratch, &mut findings);
+            self.pem_hits(hay, &mut at.pem, until, &mut raw);
+            while let Some((s, e)) = runs.next_before(until) {
+                self.run_hits(hay, s, e, &mut raw);
+                if e - s >= MIN_BASE64.min(MIN_HEX) {
+                    self.scan_run(hay, s..e, &mut scratch, &mut findings);
+                }
             }
-        });
-        self.pem_hits(hay, &mut raw);
+        }
         findings.extend(raw.into_iter().map(|h| Finding {
             pattern: h.pattern,
             encoding: Encoding::Raw,
             fingerprint: Fingerprint::of(&hay[h.range.clone()]),
             range: h.range,
         }));
-
-        for run in runs {
-            self.scan_run(hay, run, &mut scratch, &mut findings);
-        }
-        self.scan_url(hay, &mut scratch, &mut findings);
 
         findings.sort_by(|a, b| {
             (a.range.start, a.range.end, a.encoding, a.pattern).cmp(&(
@@ -918,18 +1049,32 @@ impl Engine {
         }
     }
 
-    /// Finds runs around `%XX` escapes and scans their decoded form.
-    fn scan_url(&self, hay: &[u8], scratch: &mut Scratch, out: &mut Vec<Finding>) {
-        let mut floor = 0;
-        let mut at = 0;
-        while let Some(off) = memchr::memchr(b'%', &hay[at..]) {
-            let p = at + off;
-            at = p + 1;
-            if p < floor || p + 2 >= hay.len() || !is(hay[p + 1], HEX) || !is(hay[p + 2], HEX) {
+    /// Finds runs around `%XX` escapes that start at or after `at.url` and before `until`
+    /// and scans their decoded form.
+    fn scan_url(
+        &self,
+        hay: &[u8],
+        at: &mut Cursors,
+        until: usize,
+        scratch: &mut Scratch,
+        out: &mut Vec<Finding>,
+    ) {
+        while at.url < until {
+            let Some(off) = memchr::memchr(b'%', &hay[at.url..until]) else {
+                at.url = until;
+                break;
+            };
+            let p = at.url + off;
+            at.url = p + 1;
+            if p < at.url_floor
+                || p + 2 >= hay.len()
+                || !is(hay[p + 1], HEX)
+                || !is(hay[p + 2], HEX)
+            {
                 continue;
             }
             let mut s = p;
-            while s > floor && is(hay[s - 1], URL) {
+            while s > at.url_floor && is(hay[s - 1], URL) {
                 s -= 1;
             }
             let mut e = p;
@@ -939,8 +1084,8 @@ impl Engine {
             if e - s >= MIN_TOKEN {
                 self.scan_windows(hay, s..e, Decoder::Url, scratch, out);
             }
-            floor = e;
-            at = e;
+            at.url_floor = e;
+            at.url = e;
         }
     }
 
@@ -1352,6 +1497,24 @@ mod tests {
                 for_each_run(&text, min, |s, e| got.push(s..e));
                 assert_eq!(got, want, "round {round} min {min}");
             }
+        }
+    }
+
+    #[test]
+    fn run_masks_match_the_class_table() {
+        let mut g = Gen(10);
+        for round in 0..64 {
+            let mut block = [0u8; 64];
+            for (k, b) in block.iter_mut().enumerate() {
+                *b = if round < 4 {
+                    (round * 64 + k) as u8
+                } else {
+                    g.next() as u8
+                };
+            }
+            let want = (0..64).fold(0u64, |m, k| m | u64::from(is(block[k], RUN)) << k);
+            assert_eq!(run_mask(&block), want, "round {round}");
+            assert_eq!(run_mask_portable(&block), want, "round {round}");
         }
     }
 
