@@ -539,15 +539,15 @@ fn run_mask(block: &[u8; 64]) -> u64 {
 fn run_mask_sse2(block: &[u8; 64]) -> u64 {
     use std::arch::x86_64::{
         _mm_add_epi8, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_movemask_epi8, _mm_or_si128,
-        _mm_set_epi64x, _mm_set1_epi8,
+        _mm_loadu_si128, _mm_set1_epi8,
     };
     // Shifted so that the range starts at i8::MIN: one signed comparison tests it.
     let shift = |lo: u8| _mm_set1_epi8(0x80u8.wrapping_sub(lo) as i8);
     let below = |n: u8| _mm_set1_epi8(i8::MIN.wrapping_add(n as i8));
     let mut m = 0u64;
     for (j, c) in block.chunks_exact(16).enumerate() {
-        let word = |k: usize| u64::from_le_bytes(c[k..k + 8].try_into().expect("8 bytes"));
-        let v = _mm_set_epi64x(word(8) as i64, word(0) as i64);
+        // SAFETY: `c` is 16 readable bytes, and `loadu` needs no alignment.
+        let v = unsafe { _mm_loadu_si128(c.as_ptr().cast()) };
         let folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
         let alpha = _mm_cmplt_epi8(_mm_add_epi8(folded, shift(b'a')), below(26));
         let digit = _mm_cmplt_epi8(_mm_add_epi8(v, shift(b'0')), below(10));
@@ -907,9 +907,10 @@ fn decode_base64(src: &[u8], out: &mut Vec<u8>) {
     out.clear();
     let v = |b: u8| u32::from(BASE64[b as usize] & 63);
     let mut chunks = src.chunks_exact(4);
-    for c in &mut chunks {
+    out.resize(src.len() / 4 * 3, 0);
+    for (c, o) in (&mut chunks).zip(out.chunks_exact_mut(3)) {
         let n = v(c[0]) << 18 | v(c[1]) << 12 | v(c[2]) << 6 | v(c[3]);
-        out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]);
+        o.copy_from_slice(&n.to_be_bytes()[1..]);
     }
     match *chunks.remainder() {
         [a, b] => out.push(((v(a) << 18 | v(b) << 12) >> 16) as u8),
@@ -1009,32 +1010,28 @@ impl Engine {
         out: &mut Vec<Finding>,
     ) {
         let bytes = &hay[run.clone()];
-        let (mut dash_us, mut plus_slash, mut all_hex) = (false, false, true);
-        let mut hex_start = None;
-        for (k, &b) in bytes.iter().enumerate() {
+        // The classes of the run's bytes, or-ed and and-ed together, without a branch per
+        // byte: most runs are short and have no hex sub-run worth decoding.
+        let (any, every) = bytes.iter().fold((0, !0), |(any, every), &b| {
             let c = CLASS[b as usize];
-            dash_us |= c & (DASH | UNDERSCORE) != 0;
-            plus_slash |= c & PLUS_SLASH != 0;
-            if c & HEX != 0 {
-                hex_start.get_or_insert(k);
-            } else {
-                all_hex = false;
-                if let Some(h) = hex_start.take() {
-                    if k - h >= MIN_HEX {
-                        self.scan_windows(
-                            hay,
-                            run.start + h..run.start + k,
-                            Decoder::Hex,
-                            scratch,
-                            out,
-                        );
-                    }
-                }
+            (any | c, every & c)
+        });
+        let dash_us = any & (DASH | UNDERSCORE) != 0;
+        let plus_slash = any & PLUS_SLASH != 0;
+        let all_hex = every & HEX != 0;
+        if all_hex {
+            if bytes.len() >= MIN_HEX {
+                self.scan_windows(hay, run.clone(), Decoder::Hex, scratch, out);
             }
-        }
-        if let Some(h) = hex_start {
-            if bytes.len() - h >= MIN_HEX {
-                self.scan_windows(hay, run.start + h..run.end, Decoder::Hex, scratch, out);
+        } else if bytes.len() >= MIN_HEX {
+            // The maximal hex sub-runs, in order.
+            let mut k = 0;
+            while k < bytes.len() {
+                let h = k + bytes[k..].iter().take_while(|&&b| !is(b, HEX)).count();
+                k = h + bytes[h..].iter().take_while(|&&b| is(b, HEX)).count();
+                if k - h >= MIN_HEX {
+                    self.scan_windows(hay, run.start + h..run.start + k, Decoder::Hex, scratch, out);
+                }
             }
         }
         // A base64 text of 24 or more characters is all hex digits with probability
