@@ -538,8 +538,8 @@ fn run_mask(block: &[u8; 64]) -> u64 {
 #[target_feature(enable = "sse2")]
 fn run_mask_sse2(block: &[u8; 64]) -> u64 {
     use std::arch::x86_64::{
-        _mm_add_epi8, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_movemask_epi8, _mm_or_si128,
-        _mm_loadu_si128, _mm_set1_epi8,
+        _mm_add_epi8, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8,
     };
     // Shifted so that the range starts at i8::MIN: one signed comparison tests it.
     let shift = |lo: u8| _mm_set1_epi8(0x80u8.wrapping_sub(lo) as i8);
@@ -552,7 +552,10 @@ fn run_mask_sse2(block: &[u8; 64]) -> u64 {
         let alpha = _mm_cmplt_epi8(_mm_add_epi8(folded, shift(b'a')), below(26));
         let digit = _mm_cmplt_epi8(_mm_add_epi8(v, shift(b'0')), below(10));
         let eq = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
-        let sym = _mm_or_si128(_mm_or_si128(eq(b'+'), eq(b'/')), _mm_or_si128(eq(b'-'), eq(b'_')));
+        let sym = _mm_or_si128(
+            _mm_or_si128(eq(b'+'), eq(b'/')),
+            _mm_or_si128(eq(b'-'), eq(b'_')),
+        );
         let any = _mm_or_si128(_mm_or_si128(alpha, digit), sym);
         m |= u64::from(_mm_movemask_epi8(any) as u16) << (16 * j);
     }
@@ -627,21 +630,38 @@ fn for_each_run(hay: &[u8], min: usize, f: impl FnMut(usize, usize)) {
 ///
 /// The text is classified 64 bytes at a time into a bit mask, without a branch per byte;
 /// shifting and and-ing the mask of two consecutive blocks with itself leaves a bit set
-/// exactly where `MIN` class bytes in a row begin. Blocks without such a bit (nearly all
-/// of ordinary text) cost the classification and one test. A run is walked once to its
-/// end and the search resumes after it, so the whole pass is linear.
+/// exactly where `MIN` class bytes in a row begin. For long texts this is done ahead for
+/// up to a [`BLOCK`] at a time, into a table of start bits (with AVX2 where the CPU has
+/// it), and the search skips the zero entries, which are nearly all of ordinary text. A
+/// run is walked once to its end and the search resumes after it, so the whole pass is
+/// linear.
 struct Runs<'h, const MIN: usize> {
     hay: &'h [u8],
     /// The 64-byte block being looked at.
     b: usize,
-    /// The masks of blocks `b` and `b + 1`.
-    cur: u64,
-    next: u64,
-    /// Where runs of `MIN` begin in block `b`, once `loaded`.
-    starts: u64,
-    loaded: bool,
     /// Starts before this offset belong to a run already reported.
     resume: usize,
+    /// The start bits of blocks `first..first + starts.len()`, computed ahead.
+    first: usize,
+    starts: Vec<u64>,
+    /// Room for the masks the table is computed from.
+    masks: Vec<u64>,
+}
+
+/// Texts shorter than this are not worth a table of start bits.
+const TABLE_MIN: usize = 4096;
+
+/// Where runs of `MIN` class bytes begin in the block with mask `cur`, followed by `next`.
+#[inline(always)]
+fn starts_in<const MIN: usize>(cur: u64, next: u64) -> u64 {
+    let mut r = u128::from(next) << 64 | u128::from(cur);
+    let mut have = 1;
+    while have < MIN {
+        let s = have.min(MIN - have);
+        r &= r >> s;
+        have += s;
+    }
+    r as u64
 }
 
 impl<'h, const MIN: usize> Runs<'h, MIN> {
@@ -650,12 +670,33 @@ impl<'h, const MIN: usize> Runs<'h, MIN> {
         Runs {
             hay,
             b: 0,
-            cur: mask_at(hay, 0),
-            next: 0,
-            starts: 0,
-            loaded: false,
             resume: 0,
+            first: 0,
+            starts: Vec::new(),
+            masks: Vec::new(),
         }
+    }
+
+    /// The start bits of block `b`, from the table, which is refilled up to `limit` when
+    /// enough text is left.
+    #[inline(always)]
+    fn starts_of(&mut self, b: usize, limit: usize) -> u64 {
+        if let Some(&st) = self.starts.get(b.wrapping_sub(self.first)) {
+            return st;
+        }
+        let base = b * 64;
+        let full = self.hay.len() / 64;
+        if limit - base >= TABLE_MIN && full > b + 1 {
+            let count = (limit - base).div_ceil(64).min(full - b - 1);
+            self.masks.clear();
+            masks(&self.hay[base..(b + count + 1) * 64], &mut self.masks);
+            self.starts.clear();
+            self.starts
+                .extend(self.masks.windows(2).map(|w| starts_in::<MIN>(w[0], w[1])));
+            self.first = b;
+            return self.starts[0];
+        }
+        starts_in::<MIN>(mask_at(self.hay, base), mask_at(self.hay, base + 64))
     }
 
     /// The next run that starts in a 64-byte block starting before `limit`.
@@ -663,33 +704,34 @@ impl<'h, const MIN: usize> Runs<'h, MIN> {
     fn next_before(&mut self, limit: usize) -> Option<(usize, usize)> {
         let hay = self.hay;
         let n = hay.len();
+        let end = limit.min(n);
         loop {
             let base = self.b * 64;
-            if !self.loaded {
-                if base >= limit.min(n) {
-                    return None;
-                }
-                self.next = mask_at(hay, base + 64);
-                let mut r = u128::from(self.next) << 64 | u128::from(self.cur);
-                let mut have = 1;
-                while have < MIN {
-                    let s = have.min(MIN - have);
-                    r &= r >> s;
-                    have += s;
-                }
-                self.starts = r as u64;
-                self.loaded = true;
+            if base >= end {
+                return None;
             }
+            // Skip the blocks of the table without a start.
+            let table = self.starts.get(self.b.wrapping_sub(self.first)..);
+            if let Some(rest) = table.filter(|rest| !rest.is_empty()) {
+                if self.resume <= base {
+                    let blocks = (end - base).div_ceil(64).min(rest.len());
+                    match rest[..blocks].iter().position(|&st| st != 0) {
+                        Some(k) => self.b += k,
+                        None => {
+                            self.b += blocks;
+                            continue;
+                        }
+                    }
+                }
+            }
+            let base = self.b * 64;
+            let mut starts = self.starts_of(self.b, limit);
             if self.resume > base {
                 let k = self.resume - base;
-                self.starts = if k >= 64 {
-                    0
-                } else {
-                    self.starts & (!0u64 << k)
-                };
+                starts = if k >= 64 { 0 } else { starts & (!0u64 << k) };
             }
-            if self.starts != 0 {
-                let p = base + self.starts.trailing_zeros() as usize;
+            if starts != 0 {
+                let p = base + starts.trailing_zeros() as usize;
                 let mut e = p + MIN;
                 while e < n && is(hay[e], RUN) {
                     e += 1;
@@ -697,17 +739,61 @@ impl<'h, const MIN: usize> Runs<'h, MIN> {
                 self.resume = e + 1;
                 return Some((p, e));
             }
-            self.loaded = false;
             if self.resume > base + 128 {
                 // A long run: jump to the block where it ended.
                 self.b = self.resume / 64;
-                self.cur = mask_at(hay, self.b * 64);
             } else {
                 self.b += 1;
-                self.cur = self.next;
             }
         }
     }
+}
+
+/// Appends the run masks of the 64-byte blocks of `bytes` (a multiple of 64 long).
+fn masks(bytes: &[u8], out: &mut Vec<u64>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, just checked.
+        unsafe { masks_avx2(bytes, out) };
+        return;
+    }
+    out.extend(
+        bytes
+            .chunks_exact(64)
+            .map(|c| run_mask(c.try_into().expect("64 bytes"))),
+    );
+}
+
+/// [`masks`] 32 bytes at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn masks_avx2(bytes: &[u8], out: &mut Vec<u64>) {
+    use std::arch::x86_64::{
+        _mm256_add_epi8, _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_loadu_si256,
+        _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
+    };
+    let shift = |lo: u8| _mm256_set1_epi8(0x80u8.wrapping_sub(lo) as i8);
+    let below = |n: u8| _mm256_set1_epi8(i8::MIN.wrapping_add(n as i8));
+    let class32 = |c: &[u8]| {
+        debug_assert_eq!(c.len(), 32);
+        // SAFETY: `c` is 32 readable bytes, and `loadu` needs no alignment.
+        let v = unsafe { _mm256_loadu_si256(c.as_ptr().cast()) };
+        let folded = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
+        let alpha = _mm256_cmpgt_epi8(below(26), _mm256_add_epi8(folded, shift(b'a')));
+        let digit = _mm256_cmpgt_epi8(below(10), _mm256_add_epi8(v, shift(b'0')));
+        let eq = |b: u8| _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b as i8));
+        let sym = _mm256_or_si256(
+            _mm256_or_si256(eq(b'+'), eq(b'/')),
+            _mm256_or_si256(eq(b'-'), eq(b'_')),
+        );
+        let any = _mm256_or_si256(_mm256_or_si256(alpha, digit), sym);
+        u64::from(_mm256_movemask_epi8(any) as u32)
+    };
+    out.extend(
+        bytes
+            .chunks_exact(64)
+            .map(|c| class32(&c[..32]) | class32(&c[32..]) << 32),
+    );
 }
 
 /// Where the left-to-right searches for PEM headers and `%` escapes have got to.
@@ -1030,7 +1116,13 @@ impl Engine {
                 let h = k + bytes[k..].iter().take_while(|&&b| !is(b, HEX)).count();
                 k = h + bytes[h..].iter().take_while(|&&b| is(b, HEX)).count();
                 if k - h >= MIN_HEX {
-                    self.scan_windows(hay, run.start + h..run.start + k, Decoder::Hex, scratch, out);
+                    self.scan_windows(
+                        hay,
+                        run.start + h..run.start + k,
+                        Decoder::Hex,
+                        scratch,
+                        out,
+                    );
                 }
             }
         }
@@ -1512,6 +1604,9 @@ mod tests {
             let want = (0..64).fold(0u64, |m, k| m | u64::from(is(block[k], RUN)) << k);
             assert_eq!(run_mask(&block), want, "round {round}");
             assert_eq!(run_mask_portable(&block), want, "round {round}");
+            let mut ms = Vec::new();
+            masks(&block, &mut ms);
+            assert_eq!(ms, [want], "round {round}");
         }
     }
 
