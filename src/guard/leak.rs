@@ -16,7 +16,10 @@
 //! literal prefixes (`sk-`, `ghp_`, `AIza`, …) compared, and a small hand-written matcher
 //! with bounded repetitions validates the token. Discord and Telegram tokens have no prefix; their trigger is
 //! the run itself (its length and the byte before or after it), which costs nothing extra.
-//! PEM headers are found with `memmem`, percent-escapes with `memchr`.
+//! PEM headers are found with `memmem`, percent-escapes with `memchr`. All of this is one
+//! pass over the text, 64 KiB at a time: the searches, the run finder and the decoding of
+//! the runs it finds all go over a block while it is in cache, so a long input is read from
+//! memory once.
 //!
 //! Runs long enough to hide an encoded secret (base64 ≥ 24 characters, hex ≥ 40) are
 //! decoded in windows of [`WINDOW`] bytes that overlap by [`OVERLAP`] bytes, at every
