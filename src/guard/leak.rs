@@ -16,7 +16,10 @@
 //! literal prefixes (`sk-`, `ghp_`, `AIza`, …) compared, and a small hand-written matcher
 //! with bounded repetitions validates the token. Discord and Telegram tokens have no prefix; their trigger is
 //! the run itself (its length and the byte before or after it), which costs nothing extra.
-//! PEM headers are found with `memmem`, percent-escapes with `memchr`.
+//! PEM headers are found with `memmem`, percent-escapes with `memchr`. All of this is one
+//! pass over the text, 64 KiB at a time: the searches, the run finder and the decoding of
+//! the runs it finds all go over a block while it is in cache, so a long input is read from
+//! memory once.
 //!
 //! Runs long enough to hide an encoded secret (base64 ≥ 24 characters, hex ≥ 40) are
 //! decoded in windows of [`WINDOW`] bytes that overlap by [`OVERLAP`] bytes, at every
@@ -51,6 +54,9 @@ const MIN_HEX: usize = 40;
 const PEM_MIN: usize = 27 + 40;
 /// How far a PEM block may extend past its `-----BEGIN` line.
 const PEM_MAX: usize = 8 * 1024;
+/// How much text [`scan`] looks at in one go: small enough to stay in the L2 cache between
+/// the searches that go over it.
+const BLOCK: usize = 64 * 1024;
 /// How many encoded bytes of one run are decoded at a time.
 pub const WINDOW: usize = 128 * 1024;
 /// How much consecutive windows of one run overlap: more than the longest encoded finding
@@ -516,12 +522,55 @@ fn engine() -> &'static Engine {
 }
 
 /// One bit per byte of a 64-byte block: set where the byte is in [`RUN`].
-///
-/// The byte test is written with comparisons rather than a table lookup so that the
-/// compiler vectorizes it; the 0/1 bytes are then packed eight at a time with a multiply
-/// (byte i of the product's top byte collects bit i).
 #[inline(always)]
 fn run_mask(block: &[u8; 64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: SSE2 is part of the x86_64 baseline, every x86_64 CPU has it.
+        unsafe { run_mask_sse2(block) }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        run_mask_portable(block)
+    }
+}
+
+/// [`run_mask`] 16 bytes at a time: two range tests and four equality tests per vector,
+/// and `pmovmskb` to collect the bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+fn run_mask_sse2(block: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::{
+        _mm_add_epi8, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8,
+        _mm_or_si128, _mm_set1_epi8,
+    };
+    // Shifted so that the range starts at i8::MIN: one signed comparison tests it.
+    let shift = |lo: u8| _mm_set1_epi8(0x80u8.wrapping_sub(lo) as i8);
+    let below = |n: u8| _mm_set1_epi8(i8::MIN.wrapping_add(n as i8));
+    let mut m = 0u64;
+    for (j, c) in block.chunks_exact(16).enumerate() {
+        // SAFETY: `c` is 16 readable bytes, and `loadu` needs no alignment.
+        let v = unsafe { _mm_loadu_si128(c.as_ptr().cast()) };
+        let folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        let alpha = _mm_cmplt_epi8(_mm_add_epi8(folded, shift(b'a')), below(26));
+        let digit = _mm_cmplt_epi8(_mm_add_epi8(v, shift(b'0')), below(10));
+        let eq = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
+        let sym = _mm_or_si128(
+            _mm_or_si128(eq(b'+'), eq(b'/')),
+            _mm_or_si128(eq(b'-'), eq(b'_')),
+        );
+        let any = _mm_or_si128(_mm_or_si128(alpha, digit), sym);
+        m |= u64::from(_mm_movemask_epi8(any) as u16) << (16 * j);
+    }
+    m
+}
+
+/// [`run_mask`] without vector intrinsics. The byte test is written with comparisons
+/// rather than a table lookup so that the compiler vectorizes it; the 0/1 bytes are then
+/// packed eight at a time with a multiply (byte i of the product's top byte collects bit i).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[inline(always)]
+fn run_mask_portable(block: &[u8; 64]) -> u64 {
     let mut flags = [0u8; 64];
     for (f, &b) in flags.iter_mut().zip(block) {
         let alpha = (b | 0x20).wrapping_sub(b'a') < 26;
@@ -538,78 +587,237 @@ fn run_mask(block: &[u8; 64]) -> u64 {
 }
 
 /// The run mask of the 64 bytes at `at` (zero past the end of `hay`).
+///
+/// Near the end, the mask of the last 64 bytes is shifted into place, and a text shorter
+/// than 64 bytes is classified byte by byte: copying the tail into a padded block and
+/// loading it back as vectors would stall on store forwarding, and the short texts (the
+/// decoded forms of candidate runs) are common.
 #[inline(always)]
 fn mask_at(hay: &[u8], at: usize) -> u64 {
-    match hay.get(at..at + 64) {
-        Some(b) => run_mask(b.try_into().expect("64 bytes")),
-        None => {
-            let mut block = [0u8; 64];
-            if at < hay.len() {
-                block[..hay.len() - at].copy_from_slice(&hay[at..]);
+    let n = hay.len();
+    if let Some(b) = hay.get(at..at + 64) {
+        return run_mask(b.try_into().expect("64 bytes"));
+    }
+    if at >= n {
+        return 0;
+    }
+    if n >= 64 {
+        return run_mask(hay[n - 64..].try_into().expect("64 bytes")) >> (at - (n - 64));
+    }
+    hay[at..]
+        .iter()
+        .enumerate()
+        .fold(0, |m, (k, &b)| m | u64::from(is(b, RUN)) << k)
+}
+
+/// Calls `f(start, end)` for every maximal run of [`RUN`] bytes at least `min` (≤ 64) long.
+#[cfg(test)]
+fn for_each_run(hay: &[u8], min: usize, f: impl FnMut(usize, usize)) {
+    fn each<const MIN: usize>(hay: &[u8], mut f: impl FnMut(usize, usize)) {
+        let mut runs = Runs::<MIN>::new(hay);
+        while let Some((s, e)) = runs.next_before(hay.len()) {
+            f(s, e);
+        }
+    }
+    match min {
+        1 => each::<1>(hay, f),
+        5 => each::<5>(hay, f),
+        20 => each::<20>(hay, f),
+        24 => each::<24>(hay, f),
+        64 => each::<64>(hay, f),
+        _ => unimplemented!("add {min} to the list"),
+    }
+}
+
+/// The maximal runs of [`RUN`] bytes at least `MIN` (≤ 64) long, in order.
+///
+/// The text is classified 64 bytes at a time into a bit mask, without a branch per byte;
+/// shifting and and-ing the mask of two consecutive blocks with itself leaves a bit set
+/// exactly where `MIN` class bytes in a row begin. For long texts this is done ahead for
+/// up to a [`BLOCK`] at a time, into a table of start bits (with AVX2 where the CPU has
+/// it), and the search skips the zero entries, which are nearly all of ordinary text. A
+/// run is walked once to its end and the search resumes after it, so the whole pass is
+/// linear.
+struct Runs<'h, const MIN: usize> {
+    hay: &'h [u8],
+    /// The 64-byte block being looked at.
+    b: usize,
+    /// Starts before this offset belong to a run already reported.
+    resume: usize,
+    /// The start bits of blocks `first..first + starts.len()`, computed ahead.
+    first: usize,
+    starts: Vec<u64>,
+    /// Room for the masks the table is computed from.
+    masks: Vec<u64>,
+}
+
+/// Texts shorter than this are not worth a table of start bits.
+const TABLE_MIN: usize = 4096;
+
+/// Where runs of `MIN` class bytes begin in the block with mask `cur`, followed by `next`.
+#[inline(always)]
+fn starts_in<const MIN: usize>(cur: u64, next: u64) -> u64 {
+    let mut r = u128::from(next) << 64 | u128::from(cur);
+    let mut have = 1;
+    while have < MIN {
+        let s = have.min(MIN - have);
+        r &= r >> s;
+        have += s;
+    }
+    r as u64
+}
+
+impl<'h, const MIN: usize> Runs<'h, MIN> {
+    fn new(hay: &'h [u8]) -> Runs<'h, MIN> {
+        const { assert!(1 <= MIN && MIN <= 64) };
+        Runs {
+            hay,
+            b: 0,
+            resume: 0,
+            first: 0,
+            starts: Vec::new(),
+            masks: Vec::new(),
+        }
+    }
+
+    /// The start bits of block `b`, from the table, which is refilled up to `limit` when
+    /// enough text is left.
+    #[inline(always)]
+    fn starts_of(&mut self, b: usize, limit: usize) -> u64 {
+        if let Some(&st) = self.starts.get(b.wrapping_sub(self.first)) {
+            return st;
+        }
+        let base = b * 64;
+        let full = self.hay.len() / 64;
+        if limit - base >= TABLE_MIN && full > b + 1 {
+            let count = (limit - base).div_ceil(64).min(full - b - 1);
+            self.masks.clear();
+            masks(&self.hay[base..(b + count + 1) * 64], &mut self.masks);
+            self.starts.clear();
+            self.starts
+                .extend(self.masks.windows(2).map(|w| starts_in::<MIN>(w[0], w[1])));
+            self.first = b;
+            return self.starts[0];
+        }
+        starts_in::<MIN>(mask_at(self.hay, base), mask_at(self.hay, base + 64))
+    }
+
+    /// The next run that starts in a 64-byte block starting before `limit`.
+    #[inline]
+    fn next_before(&mut self, limit: usize) -> Option<(usize, usize)> {
+        let hay = self.hay;
+        let n = hay.len();
+        let end = limit.min(n);
+        loop {
+            let base = self.b * 64;
+            if base >= end {
+                return None;
             }
-            run_mask(&block)
+            // Skip the blocks of the table without a start.
+            let table = self.starts.get(self.b.wrapping_sub(self.first)..);
+            if let Some(rest) = table.filter(|rest| !rest.is_empty()) {
+                if self.resume <= base {
+                    let blocks = (end - base).div_ceil(64).min(rest.len());
+                    match rest[..blocks].iter().position(|&st| st != 0) {
+                        Some(k) => self.b += k,
+                        None => {
+                            self.b += blocks;
+                            continue;
+                        }
+                    }
+                }
+            }
+            let base = self.b * 64;
+            let mut starts = self.starts_of(self.b, limit);
+            if self.resume > base {
+                let k = self.resume - base;
+                starts = if k >= 64 { 0 } else { starts & (!0u64 << k) };
+            }
+            if starts != 0 {
+                let p = base + starts.trailing_zeros() as usize;
+                let mut e = p + MIN;
+                while e < n && is(hay[e], RUN) {
+                    e += 1;
+                }
+                self.resume = e + 1;
+                return Some((p, e));
+            }
+            if self.resume > base + 128 {
+                // A long run: jump to the block where it ended.
+                self.b = self.resume / 64;
+            } else {
+                self.b += 1;
+            }
         }
     }
 }
 
-/// Calls `f(start, end)` for every maximal run of [`RUN`] bytes at least `min` (≤ 64) long.
-///
-/// The text is classified 64 bytes at a time into a bit mask, without a branch per byte;
-/// shifting and and-ing the mask of two consecutive blocks with itself leaves a bit set
-/// exactly where `min` class bytes in a row begin. Blocks without such a bit (nearly all
-/// of ordinary text) cost the classification and one test. A run is walked once to its
-/// end and the search resumes after it, so the whole pass is linear.
-fn for_each_run(hay: &[u8], min: usize, mut f: impl FnMut(usize, usize)) {
-    debug_assert!((1..=64).contains(&min));
-    let n = hay.len();
-    let blocks = n.div_ceil(64);
-    let mut b = 0;
-    let mut cur = mask_at(hay, 0);
-    // Starts before this offset belong to a run already reported.
-    let mut resume = 0;
-    while b < blocks {
-        let base = b * 64;
-        let next = mask_at(hay, base + 64);
-        let mut r = u128::from(next) << 64 | u128::from(cur);
-        let mut have = 1;
-        while have < min {
-            let s = have.min(min - have);
-            r &= r >> s;
-            have += s;
-        }
-        let mut starts = r as u64;
-        loop {
-            if resume > base {
-                let k = resume - base;
-                starts = if k >= 64 { 0 } else { starts & (!0u64 << k) };
-            }
-            if starts == 0 {
-                break;
-            }
-            let p = base + starts.trailing_zeros() as usize;
-            let mut e = p + min;
-            while e < n && is(hay[e], RUN) {
-                e += 1;
-            }
-            f(p, e);
-            resume = e + 1;
-        }
-        if resume > base + 128 {
-            // A long run: jump to the block where it ended.
-            b = resume / 64;
-            cur = mask_at(hay, b * 64);
-        } else {
-            b += 1;
-            cur = next;
-        }
+/// Appends the run masks of the 64-byte blocks of `bytes` (a multiple of 64 long).
+fn masks(bytes: &[u8], out: &mut Vec<u64>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, just checked.
+        unsafe { masks_avx2(bytes, out) };
+        return;
     }
+    out.extend(
+        bytes
+            .chunks_exact(64)
+            .map(|c| run_mask(c.try_into().expect("64 bytes"))),
+    );
+}
+
+/// [`masks`] 32 bytes at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn masks_avx2(bytes: &[u8], out: &mut Vec<u64>) {
+    use std::arch::x86_64::{
+        _mm256_add_epi8, _mm256_cmpeq_epi8, _mm256_cmpgt_epi8, _mm256_loadu_si256,
+        _mm256_movemask_epi8, _mm256_or_si256, _mm256_set1_epi8,
+    };
+    let shift = |lo: u8| _mm256_set1_epi8(0x80u8.wrapping_sub(lo) as i8);
+    let below = |n: u8| _mm256_set1_epi8(i8::MIN.wrapping_add(n as i8));
+    let class32 = |c: &[u8]| {
+        debug_assert_eq!(c.len(), 32);
+        // SAFETY: `c` is 32 readable bytes, and `loadu` needs no alignment.
+        let v = unsafe { _mm256_loadu_si256(c.as_ptr().cast()) };
+        let folded = _mm256_or_si256(v, _mm256_set1_epi8(0x20));
+        let alpha = _mm256_cmpgt_epi8(below(26), _mm256_add_epi8(folded, shift(b'a')));
+        let digit = _mm256_cmpgt_epi8(below(10), _mm256_add_epi8(v, shift(b'0')));
+        let eq = |b: u8| _mm256_cmpeq_epi8(v, _mm256_set1_epi8(b as i8));
+        let sym = _mm256_or_si256(
+            _mm256_or_si256(eq(b'+'), eq(b'/')),
+            _mm256_or_si256(eq(b'-'), eq(b'_')),
+        );
+        let any = _mm256_or_si256(_mm256_or_si256(alpha, digit), sym);
+        u64::from(_mm256_movemask_epi8(any) as u32)
+    };
+    out.extend(
+        bytes
+            .chunks_exact(64)
+            .map(|c| class32(&c[..32]) | class32(&c[32..]) << 32),
+    );
+}
+
+/// Where the left-to-right searches for PEM headers and `%` escapes have got to.
+#[derive(Default)]
+struct Cursors {
+    /// The next offset where a PEM header may start.
+    pem: usize,
+    /// The next offset where a `%` may be.
+    url: usize,
+    /// The end of the last URL run decoded: escapes before it were part of it.
+    url_floor: usize,
 }
 
 impl Engine {
     /// Raw tokens in `hay`, in order of position, without decoding anything.
     fn raw_hits(&self, hay: &[u8], hits: &mut Vec<Hit>) {
-        for_each_run(hay, MIN_TOKEN, |s, e| self.run_hits(hay, s, e, hits));
-        self.pem_hits(hay, hits);
+        let mut runs = Runs::<MIN_TOKEN>::new(hay);
+        while let Some((s, e)) = runs.next_before(hay.len()) {
+            self.run_hits(hay, s, e, hits);
+        }
+        self.pem_hits(hay, &mut 0, hay.len(), hits);
     }
 
     fn run_hits(&self, hay: &[u8], s: usize, e: usize, hits: &mut Vec<Hit>) {
@@ -672,15 +880,23 @@ impl Engine {
 
     /// `-----BEGIN … PRIVATE KEY-----` followed by a base64 body, through the `-----END`
     /// line when it follows the body within [`PEM_MAX`] bytes.
-    fn pem_hits(&self, hay: &[u8], hits: &mut Vec<Hit>) {
+    ///
+    /// Looks at the headers that start at or after `*from` and before `until`, and moves
+    /// `*from` past them, so that a text can be searched piece by piece.
+    fn pem_hits(&self, hay: &[u8], from: &mut usize, until: usize, hits: &mut Vec<Hit>) {
         // A header, a label and a 40-character body line take more than this.
         if hay.len() < PEM_MIN {
             return;
         }
-        let mut from = 0;
-        while let Some(off) = self.pem.find(&hay[from..]) {
-            let start = from + off;
-            from = start + 1;
+        while *from < until {
+            // Ten bytes more, so that a header starting before `until` is seen whole.
+            let window = &hay[*from..hay.len().min(until + 10)];
+            let Some(off) = self.pem.find(window) else {
+                *from = until;
+                break;
+            };
+            let start = *from + off;
+            *from = start + 1;
             let label_at = start + 11;
             let Some(label_len) =
                 memmem::find(&hay[label_at..hay.len().min(label_at + 64)], b"-----")
@@ -730,7 +946,7 @@ impl Engine {
                 pattern: "private_key",
                 range: start..end,
             });
-            from = end;
+            *from = end;
         }
     }
 }
@@ -780,9 +996,10 @@ fn decode_base64(src: &[u8], out: &mut Vec<u8>) {
     out.clear();
     let v = |b: u8| u32::from(BASE64[b as usize] & 63);
     let mut chunks = src.chunks_exact(4);
-    for c in &mut chunks {
+    out.resize(src.len() / 4 * 3, 0);
+    for (c, o) in (&mut chunks).zip(out.chunks_exact_mut(3)) {
         let n = v(c[0]) << 18 | v(c[1]) << 12 | v(c[2]) << 6 | v(c[3]);
-        out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]);
+        o.copy_from_slice(&n.to_be_bytes()[1..]);
     }
     match *chunks.remainder() {
         [a, b] => out.push(((v(a) << 18 | v(b) << 12) >> 16) as u8),
@@ -832,30 +1049,34 @@ fn decode_url(src: &[u8], out: &mut Vec<u8>, origin: &mut Vec<usize>) {
 
 impl Engine {
     /// Every finding in `hay`, sorted by position.
+    ///
+    /// One pass over the text, [`BLOCK`] bytes at a time: the `%` and PEM header searches
+    /// and the run finder go over a block while it is in cache, and every candidate run is
+    /// checked and decoded as soon as it is found.
     fn scan(&self, hay: &[u8]) -> Vec<Finding> {
         let mut scratch = Scratch::default();
         let mut findings = Vec::new();
-
         let mut raw = Vec::new();
-        let mut runs = Vec::new();
-        for_each_run(hay, MIN_TOKEN, |s, e| {
-            self.run_hits(hay, s, e, &mut raw);
-            if e - s >= MIN_BASE64.min(MIN_HEX) {
-                runs.push(s..e);
+        let mut runs = Runs::<MIN_TOKEN>::new(hay);
+        let mut at = Cursors::default();
+        let mut until = 0;
+        while until < hay.len() {
+            until = hay.len().min(until + BLOCK);
+            self.scan_url(hay, &mut at, until, &mut scratch, &mut findings);
+            self.pem_hits(hay, &mut at.pem, until, &mut raw);
+            while let Some((s, e)) = runs.next_before(until) {
+                self.run_hits(hay, s, e, &mut raw);
+                if e - s >= MIN_BASE64.min(MIN_HEX) {
+                    self.scan_run(hay, s..e, &mut scratch, &mut findings);
+                }
             }
-        });
-        self.pem_hits(hay, &mut raw);
+        }
         findings.extend(raw.into_iter().map(|h| Finding {
             pattern: h.pattern,
             encoding: Encoding::Raw,
             fingerprint: Fingerprint::of(&hay[h.range.clone()]),
             range: h.range,
         }));
-
-        for run in runs {
-            self.scan_run(hay, run, &mut scratch, &mut findings);
-        }
-        self.scan_url(hay, &mut scratch, &mut findings);
 
         findings.sort_by(|a, b| {
             (a.range.start, a.range.end, a.encoding, a.pattern).cmp(&(
@@ -878,32 +1099,34 @@ impl Engine {
         out: &mut Vec<Finding>,
     ) {
         let bytes = &hay[run.clone()];
-        let (mut dash_us, mut plus_slash, mut all_hex) = (false, false, true);
-        let mut hex_start = None;
-        for (k, &b) in bytes.iter().enumerate() {
+        // The classes of the run's bytes, or-ed and and-ed together, without a branch per
+        // byte: most runs are short and have no hex sub-run worth decoding.
+        let (any, every) = bytes.iter().fold((0, !0), |(any, every), &b| {
             let c = CLASS[b as usize];
-            dash_us |= c & (DASH | UNDERSCORE) != 0;
-            plus_slash |= c & PLUS_SLASH != 0;
-            if c & HEX != 0 {
-                hex_start.get_or_insert(k);
-            } else {
-                all_hex = false;
-                if let Some(h) = hex_start.take() {
-                    if k - h >= MIN_HEX {
-                        self.scan_windows(
-                            hay,
-                            run.start + h..run.start + k,
-                            Decoder::Hex,
-                            scratch,
-                            out,
-                        );
-                    }
-                }
+            (any | c, every & c)
+        });
+        let dash_us = any & (DASH | UNDERSCORE) != 0;
+        let plus_slash = any & PLUS_SLASH != 0;
+        let all_hex = every & HEX != 0;
+        if all_hex {
+            if bytes.len() >= MIN_HEX {
+                self.scan_windows(hay, run.clone(), Decoder::Hex, scratch, out);
             }
-        }
-        if let Some(h) = hex_start {
-            if bytes.len() - h >= MIN_HEX {
-                self.scan_windows(hay, run.start + h..run.end, Decoder::Hex, scratch, out);
+        } else if bytes.len() >= MIN_HEX {
+            // The maximal hex sub-runs, in order.
+            let mut k = 0;
+            while k < bytes.len() {
+                let h = k + bytes[k..].iter().take_while(|&&b| !is(b, HEX)).count();
+                k = h + bytes[h..].iter().take_while(|&&b| is(b, HEX)).count();
+                if k - h >= MIN_HEX {
+                    self.scan_windows(
+                        hay,
+                        run.start + h..run.start + k,
+                        Decoder::Hex,
+                        scratch,
+                        out,
+                    );
+                }
             }
         }
         // A base64 text of 24 or more characters is all hex digits with probability
@@ -918,18 +1141,32 @@ impl Engine {
         }
     }
 
-    /// Finds runs around `%XX` escapes and scans their decoded form.
-    fn scan_url(&self, hay: &[u8], scratch: &mut Scratch, out: &mut Vec<Finding>) {
-        let mut floor = 0;
-        let mut at = 0;
-        while let Some(off) = memchr::memchr(b'%', &hay[at..]) {
-            let p = at + off;
-            at = p + 1;
-            if p < floor || p + 2 >= hay.len() || !is(hay[p + 1], HEX) || !is(hay[p + 2], HEX) {
+    /// Finds runs around `%XX` escapes that start at or after `at.url` and before `until`
+    /// and scans their decoded form.
+    fn scan_url(
+        &self,
+        hay: &[u8],
+        at: &mut Cursors,
+        until: usize,
+        scratch: &mut Scratch,
+        out: &mut Vec<Finding>,
+    ) {
+        while at.url < until {
+            let Some(off) = memchr::memchr(b'%', &hay[at.url..until]) else {
+                at.url = until;
+                break;
+            };
+            let p = at.url + off;
+            at.url = p + 1;
+            if p < at.url_floor
+                || p + 2 >= hay.len()
+                || !is(hay[p + 1], HEX)
+                || !is(hay[p + 2], HEX)
+            {
                 continue;
             }
             let mut s = p;
-            while s > floor && is(hay[s - 1], URL) {
+            while s > at.url_floor && is(hay[s - 1], URL) {
                 s -= 1;
             }
             let mut e = p;
@@ -939,8 +1176,8 @@ impl Engine {
             if e - s >= MIN_TOKEN {
                 self.scan_windows(hay, s..e, Decoder::Url, scratch, out);
             }
-            floor = e;
-            at = e;
+            at.url_floor = e;
+            at.url = e;
         }
     }
 
@@ -1352,6 +1589,27 @@ mod tests {
                 for_each_run(&text, min, |s, e| got.push(s..e));
                 assert_eq!(got, want, "round {round} min {min}");
             }
+        }
+    }
+
+    #[test]
+    fn run_masks_match_the_class_table() {
+        let mut g = Gen(10);
+        for round in 0..64 {
+            let mut block = [0u8; 64];
+            for (k, b) in block.iter_mut().enumerate() {
+                *b = if round < 4 {
+                    (round * 64 + k) as u8
+                } else {
+                    g.next() as u8
+                };
+            }
+            let want = (0..64).fold(0u64, |m, k| m | u64::from(is(block[k], RUN)) << k);
+            assert_eq!(run_mask(&block), want, "round {round}");
+            assert_eq!(run_mask_portable(&block), want, "round {round}");
+            let mut ms = Vec::new();
+            masks(&block, &mut ms);
+            assert_eq!(ms, [want], "round {round}");
         }
     }
 
