@@ -6,6 +6,7 @@
 //!
 //! Every test runs as the current user; as root, `zz_all_tests_pass_as_uid_65534` re-runs
 //! the file as uid 65534.
+#![cfg(target_os = "linux")]
 
 mod common;
 
