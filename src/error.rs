@@ -361,7 +361,7 @@ impl From<Error> for io::Error {
 }
 
 /// A boxed error from a dependency whose own error type exists only on some platforms
-/// (the `landlock` and `seccompiler` crates); boxing keeps the public enums free of `cfg`.
+/// (the `landlock` crate, the seccomp generator); boxing keeps the public enums free of `cfg`.
 pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Building the Landlock ruleset in the parent failed.
@@ -411,7 +411,7 @@ pub enum LandlockBuildError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SeccompBuildError {
-    /// seccompiler refused the rules or could not compile them to BPF.
+    /// The seccomp generator could not encode the program (a bug, not a host property).
     #[error("compile the seccomp filter")]
     CompileFilter(#[source] BoxedSource),
     /// The compiled program is longer than a `sock_fprog` can describe (`BPF_MAXINSNS`).

@@ -21,16 +21,28 @@
 //!
 //! # Shape of the program, and the per-syscall cache
 //!
-//! Since Linux 5.11 the kernel emulates a filter once per syscall number and, where the
-//! result cannot depend on the arguments, caches "allow" in a bitmap so the filter never runs
-//! for that number again. Only `clone`, `ioctl` and `socket` inspect arguments, so every other
-//! call stays on that fast path. The program is:
+//! Since Linux 5.11 the kernel emulates a filter once per syscall number when it is
+//! installed (`seccomp_cache_prepare`, for every number of every ABI the architecture has,
+//! with the sighand lock held) and, where the result cannot depend on the arguments, caches
+//! "allow" in a bitmap so the filter never runs for that number again. Only `clone`, `ioctl`
+//! and `socket` inspect arguments, so every other call stays on that fast path.
 //!
-//! 1. seccompiler's architecture check (foreign arch: kill);
-//! 2. our prelude: x32 bit set (x86_64 only): kill; `clone3`: `ENOSYS`;
-//! 3. seccompiler's rule chains (listed call, or argument match: `EPERM`; else allow).
+//! That emulation, and the kernel's conversion and JIT of the program, happen in every
+//! sandboxed child, so the program is generated here by hand to be short on every path:
 //!
-//! The prelude only reads the syscall number, which the cache emulator understands.
+//! 1. architecture check: load `arch`; not ours: kill;
+//! 2. load `nr`; x32 bit set (x86_64 only): kill;
+//! 3. a balanced binary search (`JGE`) over the sorted listed numbers, ending in runs of at
+//!    most `LEAF` (3) `JEQ`s whose last miss jumps to "allow";
+//! 4. one block per argument-checking call (`clone`, `ioctl`, `socket`);
+//! 5. the shared returns: allow, `EPERM`, `ENOSYS` (`clone3`), kill.
+//!
+//! A linear chain (one compare per listed call, as rule compilers such as seccompiler emit)
+//! makes every unlisted number, i.e. nearly all of them, walk past every listed one, both in
+//! the cache emulation at install time and for the unlisted calls the cache cannot hold on a
+//! compat ABI. The search visits about log2(n / 3) + 3 compares for any number. Every
+//! jump is forward and loads only `nr` or `arch` outside the argument blocks, which is what
+//! the kernel's emulator (`seccomp_is_const_allow`) needs to prove a number always allowed.
 //!
 //! # Network (layer 2)
 //!
@@ -44,10 +56,7 @@
 
 use std::collections::BTreeMap;
 
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch, sock_filter,
-};
+use libc::sock_filter;
 
 use crate::error::SeccompBuildError;
 use crate::policy::{Network, Policy};
@@ -79,7 +88,7 @@ impl FilterOptions {
 /// A compiled seccomp program, owned by the parent until the child has installed it.
 #[derive(Clone, Debug)]
 pub struct Filter {
-    program: BpfProgram,
+    program: Vec<sock_filter>,
     len: u16,
 }
 
@@ -99,10 +108,8 @@ impl Filter {
     pub fn as_fprog(&self) -> libc::sock_fprog {
         libc::sock_fprog {
             len: self.len,
-            // seccompiler's `sock_filter` is `#[repr(C)]` with the kernel's field order and
-            // types (u16, u8, u8, u32), the same layout as `libc::sock_filter`. The kernel
-            // only reads through this pointer.
-            filter: self.program.as_ptr().cast_mut().cast::<libc::sock_filter>(),
+            // The kernel only reads through this pointer.
+            filter: self.program.as_ptr().cast_mut(),
         }
     }
 
@@ -181,12 +188,12 @@ const DENIED_ARCH: &[i64] = &[libc::SYS_iopl, libc::SYS_ioperm];
 #[cfg(target_arch = "aarch64")]
 const DENIED_ARCH: &[i64] = &[];
 
-/// seccompiler's name for the architecture we run on.
+/// `AUDIT_ARCH_X86_64`: `EM_X86_64` | `__AUDIT_ARCH_64BIT` | `__AUDIT_ARCH_LE`.
 #[cfg(target_arch = "x86_64")]
-const TARGET_ARCH: TargetArch = TargetArch::x86_64;
-/// seccompiler's name for the architecture we run on.
+const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+/// `AUDIT_ARCH_AARCH64`: `EM_AARCH64` | `__AUDIT_ARCH_64BIT` | `__AUDIT_ARCH_LE`.
 #[cfg(target_arch = "aarch64")]
-const TARGET_ARCH: TargetArch = TargetArch::aarch64;
+const AUDIT_ARCH: u32 = 183 | 0x8000_0000 | 0x4000_0000;
 
 /// `__X32_SYSCALL_BIT`: x32 system calls are native-arch calls with this bit in the number.
 #[cfg(target_arch = "x86_64")]
@@ -212,6 +219,39 @@ const CLONE_NEW_FLAGS: &[libc::c_int] = &[
 /// (`TIOCLINUX`, which can also paste the selection into the input queue).
 const DENIED_IOCTLS: &[libc::Ioctl] = &[libc::TIOCSTI, libc::TIOCLINUX];
 
+/// Longest run of `JEQ`s at a leaf of the binary search. A leaf of one compare per number
+/// would need a `JGE` per number as well; three keeps the program near 1.4 instructions per
+/// listed number while adding at most two compares to any path.
+const LEAF: usize = 3;
+
+/// `offsetof(struct seccomp_data, nr)`.
+const SECCOMP_DATA_NR: u32 = 0;
+/// `offsetof(struct seccomp_data, arch)`.
+const SECCOMP_DATA_ARCH: u32 = 4;
+
+/// Offset of the low 32 bits of argument `arg` in `struct seccomp_data` (`args` is a `u64`
+/// array at offset 16, in the machine's byte order).
+const fn arg_low(arg: u32) -> u32 {
+    16 + 8 * arg + if cfg!(target_endian = "big") { 4 } else { 0 }
+}
+
+/// Where a listed syscall number leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Eperm,
+    Enosys,
+    /// One of the argument blocks (`clone`, `ioctl`, `socket`).
+    Block(Block),
+}
+
+/// The argument-checking blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Block {
+    Clone,
+    Ioctl,
+    Socket,
+}
+
 /// Compiles the filter for `opts` into BPF.
 ///
 /// Runs in the parent; the child installs the result with
@@ -219,71 +259,102 @@ const DENIED_IOCTLS: &[libc::Ioctl] = &[libc::TIOCSTI, libc::TIOCLINUX];
 ///
 /// # Errors
 ///
-/// [`SeccompBuildError::CompileFilter`] when seccompiler rejects the rules (a bug here, not
-/// a property of the host), [`SeccompBuildError::TooLong`] when the program exceeds
-/// `BPF_MAXINSNS`.
+/// [`SeccompBuildError::CompileFilter`] when the generator cannot encode the program (a
+/// syscall number or jump out of range: a bug here, not a property of the host),
+/// [`SeccompBuildError::TooLong`] when the program exceeds `BPF_MAXINSNS`.
 ///
 /// # Platform
 ///
 /// x86_64 and aarch64. On aarch64 there is no x32 ABI and no `iopl`/`ioperm`; 32-bit arm
 /// (`AUDIT_ARCH_ARM`) calls are killed by the architecture check.
 pub fn build(opts: &FilterOptions) -> Result<Filter, SeccompBuildError> {
-    let compile = |e: seccompiler::BackendError| SeccompBuildError::CompileFilter(Box::new(e));
-
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    // An empty chain means "this syscall number always takes the match action" (EPERM).
+    let number = |n: i64| {
+        u32::try_from(n).map_err(|_| SeccompBuildError::CompileFilter("syscall number".into()))
+    };
+    let mut listed: BTreeMap<u32, Action> = BTreeMap::new();
     for &nr in DENIED.iter().chain(DENIED_ARCH) {
-        rules.insert(nr, Vec::new());
+        listed.insert(number(nr)?, Action::Eperm);
     }
     if !opts.allow_ptrace {
         for &nr in PTRACE_CALLS {
-            rules.insert(nr, Vec::new());
+            listed.insert(number(nr)?, Action::Eperm);
         }
     }
+    // clone3's flags are in memory the filter cannot read: ENOSYS, so libc falls back to clone.
+    listed.insert(number(libc::SYS_clone3)?, Action::Enosys);
+    listed.insert(number(libc::SYS_clone)?, Action::Block(Block::Clone));
+    listed.insert(number(libc::SYS_ioctl)?, Action::Block(Block::Ioctl));
+    listed.insert(number(libc::SYS_socket)?, Action::Block(Block::Socket));
 
-    // clone: EPERM when any CLONE_NEW* bit is set. A chain matches when any of its rules
-    // matches, so one rule per bit: (flags & bit) == bit. Only the low 32 bits are compared:
-    // the kernel itself truncates clone's flags with lower_32_bits() (kernel/fork.c), so a
-    // flag in the high half has no effect there either.
-    let clone_rules = CLONE_NEW_FLAGS
-        .iter()
-        .map(|&flag| {
-            let bit = u64::from(flag as u32);
-            one_condition(0, SeccompCmpOp::MaskedEq(bit), bit)
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(compile)?;
-    rules.insert(libc::SYS_clone, clone_rules);
+    let mut asm = Asm::default();
+    let allow = asm.label();
+    let eperm = asm.label();
+    let enosys = asm.label();
+    let kill = asm.label();
+    let clone = asm.label();
+    let ioctl = asm.label();
+    let socket = asm.label();
+    let target = |a: Action| match a {
+        Action::Eperm => eperm,
+        Action::Enosys => enosys,
+        Action::Block(Block::Clone) => clone,
+        Action::Block(Block::Ioctl) => ioctl,
+        Action::Block(Block::Socket) => socket,
+    };
+
+    // 1. Architecture: a foreign ABI (i386, 32-bit arm) is killed.
+    asm.stmt(BPF_LD_ABS, SECCOMP_DATA_ARCH);
+    asm.jump(BPF_JEQ, AUDIT_ARCH, Next, kill);
+    // 2. The number; x32 calls (native arch, bit 30 set) are killed like i386 ones.
+    asm.stmt(BPF_LD_ABS, SECCOMP_DATA_NR);
+    if let Some(bit) = X32_SYSCALL_BIT {
+        asm.jump(BPF_JGE, bit, kill, Next);
+    }
+    // 3. Binary search over the listed numbers; a miss is allowed.
+    let keys: Vec<(u32, Target)> = listed.iter().map(|(&n, &a)| (n, target(a))).collect();
+    search(&mut asm, &keys, allow);
+
+    // 4. clone: EPERM when any CLONE_NEW* bit is set in the low 32 bits of the flags. The
+    // kernel itself truncates clone's flags with lower_32_bits() (kernel/fork.c), so a flag
+    // in the high half has no effect there either.
+    asm.bind(clone);
+    let new_flags = CLONE_NEW_FLAGS.iter().fold(0u32, |m, &f| m | f as u32);
+    asm.stmt(BPF_LD_ABS, arg_low(0));
+    asm.jump(BPF_JSET, new_flags, eperm, allow);
 
     // ioctl: the command is an `unsigned int` in the kernel's prototype, so a caller can set
     // the upper 32 bits of the register freely; compare only the low 32.
-    let ioctl_rules = DENIED_IOCTLS
-        .iter()
-        .map(|&cmd| one_condition(1, SeccompCmpOp::Eq, u64::from(cmd as u32)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(compile)?;
-    rules.insert(libc::SYS_ioctl, ioctl_rules);
+    asm.bind(ioctl);
+    asm.stmt(BPF_LD_ABS, arg_low(1));
+    for (i, &cmd) in DENIED_IOCTLS.iter().enumerate() {
+        let miss = if i + 1 == DENIED_IOCTLS.len() {
+            allow
+        } else {
+            Next
+        };
+        asm.jump(BPF_JEQ, cmd as u32, eperm, miss);
+    }
 
     // socket: the family is an `int`; compare the low 32 bits for the same reason.
-    let af = |family: libc::c_int| u64::from(family as u32);
-    let socket_rule = if opts.deny_network {
-        one_condition(0, SeccompCmpOp::Ne, af(libc::AF_UNIX))
+    asm.bind(socket);
+    asm.stmt(BPF_LD_ABS, arg_low(0));
+    if opts.deny_network {
+        asm.jump(BPF_JEQ, libc::AF_UNIX as u32, allow, eperm);
     } else {
-        one_condition(0, SeccompCmpOp::Eq, af(libc::AF_VSOCK))
+        asm.jump(BPF_JEQ, libc::AF_VSOCK as u32, eperm, allow);
     }
-    .map_err(compile)?;
-    rules.insert(libc::SYS_socket, vec![socket_rule]);
 
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        TARGET_ARCH,
-    )
-    .map_err(compile)?;
-    let compiled: BpfProgram = filter.try_into().map_err(compile)?;
-    let program = splice_prelude(compiled)?;
+    // 5. The returns, shared by every path.
+    asm.bind(allow);
+    asm.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
+    asm.bind(eperm);
+    asm.stmt(BPF_RET_K, errno(libc::EPERM));
+    asm.bind(enosys);
+    asm.stmt(BPF_RET_K, errno(libc::ENOSYS));
+    asm.bind(kill);
+    asm.stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS);
 
+    let program = asm.finish()?;
     let max = usize::try_from(libc::BPF_MAXINSNS).unwrap_or(usize::MAX);
     if program.len() > max {
         return Err(SeccompBuildError::TooLong(program.len()));
@@ -293,84 +364,103 @@ pub fn build(opts: &FilterOptions) -> Result<Filter, SeccompBuildError> {
     Ok(Filter { program, len })
 }
 
-/// A rule with a single 32-bit comparison of argument `arg`.
-fn one_condition(
-    arg: u8,
-    op: SeccompCmpOp,
-    value: u64,
-) -> Result<SeccompRule, seccompiler::BackendError> {
-    SeccompRule::new(vec![SeccompCondition::new(
-        arg,
-        SeccompCmpArgLen::Dword,
-        op,
-        value,
-    )?])
+/// Emits the binary search over `keys` (sorted, distinct): at most [`LEAF`] keys become a
+/// `JEQ` run whose last miss jumps to `allow`; more are split at the middle key by a `JGE`
+/// whose true branch jumps over the lower half. Every number below the first key or between
+/// two keys ends in a leaf's last miss, so each listed number is compared for equality
+/// exactly once and everything else is allowed.
+fn search(asm: &mut Asm, keys: &[(u32, Target)], allow: Target) {
+    if keys.len() <= LEAF {
+        for (i, &(nr, hit)) in keys.iter().enumerate() {
+            let miss = if i + 1 == keys.len() { allow } else { Next };
+            asm.jump(BPF_JEQ, nr, hit, miss);
+        }
+        return;
+    }
+    let mid = keys.len() / 2;
+    let upper = asm.label();
+    asm.jump(BPF_JGE, keys[mid].0, upper, Next);
+    search(asm, &keys[..mid], allow);
+    asm.bind(upper);
+    search(asm, &keys[mid..], allow);
 }
 
-/// Length of seccompiler's architecture check at the start of every program: load
-/// `seccomp_data.arch`, jump over the next instruction if it is ours, return kill.
-const ARCH_CHECK_LEN: usize = 3;
+/// `SECCOMP_RET_ERRNO` with `errno`.
+fn errno(errno: libc::c_int) -> u32 {
+    libc::SECCOMP_RET_ERRNO | (errno as u32 & libc::SECCOMP_RET_DATA)
+}
 
-/// `offsetof(struct seccomp_data, nr)`.
-const SECCOMP_DATA_NR: u32 = 0;
+const BPF_LD_ABS: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+const BPF_RET_K: u32 = libc::BPF_RET | libc::BPF_K;
+const BPF_JEQ: u32 = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
+const BPF_JGE: u32 = libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K;
+const BPF_JSET: u32 = libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K;
 
-/// Inserts the number-only prelude (x32 kill, `clone3` ENOSYS) after seccompiler's
-/// architecture check.
-///
-/// seccompiler's jumps are relative and none crosses the insertion point (the architecture
-/// check's only jump lands on the instruction right after its kill return, which becomes the
-/// first prelude instruction), so the program stays valid. The architecture check is
-/// verified rather than assumed, so a change in seccompiler's output fails the build instead
-/// of producing a filter that misplaces the prelude.
-fn splice_prelude(compiled: BpfProgram) -> Result<BpfProgram, SeccompBuildError> {
-    let kill = libc::SECCOMP_RET_KILL_PROCESS;
-    let arch_check_ok = compiled.len() > ARCH_CHECK_LEN
-        && compiled.get(2) == Some(&stmt(libc::BPF_RET | libc::BPF_K, kill))
-        && compiled.get(1).is_some_and(|j| j.jt == 1 && j.jf == 0);
-    if !arch_check_ok {
-        return Err(SeccompBuildError::CompileFilter(
-            "seccompiler's program does not start with the expected architecture check".into(),
-        ));
+/// A jump destination: the next instruction, or a label bound later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    Next,
+    Label(usize),
+}
+use Target::Next;
+
+/// A tiny forward-only assembler: jumps name labels, resolved to the 8-bit relative offsets
+/// of classic BPF by [`Asm::finish`].
+#[derive(Default)]
+struct Asm {
+    code: Vec<sock_filter>,
+    /// Instruction index of each label, once bound.
+    labels: Vec<Option<usize>>,
+    /// (instruction index, true target, false target) of every conditional jump.
+    jumps: Vec<(usize, Target, Target)>,
+}
+
+impl Asm {
+    fn label(&mut self) -> Target {
+        self.labels.push(None);
+        Target::Label(self.labels.len() - 1)
     }
 
-    let mut prelude = vec![stmt(
-        libc::BPF_LD | libc::BPF_W | libc::BPF_ABS,
-        SECCOMP_DATA_NR,
-    )];
-    if let Some(bit) = X32_SYSCALL_BIT {
-        // nr >= bit: fall through to kill; else skip it.
-        prelude.push(jump(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, bit, 0, 1));
-        prelude.push(stmt(libc::BPF_RET | libc::BPF_K, kill));
+    fn bind(&mut self, label: Target) {
+        if let Target::Label(l) = label {
+            self.labels[l] = Some(self.code.len());
+        }
     }
-    let clone3 = u32::try_from(libc::SYS_clone3).unwrap_or(u32::MAX);
-    let enosys = libc::SECCOMP_RET_ERRNO | ((libc::ENOSYS as u32) & libc::SECCOMP_RET_DATA);
-    prelude.push(jump(
-        libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
-        clone3,
-        0,
-        1,
-    ));
-    prelude.push(stmt(libc::BPF_RET | libc::BPF_K, enosys));
 
-    let mut program = Vec::with_capacity(compiled.len() + prelude.len());
-    let (arch_check, rest) = compiled.split_at(ARCH_CHECK_LEN);
-    program.extend_from_slice(arch_check);
-    program.extend(prelude);
-    program.extend_from_slice(rest);
-    Ok(program)
+    fn stmt(&mut self, code: u32, k: u32) {
+        self.code.push(insn(code, k));
+    }
+
+    fn jump(&mut self, code: u32, k: u32, jt: Target, jf: Target) {
+        self.jumps.push((self.code.len(), jt, jf));
+        self.code.push(insn(code, k));
+    }
+
+    fn finish(mut self) -> Result<Vec<sock_filter>, SeccompBuildError> {
+        let bad = || SeccompBuildError::CompileFilter("unencodable BPF jump".into());
+        for &(at, jt, jf) in &self.jumps {
+            let offset = |t: Target| -> Result<u8, SeccompBuildError> {
+                let dest = match t {
+                    Next => at + 1,
+                    Target::Label(l) => self.labels[l].ok_or_else(bad)?,
+                };
+                let rel = dest.checked_sub(at + 1).ok_or_else(bad)?;
+                u8::try_from(rel).map_err(|_| bad())
+            };
+            let (t, f) = (offset(jt)?, offset(jf)?);
+            self.code[at].jt = t;
+            self.code[at].jf = f;
+        }
+        Ok(self.code)
+    }
 }
 
-/// A BPF statement (`BPF_STMT`). Opcodes fit in 16 bits; libc types them `u32`.
-fn stmt(code: u32, k: u32) -> sock_filter {
-    jump(code, k, 0, 0)
-}
-
-/// A BPF conditional jump (`BPF_JUMP`).
-fn jump(code: u32, k: u32, jt: u8, jf: u8) -> sock_filter {
+/// A BPF instruction with no jump offsets. Opcodes fit in 16 bits; libc types them `u32`.
+fn insn(code: u32, k: u32) -> sock_filter {
     sock_filter {
         code: u16::try_from(code).unwrap_or(u16::MAX),
-        jt,
-        jf,
+        jt: 0,
+        jf: 0,
         k,
     }
 }
@@ -380,8 +470,21 @@ mod tests {
     use super::*;
 
     /// Runs the program on a `seccomp_data` the way the kernel's interpreter would, for the
-    /// subset of classic BPF that seccompiler and the prelude emit.
+    /// subset of classic BPF that the generator emits.
     fn run(prog: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        trace(prog, arch, nr, args, false).unwrap().0
+    }
+
+    /// Runs the program like [`run`], returning the action and the number of instructions
+    /// executed; with `const_only`, gives up (None) on a load of anything but `nr` or `arch`,
+    /// as the kernel's cache emulator `seccomp_is_const_allow` does.
+    fn trace(
+        prog: &[sock_filter],
+        arch: u32,
+        nr: u32,
+        args: [u64; 6],
+        const_only: bool,
+    ) -> Option<(u32, usize)> {
         let mut data = Vec::new();
         data.extend_from_slice(&nr.to_ne_bytes());
         data.extend_from_slice(&arch.to_ne_bytes());
@@ -389,13 +492,18 @@ mod tests {
         for a in args {
             data.extend_from_slice(&a.to_ne_bytes());
         }
-        let (mut acc, mut pc) = (0u32, 0usize);
+        let (mut acc, mut pc, mut steps) = (0u32, 0usize, 0usize);
         loop {
             let ins = &prog[pc];
+            steps += 1;
             let code = u32::from(ins.code);
             match code & 0x07 {
                 0x00 => {
+                    assert_eq!(code, BPF_LD_ABS);
                     let off = ins.k as usize;
+                    if const_only && off != 0 && off != 4 {
+                        return None;
+                    }
                     acc = u32::from_ne_bytes(data[off..off + 4].try_into().unwrap());
                 }
                 0x04 => {
@@ -415,10 +523,11 @@ mod tests {
                         0x40 => acc & ins.k != 0,
                         _ => panic!("unexpected jump {code:#x}"),
                     };
+                    assert_eq!(code & 0x08, libc::BPF_K);
                     pc += 1 + usize::from(if taken { ins.jt } else { ins.jf });
                     continue;
                 }
-                0x06 => return ins.k,
+                0x06 => return Some((ins.k, steps)),
                 _ => panic!("unexpected instruction {code:#x}"),
             }
             pc += 1;
@@ -569,12 +678,96 @@ mod tests {
         let f = build(&FilterOptions::default()).unwrap();
         let fprog = f.as_fprog();
         assert_eq!(usize::from(fprog.len), f.instructions().len());
-        assert_eq!(
-            fprog.filter.cast_const().cast::<sock_filter>(),
-            f.instructions().as_ptr()
-        );
-        assert_eq!(size_of::<sock_filter>(), size_of::<libc::sock_filter>());
-        assert_eq!(align_of::<sock_filter>(), align_of::<libc::sock_filter>());
+        assert_eq!(fprog.filter.cast_const(), f.instructions().as_ptr());
+    }
+
+    /// Every option combination.
+    fn all_options() -> [FilterOptions; 4] {
+        [false, true]
+            .map(|allow_ptrace| {
+                [false, true].map(|deny_network| FilterOptions {
+                    allow_ptrace,
+                    deny_network,
+                })
+            })
+            .concat()
+            .try_into()
+            .unwrap()
+    }
+
+    /// What the filter must answer for `nr` with all-zero arguments (flags 0, family
+    /// `AF_UNSPEC`, ioctl command 0), from the lists rather than from the generator.
+    fn expected(opts: &FilterOptions, n: u32) -> u32 {
+        let listed = |l: &[i64]| l.iter().any(|&x| nr(x) == n);
+        if X32_SYSCALL_BIT.is_some_and(|bit| n >= bit) {
+            KILL
+        } else if n == nr(libc::SYS_clone3) {
+            ENOSYS
+        } else if listed(DENIED)
+            || listed(DENIED_ARCH)
+            || (!opts.allow_ptrace && listed(PTRACE_CALLS))
+            || (n == nr(libc::SYS_socket) && opts.deny_network)
+        {
+            EPERM
+        } else {
+            ALLOW
+        }
+    }
+
+    #[test]
+    fn every_number_gets_the_listed_action() {
+        let probes = (0..1024u32).chain([
+            0x3fff_ffff,
+            0x4000_0000,
+            0x4000_0000 | 39,
+            0x7fff_ffff,
+            0x8000_0000,
+            u32::MAX,
+        ]);
+        for opts in all_options() {
+            let p = build(&opts).unwrap();
+            for n in probes.clone() {
+                assert_eq!(
+                    run(p.instructions(), NATIVE, n, [0; 6]),
+                    expected(&opts, n),
+                    "{opts:?} syscall {n:#x}"
+                );
+                assert_eq!(
+                    run(p.instructions(), 3 | 0x4000_0000, n, [0; 6]),
+                    KILL,
+                    "i386 {n}"
+                );
+            }
+        }
+    }
+
+    /// The point of the binary search: the kernel's install-time emulation proves every
+    /// number but the three argument-checking ones "always allowed" or not in a handful of
+    /// instructions, and the whole program stays short to convert and JIT.
+    #[test]
+    fn the_cache_emulation_is_short_and_only_arguments_defeat_it() {
+        for opts in all_options() {
+            let p = build(&opts).unwrap();
+            let prog = p.instructions();
+            assert!(prog.len() < 100, "{} instructions", prog.len());
+            let with_args = [libc::SYS_clone, libc::SYS_ioctl, libc::SYS_socket].map(nr);
+            let mut longest = 0;
+            for n in 0..1024u32 {
+                match trace(prog, NATIVE, n, [0; 6], true) {
+                    Some((action, steps)) => {
+                        assert!(!with_args.contains(&n), "{n} needs its arguments");
+                        assert_eq!(action, expected(&opts, n), "{n}");
+                        longest = longest.max(steps);
+                    }
+                    None => assert!(with_args.contains(&n), "{n} not decidable from nr"),
+                }
+            }
+            // arch, nr, x32, ~log2(n / LEAF) JGEs, up to LEAF JEQs, the return.
+            assert!(
+                longest <= 12,
+                "{opts:?}: {longest} instructions on the longest path"
+            );
+        }
     }
 
     #[test]
