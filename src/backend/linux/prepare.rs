@@ -370,7 +370,7 @@ unsafe impl Send for Exec {}
 pub struct ExecSpec<'a> {
     /// The program as given.
     pub program: &'a OsStr,
-    /// argv[0] and the arguments.
+    /// `argv[0]` and the arguments.
     pub args: Vec<OsString>,
     /// The complete environment.
     pub env: Vec<(OsString, OsString)>,
