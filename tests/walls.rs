@@ -159,21 +159,12 @@ fn layer_two_on_a_host_that_denies_user_namespaces() {
     }
     // A user namespace whose own limit for nested user namespaces is 0: inside it,
     // creating one fails with ENOSPC, as on hosts that restrict them.
-    let exe = std::env::current_exe().unwrap();
-    let out = StdCommand::new("unshare")
-        .args(["-Ur", "sh", "-c"])
-        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" --exact layer_two_inner --nocapture --test-threads 1")
-        .arg(&exe)
-        .env("STOCKADE_TEST_LAYER2_INNER", "1")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    run_inner(
+        "-Ur",
+        "echo 0 > /proc/sys/user/max_user_namespaces",
+        "layer_two_inner",
+        "STOCKADE_TEST_LAYER2_INNER",
     );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("1 passed"), "{text}");
 }
 
 /// The inside half of `layer_two_on_a_host_that_denies_user_namespaces`.
@@ -330,21 +321,12 @@ fn proc_fallback_in_a_nested_container() {
     }
     // A mount over a file in /proc, as container runtimes make (/proc/kcore, /proc/kmsg):
     // the kernel then refuses a fresh procfs in any user namespace below.
-    let exe = std::env::current_exe().unwrap();
-    let out = StdCommand::new("unshare")
-        .args(["-Urm", "sh", "-c"])
-        .arg("mount --bind /dev/null /proc/kmsg && exec \"$0\" --exact proc_fallback_inner --nocapture --test-threads 1")
-        .arg(&exe)
-        .env("STOCKADE_TEST_PROC_INNER", "1")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    run_inner(
+        "-Urm",
+        "mount --bind /dev/null /proc/kmsg",
+        "proc_fallback_inner",
+        "STOCKADE_TEST_PROC_INNER",
     );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("1 passed"), "{text}");
 }
 
 /// The inside half of `proc_fallback_in_a_nested_container`.
@@ -380,4 +362,27 @@ fn proc_fallback_inner() {
     assert_eq!(r.trim(), "EROFS");
     let r = py_ok(&sb, &try_errno("open('/proc/self/status').read()"));
     assert_eq!(r.trim(), "OK");
+}
+
+/// Runs the test `inner` of this binary in a new user namespace made by `unshare
+/// unshare_flags`, after `setup` (a shell command) ran there, with `marker` set, and
+/// asserts that it passed.
+fn run_inner(unshare_flags: &str, setup: &str, inner: &str, marker: &str) {
+    let exe = std::env::current_exe().unwrap();
+    let out = StdCommand::new("unshare")
+        .args([unshare_flags, "sh", "-c"])
+        .arg(format!(
+            "{setup} && exec \"$0\" --exact {inner} --nocapture --test-threads 1"
+        ))
+        .arg(&exe)
+        .env(marker, "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
 }

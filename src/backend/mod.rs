@@ -20,4 +20,6 @@ pub mod linux;
 #[cfg(target_os = "macos")]
 pub mod macos;
 pub mod passthrough;
+#[cfg(unix)]
+pub mod program;
 pub mod sbpl;

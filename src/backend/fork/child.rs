@@ -158,11 +158,17 @@ fn exec_program(exec: &Exec) -> i32 {
         return errno();
     }
     let mut seen = libc::ENOENT;
-    for candidate in &exec.candidates {
+    for candidate in &exec.program.candidates {
         // SAFETY: `candidate` is NUL-terminated; `argv` and `envp` are NULL-terminated
         // arrays of pointers into `CString`s owned by `exec`, all alive in this process
         // (its own copy after fork) until execve replaces it.
-        unsafe { libc::execve(candidate.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr()) };
+        unsafe {
+            libc::execve(
+                candidate.as_ptr(),
+                exec.program.argv.as_ptr(),
+                exec.program.envp.as_ptr(),
+            )
+        };
         let e = errno();
         match e {
             libc::ENOENT | libc::ENOTDIR | libc::ESTALE => {}

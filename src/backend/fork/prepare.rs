@@ -2,7 +2,7 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::RawFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::PlanError;
@@ -53,16 +53,8 @@ pub struct Exec {
     pub fd_limit: RawFd,
     /// The working directory.
     pub cwd: CString,
-    /// Candidate paths of the program, tried in order.
-    pub candidates: Vec<CString>,
-    /// Backing storage for `argv`.
-    _args: Vec<CString>,
-    /// NULL-terminated argv.
-    pub argv: Vec<*const libc::c_char>,
-    /// Backing storage for `envp`.
-    _env: Vec<CString>,
-    /// NULL-terminated envp.
-    pub envp: Vec<*const libc::c_char>,
+    /// The program, argv and envp as C arrays.
+    pub program: crate::backend::program::Program,
 }
 
 /// The end of the child's close loop: the soft `RLIMIT_NOFILE` (no fd at or above it can
@@ -108,50 +100,8 @@ impl Exec {
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let nul = |what: &str| PlanError::NulInArgument {
-            what: what.to_string(),
-        };
-        let program = spec.program.as_bytes();
-        let mut candidates = Vec::new();
-        if program.contains(&b'/') {
-            candidates.push(CString::new(program).map_err(|_| nul("program"))?);
-        } else if !program.is_empty() {
-            for dir in &plan.path {
-                let mut full = dir.as_os_str().as_bytes().to_vec();
-                full.push(b'/');
-                full.extend_from_slice(program);
-                candidates.push(CString::new(full).map_err(|_| nul("program"))?);
-            }
-        }
-        let args = spec
-            .args
-            .into_iter()
-            .map(|a| CString::new(a.into_vec()).map_err(|_| nul("argument")))
-            .collect::<Result<Vec<_>, _>>()?;
-        let env = spec
-            .env
-            .into_iter()
-            .map(|(k, v)| {
-                let name = k.to_string_lossy().into_owned();
-                let mut kv = k.into_vec();
-                if kv.contains(&b'=') || kv.is_empty() {
-                    return Err(nul(&format!("environment variable name {name:?}")));
-                }
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                CString::new(kv).map_err(|_| nul(&format!("environment variable {name}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let argv = args
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect();
-        let envp = env
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect();
+        let program =
+            crate::backend::program::Program::new(spec.program, spec.args, spec.env, &plan.path)?;
         let mut keep: Vec<RawFd> = pass.iter().copied().filter(|&fd| fd > 2).collect();
         keep.push(report);
         keep.sort_unstable();
@@ -166,11 +116,7 @@ impl Exec {
             report,
             fd_limit,
             cwd,
-            candidates,
-            _args: args,
-            argv,
-            _env: env,
-            envp,
+            program,
         })
     }
 }
@@ -211,8 +157,8 @@ mod tests {
         ]);
         let e = Exec::new(&p, spec(), [-1; 3], 9, vec![5, 1], 100).unwrap();
         assert_eq!(e.ops, [Op::ResetSignals, Op::NewSession, Op::SandboxInit]);
-        assert_eq!(e.candidates[1].to_str().unwrap(), "/bin/sh");
-        assert!(e.argv[1].is_null() && e.envp[1].is_null());
+        assert_eq!(e.program.candidates[1].to_str().unwrap(), "/bin/sh");
+        assert!(e.program.argv[1].is_null() && e.program.envp[1].is_null());
         assert_eq!(e.keep, [5, 9]);
     }
 

@@ -623,11 +623,17 @@ fn exec_program(exec: &Exec) -> Errno {
         return e;
     }
     let mut seen = Errno(libc::ENOENT);
-    for candidate in &exec.candidates {
+    for candidate in &exec.program.candidates {
         // SAFETY: `argv` and `envp` are NULL-terminated arrays of pointers into `CString`s
         // owned by `exec`, which the parent keeps alive until this child has exec'd or
         // exited (the parent thread is suspended by CLONE_VFORK until then).
-        let e = unsafe { sys::execve(candidate, exec.argv.as_ptr(), exec.envp.as_ptr()) };
+        let e = unsafe {
+            sys::execve(
+                candidate,
+                exec.program.argv.as_ptr(),
+                exec.program.envp.as_ptr(),
+            )
+        };
         match e.0 {
             libc::ENOENT | libc::ENOTDIR | libc::ESTALE => {}
             libc::EACCES | libc::EPERM | libc::ENOEXEC => seen = e,

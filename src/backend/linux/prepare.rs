@@ -7,7 +7,7 @@
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::RawFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::PlanError;
@@ -348,22 +348,9 @@ pub struct Exec {
     pub landlock_fd: RawFd,
     /// The working directory, or `None` to stay where the layout left it.
     pub cwd: Option<CString>,
-    /// Candidate paths of the program, tried in order.
-    pub candidates: Vec<CString>,
-    /// Backing storage for `argv`.
-    _args: Vec<CString>,
-    /// NULL-terminated argv.
-    pub argv: Vec<*const libc::c_char>,
-    /// Backing storage for `envp`.
-    _env: Vec<CString>,
-    /// NULL-terminated envp.
-    pub envp: Vec<*const libc::c_char>,
+    /// The program, argv and envp as C arrays.
+    pub program: crate::backend::program::Program,
 }
-
-// SAFETY: the raw pointers in `argv` and `envp` point into the `CString`s owned by the
-// same value (`_args`, `_env`), whose heap buffers do not move when the value does; they
-// are only read, by the child, while the owning thread waits for it.
-unsafe impl Send for Exec {}
 
 /// What a command asks for, before preparation.
 #[derive(Debug, Default)]
@@ -393,52 +380,8 @@ impl Exec {
         landlock_fd: RawFd,
         pass: Vec<RawFd>,
     ) -> Result<Self, PlanError> {
-        let nul = |what: &str| PlanError::NulInArgument {
-            what: what.to_string(),
-        };
-        let program = spec.program.as_bytes();
-        let mut candidates = Vec::new();
-        if program.contains(&b'/') {
-            candidates.push(CString::new(program).map_err(|_| nul("program"))?);
-        } else if !program.is_empty() {
-            for dir in spec.path {
-                let mut full = dir.as_os_str().as_bytes().to_vec();
-                full.push(b'/');
-                full.extend_from_slice(program);
-                candidates.push(CString::new(full).map_err(|_| nul("program"))?);
-            }
-        }
-        let args = spec
-            .args
-            .into_iter()
-            .map(|a| CString::new(a.into_vec()).map_err(|_| nul("argument")))
-            .collect::<Result<Vec<_>, _>>()?;
-        let env = spec
-            .env
-            .into_iter()
-            .map(|(k, v)| {
-                let name = k.to_string_lossy().into_owned();
-                let mut kv = k.into_vec();
-                if kv.contains(&b'=') || kv.is_empty() {
-                    return Err(PlanError::NulInArgument {
-                        what: format!("environment variable name {name:?}"),
-                    });
-                }
-                kv.push(b'=');
-                kv.extend_from_slice(v.as_bytes());
-                CString::new(kv).map_err(|_| nul(&format!("environment variable {name}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let argv = args
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect();
-        let envp = env
-            .iter()
-            .map(|a| a.as_ptr())
-            .chain(std::iter::once(std::ptr::null()))
-            .collect();
+        let program =
+            crate::backend::program::Program::new(spec.program, spec.args, spec.env, spec.path)?;
         let mut keep: Vec<RawFd> = pass.iter().copied().filter(|&fd| fd > 2).collect();
         keep.push(report.0);
         if landlock_fd >= 0 {
@@ -453,11 +396,7 @@ impl Exec {
             report,
             landlock_fd,
             cwd: spec.cwd.as_deref().map(cstr).transpose()?,
-            candidates,
-            _args: args,
-            argv,
-            _env: env,
-            envp,
+            program,
         })
     }
 }
@@ -501,10 +440,10 @@ mod tests {
             vec![5],
         )
         .unwrap();
-        assert_eq!(e.candidates[0].to_str().unwrap(), "/usr/bin/sh");
-        assert_eq!(e.argv.len(), 3);
-        assert!(e.argv[2].is_null());
-        assert_eq!(e.envp.len(), 2);
+        assert_eq!(e.program.candidates[0].to_str().unwrap(), "/usr/bin/sh");
+        assert_eq!(e.program.argv.len(), 3);
+        assert!(e.program.argv[2].is_null());
+        assert_eq!(e.program.envp.len(), 2);
         assert_eq!(e.keep, vec![5, 9]);
     }
 

@@ -1,0 +1,136 @@
+//! The program to run, as the C arrays `execve` takes: built in the parent, before the
+//! child exists, by every launcher (Linux's clone child and the fork child alike).
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+
+use crate::error::PlanError;
+
+/// argv, envp and the candidate paths of the program, NUL-terminated and NULL-terminated.
+#[derive(Debug)]
+pub struct Program {
+    /// Candidate paths, tried in order (each `PATH` directory joined with the name, or the
+    /// name itself when it contains a slash).
+    pub candidates: Vec<CString>,
+    /// Backing storage for `argv`.
+    args: Vec<CString>,
+    /// NULL-terminated argv.
+    pub argv: Vec<*const libc::c_char>,
+    /// Backing storage for `envp`.
+    env: Vec<CString>,
+    /// NULL-terminated envp (`NAME=value`).
+    pub envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the raw pointers in `argv` and `envp` point into the `CString`s owned by the
+// same value (`args`, `env`), whose heap buffers do not move when the value does and are
+// never mutated; a child reads them while the owning thread keeps the value alive.
+unsafe impl Send for Program {}
+
+impl Program {
+    /// Prepares `program` (looked up in `path` unless it has a slash), `args` (argv[0]
+    /// first) and `env`.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError::NulInArgument`] when a string has a NUL byte or a variable name is
+    /// empty or contains `=`.
+    pub fn new(
+        program: &OsStr,
+        args: Vec<OsString>,
+        env: Vec<(OsString, OsString)>,
+        path: &[PathBuf],
+    ) -> Result<Self, PlanError> {
+        let nul = |what: &str| PlanError::NulInArgument {
+            what: what.to_string(),
+        };
+        let name = program.as_bytes();
+        let mut candidates = Vec::new();
+        if name.contains(&b'/') {
+            candidates.push(CString::new(name).map_err(|_| nul("program"))?);
+        } else if !name.is_empty() {
+            for dir in path {
+                let mut full = dir.as_os_str().as_bytes().to_vec();
+                full.push(b'/');
+                full.extend_from_slice(name);
+                candidates.push(CString::new(full).map_err(|_| nul("program"))?);
+            }
+        }
+        let args = args
+            .into_iter()
+            .map(|a| CString::new(a.into_vec()).map_err(|_| nul("argument")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let env = env
+            .into_iter()
+            .map(|(k, v)| {
+                let name = k.to_string_lossy().into_owned();
+                let mut kv = k.into_vec();
+                if kv.contains(&b'=') || kv.is_empty() {
+                    return Err(nul(&format!("environment variable name {name:?}")));
+                }
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv).map_err(|_| nul(&format!("environment variable {name}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let terminated = |v: &[CString]| {
+            v.iter()
+                .map(|a| a.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
+        };
+        let argv = terminated(&args);
+        let envp = terminated(&env);
+        Ok(Program {
+            candidates,
+            args,
+            argv,
+            env,
+            envp,
+        })
+    }
+
+    /// The number of arguments (argv[0] included).
+    pub fn argc(&self) -> usize {
+        self.args.len()
+    }
+
+    /// The number of environment entries.
+    pub fn envc(&self) -> usize {
+        self.env.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrays_are_terminated_and_candidates_follow_path() {
+        let path = [PathBuf::from("/usr/bin"), PathBuf::from("/bin")];
+        let p = Program::new(
+            OsStr::new("sh"),
+            vec!["sh".into(), "-c".into()],
+            vec![("A".into(), "b".into())],
+            &path,
+        )
+        .unwrap();
+        assert_eq!(p.candidates[0].to_str().unwrap(), "/usr/bin/sh");
+        assert_eq!(p.candidates.len(), 2);
+        assert_eq!((p.argc(), p.argv.len()), (2, 3));
+        assert!(p.argv[2].is_null());
+        assert_eq!((p.envc(), p.envp.len()), (1, 2));
+        let p = Program::new(OsStr::new("/x/y"), vec![], vec![], &path).unwrap();
+        assert_eq!(p.candidates.len(), 1);
+    }
+
+    #[test]
+    fn nul_and_bad_names_are_refused() {
+        let p = |env: Vec<(OsString, OsString)>| Program::new(OsStr::new("sh"), vec![], env, &[]);
+        assert!(p(vec![("A=B".into(), "c".into())]).is_err());
+        assert!(p(vec![("".into(), "c".into())]).is_err());
+        assert!(p(vec![("A".into(), "c\0".into())]).is_err());
+        assert!(Program::new(OsStr::new("/s\0h"), vec![], vec![], &[]).is_err());
+    }
+}
