@@ -29,7 +29,7 @@ pub struct Program {
 unsafe impl Send for Program {}
 
 impl Program {
-    /// Prepares `program` (looked up in `path` unless it has a slash), `args` (argv[0]
+    /// Prepares `program` (looked up in `path` unless it has a slash), `args` (`argv[0]`
     /// first) and `env`.
     ///
     /// # Errors
@@ -91,7 +91,7 @@ impl Program {
         })
     }
 
-    /// The number of arguments (argv[0] included).
+    /// The number of arguments (`argv[0]` included).
     pub fn argc(&self) -> usize {
         self.args.len()
     }
