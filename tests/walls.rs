@@ -105,7 +105,11 @@ fn ordinary_programs_still_work_under_the_filters() {
     require!(Feature::UserNs);
     let ws = tempdir();
     let sb = sandbox(ws.path(), |_| {});
-    let ps = sh_ok(&sb, "sleep 5 & ps -e -o pid=,comm= ; kill $!");
+    // Wait (boundedly) until the background child has exec'd `sleep` before listing.
+    let ps = sh_ok(
+        &sb,
+        "sleep 5 & for i in $(seq 500); do ps -e -o comm= | grep -qx sleep && break; done; ps -e -o pid=,comm=; kill $!",
+    );
     assert!(ps.contains("sleep") && ps.contains("ps"), "{ps}");
     py_ok(
         &sb,
