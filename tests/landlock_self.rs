@@ -5,6 +5,8 @@
 //! succeed: a denial the control shares proves nothing.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::ffi::{CStr, CString};
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -29,8 +31,7 @@ fn require_landlock_abi(test: &str, min: i32) -> bool {
     if abi >= min {
         return true;
     }
-    let required = std::env::var("STOCKADE_TEST_REQUIRE")
-        .is_ok_and(|v| v == "all" || v.split(',').any(|f| f.trim() == "landlock"));
+    let required = common::required_name("landlock");
     assert!(
         !required,
         "{test}: landlock ABI {abi} < {min}, and STOCKADE_TEST_REQUIRE demands it"

@@ -5,6 +5,8 @@
 //! the filter would return proves nothing, and fails the test.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::ffi::CStr;
 use std::io::Write;
 use std::os::fd::AsRawFd;
@@ -27,8 +29,7 @@ fn require_seccomp(test: &str) -> bool {
         Ok(_) => true,
         Err(e) => {
             let reason = format!("prctl(PR_GET_SECCOMP): errno {}", e.raw());
-            let required = std::env::var("STOCKADE_TEST_REQUIRE")
-                .is_ok_and(|v| v == "all" || v.split(',').any(|f| f.trim() == "seccomp"));
+            let required = common::required_name("seccomp");
             assert!(
                 !required,
                 "{test}: seccomp required but unavailable: {reason}"

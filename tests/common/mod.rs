@@ -45,10 +45,14 @@ impl Feature {
 
 /// Whether `STOCKADE_TEST_REQUIRE` (all, or a comma list) demands `f`.
 pub fn required(f: Feature) -> bool {
+    required_name(f.name())
+}
+
+/// Whether `STOCKADE_TEST_REQUIRE` (all, or a comma list) demands the feature `name`
+/// (`userns`, `root`, `setpriv`, `landlock`, `seccomp`).
+pub fn required_name(name: &str) -> bool {
     match std::env::var("STOCKADE_TEST_REQUIRE") {
-        Ok(v) => v
-            .split(',')
-            .any(|x| x.trim() == "all" || x.trim() == f.name()),
+        Ok(v) => v.split(',').any(|x| x.trim() == "all" || x.trim() == name),
         Err(_) => false,
     }
 }
