@@ -8,7 +8,12 @@
 //! ```
 //!
 //! 1. Spawn + wait of `/bin/true`: std, stockade passthrough, layer 2, full, full + network
-//!    none, and `bwrap` with the same layout (comparison only, never a dependency).
+//!    none, and `bwrap` with the same layout (comparison only, never a dependency). Then
+//!    the CLI's own cost of a run, `stockade run -- /bin/true` launched like `bwrap`
+//!    (process start, policy, plan and the one spawn), with `stockade --version` (the
+//!    binary's start-up alone) and `unshare -Urpf --mount-proc /bin/true` (the least any
+//!    command-line tool that makes these namespaces costs) for scale. The CLI is the
+//!    `stockade` binary next to this example (`cargo build --release` builds both).
 //! 2. Growth: the full layout with 1, 8, 32 and 128 writable paths (slope per extra path
 //!    and per extra mount), and a host with 16 MiB, 512 MiB and 2 GiB touched.
 //! 3. Throughput: completed sandboxes per second from 1, 2 and 8 host threads sharing one
@@ -236,6 +241,29 @@ mod linux {
         Path::new(BWRAP).exists()
     }
 
+    /// The `stockade` binary of the same build: `target/<profile>/stockade`, next to the
+    /// `examples` directory this example runs from.
+    fn cli() -> Option<PathBuf> {
+        let exe = std::env::current_exe().ok()?;
+        let cli = exe.parent()?.parent()?.join("stockade");
+        cli.exists().then_some(cli)
+    }
+
+    fn cli_row(name: &str, cli: &Path, args: Vec<String>) -> (String, Run) {
+        let cli = cli.to_path_buf();
+        (
+            name.into(),
+            Box::new(move || {
+                let s = StdCommand::new(&cli)
+                    .args(&args)
+                    .stdout(StdStdio::null())
+                    .status()
+                    .expect("spawn");
+                assert!(s.success(), "{s}");
+            }),
+        )
+    }
+
     // ---------------------------------------------------------------------------------
     // Table 1: spawn + wait of /bin/true.
 
@@ -273,13 +301,48 @@ mod linux {
                 bwrap_args(ws, &[], true, &["/bin/true"]),
             ));
         }
+        let cli = cli();
+        match &cli {
+            Some(cli) => {
+                let w = ws.display().to_string();
+                let run = |extra: &[&str]| {
+                    let mut a: Vec<String> = vec!["run".into(), "--workspace".into(), w.clone()];
+                    a.extend(extra.iter().map(|s| s.to_string()));
+                    a.extend(["--".into(), "/bin/true".into()]);
+                    a
+                };
+                rows.push(cli_row("CLI: stockade run", cli, run(&[])));
+                rows.push(cli_row(
+                    "CLI: stockade run --network none",
+                    cli,
+                    run(&["--network", "none"]),
+                ));
+                rows.push(cli_row(
+                    "CLI: stockade --version",
+                    cli,
+                    vec!["--version".into()],
+                ));
+            }
+            None => println!(
+                "(no `stockade` binary next to this example: `cargo build --release` for the CLI rows)"
+            ),
+        }
+        if Path::new("/usr/bin/unshare").exists() {
+            rows.push(std_row(
+                "CLI: unshare -Urpf --mount-proc",
+                "/usr/bin/unshare",
+                ["-Urpf", "--mount-proc", "/bin/true"]
+                    .map(String::from)
+                    .to_vec(),
+            ));
+        }
         let med = interleave(&mut rows, o.iters);
         let at = |n: &str| rows.iter().position(|(r, _)| r == n).map(|i| med[i]);
         let std = med[0];
         println!("| spawn + wait /bin/true | median | × std | × bwrap (same net) |");
         println!("| --- | ---: | ---: | ---: |");
         for ((name, _), m) in rows.iter().zip(&med) {
-            let b = if name.contains("net none") {
+            let b = if name.contains("net none") || name.contains("network none") {
                 at("bwrap full + net none")
             } else {
                 at("bwrap full")
@@ -308,6 +371,10 @@ mod linux {
                 format!("full + net none ≤ 0.5× bwrap + net none ({r:.2}×)"),
                 r <= 0.5,
             );
+            if let Some(c) = at("CLI: stockade run") {
+                let r = c.as_secs_f64() / b.as_secs_f64();
+                v.check(format!("CLI run ≤ 0.5× bwrap ({r:.2}×)"), r <= 0.5);
+            }
         }
     }
 
@@ -742,7 +809,9 @@ int main(int argc, char **argv) {
         let calls = o.calls.to_string();
 
         let policy = Policy::with_workspace(ws);
-        let filter = seccomp::build(&seccomp::FilterOptions::for_policy(&policy, false))
+        // Layer 2's filter: no namespaces of its own.
+        let no_namespaces = stockade::plan::Namespaces::default();
+        let filter = seccomp::build(&seccomp::FilterOptions::for_policy(&policy, no_namespaces))
             .expect("build the seccomp filter");
         let spec = landlock::RulesetSpec::for_policy(&policy, Layer::Landlock).unwrap();
         let ruleset = landlock::build(&spec).expect("build the Landlock ruleset");
@@ -759,9 +828,9 @@ int main(int argc, char **argv) {
                 // two raw system calls (no allocation, no locks).
                 unsafe {
                     c.pre_exec(move || {
-                        sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+                        sys::prctl_set_no_new_privs()
                             .map_err(|e| std::io::Error::from_raw_os_error(e.raw()))?;
-                        sys::seccomp_set_mode_filter(0, &f.as_fprog())
+                        sys::seccomp_set_mode_filter(0, f.instructions())
                             .map_err(|e| std::io::Error::from_raw_os_error(e.raw()))?;
                         Ok(())
                     })
@@ -769,7 +838,9 @@ int main(int argc, char **argv) {
                 run_std(&mut c)
             })
         };
-        let fd = ruleset.raw_fd();
+        // SAFETY: `ruleset` owns this fd and lives until the end of `table4`, after every
+        // command that borrows it here has run.
+        let fd = unsafe { stockade_sys::BorrowedFd::borrow_raw(ruleset.raw_fd()) };
         let landlock_only = move || -> Launch {
             Box::new(move |argv| {
                 let mut c = StdCommand::new(argv[0]);
@@ -778,7 +849,7 @@ int main(int argc, char **argv) {
                 // the parent (`ruleset` lives until the end of `table4`) and is inherited.
                 unsafe {
                     c.pre_exec(move || {
-                        sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+                        sys::prctl_set_no_new_privs()
                             .map_err(|e| std::io::Error::from_raw_os_error(e.raw()))?;
                         sys::landlock_restrict_self(fd, 0)
                             .map_err(|e| std::io::Error::from_raw_os_error(e.raw()))?;

@@ -5,9 +5,13 @@
 //! ```
 //!
 //! Rows: std::process::Command (no sandbox); stockade passthrough; stockade full layout;
-//! full + network none; bwrap with the same layout when `bwrap` is installed (comparison
-//! only, never a dependency). Then the same with 2 GiB of host memory touched, which is
-//! where fork-based spawning degrades and a `CLONE_VM` spawn must not.
+//! the full layout over a workspace that is a git repository (its `.git` gets a
+//! per-command copy-on-write layer, merged back after the run); full + network none;
+//! bwrap with the same layout when `bwrap` is installed (comparison only, never a
+//! dependency); the CLI, `stockade run -- /bin/true`, launched as bwrap is (the `stockade`
+//! binary next to this example's directory, built by `cargo build --release`). Then the
+//! same with 2 GiB of host memory touched, which is where fork-based spawning degrades and
+//! a `CLONE_VM` spawn must not.
 
 use std::path::Path;
 use std::process::Command as StdCommand;
@@ -65,7 +69,7 @@ fn bwrap_args(ws: &Path, net_none: bool) -> Vec<String> {
     a
 }
 
-fn rows(ws: &Path) -> Vec<(&'static str, Run)> {
+fn rows(ws: &Path, repo: &Path) -> Vec<(&'static str, Run)> {
     let mut rows: Vec<(&'static str, Run)> = Vec::new();
     rows.push((
         "std::process::Command",
@@ -86,6 +90,11 @@ fn rows(ws: &Path) -> Vec<(&'static str, Run)> {
             mk(&|p| p.layer = Some(stockade::Layer::Landlock)),
         ),
         ("stockade full", mk(&|_| {})),
+        ("stockade full, .git in ws", {
+            let mut p = Policy::with_workspace(repo);
+            p.layer = Some(stockade::Layer::Full);
+            Sandbox::new(p).unwrap()
+        }),
         (
             "stockade full + net none",
             mk(&|p| p.network = Network::None),
@@ -113,6 +122,29 @@ fn rows(ws: &Path) -> Vec<(&'static str, Run)> {
                 }),
             ));
         }
+    }
+    let cli = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.parent()?.join("stockade")))
+        .filter(|c| c.exists());
+    if let Some(cli) = cli {
+        let args = [
+            "run",
+            "--workspace",
+            &ws.display().to_string(),
+            "--",
+            "/bin/true",
+        ]
+        .map(String::from);
+        rows.push((
+            "stockade run (CLI)",
+            Box::new(move || {
+                let s = StdCommand::new(&cli).args(&args).status().unwrap();
+                assert!(s.success());
+            }),
+        ));
+    } else {
+        println!("(no `stockade` binary next to this example: `cargo build --release`)");
     }
     rows
 }
@@ -162,6 +194,32 @@ fn main() {
         .unwrap_or(200);
     let ws = std::env::temp_dir().join(format!("stockade-bench-{}", std::process::id()));
     std::fs::create_dir_all(&ws).unwrap();
+    // A small repository with one commit, packed (one pack file).
+    let repo = std::env::temp_dir().join(format!("stockade-bench-repo-{}", std::process::id()));
+    std::fs::create_dir_all(&repo).unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "b",
+        ],
+        &["gc", "-q"],
+    ] {
+        let s = StdCommand::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(s.success(), "git {args:?}");
+    }
     println!(
         "stockade spawn bench: {iters} interleaved iterations per row, kernel {}",
         std::fs::read_to_string("/proc/sys/kernel/osrelease")
@@ -169,7 +227,7 @@ fn main() {
             .trim()
     );
 
-    let mut r = rows(&ws);
+    let mut r = rows(&ws, &repo);
     let small = measure(&mut r, iters);
     print("small host", &r, &small);
 
@@ -189,4 +247,5 @@ fn main() {
     );
     drop(big);
     let _ = std::fs::remove_dir_all(&ws);
+    let _ = std::fs::remove_dir_all(&repo);
 }

@@ -15,6 +15,124 @@ pub fn strerror(errno: i32) -> String {
     }
 }
 
+/// The symbolic name of an errno (`ENOENT`), for the errors a sandbox setup or a path
+/// lookup can meet; `None` for the others.
+///
+/// The values come from `libc` for the target, so the table holds on every OS (macOS
+/// numbers several of these differently from Linux).
+pub fn errno_name(errno: i32) -> Option<&'static str> {
+    const NAMES: &[(i32, &str)] = &[
+        (libc::EPERM, "EPERM"),
+        (libc::ENOENT, "ENOENT"),
+        (libc::ESRCH, "ESRCH"),
+        (libc::EINTR, "EINTR"),
+        (libc::EIO, "EIO"),
+        (libc::ENXIO, "ENXIO"),
+        (libc::E2BIG, "E2BIG"),
+        (libc::ENOEXEC, "ENOEXEC"),
+        (libc::EBADF, "EBADF"),
+        (libc::ECHILD, "ECHILD"),
+        (libc::EAGAIN, "EAGAIN"),
+        (libc::ENOMEM, "ENOMEM"),
+        (libc::EACCES, "EACCES"),
+        (libc::EFAULT, "EFAULT"),
+        (libc::EBUSY, "EBUSY"),
+        (libc::EEXIST, "EEXIST"),
+        (libc::EXDEV, "EXDEV"),
+        (libc::ENODEV, "ENODEV"),
+        (libc::ENOTDIR, "ENOTDIR"),
+        (libc::EISDIR, "EISDIR"),
+        (libc::EINVAL, "EINVAL"),
+        (libc::ENFILE, "ENFILE"),
+        (libc::EMFILE, "EMFILE"),
+        (libc::ENOTTY, "ENOTTY"),
+        (libc::ETXTBSY, "ETXTBSY"),
+        (libc::EFBIG, "EFBIG"),
+        (libc::ENOSPC, "ENOSPC"),
+        (libc::ESPIPE, "ESPIPE"),
+        (libc::EROFS, "EROFS"),
+        (libc::EMLINK, "EMLINK"),
+        (libc::EPIPE, "EPIPE"),
+        (libc::ERANGE, "ERANGE"),
+        (libc::EDEADLK, "EDEADLK"),
+        (libc::ENAMETOOLONG, "ENAMETOOLONG"),
+        (libc::ENOSYS, "ENOSYS"),
+        (libc::ENOTEMPTY, "ENOTEMPTY"),
+        (libc::ELOOP, "ELOOP"),
+        (libc::EOVERFLOW, "EOVERFLOW"),
+        (libc::EOPNOTSUPP, "EOPNOTSUPP"),
+        (libc::ENOTSUP, "ENOTSUP"),
+        (libc::EADDRINUSE, "EADDRINUSE"),
+        (libc::EADDRNOTAVAIL, "EADDRNOTAVAIL"),
+        (libc::ENETUNREACH, "ENETUNREACH"),
+        (libc::ECONNREFUSED, "ECONNREFUSED"),
+        (libc::ECONNRESET, "ECONNRESET"),
+        (libc::ETIMEDOUT, "ETIMEDOUT"),
+        (libc::EHOSTUNREACH, "EHOSTUNREACH"),
+        (libc::EDQUOT, "EDQUOT"),
+        (libc::ESTALE, "ESTALE"),
+        (libc::ECANCELED, "ECANCELED"),
+        (libc::EOWNERDEAD, "EOWNERDEAD"),
+    ];
+    // First match wins: where two names share a value (Linux: ENOTSUP is EOPNOTSUPP), the
+    // one the kernel documents for the calls stockade makes comes first.
+    NAMES
+        .iter()
+        .find(|(n, _)| *n == errno)
+        .map(|(_, name)| *name)
+}
+
+/// An errno as people read it: its text and its name, `No such file or directory
+/// (ENOENT)`, or its number when the name is not known (`… (errno 133)`).
+pub fn os_reason(errno: i32) -> String {
+    match errno_name(errno) {
+        Some(name) => format!("{} ({name})", strerror(errno)),
+        None => format!("{} (errno {errno})", strerror(errno)),
+    }
+}
+
+/// An error and every cause under it on one line, `workspace /srv/ws: No such file or
+/// directory (ENOENT)`: what the `stockade` command prints, and what a host can print.
+///
+/// Each error of the chain is written after `: `. An [`io::Error`] that carries an errno is
+/// written as [`os_reason`] renders it, without std's `(os error N)`.
+///
+/// ```
+/// let e = stockade::PlanError::Path {
+///     key: "workspace",
+///     path: "/nonexistent-dir".into(),
+///     source: std::io::Error::from_raw_os_error(libc::ENOENT),
+/// };
+/// assert_eq!(
+///     stockade::error::Report(&e).to_string(),
+///     "workspace /nonexistent-dir: No such file or directory (ENOENT)"
+/// );
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Report<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut next = Some(self.0);
+        let mut first = true;
+        while let Some(e) = next {
+            if !first {
+                f.write_str(": ")?;
+            }
+            first = false;
+            match e
+                .downcast_ref::<io::Error>()
+                .and_then(io::Error::raw_os_error)
+            {
+                Some(errno) => f.write_str(&os_reason(errno))?,
+                None => write!(f, "{e}")?,
+            }
+            next = e.source();
+        }
+        Ok(())
+    }
+}
+
 /// Any error stockade returns.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -80,6 +198,17 @@ pub enum PolicyError {
     /// The policy names no workspace.
     #[error("the policy has no workspace")]
     NoWorkspace,
+    /// A config file holds a policy in more than one place (its `[sandbox]` table, its
+    /// `[agents.sandbox]` table, policy keys at its top level), so which one is meant
+    /// cannot be told.
+    #[error(
+        "the config has a policy in more than one place: {}; keep one",
+        places.join(" and ")
+    )]
+    AmbiguousConfig {
+        /// The places found: `[sandbox]`, `[agents.sandbox]`, `top-level keys (network)`.
+        places: Vec<String>,
+    },
 }
 
 impl PolicyError {
@@ -125,8 +254,9 @@ fn location(key: Option<&str>, line: Option<usize>, column: Option<usize>) -> St
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PlanError {
-    /// A path named by the policy cannot be used.
-    #[error("{key} {path:?}")]
+    /// A path named by the policy cannot be used; the reason is the source
+    /// ([`Report`] prints both: `workspace /srv/ws: No such file or directory (ENOENT)`).
+    #[error("{key} {}", path.display())]
     Path {
         /// The policy key (`workspace`, `writable_paths`, …).
         key: &'static str,
@@ -135,6 +265,22 @@ pub enum PlanError {
         /// Why.
         #[source]
         source: io::Error,
+    },
+    /// A configured path is, or passes through, a symbolic link: stockade follows none
+    /// (a program could have planted it in a writable root between runs).
+    #[error(
+        "{key} {}: {} is a symbolic link (to {}); configured paths must not contain symlinks, give the real path",
+        path.display(), link.display(), target.display()
+    )]
+    Symlink {
+        /// The policy key (`workspace`, `writable_paths`, …).
+        key: &'static str,
+        /// The configured path.
+        path: PathBuf,
+        /// The component that is a symlink.
+        link: PathBuf,
+        /// Where it points (as read, not resolved).
+        target: PathBuf,
     },
     /// A path contains a NUL byte.
     #[error("path {0:?} contains a NUL byte")]
@@ -177,8 +323,8 @@ pub enum PlanError {
 #[non_exhaustive]
 pub enum SpawnError {
     /// A step of the child's setup failed; the message names the step and the errno
-    /// (`bind /opt: No such file or directory`).
-    #[error("{step}: {}", strerror(*.errno))]
+    /// (`bind /opt: No such file or directory (ENOENT)`).
+    #[error("{step}: {}", os_reason(*.errno))]
     Setup {
         /// The step, as the parent's copy of the plan describes it.
         step: String,
@@ -199,6 +345,13 @@ pub enum SpawnError {
         /// The error.
         #[source]
         source: io::Error,
+    },
+    /// The child ended during its setup, before running the program, without reporting
+    /// a step (killed by a signal, or it exited on its own): the program never ran.
+    #[error("the sandbox's setup ended before the program ran ({status})")]
+    DiedBeforeExec {
+        /// The child's wait status.
+        status: std::process::ExitStatus,
     },
     /// The child wrote something that is not a valid report record.
     #[error("malformed setup report from the child ({0} bytes)")]
@@ -370,7 +523,7 @@ pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum LandlockBuildError {
     /// The kernel has no usable Landlock (`ENOSYS`: not built in; `EOPNOTSUPP`: disabled at
     /// boot). The layers that need Landlock are unavailable.
-    #[error("landlock is not available: {}", strerror(*.errno))]
+    #[error("landlock is not available: {}", os_reason(*.errno))]
     Unsupported {
         /// The errno of `landlock_create_ruleset(LANDLOCK_CREATE_RULESET_VERSION)`.
         errno: i32,
@@ -379,7 +532,7 @@ pub enum LandlockBuildError {
     #[error("landlock_create_ruleset failed")]
     CreateRuleset(#[source] BoxedSource),
     /// A path of the ruleset could not be opened (for a reason other than not existing).
-    #[error("open {path:?} for a landlock rule")]
+    #[error("open {} for a landlock rule", path.display())]
     OpenPath {
         /// The path.
         path: PathBuf,
@@ -388,7 +541,7 @@ pub enum LandlockBuildError {
         source: io::Error,
     },
     /// The workspace does not exist or cannot be opened; unlike other paths it is required.
-    #[error("workspace {path:?} cannot be opened for a landlock rule")]
+    #[error("workspace {} cannot be opened for a landlock rule", path.display())]
     Workspace {
         /// The workspace path.
         path: PathBuf,
@@ -397,7 +550,7 @@ pub enum LandlockBuildError {
         source: io::Error,
     },
     /// `landlock_add_rule` failed for a path.
-    #[error("landlock_add_rule {path:?} failed")]
+    #[error("landlock_add_rule {} failed", path.display())]
     AddRule {
         /// The path of the rule.
         path: PathBuf,
@@ -429,8 +582,54 @@ mod tests {
             step: "bind /opt".into(),
             errno: libc::ENOENT,
         };
-        assert_eq!(e.to_string(), "bind /opt: No such file or directory");
+        assert_eq!(
+            e.to_string(),
+            "bind /opt: No such file or directory (ENOENT)"
+        );
         assert_eq!(e.errno(), Some(libc::ENOENT));
+    }
+
+    #[test]
+    fn errno_names_and_reasons() {
+        assert_eq!(errno_name(libc::ENOENT), Some("ENOENT"));
+        assert_eq!(errno_name(libc::EACCES), Some("EACCES"));
+        assert_eq!(errno_name(libc::ELOOP), Some("ELOOP"));
+        assert_eq!(errno_name(libc::EOPNOTSUPP), Some("EOPNOTSUPP"));
+        assert_eq!(errno_name(0), None);
+        assert_eq!(
+            os_reason(libc::ENOTDIR),
+            "Not a directory (ENOTDIR)",
+            "the text without std's suffix, then the name"
+        );
+        // Outside the table: the number, never a made-up name.
+        assert_eq!(errno_name(4000), None);
+        assert!(
+            os_reason(4000).ends_with(" (errno 4000)"),
+            "{}",
+            os_reason(4000)
+        );
+    }
+
+    #[test]
+    fn report_names_the_path_and_the_os_reason_once() {
+        let e = Error::from(PlanError::Path {
+            key: "writable_paths",
+            path: "/srv/shared".into(),
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        });
+        assert_eq!(
+            Report(&e).to_string(),
+            "writable_paths /srv/shared: Permission denied (EACCES)"
+        );
+        // An error without a source is its own line; an io::Error without an errno keeps
+        // its text.
+        let e = PlanError::Conflict("x".into());
+        assert_eq!(Report(&e).to_string(), "x");
+        let e = GuardError::Inspect {
+            path: "/w/x".into(),
+            source: io::Error::other("boom"),
+        };
+        assert_eq!(Report(&e).to_string(), r#"cannot inspect "/w/x": boom"#);
     }
 
     #[test]
@@ -450,6 +649,7 @@ mod tests {
     fn public_variants_keep_their_shape() {
         // Constructing every variant pins the public shape (fields and names).
         let _ = Error::Policy(PolicyError::NoWorkspace);
+        let _ = PolicyError::AmbiguousConfig { places: Vec::new() };
         let _ = PolicyError::RelativePath {
             key: "k",
             path: PathBuf::new(),
@@ -466,6 +666,9 @@ mod tests {
             program: String::new(),
         };
         let _ = SpawnError::Protocol(3);
+        let _ = SpawnError::DiedBeforeExec {
+            status: std::process::ExitStatus::default(),
+        };
         let _ = SpawnError::SandboxInit(crate::backend::sbpl::InitError {
             message: String::new(),
         });
@@ -569,7 +772,7 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "landlock is not available: Operation not supported"
+            "landlock is not available: Operation not supported (EOPNOTSUPP)"
         );
         let e = LandlockBuildError::Workspace {
             path: PathBuf::from("/ws"),
@@ -577,7 +780,7 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "workspace \"/ws\" cannot be opened for a landlock rule"
+            "workspace /ws cannot be opened for a landlock rule"
         );
         assert!(std::error::Error::source(&e).is_some());
     }

@@ -8,8 +8,8 @@
 //!
 //! ```text
 //! Policy (serde/TOML)  ──►  Sandbox::new(policy)  ──►  sandbox.command("sh")      ──►  stockade::Command
-//!   what may be seen         probes the kernel once      builds a Plan: every path,      std's builder API; spawn()
-//!   and written               (Capabilities report)      CString, BPF program and        returns a Child with a pidfd
+//!   what may be seen         cheap facts, no probe;      builds a Plan: every path,      std's builder API; spawn()
+//!   and written               the first spawn is it      CString, BPF program and        returns a Child with a pidfd
 //!                                                         ruleset computed up front
 //!                                                                 │
 //!                                                                 ▼  in the child, allocation-free:
@@ -59,20 +59,49 @@
 //! makes system calls directly, without touching `errno`. A test with a trapping global
 //! allocator holds this. Spawning is safe from any number of threads at once.
 //!
-//! # PID 1
+//! # PID 1: the embedded init
 //!
-//! The program runs as PID 1 of its PID namespace, as under Docker by default: no process
-//! of stockade's stays inside (a forked helper would hold the host's memory and
-//! environment). PID 1 receives only the signals it installed handlers for, apart from
-//! `SIGKILL` and `SIGSTOP`, so [`Child::kill`] ends it and, with it, every process in the
-//! namespace. Orphans are re-parented to the program; shells reap them, other programs may
-//! leave zombies until they exit.
+//! The program is not PID 1. PID 1 of the sandbox is `stockade-init`, a static `no_std`
+//! ELF of a few KiB built from this project's own source (the `stockade-init` crate) when
+//! stockade is built, carried in the library as bytes, written once per process to a
+//! sealed memfd and exec'd from it at the end of the setup, after every wall is up: it has
+//! the program's seccomp filter, Landlock domain, `no_new_privs` and no capability, and no
+//! page of the host's memory (no helper binary, no fork of the host). It does tini's job:
+//!
+//! - it starts the program as its child, in a session of its own (unless `keep_session`);
+//! - it forwards `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGQUIT`, `SIGUSR1`, `SIGUSR2`, `SIGWINCH`
+//!   and `SIGCONT` ([`Child::signal`], and `stockade run` for the signals it receives), so
+//!   programs see the kernel's ordinary signal rules: `kill -TERM $$` ends a shell,
+//!   `abort()` ends with `SIGABRT`;
+//! - it reaps every orphan, so no zombie piles up;
+//! - when the program ends it reports the program's exact wait status, which
+//!   [`Child::wait`] returns (exit code, or signal and core flag), and exits; the kernel
+//!   then ends every process left in the PID namespace. [`Child::kill`] ends the whole
+//!   sandbox at once.
+//!
+//! On the `landlock` layer (no PID namespace) the same init runs as a child subreaper and,
+//! when the program ends, is killed or the host dies, kills and reaps every descendant: a
+//! double-forked daemon does not outlive the command. There the program also runs in a
+//! nested Landlock domain that may not signal the init (Landlock ABI 6). In passthrough
+//! there is no init: the program is the host's direct child, as with std.
+//!
+//! # Repositories in the workspace
+//!
+//! Git on the host runs commands that a repository's `.git` names (hooks, `core.fsmonitor`,
+//! and through `commondir`, `config.worktree`, `worktrees/` or `modules/`, a config
+//! elsewhere). On the full layer each writable root's `.git` is seen through a
+//! copy-on-write layer per command: git works inside, and when the program has ended only
+//! the object database, refs, reflogs, the index, `HEAD` and git's `*_HEAD` and message
+//! files reach the host; every other change is dropped and reported by
+//! [`Child::git_dropped`]. Layer 2 cannot do this (see `SECURITY.md`).
 //!
 //! # Test strategy
 //!
 //! Containment claims are proven from inside the sandbox: the tests try each escape, assert
-//! the errno, and assert that the allowed thing still works. They run as root and as an
-//! unprivileged user; `STOCKADE_TEST_REQUIRE=all` turns every skip into a failure.
+//! the errno, and assert that the allowed thing still works. They run as root (re-running
+//! themselves as uid 65534) and as an unprivileged user, where the tests that need root
+//! print `SKIP … needs root`; `STOCKADE_TEST_REQUIRE=all` turns a skip for a missing kernel
+//! feature into a failure, `all,root` any skip.
 //!
 //! # MSRV
 //!
@@ -96,9 +125,12 @@ pub mod plan;
 pub mod probe;
 #[cfg(unix)]
 mod spawn;
+#[cfg(all(test, unix))]
+mod test_alloc;
 
 pub use probe::{Availability, Capabilities};
 #[cfg(unix)]
 pub use spawn::{
-    Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, Sandbox, Stdio,
+    Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,
+    Sandbox, Stdio,
 };

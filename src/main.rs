@@ -1,9 +1,18 @@
 //! The `stockade` command line: run a program in the sandbox, show what the kernel
 //! allows, or print the plan.
 //!
-//! Exit status of `run`: the program's own; 128+N when it died by signal N; 125 with
-//! `stockade: <step>: <path>: <error>` on stderr when setup failed; 126 when the program
-//! was found but could not be run; 127 when it was not found.
+//! `run` forwards SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH and SIGCONT
+//! to the program (through the sandbox's init; with a pseudo-terminal of the program's
+//! own, SIGWINCH resizes that instead, see `forward`). Its exit status: the program's own; 128+N
+//! when it died by signal N; 125 with `stockade: <step>: <path>: <error>` on stderr when
+//! setup failed; 126 when the program was found but could not be run; 127 when it was not
+//! found; 2 for a usage error (an unknown flag before the program). Errors print with their
+//! causes, each OS error with its errno name ([`Report`]).
+//!
+//! `run` dies with its caller unless `--no-die-with-parent` is given (see `caller`). It
+//! hands the program streams, never the caller's terminal or files: a pseudo-terminal of
+//! its own when stdin or stdout is a terminal (unless `--no-pty` or `--keep-session`), and
+//! pipes in place of files (see `relay`).
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
@@ -11,7 +20,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use stockade::error::Report;
 use stockade::{Error, Network, Policy, Sandbox, SpawnError};
+
+mod forward;
+mod relay;
 
 #[derive(Parser)]
 #[command(
@@ -27,6 +40,15 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run PROGRAM in the sandbox.
+    ///
+    /// Flags come before PROGRAM; everything from PROGRAM on (or after `--`) is passed to
+    /// it verbatim. On Linux, stockade dies with the process that started it, and the
+    /// sandbox dies with stockade: killing the caller ends the whole run. Use
+    /// --no-die-with-parent to let it outlive its caller.
+    ///
+    /// The program never gets the caller's terminal or files: when stdin or stdout is a
+    /// terminal it gets a pseudo-terminal of its own (see --no-pty), and a file as stdin,
+    /// stdout or stderr reaches it as a pipe that stockade copies to or from the file.
     Run {
         #[command(flatten)]
         policy: PolicyArgs,
@@ -43,8 +65,20 @@ enum Cmd {
         /// the program's output, and report leaked secret patterns on stderr.
         #[arg(long)]
         scrub: bool,
+        /// Keep running (and keep the sandbox running) when the process that started
+        /// stockade exits, for nohup-style use. By default stockade dies with its caller
+        /// (Linux: PR_SET_PDEATHSIG), and the sandbox dies with stockade.
+        #[arg(long)]
+        no_die_with_parent: bool,
+        /// Give the program the caller's terminal itself instead of a pseudo-terminal of
+        /// its own. By default, when stdin or stdout is a terminal, the program gets its
+        /// own (the caller's stays in raw mode while it runs, and is restored), so it
+        /// cannot resize or reconfigure the caller's. Useful in a pipeline whose other end
+        /// reads the same terminal (`stockade run … | less`). --keep-session implies it.
+        #[arg(long)]
+        no_pty: bool,
         /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        #[arg(required = true, trailing_var_arg = true)]
         program: Vec<OsString>,
     },
     /// Show what this kernel allows, layer by layer.
@@ -87,7 +121,8 @@ enum NetworkArg {
 
 #[derive(Args)]
 struct PolicyArgs {
-    /// A TOML policy file (the keys of a `[sandbox]` table).
+    /// A TOML config file: its `[sandbox]` table, its `[agents.sandbox]` table, or its
+    /// top level is the policy (exactly one of them); flags add to it.
     #[arg(long)]
     config: Option<PathBuf>,
     /// The read-write workspace (default: the current directory).
@@ -111,7 +146,10 @@ struct PolicyArgs {
     /// A host variable to pass through.
     #[arg(long = "passthrough-env")]
     passthrough_env: Vec<String>,
-    /// Keep the terminal's session (no setsid), for interactive programs.
+    /// Keep the caller's session (no setsid): the program keeps the caller's terminal as
+    /// its controlling terminal, and `run` gives it that terminal as stdio (--no-pty).
+    /// Interactive programs do not need it: their own pseudo-terminal is their controlling
+    /// terminal.
     #[arg(long)]
     keep_session: bool,
     /// Run on this layer on purpose: full, landlock (no namespaces) or passthrough.
@@ -139,38 +177,35 @@ enum FallbackArg {
 }
 
 impl PolicyArgs {
-    /// The sandbox for these flags, or the exit code after printing why not. A layer
-    /// weaker than the one wanted is said on stderr (the library says it through
-    /// `tracing`, which this binary does not subscribe to).
+    /// The sandbox for these flags, or the exit code after printing why not.
     fn sandbox(&self) -> Result<Sandbox, ExitCode> {
         let policy = self.policy().map_err(|e| fail(125, e))?;
-        let sandbox = Sandbox::new(policy).map_err(|e| fail(125, e))?;
-        if let Some(d) = sandbox.degradation() {
-            eprintln!(
-                "stockade: warning: layer `{}` is not available ({}); running on layer `{}`",
-                d.wanted, d.reason, d.running
-            );
-        }
-        Ok(sandbox)
+        Sandbox::new(policy).map_err(|e| fail_with(125, &e))
     }
 
+    /// The policy of `--config` (when given) with the flags on top. Errors name the file
+    /// or path and the reason: `config /etc/x.toml: No such file or directory (ENOENT)`.
     fn policy(&self) -> Result<Policy, String> {
         let mut p = match &self.config {
             Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                Policy::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+                let at = |e: &(dyn std::error::Error + 'static)| {
+                    format!("config {}: {}", path.display(), Report(e))
+                };
+                let text = std::fs::read_to_string(path).map_err(|e| at(&e))?;
+                Policy::from_config(&text).map_err(|e| at(&e))?
             }
             None => Policy::default(),
         };
         let abs = |p: &PathBuf| -> Result<PathBuf, String> {
-            std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))
+            std::path::absolute(p).map_err(|e| format!("{}: {}", p.display(), Report(&e)))
         };
         match &self.workspace {
             Some(w) => p.workspace = Some(abs(w)?),
             None if p.workspace.is_none() => {
-                p.workspace =
-                    Some(std::env::current_dir().map_err(|e| format!("current directory: {e}"))?)
+                p.workspace = Some(
+                    std::env::current_dir()
+                        .map_err(|e| format!("current directory: {}", Report(&e)))?,
+                )
             }
             None => {}
         }
@@ -209,7 +244,7 @@ impl PolicyArgs {
                 FallbackArg::Refuse => stockade::Fallback::Refuse,
             };
         }
-        p.validate().map_err(|e| e.to_string())?;
+        p.validate().map_err(|e| Report(&e).to_string())?;
         Ok(p)
     }
 }
@@ -223,6 +258,8 @@ macro_rules! out {
 }
 
 fn main() -> ExitCode {
+    // Taken first, so that a caller that dies while the arguments are parsed is noticed.
+    let caller = caller::Caller::now();
     let cli = Cli::parse();
     match cli.command {
         Cmd::Run {
@@ -231,13 +268,22 @@ fn main() -> ExitCode {
             env,
             secret_env,
             scrub,
+            no_die_with_parent,
+            no_pty,
             program,
-        } => run(&policy, cwd, &env, &secret_env, scrub, &program),
+        } => {
+            if !no_die_with_parent {
+                if let Err(e) = caller.die_with() {
+                    return fail(125, format_args!("prctl(PR_SET_PDEATHSIG): {}", Report(&e)));
+                }
+            }
+            run(&policy, cwd, &env, &secret_env, scrub, no_pty, &program)
+        }
         Cmd::Scan { json } => {
             match stockade::scan_stream(std::io::stdin().lock(), json, std::io::stdout().lock()) {
                 Ok(true) => ExitCode::from(1),
                 Ok(false) => ExitCode::SUCCESS,
-                Err(e) => fail(2, format!("scan: {e}")),
+                Err(e) => fail(2, format_args!("scan: {}", Report(&e))),
             }
         }
         Cmd::Detect { json } => detect(json),
@@ -250,9 +296,67 @@ fn main() -> ExitCode {
     }
 }
 
+/// Dying with the caller.
+///
+/// `stockade run` arms `PR_SET_PDEATHSIG(SIGKILL)` on itself; the library's sandboxes
+/// already die with the process that spawned them (their PID 1 has its own parent-death
+/// signal, tied to the library's spawner thread), so killing the caller ends stockade and,
+/// through it, every process in the sandbox.
+#[cfg(target_os = "linux")]
+mod caller {
+    use nix::sys::signal::{Signal, raise};
+    use nix::unistd::{Pid, getppid};
+
+    /// The caller as it was when stockade started.
+    pub struct Caller(Pid);
+
+    impl Caller {
+        pub fn now() -> Self {
+            Caller(getppid())
+        }
+
+        /// Arms `PR_SET_PDEATHSIG(SIGKILL)`. A caller that died before the signal was armed
+        /// has already handed stockade to a reaper (its parent pid changed): then stockade
+        /// ends the same way as if the signal had fired.
+        ///
+        /// The signal follows the caller's *thread*: a multithreaded caller whose spawning
+        /// thread exits also ends the run (prctl(2)).
+        pub fn die_with(&self) -> nix::Result<()> {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if getppid() != self.0 {
+                raise(Signal::SIGKILL)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Elsewhere there is no parent-death signal: stockade outlives a caller that exits, and
+/// the sandboxed program outlives stockade (see `Child` in the library).
+#[cfg(not(target_os = "linux"))]
+mod caller {
+    pub struct Caller;
+
+    impl Caller {
+        pub fn now() -> Self {
+            Caller
+        }
+
+        pub fn die_with(&self) -> Result<(), std::convert::Infallible> {
+            Ok(())
+        }
+    }
+}
+
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("stockade: {msg}");
     ExitCode::from(code)
+}
+
+/// [`fail`] with an error and its causes on one line, each OS error with its errno name:
+/// `stockade: workspace /nonexistent-dir: No such file or directory (ENOENT)`.
+fn fail_with(code: u8, e: &(dyn std::error::Error + 'static)) -> ExitCode {
+    fail(code, Report(e))
 }
 
 fn run(
@@ -261,8 +365,11 @@ fn run(
     env: &[String],
     secret_env: &[String],
     scrub: bool,
+    no_pty: bool,
     program: &[OsString],
 ) -> ExitCode {
+    // Before anything starts a thread: the signals to forward stay blocked in all of them.
+    let signals = forward::Signals::block();
     let sandbox = match args.sandbox() {
         Ok(s) => s,
         Err(code) => return code,
@@ -298,58 +405,60 @@ fn run(
         };
         cmd.secret_env(k, v);
     }
-    if scrub {
-        return run_scrubbed(cmd);
-    }
-    match cmd.status() {
-        Ok(status) => exit_code(status),
-        Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => fail(127, e),
-        Err(Error::Spawn(e @ SpawnError::Setup { .. })) if is_exec_failure(&e) => fail(126, e),
-        Err(e) => fail(125, e),
-    }
-}
-
-/// Runs with stdout and stderr piped through redacting writers, and reports leaked
-/// secret patterns (fingerprints only) on stderr.
-fn run_scrubbed(mut cmd: stockade::Command) -> ExitCode {
-    use std::io::Write;
-    cmd.stdout(stockade::Stdio::piped())
-        .stderr(stockade::Stdio::piped());
-    let mut child = match cmd.spawn() {
+    let keep_session = sandbox.policy().keep_session;
+    // The program gets a terminal of its own, and pipes instead of the caller's files
+    // (see `relay`). Keeping the caller's session keeps its terminal.
+    let opts = relay::Options {
+        pty: !no_pty && !keep_session,
+        scrub,
+    };
+    let relay = match relay::Relay::attach(&mut cmd, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            let hint = "--no-pty hands over the caller's terminal instead";
+            return fail(
+                125,
+                format_args!("pseudo-terminal: {} ({hint})", Report(&e)),
+            );
+        }
+    };
+    let spawned = cmd.spawn();
+    warn_degraded(&sandbox);
+    let mut child = match spawned {
         Ok(c) => c,
-        Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => return fail(127, e),
-        Err(e) => return fail(125, e),
+        Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => return fail_with(127, &e),
+        Err(Error::Spawn(e @ SpawnError::Setup { .. })) if is_exec_failure(&e) => {
+            return fail_with(126, &e);
+        }
+        Err(e) => return fail_with(125, &e),
     };
-    let redactor = child.redactor().clone();
-    let pump = |mut from: Box<dyn std::io::Read + Send>,
-                to: Box<dyn Write + Send>,
-                r: stockade::Redactor| {
-        std::thread::spawn(move || {
-            let mut w = stockade::RedactingWriter::new(r, to);
-            let _ = std::io::copy(&mut from, &mut w);
-            w.finish().map(|(_, findings)| findings).unwrap_or_default()
-        })
+    let running = match relay.start(cmd, &mut child) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = child.kill();
+            return fail(125, format_args!("relay stdio: {}", Report(&e)));
+        }
     };
-    let out = child
-        .stdout
-        .take()
-        .map(|o| pump(Box::new(o), Box::new(std::io::stdout()), redactor.clone()));
-    let err = child
-        .stderr
-        .take()
-        .map(|e| pump(Box::new(e), Box::new(std::io::stderr()), redactor.clone()));
-    let mut findings = Vec::new();
-    for h in [out, err].into_iter().flatten() {
-        findings.extend(h.join().unwrap_or_default());
-    }
-    let status = match child.wait() {
-        Ok(s) => s,
-        Err(e) => return fail(125, e),
-    };
+    let status = signals.wait(&mut child, keep_session, &running);
+    // The program's last output is copied and the caller's terminal restored before
+    // anything more is printed.
+    let findings = running.finish();
     for f in &findings {
         eprintln!("stockade: leak: {f}");
     }
-    exit_code(status)
+    match status {
+        Ok(status) => exit_code(status),
+        Err(e) => fail_with(125, &e),
+    }
+}
+
+/// Says on stderr that the sandbox runs weaker than wanted (the library says it through
+/// `tracing`, which this binary does not subscribe to). A run knows only once it has
+/// spawned: the first spawn is the probe.
+fn warn_degraded(sandbox: &Sandbox) {
+    if let Some(d) = sandbox.degradation() {
+        eprintln!("stockade: warning: {d}");
+    }
 }
 
 /// The program's own code, or 128+N when it died by signal N.
@@ -381,39 +490,53 @@ fn detect(json: bool) -> ExitCode {
         out!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
-    let line = |name: &str, a: &stockade::Availability| {
-        out!(
-            "{name:<16} {}{}",
-            if a.available { "yes" } else { "no" },
-            a.reason
-                .as_deref()
-                .map(|r| format!("  ({r})"))
-                .unwrap_or_default()
-        )
+    let avail = |a: &stockade::Availability| match &a.reason {
+        Some(r) => format!("{}  ({r})", if a.available { "yes" } else { "no" }),
+        None => (if a.available { "yes" } else { "no" }).to_string(),
     };
-    out!("os               {}", caps.os);
-    line("user namespaces", &caps.user_namespaces);
-    line("fresh /proc", &caps.fresh_proc);
-    line("landlock", &caps.landlock);
-    out!("landlock ABI     {}", caps.landlock_abi);
-    line("seccomp", &caps.seccomp);
-    out!();
+    let mut rows: Vec<Option<(String, String)>> = vec![
+        Some(("os".into(), caps.os.to_string())),
+        Some(("user namespaces".into(), avail(&caps.user_namespaces))),
+        Some(("fresh /proc".into(), avail(&caps.fresh_proc))),
+        Some(("landlock".into(), avail(&caps.landlock))),
+        Some(("landlock ABI".into(), caps.landlock_abi.to_string())),
+        Some(("seccomp".into(), avail(&caps.seccomp))),
+        None,
+    ];
     for l in [
         stockade::Layer::Full,
         stockade::Layer::Landlock,
         stockade::Layer::Passthrough,
     ] {
-        line(&format!("layer {l}"), &caps.layer(l));
+        rows.push(Some((format!("layer {l}"), avail(&caps.layer(l)))));
     }
-    out!("best layer       {}", caps.best_layer());
+    rows.push(Some(("best layer".into(), caps.best_layer().to_string())));
+    // One value column for all rows: the longest label plus two spaces.
+    let width = rows
+        .iter()
+        .flatten()
+        .map(|(label, _)| label.chars().count())
+        .max()
+        .unwrap_or(0)
+        + 2;
+    for row in rows {
+        match row {
+            Some((label, value)) => out!("{label:<width$}{value}"),
+            None => out!(),
+        }
+    }
     ExitCode::SUCCESS
 }
 
 fn plan(args: &PolicyArgs, json: bool) -> ExitCode {
+    // A run learns at its first spawn whether the host refuses namespaces; the plan has
+    // no spawn, so it asks the full probe (a child that exits), to print what a run does.
+    stockade::Capabilities::probe();
     let sandbox = match args.sandbox() {
         Ok(s) => s,
         Err(code) => return code,
     };
+    warn_degraded(&sandbox);
     let plan = &sandbox.plan();
     if json {
         let steps: Vec<String> = plan.steps.iter().map(ToString::to_string).collect();
@@ -457,6 +580,6 @@ fn macos_profile(args: &PolicyArgs, json: bool) -> ExitCode {
             print!("{p}");
             ExitCode::SUCCESS
         }
-        Err(e) => fail(125, e),
+        Err(e) => fail_with(125, &e),
     }
 }

@@ -1,11 +1,24 @@
-//! Probe the kernel once: which containment layers can this host provide, and why not.
+//! What this host allows: the full probe for reports, and the cheap view a sandbox starts
+//! from.
 //!
-//! The user-namespace probe does not stop at `unshare` succeeding (on some distributions it
+//! [`Capabilities::probe`] does not stop at `unshare` succeeding (on some distributions it
 //! does and mounting then fails): it spawns a real child through the same code path as a
 //! sandbox, which maps its ids, builds a root, binds a tree read-only and mounts a fresh
-//! `/proc`, then exits. Tests use this same probe to decide whether to skip.
+//! `/proc`, then exits. `stockade detect` and the tests' `require!` use it.
+//!
+//! [`Sandbox::new`](crate::Sandbox::new) does not run it: a probe child would cost a second
+//! namespace clone on every run of the CLI. A sandbox chooses its layer from what is cheap
+//! to know (one Landlock ABI query, `PR_GET_SECCOMP`) and assumes namespaces and a fresh
+//! `/proc` work; the first spawn is the probe. When that spawn fails because the host
+//! refuses namespaces or a fresh `/proc`, the fact is recorded here for the
+//! whole process and the sandbox falls back per its policy. No sysctl is read: none of them
+//! is authoritative (a user namespace's own `user.max_user_namespaces` says nothing of its
+//! ancestors' limits, AppArmor profiles grant exceptions to
+//! `kernel.apparmor_restrict_unprivileged_userns`), and a refused `clone` costs less than
+//! the reads.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use serde::Serialize;
 
@@ -58,11 +71,49 @@ pub struct Capabilities {
     pub sandbox: Availability,
 }
 
+/// Why a spawn of the full layer could not start on this host, as the spawn found out.
+// Only the Linux launcher meets refusals: Seatbelt has no namespaces to be refused.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The host refuses user namespaces (the namespace `clone`, the id-map write or the
+    /// first mounts failed): the reason names the call and the OS error.
+    Namespaces(String),
+    /// The kernel refuses a fresh procfs in the new PID namespace (nested containers).
+    FreshProc(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::Namespaces(why) | Refusal::FreshProc(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Refusals learned from spawns, for the whole process.
+static LEARNED: Mutex<Learned> = Mutex::new(Learned {
+    namespaces: None,
+    fresh_proc: None,
+});
+
+/// Bumped each time a refusal is learned: a sandbox prepared before it re-plans.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+static PROBED: OnceLock<Capabilities> = OnceLock::new();
+
+struct Learned {
+    namespaces: Option<String>,
+    fresh_proc: Option<String>,
+}
+
 impl Capabilities {
     /// Probes the kernel; the result is cached for the life of the process.
+    ///
+    /// This spawns a probe child into new namespaces; [`Sandbox::new`](crate::Sandbox::new)
+    /// never calls it (see the module docs).
     pub fn probe() -> &'static Capabilities {
-        static CAPS: OnceLock<Capabilities> = OnceLock::new();
-        CAPS.get_or_init(|| {
+        PROBED.get_or_init(|| {
             let caps = probe_now();
             tracing::info!(
                 user_namespaces = caps.user_namespaces.available,
@@ -74,6 +125,41 @@ impl Capabilities {
             );
             caps
         })
+    }
+
+    /// What a sandbox assumes when it chooses its layer: the full probe's result when it
+    /// has run in this process, else the cheap facts (Landlock ABI, seccomp) with
+    /// namespaces and a fresh `/proc` assumed to work; either way overridden by what
+    /// spawns have been refused since.
+    pub(crate) fn assumed() -> Capabilities {
+        let mut caps = match PROBED.get() {
+            Some(probed) => probed.clone(),
+            None => cheap().clone(),
+        };
+        let learned = LEARNED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(reason) = &learned.namespaces {
+            caps.user_namespaces = Availability::no(reason.clone());
+            caps.fresh_proc = Availability::no("user namespaces unavailable");
+        }
+        if let Some(reason) = &learned.fresh_proc {
+            caps.fresh_proc = Availability::no(reason.clone());
+        }
+        caps
+    }
+
+    /// Records that a spawn was refused, for every sandbox of this process.
+    pub(crate) fn learn(refusal: &Refusal) {
+        let mut learned = LEARNED.lock().unwrap_or_else(|e| e.into_inner());
+        match refusal {
+            Refusal::Namespaces(r) => learned.namespaces = Some(r.clone()),
+            Refusal::FreshProc(r) => learned.fresh_proc = Some(r.clone()),
+        }
+        GENERATION.fetch_add(1, Ordering::Release);
+    }
+
+    /// Changes each time a refusal is learned; see [`Capabilities::assumed`].
+    pub(crate) fn generation() -> u64 {
+        GENERATION.load(Ordering::Acquire)
     }
 
     /// Whether `layer` can run here, and why not.
@@ -115,21 +201,37 @@ impl Capabilities {
     }
 }
 
+/// The cheap facts, computed once per process.
+fn cheap() -> &'static Capabilities {
+    static CHEAP: OnceLock<Capabilities> = OnceLock::new();
+    CHEAP.get_or_init(cheap_now)
+}
+
 #[cfg(target_os = "linux")]
 fn probe_now() -> Capabilities {
     let (user_namespaces, fresh_proc) = crate::backend::linux::probe_namespaces();
-    let landlock_abi = stockade_sys::linux::landlock_abi_version()
-        .unwrap_or(0)
-        .max(0) as u32;
-    let landlock = match stockade_sys::linux::landlock_abi_version() {
-        Ok(v) if v >= 1 => Availability::yes(),
-        Ok(v) => Availability::no(format!("landlock ABI {v}")),
-        Err(e) => Availability::no(format!(
-            "landlock_create_ruleset: {}",
-            crate::error::strerror(e.0)
-        )),
+    Capabilities {
+        user_namespaces,
+        fresh_proc,
+        ..cheap().clone()
+    }
+}
+
+/// One Landlock ABI query and one `prctl`; namespaces and a fresh `/proc` are assumed.
+#[cfg(target_os = "linux")]
+fn cheap_now() -> Capabilities {
+    let (landlock, landlock_abi) = match stockade_sys::linux::landlock_abi_version() {
+        Ok(v) if v >= 1 => (Availability::yes(), v as u32),
+        Ok(v) => (Availability::no(format!("landlock ABI {v}")), 0),
+        Err(e) => (
+            Availability::no(format!(
+                "landlock_create_ruleset: {}",
+                crate::error::strerror(e.0)
+            )),
+            0,
+        ),
     };
-    let seccomp = match stockade_sys::linux::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) {
+    let seccomp = match stockade_sys::linux::prctl_get_seccomp() {
         Ok(_) => Availability::yes(),
         Err(e) => Availability::no(format!(
             "prctl(PR_GET_SECCOMP): {}",
@@ -138,8 +240,8 @@ fn probe_now() -> Capabilities {
     };
     Capabilities {
         os: "linux",
-        user_namespaces,
-        fresh_proc,
+        user_namespaces: Availability::yes(),
+        fresh_proc: Availability::yes(),
         landlock,
         landlock_abi,
         seccomp,
@@ -147,8 +249,14 @@ fn probe_now() -> Capabilities {
     }
 }
 
+/// Nothing here needs a probe child: the cheap facts are the probe.
 #[cfg(not(target_os = "linux"))]
 fn probe_now() -> Capabilities {
+    cheap_now()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn cheap_now() -> Capabilities {
     let os = std::env::consts::OS;
     let linux_only = |what: &str| Availability::no(format!("{what} is Linux only, not on {os}"));
     Capabilities {

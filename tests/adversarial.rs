@@ -194,7 +194,8 @@ fn tiocsti_helper() {
 
 /// CVE-2019-5736 (runc): the contained program reopens its own binary, or the launcher's,
 /// through `/proc/self/exe` for writing and replaces it. Inside, the program's binary is
-/// on a read-only bind, and the launcher (this test binary) is not in the layout at all.
+/// on a read-only bind, the launcher (this test binary) is not in the layout at all, and
+/// PID 1's binary is the init's sealed memfd behind a non-dumpable process.
 #[test]
 fn cve_2019_5736_the_binary_behind_proc_self_exe_cannot_be_overwritten() {
     require!(Feature::UserNs);
@@ -226,7 +227,9 @@ fn cve_2019_5736_the_binary_behind_proc_self_exe_cannot_be_overwritten() {
     // (ETXTBSY) before the mount's (EROFS). Landlock, which denies writes under /usr too,
     // would answer last.
     let first = if is_root() { "ETXTBSY" } else { "EACCES" };
-    let want = [first, "EROFS", first];
+    // `/proc/1/exe` is the init's: a non-dumpable process, whose exe link the program may
+    // not even open (EACCES); behind it, the memfd is sealed against writes.
+    let want = [first, "EROFS", "EACCES"];
     assert_eq!(&got[2..5], want, "{got:?}");
     // The launcher is not in the layout.
     assert_eq!(got[5], "ENOENT");
@@ -530,8 +533,9 @@ fn hard_links_to_files_outside_the_workspace_fail() {
     );
 }
 
-/// `/proc/1/root` and `/proc/<host pid>/root` (escapes through a host process's root):
-/// PID 1 is the program itself, whose root is the sandbox's; host pids do not exist.
+/// `/proc/1/root`, `/proc/self/root` and `/proc/<host pid>/root` (escapes through a host
+/// process's root): PID 1 is the sandbox's init, which the program may not look into
+/// (non-dumpable: EACCES); the program's own root is the sandbox's; host pids do not exist.
 #[test]
 fn proc_pid_root_leads_nowhere_outside() {
     require!(Feature::UserNs);
@@ -546,28 +550,35 @@ fn proc_pid_root_leads_nowhere_outside() {
     let out = py_ok(
         &sb,
         &format!(
-            "{}\nprint(' '.join(sorted(os.listdir('/proc/1/root'))))\nprint(os.readlink('/proc/1/root'))",
+            "{}\nprint(' '.join(sorted(os.listdir('/proc/self/root'))))\nprint(os.readlink('/proc/self/root'))",
             probe_source(
                 "",
                 &[
-                    "sorted(os.listdir('/proc/1/root')) == sorted(os.listdir('/')) or sys.exit(3)"
+                    "sorted(os.listdir('/proc/self/root')) == sorted(os.listdir('/')) or sys.exit(3)"
                         .into(),
                     format!("os.listdir('/proc/{me}/root')"),
                     format!("os.readlink('/proc/{me}/root')"),
-                    "os.listdir('/proc/1/root/root')".into(),
-                    "os.listdir('/proc/1/root/proc/1/root/work')".into(),
+                    "os.listdir('/proc/self/root/root')".into(),
+                    "os.listdir('/proc/self/root/proc/self/root/work')".into(),
+                    "os.listdir('/proc/1/root')".into(),
+                    "os.readlink('/proc/1/root')".into(),
                 ]
             )
         ),
     );
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[..5], ["OK", "ENOENT", "ENOENT", "ENOENT", "ENOENT"]);
-    let inside: Vec<&str> = lines[5].split(' ').collect();
+    assert_eq!(
+        lines[..7],
+        [
+            "OK", "ENOENT", "ENOENT", "ENOENT", "ENOENT", "EACCES", "EACCES"
+        ]
+    );
+    let inside: Vec<&str> = lines[7].split(' ').collect();
     assert!(inside.contains(&"usr") && inside.contains(&"tmp"), "{out}");
     for absent in ["root", "work", "home", "var", "run"] {
         assert!(!inside.contains(&absent), "{absent} visible: {out}");
     }
-    assert_eq!(lines[6], "/");
+    assert_eq!(lines[8], "/");
 }
 
 /// Writes to `/proc/sys` and `/sys` (kernel knobs shared with the host): `/proc/sys` is
@@ -686,9 +697,10 @@ fn nested_user_namespaces_are_denied() {
 }
 
 /// ptrace of the parent (the launcher, a host process holding secrets): the launcher is
-/// not in the PID namespace (getppid is 0); ptrace is refused by seccomp; with
-/// `allow_ptrace` the host pid still does not exist (ESRCH) while tracing a process
-/// inside works.
+/// not in the PID namespace (the program's parent is the init, PID 1, whose parent is 0);
+/// ptrace is refused by seccomp; with `allow_ptrace` the host pid still does not exist
+/// (ESRCH), the init cannot be traced (non-dumpable: EPERM), while tracing a process of the
+/// program's inside works.
 #[test]
 fn ptrace_of_the_parent_is_impossible() {
     require!(Feature::UserNs);
@@ -699,9 +711,13 @@ fn ptrace_of_the_parent_is_impossible() {
     let got = errnos(
         &sb,
         "",
-        &["os.getppid() == 0 or sys.exit(3)".into(), attach.clone()],
+        &[
+            "os.getppid() == 1 or sys.exit(3)".into(),
+            "[l for l in open('/proc/1/status') if l.startswith('PPid:')] == ['PPid:\\t0\\n'] or sys.exit(3)".into(),
+            attach.clone(),
+        ],
     );
-    assert_eq!(got, ["OK", "EPERM"]);
+    assert_eq!(got, ["OK", "OK", "EPERM"]);
     let sb = sandbox(ws.path(), |p| p.allow_ptrace = true);
     let got = errnos(
         &sb,
@@ -709,11 +725,13 @@ fn ptrace_of_the_parent_is_impossible() {
         &[
             attach,
             "pid = os.fork() or os._exit(time.sleep(30) or 0); chk(libc.ptrace(16, pid, 0, 0)); os.kill(pid, 9); os.waitpid(pid, 0)".into(),
+            // The init is non-dumpable: not even a tracer allowed by the filter gets in.
+            "chk(libc.ptrace(16, 1, 0, 0))".into(),
         ],
     );
     // ESRCH: the PID namespace answers (Landlock's scoping would refuse a process outside
     // the sandbox's domain too).
-    assert_eq!(got, ["ESRCH", "OK"]);
+    assert_eq!(got, ["ESRCH", "OK", "EPERM"]);
 }
 
 /// Killing a host process: host pids do not exist inside (ESRCH), and `kill(-1)` from PID

@@ -10,7 +10,7 @@ use std::process::Command;
 use common::{Feature, tempdir};
 
 fn stockade() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_stockade"))
+    Command::new(common::stockade_exe())
 }
 
 #[test]
@@ -63,8 +63,7 @@ fn setup_failures_exit_125_naming_the_step() {
     assert_eq!(out.status.code(), Some(125));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.starts_with("stockade: pin ")
-            && err.contains("/link: Too many levels of symbolic links"),
+        err.starts_with("stockade: data_dir ") && err.contains("/link is a symbolic link"),
         "{err}"
     );
     let out = stockade()
@@ -242,4 +241,346 @@ fn scan_and_scrub() {
         "{stdout}{stderr}"
     );
     assert!(!stdout.contains("another-secret-value"), "{stdout}");
+}
+
+/// A temp dir outside `/tmp` (the sandbox's own `/tmp` is private and hides mistakes):
+/// under the crate's target dir, or `/var/tmp` for a user who cannot write there.
+fn outside_tmp() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("stockade-cli-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .or_else(|_| {
+            tempfile::Builder::new()
+                .prefix("stockade-cli-")
+                .tempdir_in("/var/tmp")
+        })
+        .expect("temp dir outside /tmp");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// Polls `f` every 20 ms for up to `secs` seconds; whether it became true.
+fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Starts `stockade run [flags] -- python3 -c 'sleep' MARKER` from an intermediate `sh`
+/// (the caller) and returns the caller, stockade's pid and the marker once the sandboxed
+/// program is running.
+fn run_under_a_caller(ws: &std::path::Path, flags: &[&str]) -> (std::process::Child, u32, String) {
+    use std::io::BufRead;
+    let marker = format!(
+        "stockade-caller-test-{}-{}",
+        std::process::id(),
+        flags.len()
+    );
+    let mut caller = Command::new("sh")
+        .arg("-c")
+        .arg(r#"exe=$1; shift; "$exe" "$@" & echo $!; wait"#)
+        .arg("sh")
+        .arg(common::stockade_exe())
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws)
+        .args(flags)
+        .args(["--", "python3", "-c", "import time; time.sleep(1000)"])
+        .arg(&marker)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(caller.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let cli: u32 = line.trim().parse().unwrap();
+    // The caller's and stockade's command lines carry the marker too: wait for python.
+    assert!(
+        eventually(20, || !sandboxed(&marker).is_empty()),
+        "the sandboxed program never started"
+    );
+    (caller, cli, marker)
+}
+
+/// The sandboxed `python3 … MARKER` processes on the host.
+fn sandboxed(marker: &str) -> Vec<u32> {
+    common::host_processes(|cmd| cmd.starts_with("python3 ") && cmd.contains(marker))
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie (Z) or a dying process (X) has exited; its status line says so.
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map(|s| {
+            !s.lines()
+                .any(|l| l.starts_with("State:") && (l.contains('Z') || l.contains('X')))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn run_dies_with_its_caller() {
+    require!(Feature::UserNs);
+    let ws = outside_tmp();
+    let (mut caller, cli, marker) = run_under_a_caller(ws.path(), &[]);
+    caller.kill().unwrap();
+    caller.wait().unwrap();
+    let gone = eventually(10, || sandboxed(&marker).is_empty());
+    let left = sandboxed(&marker);
+    // stockade may still be tearing down when its sandbox is gone.
+    let cli_alive = !eventually(10, || !alive(cli));
+    if cli_alive {
+        kill_stockade(cli, &marker);
+    }
+    assert!(
+        gone,
+        "the sandboxed program outlived the caller of `stockade run`: {left:?}"
+    );
+    assert!(!cli_alive, "stockade outlived its caller");
+}
+
+/// SIGKILLs stockade (pid `cli`) if that pid still runs the command carrying `marker`.
+fn kill_stockade(cli: u32, marker: &str) {
+    let cmdline = std::fs::read(format!("/proc/{cli}/cmdline")).unwrap_or_default();
+    if String::from_utf8_lossy(&cmdline).contains(marker) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(cli as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+#[test]
+fn no_die_with_parent_outlives_the_caller() {
+    require!(Feature::UserNs);
+    let ws = outside_tmp();
+    let (mut caller, cli, marker) = run_under_a_caller(ws.path(), &["--no-die-with-parent"]);
+    caller.kill().unwrap();
+    caller.wait().unwrap();
+    // Give a parent-death signal time to be delivered, then look again.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let left = sandboxed(&marker);
+    let cli_alive = alive(cli);
+    // Clean up before asserting: killing stockade itself still ends the sandbox.
+    if cli_alive {
+        kill_stockade(cli, &marker);
+    }
+    let gone = eventually(10, || sandboxed(&marker).is_empty());
+    assert!(cli_alive, "stockade died with its caller");
+    assert!(!left.is_empty(), "the sandbox died with stockade's caller");
+    assert!(gone, "the sandbox outlived stockade itself");
+}
+
+#[test]
+fn unknown_flag_before_the_program_is_a_usage_error() {
+    let ws = outside_tmp();
+    let out = stockade()
+        .args(["run", "--wrkspace"])
+        .arg(ws.path())
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("'--wrkspace'"), "{err}");
+    assert!(
+        err.contains("a similar argument exists: '--workspace'"),
+        "{err}"
+    );
+    // The same for `plan`, and for a flag of the run itself.
+    let out = stockade()
+        .args(["run", "--scrubb", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'--scrub'"));
+}
+
+#[test]
+fn arguments_from_the_program_on_pass_verbatim() {
+    require!(Feature::UserNs);
+    let ws = outside_tmp();
+    let script = r#"printf '[%s]' "$@""#;
+    let run = |pre: &[&str]| {
+        let out = stockade()
+            .arg("run")
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(pre)
+            .args(["sh", "-c", script, "sh"])
+            .args(["-la", "--workspace", "/x", "--", "--wrkspace", "-"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let want = "[-la][--workspace][/x][--][--wrkspace][-]";
+    assert_eq!(run(&["--"]), want);
+    assert_eq!(run(&[]), want);
+    // A program whose name starts with `-` is reachable after `--`.
+    let out = stockade()
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--", "-stockade-dash"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+}
+
+#[test]
+fn detect_columns_line_up() {
+    let out = stockade().arg("detect").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut starts = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        // Labels have single spaces inside ("user namespaces"); two or more end them.
+        let gap = line
+            .find("  ")
+            .unwrap_or_else(|| panic!("no column gap in {line:?}\n{text}"));
+        let value = gap + line[gap..].len() - line[gap..].trim_start().len();
+        starts.push((value, line));
+    }
+    assert!(starts.len() >= 10, "{text}");
+    let first = starts[0].0;
+    for (start, line) in &starts {
+        assert_eq!(*start, first, "misaligned: {line:?}\n{text}");
+    }
+}
+
+#[test]
+fn path_errors_name_the_path_and_the_errno() {
+    use std::path::Path;
+    require!(Feature::UserNs);
+    let dir = outside_tmp();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let missing = dir.path().join("missing");
+    let config = dir.path().join("policy.toml");
+    // `run` and `plan` with `--workspace ws` (unless given) and `flag path` exit 125 with
+    // exactly `stockade: want`.
+    let fails = |flag: &str, path: &Path, want: String| {
+        for sub in ["run", "plan"] {
+            let mut cmd = stockade();
+            cmd.arg(sub);
+            if flag != "--workspace" {
+                cmd.arg("--workspace").arg(&ws);
+            }
+            cmd.arg(flag).arg(path);
+            if sub == "run" {
+                cmd.args(["--", "true"]);
+            }
+            let out = cmd.output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(125), "{sub} {flag} {path:?}: {err}");
+            assert_eq!(err, format!("stockade: {want}\n"), "{sub} {flag} {path:?}");
+        }
+    };
+    let enoent = "No such file or directory (ENOENT)";
+    let enotdir = "Not a directory (ENOTDIR)";
+    let m = missing.display();
+    let f = file.display();
+    fails("--workspace", &missing, format!("workspace {m}: {enoent}"));
+    fails("--workspace", &file, format!("workspace {f}: {enotdir}"));
+    for (flag, key) in [
+        ("--writable", "writable_paths"),
+        ("--read-only", "read_only"),
+        ("--tools-dir", "tools_dir"),
+        ("--data-dir", "data_dir"),
+    ] {
+        fails(flag, &missing, format!("{key} {m}: {enoent}"));
+    }
+    fails("--data-dir", &file, format!("data_dir {f}: {enotdir}"));
+    // The same path from a config file, and a config file that is not there.
+    let toml = format!("[sandbox]\nwritable_paths = [{:?}]\n", missing);
+    std::fs::write(&config, toml).unwrap();
+    fails("--config", &config, format!("writable_paths {m}: {enoent}"));
+    fails("--config", &missing, format!("config {m}: {enoent}"));
+    // Nothing was created on the way.
+    assert!(!missing.exists());
+    // Without root, a directory the caller cannot search: EACCES, named.
+    if !nix::unistd::geteuid().is_root() {
+        use std::os::unix::fs::PermissionsExt;
+        let shut = dir.path().join("shut");
+        std::fs::create_dir(&shut).unwrap();
+        std::fs::set_permissions(&shut, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let inner = shut.join("x");
+        let result = std::panic::catch_unwind(|| {
+            let want = format!(
+                "writable_paths {}: Permission denied (EACCES)",
+                inner.display()
+            );
+            fails("--writable", &inner, want)
+        });
+        std::fs::set_permissions(&shut, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if let Err(e) = result {
+            std::panic::resume_unwind(e);
+        }
+    }
+}
+
+#[test]
+fn config_policy_is_its_sandbox_table_agents_sandbox_or_top_level() {
+    require!(Feature::UserNs);
+    let dir = outside_tmp();
+    let config = dir.path().join("host.toml");
+    let plan = |text: &str| {
+        std::fs::write(&config, text).unwrap();
+        stockade()
+            .arg("plan")
+            .arg("--json")
+            .arg("--config")
+            .arg(&config)
+            .arg("--workspace")
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    for text in [
+        "network = \"none\"\n",
+        "[sandbox]\nnetwork = \"none\"\n",
+        "name = \"host\"\n[agents]\nmodel = \"m\"\n[agents.sandbox]\nnetwork = \"none\"\n",
+    ] {
+        let out = plan(text);
+        assert!(
+            out.status.success(),
+            "{text:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["namespaces"]["net"], true, "{text:?}: {v}");
+    }
+    let out = plan("network = \"none\"\n[sandbox]\nmode = \"enabled\"\n");
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "stockade: config {}: the config has a policy in more than one place: \
+             [sandbox] and top-level keys (network); keep one\n",
+            config.display()
+        )
+    );
+    // A misspelt key in the nested table is named with its table, line and column.
+    let out = plan("[sandbox]\nnetwork = \"none\"\nnetwrok = \"none\"\n");
+    assert_eq!(out.status.code(), Some(125));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("at line 3, column 1 (key `sandbox.netwrok`)"),
+        "{err}"
+    );
 }

@@ -9,7 +9,7 @@ mod common;
 
 use std::ffi::{CStr, CString};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
@@ -59,8 +59,10 @@ type Op<'a> = (&'static str, &'a dyn Fn() -> i32);
 /// Restricts with `prctl(PR_SET_NO_NEW_PRIVS)` + `landlock_restrict_self`, as the spawn
 /// path does; returns the errno on failure.
 fn restrict(prepared: &Prepared) -> Result<(), i32> {
-    sys::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0).map_err(|e| e.raw())?;
-    sys::landlock_restrict_self(prepared.raw_fd(), 0).map_err(|e| e.raw())
+    sys::prctl_set_no_new_privs().map_err(|e| e.raw())?;
+    // SAFETY: `prepared` owns the ruleset fd and outlives this borrow.
+    let ruleset = unsafe { stockade_sys::BorrowedFd::borrow_raw(prepared.raw_fd()) };
+    sys::landlock_restrict_self(ruleset, 0).map_err(|e| e.raw())
 }
 
 /// Forks; the child restricts itself with `ruleset` (if any), runs `ops` in order and sends
@@ -89,7 +91,7 @@ fn run_ops(ruleset: Option<&Prepared>, ops: &[Op<'_>]) -> Vec<i32> {
             *slot = op();
         }
         let bytes: Vec<u8> = results.iter().flat_map(|r| r.to_ne_bytes()).collect();
-        let ok = sys::write(tx.as_raw_fd(), &bytes) == Ok(bytes.len());
+        let ok = sys::write(tx.as_fd().into(), &bytes) == Ok(bytes.len());
         sys::exit_group(if ok { 0 } else { 99 });
     }
     drop(tx);
@@ -139,7 +141,7 @@ fn c(path: &Path) -> CString {
 }
 
 fn open_errno(path: &CStr, flags: libc::c_int) -> i32 {
-    match sys::openat(libc::AT_FDCWD, path, flags | libc::O_CLOEXEC, 0o600) {
+    match sys::openat(sys::CWD, path, flags | libc::O_CLOEXEC, 0o600) {
         Ok(fd) => {
             let _ = sys::close(fd);
             0
@@ -151,12 +153,19 @@ fn open_errno(path: &CStr, flags: libc::c_int) -> i32 {
 /// Reads a directory's first entries: 0 when at least one entry came back.
 fn list_errno(path: &CStr) -> i32 {
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
-    let fd = match sys::openat(libc::AT_FDCWD, path, flags, 0) {
+    let fd = match sys::openat(sys::CWD, path, flags, 0) {
         Ok(fd) => fd,
         Err(e) => return e.raw(),
     };
     let mut buf = [0u8; 4096];
-    let args = [fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0];
+    let args = [
+        fd.as_raw_fd() as usize,
+        buf.as_mut_ptr() as usize,
+        buf.len(),
+        0,
+        0,
+        0,
+    ];
     // SAFETY: getdents64 writes at most `buf.len()` bytes into `buf`, which outlives the call.
     let n = unsafe { sys::syscall6(libc::SYS_getdents64, args) };
     let _ = sys::close(fd);
@@ -338,7 +347,8 @@ fn connect_unix(addr: &(libc::sockaddr_un, libc::socklen_t)) -> i32 {
     }
     // SAFETY: `addr.0` is a valid sockaddr_un of length `addr.1`, alive for the call.
     let r = check(unsafe { libc::connect(fd, std::ptr::from_ref(&addr.0).cast(), addr.1) });
-    let _ = sys::close(fd);
+    // SAFETY: `fd` is the socket this function created above; nothing else owns it.
+    let _ = unsafe { sys::close_raw(fd) };
     r
 }
 
@@ -378,7 +388,8 @@ fn abstract_unix_sockets_are_scoped_to_the_sandbox() {
             Err(e) => return 1000 + e,
         };
         let r = connect_unix(addr);
-        let _ = sys::close(fd);
+        // SAFETY: `fd` is the socket `listen_unix` created for this closure alone.
+        let _ = unsafe { sys::close_raw(fd) };
         r
     };
     let ops: [Op<'_>; 2] = [
@@ -388,7 +399,8 @@ fn abstract_unix_sockets_are_scoped_to_the_sandbox() {
         ("connect to an abstract socket bound inside", &inside),
     ];
     expect(&prepared, &ops, &[(libc::EPERM, 0), (0, 0)]);
-    let _ = sys::close(listener);
+    // SAFETY: `listener` is the socket this test created above; nothing else owns it.
+    let _ = unsafe { sys::close_raw(listener) };
 }
 
 #[test]
@@ -448,7 +460,8 @@ fn tcp(
     };
     let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
     let r = check(op(fd, std::ptr::from_ref(&addr).cast(), len));
-    let _ = sys::close(fd);
+    // SAFETY: `fd` is the socket this function created above; nothing else owns it.
+    let _ = unsafe { sys::close_raw(fd) };
     r
 }
 

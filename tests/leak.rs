@@ -490,7 +490,7 @@ fn minified_js(g: &mut Gen) -> String {
     while s.len() < 64 * 1024 {
         s.push_str(idents[(g.next() % idents.len() as u64) as usize]);
         s.push_str(punct[(g.next() % punct.len() as u64) as usize]);
-        if g.next() % 13 == 0 {
+        if g.next().is_multiple_of(13) {
             s.push_str(&(g.next() % 100_000).to_string());
         }
     }
@@ -543,8 +543,12 @@ fn clean_corpus() -> Vec<(&'static str, String)> {
             "rust source",
             [
                 include_str!("../src/lib.rs"),
-                include_str!("../src/guard/leak.rs"),
-                include_str!("../src/guard/redact.rs"),
+                include_str!("../src/guard/leak/mod.rs"),
+                include_str!("../src/guard/leak/patterns.rs"),
+                include_str!("../src/guard/leak/encodings.rs"),
+                include_str!("../src/guard/leak/runs.rs"),
+                include_str!("../src/guard/redact/mod.rs"),
+                include_str!("../src/guard/redact/set.rs"),
                 include_str!("leak.rs"),
             ]
             .concat(),

@@ -3,8 +3,19 @@
 //! A global allocator records the test process's pid and, when called from any other
 //! process, writes a message and exits with status 86 through raw system calls. Every
 //! child path is driven through it (setup that succeeds with every kind of step, setup
-//! that fails, a program that is not found), and last, a deliberate allocation in a forked
-//! child proves that the trap fires.
+//! that fails, a program that is not found, the exec of the sandbox's init on both
+//! layers), and last, a deliberate allocation in a forked child proves that the trap
+//! fires. (The init itself runs no host code: it is a separate image without allocator.)
+//! Only that deliberate allocation writes to stderr in a passing run, and its line says
+//! that it is the deliberate one; a bare `allocation after fork` is a child path that
+//! allocated.
+//!
+//! Passthrough, layer 2 and the trap's self-check need no user namespace and run on every
+//! host, as root and in the re-run as uid 65534; the full layer is its own test behind
+//! `require!(UserNs)`. The fork launcher (macOS and the other Unix systems) builds on
+//! Linux only inside the library's unit tests, so its own stunt-allocator test lives
+//! there (`spawn::launch_fork::tests::no_allocation_between_fork_and_exec`, with
+//! `src/test_alloc.rs`).
 // Spawns through Linux-only paths (namespaces, pidfds, /proc); macOS code is
 // type-checked with `--target x86_64-apple-darwin` and unit-tested in the library.
 #![cfg(target_os = "linux")]
@@ -13,7 +24,7 @@ mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::os::unix::process::ExitStatusExt;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use common::{Feature, tempdir};
 use stockade::{Error, Network, Policy, Sandbox, SpawnError};
@@ -21,6 +32,12 @@ use stockade::{Error, Network, Policy, Sandbox, SpawnError};
 const TRAPPED: i32 = 86;
 
 static PARENT: AtomicI32 = AtomicI32::new(0);
+
+/// Set around the fork whose child allocates on purpose, to prove the trap fires.
+static DELIBERATE: AtomicBool = AtomicBool::new(false);
+
+const DELIBERATE_LINE: &[u8] =
+    b"no_alloc_after_fork: the deliberate allocation in a forked child was trapped, as it must be\n";
 
 /// Serializes the tests of this file: while the trap is armed, no other test may fork.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -30,7 +47,14 @@ struct Trap;
 fn check() {
     let parent = PARENT.load(Ordering::Relaxed);
     if parent != 0 && stockade_sys::linux::getpid() != parent {
-        let _ = stockade_sys::linux::write(2, b"allocation after fork\n");
+        let line: &[u8] = if DELIBERATE.load(Ordering::Relaxed) {
+            DELIBERATE_LINE
+        } else {
+            b"allocation after fork\n"
+        };
+        // SAFETY: fd 2 stays open for the whole test process; this only writes to it.
+        let stderr = unsafe { stockade_sys::BorrowedFd::borrow_raw(2) };
+        let _ = stockade_sys::linux::write(stderr, line);
         stockade_sys::linux::exit_group(TRAPPED);
     }
 }
@@ -58,8 +82,75 @@ unsafe impl GlobalAlloc for Trap {
 #[global_allocator]
 static ALLOC: Trap = Trap;
 
+/// Passthrough, layer 2 and the trap's own check need no user namespace: they run first,
+/// whatever the host allows, and in the unprivileged re-run too.
 #[test]
 fn no_allocation_between_clone_and_exec() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    PARENT.store(stockade_sys::linux::getpid(), Ordering::Relaxed);
+    let ws = tempdir();
+
+    // Passthrough (mode disabled) takes the clone path without namespaces.
+    let mut p = Policy::with_workspace(ws.path());
+    p.mode = stockade::Mode::Disabled;
+    let passthrough = Sandbox::new(p).unwrap();
+    let out = passthrough.command("true").output().unwrap();
+    assert!(out.status.success());
+    let err = passthrough
+        .command("stockade-no-such-program")
+        .spawn()
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Spawn(SpawnError::NotFound { .. })),
+        "{err}"
+    );
+    // Without an init the setup child takes the controlling terminal; the step failing
+    // (no terminal) writes its record.
+    let (_master, slave, _) = common::openpty();
+    let out = passthrough
+        .command("sh")
+        .args(["-c", "exit 5"])
+        .stdin(stockade::Stdio::from(slave))
+        .controlling_terminal(true)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let err = passthrough
+        .command("true")
+        .controlling_terminal(true)
+        .output()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Spawn(SpawnError::Setup {
+                errno: libc::ENOTTY,
+                ..
+            })
+        ),
+        "{err}"
+    );
+
+    // Layer 2, chosen on purpose: Landlock and seccomp without namespaces.
+    let mut p = Policy::with_workspace(ws.path());
+    p.layer = Some(stockade::Layer::Landlock);
+    p.network = Network::None;
+    let layer2 = Sandbox::new(p).unwrap();
+    let out = layer2
+        .command("sh")
+        .args(["-c", "exit 4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    init_paths(&layer2);
+
+    trap_fires();
+    PARENT.store(0, Ordering::Relaxed);
+}
+
+/// The full layer: every kind of step, a failing one, and the init's paths.
+#[test]
+fn no_allocation_between_clone_and_exec_in_the_full_layer() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require!(Feature::UserNs);
     PARENT.store(stockade_sys::linux::getpid(), Ordering::Relaxed);
@@ -69,6 +160,10 @@ fn no_allocation_between_clone_and_exec() {
     let tools = tempdir();
     let extra = tempdir();
     std::fs::create_dir_all(ws.path().join("a/data")).unwrap();
+    // The .git layer (an overlay, and a pack bound read-only on it) and a .git file.
+    std::fs::create_dir_all(ws.path().join(".git/objects/pack")).unwrap();
+    std::fs::write(ws.path().join(".git/objects/pack/pack-0.pack"), "").unwrap();
+    std::fs::write(extra.path().join(".git"), "gitdir: /nowhere\n").unwrap();
     let mut p = Policy::with_workspace(ws.path());
     p.data_dir = Some(ws.path().join("a/data"));
     p.tools_dir = Some(tools.path().to_path_buf());
@@ -92,38 +187,48 @@ fn no_allocation_between_clone_and_exec() {
         "{err}"
     );
 
-    // A failing setup step (the error path writes the record and exits).
+    // A failing setup step (the error path writes the record and exits): a writable path
+    // replaced by a symlink after the sandbox was made fails its bind with ELOOP.
     let ws2 = tempdir();
-    std::fs::create_dir_all(ws2.path().join("real/data")).unwrap();
-    std::os::unix::fs::symlink(ws2.path().join("real"), ws2.path().join("link")).unwrap();
+    let shared = tempdir();
+    let w = shared.path().join("w");
+    std::fs::create_dir(&w).unwrap();
     let mut p = Policy::with_workspace(ws2.path());
-    p.data_dir = Some(ws2.path().join("link/data"));
+    p.writable_paths = vec![w.clone()];
     let sb2 = Sandbox::new(p).unwrap();
+    std::fs::rename(&w, shared.path().join("real")).unwrap();
+    std::os::unix::fs::symlink(shared.path().join("real"), &w).unwrap();
     let err = sb2.command("true").spawn().unwrap_err();
     assert!(
         matches!(err, Error::Spawn(SpawnError::Setup { .. })),
         "{err}"
     );
 
-    // Layer 2, chosen on purpose: Landlock and seccomp without namespaces.
-    let mut p = Policy::with_workspace(ws.path());
-    p.layer = Some(stockade::Layer::Landlock);
-    p.network = Network::None;
-    let out = Sandbox::new(p)
-        .unwrap()
+    init_paths(&sb);
+    PARENT.store(0, Ordering::Relaxed);
+}
+
+/// The init's path: the setup child execs the embedded init from its memfd, and the init
+/// starts the program. Its exec failures, and a program's death by signal, come back
+/// through the init.
+fn init_paths(sb: &Sandbox) {
+    let out = sb
         .command("sh")
-        .args(["-c", "exit 4"])
+        .args(["-c", "cat /proc/$PPID/comm; kill -TERM $$"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(out.stdout, b"stockade-init\n");
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM));
+    let err = sb.command("stockade-no-such-program").spawn().unwrap_err();
+    assert!(
+        matches!(err, Error::Spawn(SpawnError::NotFound { .. })),
+        "{err}"
+    );
+}
 
-    // Passthrough (mode disabled) takes the same clone path without namespaces.
-    let mut p = Policy::with_workspace(ws.path());
-    p.mode = stockade::Mode::Disabled;
-    let out = Sandbox::new(p).unwrap().command("true").output().unwrap();
-    assert!(out.status.success());
-
-    // Last: the trap fires on a deliberate allocation in a forked child.
+/// Last: the trap fires on a deliberate allocation in a forked child.
+fn trap_fires() {
+    DELIBERATE.store(true, Ordering::Relaxed);
     // SAFETY: the child only allocates (which the trap turns into exit_group) or exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
@@ -133,6 +238,7 @@ fn no_allocation_between_clone_and_exec() {
     let mut status = 0;
     // SAFETY: `pid` is our child; `status` is a valid out-pointer.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    DELIBERATE.store(false, Ordering::Relaxed);
     let status = std::process::ExitStatus::from_raw(status);
     assert_eq!(
         status.code(),
@@ -140,6 +246,32 @@ fn no_allocation_between_clone_and_exec() {
         "the trap did not fire: {status:?}"
     );
     PARENT.store(0, Ordering::Relaxed);
+}
+
+/// A passing run's stderr holds no bare `allocation after fork` (which would read as a
+/// failure), only the deliberate allocation's own line.
+#[test]
+fn a_passing_run_reports_only_the_deliberate_trap() {
+    if std::env::var_os("STOCKADE_TEST_TRAP_OUTPUT").is_some() {
+        return;
+    }
+    // The child is forked by std: not while the other test has the trap armed.
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "no_allocation_between_clone_and_exec",
+            "--nocapture",
+        ])
+        .env("STOCKADE_TEST_TRAP_OUTPUT", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+    let deliberate = String::from_utf8_lossy(DELIBERATE_LINE);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines, [deliberate.trim_end()], "{stderr}");
 }
 
 #[test]

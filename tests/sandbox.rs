@@ -138,7 +138,12 @@ fn proc_is_fresh_and_its_knobs_read_only() {
         &sb,
         "import os; print(os.getpid(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))",
     );
-    assert_eq!(out.trim(), "1 [1]", "only the program itself is visible");
+    // The init (PID 1) and the program, its child.
+    assert_eq!(
+        out.trim(),
+        "2 [1, 2]",
+        "only the init and the program are visible"
+    );
     let r = py_ok(
         &sb,
         &try_errno("open('/proc/sys/kernel/hostname', 'w').write('x')"),
@@ -257,7 +262,24 @@ fn a_symlink_on_the_way_to_the_data_dir_fails_the_spawn_with_a_typed_error() {
     std::fs::create_dir_all(target.join("data")).unwrap();
     std::os::unix::fs::symlink(&target, ws.path().join("link")).unwrap();
     let d = ws.path().join("link/data");
+    // Configured through a symlink: refused when the sandbox is made.
+    let mut p = stockade::Policy::with_workspace(ws.path());
+    p.data_dir = Some(d.clone());
+    match stockade::Sandbox::new(p) {
+        Err(Error::Plan(PlanError::Symlink { key, link, .. })) => {
+            assert_eq!(key, "data_dir");
+            assert_eq!(link, ws.path().join("link"));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // Planted after the sandbox was made: the spawn fails, typed.
+    std::fs::remove_file(ws.path().join("link")).unwrap();
+    std::fs::remove_dir_all(&target).unwrap();
+    std::fs::create_dir_all(&d).unwrap();
     let sb = sandbox(ws.path(), |p| p.data_dir = Some(d.clone()));
+    // The same data dir (same inode), now reached through a link.
+    std::fs::rename(ws.path().join("link"), &target).unwrap();
+    std::os::unix::fs::symlink(&target, ws.path().join("link")).unwrap();
     let err = sb.command("true").spawn().unwrap_err();
     match &err {
         Error::Spawn(SpawnError::Setup { step, errno }) => {
@@ -314,12 +336,13 @@ fn pid_namespace_hides_and_protects_host_processes() {
         py_ok(&sb, &try_errno(&format!("open('/proc/{me}/environ')"))).trim(),
         "ENOENT"
     );
-    // PID 1 is the program itself, not a helper holding the host's memory.
+    // PID 1 is the embedded init (exec'd from a memfd, not a fork holding the host's
+    // memory), and the program is its child.
     let out = py_ok(
         &sb,
-        "print(open('/proc/1/cmdline','rb').read().split(b'\\0')[0].decode())",
+        "import os; print(open('/proc/1/cmdline','rb').read().split(b'\\0')[0].decode(), os.getppid())",
     );
-    assert!(out.trim().ends_with("python3"), "{out}");
+    assert_eq!(out.trim(), "stockade-init 1", "{out}");
 }
 
 #[test]
@@ -441,24 +464,26 @@ fn session_no_new_privs_and_capabilities() {
         };
         assert_eq!(v.trim(), want, "{k}");
     }
-    // A new session: the shell (pid 1) leads it.
-    let stat = sh_ok(&sb, "cat /proc/self/stat");
+    // A new session: the program leads it.
+    let stat = sh_ok(&sb, "exec cat /proc/self/stat");
+    let pid = stat.split_whitespace().next().unwrap();
     let fields: Vec<&str> = stat
         .rsplit(')')
         .next()
         .unwrap()
         .split_whitespace()
         .collect();
-    assert_eq!(fields[3], "1", "session id: {stat}");
+    assert_eq!(fields[3], pid, "session id: {stat}");
     let sb = sandbox(ws.path(), |p| p.keep_session = true);
-    let stat = sh_ok(&sb, "cat /proc/self/stat");
+    let stat = sh_ok(&sb, "exec cat /proc/self/stat");
     let fields: Vec<&str> = stat
         .rsplit(')')
         .next()
         .unwrap()
         .split_whitespace()
         .collect();
-    assert_ne!(fields[3], "1", "keep_session: {stat}");
+    let pid = stat.split_whitespace().next().unwrap();
+    assert_ne!(fields[3], pid, "keep_session: {stat}");
 }
 
 #[test]
@@ -555,7 +580,9 @@ fn environment_is_clean() {
     let text = String::from_utf8_lossy(&out.stdout);
     let mut names: Vec<&str> = text.lines().map(|l| l.split('=').next().unwrap()).collect();
     names.sort();
-    let allowed = ["HOME", "LANG", "MINE", "PATH", "TERM", "TMPDIR", "USER"];
+    let allowed = [
+        "HOME", "LANG", "LOGNAME", "MINE", "PATH", "TERM", "TMPDIR", "USER",
+    ];
     for n in &names {
         assert!(allowed.contains(n), "unexpected variable {n} in {text}");
     }
@@ -770,7 +797,8 @@ fn root_only_submounts_of_the_allowlist_stay_read_only() {
 }
 
 #[test]
-fn deny_names_are_hidden_and_guard_names_read_only() {
+fn deny_names_are_hidden_and_guard_names_kept_from_the_host() {
+    // Missing names are neither created nor hidden: `tests/real_use.rs`.
     require!(Feature::UserNs);
     let ws = tempdir();
     let w = std::fs::canonicalize(ws.path()).unwrap();
@@ -789,24 +817,34 @@ fn deny_names_are_hidden_and_guard_names_read_only() {
     git(&["init", "-q"]);
     git(&["config", "user.email", "a@b"]);
     git(&["config", "user.name", "host"]);
+    let config = std::fs::read(w.join(".git/config")).unwrap();
     let sb = sandbox(ws.path(), |_| {});
     let wd = w.display();
+    // Existing names read as empty entries of their kind.
+    assert_eq!(
+        py_ok(
+            &sb,
+            &format!("import os; print(repr(open('{wd}/.env').read()), os.listdir('{wd}/.ssh'))")
+        ),
+        "'' []\n"
+    );
     let checks = [
-        (format!("open('{wd}/.env').read()"), "EACCES"),
-        (format!("os.listdir('{wd}/.ssh')"), "EACCES"),
+        (format!("open('{wd}/.env', 'a')"), "EACCES"),
+        (format!("open('{wd}/.ssh/id_ed25519')"), "ENOENT"),
+        (format!("open('{wd}/.ssh/x', 'w')"), "EROFS"),
         (format!("os.unlink('{wd}/.env')"), "EBUSY"),
         (format!("os.rename('{wd}/.ssh', '{wd}/x')"), "EBUSY"),
-        // Missing names cannot be created.
-        (format!("open('{wd}/id_rsa', 'w')"), "EACCES"),
-        (format!("os.mkdir('{wd}/.env.local')"), "EEXIST"),
-        // Hooks and config stay read-only, and .git cannot be swapped for a new one.
-        (format!("open('{wd}/.git/hooks/pre-commit', 'w')"), "EROFS"),
-        (format!("open('{wd}/.git/config', 'a')"), "EROFS"),
+        // Hooks and config are written on the run's own copy-on-write layer (they never
+        // reach the host: `tests/git_layer.rs`), and .git cannot be swapped for a new one.
+        (format!("open('{wd}/.git/hooks/pre-commit', 'w')"), "OK"),
+        (format!("open('{wd}/.git/config', 'a').write('#')"), "OK"),
         (format!("os.rename('{wd}/.git', '{wd}/git2')"), "EBUSY"),
     ];
     for (expr, want) in checks {
         assert_eq!(py_ok(&sb, &try_errno(&expr)).trim(), want, "{expr}");
     }
+    assert!(!w.join(".git/hooks/pre-commit").exists());
+    assert_eq!(std::fs::read(w.join(".git/config")).unwrap(), config);
     // Ordinary git work goes on.
     sh_ok(
         &sb,
@@ -830,7 +868,11 @@ fn mode_switches_at_runtime_while_other_threads_spawn() {
             std::thread::spawn(move || {
                 let mut seen = [0usize; 2];
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let out = sb.command("sh").args(["-c", "echo $$"]).output().unwrap();
+                    let out = sb
+                        .command("sh")
+                        .args(["-c", "echo $PPID"])
+                        .output()
+                        .unwrap();
                     let text = String::from_utf8_lossy(&out.stdout);
                     let pid: u32 = text.trim().parse().unwrap_or_else(|_| {
                         panic!(
@@ -862,16 +904,17 @@ fn mode_switches_at_runtime_while_other_threads_spawn() {
         total[1] += s[1];
     }
     assert!(total[0] > 0 && total[1] > 0, "both modes ran: {total:?}");
+    // On the full layer the program is the child of the sandbox's init, PID 1.
     sb.set_mode(stockade::Mode::Disabled).unwrap();
-    assert_ne!(sh_ok(&sb, "echo $$").trim(), "1");
+    assert_ne!(sh_ok(&sb, "echo $PPID").trim(), "1");
     assert_eq!(sb.layer(), stockade::Layer::Passthrough);
     sb.set_mode(stockade::Mode::Enabled).unwrap();
-    assert_eq!(sh_ok(&sb, "echo $$").trim(), "1");
+    assert_eq!(sh_ok(&sb, "echo $PPID").trim(), "1");
     // A bad policy is refused and the old one stays.
     let mut bad = sb.policy();
     bad.writable_paths = vec!["/nonexistent-stockade".into()];
     assert!(sb.set_policy(bad).is_err());
-    assert_eq!(sh_ok(&sb, "echo $$").trim(), "1");
+    assert_eq!(sh_ok(&sb, "echo $PPID").trim(), "1");
 }
 
 #[test]

@@ -13,8 +13,8 @@ use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::process::Command as StdCommand;
 
-use common::{Feature, py_ok, sandbox, sh_ok, tempdir, try_errno};
-use stockade::{Error, Layer, Network, Policy, Sandbox};
+use common::{Feature, py_ok, sandbox, sh, sh_ok, tempdir, try_errno};
+use stockade::{Error, Layer, Network, PlanError, Policy, Sandbox};
 
 /// (name, x86_64 syscall number, arguments, expected errno). Arguments are harmless
 /// values: without the filter each call fails with some other errno or succeeds.
@@ -67,6 +67,79 @@ const DENIED: &[(&str, i64, &[i64], &str)] = &[
     ("io_uring_enter", 426, &[-1, 0, 0, 0, 0, 0], "EPERM"),
     ("io_uring_register", 427, &[-1, 0, 0, 0], "EPERM"),
     ("socket_vsock", 41, &[40, 1, 0], "EPERM"),
+    ("socketpair_vsock", 53, &[40, 1, 0, 0], "EPERM"),
+    ("syslog", 103, &[10, 0, 0], "EPERM"),
+    ("modify_ldt", 154, &[0xff, 0, 0], "EPERM"),
+    ("uselib", 134, &[0], "EPERM"),
+    ("move_pages", 279, &[0, 0, 0, 0, 0, -1], "EPERM"),
+    ("migrate_pages", 256, &[0, 64, 1, 1], "EPERM"),
+    ("kcmp", 312, &[0, 0, 0xff, 0, 0], "EPERM"),
+    ("pidfd_getfd", 438, &[-1, 0, 0], "EPERM"),
+    ("process_madvise", 440, &[-1, 0, 0, 0, 0], "EPERM"),
+    ("personality_addr_no_randomize", 135, &[0x0040000], "EPERM"),
+    ("personality_read_implies_exec", 135, &[0x0400000], "EPERM"),
+    ("personality_query", 135, &[0xffffffff], "OK"),
+    ("ioctl_tiocsetd", 16, &[0, 0x5423, 0], "EPERM"),
+    // Set-id modes, on a NULL path: EFAULT if the filter let them through.
+    ("chmod_setuid", 90, &[0, 0o4755], "EPERM"),
+    ("fchmodat_setgid", 268, &[-100, 0, 0o2755], "EPERM"),
+    ("fchmodat2_setuid", 452, &[-100, 0, 0o4755, 0], "EPERM"),
+    (
+        "openat_creat_setuid",
+        257,
+        &[-100, 0, 0o101, 0o4755],
+        "EPERM",
+    ),
+    ("mknod_setgid", 133, &[0, 0o102755, 0], "EPERM"),
+    ("openat2", 437, &[-100, 0, 0, 0], "ENOSYS"),
+    // Newer than the known calls, and the number a tracer writes to skip a call.
+    ("newer_than_known", 470, &[], "ENOSYS"),
+    ("minus_one", -1, &[], "ENOSYS"),
+];
+
+/// What layer 2 adds to [`DENIED`], and the new rules again, with arguments that are
+/// harmless even if the filter let a call through: there the program runs on the host.
+#[cfg(target_arch = "x86_64")]
+const DENIED_LAYER_TWO: &[(&str, i64, &[i64], &str)] = &[
+    ("msgget", 68, &[0x5354_4b44, 0], "EPERM"),
+    ("msgctl", 71, &[-1, 2, 0], "EPERM"),
+    ("semget", 64, &[0x5354_4b44, 1, 0], "EPERM"),
+    ("semop", 65, &[-1, 0, 0], "EPERM"),
+    ("semctl", 66, &[-1, 0, 2], "EPERM"),
+    ("semtimedop", 220, &[-1, 0, 0, 0], "EPERM"),
+    ("shmget", 29, &[0x5354_4b44, 4096, 0], "EPERM"),
+    ("shmat", 30, &[-1, 0, 0], "EPERM"),
+    ("shmdt", 67, &[1], "EPERM"),
+    ("shmctl", 31, &[-1, 2, 0], "EPERM"),
+    ("msgsnd", 69, &[-1, 0, 0, 0], "EPERM"),
+    ("msgrcv", 70, &[-1, 0, 0, 0, 0], "EPERM"),
+    ("mq_unlink", 241, &[0], "EPERM"),
+    ("mq_timedsend", 242, &[-1, 0, 0, 0, 0], "EPERM"),
+    ("mq_getsetattr", 245, &[-1, 0, 0], "EPERM"),
+    ("sched_setattr_pid1", 314, &[1, 0, 0], "EPERM"),
+    ("prlimit64_pid1_read", 302, &[1, 7, 0, 0], "EPERM"),
+    ("prlimit64_self_read", 302, &[0, 7, 0, 0], "OK"),
+    ("socketpair_vsock", 53, &[40, 1, 0, 0], "EPERM"),
+    ("syslog", 103, &[10, 0, 0], "EPERM"),
+    ("modify_ldt", 154, &[0xff, 0, 0], "EPERM"),
+    ("move_pages", 279, &[0, 0, 0, 0, 0, -1], "EPERM"),
+    ("migrate_pages", 256, &[0, 64, 1, 1], "EPERM"),
+    ("kcmp", 312, &[0, 0, 0xff, 0, 0], "EPERM"),
+    ("pidfd_getfd", 438, &[-1, 0, 0], "EPERM"),
+    ("process_madvise", 440, &[-1, 0, 0, 0, 0], "EPERM"),
+    ("personality_read_implies_exec", 135, &[0x0400000], "EPERM"),
+    ("ioctl_tiocsetd", 16, &[0, 0x5423, 0], "EPERM"),
+    ("ioctl_tiocsti", 16, &[0, 0x5412, 0], "EPERM"),
+    ("fchmodat2_setuid", 452, &[-100, 0, 0o4755, 0], "EPERM"),
+    (
+        "openat_creat_setuid",
+        257,
+        &[-100, 0, 0o101, 0o4755],
+        "EPERM",
+    ),
+    ("openat2", 437, &[-100, 0, 0, 0], "ENOSYS"),
+    ("newer_than_known", 470, &[], "ENOSYS"),
+    ("minus_one", -1, &[], "ENOSYS"),
 ];
 
 /// A python program that makes each call and prints `name errno-name` per line.
@@ -91,13 +164,384 @@ fn every_listed_call_is_denied_inside_the_full_layer() {
     require!(Feature::UserNs);
     let ws = tempdir();
     let sb = sandbox(ws.path(), |_| {});
-    let out = py_ok(&sb, &syscall_probe(DENIED));
+    assert_probe(&sb, DENIED);
+}
+
+/// Runs [`syscall_probe`] of `calls` in `sb` and asserts each answer.
+#[cfg(target_arch = "x86_64")]
+fn assert_probe(sb: &Sandbox, calls: &[(&str, i64, &[i64], &str)]) {
+    let out = py_ok(sb, &syscall_probe(calls));
     let got: Vec<(&str, &str)> = out.lines().filter_map(|l| l.split_once(' ')).collect();
-    assert_eq!(got.len(), DENIED.len(), "{out}");
-    for ((name, _, _, want), (gname, errno)) in DENIED.iter().zip(&got) {
+    assert_eq!(got.len(), calls.len(), "{out}");
+    for ((name, _, _, want), (gname, errno)) in calls.iter().zip(&got) {
         assert_eq!(name, gname);
         assert_eq!(errno, want, "{name}");
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn every_listed_call_is_denied_on_layer_two() {
+    let ws = fixture_dir();
+    let sb = sandbox(ws.path(), |p| p.layer = Some(Layer::Landlock));
+    assert_eq!(sb.layer(), Layer::Landlock);
+    assert_probe(&sb, DENIED_LAYER_TWO);
+}
+
+/// A directory outside /tmp, as users' workspaces are (inside the sandbox /tmp is a
+/// private tmpfs, which would hide mistakes).
+fn fixture_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("stockade-walls-")
+        .tempdir_in("/var/tmp")
+        .expect("a fixture dir under /var/tmp")
+}
+
+/// Both Linux layers, each with a policy edited by `f`.
+fn both_layers(ws: &Path, f: impl Fn(&mut Policy)) -> Vec<(Layer, Sandbox)> {
+    [Layer::Full, Layer::Landlock]
+        .into_iter()
+        .map(|layer| {
+            let sb = sandbox(ws, |p| {
+                p.layer = Some(layer);
+                f(p);
+            });
+            assert_eq!(sb.layer(), layer);
+            (layer, sb)
+        })
+        .collect()
+}
+
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn setuid_and_setgid_bits_cannot_be_set_in_either_layer() {
+    require!(Feature::UserNs);
+    let ws = fixture_dir();
+    // A file outside every root: Landlock does not govern metadata, seccomp does.
+    let outside = fixture_dir();
+    let host_file = outside.path().join("host");
+    std::fs::write(&host_file, "h").unwrap();
+    let w = std::fs::canonicalize(ws.path()).unwrap();
+    for (layer, sb) in both_layers(ws.path(), |_| {}) {
+        let out = sh(
+            &sb,
+            &format!(
+                "cd {w} && rm -rf f d n t && touch f && mkdir d && \
+                 chmod u+s f; echo u+s=$?; chmod g+s d; echo g+s=$?; chmod 4755 f; echo 4755=$?; \
+                 install -m 4755 /bin/true t; echo install=$?; \
+                 chmod 755 f; echo 755=$?; chmod 1777 d; echo sticky=$?",
+                w = w.display()
+            ),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stdout, "u+s=1\ng+s=1\n4755=1\ninstall=1\n755=0\nsticky=0\n",
+            "{layer:?}: {stderr}"
+        );
+        assert!(stderr.contains("Operation not permitted"), "{stderr}");
+        assert_eq!(mode_of(&w.join("f")), 0o755, "{layer:?}");
+        assert_eq!(mode_of(&w.join("d")) & 0o6000, 0, "{layer:?}");
+        let created = py_ok(
+            &sb,
+            &try_errno(&format!(
+                "os.open('{}/n', os.O_CREAT | os.O_WRONLY, 0o4755)",
+                w.display()
+            )),
+        );
+        assert_eq!(created.trim(), "EPERM", "{layer:?}");
+        assert!(!w.join("n").exists());
+        let plain = py_ok(
+            &sb,
+            &try_errno(&format!(
+                "os.open('{}/n', os.O_CREAT | os.O_WRONLY, 0o755)",
+                w.display()
+            )),
+        );
+        assert_eq!(plain.trim(), "OK", "{layer:?}");
+        if layer == Layer::Landlock {
+            let r = py_ok(
+                &sb,
+                &try_errno(&format!("os.chmod('{}', 0o4755)", host_file.display())),
+            );
+            assert_eq!(r.trim(), "EPERM");
+            assert_eq!(mode_of(&host_file) & 0o6000, 0);
+        }
+    }
+}
+
+#[test]
+fn tracers_can_skip_calls_and_syscall_minus_one_is_enosys() {
+    require!(Feature::UserNs);
+    let ws = fixture_dir();
+    for (layer, sb) in both_layers(ws.path(), |p| p.allow_ptrace = true) {
+        // strace skips uname by setting its number to -1 and returns EPERM itself.
+        let out = sb
+            .command("strace")
+            .args([
+                "-o",
+                "/dev/null",
+                "-e",
+                "inject=uname:error=EPERM",
+                "uname",
+                "-s",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{layer:?}: {:?} {stderr}",
+            out.status
+        );
+        assert!(stderr.contains("Operation not permitted"), "{stderr}");
+        let out = sb
+            .command("strace")
+            .args(["-f", "-o", "/dev/null", "uname", "-s"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{layer:?}: {:?}", out.status);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "Linux\n");
+        let r = py_ok(
+            &sb,
+            "import ctypes, errno\nl = ctypes.CDLL(None, use_errno=True)\nl.syscall.restype = ctypes.c_long\nr = l.syscall(ctypes.c_long(-1))\nprint(r, errno.errorcode[ctypes.get_errno()])",
+        );
+        assert_eq!(r.trim(), "-1 ENOSYS", "{layer:?}");
+    }
+}
+
+#[test]
+fn only_the_listed_personas_can_be_set() {
+    require!(Feature::UserNs);
+    let ws = fixture_dir();
+    for (layer, sb) in both_layers(ws.path(), |_| {}) {
+        let out = sh(&sb, "setarch -R true");
+        assert!(!out.status.success(), "{layer:?}: setarch -R worked");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(sh_ok(&sb, "linux32 uname -m"), "i686\n", "{layer:?}");
+        assert!(sh_ok(&sb, "setarch --uname-2.6 uname -r").starts_with("2.6."));
+        let r = py_ok(
+            &sb,
+            "import ctypes\nl = ctypes.CDLL(None, use_errno=True)\nfor p in (0xffffffff, 0x0040000, 0x0400000, 0x0):\n    r = l.personality(ctypes.c_ulong(p))\n    print(hex(p), r, ctypes.get_errno())",
+        );
+        assert_eq!(
+            r, "0xffffffff 0 0\n0x40000 -1 1\n0x400000 -1 1\n0x0 0 1\n",
+            "{layer:?}"
+        );
+    }
+}
+
+#[test]
+fn terminal_line_discipline_and_injection_are_denied_on_a_pty() {
+    require!(Feature::UserNs);
+    let ws = fixture_dir();
+    for (layer, sb) in both_layers(ws.path(), |_| {}) {
+        // The program's own terminal: a pty the host hands it as stdin (layer 2 grants a
+        // program no other pty).
+        let (_master, slave, _) = common::openpty();
+        let out = sb
+            .command("python3")
+            .arg("-c")
+            .arg(
+                "import errno, fcntl, struct, termios\n\
+                 def t(req, arg):\n\
+                 \x20   try:\n\
+                 \x20       fcntl.ioctl(0, req, arg); return 'OK'\n\
+                 \x20   except OSError as e:\n\
+                 \x20       return errno.errorcode[e.errno]\n\
+                 print(t(termios.TIOCGWINSZ, b'\\0' * 8), t(termios.TIOCSETD, struct.pack('i', 0)), t(termios.TIOCSTI, b'x'))",
+            )
+            .stdin(stockade::Stdio::from(slave))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "OK EPERM EPERM\n",
+            "{layer:?}: TIOCGWINSZ, TIOCSETD, TIOCSTI"
+        );
+    }
+}
+
+/// Python that forks a child holding a pipe and tries the ptrace family on it: prints
+/// `pidfd_getfd <errno or OK>` and `kcmp <errno or OK>`.
+fn sibling_fd_probe() -> String {
+    format!(
+        "import ctypes, errno, os, time
+l = ctypes.CDLL(None, use_errno=True)
+l.syscall.restype = ctypes.c_long
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    time.sleep(30)
+    os._exit(0)
+pidfd = os.pidfd_open(pid)
+def res(v):
+    return 'OK' if v >= 0 else errno.errorcode[ctypes.get_errno()]
+print('pidfd_getfd', res(l.syscall({getfd}, pidfd, w, 0)))
+print('kcmp', res(l.syscall({kcmp}, os.getpid(), pid, 0, w, w)))
+os.kill(pid, 9)
+os.waitpid(pid, 0)",
+        getfd = libc::SYS_pidfd_getfd,
+        kcmp = libc::SYS_kcmp,
+    )
+}
+
+#[test]
+fn a_siblings_fds_need_allow_ptrace() {
+    require!(Feature::UserNs);
+    let ws = fixture_dir();
+    for (layer, sb) in both_layers(ws.path(), |_| {}) {
+        let out = py_ok(&sb, &sibling_fd_probe());
+        assert_eq!(out, "pidfd_getfd EPERM\nkcmp EPERM\n", "{layer:?}");
+    }
+    for (layer, sb) in both_layers(ws.path(), |p| p.allow_ptrace = true) {
+        let out = py_ok(&sb, &sibling_fd_probe());
+        assert_eq!(out, "pidfd_getfd OK\nkcmp OK\n", "{layer:?}");
+    }
+}
+
+/// Python run on layer 2 against `host` (a process of the host, same user): every call
+/// sets what is already set, so even without the filter it changes nothing.
+fn host_process_probe(host: u32) -> String {
+    format!(
+        "import ctypes, errno, os, resource
+l = ctypes.CDLL(None, use_errno=True)
+l.syscall.restype = ctypes.c_long
+H = {host}
+def t(name, f):
+    try:
+        f()
+        print(name, 'OK')
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+def ioprio_set(pid):
+    cur = l.syscall({ioprio_get}, 1, pid)
+    if l.syscall({ioprio_set}, 1, pid, cur) < 0:
+        raise OSError(ctypes.get_errno(), 'ioprio_set')
+t('setpriority', lambda: os.setpriority(os.PRIO_PROCESS, H, os.getpriority(os.PRIO_PROCESS, H)))
+t('prlimit', lambda: resource.prlimit(H, resource.RLIMIT_NOFILE))
+t('sched_setaffinity', lambda: os.sched_setaffinity(H, os.sched_getaffinity(H)))
+t('sched_setscheduler', lambda: os.sched_setscheduler(H, os.SCHED_OTHER, os.sched_param(0)))
+t('sched_setparam', lambda: os.sched_setparam(H, os.sched_param(0)))
+t('ioprio_set', lambda: ioprio_set(H))
+t('own_setpriority', lambda: os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0)))
+t('own_nice', lambda: os.nice(1))
+t('own_prlimit', lambda: resource.prlimit(0, resource.RLIMIT_NOFILE))
+t('own_setrlimit', lambda: resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE)))
+t('own_sched_setaffinity', lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))
+t('own_sched_setscheduler', lambda: os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0)))
+t('own_ioprio_set', lambda: ioprio_set(0))",
+        ioprio_get = libc::SYS_ioprio_get,
+        ioprio_set = libc::SYS_ioprio_set,
+    )
+}
+
+#[test]
+fn layer_two_cannot_change_host_processes_limits_or_scheduling() {
+    let ws = fixture_dir();
+    let sb = sandbox(ws.path(), |p| p.layer = Some(Layer::Landlock));
+    assert_eq!(sb.layer(), Layer::Landlock);
+    let out = py_ok(&sb, &host_process_probe(std::process::id()));
+    assert_eq!(
+        out,
+        "setpriority EPERM\nprlimit EPERM\nsched_setaffinity EPERM\nsched_setscheduler EPERM\n\
+         sched_setparam EPERM\nioprio_set EPERM\nown_setpriority OK\nown_nice OK\nown_prlimit OK\n\
+         own_setrlimit OK\nown_sched_setaffinity OK\nown_sched_setscheduler OK\nown_ioprio_set OK\n"
+    );
+    // The tools that take these calls run their command as themselves (pid 0).
+    sh_ok(
+        &sb,
+        "nice -n 5 true && ionice -c 3 true && taskset -c 0 true && prlimit --nofile=512 true \
+         && chrt -b 0 true && ulimit -n 256",
+    );
+}
+
+/// Python that makes one SysV message queue, semaphore set and shared memory segment and one
+/// POSIX message queue, removing each at once: prints `name OK` or `name <errno>`.
+fn ipc_probe() -> String {
+    let mq = format!("/stockade-walls-{}", std::process::id());
+    format!(
+        "import ctypes, errno, os
+l = ctypes.CDLL(None, use_errno=True)
+def res(name, v, rm):
+    if v >= 0:
+        rm(v)
+        print(name, 'OK')
+    else:
+        print(name, errno.errorcode[ctypes.get_errno()])
+res('msgget', l.msgget(0, 0o1600), lambda q: l.msgctl(q, 0, None))
+res('semget', l.semget(0, 1, 0o1600), lambda s: l.semctl(s, 0, 0))
+res('shmget', l.shmget(0, 4096, 0o1600), lambda m: l.shmctl(m, 0, None))
+res('mq_open', l.mq_open(b'{mq}', os.O_CREAT | os.O_RDWR, 0o600, None), lambda q: l.mq_unlink(b'{mq}'))"
+    )
+}
+
+fn host_ipc_objects() -> String {
+    [
+        "/proc/sysvipc/msg",
+        "/proc/sysvipc/sem",
+        "/proc/sysvipc/shm",
+    ]
+    .iter()
+    .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+    .collect()
+}
+
+#[test]
+fn sysv_ipc_and_message_queues_are_private_on_the_full_layer_and_denied_on_layer_two() {
+    require!(Feature::UserNs);
+    let ws = fixture_dir();
+    let before = host_ipc_objects();
+    for (layer, sb) in both_layers(ws.path(), |_| {}) {
+        let out = py_ok(&sb, &ipc_probe());
+        // On the full layer seccomp leaves message queues to the IPC namespace, but their
+        // file system lies outside every Landlock grant: creating one is EACCES there.
+        let want = match layer {
+            Layer::Full => "msgget OK\nsemget OK\nshmget OK\nmq_open EACCES\n",
+            _ => "msgget EPERM\nsemget EPERM\nshmget EPERM\nmq_open EPERM\n",
+        };
+        assert_eq!(out, want, "{layer:?}");
+        if layer == Layer::Full {
+            // Inside the IPC namespace, and gone with it.
+            let id = sh_ok(&sb, "ipcmk -Q && ipcs -q | grep -c 0x");
+            assert!(id.ends_with("1\n"), "{id}");
+        }
+    }
+    assert_eq!(host_ipc_objects(), before, "the host's IPC objects changed");
+}
+
+#[test]
+fn ordinary_programs_still_work_on_layer_two() {
+    let ws = fixture_dir();
+    let sb = sandbox(ws.path(), |p| p.layer = Some(Layer::Landlock));
+    assert_eq!(sb.layer(), Layer::Landlock);
+    let w = std::fs::canonicalize(ws.path()).unwrap();
+    let out = sh_ok(
+        &sb,
+        &format!(
+            "cd {} && printf 'all: t\\nt: t.c\\n\\tcc -pthread -o t t.c\\n' > Makefile && \
+             printf 'int main(void){{return 0;}}' > t.c && make -s -j2 && ./t && \
+             git init -q r && cd r && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m x && \
+             git log --oneline | wc -l && node -e 'console.log(1+1)' && \
+             python3 -c 'import threading, subprocess; ts = [threading.Thread(target=lambda: subprocess.run([\"true\"], check=True)) for _ in range(4)]; [t.start() for t in ts]; [t.join() for t in ts]; print(\"py\")'",
+            w.display()
+        ),
+    );
+    assert_eq!(out, "1\n2\npy\n");
 }
 
 #[test]
@@ -162,40 +606,25 @@ fn layer_two_on_a_host_that_denies_user_namespaces() {
         return;
     }
     // A user namespace whose own limit for nested user namespaces is 0: inside it,
-    // creating one fails with ENOSPC, as on hosts that restrict them.
-    run_inner(
-        "-Ur",
-        "echo 0 > /proc/sys/user/max_user_namespaces",
-        "layer_two_inner",
-        "STOCKADE_TEST_LAYER2_INNER",
-    );
+    // creating one fails with ENOSPC, as on hosts that restrict them. Each scenario is a
+    // fresh process, so that its first spawn is the one that finds out.
+    for scenario in ["degrade", "refuse", "cli"] {
+        run_inner(
+            "-Ur",
+            "echo 0 > /proc/sys/user/max_user_namespaces",
+            "layer_two_inner",
+            ("STOCKADE_TEST_LAYER2_INNER", scenario),
+        );
+    }
 }
 
-/// The inside half of `layer_two_on_a_host_that_denies_user_namespaces`.
+/// The inside half of `layer_two_on_a_host_that_denies_user_namespaces`, one scenario per
+/// process (`STOCKADE_TEST_LAYER2_INNER`).
 #[test]
 fn layer_two_inner() {
-    if std::env::var_os("STOCKADE_TEST_LAYER2_INNER").is_none() {
+    let Ok(scenario) = std::env::var("STOCKADE_TEST_LAYER2_INNER") else {
         return;
-    }
-    let caps = stockade::Capabilities::probe();
-    assert!(!caps.user_namespaces.available);
-    let why = caps.user_namespaces.reason.clone().unwrap();
-    assert!(why.contains("No space left on device"), "{why}");
-    assert_eq!(caps.best_layer(), Layer::Landlock);
-    // detect says why layer 1 is not available.
-    let detect = StdCommand::new(env!("CARGO_BIN_EXE_stockade"))
-        .args(["detect", "--json"])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&detect.stdout).unwrap();
-    assert_eq!(v["best"], "landlock");
-    assert!(
-        v["layers"][0]["status"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("No space left")
-    );
-
+    };
     let ws = tempdir();
     let outside = tempdir();
     let data = tempdir();
@@ -204,51 +633,62 @@ fn layer_two_inner() {
     let mut p = Policy::with_workspace(ws.path());
     p.data_dir = Some(data.path().to_path_buf());
     p.network = Network::None;
-    // Refusing to degrade is an error that names the missing layer.
-    let mut refuse = p.clone();
-    refuse.fallback = stockade::Fallback::Refuse;
-    let err = Sandbox::new(refuse).unwrap_err();
-    assert!(err.to_string().contains("`full` is not available"), "{err}");
-    // A minimum layer above what is left is refused too.
-    let mut floor = p.clone();
-    floor.min_layer = Some(Layer::Full);
-    assert!(Sandbox::new(floor).is_err());
-    // A data dir under the workspace cannot be hidden by Landlock: an error says so.
+    match scenario.as_str() {
+        "degrade" => {
+            layer_two_degrades_at_the_first_spawn(p, ws.path(), outside.path(), data.path())
+        }
+        "refuse" => layer_two_refused(p),
+        "cli" => layer_two_from_the_cli(ws.path()),
+        other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// Nothing is probed when the sandbox is created; the first spawn finds the refusal,
+/// degrades per the policy, says why, and runs on layer 2.
+fn layer_two_degrades_at_the_first_spawn(p: Policy, ws: &Path, outside: &Path, data: &Path) {
+    let sb = Sandbox::new(p.clone()).unwrap();
+    assert_eq!(sb.layer(), Layer::Full, "full is assumed until a spawn");
+    assert_eq!(sb.degradation(), None);
+    // A data dir under the workspace, which the full layer hides and Landlock cannot.
     let mut under = p.clone();
-    under.data_dir = Some(ws.path().join("data"));
-    std::fs::create_dir_all(ws.path().join("data")).unwrap();
+    under.data_dir = Some(ws.join("data"));
+    std::fs::create_dir_all(ws.join("data")).unwrap();
+    let under_sb = Sandbox::new(under.clone()).unwrap();
+
+    // The first spawn is refused (ENOSPC), falls back and runs.
+    let w = std::fs::canonicalize(ws).unwrap();
+    sh_ok(
+        &sb,
+        &format!("echo ok > {}/f && echo ok > \"$TMPDIR/f\"", w.display()),
+    );
+    assert_eq!(sb.layer(), Layer::Landlock);
+    let d = sb.degradation().expect("degradation is data");
+    assert_eq!((d.wanted, d.running), (Layer::Full, Layer::Landlock));
+    assert!(d.reason.contains("No space left on device"), "{}", d.reason);
+    assert!(d.reason.contains("clone(CLONE_NEWUSER"), "{}", d.reason);
+    // Known now, for the whole process: a new sandbox starts on layer 2 directly.
+    let again = Sandbox::new(p.clone()).unwrap();
+    assert_eq!(again.layer(), Layer::Landlock);
+    assert_eq!(again.degradation(), Some(d));
+    // The sandbox made before the refusal was learned re-plans at its spawn; Landlock
+    // cannot hide a data dir under the workspace: an error says so, and no program runs.
+    match under_sb.command("true").status() {
+        Err(Error::Plan(e)) => assert!(e.to_string().contains("cannot hide data_dir"), "{e}"),
+        other => panic!("expected a plan error, got {other:?}"),
+    }
     match Sandbox::new(under) {
         Err(Error::Plan(e)) => assert!(e.to_string().contains("cannot hide data_dir"), "{e}"),
         other => panic!("expected a plan error, got {other:?}"),
     }
 
-    let sb = Sandbox::new(p).unwrap();
-    assert_eq!(sb.layer(), Layer::Landlock);
-    assert!(
-        sb.degradation()
-            .unwrap()
-            .reason
-            .contains("No space left on device")
-    );
-    // The workspace and the private TMPDIR are writable; nothing else is.
-    let w = std::fs::canonicalize(ws.path()).unwrap();
-    sh_ok(
-        &sb,
-        &format!("echo ok > {}/f && echo ok > \"$TMPDIR/f\"", w.display()),
-    );
+    // The workspace and the private TMPDIR are writable (above); nothing else is.
     for (expr, want) in [
-        (
-            format!("open('{}/f', 'w')", outside.path().display()),
-            "EACCES",
-        ),
-        (format!("open('{}/f')", outside.path().display()), "EACCES"),
+        (format!("open('{}/f', 'w')", outside.display()), "EACCES"),
+        (format!("open('{}/f')", outside.display()), "EACCES"),
         ("open('/etc/stockade-x', 'w')".to_string(), "EACCES"),
         ("open('/tmp/stockade-x', 'w')".to_string(), "EACCES"),
-        (format!("os.listdir('{}')", data.path().display()), "EACCES"),
-        (
-            format!("open('{}/secret')", data.path().display()),
-            "EACCES",
-        ),
+        (format!("os.listdir('{}')", data.display()), "EACCES"),
+        (format!("open('{}/secret')", data.display()), "EACCES"),
     ] {
         assert_eq!(py_ok(&sb, &try_errno(&expr)).trim(), want, "{expr}");
     }
@@ -304,6 +744,79 @@ fn layer_two_inner() {
         !Path::new(&tmp).exists(),
         "the private tmp dir outlived the command"
     );
+
+    // The full probe (for `detect`) agrees, and says why layer 1 is not available.
+    let caps = stockade::Capabilities::probe();
+    assert!(!caps.user_namespaces.available);
+    let why = caps.user_namespaces.reason.clone().unwrap();
+    assert!(why.contains("No space left on device"), "{why}");
+    assert_eq!(caps.best_layer(), Layer::Landlock);
+    let detect = StdCommand::new(common::stockade_exe())
+        .args(["detect", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&detect.stdout).unwrap();
+    assert_eq!(v["best"], "landlock");
+    assert!(
+        v["layers"][0]["status"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("No space left")
+    );
+}
+
+/// `fallback = "refuse"`: the first spawn returns the typed error with the OS reason;
+/// once the refusal is known, creating such a sandbox fails at once.
+fn layer_two_refused(p: Policy) {
+    let mut refuse = p.clone();
+    refuse.fallback = stockade::Fallback::Refuse;
+    let sb = Sandbox::new(refuse.clone()).unwrap();
+    match sb.command("true").status() {
+        Err(Error::Plan(e @ PlanError::LayerUnavailable { .. })) => {
+            let e = e.to_string();
+            assert!(e.contains("`full` is not available"), "{e}");
+            assert!(e.contains("No space left on device"), "{e}");
+        }
+        other => panic!("expected LayerUnavailable, got {other:?}"),
+    }
+    let err = Sandbox::new(refuse).unwrap_err();
+    assert!(err.to_string().contains("`full` is not available"), "{err}");
+    // A minimum layer above what is left is refused too.
+    let mut floor = p;
+    floor.min_layer = Some(Layer::Full);
+    assert!(Sandbox::new(floor).is_err());
+}
+
+/// The CLI degrades at its one spawn and says so on stderr; with `--fallback refuse` it
+/// exits 125 naming the missing layer and the OS reason.
+fn layer_two_from_the_cli(ws: &Path) {
+    let cli = |extra: &[&str]| {
+        StdCommand::new(common::stockade_exe())
+            .arg("run")
+            .arg("--workspace")
+            .arg(ws)
+            .args(extra)
+            .args(["--", "sh", "-c", "echo ran"])
+            .output()
+            .unwrap()
+    };
+    let out = cli(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
+    assert!(
+        stderr.contains("warning") && stderr.contains("No space left on device"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("running on layer `landlock`"), "{stderr}");
+    let out = cli(&["--fallback", "refuse"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr.contains("`full` is not available") && stderr.contains("No space left"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -324,54 +837,87 @@ fn proc_fallback_in_a_nested_container() {
         return;
     }
     // A mount over a file in /proc, as container runtimes make (/proc/kcore, /proc/kmsg):
-    // the kernel then refuses a fresh procfs in any user namespace below.
-    run_inner(
-        "-Urm",
-        "mount --bind /dev/null /proc/kmsg",
-        "proc_fallback_inner",
-        "STOCKADE_TEST_PROC_INNER",
-    );
+    // the kernel then refuses a fresh procfs in any user namespace below. Each scenario is
+    // a fresh process, so that its first spawn is the one that finds out.
+    for scenario in ["refuse", "degrade", "proc_fallback"] {
+        run_inner(
+            "-Urm",
+            "mount --bind /dev/null /proc/kmsg",
+            "proc_fallback_inner",
+            ("STOCKADE_TEST_PROC_INNER", scenario),
+        );
+    }
 }
 
-/// The inside half of `proc_fallback_in_a_nested_container`.
+/// The inside half of `proc_fallback_in_a_nested_container`, one scenario per process
+/// (`STOCKADE_TEST_PROC_INNER`).
 #[test]
 fn proc_fallback_inner() {
-    if std::env::var_os("STOCKADE_TEST_PROC_INNER").is_none() {
+    let Ok(scenario) = std::env::var("STOCKADE_TEST_PROC_INNER") else {
         return;
-    }
-    let caps = stockade::Capabilities::probe();
-    assert!(caps.user_namespaces.available);
-    assert!(!caps.fresh_proc.available);
+    };
     let ws = tempdir();
     let mut p = Policy::with_workspace(ws.path());
-    p.fallback = stockade::Fallback::Refuse;
-    let err = Sandbox::new(p.clone()).unwrap_err();
-    assert!(err.to_string().contains("proc_fallback"), "{err}");
-    // Degrading by default: layer 2.
-    let mut degrade = p.clone();
-    degrade.fallback = stockade::Fallback::Degrade;
-    let sb = Sandbox::new(degrade).unwrap();
-    assert_eq!(sb.layer(), Layer::Landlock);
-    let d = sb.degradation().expect("degradation is data");
-    assert_eq!((d.wanted, d.running), (Layer::Full, Layer::Landlock));
-    assert!(d.reason.contains("fresh /proc"), "{}", d.reason);
-    // Allowed by the policy: the full layer with the host's /proc, read-only.
-    p.proc_fallback = true;
-    let sb = Sandbox::new(p).unwrap();
-    assert_eq!(sb.layer(), Layer::Full);
+    let sb = match scenario.as_str() {
+        "refuse" => {
+            p.fallback = stockade::Fallback::Refuse;
+            let sb = Sandbox::new(p.clone()).unwrap();
+            let err = sb.command("true").status().unwrap_err();
+            let e = err.to_string();
+            assert!(
+                e.contains("proc_fallback") && e.contains("mount proc /proc"),
+                "{e}"
+            );
+            // Known now: creating the sandbox fails at once.
+            let err = Sandbox::new(p).unwrap_err();
+            assert!(err.to_string().contains("proc_fallback"), "{err}");
+            let caps = stockade::Capabilities::probe();
+            assert!(caps.user_namespaces.available);
+            assert!(!caps.fresh_proc.available);
+            return;
+        }
+        "degrade" => {
+            // Degrading by default: layer 2, found at the first spawn.
+            let sb = Sandbox::new(p).unwrap();
+            assert_eq!(sb.layer(), Layer::Full);
+            py_ok(&sb, "print(1)");
+            assert_eq!(sb.layer(), Layer::Landlock);
+            let d = sb.degradation().expect("degradation is data");
+            assert_eq!((d.wanted, d.running), (Layer::Full, Layer::Landlock));
+            assert!(d.reason.contains("fresh /proc"), "{}", d.reason);
+            assert!(d.reason.contains("mount proc /proc"), "{}", d.reason);
+            return;
+        }
+        "proc_fallback" => {
+            // Allowed by the policy: the full layer with the host's /proc, read-only.
+            p.proc_fallback = true;
+            let sb = Sandbox::new(p).unwrap();
+            assert_eq!(sb.degradation(), None, "nothing is known before a spawn");
+            sb
+        }
+        other => panic!("unknown scenario {other}"),
+    };
     let r = py_ok(
         &sb,
         &try_errno("open('/proc/sys/kernel/hostname', 'w').write('x')"),
     );
     assert_eq!(r.trim(), "EROFS");
+    assert_eq!(sb.layer(), Layer::Full);
+    let d = sb.degradation().expect("the host's /proc is said");
+    assert_eq!((d.wanted, d.running), (Layer::Full, Layer::Full));
+    assert!(
+        d.reason.contains("mount proc /proc") && d.reason.contains("proc_fallback"),
+        "{}",
+        d.reason
+    );
     let r = py_ok(&sb, &try_errno("open('/proc/self/status').read()"));
     assert_eq!(r.trim(), "OK");
 }
 
 /// Runs the test `inner` of this binary in a new user namespace made by `unshare
-/// unshare_flags`, after `setup` (a shell command) ran there, with `marker` set, and
-/// asserts that it passed.
-fn run_inner(unshare_flags: &str, setup: &str, inner: &str, marker: &str) {
+/// unshare_flags`, after `setup` (a shell command) ran there, with the variable `marker`
+/// set to its value, and asserts that it passed.
+fn run_inner(unshare_flags: &str, setup: &str, inner: &str, marker: (&str, &str)) {
     let exe = std::env::current_exe().unwrap();
     let out = StdCommand::new("unshare")
         .args([unshare_flags, "sh", "-c"])
@@ -379,7 +925,7 @@ fn run_inner(unshare_flags: &str, setup: &str, inner: &str, marker: &str) {
             "{setup} && exec \"$0\" --exact {inner} --nocapture --test-threads 1"
         ))
         .arg(&exe)
-        .env(marker, "1")
+        .env(marker.0, marker.1)
         .output()
         .unwrap();
     let text = format!(
@@ -387,6 +933,6 @@ fn run_inner(unshare_flags: &str, setup: &str, inner: &str, marker: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("1 passed"), "{text}");
+    assert!(out.status.success(), "{}: {text}", marker.1);
+    assert!(text.contains("1 passed"), "{}: {text}", marker.1);
 }

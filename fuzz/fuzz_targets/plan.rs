@@ -150,9 +150,10 @@ fn mounts(s: &Step) -> Vec<(PathBuf, bool)> {
     match s {
         Step::Bind { dst, .. } | Step::Tmpfs { dst, .. } => vec![(dst.clone(), false)],
         Step::Symlink { link, .. } => vec![(link.clone(), false)],
-        Step::Pin { path, .. } | Step::GuardPin { path } | Step::GuardName { path } => {
-            vec![(path.clone(), false)]
-        }
+        Step::Pin { path, .. }
+        | Step::GuardPin { path }
+        | Step::GuardName { path }
+        | Step::GitLayer { path, .. } => vec![(path.clone(), false)],
         Step::Dev => vec![("/dev".into(), false)],
         Step::Proc { .. } => vec![("/proc".into(), false)],
         Step::Mask { path, .. } | Step::HideName { path } => vec![(path.clone(), true)],
@@ -188,6 +189,39 @@ fn check_full(policy: &Policy, fs: &Fake, plan: &Plan) {
             );
         }
     }
+    // The `.git` layer: only at the top of a writable root, only when a guard name under
+    // `.git` asks for it, and then no read-only bind guards anything in that `.git` (it
+    // would land on the layer, or pin the directory the layer is mounted on).
+    let git_guards = policy.guard_names.iter().any(|n| stockade::plan::is_git_name(n));
+    let layers: Vec<&PathBuf> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::GitLayer { path, .. } => Some(path),
+            _ => None,
+        })
+        .collect();
+    for path in &layers {
+        assert!(git_guards, "a .git layer without a guard name under .git");
+        let root = path.parent().unwrap();
+        assert!(
+            path.ends_with(".git")
+                && plan.steps.iter().any(|b| matches!(b, Step::Bind { dst, access: Access::ReadWrite, .. } if dst == root)),
+            "{} layered outside a writable root\n{:#?}",
+            path.display(),
+            plan.steps
+        );
+    }
+    for s in &plan.steps {
+        if let Step::GuardName { path } | Step::GuardPin { path } = s {
+            assert!(
+                !layers.iter().any(|l| path.starts_with(l)),
+                "{} guarded by a bind inside a .git layer\n{:#?}",
+                path.display(),
+                plan.steps
+            );
+        }
+    }
     // Writable: the workspace and the writable paths, nothing else.
     let mut allowed = vec![plan.workspace.clone()];
     allowed.extend(
@@ -214,6 +248,27 @@ fn check_full(policy: &Policy, fs: &Fake, plan: &Plan) {
     for (root, access) in &plan.roots {
         if *access == Access::ReadWrite {
             assert!(allowed.contains(root), "{} a writable root", root.display());
+        }
+    }
+    // Every bind by path has its Landlock grant, with its own access: the grants are
+    // derived from the mounts (a writable path once had none).
+    for s in &plan.steps {
+        if let Step::Bind {
+            dst,
+            access,
+            beneath: None,
+            ..
+        } = s
+        {
+            assert!(
+                // Its own access, or read-write where a writable bind of the same path
+                // (a workspace that is a system directory) lands on top of it.
+                plan.roots
+                    .iter()
+                    .any(|(r, a)| r == dst && (a == access || *a == Access::ReadWrite)),
+                "{} bound without its grant",
+                dst.display()
+            );
         }
     }
     // The data dir: its content, which lives at its canonical path, is masked wherever

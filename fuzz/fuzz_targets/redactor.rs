@@ -1,8 +1,10 @@
 //! The streaming redactor writes exactly what one-shot redaction makes of the whole text,
-//! wherever the writes split it.
+//! wherever the writes split it; a redactor split into a shared set and a command's own set
+//! (`with_secrets`) redacts exactly as one redactor of all the values.
 //!
-//! Input layout: byte 0 = number of secrets (mod 4), then per secret one length byte and
-//! the secret, then the text; the remaining bytes' first byte picks the write size.
+//! Input layout: byte 0 = number of secrets (mod 4) and, in bits 2..6, which of them go to
+//! the own set; then per secret one length byte and the secret, then the text; the
+//! remaining bytes' first byte picks the write size.
 #![no_main]
 
 use std::io::Write;
@@ -27,11 +29,19 @@ fuzz_target!(|data: &[u8]| {
     let text = rest;
     let whole = r.redact(text).into_owned();
 
+    let own = |i: &usize| count >> (2 + i) & 1 == 1;
+    let (mine, shared): (Vec<_>, Vec<_>) = (0..secrets.len()).partition(own);
+    let two = Redactor::new(shared.iter().map(|&i| secrets[i]))
+        .with_secrets(mine.iter().map(|&i| secrets[i]));
+    assert_eq!(two.redact(text), whole);
+
     let step = text.first().map_or(1, |&b| usize::from(b % 17) + 1);
-    let mut w = RedactingWriter::new(r, Vec::new());
-    for chunk in text.chunks(step) {
-        w.write_all(chunk).unwrap();
+    for r in [r, two] {
+        let mut w = RedactingWriter::new(r, Vec::new());
+        for chunk in text.chunks(step) {
+            w.write_all(chunk).unwrap();
+        }
+        let (out, _) = w.finish().unwrap();
+        assert_eq!(out, whole);
     }
-    let (out, _) = w.finish().unwrap();
-    assert_eq!(out, whole);
 });

@@ -11,7 +11,8 @@
 //! | elsewhere | [`passthrough`]: a clean environment only, in a child of `fork` (`fork`) |
 //!
 //! `fork` also builds on Linux under `cfg(test)`, unconfined, so that its child path
-//! and its report record run in Linux CI.
+//! runs in Linux CI. Both launchers' children speak one protocol to their parent:
+//! [`report`].
 
 #[cfg(any(test, not(target_os = "linux")))]
 pub mod fork;
@@ -22,4 +23,6 @@ pub mod macos;
 pub mod passthrough;
 #[cfg(unix)]
 pub mod program;
+#[cfg(unix)]
+pub mod report;
 pub mod sbpl;

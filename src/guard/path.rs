@@ -249,21 +249,28 @@ impl PathGuard {
         if bytes.iter().any(|b| *b == b'\n' || *b == b'\r') {
             return Err(GuardError::Newline { path: path.into() });
         }
+        let rel = self.below_workspace(path)?;
+        self.check_names(path, rel, access)?;
+        self.walk(path, rel)
+    }
+
+    /// The part of `path` below the workspace, still as written (it may hold `..`).
+    fn below_workspace<'p>(&self, path: &'p Path) -> Result<&'p Path, GuardError> {
+        if !path.is_absolute() {
+            return Ok(path);
+        }
         let outside = || GuardError::OutsideWorkspace { path: path.into() };
+        match path.strip_prefix(&self.root) {
+            Ok(rel) => Ok(rel),
+            Err(_) => match &self.given {
+                Some(given) => path.strip_prefix(given).map_err(|_| outside()),
+                None => Err(outside()),
+            },
+        }
+    }
 
-        // The part below the workspace, still as written (it may hold `..`).
-        let rel: &Path = if path.is_absolute() {
-            match path.strip_prefix(&self.root) {
-                Ok(rel) => rel,
-                Err(_) => match &self.given {
-                    Some(given) => path.strip_prefix(given).map_err(|_| outside())?,
-                    None => return Err(outside()),
-                },
-            }
-        } else {
-            path
-        };
-
+    /// Refuses a denied name anywhere in `rel`, and a protected one for a write.
+    fn check_names(&self, path: &Path, rel: &Path, access: Access) -> Result<(), GuardError> {
         // Every name the caller wrote counts, including names that a later `..` leaves:
         // `.git/../x` still asks about `.git`.
         let names: Vec<&OsStr> = rel
@@ -287,10 +294,16 @@ impl PathGuard {
                 });
             }
         }
+        Ok(())
+    }
 
-        // Walk from the canonical root. While components exist, each is checked with lstat
-        // before the next is appended, so `..` only ever pops a real directory and a link is
-        // refused before anything follows it. Once one is missing, the rest is appended as is.
+    /// The absolute path of `rel` (the part of `path` below the workspace).
+    ///
+    /// Walks from the canonical root. While components exist, each is checked with lstat
+    /// before the next is appended, so `..` only ever pops a real directory and a link is
+    /// refused before anything follows it. Once one is missing, the rest is appended as is.
+    fn walk(&self, path: &Path, rel: &Path) -> Result<PathBuf, GuardError> {
+        let outside = || GuardError::OutsideWorkspace { path: path.into() };
         let mut out = self.root.clone();
         let mut depth = 0usize;
         let mut missing = false;

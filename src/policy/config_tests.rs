@@ -176,3 +176,107 @@ fn line_column_counts_characters() {
     // `é` is two bytes and one column.
     assert_eq!(line_column(text, text.find('"').unwrap() + 3), (1, 7));
 }
+
+/// The key, line and column of `Policy::from_config`'s `PolicyError::Toml`.
+#[track_caller]
+fn config_located(text: &str) -> (String, usize, usize) {
+    match Policy::from_config(text) {
+        Err(PolicyError::Toml {
+            key: Some(key),
+            line: Some(line),
+            column: Some(column),
+            ..
+        }) => (key, line, column),
+        other => panic!("{text:?}: expected a located Toml error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_config_file_keeps_its_policy_in_one_of_three_places() {
+    let want = |p: Policy| {
+        assert_eq!(p.network, Network::None);
+        assert_eq!(p.writable_paths, [PathBuf::from("/srv/shared")]);
+    };
+    let body = "network = \"none\"\nwritable_paths = [\"/srv/shared\"]\n";
+    want(Policy::from_config(body).unwrap());
+    want(Policy::from_config(&format!("[sandbox]\n{body}")).unwrap());
+    want(Policy::from_config(&format!("[agents.sandbox]\n{body}")).unwrap());
+    // The host's own keys and tables around a nested policy are not read.
+    let host = format!(
+        "name = \"h\"\n[server]\nport = 1\n[agents]\nmodel = \"m\"\n[agents.sandbox]\n{body}"
+    );
+    want(Policy::from_config(&host).unwrap());
+    let host = format!("name = \"h\"\n[sandbox]\n{body}\n[agents]\nmodel = \"m\"\n");
+    want(Policy::from_config(&host).unwrap());
+    // Inline tables are tables too.
+    want(
+        Policy::from_config(
+            "sandbox = { network = \"none\", writable_paths = [\"/srv/shared\"] }\n",
+        )
+        .unwrap(),
+    );
+    assert_eq!(Policy::from_config("").unwrap(), Policy::default());
+    assert_eq!(
+        Policy::from_config("[sandbox]\n").unwrap(),
+        Policy::default()
+    );
+}
+
+#[test]
+fn a_config_with_two_policies_is_refused_naming_them() {
+    for (text, places) in [
+        (
+            "[sandbox]\n[agents.sandbox]\n",
+            vec!["[sandbox]", "[agents.sandbox]"],
+        ),
+        (
+            "network = \"none\"\n[sandbox]\nmode = \"enabled\"\n",
+            vec!["[sandbox]", "top-level keys (network)"],
+        ),
+        (
+            "tmp_size = \"1MiB\"\nmode = \"enabled\"\n[agents.sandbox]\n",
+            vec!["[agents.sandbox]", "top-level keys (mode, tmp_size)"],
+        ),
+    ] {
+        match Policy::from_config(text) {
+            Err(e @ PolicyError::AmbiguousConfig { .. }) => {
+                let PolicyError::AmbiguousConfig { places: got } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(got, &places, "{text:?}");
+                let shown = e.to_string();
+                assert!(shown.contains(&places.join(" and ")), "{shown}");
+                assert!(shown.ends_with("; keep one"), "{shown}");
+            }
+            other => panic!("{text:?}: expected AmbiguousConfig, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn config_errors_name_the_nested_key_line_and_column() {
+    assert_eq!(
+        config_located("[sandbox]\nnetwork = \"none\"\nnetwrok = \"none\"\n"),
+        ("sandbox.netwrok".to_string(), 3, 1)
+    );
+    assert_eq!(
+        config_located("x = 1\n[agents.sandbox]\nwritable_paths = [\n  \"/a\",\n  3,\n]\n"),
+        ("agents.sandbox.writable_paths[1]".to_string(), 5, 3)
+    );
+    let (key, line, _) = config_located("[sandbox]\ndata_dir = \"rel\"\n");
+    assert_eq!((key.as_str(), line), ("sandbox.data_dir", 2));
+    // At the top level a key that is not a policy key is an unknown field, as before.
+    assert_eq!(
+        config_located("network = \"none\"\nnetwrok = \"none\"\n"),
+        ("netwrok".to_string(), 2, 1)
+    );
+    // Syntax errors are located before anything is looked for.
+    assert!(matches!(
+        Policy::from_config("[sandbox]\nnetwork = \"none\n"),
+        Err(PolicyError::Toml {
+            line: Some(2),
+            column: Some(_),
+            ..
+        })
+    ));
+}

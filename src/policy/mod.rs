@@ -98,6 +98,7 @@ pub struct Policy {
     #[serde(deserialize_with = "absolute::read_only")]
     pub read_only: Vec<PathBuf>,
     /// The agent's own data: masked (no read, write or listing), even under the workspace.
+    /// It must exist when the sandbox is made; stockade never creates it.
     #[serde(deserialize_with = "absolute::data_dir")]
     pub data_dir: Option<PathBuf>,
     /// A directory of tools: read-only inside and first on `PATH`.
@@ -112,23 +113,32 @@ pub struct Policy {
     /// Run on this layer on purpose (weaker than the best the kernel offers). `None`: the
     /// strongest available.
     pub layer: Option<Layer>,
-    /// The weakest layer the host accepts when degrading.
+    /// The weakest layer the host accepts when degrading. `None`: layer 2 (`landlock`) on
+    /// Linux, never passthrough unless named here; passthrough elsewhere.
     pub min_layer: Option<Layer>,
     /// Let the program ptrace its own sandboxed processes (strace, gdb).
     pub allow_ptrace: bool,
-    /// Keep the host's session (no `setsid`), for interactive use with a terminal.
+    /// Keep the host's session (no `setsid`): the program stays in the host's session and
+    /// keeps its controlling terminal, which it can then open as `/dev/tty`. Interactive
+    /// programs on a pseudo-terminal of their own do not need it: see
+    /// `Command::controlling_terminal`.
     pub keep_session: bool,
     /// When a fresh `/proc` cannot be mounted (nested containers), bind the host's `/proc`
     /// read-only instead of failing.
     pub proc_fallback: bool,
-    /// Size limit of the private `/tmp`.
+    /// Size limit of the private `/tmp`, and of each command's `.git` layer (the changes
+    /// git makes under a writable root's `.git`, held until they are merged back).
     pub tmp_size: ByteSize,
     /// Host files hidden inside the sandbox even though their directory is allowlisted.
     #[serde(deserialize_with = "absolute::masked")]
     pub masked: Vec<PathBuf>,
     /// Names hidden at the top of each writable root and refused by the path guard.
     pub deny_names: Vec<String>,
-    /// Names kept read-only at the top of each writable root.
+    /// Names kept read-only at the top of each writable root. Names under `.git` (the
+    /// default `.git/hooks`, `.git/config`) select, on the full layer, a copy-on-write
+    /// layer over the whole `.git` instead: git works inside, and only objects, refs,
+    /// reflogs, the index, `HEAD` and git's state files reach the host (see
+    /// [`crate::GitDrop`]). Layer 2 enforces none of them (see SECURITY.md).
     pub guard_names: Vec<String>,
     /// File names the in-process write guard refuses to write (case-insensitive).
     pub protected: Vec<String>,
@@ -159,6 +169,29 @@ impl Default for Policy {
         }
     }
 }
+
+/// Every key of a policy table, as [`Policy`] spells its fields.
+pub const POLICY_KEYS: &[&str] = &[
+    "mode",
+    "workspace",
+    "writable_paths",
+    "read_only",
+    "data_dir",
+    "tools_dir",
+    "passthrough_env",
+    "network",
+    "fallback",
+    "layer",
+    "min_layer",
+    "allow_ptrace",
+    "keep_session",
+    "proc_fallback",
+    "tmp_size",
+    "masked",
+    "deny_names",
+    "guard_names",
+    "protected",
+];
 
 /// The system directories bound read-only when present on the host.
 pub const SYSTEM_ALLOWLIST: &[&str] = &[
@@ -194,7 +227,8 @@ impl Policy {
         }
     }
 
-    /// Parses a policy from TOML text (the table's own keys, not a `[sandbox]` wrapper).
+    /// Parses a policy from TOML text (the table's own keys, not a `[sandbox]` wrapper; see
+    /// [`Policy::from_config`] for a whole config file).
     ///
     /// # Errors
     ///
@@ -202,6 +236,74 @@ impl Policy {
     pub fn from_toml(text: &str) -> Result<Self, crate::PolicyError> {
         let policy: Policy =
             toml::from_str(text).map_err(|e| crate::PolicyError::from_toml(text, e))?;
+        policy.validate()?;
+        Ok(policy)
+    }
+
+    /// Parses the policy of a config file, wherever the file keeps it: its `[sandbox]`
+    /// table, its `[agents.sandbox]` table, or its top level. This is what the `stockade`
+    /// command's `--config` reads.
+    ///
+    /// In a file with a `[sandbox]` or `[agents.sandbox]` table, the other keys and tables
+    /// are the host's own and are not read. A file with more than one of the three places
+    /// (a `[sandbox]` table and policy keys at the top level, say) is refused, since which
+    /// policy is meant cannot be told.
+    ///
+    /// ```
+    /// let p = stockade::Policy::from_config("[server]\nport = 8080\n\n[agents.sandbox]\nnetwork = \"none\"\n").unwrap();
+    /// assert_eq!(p.network, stockade::Network::None);
+    /// assert!(stockade::Policy::from_config("network = \"none\"\n[sandbox]\n").is_err());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`crate::PolicyError::AmbiguousConfig`] naming the places found;
+    /// [`crate::PolicyError::Toml`] with the dotted key (`sandbox.network`), line and
+    /// column of the first problem.
+    pub fn from_config(text: &str) -> Result<Self, crate::PolicyError> {
+        #[derive(Deserialize)]
+        struct InSandbox {
+            sandbox: Policy,
+        }
+        #[derive(Deserialize)]
+        struct InAgents {
+            agents: InSandbox,
+        }
+        let parse = |e| crate::PolicyError::from_toml(text, e);
+        let table: toml::Table = toml::from_str(text).map_err(parse)?;
+        let in_sandbox = table.contains_key("sandbox");
+        let in_agents = table
+            .get("agents")
+            .and_then(toml::Value::as_table)
+            .is_some_and(|a| a.contains_key("sandbox"));
+        let top: Vec<&str> = table
+            .keys()
+            .map(String::as_str)
+            .filter(|k| POLICY_KEYS.contains(k))
+            .collect();
+        let mut places = Vec::new();
+        if in_sandbox {
+            places.push("[sandbox]".to_string());
+        }
+        if in_agents {
+            places.push("[agents.sandbox]".to_string());
+        }
+        if !top.is_empty() {
+            places.push(format!("top-level keys ({})", top.join(", ")));
+        }
+        if places.len() > 1 {
+            return Err(crate::PolicyError::AmbiguousConfig { places });
+        }
+        let policy = if in_sandbox {
+            toml::from_str::<InSandbox>(text).map_err(parse)?.sandbox
+        } else if in_agents {
+            toml::from_str::<InAgents>(text)
+                .map_err(parse)?
+                .agents
+                .sandbox
+        } else {
+            toml::from_str::<Policy>(text).map_err(parse)?
+        };
         policy.validate()?;
         Ok(policy)
     }
@@ -415,6 +517,46 @@ mod tests {
         assert!(err.to_string().contains("data_dir"), "{err}");
         let err = Policy::from_toml("writable_paths = [\"/a/../b\"]").unwrap_err();
         assert!(err.to_string().contains("writable_paths"), "{err}");
+    }
+
+    #[test]
+    fn policy_keys_are_the_fields() {
+        // Naming every field: a new one does not compile until it is listed here.
+        let Policy {
+            mode: _,
+            workspace: _,
+            writable_paths: _,
+            read_only: _,
+            data_dir: _,
+            tools_dir: _,
+            passthrough_env: _,
+            network: _,
+            fallback: _,
+            layer: _,
+            min_layer: _,
+            allow_ptrace: _,
+            keep_session: _,
+            proc_fallback: _,
+            tmp_size: _,
+            masked: _,
+            deny_names: _,
+            guard_names: _,
+            protected: _,
+        } = Policy::default();
+        let full = Policy {
+            workspace: Some("/w".into()),
+            data_dir: Some("/d".into()),
+            tools_dir: Some("/t".into()),
+            layer: Some(Layer::Full),
+            min_layer: Some(Layer::Landlock),
+            ..Policy::default()
+        };
+        let table = toml::Table::try_from(&full).unwrap();
+        let mut keys: Vec<&str> = table.keys().map(String::as_str).collect();
+        let mut want = POLICY_KEYS.to_vec();
+        keys.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(keys, want);
     }
 
     #[test]

@@ -41,7 +41,7 @@ impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
         for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-            if b != 0 && b % (1u64 << shift) == 0 {
+            if b != 0 && b.is_multiple_of(1u64 << shift) {
                 return write!(f, "{}{unit}", b >> shift);
             }
         }

@@ -5,13 +5,15 @@
 //! | PATH | the tools dir, then the system directories |
 //! | HOME | the workspace (the host's HOME when the mode is `disabled`) |
 //! | TMPDIR | /tmp |
-//! | USER, LANG, TERM | from the host, if set |
+//! | USER, LOGNAME | from the host, if set; else the passwd name of the uid the program runs as |
+//! | LANG, TERM | from the host, if set |
 //! | each `passthrough_env` name | from the host, if set |
 //!
 //! Variables that make programs load code from elsewhere are refused outright.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+use std::sync::Mutex;
 
 use crate::error::PlanError;
 use crate::plan::Plan;
@@ -62,7 +64,20 @@ pub fn build(
             env.insert("HOME".into(), h);
         }
         env.insert("TMPDIR".into(), "/tmp".into());
-        let names = ["USER", "LANG", "TERM"].into_iter().map(String::from);
+        // Services, cron and `env -i` start without USER and LOGNAME; programs that need
+        // them (git's default identity, ssh, whoami-style checks) get the account of the
+        // uid they run as, which on every layer is the caller's effective uid (the full
+        // layer maps it to itself).
+        for name in ["USER", "LOGNAME"] {
+            let value = match host.get(OsStr::new(name)) {
+                Some(v) => Some(v.clone()),
+                None => account_name(nix::unistd::geteuid().as_raw()),
+            };
+            if let Some(v) = value {
+                env.insert(name.into(), v);
+            }
+        }
+        let names = ["LANG", "TERM"].into_iter().map(String::from);
         for name in names.chain(policy.passthrough_env.iter().cloned()) {
             if let Some(v) = host.get(OsStr::new(&name)) {
                 if is_dangerous(OsStr::new(&name)) {
@@ -86,6 +101,25 @@ pub fn build(
         }
     }
     Ok(env.into_iter().collect())
+}
+
+/// The login name of `uid` from the passwd database (`getpwuid_r`), `None` when it has no
+/// entry. Runs in the parent, before any fork (NSS may load modules, allocate and lock);
+/// the last answer is kept, since a sandbox asks for the same uid on every spawn.
+pub fn account_name(uid: u32) -> Option<OsString> {
+    static LAST: Mutex<Option<(u32, Option<OsString>)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((u, name)) = last.as_ref() {
+        if *u == uid {
+            return name.clone();
+        }
+    }
+    let name = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| OsString::from(u.name));
+    *last = Some((uid, name.clone()));
+    name
 }
 
 #[cfg(test)]
@@ -150,6 +184,52 @@ mod tests {
         let mut p = p;
         p.passthrough_env = vec!["LD_PRELOAD".into()];
         assert!(build(&p, &plan(), false, &[], &mut host().into_iter()).is_err());
+    }
+
+    /// The passwd name of `uid` as `getent` (a separate implementation) reports it.
+    fn getent_name(uid: u32) -> Option<String> {
+        let out = std::process::Command::new("getent")
+            .args(["passwd", &uid.to_string()])
+            .output()
+            .ok()?;
+        let line = String::from_utf8(out.stdout).ok()?;
+        Some(line.split(':').next()?.to_string()).filter(|n| !n.is_empty())
+    }
+
+    #[test]
+    fn account_names_come_from_the_passwd_database() {
+        assert_eq!(account_name(0), Some("root".into()));
+        assert_eq!(
+            account_name(65534).map(|n| n.into_string().unwrap()),
+            getent_name(65534)
+        );
+        assert_eq!(account_name(65534), Some("nobody".into()));
+        // No entry, no name (and the cache answers per uid).
+        assert_eq!(account_name(0x7fff_fff0), None);
+        assert_eq!(account_name(0), Some("root".into()));
+    }
+
+    #[test]
+    fn user_and_logname_without_them_in_the_caller_environment() {
+        let p = Policy::with_workspace("/ws");
+        let me = nix::unistd::geteuid().as_raw();
+        let want = getent_name(me).expect("the test user has a passwd entry");
+        // `env -i`, cron, a service: an empty caller environment.
+        let env = build(&p, &plan(), false, &[], &mut std::iter::empty()).unwrap();
+        assert_eq!(get(&env, "USER"), Some(want.as_str()));
+        assert_eq!(get(&env, "LOGNAME"), Some(want.as_str()));
+        // The caller's values win, each on its own.
+        let host = [("LOGNAME", "them")].map(|(k, v)| (k.into(), v.into()));
+        let env = build(&p, &plan(), false, &[], &mut host.into_iter()).unwrap();
+        assert_eq!(get(&env, "USER"), Some(want.as_str()));
+        assert_eq!(get(&env, "LOGNAME"), Some("them"));
+        // Passthrough (mode disabled) gets them too; env_clear gets nothing.
+        let mut off = p.clone();
+        off.mode = Mode::Disabled;
+        let env = build(&off, &plan(), false, &[], &mut std::iter::empty()).unwrap();
+        assert_eq!(get(&env, "LOGNAME"), Some(want.as_str()));
+        let env = build(&p, &plan(), true, &[], &mut std::iter::empty()).unwrap();
+        assert_eq!(get(&env, "USER"), None);
     }
 
     #[test]

@@ -15,18 +15,42 @@
 //! All signals are blocked around `fork`, so no host handler runs in the child before it
 //! has reset every disposition; the child unblocks them just before `execve`.
 
-use std::io::{self, Read};
+use std::io;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use super::Request;
-use crate::backend::fork::{self, Confine, child, prepare, report};
+use super::{Request, StartError};
+use crate::backend::fork::{self, Confine, child, prepare};
+use crate::backend::report::{self, Ending};
 use crate::error::{Error, PlanError, SpawnError};
 use crate::plan::{Plan, RealFs, Step};
 use crate::policy::{Layer, Policy};
 
 /// A running program's handle besides its pid: nothing (no pidfds here).
 pub(super) type Handle = ();
+
+/// No `.git` layer here: the plans of this launcher have no such step (see
+/// [`crate::plan::Step::GitLayer`]).
+// On Linux this module is built for its unit tests only, and `Request` there carries the
+// Linux session.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+#[derive(Debug, Default)]
+pub(super) struct GitSession;
+
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+impl GitSession {
+    pub(super) fn prepare(_plan: &Plan) -> Result<GitSession, Error> {
+        Ok(GitSession)
+    }
+
+    pub(super) fn started(&mut self, _handle: &Handle) {}
+
+    pub(super) fn finish(&mut self) {}
+
+    pub(super) fn dropped(&self) -> &[super::GitDrop] {
+        &[]
+    }
+}
 
 /// What every command of one sandbox shares: the plan, and the policy the per-command
 /// profile is generated from.
@@ -77,6 +101,16 @@ impl Prepared {
 /// A close-on-exec pipe. macOS has no `pipe2`: the flag is set right after `pipe`, as std
 /// does there; a concurrent `fork` + `exec` in another thread of the host could inherit
 /// the pipe in between (it would then only delay EOF until that program exits).
+/// `/dev/null` for the program's stdio ([`super::Stdio::null`]), close-on-exec. (A root
+/// host's program could change the node through it: see `SECURITY.md`.)
+pub(super) fn open_null(write: bool) -> io::Result<OwnedFd> {
+    Ok(std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .open("/dev/null")?
+        .into())
+}
+
 pub(super) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     use nix::fcntl::{FcntlArg, FdFlag, fcntl};
     let (r, w) = nix::unistd::pipe()?;
@@ -86,7 +120,10 @@ pub(super) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// Forks the child for `req` and waits until it has exec'd or failed.
-pub(super) fn start(prepared: &Prepared, req: Request<'_>) -> Result<(libc::pid_t, Handle), Error> {
+pub(super) fn start(
+    prepared: &Prepared,
+    req: Request<'_>,
+) -> Result<(libc::pid_t, Handle), StartError> {
     let plan = &prepared.plan;
     let confine = if plan.steps.contains(&Step::SandboxInit) {
         Some(fork::os::confine(&prepared.policy, req.private_tmp)?)
@@ -105,33 +142,47 @@ pub(super) fn start(prepared: &Prepared, req: Request<'_>) -> Result<(libc::pid_
             args: req.args,
             env: req.env,
             cwd: req.cwd,
+            controlling_terminal: req.controlling_terminal,
         },
         req.stdio,
         report_w.as_raw_fd(),
         req.pass,
         prepare::fd_limit(),
     )?;
-    let forked = fork_child(&exec, confine.as_ref());
+    match fork_and_await(&exec, confine.as_ref(), (report_r, report_w))? {
+        (pid, Ending::Exec) => Ok((pid, ())),
+        (_, Ending::Failed(record)) => {
+            let ctty = req.controlling_terminal.unwrap_or(-1);
+            Err(Error::from(failure(plan, &record, req.cwd, program, ctty)).into())
+        }
+        (_, Ending::Died(status)) => Err(Error::from(SpawnError::DiedBeforeExec { status }).into()),
+    }
+}
+
+/// Forks the child for `exec` and reads its report ([`report::await_exec`]).
+fn fork_and_await(
+    exec: &prepare::Exec,
+    confine: Option<&Confine>,
+    (report_r, report_w): (OwnedFd, OwnedFd),
+) -> Result<(libc::pid_t, Ending), SpawnError> {
+    let forked = fork_child(exec, confine);
     // The parent's write end must go before reading, or EOF never comes.
     drop(report_w);
     let pid = forked.map_err(|source| SpawnError::Os {
         call: "fork",
         source,
     })?;
-    let mut buf = [0u8; 2 * report::SIZE];
-    let len = read_report(report_r, &mut buf)?;
-    if len == 0 {
-        return Ok((pid, ()));
-    }
-    // Setup failed: the child has exited or is about to; reap it so no zombie is left.
-    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
-    let record = report::Record::from_bytes(buf.get(..len).unwrap_or(&[]))
-        .ok_or(SpawnError::Protocol(len))?;
-    Err(failure(plan, &record, req.cwd, program).into())
+    Ok((pid, report::await_exec(report_r, pid)?))
 }
 
 /// The typed error for a child's record.
-fn failure(plan: &Plan, r: &report::Record, cwd: &std::path::Path, program: String) -> SpawnError {
+fn failure(
+    plan: &Plan,
+    r: &report::Record,
+    cwd: &std::path::Path,
+    program: String,
+    controlling_terminal: i32,
+) -> SpawnError {
     if plan.steps.get(r.step as usize) == Some(&Step::SandboxInit) {
         return crate::backend::sbpl::InitError::from_report(r.message()).into();
     }
@@ -140,33 +191,9 @@ fn failure(plan: &Plan, r: &report::Record, cwd: &std::path::Path, program: Stri
         return SpawnError::NotFound { program };
     }
     SpawnError::Setup {
-        step: fork::describe_step(plan, r.step, cwd, &program),
+        step: report::describe_step(plan, r.step, Some(cwd), &program, controlling_terminal),
         errno: r.errno,
     }
-}
-
-/// Reads the report pipe to EOF (or until `buf` is full: more than a record is a protocol
-/// error anyway).
-fn read_report(read_end: OwnedFd, buf: &mut [u8]) -> Result<usize, SpawnError> {
-    let mut file = std::fs::File::from(read_end);
-    let mut len = 0;
-    while let Some(rest) = buf.get_mut(len..) {
-        if rest.is_empty() {
-            break;
-        }
-        match file.read(rest) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(source) => {
-                return Err(SpawnError::Os {
-                    call: "read",
-                    source,
-                });
-            }
-        }
-    }
-    Ok(len)
 }
 
 /// The one `fork` call: with every signal blocked, so that the child runs no host handler
@@ -203,6 +230,20 @@ pub(super) fn kill(pid: libc::pid_t, _handle: &Handle) -> io::Result<()> {
     )?)
 }
 
+/// Delivers `sig` to the program, which is the direct child here (no init).
+pub(super) fn signal(pid: libc::pid_t, _handle: &Handle, sig: libc::c_int) -> io::Result<()> {
+    let sig = nix::sys::signal::Signal::try_from(sig)?;
+    Ok(nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        sig,
+    )?)
+}
+
+/// The program's exit status: its own wait status (no init here).
+pub(super) fn exit_status(_handle: &Handle, raw: libc::c_int) -> std::process::ExitStatus {
+    std::os::unix::process::ExitStatusExt::from_raw(raw)
+}
+
 /// On Linux these run the fork launcher unconfined: the passthrough path of macOS and the
 /// other Unix systems, minus `sandbox_init` (which only macOS can run).
 #[cfg(test)]
@@ -231,7 +272,9 @@ mod tests {
             cwd,
             stdio: [-1; 3],
             pass: Vec::new(),
+            controlling_terminal: None,
             private_tmp: None,
+            git: Box::leak(Box::default()),
         }
     }
 
@@ -254,6 +297,66 @@ mod tests {
     }
 
     #[test]
+    fn the_terminal_on_stdio_becomes_the_controlling_terminal_on_request() {
+        use std::os::fd::AsRawFd;
+        let ws = tempfile::tempdir().unwrap();
+        let p = prepared(ws.path());
+        let (mut master, mut slave) = (-1, -1);
+        // SAFETY: openpty writes two fds to the out-pointers; name, termios and winsize
+        // are null.
+        let r = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(r, 0, "openpty");
+        use std::os::fd::FromRawFd;
+        // SAFETY: openpty just returned this fd; nothing else owns it.
+        let _master = unsafe { OwnedFd::from_raw_fd(master) };
+        // SAFETY: as above.
+        let slave = unsafe { OwnedFd::from_raw_fd(slave) };
+        // `/dev/tty` opens only for a process with a controlling terminal.
+        let mut req = request("sh", &["-c", "exec 3</dev/tty"], ws.path());
+        req.stdio = [slave.as_raw_fd(), -1, -1];
+        req.controlling_terminal = Some(0);
+        let (pid, ()) = start(&p, req).unwrap();
+        assert_eq!(wait(pid), Some(0));
+        let quiet = std::fs::File::create("/dev/null").unwrap();
+        let mut req = request("sh", &["-c", "exec 3</dev/tty"], ws.path());
+        req.stdio = [slave.as_raw_fd(), -1, quiet.as_raw_fd()];
+        let (pid, ()) = start(&p, req).unwrap();
+        assert_ne!(wait(pid), Some(0));
+        // A stdio fd that is no terminal: the step and its errno.
+        let mut req = request("true", &[], ws.path());
+        req.controlling_terminal = Some(0);
+        let null = std::fs::File::open("/dev/null").unwrap();
+        req.stdio = [null.as_raw_fd(), -1, -1];
+        match start(&p, req) {
+            Err(StartError::Failed(Error::Spawn(SpawnError::Setup { step, errno }))) => {
+                assert_eq!(errno, libc::ENOTTY);
+                assert_eq!(
+                    step,
+                    "make the terminal on stdin the controlling terminal (TIOCSCTTY)"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn open_null_reads_nothing_and_takes_every_write() {
+        let mut r = std::fs::File::from(open_null(false).unwrap());
+        let mut buf = [0u8; 4];
+        assert_eq!(std::io::Read::read(&mut r, &mut buf).unwrap(), 0);
+        let mut w = std::fs::File::from(open_null(true).unwrap());
+        assert_eq!(std::io::Write::write(&mut w, b"abc").unwrap(), 3);
+    }
+
+    #[test]
     fn kill_ends_the_program() {
         let ws = tempfile::tempdir().unwrap();
         let p = prepared(ws.path());
@@ -270,16 +373,36 @@ mod tests {
     }
 
     #[test]
+    fn signal_reaches_the_program_and_the_status_is_its_own() {
+        let ws = tempfile::tempdir().unwrap();
+        let p = prepared(ws.path());
+        let (pid, handle) = start(&p, request("sleep", &["30"], ws.path())).unwrap();
+        signal(pid, &handle, libc::SIGTERM).unwrap();
+        let mut raw = 0;
+        // SAFETY: `pid` is this test's unreaped child; `raw` is a valid out-pointer.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut raw, 0) }, pid);
+        let status = exit_status(&handle, raw);
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGTERM)
+        );
+    }
+
+    #[test]
     fn failures_come_back_typed() {
         let ws = tempfile::tempdir().unwrap();
         let p = prepared(ws.path());
-        let err = start(&p, request("no-such-program-xyz", &[], ws.path())).unwrap_err();
+        let failed = |e| match e {
+            StartError::Failed(e) => e,
+            other => panic!("{other:?}"),
+        };
+        let err = failed(start(&p, request("no-such-program-xyz", &[], ws.path())).unwrap_err());
         assert!(
             matches!(err, Error::Spawn(SpawnError::NotFound { .. })),
             "{err}"
         );
         let gone = ws.path().join("gone");
-        let err = start(&p, request("true", &[], &gone)).unwrap_err();
+        let err = failed(start(&p, request("true", &[], &gone)).unwrap_err());
         match err {
             Error::Spawn(SpawnError::Setup { step, errno }) => {
                 assert_eq!(errno, libc::ENOENT);
@@ -289,6 +412,110 @@ mod tests {
         }
     }
 
+    /// A child that exits without its record and without exec (its record's write fails:
+    /// its report fd is the pipe's read end) is `Died`, never running.
+    #[test]
+    fn a_child_that_exits_without_its_record_is_died_not_running() {
+        let ws = tempfile::tempdir().unwrap();
+        let p = prepared(ws.path());
+        let (r, w) = pipe_cloexec().unwrap();
+        let gone = ws.path().join("gone");
+        let req = request("true", &[], &gone);
+        let spec = prepare::ExecSpec {
+            program: req.program,
+            args: req.args,
+            env: req.env,
+            cwd: req.cwd,
+            controlling_terminal: None,
+        };
+        let exec = prepare::Exec::new(p.plan(), spec, [-1; 3], r.as_raw_fd(), vec![], 64);
+        match fork_and_await(&exec.unwrap(), None, (r, w)).unwrap() {
+            (_, Ending::Died(status)) => assert_eq!(status.code(), Some(child::SETUP_FAILED)),
+            (_, other) => panic!("{other:?}"),
+        }
+    }
+
+    /// A program that is exec'd and killed at once is running (then killed), not an error.
+    #[test]
+    fn a_program_killed_right_after_exec_is_not_a_setup_error() {
+        let ws = tempfile::tempdir().unwrap();
+        let p = prepared(ws.path());
+        let (pid, _) = start(&p, request("sh", &["-c", "kill -KILL $$"], ws.path())).unwrap();
+        let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None).unwrap();
+        assert!(
+            matches!(
+                status,
+                nix::sys::wait::WaitStatus::Signaled(_, nix::sys::signal::Signal::SIGKILL, _)
+            ),
+            "{status:?}"
+        );
+    }
+
+    /// The fork child allocates nothing between `fork` and `execve`, on every path (a
+    /// program that runs, one that is not found, a failing step, a child that exits
+    /// without its record), and the trap fires on a deliberate allocation. The trap is
+    /// process-wide, so this test re-runs itself alone in a child of the test binary.
+    #[test]
+    fn no_allocation_between_fork_and_exec() {
+        const INNER: &str = "STOCKADE_TEST_FORK_TRAP";
+        let name = concat!(module_path!(), "::no_allocation_between_fork_and_exec");
+        let name = name.strip_prefix("stockade::").unwrap();
+        if std::env::var_os(INNER).is_none() {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+                .env(INNER, "1")
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{stderr}");
+            assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+            let deliberate = String::from_utf8_lossy(crate::test_alloc::DELIBERATE_LINE);
+            let lines: Vec<&str> = stderr.lines().collect();
+            assert_eq!(lines, [deliberate.trim_end()], "{stderr}");
+            return;
+        }
+        let ws = tempfile::tempdir().unwrap();
+        let p = prepared(ws.path());
+        let gone = ws.path().join("gone");
+        crate::test_alloc::arm();
+        for _ in 0..10 {
+            let (pid, ()) = start(&p, request("sh", &["-c", "exit 3"], ws.path())).unwrap();
+            assert_eq!(wait(pid), Some(3));
+        }
+        let not_found = start(&p, request("no-such-program-xyz", &[], ws.path()));
+        let chdir = start(&p, request("true", &[], &gone));
+        let (r, w) = pipe_cloexec().unwrap();
+        let req = request("true", &[], &gone);
+        let spec = prepare::ExecSpec {
+            program: req.program,
+            args: req.args,
+            env: req.env,
+            cwd: req.cwd,
+            controlling_terminal: None,
+        };
+        let exec = prepare::Exec::new(p.plan(), spec, [-1; 3], r.as_raw_fd(), vec![], 64);
+        let died = fork_and_await(&exec.unwrap(), None, (r, w));
+        let deliberate = crate::test_alloc::deliberate_allocation_status();
+        crate::test_alloc::disarm();
+        let failed = |e| match e {
+            Err(StartError::Failed(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        assert!(matches!(
+            failed(not_found),
+            Error::Spawn(SpawnError::NotFound { .. })
+        ));
+        assert!(matches!(
+            failed(chdir),
+            Error::Spawn(SpawnError::Setup { .. })
+        ));
+        match died.unwrap() {
+            (_, Ending::Died(status)) => assert_eq!(status.code(), Some(child::SETUP_FAILED)),
+            (_, other) => panic!("{other:?}"),
+        }
+        assert_eq!(deliberate.code(), Some(crate::test_alloc::TRAPPED));
+    }
+
     #[test]
     fn a_sandbox_init_record_becomes_the_typed_error() {
         let ws = tempfile::tempdir().unwrap();
@@ -296,13 +523,13 @@ mod tests {
         plan.steps.push(Step::SandboxInit);
         let mut m = [0u8; report::MESSAGE_LEN];
         m[..10].copy_from_slice(b"bad rule\n\n");
-        let r = report::Record::sandbox_init(plan.steps.len() as u32 - 1, m, 10);
-        let e = failure(&plan, &r, ws.path(), "sh".into());
+        let r = report::Record::with_message(plan.steps.len() as u32 - 1, m, 10);
+        let e = failure(&plan, &r, ws.path(), "sh".into(), -1);
         assert_eq!(e.to_string(), "sandbox_init refused the profile: bad rule");
         let r = report::Record::new(plan.steps.len() as u32 + fork::extra::STDIO, libc::EBADF);
         assert_eq!(
-            failure(&plan, &r, ws.path(), "sh".into()).to_string(),
-            "set up stdio: Bad file descriptor"
+            failure(&plan, &r, ws.path(), "sh".into(), -1).to_string(),
+            "set up stdio: Bad file descriptor (EBADF)"
         );
     }
 

@@ -9,18 +9,23 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
-use super::{Child, Request, Sandbox};
+use super::{Child, Request, Sandbox, StartError};
 use crate::backend::linux::{
-    self as backend, landlock,
+    self as backend, init, landlock,
     prepare::{Exec, ExecSpec, Layout, Walls},
     seccomp,
 };
+use crate::backend::report;
 use crate::error::{Error, PlanError, SpawnError};
 use crate::plan::{Access, Ids, Plan, RealFs, Step};
 use crate::policy::{Layer, Policy};
 
-/// A running program's handle besides its pid: a pidfd.
-pub(super) type Handle = OwnedFd;
+/// A running sandbox's handle besides its pid: a pidfd of its init (or of the program, in
+/// passthrough) and the init's status pipe.
+pub(super) type Handle = backend::init::Handle;
+
+/// A command's copy-on-write layers over `.git` (full layer).
+pub(super) use super::gitlayer::merge::Session as GitSession;
 
 /// What every command of one sandbox shares: the prepared layout and, when the layer has
 /// one, the Landlock ruleset spec (built anew per command: the child adds rules).
@@ -66,13 +71,72 @@ impl Prepared {
     }
 }
 
+/// `/dev/null` for the program's stdio ([`super::Stdio::null`]), close-on-exec.
+///
+/// The node is the host's, and when the host runs as root the program's uid owns it
+/// (the full layer maps the caller's uid; layer 2 keeps it): through a plain fd the
+/// program could `fchmod` or `futimens` the host's `/dev/null`. A root host therefore
+/// opens it through a detached read-only copy of its mount ([`null_tree`]), where those
+/// calls fail with `EROFS` and reading and writing the device go on. A host without
+/// `CAP_SYS_ADMIN` cannot make the copy and opens the node plainly (`SECURITY.md`); any
+/// other host cannot change a root-owned node anyway.
+pub(super) fn open_null(write: bool) -> io::Result<OwnedFd> {
+    let path = match null_tree() {
+        // Reopening through the fd's magic link keeps its mount: the read-only copy.
+        Some(tree) => format!("/proc/self/fd/{}", tree.as_raw_fd()),
+        None => "/dev/null".to_string(),
+    };
+    Ok(std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .open(path)?
+        .into())
+}
+
+/// For a root host: an `O_PATH` fd of `/dev/null` on a detached read-only copy of its
+/// mount (`open_tree(OPEN_TREE_CLONE)`, `mount_setattr(MOUNT_ATTR_RDONLY)`), made once per
+/// process (some 25 µs) and kept, so that each null stdio costs one `open`. `None` for
+/// other hosts, or when the copy cannot be made (with a `tracing` warning).
+fn null_tree() -> Option<&'static OwnedFd> {
+    use stockade_sys::linux as sys;
+    static TREE: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    TREE.get_or_init(|| {
+        if !nix::unistd::geteuid().is_root() {
+            return None;
+        }
+        let copy = || -> Result<OwnedFd, stockade_sys::Errno> {
+            let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
+            let tree = sys::open_tree(sys::CWD, c"/dev/null", flags)?;
+            let empty = libc::AT_EMPTY_PATH as u32;
+            sys::mount_setattr(tree.as_fd(), c"", empty, libc::MOUNT_ATTR_RDONLY, 0, 0)?;
+            Ok(tree.into())
+        };
+        copy()
+            .inspect_err(|e| {
+                tracing::warn!(
+                    "stockade: /dev/null for stdio: no read-only copy of its mount ({}); a \
+                     program given Stdio::null() can change the host's /dev/null",
+                    crate::error::errno_name(e.0).unwrap_or("?")
+                )
+            })
+            .ok()
+    })
+    .as_ref()
+}
+
 /// A close-on-exec pipe, atomically (`pipe2`).
 pub(super) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
 }
 
 /// Clones the child for `req` and waits until it has exec'd or failed.
-pub(super) fn start(prepared: &Prepared, req: Request<'_>) -> Result<(libc::pid_t, Handle), Error> {
+///
+/// A failure that means the host refuses the layer (namespaces, a fresh `/proc`) comes
+/// back as [`StartError::Refused`], so that the caller can fall back.
+pub(super) fn start(
+    prepared: &Prepared,
+    req: Request<'_>,
+) -> Result<(libc::pid_t, Handle), StartError> {
     let plan = &prepared.layout.plan;
     // A ruleset of its own per command: the child adds rules for the mounts it makes.
     let ruleset = match &prepared.landlock {
@@ -81,49 +145,139 @@ pub(super) fn start(prepared: &Prepared, req: Request<'_>) -> Result<(libc::pid_
             if let Some(dir) = req.private_tmp {
                 spec = spec.with(dir, landlock::Grant::ReadWrite);
             }
+            // Without a devpts of its own, the program gets its own terminal and no other
+            // of the caller's ptys.
+            if plan.layer != Layer::Full {
+                for tty in own_terminals(req.stdio) {
+                    spec = spec.with(tty, landlock::Grant::Device);
+                }
+            }
             Some(landlock::build(&spec)?)
         }
         None => None,
     };
     let landlock_fd = ruleset.as_ref().map_or(-1, landlock::Prepared::raw_fd);
     let (report_r, report_w) = backend::report_pipe()?;
+    let scoped = prepared
+        .landlock
+        .as_ref()
+        .is_some_and(|(_, status)| status.signals_scoped());
+    let init_flags = init::flags(plan, scoped, req.controlling_terminal);
+    let status_pipe = init_flags.map(|_| init::status_pipe()).transpose()?;
     let spec = ExecSpec {
         program: req.program,
         args: req.args,
         env: req.env,
         path: &plan.path,
         cwd: Some(req.cwd.to_path_buf()),
+        // With an init the program's process takes the terminal (after its own setsid);
+        // without one (passthrough) the setup child, which becomes the program.
+        controlling_terminal: req.controlling_terminal.filter(|_| init_flags.is_none()),
     };
-    let exec = Exec::new(
+    let mut exec = Exec::new(
         spec,
         req.stdio,
         (report_w.as_raw_fd(), report_r.as_raw_fd()),
         landlock_fd,
         req.pass,
     )?;
-    let outcome = backend::start(&prepared.layout, exec, (report_r, report_w))?;
+    let base = plan.steps.len() as u32;
+    let exec_step = base + backend::child::extra::EXEC;
+    if let (Some(flags), Some((_, status_w))) = (init_flags, &status_pipe) {
+        let launch = init::Launch::new(
+            &exec.program,
+            init::image_fd()?,
+            report_w.as_raw_fd(),
+            status_w.as_raw_fd(),
+            flags,
+            init::Steps {
+                init: base + backend::child::extra::INIT,
+                exec: exec_step,
+            },
+        );
+        exec.set_init(launch);
+    }
+    let (mounts, socket) = req.git.mounts()?;
+    exec.set_git(mounts, socket);
+    let outcome = match backend::start(&prepared.layout, exec, (report_r, report_w)) {
+        Err(SpawnError::Os {
+            call: "clone",
+            source,
+        }) => {
+            return Err(match backend::clone_refusal(plan.namespaces, &source) {
+                Some(r) => StartError::Refused(r),
+                None => SpawnError::Os {
+                    call: "clone",
+                    source,
+                }
+                .into(),
+            });
+        }
+        other => other?,
+    };
     drop(ruleset);
+    // The init holds the status pipe's write end now; the parent keeps the read end only.
+    let status_r = status_pipe.map(|(r, _)| r);
     match outcome {
-        backend::Outcome::Running { pid, pidfd } => Ok((pid, pidfd)),
+        backend::Outcome::Running { pid, pidfd } => {
+            Ok((pid, init::Handle::new(pidfd, status_r, init_flags)))
+        }
+        backend::Outcome::Died(status) => {
+            Err(Error::from(SpawnError::DiedBeforeExec { status }).into())
+        }
         backend::Outcome::Failed { step, errno } => {
+            let refused = plan.steps.get(step as usize);
+            if let Some(r) = refused.and_then(|s| backend::step_refusal(s, errno)) {
+                return Err(StartError::Refused(r));
+            }
             let program = req.program.to_string_lossy().into_owned();
-            let exec_step = plan.steps.len() as u32 + backend::child::extra::EXEC;
             if step == exec_step && errno == libc::ENOENT {
-                return Err(SpawnError::NotFound { program }.into());
+                return Err(Error::from(SpawnError::NotFound { program }).into());
             }
-            Err(SpawnError::Setup {
-                step: backend::describe_step(plan, step, Some(req.cwd), &program),
+            Err(Error::from(SpawnError::Setup {
+                step: report::describe_step(
+                    plan,
+                    step,
+                    Some(req.cwd),
+                    &program,
+                    req.controlling_terminal.unwrap_or(-1),
+                ),
                 errno,
-            }
+            })
             .into())
         }
     }
 }
 
-/// `SIGKILL` through the pidfd, which cannot name a recycled pid.
-pub(super) fn kill(_pid: libc::pid_t, pidfd: &Handle) -> io::Result<()> {
-    stockade_sys::linux::pidfd_send_signal(pidfd.as_raw_fd(), libc::SIGKILL)
-        .map_err(|e| io::Error::from_raw_os_error(e.0))
+/// The `/dev/pts/N` terminals among the program's stdio (a source fd, or the host's own
+/// 0, 1, 2 where it inherits them).
+fn own_terminals(stdio: [std::os::fd::RawFd; 3]) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for (i, fd) in stdio.into_iter().enumerate() {
+        let fd = if fd < 0 { i as i32 } else { fd };
+        if let Ok(p) = std::fs::read_link(format!("/proc/self/fd/{fd}")) {
+            if p.starts_with("/dev/pts/") && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Ends the sandbox through the pidfd, which cannot name a recycled pid: `SIGKILL` to a
+/// PID namespace's init or to a program without init, the init's kill request on layer 2.
+pub(super) fn kill(_pid: libc::pid_t, handle: &Handle) -> io::Result<()> {
+    handle.kill()
+}
+
+/// Delivers `sig` (one of the forwarded signals) to the program, through its init.
+pub(super) fn signal(_pid: libc::pid_t, handle: &Handle, sig: libc::c_int) -> io::Result<()> {
+    handle.signal(sig)
+}
+
+/// The program's exit status, from the init's report when there is one.
+pub(super) fn exit_status(handle: &Handle, raw: libc::c_int) -> std::process::ExitStatus {
+    handle.exit_status(raw)
 }
 
 impl Sandbox {
@@ -143,7 +297,10 @@ impl Sandbox {
 }
 
 impl Child {
-    /// A pidfd for the program: pollable for exit, usable with `pidfd_send_signal`.
+    /// A pidfd for the sandbox's first process: its init (or the program itself in
+    /// passthrough). Pollable for the end of the sandbox; a signal sent to it with
+    /// `pidfd_send_signal` reaches the init, which forwards the signals of
+    /// [`Child::signal`] to the program.
     ///
     /// # Platform
     ///
@@ -159,22 +316,22 @@ fn build_walls(
     policy: &Policy,
     plan: &Plan,
 ) -> Result<(Walls, landlock::RulesetSpec, landlock::Status), Error> {
-    let filter = seccomp::build(&seccomp::FilterOptions::for_policy(
-        policy,
-        plan.namespaces.net,
-    ))?;
+    let filter = seccomp::build(&seccomp::FilterOptions::for_policy(policy, plan.namespaces))?;
     let full = plan.layer == Layer::Full;
     let mut spec = landlock::RulesetSpec::new(plan.workspace.clone());
     for (path, access) in plan.roots.iter().skip(1) {
         let grant = match access {
             Access::ReadOnly => landlock::Grant::ReadExec,
             Access::ReadWrite => landlock::Grant::ReadWrite,
+            Access::ListDir => landlock::Grant::ListDir,
         };
         spec = spec.with(path, grant);
     }
     for dev in landlock::DEV_FILES {
-        // In the full layer /dev/ptmx and /dev/pts are the child's own devpts (below).
-        if full && (dev.ends_with("ptmx") || dev.ends_with("pts")) {
+        // In the full layer /dev/ptmx and /dev/pts are the child's own devpts (below). In
+        // layer 2 /dev/pts holds the caller's other terminals: only the program's own
+        // are granted, per command (`own_terminals`).
+        if dev.ends_with("pts") || (full && dev.ends_with("ptmx")) {
             continue;
         }
         spec = spec.with(*dev, landlock::Grant::Device);

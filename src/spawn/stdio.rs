@@ -36,16 +36,15 @@ impl Stdio {
     /// Returns (the child's end, the parent's end). The child's end is always an fd ≥ 3
     /// (close-on-exec in the parent), so that moving it onto 0, 1 or 2 never overwrites
     /// another source.
-    pub(crate) fn setup(self, is_stdin: bool) -> io::Result<(Option<OwnedFd>, Option<OwnedFd>)> {
-        match self.0 {
+    /// A file descriptor given with [`Stdio::from`] stays the command's (a duplicate goes
+    /// to the child), so that the command can be spawned again, as std's can.
+    pub(crate) fn setup(&self, is_stdin: bool) -> io::Result<(Option<OwnedFd>, Option<OwnedFd>)> {
+        match &self.0 {
             Kind::Inherit => Ok((None, None)),
-            Kind::Null => {
-                let f = std::fs::OpenOptions::new()
-                    .read(is_stdin)
-                    .write(!is_stdin)
-                    .open("/dev/null")?;
-                Ok((Some(above_stdio(f.into())?), None))
-            }
+            Kind::Null => Ok((
+                Some(above_stdio(super::launch::open_null(!is_stdin)?)?),
+                None,
+            )),
             Kind::Piped => {
                 let (r, w) = super::launch::pipe_cloexec()?;
                 if is_stdin {
@@ -54,7 +53,7 @@ impl Stdio {
                     Ok((Some(above_stdio(w)?), Some(r)))
                 }
             }
-            Kind::Fd(fd) => Ok((Some(above_stdio(fd)?), None)),
+            Kind::Fd(fd) => Ok((Some(dup_above_stdio(fd.as_fd())?), None)),
         }
     }
 }
@@ -63,7 +62,12 @@ fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
-    let dup = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
+    dup_above_stdio(fd.as_fd())
+}
+
+/// A close-on-exec duplicate of `fd`, numbered 3 or above.
+fn dup_above_stdio(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let dup = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
     // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
     Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
 }

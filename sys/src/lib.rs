@@ -9,7 +9,14 @@
 //! the kernel's `-errno` as an [`Errno`] instead of writing the thread-local `errno`. A
 //! child created with `CLONE_VM` runs on the parent thread's TLS block; a wrapper that
 //! wrote `errno` there would write into the host's memory.
+//!
+//! File descriptors cross the API as [`BorrowedFd`] and [`OwnedFd`] (module [`fd`]), the
+//! `no_std` counterparts of std's types; with the `std` feature they convert from and to
+//! std's at no cost.
 #![no_std]
+
+pub mod fd;
+pub use fd::{BorrowedFd, OwnedFd};
 
 #[cfg(target_os = "linux")]
 pub mod linux;

@@ -1,4 +1,23 @@
 //! Shared test helpers: honest skips, sandboxes over temp dirs, running shell snippets.
+//!
+//! # Skips, and when a skip is a failure
+//!
+//! A test that needs something this host or this run lacks calls [`require!`]: it prints
+//! `SKIP <test>: <reason>` on stderr and returns. `STOCKADE_TEST_REQUIRE` turns skips into
+//! failures, for the features it names (a comma list):
+//!
+//! - `all`: every kernel feature and tool (`userns`, `landlock`, `seccomp`, `setpriv`,
+//!   `strace`). A machine of the kind CI runs on has them all, whoever runs the suite.
+//! - `root`: running as root. It is a property of the run, not of the machine, so `all`
+//!   does not include it: it must be listed (`STOCKADE_TEST_REQUIRE=all,root`).
+//!
+//! So `cargo test` as an ordinary user runs every test that needs no privilege and prints
+//! `SKIP <test>: needs root …` for the others (the `root_only_*` tests, the re-run of each
+//! binary as uid 65534, the cases of `seccomp_self` that only root can tell from the
+//! kernel's own `EPERM`); with `STOCKADE_TEST_REQUIRE=all` it still fails on a missing
+//! kernel feature. CI runs the suite twice (`.ci/run`): as root with `all,root`, where
+//! nothing may skip, and as an unprivileged user with `all`, where only the root-only
+//! tests skip. The re-run as uid 65534 passes the outer list on without `root`.
 #![allow(dead_code)]
 
 use std::io::Write;
@@ -16,6 +35,8 @@ pub enum Feature {
     Root,
     /// The `setpriv` tool, to drop to another uid.
     Setpriv,
+    /// The `strace` tool, to count the system calls of a run.
+    Strace,
 }
 
 impl Feature {
@@ -24,6 +45,7 @@ impl Feature {
             Feature::UserNs => "userns",
             Feature::Root => "root",
             Feature::Setpriv => "setpriv",
+            Feature::Strace => "strace",
         }
     }
 
@@ -36,25 +58,41 @@ impl Feature {
                     .then(|| caps.user_namespaces.reason.clone().unwrap_or_default())
             }
             Feature::Root => (!nix::unistd::geteuid().is_root())
-                .then(|| "not root (run `cargo test` as root for the privileged half)".into()),
+                .then(|| "needs root (run `cargo test` as root for the privileged half)".into()),
             Feature::Setpriv => (!Path::new("/usr/bin/setpriv").exists())
                 .then(|| "setpriv not found (apt-get install util-linux)".into()),
+            Feature::Strace => (!Path::new("/usr/bin/strace").exists())
+                .then(|| "strace not found (apt-get install strace)".into()),
         }
     }
 }
 
-/// Whether `STOCKADE_TEST_REQUIRE` (all, or a comma list) demands `f`.
+/// Whether `STOCKADE_TEST_REQUIRE` demands `f` (see the module docs).
 pub fn required(f: Feature) -> bool {
     required_name(f.name())
 }
 
-/// Whether `STOCKADE_TEST_REQUIRE` (all, or a comma list) demands the feature `name`
-/// (`userns`, `root`, `setpriv`, `landlock`, `seccomp`).
+/// Whether `STOCKADE_TEST_REQUIRE` demands the feature `name` (`userns`, `landlock`,
+/// `seccomp`, `setpriv`, `strace`, or `root`, which `all` leaves out).
 pub fn required_name(name: &str) -> bool {
-    match std::env::var("STOCKADE_TEST_REQUIRE") {
-        Ok(v) => v.split(',').any(|x| x.trim() == "all" || x.trim() == name),
-        Err(_) => false,
-    }
+    let list = std::env::var("STOCKADE_TEST_REQUIRE").unwrap_or_default();
+    demands(&list, name)
+}
+
+/// Whether the comma list `list` demands `name`: named, or `all` for anything but `root`.
+fn demands(list: &str, name: &str) -> bool {
+    list.split(',')
+        .map(str::trim)
+        .any(|x| x == name || (x == "all" && name != "root"))
+}
+
+/// The list for the re-run as uid 65534: the outer one without `root`.
+fn without_root(list: &str) -> String {
+    list.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty() && *x != "root")
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Returns from the test with `SKIP <test>: <reason>` on stderr when `feature` is missing,
@@ -175,14 +213,46 @@ pub fn world_executable_copy() -> (tempfile::TempDir, PathBuf) {
     (dir, copy)
 }
 
+/// The `stockade` binary under test: the copy the uid-65534 re-run made (the build's own
+/// may sit under a directory that user cannot enter, such as root's home), else cargo's.
+pub fn stockade_exe() -> PathBuf {
+    if let Some(p) = std::env::var_os("STOCKADE_TEST_EXE") {
+        return PathBuf::from(p);
+    }
+    match option_env!("CARGO_BIN_EXE_stockade") {
+        Some(bin) => PathBuf::from(bin),
+        None => panic!("the stockade binary is built only with the cli feature"),
+    }
+}
+
 /// When running as root: re-runs this test binary as uid/gid 65534 with the libtest
 /// `filter` arguments (and without the `root_only_*` tests, which need root and ran in the
 /// outer run), and asserts that every selected test passed there too.
 pub fn rerun_as_nobody(filter: &[&str]) {
-    require!(Feature::Root);
-    require!(Feature::Setpriv);
-    let (_dir, exe) = world_executable_copy();
-    let out = std::process::Command::new("setpriv")
+    for f in [Feature::Root, Feature::Setpriv] {
+        if let Some(reason) = f.missing() {
+            assert!(!required(f), "the re-run as uid 65534: {reason}");
+            skip(
+                module_path!(),
+                &format!("the re-run as uid 65534: {reason}"),
+            );
+            return;
+        }
+    }
+    let (dir, exe) = world_executable_copy();
+    // The CLI under test, where that user can run it.
+    let cli = option_env!("CARGO_BIN_EXE_stockade").map(|bin| {
+        use std::os::unix::fs::PermissionsExt;
+        let copy = dir.path().join("stockade");
+        std::fs::copy(bin, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        copy
+    });
+    let mut setpriv = std::process::Command::new("setpriv");
+    if let Some(cli) = &cli {
+        setpriv.env("STOCKADE_TEST_EXE", cli);
+    }
+    let out = setpriv
         .args([
             "--reuid",
             "65534",
@@ -202,11 +272,7 @@ pub fn rerun_as_nobody(filter: &[&str]) {
         // The privileged half ran as root already; as nobody only it may skip.
         .env(
             "STOCKADE_TEST_REQUIRE",
-            if std::env::var_os("STOCKADE_TEST_REQUIRE").is_some() {
-                "all"
-            } else {
-                ""
-            },
+            without_root(&std::env::var("STOCKADE_TEST_REQUIRE").unwrap_or_default()),
         )
         .current_dir("/tmp")
         .output()
@@ -226,4 +292,52 @@ pub fn rerun_as_nobody(filter: &[&str]) {
         !stdout.contains(" 0 passed"),
         "ran no test as uid 65534: {stdout}"
     );
+}
+
+/// The rules of `STOCKADE_TEST_REQUIRE`, checked in every test binary that includes this
+/// module.
+#[test]
+fn common_require_list_rules() {
+    assert!(demands("all", "userns") && demands("all", "strace"));
+    assert!(!demands("all", "root"), "`all` must not demand root");
+    assert!(demands("all,root", "root") && demands("userns, root", "root"));
+    assert!(!demands("", "userns") && !demands("landlock", "userns"));
+    assert_eq!(without_root("all,root"), "all");
+    assert_eq!(without_root("root"), "");
+    assert_eq!(without_root("userns, root ,seccomp"), "userns,seccomp");
+}
+
+/// A fresh directory under `/var/tmp` and its canonical path: outside the host's `/tmp`,
+/// so the sandbox's private `/tmp` cannot stand in for a grant or a bind that is missing.
+pub fn var_tempdir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("stockade-test-")
+        .tempdir_in("/var/tmp")
+        .expect("tempdir in /var/tmp");
+    let path = std::fs::canonicalize(dir.path()).unwrap();
+    assert!(!path.starts_with("/tmp"), "{}", path.display());
+    (dir, path)
+}
+
+/// A new pty pair: (master, slave, the slave's path).
+pub fn openpty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd, PathBuf) {
+    use std::os::fd::FromRawFd;
+    let (mut m, mut s) = (-1, -1);
+    // SAFETY: openpty writes two fds to the out-pointers; name, termios and winsize are null.
+    let r = unsafe {
+        libc::openpty(
+            &mut m,
+            &mut s,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty");
+    // SAFETY: openpty just returned this fd; nothing else owns it.
+    let master = unsafe { std::os::fd::OwnedFd::from_raw_fd(m) };
+    // SAFETY: as above.
+    let slave = unsafe { std::os::fd::OwnedFd::from_raw_fd(s) };
+    let path = std::fs::read_link(format!("/proc/self/fd/{s}")).unwrap();
+    (master, slave, path)
 }

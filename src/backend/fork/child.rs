@@ -16,7 +16,8 @@
 //! # Order
 //!
 //! stdio first (nothing after it may clobber 0, 1, 2), then the plan's steps (signal
-//! dispositions, `setsid`, `sandbox_init`), then closing every other fd, `chdir`, and
+//! dispositions, `setsid`, `sandbox_init`), then the controlling terminal when the command
+//! asked for one (it needs the new session), then closing every other fd, `chdir`, and
 //! last unblocking signals and `execve`. The fds close after `sandbox_init` so that
 //! Apple's library code keeps whatever descriptors it opened itself while it runs; no
 //! foreign code runs between it and the close.
@@ -32,8 +33,8 @@ use core::mem::MaybeUninit;
 
 use super::os::confine_in_child;
 use super::prepare::{Exec, Op};
-use super::report::{MESSAGE_LEN, Record};
 use super::{Confine, extra};
+use crate::backend::report::{self, MESSAGE_LEN, Record};
 
 /// Exit status of a child whose setup failed (the parent reads the record, not this).
 pub const SETUP_FAILED: c_int = 125;
@@ -68,9 +69,21 @@ pub fn run(exec: &Exec, confine: Option<&Confine>) -> ! {
                 };
                 let mut message = [0u8; MESSAGE_LEN];
                 if let Err(len) = confine_in_child(c, &mut message) {
-                    fail(exec, Record::sandbox_init(step, message, len));
+                    fail(exec, Record::with_message(step, message, len));
                 }
             }
+        }
+    }
+    // After `setsid` (a plan step): only a session leader without a controlling terminal
+    // may take one.
+    if exec.controlling_terminal >= 0 {
+        // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal) and touches no
+        // memory; an fd that is not a terminal only fails with ENOTTY.
+        if unsafe { libc::ioctl(exec.controlling_terminal, libc::TIOCSCTTY as _, 0) } < 0 {
+            fail(
+                exec,
+                Record::new(base + extra::CONTROLLING_TERMINAL, errno()),
+            );
         }
     }
     close_fds(exec);
@@ -86,11 +99,9 @@ pub fn run(exec: &Exec, confine: Option<&Confine>) -> ! {
 /// Reports `record` and exits, without running the host's `atexit` handlers or flushing
 /// its stdio buffers (`_exit`).
 fn fail(exec: &Exec, record: Record) -> ! {
-    let bytes = record.to_bytes();
-    // SAFETY: `bytes` is a live stack array of `bytes.len()` bytes; `exec.report` is the
-    // report pipe's write end, kept open by `close_fds`. One write below PIPE_BUF is
-    // atomic; if it fails the parent sees EOF from a dead child, not a success.
-    let _ = unsafe { libc::write(exec.report, bytes.as_ptr().cast(), bytes.len()) };
+    // `exec.report` is the report pipe's write end, kept open by `close_fds`. If the
+    // write fails the parent sees EOF from a child that never exec'd, not a success.
+    report::send(exec.report, &record);
     // SAFETY: `_exit` ends the process at once; it is async-signal-safe.
     unsafe { libc::_exit(SETUP_FAILED) }
 }

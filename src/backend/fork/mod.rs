@@ -7,7 +7,7 @@
 //! copy of a possibly multithreaded host, so it follows the same rule as the Linux child:
 //! [`prepare`] (parent) computes every byte, [`child`] replays and allocates nothing, with
 //! `sandbox_init` as the one documented exception. A failure comes back as one
-//! fixed-size [`report::Record`].
+//! [`crate::backend::report::Record`], the protocol every launcher shares.
 //!
 //! Which confinement the child applies is chosen here, by `#[cfg]` on module lines:
 //! macOS uses [`crate::backend::macos`]; elsewhere [`Confine`] is an empty enum, so no
@@ -16,7 +16,6 @@
 
 pub mod child;
 pub mod prepare;
-pub mod report;
 
 #[cfg(target_os = "macos")]
 pub mod seatbelt;
@@ -30,32 +29,5 @@ pub use unconfined as os;
 
 pub use os::Confine;
 
-use std::path::Path;
-
-use crate::plan::{Plan, Step};
-
-/// Index of the per-command steps after the plan's own steps.
-pub mod extra {
-    /// Moving stdio into place.
-    pub const STDIO: u32 = 0;
-    /// Closing inherited fds.
-    pub const CLOSE_FDS: u32 = 1;
-    /// Changing to the working directory.
-    pub const CHDIR: u32 = 2;
-    /// Running the program.
-    pub const EXEC: u32 = 3;
-}
-
-/// Describes step `index` of a child that ran `plan` plus the per-command steps.
-pub fn describe_step(plan: &Plan, index: u32, cwd: &Path, program: &str) -> String {
-    if let Some(step) = plan.steps.get(index as usize) {
-        return step.to_string();
-    }
-    match index.checked_sub(plan.steps.len() as u32) {
-        Some(extra::STDIO) => Step::Stdio.to_string(),
-        Some(extra::CLOSE_FDS) => Step::CloseFds.to_string(),
-        Some(extra::CHDIR) => Step::Chdir(cwd.to_path_buf()).to_string(),
-        Some(extra::EXEC) => Step::Exec(program.to_string()).to_string(),
-        _ => format!("step {index}"),
-    }
-}
+/// Index of the per-command steps after the plan's own steps (`INIT` is Linux's only).
+pub use crate::backend::report::extra;

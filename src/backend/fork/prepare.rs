@@ -34,6 +34,9 @@ pub struct ExecSpec<'a> {
     pub env: Vec<(OsString, OsString)>,
     /// The working directory.
     pub cwd: &'a Path,
+    /// The stdio fd (0, 1 or 2) whose terminal becomes the controlling terminal of the
+    /// new session ([`Step::ControllingTerminal`]).
+    pub controlling_terminal: Option<RawFd>,
 }
 
 /// One command, ready for [`super::child::run`].
@@ -53,6 +56,8 @@ pub struct Exec {
     pub fd_limit: RawFd,
     /// The working directory.
     pub cwd: CString,
+    /// The stdio fd (0, 1 or 2) whose terminal becomes the controlling terminal, or -1.
+    pub controlling_terminal: RawFd,
     /// The program, argv and envp as C arrays.
     pub program: crate::backend::program::Program,
 }
@@ -116,6 +121,7 @@ impl Exec {
             report,
             fd_limit,
             cwd,
+            controlling_terminal: spec.controlling_terminal.unwrap_or(-1),
             program,
         })
     }
@@ -145,6 +151,7 @@ mod tests {
             args: vec!["sh".into()],
             env: vec![("A".into(), "b".into())],
             cwd: Path::new("/ws"),
+            controlling_terminal: None,
         }
     }
 

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use super::report::MESSAGE_LEN;
 use crate::backend::macos;
+use crate::backend::report::MESSAGE_LEN;
 use crate::error::{Error, PlanError};
 use crate::plan::{Plan, RealFs};
 use crate::policy::Policy;

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use super::report::MESSAGE_LEN;
 use crate::backend::passthrough;
+use crate::backend::report::MESSAGE_LEN;
 use crate::error::{Error, PlanError};
 use crate::plan::Plan;
 use crate::policy::{Layer, Policy};

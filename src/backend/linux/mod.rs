@@ -2,26 +2,71 @@
 //!
 //! [`prepare`] runs in the parent and computes every byte, including the Landlock ruleset
 //! fd ([`landlock`]) and the seccomp BPF program ([`seccomp`]); [`child`] runs between
-//! `clone` and `execve` and only replays; [`report`] is the record a failing child sends
-//! back. The last steps before `execve` are, in this order: `PR_SET_NO_NEW_PRIVS`,
-//! `landlock_restrict_self`, `seccomp(SECCOMP_SET_MODE_FILTER)`.
+//! `clone` and `execve` and only replays; [`crate::backend::report`] is the record a
+//! failing child sends back. The last steps before `execve` are, in this order: `PR_SET_NO_NEW_PRIVS`,
+//! `landlock_restrict_self`, `seccomp(SECCOMP_SET_MODE_FILTER)`. On the full and landlock
+//! layers that `execve` is the `execveat` of the sandbox's init ([`init`]), which starts
+//! the program.
 
 pub mod child;
+pub mod init;
 pub mod landlock;
 pub mod prepare;
-pub mod report;
 pub mod seccomp;
 
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
 use std::sync::Arc;
 
+use crate::backend::report::{self, Ending};
 use crate::error::SpawnError;
 use crate::plan::{Access, Namespaces, Plan, Step};
 use crate::policy::Layer;
-use crate::probe::Availability;
+use crate::probe::{Availability, Refusal};
 use prepare::{Exec, ExecSpec, Layout};
+
+/// The errors with which a host refuses the namespace `clone` or the id-map write:
+/// `EPERM` (a seccomp profile such as Docker's default, AppArmor's
+/// `apparmor_restrict_unprivileged_userns`, no `CAP_SETUID` over the new namespace),
+/// `ENOSPC` (`user.max_user_namespaces`, here or in an ancestor), `EUSERS` (nesting deeper
+/// than 32), `EINVAL` (no user namespaces in this kernel, or a chroot).
+const REFUSED: [i32; 4] = [libc::EPERM, libc::ENOSPC, libc::EUSERS, libc::EINVAL];
+
+/// The hint added to a refused namespace clone.
+const RESTRICTED_HINT: &str = " (user namespaces restricted: kernel.apparmor_restrict_unprivileged_userns=1, user.max_user_namespaces=0, or a seccomp profile?)";
+
+/// Whether the failed `clone` of a child with namespaces `ns` means the host refuses
+/// namespaces (rather than, say, running out of memory), and why.
+pub(crate) fn clone_refusal(ns: Namespaces, err: &std::io::Error) -> Option<Refusal> {
+    let errno = err.raw_os_error()?;
+    if !ns.base || !REFUSED.contains(&errno) {
+        return None;
+    }
+    let hint = if matches!(errno, libc::EPERM | libc::ENOSPC) {
+        RESTRICTED_HINT
+    } else {
+        ""
+    };
+    Some(Refusal::Namespaces(format!(
+        "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {}{hint}",
+        crate::error::strerror(errno)
+    )))
+}
+
+/// Whether `step` failing with `errno` in the child means the host refuses namespaces or
+/// a fresh `/proc`, and why: the id maps and the first mounts of a new namespace (the same
+/// for every policy), or `/proc` without the policy's fallback. A step that depends on the
+/// policy's paths is never a refusal: it is the policy's error.
+pub(crate) fn step_refusal(step: &Step, errno: i32) -> Option<Refusal> {
+    let what = || format!("{step}: {}", crate::error::strerror(errno));
+    match step {
+        Step::IdMaps { .. } if REFUSED.contains(&errno) => Some(Refusal::Namespaces(what())),
+        Step::MountsPrivate | Step::BaseRoot if matches!(errno, libc::EPERM | libc::EACCES) => {
+            Some(Refusal::Namespaces(what()))
+        }
+        Step::Proc { fallback: false } => Some(Refusal::FreshProc(what())),
+        _ => None,
+    }
+}
 
 /// `clone` flags for the namespaces of a plan.
 pub fn clone_flags(ns: Namespaces) -> libc::c_int {
@@ -56,6 +101,9 @@ pub enum Outcome {
         /// The errno.
         errno: i32,
     },
+    /// The child ended without a report and without exec (killed, or it exited on its
+    /// own, as the probe's `Exit` step does); it has been reaped.
+    Died(std::process::ExitStatus),
 }
 
 /// A close-on-exec pipe for the child's report: (read end, write end).
@@ -70,11 +118,53 @@ pub fn report_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
     })
 }
 
+/// Receives, without blocking, every fd a child sent on `sock` with
+/// [`stockade_sys::linux::send_fd`] before it exec'd: (tag, fd) pairs, in order.
+///
+/// # Errors
+///
+/// The error of `recvmsg`, or `ENOBUFS` when a message came with its fds cut off.
+pub fn recv_fds(sock: &OwnedFd) -> std::io::Result<Vec<(u8, OwnedFd)>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::{FromRawFd, RawFd};
+    let mut out = Vec::new();
+    loop {
+        let mut tag = [0u8; 1];
+        let mut cmsg = nix::cmsg_space!(RawFd);
+        let (len, fds) = {
+            let mut iov = [std::io::IoSliceMut::new(&mut tag)];
+            let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC;
+            let msg = match recvmsg::<()>(sock.as_raw_fd(), &mut iov, Some(&mut cmsg), flags) {
+                Ok(m) => m,
+                Err(nix::errno::Errno::EAGAIN) => return Ok(out),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let mut fds = Vec::new();
+            for c in msg.cmsgs()? {
+                if let ControlMessageOwned::ScmRights(v) = c {
+                    fds.extend(v);
+                }
+            }
+            (msg.bytes, fds)
+        };
+        for fd in fds {
+            // SAFETY: the kernel installed `fd` in this process's table for this message
+            // (`SCM_RIGHTS`), close-on-exec; nothing else knows it, so it is owned here.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            if len == 1 {
+                out.push((tag[0], fd));
+            }
+        }
+    }
+}
+
 /// Clones a child that replays `layout` and then `exec`, and reads its report.
 ///
 /// # Errors
 ///
-/// [`SpawnError::Os`] when `clone` fails, [`SpawnError::Protocol`] on a malformed report.
+/// [`SpawnError::Os`] when `clone` fails, [`SpawnError::Protocol`] on a malformed report
+/// (see [`report::await_exec`]).
 pub fn start(
     layout: &Arc<Layout>,
     exec: Exec,
@@ -87,55 +177,14 @@ pub fn start(
     // reading, or EOF never comes.
     drop(write_end);
     let (pid, pidfd) = launched?;
-    let mut buf = [0u8; 2 * report::SIZE];
-    let mut len = 0;
-    let mut file = std::fs::File::from(read_end);
-    while let Some(rest) = buf.get_mut(len..) {
-        if rest.is_empty() {
-            break;
-        }
-        match file.read(rest) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                return Err(SpawnError::Os {
-                    call: "read",
-                    source: e,
-                });
-            }
-        }
-    }
-    if len == 0 {
-        return Ok(Outcome::Running { pid, pidfd });
-    }
-    // Setup failed: the child has exited; reap it so that no zombie is left.
-    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
-    drop(pidfd);
-    match report::Record::from_bytes(buf.get(..len).unwrap_or(&[])) {
-        Some(r) => Ok(Outcome::Failed {
+    Ok(match report::await_exec(read_end, pid)? {
+        Ending::Exec => Outcome::Running { pid, pidfd },
+        Ending::Failed(r) => Outcome::Failed {
             step: r.step,
             errno: r.errno,
-        }),
-        None => Err(SpawnError::Protocol(len)),
-    }
-}
-
-/// Describes step `index` of a child that ran `plan` plus the per-command steps.
-pub fn describe_step(plan: &Plan, index: u32, cwd: Option<&Path>, program: &str) -> String {
-    let base = plan.steps.len() as u32;
-    if let Some(step) = plan.steps.get(index as usize) {
-        return step.to_string();
-    }
-    match index.checked_sub(base) {
-        Some(child::extra::STDIO) => Step::Stdio.to_string(),
-        Some(child::extra::CLOSE_FDS) => Step::CloseFds.to_string(),
-        Some(child::extra::CHDIR) => {
-            Step::Chdir(cwd.unwrap_or(Path::new("?")).to_path_buf()).to_string()
-        }
-        Some(child::extra::EXEC) => Step::Exec(program.to_string()).to_string(),
-        _ => format!("step {index}"),
-    }
+        },
+        Ending::Died(status) => Outcome::Died(status),
+    })
 }
 
 /// Reads `/proc/sys/kernel/cap_last_cap` (the highest capability this kernel knows).
@@ -209,6 +258,13 @@ pub fn probe_namespaces() -> (Availability, Availability) {
         start(&layout, exec, (r, w))
     });
     match result {
+        // The probe's last step exits 0 instead of exec.
+        Ok(Outcome::Died(status)) if status.success() => (Availability::yes(), Availability::yes()),
+        Ok(Outcome::Died(status)) => (
+            Availability::no(format!("probe child ended with {status}")),
+            Availability::no("not probed"),
+        ),
+        // Where the kernel does not say whether it exec'd (no /proc), EOF reads as exec.
         Ok(Outcome::Running { pid, .. }) => {
             let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
             match status {
@@ -224,7 +280,7 @@ pub fn probe_namespaces() -> (Availability, Availability) {
         Ok(Outcome::Failed { step, errno }) => {
             let what = format!(
                 "{}: {}",
-                describe_step(&layout.plan, step, None, ""),
+                report::describe_step(&layout.plan, step, None, "", -1),
                 crate::error::strerror(errno)
             );
             if step == proc_index {
@@ -237,17 +293,12 @@ pub fn probe_namespaces() -> (Availability, Availability) {
             }
         }
         Err(SpawnError::Os { call, source }) => {
-            let hint = if source.raw_os_error() == Some(libc::EPERM)
-                || source.raw_os_error() == Some(libc::ENOSPC)
-            {
-                " (user namespaces restricted: kernel.apparmor_restrict_unprivileged_userns=1, user.max_user_namespaces=0, or a seccomp profile?)"
-            } else {
-                ""
+            let why = match clone_refusal(layout.plan.namespaces, &source) {
+                Some(Refusal::Namespaces(why) | Refusal::FreshProc(why)) => why,
+                None => format!("{call}(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {source}"),
             };
             (
-                Availability::no(format!(
-                    "{call}(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {source}{hint}"
-                )),
+                Availability::no(why),
                 Availability::no("user namespaces unavailable"),
             )
         }
@@ -255,5 +306,101 @@ pub fn probe_namespaces() -> (Availability, Availability) {
             Availability::no(e.to_string()),
             Availability::no("not probed"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: Namespaces = Namespaces {
+        base: true,
+        net: false,
+    };
+
+    /// A child that exits without its record and without exec (here: its record's write
+    /// fails, because its report fd is the pipe's read end) is `Died`, not running. It
+    /// closed the real write end in `close_fds`, so EOF comes early: the parent still
+    /// learns from the kernel that it never exec'd.
+    #[test]
+    fn a_child_that_exits_without_its_record_is_died_not_running() {
+        let ws = tempfile::tempdir().unwrap();
+        let policy = crate::Policy::with_workspace(ws.path());
+        let plan = Plan::passthrough(&policy, &crate::plan::RealFs).unwrap();
+        let layout = Arc::new(Layout::new(plan, last_cap(), None).unwrap());
+        let (r, w) = report_pipe().unwrap();
+        let spec = ExecSpec {
+            program: "true".as_ref(),
+            args: vec!["true".into()],
+            env: Vec::new(),
+            path: &["/usr/bin".into(), "/bin".into()],
+            cwd: Some(ws.path().join("gone")),
+            controlling_terminal: None,
+        };
+        let exec = Exec::new(
+            spec,
+            [-1; 3],
+            (r.as_raw_fd(), r.as_raw_fd()),
+            -1,
+            Vec::new(),
+        );
+        match start(&layout, exec.unwrap(), (r, w)).unwrap() {
+            Outcome::Died(status) => assert_eq!(status.code(), Some(child::SETUP_FAILED)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refused_namespace_clone_is_a_refusal_and_other_clone_errors_are_not() {
+        for errno in REFUSED {
+            let err = std::io::Error::from_raw_os_error(errno);
+            match clone_refusal(BASE, &err) {
+                Some(Refusal::Namespaces(why)) => {
+                    assert!(why.starts_with("clone(CLONE_NEWUSER"), "{why}");
+                    assert!(why.contains(&crate::error::strerror(errno)), "{why}");
+                }
+                other => panic!("{errno}: {other:?}"),
+            }
+        }
+        let enomem = std::io::Error::from_raw_os_error(libc::ENOMEM);
+        assert_eq!(clone_refusal(BASE, &enomem), None);
+        // Without namespaces (layer 2, passthrough) there is nothing to fall back from.
+        let eperm = std::io::Error::from_raw_os_error(libc::EPERM);
+        assert_eq!(clone_refusal(Namespaces::default(), &eperm), None);
+    }
+
+    #[test]
+    fn only_the_namespace_steps_and_a_fresh_proc_are_refusals() {
+        let ids = Step::IdMaps { uid: 0, gid: 0 };
+        assert!(matches!(
+            step_refusal(&ids, libc::EPERM),
+            Some(Refusal::Namespaces(w)) if w.contains("uid_map")
+        ));
+        assert_eq!(step_refusal(&ids, libc::EIO), None);
+        for step in [Step::MountsPrivate, Step::BaseRoot] {
+            assert!(matches!(
+                step_refusal(&step, libc::EPERM),
+                Some(Refusal::Namespaces(_))
+            ));
+            assert_eq!(step_refusal(&step, libc::ENOENT), None);
+        }
+        assert!(matches!(
+            step_refusal(&Step::Proc { fallback: false }, libc::EPERM),
+            Some(Refusal::FreshProc(w)) if w.contains("mount proc /proc")
+        ));
+        // With the policy's fallback the child binds the host's /proc itself.
+        assert_eq!(
+            step_refusal(&Step::Proc { fallback: true }, libc::EPERM),
+            None
+        );
+        // A bind of a policy path failing is the policy's error, whatever the errno.
+        let bind = Step::Bind {
+            src: "/opt".into(),
+            dst: "/opt".into(),
+            access: Access::ReadOnly,
+            dir: true,
+            beneath: None,
+        };
+        assert_eq!(step_refusal(&bind, libc::EPERM), None);
     }
 }

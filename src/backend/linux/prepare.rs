@@ -118,6 +118,23 @@ pub enum Op {
         /// `/newroot/<path>`.
         path: CString,
     },
+    /// See [`Step::GitLayer`]: what this command found there is [`Exec::git`]`[index]`.
+    GitLayer {
+        /// `/newroot/<root>/.git`.
+        path: CString,
+        /// Which of the command's [`GitMount`]s belongs to this step; also the tag the
+        /// upper layer's fd is sent to the parent with.
+        index: u8,
+        /// The size of the upper layer's tmpfs, in bytes (an `fsconfig` value).
+        size: CString,
+        /// Where that tmpfs is attached during setup (`/.git-layer-N` on the setup root):
+        /// never below `/newroot`, and detached with the setup root by `pivot_root`.
+        at: CString,
+        /// `<at>/upper`, the overlay's upper directory.
+        upper: CString,
+        /// `<at>/work`, the overlay's work directory.
+        work: CString,
+    },
     /// See [`Step::PivotRoot`].
     PivotRoot,
     /// See [`Step::RootReadOnly`].
@@ -207,8 +224,29 @@ impl Layout {
     /// [`PlanError::Conflict`] when the plan has Landlock or seccomp steps but no `walls`.
     pub fn new(plan: Plan, last_cap: u32, walls: Option<Walls>) -> Result<Self, PlanError> {
         let mut ops = Vec::with_capacity(plan.steps.len());
+        let mut git_layers: u8 = 0;
         for step in &plan.steps {
-            let op = prepare_step(step, last_cap)?;
+            let op = match step {
+                Step::GitLayer { path, size } => {
+                    let index = git_layers;
+                    // One per writable root: a tag of one byte is plenty, and a plan with
+                    // more is refused rather than mislabelled.
+                    git_layers = git_layers.checked_add(1).ok_or_else(|| {
+                        PlanError::Conflict("more than 255 writable roots with a .git layer".into())
+                    })?;
+                    let at = PathBuf::from(format!("/.git-layer-{index}"));
+                    Op::GitLayer {
+                        path: cstr(&under(NEW_ROOT, path))?,
+                        index,
+                        size: CString::new(size.to_string())
+                            .map_err(|_| PlanError::Nul(path.clone()))?,
+                        upper: cstr(&at.join("upper"))?,
+                        work: cstr(&at.join("work"))?,
+                        at: cstr(&at)?,
+                    }
+                }
+                _ => prepare_step(step, last_cap)?,
+            };
             if matches!(op, Op::LandlockRules | Op::Landlock | Op::Seccomp) && walls.is_none() {
                 return Err(PlanError::Conflict(format!(
                     "step `{step}` has nothing prepared"
@@ -237,7 +275,7 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             dir,
             beneath,
         } => {
-            let ro = *access == Access::ReadOnly;
+            let ro = *access != Access::ReadWrite;
             if beneath.is_some() {
                 Op::BindBeneath {
                     path: cstr(&under(NEW_ROOT, dst))?,
@@ -309,6 +347,12 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::GuardPin { path } => Op::GuardPin {
             path: cstr(&under(NEW_ROOT, path))?,
         },
+        // Numbered in order by `Layout::new`.
+        Step::GitLayer { .. } => {
+            return Err(PlanError::Conflict(format!(
+                "step `{step}` is numbered by the layout"
+            )));
+        }
         Step::PivotRoot => Op::PivotRoot,
         Step::RootReadOnly => Op::RootReadOnly,
         Step::LoopbackUp => Op::LoopbackUp,
@@ -325,12 +369,49 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             return Err(PlanError::Conflict(format!("step `{step}` is macOS only")));
         }
         // Per-command steps are prepared by `Exec::new`, never in a layout.
-        Step::Stdio | Step::CloseFds | Step::Chdir(_) | Step::Exec(_) => {
+        Step::Stdio
+        | Step::CloseFds
+        | Step::Chdir(_)
+        | Step::ControllingTerminal(_)
+        | Step::Exec(_) => {
             return Err(PlanError::Conflict(format!(
                 "step `{step}` cannot be part of a layout"
             )));
         }
     })
+}
+
+/// One command's copy-on-write layer over a `.git` directory (see [`Step::GitLayer`]),
+/// as the parent found that directory.
+#[derive(Debug)]
+pub struct GitMount {
+    /// `(st_dev, st_ino)` of the `.git` directory; a directory found there by the child
+    /// with another identity is bound read-only instead.
+    pub identity: (u64, u64),
+    /// Its permission bits, given to the upper layer's root (the program sees the same).
+    pub mode: u32,
+    /// `/newroot/<root>/.git/objects/pack/<name>.pack`, each pack file the host had:
+    /// bound read-only onto itself on the layer.
+    pub packs: Vec<CString>,
+}
+
+impl GitMount {
+    /// The layer for the `.git` directory with `identity` and `mode`, whose pack files
+    /// are `packs` (host paths, the same inside).
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError::Nul`] when a path contains a NUL byte.
+    pub fn new(identity: (u64, u64), mode: u32, packs: &[PathBuf]) -> Result<Self, PlanError> {
+        Ok(GitMount {
+            identity,
+            mode,
+            packs: packs
+                .iter()
+                .map(|p| cstr(&under(NEW_ROOT, p)))
+                .collect::<Result<_, _>>()?,
+        })
+    }
 }
 
 /// The per-command part: stdio, fds to keep, working directory, program, argv, envp.
@@ -348,8 +429,19 @@ pub struct Exec {
     pub landlock_fd: RawFd,
     /// The working directory, or `None` to stay where the layout left it.
     pub cwd: Option<CString>,
+    /// The stdio fd (0, 1 or 2) whose terminal becomes the controlling terminal, or -1.
+    pub controlling_terminal: RawFd,
     /// The program, argv and envp as C arrays.
     pub program: crate::backend::program::Program,
+    /// The init to exec instead of the program (which the init then starts), when the
+    /// layer has one ([`super::init`]).
+    pub init: Option<super::init::Launch>,
+    /// One entry per [`Op::GitLayer`] of the layout, in order: this command's layer, or
+    /// `None` when `.git` was not a directory when the command was prepared.
+    pub git: Vec<Option<GitMount>>,
+    /// The child's end of the socket that carries each upper layer's fd to the parent,
+    /// or -1.
+    pub git_socket: RawFd,
 }
 
 /// What a command asks for, before preparation.
@@ -365,6 +457,9 @@ pub struct ExecSpec<'a> {
     pub path: &'a [PathBuf],
     /// The working directory.
     pub cwd: Option<PathBuf>,
+    /// The stdio fd (0, 1 or 2) whose terminal becomes the controlling terminal of the
+    /// new session ([`crate::plan::Step::ControllingTerminal`]).
+    pub controlling_terminal: Option<RawFd>,
 }
 
 impl Exec {
@@ -396,8 +491,33 @@ impl Exec {
             report,
             landlock_fd,
             cwd: spec.cwd.as_deref().map(cstr).transpose()?,
+            controlling_terminal: spec.controlling_terminal.unwrap_or(-1),
             program,
+            init: None,
+            git: Vec::new(),
+            git_socket: -1,
         })
+    }
+
+    /// Execs the init of `launch` instead of the program: its image fd and the status
+    /// pipe's write end survive the setup's `CloseFds`.
+    pub fn set_init(&mut self, launch: super::init::Launch) {
+        self.keep.extend([launch.image_fd, launch.status_fd]);
+        self.keep.sort_unstable();
+        self.keep.dedup();
+        self.init = Some(launch);
+    }
+
+    /// Sets this command's `.git` layers and the socket their upper layers are sent
+    /// through, which survives `CloseFds` (it is close-on-exec).
+    pub fn set_git(&mut self, mounts: Vec<Option<GitMount>>, socket: RawFd) {
+        self.git = mounts;
+        self.git_socket = socket;
+        if socket >= 0 {
+            self.keep.push(socket);
+            self.keep.sort_unstable();
+            self.keep.dedup();
+        }
     }
 }
 
@@ -433,6 +553,7 @@ mod tests {
                 env: vec![("A".into(), "b".into())],
                 path: &path,
                 cwd: None,
+                controlling_terminal: None,
             },
             [-1; 3],
             (9, 8),
@@ -448,6 +569,86 @@ mod tests {
     }
 
     #[test]
+    fn git_layers_are_numbered_and_their_socket_survives_close_fds() {
+        let plan = Plan {
+            layer: crate::policy::Layer::Full,
+            namespaces: crate::plan::Namespaces::default(),
+            workspace: "/ws".into(),
+            steps: vec![
+                Step::GitLayer {
+                    path: "/ws/.git".into(),
+                    size: 1 << 20,
+                },
+                Step::GitLayer {
+                    path: "/srv/.git".into(),
+                    size: 1 << 20,
+                },
+            ],
+            path: Vec::new(),
+            roots: Vec::new(),
+            private_tmp: false,
+        };
+        let layout = Layout::new(plan, 40, None).unwrap();
+        let layers: Vec<_> = layout
+            .ops
+            .iter()
+            .map(|op| match op {
+                Op::GitLayer {
+                    path,
+                    index,
+                    size,
+                    at,
+                    upper,
+                    work,
+                } => (
+                    path.to_str().unwrap(),
+                    *index,
+                    size.to_str().unwrap(),
+                    at.to_str().unwrap(),
+                    upper.to_str().unwrap(),
+                    work.to_str().unwrap(),
+                ),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            layers,
+            [
+                (
+                    "/newroot/ws/.git",
+                    0,
+                    "1048576",
+                    "/.git-layer-0",
+                    "/.git-layer-0/upper",
+                    "/.git-layer-0/work"
+                ),
+                (
+                    "/newroot/srv/.git",
+                    1,
+                    "1048576",
+                    "/.git-layer-1",
+                    "/.git-layer-1/upper",
+                    "/.git-layer-1/work"
+                ),
+            ]
+        );
+        let mut e = Exec::new(ExecSpec::default(), [-1; 3], (9, 8), -1, vec![]).unwrap();
+        let m = GitMount::new(
+            (1, 2),
+            0o755,
+            &[PathBuf::from("/ws/.git/objects/pack/p.pack")],
+        )
+        .unwrap();
+        assert_eq!(
+            m.packs[0].to_str().unwrap(),
+            "/newroot/ws/.git/objects/pack/p.pack"
+        );
+        e.set_git(vec![Some(m), None], 4);
+        assert_eq!(e.keep, vec![4, 9]);
+        assert_eq!(e.git_socket, 4);
+    }
+
+    #[test]
     fn nul_and_bad_names_are_refused() {
         let spec = |env: Vec<(OsString, OsString)>| ExecSpec {
             program: OsStr::new("sh"),
@@ -455,6 +656,7 @@ mod tests {
             env,
             path: &[],
             cwd: None,
+            controlling_terminal: None,
         };
         assert!(
             Exec::new(

@@ -1,0 +1,469 @@
+//! What the host and the init say to each other. Both sides compile this file: the host as
+//! part of `stockade-init`'s library, the init image by `#[path]` from its own crate root.
+//!
+//! # Start: argv
+//!
+//! The host's setup child execs the init with this argv (every number in decimal ASCII)
+//! and the program's own environment as envp:
+//!
+//! | index | content |
+//! | --- | --- |
+//! | 0 | [`ARGV0`] |
+//! | [`arg::FLAGS`] | bits of [`flag`] |
+//! | [`arg::REPORT_FD`] | write end of the setup report pipe (the host reads to EOF) |
+//! | [`arg::STATUS_FD`] | write end of the status pipe (one [`STATUS_SIZE`]-byte record) |
+//! | [`arg::INIT_STEP`] | step index reported when the init's own setup fails |
+//! | [`arg::EXEC_STEP`] | step index reported when the program cannot be executed |
+//! | [`arg::CANDIDATES`] | `n`, the number of candidate paths that follow |
+//! | [`arg::FIRST_CANDIDATE`] .. +`n` | the program's candidate paths, tried in order |
+//! | the rest | the program's argv (`argv[0]` first; may be empty) |
+//!
+//! The argv is the host's own, built before `clone`; the init only parses numbers it
+//! wrote. Nothing of the sandboxed program reaches the init before it runs.
+//!
+//! # While running: signals
+//!
+//! The host signals the init (a pidfd in the host); the init forwards each signal of
+//! [`FORWARDED`] to the program. [`KILL_REQUEST`] asks a subreaper init (layer 2) to end
+//! every process of the sandbox; in a PID namespace the host sends `SIGKILL` instead.
+//!
+//! # End: two pipes
+//!
+//! - The setup report pipe carries one [`SETUP_RECORD_SIZE`]-byte record when the program
+//!   cannot be started (the same record the setup child writes, see
+//!   `stockade::backend::report`), and nothing otherwise: the host reads EOF once the
+//!   program has been exec'd.
+//! - The status pipe carries one [`STATUS_SIZE`]-byte record with the program's raw wait
+//!   status when it has ended. No record means the init itself was killed (`SIGKILL` from
+//!   the host): then the init's own status is the sandbox's.
+
+use core::ffi::CStr;
+
+/// `argv[0]` of the init, and its name (`comm`) inside.
+pub const ARGV0: &CStr = c"stockade-init";
+
+/// Positions of the fixed arguments.
+pub mod arg {
+    /// The flags ([`super::flag`]).
+    pub const FLAGS: usize = 1;
+    /// The setup report pipe's write end.
+    pub const REPORT_FD: usize = 2;
+    /// The status pipe's write end.
+    pub const STATUS_FD: usize = 3;
+    /// The step index for a failure of the init's own setup.
+    pub const INIT_STEP: usize = 4;
+    /// The step index for a failure to execute the program.
+    pub const EXEC_STEP: usize = 5;
+    /// The number of candidate paths.
+    pub const CANDIDATES: usize = 6;
+    /// The first candidate path.
+    pub const FIRST_CANDIDATE: usize = 7;
+}
+
+/// Bits of the flags argument.
+pub mod flag {
+    /// The program starts a session of its own (`setsid`); unset with `keep_session`.
+    pub const NEW_SESSION: u32 = 1;
+    /// No PID namespace (layer 2): the init is a child subreaper and, when the program
+    /// ends, kills and reaps every descendant left.
+    pub const SUBREAPER: u32 = 2;
+    /// Put the program into a nested Landlock domain that scopes signals (ABI >= 6), so
+    /// that it cannot signal the init (layer 2, where the init is not PID 1).
+    pub const SCOPE_SIGNALS: u32 = 4;
+    /// Two bits: 0, or 1 + the stdio fd (0, 1 or 2) whose terminal the program takes as
+    /// its controlling terminal after its `setsid` (`TIOCSCTTY`); see
+    /// [`super::Config::controlling_terminal`] and [`controlling_terminal`].
+    pub const CONTROLLING_TERMINAL: u32 = 0b11 << CONTROLLING_TERMINAL_SHIFT;
+    /// The position of [`CONTROLLING_TERMINAL`]'s bits.
+    pub const CONTROLLING_TERMINAL_SHIFT: u32 = 3;
+    /// Every defined bit.
+    pub const ALL: u32 = NEW_SESSION | SUBREAPER | SCOPE_SIGNALS | CONTROLLING_TERMINAL;
+
+    /// The bits that ask for the terminal on stdio fd `fd` (0, 1 or 2) as the program's
+    /// controlling terminal.
+    pub const fn controlling_terminal(fd: u32) -> u32 {
+        ((fd + 1) << CONTROLLING_TERMINAL_SHIFT) & CONTROLLING_TERMINAL
+    }
+}
+
+/// A failed `TIOCSCTTY` in the program's process is reported as the init's own step
+/// ([`arg::INIT_STEP`]) plus this.
+pub const CONTROLLING_TERMINAL_STEP_AFTER_INIT: u32 = 1;
+
+/// `SIGHUP`.
+pub const SIGHUP: i32 = 1;
+/// `SIGINT`.
+pub const SIGINT: i32 = 2;
+/// `SIGQUIT`.
+pub const SIGQUIT: i32 = 3;
+/// `SIGKILL`.
+pub const SIGKILL: i32 = 9;
+/// `SIGUSR1`.
+pub const SIGUSR1: i32 = 10;
+/// `SIGUSR2`.
+pub const SIGUSR2: i32 = 12;
+/// `SIGTERM`.
+pub const SIGTERM: i32 = 15;
+/// `SIGCHLD`.
+pub const SIGCHLD: i32 = 17;
+/// `SIGCONT`.
+pub const SIGCONT: i32 = 18;
+/// `SIGWINCH`.
+pub const SIGWINCH: i32 = 28;
+
+/// The signals the init forwards to the program: the ones a host, a terminal or a
+/// service manager sends to stop, interrupt, reload or resize a program. (Numbers of the
+/// generic Linux ABI, the same on x86_64 and aarch64.)
+pub const FORWARDED: [i32; 8] = [
+    SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT,
+];
+
+/// The signal that asks a subreaper init to end the whole sandbox: `SIGRTMAX` (64), which
+/// no forwarded signal uses. The init also arms it as its parent-death signal, so that a
+/// host that dies takes the sandbox with it.
+pub const KILL_REQUEST: i32 = 64;
+
+/// `si_code` of a signal the kernel sent on its own: the terminal's `^C`, `^\`, hangup
+/// and window-size signals go to the terminal's foreground process group this way. A
+/// program in that group (`keep_session`) has received it already, so it is not forwarded
+/// a second time.
+pub const SI_KERNEL: i32 = 0x80;
+
+/// Whether the init forwards `sig`, sent with `code` (`si_code`), to the program.
+pub fn forwards(sig: i32, code: i32) -> bool {
+    code != SI_KERNEL && FORWARDED.contains(&sig)
+}
+
+/// `"STKD"`, the magic of a setup record (shared with the setup child's report).
+pub const SETUP_MAGIC: u32 = u32::from_be_bytes(*b"STKD");
+/// Size of a setup record: magic, step, errno, reserved (native-endian `u32`s).
+pub const SETUP_RECORD_SIZE: usize = 16;
+
+/// The setup record for `step` failing with `errno`.
+pub fn setup_record(step: u32, errno: i32) -> [u8; SETUP_RECORD_SIZE] {
+    let mut out = [0u8; SETUP_RECORD_SIZE];
+    let words = [SETUP_MAGIC, step, errno as u32, 0];
+    for (chunk, word) in out.chunks_exact_mut(4).zip(words) {
+        chunk.copy_from_slice(&word.to_ne_bytes());
+    }
+    out
+}
+
+/// `"STKS"`, the magic of a status record.
+pub const STATUS_MAGIC: u32 = u32::from_be_bytes(*b"STKS");
+/// Size of a status record: magic, raw wait status (native-endian).
+pub const STATUS_SIZE: usize = 8;
+
+/// The status record for the program's raw wait status.
+pub fn status_record(status: i32) -> [u8; STATUS_SIZE] {
+    let mut out = [0u8; STATUS_SIZE];
+    let (magic, value) = out.split_at_mut(4);
+    magic.copy_from_slice(&STATUS_MAGIC.to_ne_bytes());
+    value.copy_from_slice(&status.to_ne_bytes());
+    out
+}
+
+/// The raw wait status in a status record; `None` unless `bytes` is one whole record.
+pub fn decode_status(bytes: &[u8]) -> Option<i32> {
+    let (magic, value) = bytes.split_first_chunk::<4>()?;
+    let value: &[u8; 4] = value.try_into().ok()?;
+    (u32::from_ne_bytes(*magic) == STATUS_MAGIC).then_some(i32::from_ne_bytes(*value))
+}
+
+/// The exit code that mirrors a wait status, as a shell reports it: the code, or 128+N for
+/// signal N.
+pub fn exit_code(status: i32) -> i32 {
+    let sig = status & 0x7f;
+    if sig == 0 {
+        (status >> 8) & 0xff
+    } else {
+        128 + sig
+    }
+}
+
+/// Parses a decimal `u32` (no sign, no spaces, at least one digit, no overflow).
+pub fn parse_u32(s: &[u8]) -> Option<u32> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut v: u32 = 0;
+    for &b in s {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u32::from(b - b'0'))?;
+    }
+    Some(v)
+}
+
+/// Writes `v` in decimal into `buf`; returns the digits.
+pub fn format_u32(v: u32, buf: &mut [u8; 10]) -> &[u8] {
+    let mut i = buf.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        if let Some(slot) = buf.get_mut(i) {
+            *slot = b'0' + (v % 10) as u8;
+        }
+        v /= 10;
+        if v == 0 || i == 0 {
+            break;
+        }
+    }
+    buf.get(i..).unwrap_or(&[])
+}
+
+/// The init's settings, parsed from its fixed arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Bits of [`flag`].
+    pub flags: u32,
+    /// The setup report pipe's write end.
+    pub report_fd: i32,
+    /// The status pipe's write end.
+    pub status_fd: i32,
+    /// Step index of the init's own setup.
+    pub init_step: u32,
+    /// Step index of the program's exec.
+    pub exec_step: u32,
+    /// How many candidate paths follow [`arg::FIRST_CANDIDATE`].
+    pub candidates: usize,
+}
+
+impl Config {
+    /// Parses the fixed arguments; `arg(i)` returns argument `i` without its NUL. `argc`
+    /// bounds the candidates.
+    pub fn parse<'a>(argc: usize, arg: impl Fn(usize) -> Option<&'a [u8]>) -> Option<Config> {
+        let num = |i| arg(i).and_then(parse_u32);
+        let fd = |i| num(i).and_then(|v| i32::try_from(v).ok());
+        let flags = num(arg::FLAGS)?;
+        if flags & !flag::ALL != 0 || arg(0)? != ARGV0.to_bytes() {
+            return None;
+        }
+        let candidates = usize::try_from(num(arg::CANDIDATES)?).ok()?;
+        if arg::FIRST_CANDIDATE.checked_add(candidates)? > argc {
+            return None;
+        }
+        Some(Config {
+            flags,
+            report_fd: fd(arg::REPORT_FD)?,
+            status_fd: fd(arg::STATUS_FD)?,
+            init_step: num(arg::INIT_STEP)?,
+            exec_step: num(arg::EXEC_STEP)?,
+            candidates,
+        })
+    }
+
+    /// Whether `bit` of [`flag`] is set.
+    pub fn has(&self, bit: u32) -> bool {
+        self.flags & bit != 0
+    }
+
+    /// The stdio fd whose terminal the program takes as its controlling terminal.
+    pub fn controlling_terminal(&self) -> Option<i32> {
+        let v = (self.flags & flag::CONTROLLING_TERMINAL) >> flag::CONTROLLING_TERMINAL_SHIFT;
+        v.checked_sub(1).map(|fd| fd as i32)
+    }
+
+    /// Index of the program's `argv[0]` in the init's argv.
+    pub fn program_argv(&self) -> usize {
+        arg::FIRST_CANDIDATE + self.candidates
+    }
+}
+
+/// Calls `f` with each pid in the text of `/proc/<pid>/task/<tid>/children` (decimal
+/// numbers separated by spaces), fed in chunks that may split a number: `carry` holds the
+/// digits of a number cut at the end of the previous chunk; pass `last` for the final
+/// chunk (or an empty one at EOF).
+pub fn each_pid(chunk: &[u8], carry: &mut u32, last: bool, mut f: impl FnMut(i32)) {
+    let mut digits = *carry;
+    let mut any = digits != 0;
+    for &b in chunk {
+        if b.is_ascii_digit() {
+            digits = digits
+                .saturating_mul(10)
+                .saturating_add(u32::from(b - b'0'));
+            any = true;
+        } else {
+            if any {
+                emit(digits, &mut f);
+            }
+            digits = 0;
+            any = false;
+        }
+    }
+    if last {
+        if any {
+            emit(digits, &mut f);
+        }
+        *carry = 0;
+    } else {
+        *carry = digits;
+    }
+}
+
+fn emit(v: u32, f: &mut impl FnMut(i32)) {
+    // Pid 0 and out-of-range values are never children; never signal them (kill(0, …)
+    // would reach the whole process group).
+    if let Ok(pid) = i32::try_from(v) {
+        if pid > 0 {
+            f(pid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    // Linux's numbers: the image runs on Linux only (macOS numbers differ).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn signal_numbers_match_the_kernel() {
+        assert_eq!(SIGHUP, libc::SIGHUP);
+        assert_eq!(SIGINT, libc::SIGINT);
+        assert_eq!(SIGQUIT, libc::SIGQUIT);
+        assert_eq!(SIGKILL, libc::SIGKILL);
+        assert_eq!(SIGUSR1, libc::SIGUSR1);
+        assert_eq!(SIGUSR2, libc::SIGUSR2);
+        assert_eq!(SIGTERM, libc::SIGTERM);
+        assert_eq!(SIGCHLD, libc::SIGCHLD);
+        assert_eq!(SIGCONT, libc::SIGCONT);
+        assert_eq!(SIGWINCH, libc::SIGWINCH);
+        assert_eq!(SI_KERNEL, libc::SI_KERNEL);
+        // SIGRTMAX of the kernel (glibc's SIGRTMAX() is the same number).
+        assert_eq!(KILL_REQUEST, 64);
+        assert!(!FORWARDED.contains(&KILL_REQUEST));
+        assert!(!FORWARDED.contains(&SIGKILL));
+        assert!(!FORWARDED.contains(&SIGCHLD));
+    }
+
+    #[test]
+    fn records_round_trip() {
+        for st in [0, 3 << 8, 9, 6 | 0x80, 0x7f00 | 0x7f] {
+            assert_eq!(decode_status(&status_record(st)), Some(st));
+        }
+        assert_eq!(decode_status(&[0; 8]), None);
+        assert_eq!(decode_status(&status_record(1)[..7]), None);
+        let r = setup_record(7, 2);
+        assert_eq!(&r[..4], &SETUP_MAGIC.to_ne_bytes());
+        assert_eq!(&r[4..8], &7u32.to_ne_bytes());
+        assert_eq!(&r[8..12], &2i32.to_ne_bytes());
+        assert_eq!(&r[12..], &[0; 4]);
+    }
+
+    #[test]
+    fn exit_codes_mirror_the_shell() {
+        assert_eq!(exit_code(0), 0);
+        assert_eq!(exit_code(42 << 8), 42);
+        assert_eq!(exit_code(9), 137);
+        assert_eq!(exit_code(6 | 0x80), 134);
+        assert_eq!(exit_code(15), 143);
+    }
+
+    #[test]
+    fn numbers_parse_and_format() {
+        assert_eq!(parse_u32(b"0"), Some(0));
+        assert_eq!(parse_u32(b"4294967295"), Some(u32::MAX));
+        assert_eq!(parse_u32(b"4294967296"), None);
+        assert_eq!(parse_u32(b""), None);
+        assert_eq!(parse_u32(b"-1"), None);
+        assert_eq!(parse_u32(b"1 "), None);
+        let mut buf = [0u8; 10];
+        for v in [0, 7, 10, 12345, u32::MAX] {
+            let s = format_u32(v, &mut buf);
+            assert_eq!(parse_u32(s), Some(v));
+            assert_eq!(s, std::format!("{v}").as_bytes());
+        }
+    }
+
+    fn argv(list: &[&str]) -> impl Fn(usize) -> Option<&'static [u8]> {
+        let owned: Vec<&'static [u8]> = list
+            .iter()
+            .map(|s| &*std::boxed::Box::leak(std::string::String::from(*s).into_boxed_str()))
+            .map(str::as_bytes)
+            .collect();
+        move |i| owned.get(i).copied()
+    }
+
+    #[test]
+    fn config_parses_the_fixed_arguments() {
+        let a = [
+            "stockade-init",
+            "3",
+            "5",
+            "6",
+            "40",
+            "39",
+            "2",
+            "/usr/bin/sh",
+            "/bin/sh",
+            "sh",
+            "-c",
+        ];
+        let c = Config::parse(a.len(), argv(&a)).unwrap();
+        assert_eq!(
+            c,
+            Config {
+                flags: 3,
+                report_fd: 5,
+                status_fd: 6,
+                init_step: 40,
+                exec_step: 39,
+                candidates: 2,
+            }
+        );
+        assert!(c.has(flag::NEW_SESSION) && c.has(flag::SUBREAPER));
+        assert!(!c.has(flag::SCOPE_SIGNALS));
+        assert_eq!(c.controlling_terminal(), None);
+        assert_eq!(c.program_argv(), 9);
+        // The controlling terminal's fd, 0 to 2, in two bits.
+        for fd in 0..3 {
+            let bits = 3 | flag::controlling_terminal(fd);
+            let flags = std::format!("{bits}");
+            let mut b = a;
+            b[1] = &flags;
+            let c = Config::parse(b.len(), argv(&b)).unwrap();
+            assert_eq!(c.controlling_terminal(), Some(fd as i32));
+            assert!(c.has(flag::NEW_SESSION) && !c.has(flag::SCOPE_SIGNALS));
+        }
+        // More candidates than arguments, unknown flags, another argv[0]: refused.
+        let mut b = a;
+        b[6] = "9";
+        assert_eq!(Config::parse(b.len(), argv(&b)), None);
+        let mut b = a;
+        b[1] = "64";
+        assert_eq!(Config::parse(b.len(), argv(&b)), None);
+        let mut b = a;
+        b[0] = "init";
+        assert_eq!(Config::parse(b.len(), argv(&b)), None);
+        assert_eq!(Config::parse(3, argv(&a[..3])), None);
+    }
+
+    #[test]
+    fn children_lists_parse_across_chunks() {
+        let text = b"12 3456 789 ";
+        for cut in 0..=text.len() {
+            let mut got = Vec::new();
+            let mut carry = 0;
+            each_pid(&text[..cut], &mut carry, false, |p| got.push(p));
+            each_pid(&text[cut..], &mut carry, true, |p| got.push(p));
+            assert_eq!(got, [12, 3456, 789], "cut at {cut}");
+        }
+        let mut got = Vec::new();
+        let mut carry = 0;
+        each_pid(b"0 4294967295 7", &mut carry, true, |p| got.push(p));
+        assert_eq!(got, [7]);
+    }
+
+    #[test]
+    fn terminal_signals_are_not_forwarded_twice() {
+        assert!(forwards(SIGTERM, 0));
+        assert!(forwards(SIGINT, -6));
+        assert!(!forwards(SIGINT, SI_KERNEL));
+        assert!(!forwards(SIGCHLD, 0));
+        assert!(!forwards(KILL_REQUEST, 0));
+    }
+}

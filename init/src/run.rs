@@ -1,0 +1,390 @@
+//! The init itself: tini's job and nothing more.
+//!
+//! 1. Set up: name itself, become non-dumpable, block every signal and open a signalfd
+//!    for them, mark the host's pipes close-on-exec; on layer 2 become a child subreaper
+//!    and make the host's death a request to end the sandbox ([`protocol::KILL_REQUEST`]).
+//! 2. Fork the program's process, which starts its own session (unless `keep_session`),
+//!    takes the terminal on its stdio as its controlling terminal when asked, dies with
+//!    the init, on layer 2 enters a nested Landlock domain that cannot signal
+//!    the init, unblocks every signal and execs the program. A failed exec goes back to
+//!    the host as a setup record on the report pipe.
+//! 3. Clear its own arguments but `argv[0]` (they name the program, which `ps` shows as
+//!    its own process), and close everything but the status pipe and the signalfd (the
+//!    report pipe's copy included, so the host reads EOF once the program has been
+//!    exec'd; stdio and passed fds belong to the program).
+//! 4. Loop on the signalfd: `SIGCHLD` reaps every child that has ended (orphans included);
+//!    a signal of [`protocol::FORWARDED`] goes to the program, unless the kernel sent it to
+//!    a whole process group (a terminal's `^C` with `keep_session`), which the program is
+//!    in and has received already; [`protocol::KILL_REQUEST`] on layer 2 ends everything.
+//! 5. When the program has ended: on layer 2 kill and reap every descendant left; write the
+//!    program's raw wait status to the status pipe; exit. In a PID namespace the kernel
+//!    then kills whatever is left.
+//!
+//! Every process the init forks is the program's: the init itself never runs anything else.
+//! Signals stay blocked in the init from before its exec (the setup child blocks them all
+//! around `clone` and never unblocks them), so no signal can end it before the signalfd
+//! exists; the kernel queues what arrives meanwhile.
+
+use core::ffi::CStr;
+
+use crate::protocol::{self, Config, flag};
+use crate::sys::{self, c};
+
+/// Exit status of an init that could not start the program (the host has the record).
+pub const INIT_FAILED: i32 = 125;
+/// Exit status of the program's process when the program cannot be executed.
+pub const EXEC_FAILED: i32 = 127;
+
+/// The process's arguments and environment, as the kernel laid them out on the stack.
+pub struct Args {
+    argc: usize,
+    argv: *const *const u8,
+    envp: *const *const u8,
+}
+
+impl Args {
+    /// The arguments at `argv` and the environment at `envp`.
+    ///
+    /// # Safety
+    ///
+    /// `argv` must point to `argc` pointers to NUL-terminated strings followed by a NULL,
+    /// and `envp` to a NULL-terminated array of the same, all valid and unchanged for the
+    /// rest of the process's life: the kernel's initial stack of the process.
+    pub unsafe fn new(argc: usize, argv: *const *const u8, envp: *const *const u8) -> Args {
+        Args { argc, argv, envp }
+    }
+
+    /// Argument `i`, without its NUL.
+    fn get(&self, i: usize) -> Option<&[u8]> {
+        if i >= self.argc {
+            return None;
+        }
+        let slot = self.argv.wrapping_add(i);
+        // SAFETY: `i < argc`, so `slot` is `&argv[i]`, inside the array that `new`'s caller
+        // vouched for.
+        let p = unsafe { *slot };
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: `p` is `argv[i]`, a NUL-terminated string that lives as long as `self`.
+        let s = unsafe { CStr::from_ptr(p.cast()) };
+        Some(s.to_bytes())
+    }
+
+    /// Pointer to argument `i` (for `execve`).
+    fn ptr(&self, i: usize) -> *const u8 {
+        self.get(i).map_or(core::ptr::null(), <[u8]>::as_ptr)
+    }
+
+    /// Overwrites every argument but `argv[0]` with NULs, in place on the initial stack, so
+    /// that the init's command line (`/proc/<pid>/cmdline`, `ps`, `pgrep -f`) shows its
+    /// name alone rather than the program's arguments a second time.
+    ///
+    /// Call only after the config has been parsed and the program's process forked (it has
+    /// its own copy of this memory): no reference into the arguments is alive then.
+    fn clear_arguments(&self) {
+        for i in 1..self.argc {
+            let slot = self.argv.wrapping_add(i);
+            // SAFETY: `i < argc`, so `slot` is `&argv[i]` (see `get`).
+            let arg = unsafe { *slot }.cast_mut();
+            if arg.is_null() {
+                return;
+            }
+            let mut at = arg;
+            // SAFETY: `at` is within argument `i`: it starts at its first byte and stops at
+            // its NUL, which is never overwritten.
+            while unsafe { at.read_volatile() } != 0 {
+                // SAFETY: the argument strings lie on this process's own writable initial
+                // stack, and no reference into them is alive (see above).
+                unsafe { at.write_volatile(0) };
+                at = at.wrapping_add(1);
+            }
+        }
+    }
+
+    /// `&argv[i]`: the NULL-terminated tail of the array from `i` on (`i <= argc`).
+    fn tail(&self, i: usize) -> *const *const u8 {
+        self.argv.wrapping_add(i.min(self.argc))
+    }
+}
+
+/// Runs the init. Never returns.
+pub fn main(args: &Args) -> ! {
+    let Some(cfg) = Config::parse(args.argc, |i| args.get(i)) else {
+        sys::exit_group(INIT_FAILED)
+    };
+    let sfd = match setup(&cfg) {
+        Ok(fd) => fd,
+        Err(e) => fail(&cfg, cfg.init_step, e, INIT_FAILED),
+    };
+    let init_pid = sys::getpid();
+    let program = match sys::fork() {
+        Ok(0) => start_program(&cfg, args, init_pid),
+        Ok(pid) => pid,
+        Err(e) => fail(&cfg, cfg.init_step, e, INIT_FAILED),
+    };
+    args.clear_arguments();
+    if let Err(e) = keep_only(cfg.status_fd, sfd) {
+        // The program runs, but the host would wait for an EOF that never comes. In a
+        // PID namespace this exit ends it; on layer 2 it dies with its parent.
+        fail(&cfg, cfg.init_step, e, INIT_FAILED);
+    }
+    supervise(&cfg, sfd, program)
+}
+
+/// Reports `step` failing with `errno` on the report pipe and exits with `code`.
+fn fail(cfg: &Config, step: u32, errno: sys::Errno, code: i32) -> ! {
+    let _ = sys::write(cfg.report_fd, &protocol::setup_record(step, errno));
+    sys::exit_group(code)
+}
+
+/// Step 1. Returns the signalfd.
+fn setup(cfg: &Config) -> sys::Result<i32> {
+    sys::set_name(protocol::ARGV0)?;
+    // Non-dumpable: nothing inside can ptrace the init or read its /proc files (memory,
+    // environment, fds), whatever the seccomp filter's ptrace setting.
+    sys::prctl(c::PR_SET_DUMPABLE, 0)?;
+    // Already blocked since before the exec; set here so that the init does not depend on it.
+    sys::set_sigmask(!0)?;
+    let sfd = sys::signalfd(!0)?;
+    sys::set_fd_flags(cfg.report_fd, c::FD_CLOEXEC)?;
+    sys::set_fd_flags(cfg.status_fd, c::FD_CLOEXEC)?;
+    if cfg.has(flag::SUBREAPER) {
+        sys::prctl(c::PR_SET_CHILD_SUBREAPER, 1)?;
+        // Until here the parent-death signal was the setup child's SIGKILL, armed while the
+        // host was alive; from here the host's death asks this init to end everything,
+        // which SIGKILL would prevent. No moment is left uncovered.
+        sys::prctl(c::PR_SET_PDEATHSIG, protocol::KILL_REQUEST as usize)?;
+    }
+    Ok(sfd)
+}
+
+/// Step 2, in the forked child. Never returns.
+fn start_program(cfg: &Config, args: &Args, init_pid: i32) -> ! {
+    if let Err(e) = prepare_program(cfg, init_pid) {
+        fail(cfg, cfg.init_step, e, EXEC_FAILED);
+    }
+    // After its `setsid`: the program's session, not the init's, gets the terminal, so
+    // that the terminal's signals (`^C`, `^Z`, the hangup) reach the program's foreground
+    // process group and never the init.
+    if let Some(fd) = cfg.controlling_terminal() {
+        if let Err(e) = sys::ioctl_tiocsctty(fd) {
+            let step = cfg.init_step + protocol::CONTROLLING_TERMINAL_STEP_AFTER_INIT;
+            fail(cfg, step, e, EXEC_FAILED);
+        }
+    }
+    let argv = args.tail(cfg.program_argv());
+    let mut seen = c::ENOENT;
+    for i in 0..cfg.candidates {
+        let path = args.ptr(protocol::arg::FIRST_CANDIDATE + i);
+        if path.is_null() {
+            break;
+        }
+        // SAFETY: `path` is a NUL-terminated argument, `argv` the NULL-terminated tail of the
+        // init's own argv and `args.envp` its NULL-terminated environment: the kernel's
+        // initial stack, valid for the life of this process (`Args::new`).
+        let e = unsafe { sys::execve(path, argv, args.envp) };
+        // As `execvp`: a missing file moves on, a permission error is remembered.
+        match e {
+            c::ENOENT | c::ENOTDIR | c::ESTALE => {}
+            c::EACCES | c::EPERM | c::ENOEXEC => seen = e,
+            _ => {
+                seen = e;
+                break;
+            }
+        }
+    }
+    fail(cfg, cfg.exec_step, seen, EXEC_FAILED)
+}
+
+fn prepare_program(cfg: &Config, init_pid: i32) -> sys::Result<()> {
+    if cfg.has(flag::NEW_SESSION) {
+        sys::setsid()?;
+    }
+    // The program dies with the init (layer 2 has no namespace to end it). If the init is
+    // already gone, its parent is someone else: stop here.
+    sys::prctl(c::PR_SET_PDEATHSIG, protocol::SIGKILL as usize)?;
+    if sys::getppid() != init_pid {
+        sys::exit_group(INIT_FAILED);
+    }
+    if cfg.has(flag::SCOPE_SIGNALS) {
+        // A nested domain that only scopes signals: the program and everything it starts
+        // can no longer signal processes outside it, the init included (Landlock ABI 6).
+        // The init keeps signalling the program.
+        let attr = sys::LandlockRulesetAttr {
+            scoped: c::LANDLOCK_SCOPE_SIGNAL,
+            ..Default::default()
+        };
+        let fd = sys::landlock_create_ruleset(&attr)?;
+        let r = sys::landlock_restrict_self(fd);
+        let _ = sys::close(fd);
+        r?;
+    }
+    // The dispositions are the defaults (the setup child reset them, the init installs
+    // none); the mask is the init's, all blocked.
+    sys::set_sigmask(0)
+}
+
+/// Closes every fd but `a` and `b`.
+fn keep_only(a: i32, b: i32) -> sys::Result<()> {
+    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+    let (lo, hi) = (lo as u32, hi as u32);
+    if lo > 0 {
+        sys::close_range(0, lo - 1)?;
+    }
+    if hi > lo + 1 {
+        sys::close_range(lo + 1, hi - 1)?;
+    }
+    sys::close_range(hi + 1, u32::MAX)
+}
+
+/// Step 4. Never returns.
+fn supervise(cfg: &Config, sfd: i32, program: i32) -> ! {
+    let mut status: Option<i32> = None;
+    let mut info = [0u8; c::SIGINFO_SIZE];
+    loop {
+        match sys::read(sfd, &mut info) {
+            Ok(c::SIGINFO_SIZE) => {}
+            Err(c::EINTR) => continue,
+            // Cannot happen with a valid signalfd. Without signals, still wait for the
+            // program rather than leave it unsupervised.
+            _ => {
+                let st = wait_for(program);
+                finish(cfg, program, st)
+            }
+        }
+        let (signo, code) = siginfo(&info);
+        if signo == protocol::SIGCHLD {
+            reap(program, &mut status);
+        } else if signo == protocol::KILL_REQUEST && cfg.has(flag::SUBREAPER) {
+            end_all(program, &mut status);
+        } else if status.is_none() && protocol::forwards(signo, code) {
+            // Not reaped yet, so the pid still names the program.
+            let _ = sys::kill(program, signo);
+        }
+        if let Some(st) = status {
+            finish(cfg, program, st)
+        }
+    }
+}
+
+/// `ssi_signo` and `ssi_code` of a `struct signalfd_siginfo`.
+fn siginfo(info: &[u8; c::SIGINFO_SIZE]) -> (i32, i32) {
+    let word = |at: usize| {
+        let mut w = [0u8; 4];
+        if let Some(src) = info.get(at..at + 4) {
+            w.copy_from_slice(src);
+        }
+        i32::from_ne_bytes(w)
+    };
+    (word(0), word(8))
+}
+
+/// Reaps every child that has ended; records the program's status when it is one of them.
+fn reap(program: i32, status: &mut Option<i32>) {
+    loop {
+        match sys::wait4(-1, c::WNOHANG | c::WALL) {
+            Ok((0, _)) => return,
+            Ok((pid, st)) => {
+                if pid == program {
+                    *status = Some(st);
+                }
+            }
+            Err(c::EINTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Waits (blocking) until the program has ended, reaping whatever else ends first.
+fn wait_for(program: i32) -> i32 {
+    loop {
+        match sys::wait4(-1, c::WALL) {
+            Ok((pid, st)) if pid == program => return st,
+            Ok(_) | Err(c::EINTR) => {}
+            Err(_) => return protocol::SIGKILL,
+        }
+    }
+}
+
+/// Layer 2: kills every descendant and reaps it, until the init has no child left. A
+/// killed process's own children are re-parented to the init (a subreaper) and appear in
+/// its list on the next round; so nothing the program started survives, however it
+/// detached (double fork, `setsid`).
+fn end_all(program: i32, status: &mut Option<i32>) {
+    if status.is_none() {
+        // Not reaped yet: the pid still names the program.
+        let _ = sys::kill(program, protocol::SIGKILL);
+    }
+    loop {
+        if !kill_children() {
+            // No list of children on this kernel (CONFIG_PROC_CHILDREN unset): reap what
+            // has ended and leave the rest, rather than block on a process that lives on.
+            reap(program, status);
+            return;
+        }
+        match sys::wait4(-1, c::WALL) {
+            Ok((pid, st)) => {
+                if pid == program && status.is_none() {
+                    *status = Some(st);
+                }
+            }
+            Err(c::EINTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Sends `SIGKILL` to every child of the init, from `/proc/thread-self/children` (the init
+/// has one thread). Returns false when the list cannot be read.
+fn kill_children() -> bool {
+    let Ok(fd) = sys::open_read(c"/proc/thread-self/children") else {
+        return false;
+    };
+    let kill = |pid: i32| {
+        let _ = sys::kill(pid, protocol::SIGKILL);
+    };
+    let mut buf = [0u8; 512];
+    let mut carry = 0;
+    loop {
+        match sys::read(fd, &mut buf) {
+            Ok(0) => {
+                protocol::each_pid(&[], &mut carry, true, kill);
+                break;
+            }
+            Ok(n) => protocol::each_pid(buf.get(..n).unwrap_or(&[]), &mut carry, false, kill),
+            Err(c::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = sys::close(fd);
+    true
+}
+
+/// Step 5. Never returns.
+fn finish(cfg: &Config, program: i32, status: i32) -> ! {
+    if cfg.has(flag::SUBREAPER) {
+        let mut st = Some(status);
+        end_all(program, &mut st);
+    }
+    let _ = sys::write(cfg.status_fd, &protocol::status_record(status));
+    sys::exit_group(protocol::exit_code(status))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn siginfo_reads_signo_and_code() {
+        let mut info = [0u8; c::SIGINFO_SIZE];
+        info[..4].copy_from_slice(&15u32.to_ne_bytes());
+        info[8..12].copy_from_slice(&protocol::SI_KERNEL.to_ne_bytes());
+        assert_eq!(siginfo(&info), (15, protocol::SI_KERNEL));
+        assert_eq!(
+            core::mem::offset_of!(libc::signalfd_siginfo, ssi_code),
+            8,
+            "ssi_code offset"
+        );
+    }
+}

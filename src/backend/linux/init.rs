@@ -1,0 +1,417 @@
+//! The host side of the sandbox's init: its image in a sealed memfd, the argv that
+//! configures it, and the exit status it reports.
+//!
+//! # Why an init, and why this one
+//!
+//! A PID namespace's first process gets the kernel's PID-1 rules: signals it has no handler
+//! for are dropped (`kill -TERM $$` in `sh` does nothing, a host's SIGTERM is ignored,
+//! `abort()` cannot end it with SIGABRT), and every orphan of the namespace becomes its
+//! child, to be reaped or left as a zombie. Ordinary programs are not written for that, so
+//! the program must not be PID 1. Something else must be, and it must not be a fork of the
+//! host: a copy of the host's memory (secrets, keys, heap) would sit inside the sandbox.
+//!
+//! So PID 1 is `stockade-init` (the `init/` crate): a static `no_std` ELF of a few KiB,
+//! built from this project's source at build time, carried in the library as bytes
+//! ([`stockade_init::IMAGE`]), written once per host process to a memfd that is then sealed
+//! against every change ([`image_fd`]), and exec'd by the setup child with
+//! `execveat(memfd, "", AT_EMPTY_PATH)` as the last step of the setup. After that exec no
+//! page of the host's memory is mapped inside: `/proc/1/maps` shows the memfd, a stack and
+//! the vDSO. The init forks the program and does tini's job: forward signals, reap orphans,
+//! report the program's exact wait status, exit (see `init/src/run.rs`).
+//!
+//! On layer 2 there is no PID namespace: the same init runs as a child subreaper and, when
+//! the program ends (or the host asks, or dies), kills and reaps every descendant, so a
+//! double-forked daemon does not outlive the command. Passthrough has no init: nothing is
+//! contained there, and the program is the host's direct child as with std.
+//!
+//! # DESIGN: the walls go up before the init's exec, not inside the init
+//!
+//! The setup child applies every wall (capabilities dropped, `no_new_privs`,
+//! `landlock_restrict_self`, the seccomp filter) and only then execs the init, which
+//! inherits all of them and passes them to the program it forks. The alternative, exec the
+//! init first and let it apply Landlock and seccomp itself, would put the BPF program and
+//! the ruleset fd into the init's protocol and give the init, a process inside the
+//! sandbox, a window without walls. In this order the init is under exactly the program's
+//! domain by construction: the same seccomp filter, the same Landlock domain, no
+//! capability, `no_new_privs`. Both walls let the exec of the memfd through, and that is
+//! sound:
+//!
+//! - seccomp does not filter `execveat`;
+//! - Landlock's execute right is checked on the file being executed, and a memfd lives on
+//!   the kernel's internal shmem mount, which Landlock lets through like other internal
+//!   file systems (nsfs, pipefs): a process under any Landlock domain may execute a memfd
+//!   it holds. The image fd is close-on-exec, so the init does not hold it, and the
+//!   program never gets it.
+//!
+//! The test `the_init_is_under_the_programs_walls` (tests/init.rs) checks from inside that
+//! PID 1 reports `Seccomp: 2`, `NoNewPrivs: 1` and no capability, and that the program,
+//! its child, is confined by Landlock.
+//!
+//! # The image fd
+//!
+//! `MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC`, then `F_SEAL_SEAL | F_SEAL_SHRINK |
+//! F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_EXEC`: nobody, the host included, can change the
+//! image or its mode once sealed (runc's answer to CVE-2019-5736; the init is also
+//! non-dumpable, so `/proc/1/exe` is closed to the program). A host with
+//! `vm.memfd_noexec = 2` forbids executable memfds; spawning then fails with an error
+//! naming the call.
+
+use std::ffi::{CString, c_char};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::OnceLock;
+
+use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+use nix::sys::memfd::{MFdFlags, memfd_create};
+use stockade_init::protocol::{self, flag};
+
+use crate::backend::program::Program;
+use crate::error::SpawnError;
+use crate::plan::{Plan, Step};
+use crate::policy::Layer;
+
+pub use stockade_init::protocol::{FORWARDED, KILL_REQUEST};
+
+/// The flags for the init of a command of `plan`, or `None` when the layer runs the
+/// program without an init (passthrough).
+///
+/// `scoped_signals`: the Landlock ruleset scopes signals (ABI >= 6). On layer 2 the
+/// program then enters a nested domain that cannot signal the init.
+/// `controlling_terminal`: the stdio fd whose terminal the program takes as its controlling
+/// terminal, after its `setsid`.
+pub fn flags(
+    plan: &Plan,
+    scoped_signals: bool,
+    controlling_terminal: Option<RawFd>,
+) -> Option<u32> {
+    let mut flags = 0;
+    match plan.layer {
+        Layer::Full => {}
+        Layer::Landlock => {
+            flags |= flag::SUBREAPER;
+            if scoped_signals {
+                flags |= flag::SCOPE_SIGNALS;
+            }
+        }
+        Layer::Passthrough => return None,
+    }
+    if plan.steps.contains(&Step::NewSession) {
+        flags |= flag::NEW_SESSION;
+    }
+    if let Some(fd) = controlling_terminal {
+        // 0, 1 or 2 (`terminal_among`); anything else would not fit the two bits.
+        flags |= flag::controlling_terminal(fd.clamp(0, 2) as u32);
+    }
+    Some(flags)
+}
+
+/// The sealed memfd holding the init image, created on first use and kept for the life of
+/// the process (close-on-exec: no program the host runs inherits it).
+///
+/// # Errors
+///
+/// [`SpawnError::Os`] naming the call that failed (`memfd_create`, the write, the seals).
+pub fn image_fd() -> Result<RawFd, SpawnError> {
+    static MEMFD: OnceLock<Result<OwnedFd, (&'static str, i32)>> = OnceLock::new();
+    match MEMFD.get_or_init(create_image_fd) {
+        Ok(fd) => Ok(fd.as_raw_fd()),
+        Err((call, errno)) => Err(SpawnError::Os {
+            call,
+            source: io::Error::from_raw_os_error(*errno),
+        }),
+    }
+}
+
+fn create_image_fd() -> Result<OwnedFd, (&'static str, i32)> {
+    let errno = |e: nix::Error| e as i32;
+    let base = MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING;
+    // MFD_EXEC (Linux 6.3) says "executable" explicitly, which `vm.memfd_noexec = 1` asks
+    // for; older kernels do not know the flag (EINVAL) and make every memfd executable.
+    let exec = MFdFlags::from_bits_retain(libc::MFD_EXEC);
+    let fd = match memfd_create(c"stockade-init", base | exec) {
+        Err(nix::Error::EINVAL) => memfd_create(c"stockade-init", base),
+        r => r,
+    }
+    .map_err(|e| ("memfd_create(stockade-init, MFD_EXEC)", errno(e)))?;
+    let fd = above_stdio(fd).map_err(|e| ("fcntl(F_DUPFD_CLOEXEC)", errno(e)))?;
+    let mut file = File::from(fd);
+    file.write_all(stockade_init::IMAGE).map_err(|e| {
+        (
+            "write the init image",
+            e.raw_os_error().unwrap_or(libc::EIO),
+        )
+    })?;
+    let fd = OwnedFd::from(file);
+    let seals = SealFlag::F_SEAL_SEAL
+        | SealFlag::F_SEAL_SHRINK
+        | SealFlag::F_SEAL_GROW
+        | SealFlag::F_SEAL_WRITE;
+    // F_SEAL_EXEC (Linux 6.3) also freezes the mode bits; older kernels refuse it (EINVAL).
+    let exec_seal = SealFlag::from_bits_retain(libc::F_SEAL_EXEC);
+    match fcntl(&fd, FcntlArg::F_ADD_SEALS(seals | exec_seal)) {
+        Err(nix::Error::EINVAL) => fcntl(&fd, FcntlArg::F_ADD_SEALS(seals)),
+        r => r,
+    }
+    .map_err(|e| ("fcntl(F_ADD_SEALS)", errno(e)))?;
+    Ok(fd)
+}
+
+/// `fd` itself when it is 3 or above, else a close-on-exec duplicate that is (std's
+/// `try_clone` duplicates with `F_DUPFD_CLOEXEC` from 3): the setup child puts stdio on 0,
+/// 1 and 2 and would overwrite a kept fd there.
+pub fn above_stdio(fd: OwnedFd) -> nix::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    let dup = fd
+        .try_clone()
+        .map_err(|e| nix::Error::from_raw(e.raw_os_error().unwrap_or(libc::EBADF)))?;
+    if dup.as_raw_fd() > 2 {
+        Ok(dup)
+    } else {
+        Err(nix::Error::EBADF)
+    }
+}
+
+/// The status pipe: (read end for the host, write end for the init), both close-on-exec
+/// and non-blocking, the write end above the stdio fds.
+///
+/// # Errors
+///
+/// [`SpawnError::Os`] when `pipe2` or `fcntl` fails.
+pub fn status_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
+    let os = |e: nix::Error| SpawnError::Os {
+        call: "pipe2 (init status)",
+        source: e.into(),
+    };
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+        .map_err(os)?;
+    Ok((r, above_stdio(w).map_err(os)?))
+}
+
+/// How the setup child execs the init: the image fd, the two pipe ends the init inherits,
+/// and the init's argv (its envp is the program's).
+#[derive(Debug)]
+pub struct Launch {
+    /// The sealed memfd ([`image_fd`]).
+    pub image_fd: RawFd,
+    /// The setup report pipe's write end.
+    pub report_fd: RawFd,
+    /// The status pipe's write end.
+    pub status_fd: RawFd,
+    /// Backing storage for the fixed arguments: never read, owned so that `argv`'s pointers
+    /// into it stay valid.
+    #[allow(dead_code)]
+    header: Vec<CString>,
+    /// NULL-terminated argv: the header, the candidates, the program's argv.
+    pub argv: Vec<*const c_char>,
+}
+
+// SAFETY: the raw pointers in `argv` point into `header` and into the `Program` that the
+// same `Exec` owns; those heap buffers do not move when the values do and are never
+// mutated, and the setup child reads them while the spawning thread keeps the `Exec` alive.
+unsafe impl Send for Launch {}
+
+/// Step indices the init reports with.
+#[derive(Clone, Copy, Debug)]
+pub struct Steps {
+    /// A failure of the init's own setup (and its exec).
+    pub init: u32,
+    /// A failure to execute the program.
+    pub exec: u32,
+}
+
+impl Launch {
+    /// The launch of the init for `program`.
+    ///
+    /// The argv points into `program`, which must outlive the returned value (both live
+    /// in the same `Exec`).
+    pub fn new(
+        program: &Program,
+        image_fd: RawFd,
+        report_fd: RawFd,
+        status_fd: RawFd,
+        flags: u32,
+        steps: Steps,
+    ) -> Self {
+        // Decimal digits never contain a NUL byte.
+        let num = |v: i64| CString::new(v.to_string()).unwrap_or_default();
+        let header = vec![
+            protocol::ARGV0.to_owned(),
+            num(flags.into()),
+            num(report_fd.into()),
+            num(status_fd.into()),
+            num(steps.init.into()),
+            num(steps.exec.into()),
+            num(program.candidates.len() as i64),
+        ];
+        debug_assert_eq!(header.len(), protocol::arg::FIRST_CANDIDATE);
+        let argv = header
+            .iter()
+            .chain(&program.candidates)
+            .map(|s| s.as_ptr())
+            // `program.argv` ends with its NULL.
+            .chain(program.argv.iter().copied())
+            .collect();
+        Launch {
+            image_fd,
+            report_fd,
+            status_fd,
+            header,
+            argv,
+        }
+    }
+}
+
+/// A running sandbox's handle: the pidfd of its first process (the init, or the program
+/// itself in passthrough) and, with an init, the status pipe.
+#[derive(Debug)]
+pub struct Handle {
+    pidfd: OwnedFd,
+    /// The status pipe's read end, when an init reports the program's status.
+    status: Option<OwnedFd>,
+    /// What ends the sandbox: `SIGKILL` to a PID namespace's init (the kernel then kills
+    /// the namespace) or to a program without init; [`KILL_REQUEST`] to a subreaper init,
+    /// which kills every descendant itself.
+    kill_signal: libc::c_int,
+}
+
+impl Handle {
+    /// A handle for a process started with `flags` (`None`: no init).
+    pub fn new(pidfd: OwnedFd, status: Option<OwnedFd>, flags: Option<u32>) -> Handle {
+        let subreaper = flags.is_some_and(|f| f & flag::SUBREAPER != 0);
+        Handle {
+            pidfd,
+            status: if flags.is_some() { status } else { None },
+            kill_signal: if subreaper {
+                KILL_REQUEST
+            } else {
+                libc::SIGKILL
+            },
+        }
+    }
+
+    /// Ends the whole sandbox.
+    ///
+    /// # Errors
+    ///
+    /// The error of `pidfd_send_signal`.
+    pub fn kill(&self) -> io::Result<()> {
+        self.send(self.kill_signal)
+    }
+
+    /// Sends `sig` to the init (which forwards it) or to the program without an init.
+    /// The caller checked that `sig` is one of [`FORWARDED`].
+    ///
+    /// # Errors
+    ///
+    /// The error of `pidfd_send_signal`.
+    pub fn signal(&self, sig: libc::c_int) -> io::Result<()> {
+        self.send(sig)
+    }
+
+    fn send(&self, sig: libc::c_int) -> io::Result<()> {
+        stockade_sys::linux::pidfd_send_signal(self.pidfd.as_fd().into(), sig)
+            .map_err(|e| io::Error::from_raw_os_error(e.0))
+    }
+
+    /// The program's exit status, given the raw wait status of the process this handle
+    /// names: the init's record when it wrote one, else that process's own status (an init
+    /// killed by [`Handle::kill`] ends with `SIGKILL`, as a program would).
+    pub fn exit_status(&self, raw: libc::c_int) -> ExitStatus {
+        let reported = self.status.as_ref().and_then(|fd| {
+            let mut buf = [0u8; protocol::STATUS_SIZE + 1];
+            let n = nix::unistd::read(fd, &mut buf).ok()?;
+            protocol::decode_status(buf.get(..n)?)
+        });
+        ExitStatus::from_raw(reported.unwrap_or(raw))
+    }
+}
+
+impl AsFd for Handle {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.pidfd.as_fd()
+    }
+}
+
+impl AsRawFd for Handle {
+    fn as_raw_fd(&self) -> RawFd {
+        self.pidfd.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::{CStr, OsStr};
+
+    #[test]
+    fn the_image_is_a_small_static_elf() {
+        let img = stockade_init::IMAGE;
+        assert!(img.starts_with(b"\x7fELF"));
+        assert_eq!(img[16], 2, "ET_EXEC");
+        assert!(img.len() < 16 * 1024, "{} bytes", img.len());
+    }
+
+    #[test]
+    fn the_image_fd_is_sealed() {
+        let fd = image_fd().unwrap();
+        assert!(fd > 2);
+        // SAFETY: the memfd stays open for the life of the process.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        let seals = SealFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GET_SEALS).unwrap());
+        assert!(seals.contains(
+            SealFlag::F_SEAL_SEAL
+                | SealFlag::F_SEAL_WRITE
+                | SealFlag::F_SEAL_GROW
+                | SealFlag::F_SEAL_SHRINK
+        ));
+        assert_eq!(
+            nix::unistd::write(fd, b"x"),
+            Err(nix::Error::EPERM),
+            "a sealed image cannot be written"
+        );
+        let flags = fcntl(fd, FcntlArg::F_GETFD).unwrap();
+        assert_ne!(flags & libc::FD_CLOEXEC, 0);
+    }
+
+    #[test]
+    fn the_argv_carries_header_candidates_and_program_argv() {
+        let program = Program::new(
+            OsStr::new("sh"),
+            vec!["sh".into(), "-c".into(), "true".into()],
+            vec![("A".into(), "b".into())],
+            &["/usr/bin".into(), "/bin".into()],
+        )
+        .unwrap();
+        let l = Launch::new(&program, 9, 5, 6, 3, Steps { init: 41, exec: 40 });
+        let args: Vec<&str> = l.argv[..l.argv.len() - 1]
+            .iter()
+            // SAFETY: every pointer but the last points into a live CString.
+            .map(|&p| unsafe { CStr::from_ptr(p) }.to_str().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "stockade-init",
+                "3",
+                "5",
+                "6",
+                "41",
+                "40",
+                "2",
+                "/usr/bin/sh",
+                "/bin/sh",
+                "sh",
+                "-c",
+                "true"
+            ]
+        );
+        assert!(l.argv.last().unwrap().is_null());
+        let parsed = protocol::Config::parse(args.len(), |i| args.get(i).map(|s| s.as_bytes()));
+        assert_eq!(parsed.map(|c| c.program_argv()), Some(9));
+    }
+}

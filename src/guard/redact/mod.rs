@@ -1,0 +1,476 @@
+//! Redaction of the secrets a host knows: its secret store and every `secret_env` value.
+//!
+//! A [`Redactor`] replaces every occurrence of the known values with [`REDACTED`], many
+//! values at once in one Aho-Corasick pass. It also replaces the encoded forms a worker is
+//! likely to print (hex, base64 in both alphabets at each of the three byte alignments, and
+//! percent-encoding), so that an expected secret never shows up in a later [`scan`] as a
+//! pattern finding. It runs first; [`Redactor::scrub`] and [`RedactingWriter`] then scan
+//! what remains for the secrets the host did not know about.
+//!
+//! [`RedactingWriter`] does the same on a stream (a child's stdout or stderr): a secret split
+//! across two writes is still redacted, and memory stays bounded whatever the length of the
+//! stream.
+//!
+//! Building a redactor (the encodings, the automaton, the gram filter) costs far more than
+//! cloning one. A `Sandbox` builds the redactor of the host's secrets once, when they are
+//! set, and every child shares it; a command's own `secret_env` values get a small set of
+//! their own beside it ([`Redactor::with_secrets`]).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::guard::leak::{Finding, scan};
+
+mod encode;
+mod set;
+mod writer;
+
+use set::NeedleSet;
+pub use writer::RedactingWriter;
+
+/// What a redacted secret is replaced with.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Values shorter than this are not redacted: replacing every `true` or `1234` would
+/// destroy the output and reveal the value by its absence.
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// Replaces known secret values, and their encoded forms, in text.
+///
+/// Cloning is cheap (the automata are shared), and so is an empty redactor. `Debug` shows
+/// only counts.
+///
+/// ```
+/// use stockade::Redactor;
+///
+/// let secret = format!("hunter2-{}", "correct-horse");
+/// let r = Redactor::new([&secret]);
+/// let out = r.redact(format!("password is {secret}.").as_bytes()).into_owned();
+/// assert_eq!(out, b"password is [REDACTED].");
+/// ```
+#[derive(Clone, Default)]
+pub struct Redactor {
+    /// The values given to [`Redactor::new`], shared by every clone.
+    shared: Option<Arc<NeedleSet>>,
+    /// The values added by [`Redactor::with_secrets`] that `shared` does not hold.
+    own: Option<Arc<NeedleSet>>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let needles: usize = self.sets().map(|s| s.needles()).sum();
+        f.debug_struct("Redactor")
+            .field("values", &self.len())
+            .field("needles", &needles)
+            .finish()
+    }
+}
+
+/// `secrets` at least [`MIN_SECRET_LEN`] long, sorted and deduplicated.
+fn values<I, S>(secrets: I) -> Vec<Vec<u8>>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<[u8]>,
+{
+    let mut values: Vec<Vec<u8>> = secrets
+        .into_iter()
+        .map(|s| s.as_ref().to_vec())
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .collect();
+    values.sort_unstable();
+    values.dedup();
+    values
+}
+
+impl Redactor {
+    /// A redactor for `secrets`. Values shorter than [`MIN_SECRET_LEN`] bytes are skipped;
+    /// duplicates are merged.
+    ///
+    /// Each value is also matched hex-encoded (lower and upper case), base64-encoded (both
+    /// alphabets, at the three alignments a value can have inside a longer base64 text,
+    /// without the one or two characters at either end that depend on neighbouring bytes)
+    /// and percent-encoding (only the bytes a URL must escape, or every byte; either case).
+    pub fn new<I, S>(secrets: I) -> Redactor
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<[u8]>,
+    {
+        Redactor {
+            shared: NeedleSet::build(values(secrets), None).map(Arc::new),
+            own: None,
+        }
+    }
+
+    /// A redactor for this one's secrets and `more`, redacting as
+    /// [`Redactor::new`] of all of them would.
+    ///
+    /// It shares this redactor's automaton and builds a small one for the values of `more`
+    /// that it does not already hold (none when it holds them all), so that adding a
+    /// command's few secrets to a large secret store costs little. The small set's gram
+    /// filter also admits the shared set's grams, so redaction still makes one pass of
+    /// one filter over the text. Calling it on a
+    /// redactor that was itself made by `with_secrets` rebuilds that small part.
+    pub fn with_secrets<I, S>(&self, more: I) -> Redactor
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<[u8]>,
+    {
+        let mut own = values(more);
+        own.retain(|v| !self.sets().any(|s| s.values().binary_search(v).is_ok()));
+        if own.is_empty() {
+            return self.clone();
+        }
+        if let Some(old) = &self.own {
+            own.extend_from_slice(old.values());
+            own.sort_unstable();
+            own.dedup();
+        }
+        Redactor {
+            shared: self.shared.clone(),
+            own: NeedleSet::build(own, self.shared.as_deref()).map(Arc::new),
+        }
+    }
+
+    /// The needle sets, the shared one first.
+    fn sets(&self) -> impl Iterator<Item = &NeedleSet> {
+        self.shared.iter().chain(&self.own).map(|s| &**s)
+    }
+
+    /// Whether there is nothing to redact.
+    pub fn is_empty(&self) -> bool {
+        self.shared.is_none() && self.own.is_none()
+    }
+
+    /// How many distinct values are redacted (not counting their encodings).
+    pub fn len(&self) -> usize {
+        self.sets().map(|s| s.values().len()).sum()
+    }
+
+    /// `input` with every known secret replaced by [`REDACTED`]; borrowed when nothing
+    /// matched.
+    pub fn redact<'a>(&self, input: &'a [u8]) -> Cow<'a, [u8]> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        self.for_each_match(input, |start, end| {
+            if out.is_empty() {
+                out.reserve(input.len());
+            }
+            out.extend_from_slice(&input[at..start]);
+            out.extend_from_slice(REDACTED.as_bytes());
+            at = end;
+            true
+        });
+        if at == 0 && out.is_empty() {
+            return Cow::Borrowed(input);
+        }
+        out.extend_from_slice(&input[at..]);
+        Cow::Owned(out)
+    }
+
+    /// Calls `f(start, end)` for each match of any needle of any set, leftmost longest and
+    /// not overlapping (as one automaton of all the needles would find them), until `f`
+    /// returns false.
+    fn for_each_match(&self, hay: &[u8], mut f: impl FnMut(usize, usize) -> bool) {
+        match (&self.shared, &self.own) {
+            (None, None) => {}
+            (Some(one), None) | (None, Some(one)) => {
+                one.for_each_area(hay, |area| one.search(hay, area, &mut f));
+            }
+            (Some(shared), Some(own)) => {
+                // `own` was built beside `shared`: its areas hold every match of both.
+                own.for_each_area(hay, |area| search_both([shared, own], hay, area, &mut f));
+            }
+        }
+    }
+
+    /// [`redact`](Self::redact) for text. A value that is not valid UTF-8 can split a
+    /// character; such bytes come back as U+FFFD.
+    pub fn redact_str<'a>(&self, input: &'a str) -> Cow<'a, str> {
+        match self.redact(input.as_bytes()) {
+            Cow::Borrowed(_) => Cow::Borrowed(input),
+            Cow::Owned(v) => Cow::Owned(
+                String::from_utf8(v)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ),
+        }
+    }
+
+    /// Redacts the known secrets, then [`scan`]s the result for unknown ones. The
+    /// findings' ranges refer to the redacted text.
+    pub fn scrub(&self, input: &[u8]) -> (Vec<u8>, Vec<Finding>) {
+        let out = self.redact(input).into_owned();
+        let found = scan(&out);
+        (out, found)
+    }
+
+    /// Where the longest suffix of `buf` that is a proper prefix of some needle starts
+    /// (`buf.len()` when there is none). Bytes from there on must wait for more input.
+    fn hold_from(&self, buf: &[u8]) -> usize {
+        self.sets()
+            .map(|s| s.hold_from(buf))
+            .min()
+            .unwrap_or(buf.len())
+    }
+}
+
+/// The leftmost-longest, non-overlapping matches of two sets' needles together in
+/// `hay[area]`, as one automaton of both would find them; returns false when `f` asked to
+/// stop.
+///
+/// Merging the two sets' own match lists would not do: a match of one set that overlaps a
+/// match of the other may hide a later match of its own set that the union finds. So each
+/// set is asked for its next match from where the last chosen match ended, and the
+/// leftmost (then longest) of the two is chosen.
+fn search_both(
+    sets: [&NeedleSet; 2],
+    hay: &[u8],
+    area: Range<usize>,
+    f: &mut impl FnMut(usize, usize) -> bool,
+) -> bool {
+    let end = area.end;
+    let mut next = sets.map(|s| s.find(hay, area.start, end));
+    loop {
+        let best = match &next {
+            [Some(a), Some(b)] => {
+                if (a.start, std::cmp::Reverse(a.end)) <= (b.start, std::cmp::Reverse(b.end)) {
+                    a.clone()
+                } else {
+                    b.clone()
+                }
+            }
+            [Some(m), None] | [None, Some(m)] => m.clone(),
+            [None, None] => return true,
+        };
+        if !f(best.start, best.end) {
+            return false;
+        }
+        for (k, set) in sets.iter().enumerate() {
+            if next[k].as_ref().is_some_and(|m| m.start < best.end) {
+                next[k] = set.find(hay, best.end, end);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD_NO_PAD;
+
+    use super::*;
+
+    fn secret(n: u64) -> String {
+        format!("val{n}-{}", "Zq8xW3pL".repeat(3))
+    }
+
+    /// A linear congruential generator for test texts.
+    fn lcg(x: &mut u64) -> u64 {
+        *x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *x >> 33
+    }
+
+    #[test]
+    fn filtered_matches_equal_a_full_search() {
+        let secrets: Vec<String> = (0..20).map(secret).collect();
+        let r = Redactor::new(&secrets);
+        let ac = r.shared.as_deref().unwrap().automaton();
+        let mut x = 7u64;
+        for round in 0..200 {
+            let mut text = Vec::new();
+            while text.len() < 3000 {
+                let k = lcg(&mut x);
+                match k % 7 {
+                    0 => text.extend_from_slice(secrets[(k >> 7) as usize % 20].as_bytes()),
+                    1 => text.extend_from_slice(&secrets[(k >> 7) as usize % 20].as_bytes()[..9]),
+                    _ => text.extend_from_slice(b"plain words Zq8xW3pL "),
+                }
+            }
+            let full: Vec<_> = ac.find_iter(&text).map(|m| (m.start(), m.end())).collect();
+            let mut filtered = Vec::new();
+            r.for_each_match(&text, |s, e| {
+                filtered.push((s, e));
+                true
+            });
+            assert_eq!(filtered, full, "round {round}");
+        }
+    }
+
+    #[test]
+    fn short_values_are_skipped() {
+        let r = Redactor::new(["true", "1234567"]);
+        assert!(r.is_empty());
+        assert_eq!(r.redact(b"true 1234567"), &b"true 1234567"[..]);
+    }
+
+    #[test]
+    fn encoded_forms_are_redacted() {
+        let s = secret(1);
+        let r = Redactor::new([&s]);
+        let hex: String = s.bytes().map(|b| format!("{b:02X}")).collect();
+        assert_eq!(r.redact_str(&format!("x {hex} y")), "x [REDACTED] y");
+        // base64 of a longer text that contains the secret at each alignment.
+        for pad in 0..3 {
+            let text = format!("{}{s} and more", "p".repeat(pad));
+            let enc = STANDARD_NO_PAD.encode(text.as_bytes());
+            let out = r.redact_str(&enc);
+            assert!(out.contains(REDACTED), "pad {pad}: {out}");
+        }
+    }
+
+    #[test]
+    fn hold_from_finds_the_longest_pending_prefix() {
+        let r = Redactor::new(["abcdefghij"]);
+        assert_eq!(r.hold_from(b"xxabcd"), 2);
+        assert_eq!(r.hold_from(b"xxabcx"), 6);
+        assert_eq!(r.hold_from(b"abcdefghij"), 10);
+        let both = r.with_secrets(["zzzzyyyyxxxx"]);
+        assert_eq!(both.hold_from(b"xxabcd"), 2);
+        assert_eq!(both.hold_from(b"abzzzzy"), 2);
+        assert_eq!(both.hold_from(b"abcdezzzzyyy"), 5);
+    }
+
+    fn stream_equals_one_shot(r: &Redactor, text: &str) {
+        let whole = r.redact(text.as_bytes()).into_owned();
+        for split in 0..text.len() {
+            let mut w = RedactingWriter::without_scan(r.clone(), Vec::new());
+            w.write_all(&text.as_bytes()[..split]).unwrap();
+            w.flush().unwrap();
+            w.write_all(&text.as_bytes()[split..]).unwrap();
+            let (out, _) = w.finish().unwrap();
+            assert_eq!(out, whole, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn stream_output_equals_one_shot_at_every_split() {
+        let (a, b) = (secret(1), secret(22));
+        let text = format!("start {a}{b} mid {}{a} end {}", &a[..9], &b[..12]);
+        stream_equals_one_shot(&Redactor::new([&a, &b]), &text);
+        stream_equals_one_shot(&Redactor::new([&a]).with_secrets([&b]), &text);
+    }
+
+    /// A match of the added set that wins over an overlapping match of the shared set
+    /// uncovers a later match of the shared set, which a merge of each set's own
+    /// non-overlapping matches would miss.
+    #[test]
+    fn with_secrets_redacts_as_one_redactor_of_all() {
+        let text = format!(
+            "{}{}{}{}",
+            "a".repeat(8),
+            "b".repeat(8),
+            "c".repeat(8),
+            "d".repeat(12)
+        );
+        let (m, p, q) = (&text[0..16], &text[8..24], &text[20..36]);
+        let want = "[REDACTED]cccc[REDACTED]";
+        assert_eq!(Redactor::new([m, p, q]).redact_str(&text), want);
+        assert_eq!(
+            Redactor::new([p, q]).with_secrets([m]).redact_str(&text),
+            want
+        );
+        assert_eq!(
+            Redactor::new([m]).with_secrets([p, q]).redact_str(&text),
+            want
+        );
+
+        // Random texts of whole and partial secrets, split between the two sets at random.
+        let secrets: Vec<String> = (0..12).map(secret).collect();
+        let mut x = 3u64;
+        let all = Redactor::new(&secrets);
+        for round in 0..60 {
+            let (host, own): (Vec<_>, Vec<_>) =
+                secrets.iter().partition(|_| lcg(&mut x).is_multiple_of(2));
+            let mut text = String::new();
+            while text.len() < 600 {
+                let k = lcg(&mut x);
+                let s = &secrets[(k >> 5) as usize % 12];
+                match k % 6 {
+                    0 => text.push_str(s),
+                    1 => text.push_str(&s[(k >> 9) as usize % 8..]),
+                    2 => text.push_str(&s[..8 + (k >> 9) as usize % 8]),
+                    3 => text.push_str(&STANDARD_NO_PAD.encode(s)),
+                    _ => text.push_str(" Zq8xW3pL val"),
+                }
+            }
+            let two = Redactor::new(&host).with_secrets(&own);
+            assert_eq!(two.len(), all.len());
+            assert_eq!(
+                two.redact_str(&text),
+                all.redact_str(&text),
+                "round {round}"
+            );
+        }
+    }
+
+    #[test]
+    fn with_secrets_shares_the_shared_set() {
+        let host = Redactor::new([secret(1), secret(2)]);
+        let same = host.with_secrets([secret(2), "short".into()]);
+        assert!(same.own.is_none());
+        assert!(Arc::ptr_eq(
+            same.shared.as_ref().unwrap(),
+            host.shared.as_ref().unwrap()
+        ));
+        let more = host
+            .with_secrets([secret(3)])
+            .with_secrets([secret(4), secret(1)]);
+        assert!(Arc::ptr_eq(
+            more.shared.as_ref().unwrap(),
+            host.shared.as_ref().unwrap()
+        ));
+        assert_eq!(more.own.as_ref().unwrap().values().len(), 2);
+        assert_eq!(more.len(), 4);
+        // Values it already holds, in either set, change nothing.
+        let again = more.with_secrets([secret(3), secret(2)]);
+        assert!(Arc::ptr_eq(
+            again.own.as_ref().unwrap(),
+            more.own.as_ref().unwrap()
+        ));
+        let empty = Redactor::default().with_secrets([secret(5)]);
+        assert_eq!(empty.redact_str(&secret(5)), REDACTED);
+    }
+
+    /// Children of one sandbox share the automaton of the host's secrets, built once per
+    /// `set_secrets`; a command with `secret_env` values adds a small set of its own.
+    #[cfg(unix)]
+    #[test]
+    fn children_share_the_host_secrets_automaton() {
+        use crate::{Layer, Policy, Sandbox};
+
+        let ws = tempfile::tempdir().unwrap();
+        let mut policy = Policy::with_workspace(ws.path());
+        policy.layer = Some(Layer::Passthrough);
+        let sb = Sandbox::new(policy).unwrap();
+        sb.set_secrets([secret(1), secret(2)]);
+        // The sandbox's Debug shows counts, never a value, not even as a list of bytes.
+        let dbg = format!("{sb:?}");
+        let bytes = format!("{:?}", secret(1).as_bytes());
+        assert!(!dbg.contains(&secret(1)), "{dbg}");
+        assert!(!dbg.contains(bytes.trim_matches(['[', ']'])), "{dbg}");
+        let spawn = |env: Option<&str>| {
+            let mut cmd = sb.command("true");
+            if let Some(v) = env {
+                cmd.secret_env("TOKEN", v);
+            }
+            let mut child = cmd.spawn().unwrap();
+            child.wait().unwrap();
+            child.redactor().clone()
+        };
+        let (a, b) = (spawn(None), spawn(Some(&secret(3))));
+        let shared = |r: &Redactor| r.shared.clone().unwrap();
+        assert!(Arc::ptr_eq(&shared(&a), &shared(&b)));
+        assert!(a.own.is_none());
+        assert_eq!(b.own.as_ref().unwrap().values(), [secret(3).into_bytes()]);
+        assert_eq!(b.redact_str(&secret(3)), REDACTED);
+        sb.set_secrets([secret(4)]);
+        let c = spawn(None);
+        assert!(!Arc::ptr_eq(&shared(&a), &shared(&c)));
+        assert_eq!(c.redact_str(&secret(1)), secret(1));
+    }
+}

@@ -1,0 +1,204 @@
+//! The host facts behind [`super::RealFs`] that take more than a `stat`: the pathname unix
+//! sockets bound on this host, and the entries beneath the read-only roots that "others"
+//! may not read.
+
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use nix::dir::{Dir, Type};
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{Mode, SFlag, fstatat};
+
+use super::PrivateEntry;
+
+/// Pathname sockets from `/proc/net/unix` (the caller's network namespace; abstract names
+/// start with `@` there and are left out), sorted, without duplicates.
+pub(super) fn unix_sockets() -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
+    parse_unix(&text)
+}
+
+fn parse_unix(text: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = text
+        .lines()
+        .skip(1)
+        // Num RefCount Protocol Flags Type St Inode Path
+        .filter_map(|l| l.split_whitespace().nth(7))
+        .filter(|p| p.starts_with('/'))
+        .map(PathBuf::from)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+type Cache = Mutex<HashMap<Vec<PathBuf>, Arc<Vec<PrivateEntry>>>>;
+
+/// The private entries beneath `roots`, found once per process for each set of roots (a
+/// walk of `/usr` reads some 10⁵ entries) and cached: a file made private after that is
+/// not found until the process restarts (see SECURITY.md).
+pub(super) fn private_entries(roots: &[PathBuf]) -> Vec<PrivateEntry> {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Cache::default);
+    let key = roots.to_vec();
+    if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return hit.as_ref().clone();
+    }
+    let found = Arc::new(walk(roots));
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, Arc::clone(&found));
+    found.as_ref().clone()
+}
+
+/// A parallel walk: workers take directories from a shared queue, report private entries
+/// and queue the public subdirectories. Mount points are crossed; symlinks never followed.
+fn walk(roots: &[PathBuf]) -> Vec<PrivateEntry> {
+    struct Work {
+        queue: Vec<PathBuf>,
+        busy: usize,
+        found: Vec<PrivateEntry>,
+    }
+    let work = Mutex::new(Work {
+        queue: roots.to_vec(),
+        busy: 0,
+        found: Vec::new(),
+    });
+    let ready = std::sync::Condvar::new();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let dir = {
+                        let mut w = work.lock().unwrap_or_else(|e| e.into_inner());
+                        loop {
+                            if let Some(d) = w.queue.pop() {
+                                w.busy += 1;
+                                break Some(d);
+                            }
+                            if w.busy == 0 {
+                                break None;
+                            }
+                            w = ready.wait(w).unwrap_or_else(|e| e.into_inner());
+                        }
+                    };
+                    let Some(dir) = dir else {
+                        ready.notify_all();
+                        return;
+                    };
+                    let (subdirs, private) = scan(&dir);
+                    let mut w = work.lock().unwrap_or_else(|e| e.into_inner());
+                    w.queue.extend(subdirs);
+                    w.found.extend(private);
+                    w.busy -= 1;
+                    ready.notify_all();
+                }
+            });
+        }
+    });
+    let mut found = work.into_inner().unwrap_or_else(|e| e.into_inner()).found;
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+/// One directory: its public subdirectories and its private entries. Unreadable
+/// directories (an error opening or reading) are skipped: what the host cannot read, the
+/// sandbox of that host cannot either.
+fn scan(dir: &Path) -> (Vec<PathBuf>, Vec<PrivateEntry>) {
+    let mut subdirs = Vec::new();
+    let mut private = Vec::new();
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    // One descriptor for `fstatat`, a duplicate for the directory stream.
+    let Ok(fd) = nix::fcntl::open(dir, flags, Mode::empty()) else {
+        return (subdirs, private);
+    };
+    let Ok(mut d) = fd
+        .try_clone()
+        .map_err(drop)
+        .and_then(|f| Dir::from_fd(f).map_err(drop))
+    else {
+        return (subdirs, private);
+    };
+    for entry in d.iter().flatten() {
+        let name = entry.file_name();
+        let bytes = name.to_bytes();
+        if bytes == b"." || bytes == b".." || entry.file_type() == Some(Type::Symlink) {
+            continue;
+        }
+        let Ok(st) = fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+        let path = dir.join(std::ffi::OsStr::from_bytes(bytes));
+        if kind == SFlag::S_IFDIR {
+            if st.st_mode & 0o005 == 0o005 {
+                subdirs.push(path);
+            } else {
+                private.push(PrivateEntry { path, dir: true });
+            }
+        } else if kind != SFlag::S_IFLNK && st.st_mode & 0o004 == 0 {
+            private.push(PrivateEntry { path, dir: false });
+        }
+    }
+    (subdirs, private)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn parses_pathname_sockets_and_skips_abstract_ones() {
+        let text = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 12345 /run/a.sock\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 12346 @abstract\n\
+            0000000000000000: 00000003 00000000 00000000 0001 03 12347\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 12348 /opt/svc/s\n\
+            0000000000000000: 00000002 00000000 00010000 0001 01 12349 /run/a.sock\n";
+        assert_eq!(
+            parse_unix(text),
+            vec![PathBuf::from("/opt/svc/s"), PathBuf::from("/run/a.sock")]
+        );
+    }
+
+    #[test]
+    fn finds_private_files_and_dirs_without_descending_or_following() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(r, 0o755);
+        std::fs::create_dir_all(r.join("pub/deep")).unwrap();
+        std::fs::write(r.join("pub/deep/key"), "k").unwrap();
+        mode(&r.join("pub/deep/key"), 0o600);
+        std::fs::write(r.join("pub/ok"), "o").unwrap();
+        mode(&r.join("pub/ok"), 0o644);
+        std::fs::create_dir(r.join("priv")).unwrap();
+        std::fs::write(r.join("priv/inner"), "i").unwrap();
+        mode(&r.join("priv/inner"), 0o600);
+        mode(&r.join("priv"), 0o700);
+        std::os::unix::fs::symlink("/etc", r.join("link")).unwrap();
+        let found = walk(&[r.to_path_buf()]);
+        assert_eq!(
+            found,
+            vec![
+                PrivateEntry {
+                    path: r.join("priv"),
+                    dir: true
+                },
+                PrivateEntry {
+                    path: r.join("pub/deep/key"),
+                    dir: false
+                },
+            ]
+        );
+    }
+}

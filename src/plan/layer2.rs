@@ -1,0 +1,196 @@
+//! Layer 2 (Landlock and seccomp without namespaces), the passthrough plan and the macOS
+//! Seatbelt plan: the layers that leave the host's file system in place.
+
+use std::path::{Path, PathBuf};
+
+use super::{
+    Access, HostFs, Ids, Kind, Namespaces, Plan, Step, canonical_workspace, existing, inside_path,
+    is_within,
+};
+use crate::error::PlanError;
+use crate::policy::{Layer, Policy, SYSTEM_ALLOWLIST};
+
+impl Plan {
+    /// Builds layer 2: Landlock and seccomp without namespaces, for hosts that deny user
+    /// namespaces. The host's file system stays in place; the ruleset grants the same
+    /// roots as the full layout and nothing else, and each command gets a private
+    /// temporary directory instead of `/tmp`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Plan::full`], and [`PlanError::Conflict`] when the data dir (or a masked path)
+    /// lies beneath a path the ruleset must allow: Landlock cannot deny a directory
+    /// beneath an allowed one, so this layer cannot hide it.
+    pub fn landlock(policy: &Policy, fs: &dyn HostFs, ids: Ids) -> Result<Plan, PlanError> {
+        let workspace = canonical_workspace(policy, fs)?;
+        let mut roots: Vec<(PathBuf, Access)> = vec![(workspace.clone(), Access::ReadWrite)];
+        for sys in SYSTEM_ALLOWLIST {
+            if let Some(Kind::Dir) = fs.kind(Path::new(sys)) {
+                roots.push((PathBuf::from(sys), Access::ReadOnly));
+            }
+        }
+        if let Ok(target) = fs.canonicalize(Path::new("/etc/resolv.conf")) {
+            if !roots.iter().any(|(r, _)| is_within(&target, r)) {
+                roots.push((target, Access::ReadOnly));
+            }
+        }
+        for p in &policy.read_only {
+            roots.push((existing(fs, "read_only", p)?, Access::ReadOnly));
+        }
+        roots.extend(tools_dir(policy, fs)?.map(|t| (t, Access::ReadOnly)));
+        for p in &policy.writable_paths {
+            if is_within(p, &workspace) {
+                continue;
+            }
+            roots.push((existing(fs, "writable_paths", p)?, Access::ReadWrite));
+        }
+        if ids.uid == 0 {
+            roots = grant_around_hidden(roots, policy, fs);
+        }
+        let hidden = policy.data_dir.iter().map(|d| ("data_dir", d));
+        for (key, path) in hidden {
+            if let Some((root, _)) = roots.iter().find(|(r, _)| is_within(path, r)) {
+                return Err(PlanError::Conflict(format!(
+                    "layer `landlock` cannot hide {key} {} beneath {}: Landlock cannot deny a directory beneath an allowed one (use the full layer, or move it out)",
+                    path.display(),
+                    root.display()
+                )));
+            }
+        }
+        let tools = tools_dir(policy, fs)?;
+        let mut steps = hygiene_steps(policy);
+        steps.push(Step::NewKeyring);
+        // Without a user namespace only a privileged host has capabilities to drop (and
+        // only it may drop them from the bounding set).
+        if ids.uid == 0 {
+            steps.push(Step::DropCapabilities);
+        }
+        steps.extend([Step::NoNewPrivs, Step::Landlock, Step::Seccomp]);
+        Ok(Plan {
+            layer: Layer::Landlock,
+            namespaces: Namespaces::default(),
+            workspace,
+            steps,
+            path: inside_path(tools),
+            roots,
+            private_tmp: true,
+        })
+    }
+
+    /// The passthrough plan: no namespaces, no mounts; only the process hygiene steps.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError`] when the workspace is missing.
+    pub fn passthrough(policy: &Policy, fs: &dyn HostFs) -> Result<Plan, PlanError> {
+        let workspace = canonical_workspace(policy, fs)?;
+        let tools = tools_dir(policy, fs)?;
+        let steps = hygiene_steps(policy);
+        Ok(Plan {
+            layer: Layer::Passthrough,
+            namespaces: Namespaces::default(),
+            workspace: workspace.clone(),
+            steps,
+            path: inside_path(tools),
+            roots: vec![(workspace, Access::ReadWrite)],
+            private_tmp: false,
+        })
+    }
+}
+
+/// The canonical tools dir, when the policy has one.
+fn tools_dir(policy: &Policy, fs: &dyn HostFs) -> Result<Option<PathBuf>, PlanError> {
+    policy
+        .tools_dir
+        .as_deref()
+        .map(|t| existing(fs, "tools_dir", t))
+        .transpose()
+}
+
+/// The process steps every layer starts with: die with the host, default signal
+/// dispositions, a new session unless the policy keeps the host's.
+fn hygiene_steps(policy: &Policy) -> Vec<Step> {
+    let mut steps = vec![Step::DieWithParent, Step::ResetSignals];
+    if !policy.keep_session {
+        steps.push(Step::NewSession);
+    }
+    steps
+}
+
+impl Plan {
+    /// The macOS full layer: the host's file system seen through a Seatbelt profile
+    /// (`backend::sbpl`), entered with `sandbox_init` just before `execve`. No mounts and
+    /// no namespaces; the plan's steps are the forked child's own, in order. A per-run
+    /// `TMPDIR` (`private_tmp`) is the one writable temporary directory besides
+    /// `/private/tmp`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Plan::passthrough`].
+    pub fn seatbelt(policy: &Policy, fs: &dyn HostFs) -> Result<Plan, PlanError> {
+        let mut plan = Plan::passthrough(policy, fs)?;
+        plan.layer = Layer::Full;
+        plan.steps.push(Step::SandboxInit);
+        plan.private_tmp = true;
+        Ok(plan)
+    }
+}
+
+/// Layer 2 for a root host: Landlock cannot deny beneath an allowed directory, so a
+/// read-only root that holds a hidden entry (`policy.masked`, or one "others" may not
+/// read) is granted entry by entry instead: the directory itself may be listed, each entry
+/// but the hidden ones is granted, recursively around deeper ones. Symlinks are not
+/// granted (a rule would name their target); reaching through one is checked at its
+/// target.
+fn grant_around_hidden(
+    roots: Vec<(PathBuf, Access)>,
+    policy: &Policy,
+    fs: &dyn HostFs,
+) -> Vec<(PathBuf, Access)> {
+    let ro: Vec<PathBuf> = roots
+        .iter()
+        .filter(|(_, a)| *a == Access::ReadOnly)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let mut hidden: Vec<PathBuf> = fs
+        .private_entries(&ro)
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
+    hidden.extend(
+        policy
+            .masked
+            .iter()
+            .filter(|m| fs.kind(m).is_some())
+            .cloned(),
+    );
+    let mut out = Vec::new();
+    for (root, access) in roots {
+        if access == Access::ReadOnly {
+            around(&root, &hidden, fs, &mut out);
+        } else {
+            out.push((root, access));
+        }
+    }
+    out
+}
+
+fn around(dir: &Path, hidden: &[PathBuf], fs: &dyn HostFs, out: &mut Vec<(PathBuf, Access)>) {
+    if hidden.iter().any(|h| h == dir) {
+        return;
+    }
+    if !hidden.iter().any(|h| is_within(h, dir)) {
+        out.push((dir.to_path_buf(), Access::ReadOnly));
+        return;
+    }
+    out.push((dir.to_path_buf(), Access::ListDir));
+    for child in fs.children(dir) {
+        match fs.kind(&child) {
+            Some(Kind::Dir) => around(&child, hidden, fs, out),
+            Some(Kind::File) if !hidden.contains(&child) => {
+                out.push((child, Access::ReadOnly));
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! [`Step`]: one operation of the child's setup, and how a failing one is named.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use super::{Access, Beneath};
+
+/// One step of the child's setup. Steps run in order; a failing step is reported with its
+/// errno and described by its `Display` form (`bind /opt`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Arm `PR_SET_PDEATHSIG` and check that the parent is still alive.
+    DieWithParent,
+    /// Move the stdio fds into place.
+    Stdio,
+    /// Close every inherited fd but stdio and the fds passed on purpose.
+    CloseFds,
+    /// Reset every signal disposition to the default.
+    ResetSignals,
+    /// Map the caller's uid and gid (one id each) into the new user namespace.
+    IdMaps {
+        /// The caller's uid, inside and out.
+        uid: u32,
+        /// The caller's gid, inside and out.
+        gid: u32,
+    },
+    /// Stop mount propagation to and from the host (`MS_REC | MS_SLAVE` on `/`).
+    MountsPrivate,
+    /// Build an empty root: a tmpfs base, pivot into it, host root kept at `/oldroot`, and
+    /// a fresh tmpfs at `/newroot` for the sandbox's tree.
+    BaseRoot,
+    /// Bind a host path.
+    Bind {
+        /// Host path.
+        src: PathBuf,
+        /// Path inside.
+        dst: PathBuf,
+        /// Access inside.
+        access: Access,
+        /// Whether the source is a directory.
+        dir: bool,
+        /// Set when `dst` lies inside a writable root.
+        beneath: Option<Beneath>,
+    },
+    /// Create a symlink inside (for merged-/usr hosts: `/bin -> usr/bin`).
+    Symlink {
+        /// The link's path inside.
+        link: PathBuf,
+        /// Its target, as on the host.
+        target: PathBuf,
+    },
+    /// Mount a fresh tmpfs.
+    Tmpfs {
+        /// Path inside.
+        dst: PathBuf,
+        /// Size limit in bytes.
+        size: u64,
+        /// Mode of its root directory.
+        mode: u32,
+    },
+    /// A minimal `/dev`: tmpfs, device nodes bound from the host, a private devpts, shm and
+    /// the fd links.
+    Dev,
+    /// A fresh procfs of the new PID namespace, with `/proc/sys` and friends read-only.
+    Proc {
+        /// Bind the host's `/proc` read-only if a fresh one cannot be mounted.
+        fallback: bool,
+    },
+    /// Hide a host path: an empty read-only tmpfs with mode 000 over a directory, an empty
+    /// read-only file over a file.
+    Mask {
+        /// Path inside (the same as on the host).
+        path: PathBuf,
+        /// Whether it is a directory.
+        dir: bool,
+        /// Set when the path lies inside a writable root.
+        beneath: Option<Beneath>,
+        /// `(st_dev, st_ino)` the directory must have; checked from the child's own fd.
+        identity: Option<(u64, u64)>,
+    },
+    /// Bind a directory inside a writable root onto itself, so that it becomes a
+    /// mountpoint: rename and rmdir refuse it, so the masked data dir below it cannot be
+    /// moved out from under its mask.
+    Pin {
+        /// Path inside.
+        path: PathBuf,
+        /// The writable root it lies in.
+        beneath: Beneath,
+    },
+    /// Hide one of `deny_names` at the top of a writable root, when it exists: an existing
+    /// directory is covered by an empty read-only directory, an existing file (any
+    /// non-directory) by an empty read-only regular file, so `cat .env` reads nothing while
+    /// `ls`, `git status` and `git add -A` keep working. A missing name is left missing:
+    /// nothing is created on the host, and the program may create it (nothing can hide
+    /// what is not there yet). A symlink is left alone: what it names lives elsewhere.
+    HideName {
+        /// Path inside (the same as on the host).
+        path: PathBuf,
+    },
+    /// Keep one of `guard_names` (`.git/hooks`) read-only at the top of a writable root,
+    /// when it exists. The directories above it are pinned by [`Step::GuardPin`] steps
+    /// at their own depth, before it.
+    GuardName {
+        /// Path inside.
+        path: PathBuf,
+    },
+    /// Bind a directory above a guarded name onto itself, when it exists, so that it
+    /// cannot be renamed away and recreated writable (`.git` above `.git/hooks`).
+    GuardPin {
+        /// Path inside.
+        path: PathBuf,
+    },
+    /// Show a writable root's `.git` through a copy-on-write layer (the full layer's answer
+    /// to `guard_names` under `.git`). Per command, when `.git` is a directory: an
+    /// overlay whose lower layer is that directory and whose upper layer is a fresh tmpfs
+    /// of the command's own, never mounted where the program can reach it, and handed to
+    /// the parent. After the program's end the parent merges back the object database,
+    /// refs, reflogs, `packed-refs`, `index`, `HEAD` and the `*_HEAD` / `*_EDITMSG` files;
+    /// every other change (config, hooks, `commondir`, `worktrees/`, `modules/`,
+    /// `objects/info/`, …) is dropped and reported. A `.git` file (a linked worktree or a
+    /// submodule) is bound read-only onto itself; a missing `.git` or a symlink is left
+    /// alone (nothing to protect: what the program creates there is its own).
+    GitLayer {
+        /// `<root>/.git`, the same path inside.
+        path: PathBuf,
+        /// Size limit of the upper layer in bytes (the policy's `tmp_size`).
+        size: u64,
+    },
+    /// `pivot_root` into `/newroot` and detach the old root.
+    PivotRoot,
+    /// Make the root tmpfs read-only (no new top-level entries).
+    RootReadOnly,
+    /// Bring up `lo` in the new network namespace.
+    LoopbackUp,
+    /// `setsid()`.
+    NewSession,
+    /// Join a fresh anonymous session keyring.
+    NewKeyring,
+    /// Change to the working directory.
+    Chdir(PathBuf),
+    /// Make the terminal on this stdio fd (0, 1 or 2) the controlling terminal of the
+    /// program's new session (`ioctl(fd, TIOCSCTTY, 0)`), for a command that asked for it
+    /// (`Command::controlling_terminal`).
+    ControllingTerminal(i32),
+    /// Drop every capability: bounding, ambient, inheritable, permitted, effective.
+    DropCapabilities,
+    /// `PR_SET_NO_NEW_PRIVS`.
+    NoNewPrivs,
+    /// Add Landlock rules for the file systems the child mounted itself (the root, /tmp,
+    /// /dev/pts, /dev/shm, /proc): their inodes do not exist before the child creates them.
+    LandlockRules,
+    /// `landlock_restrict_self` with the ruleset the parent built.
+    Landlock,
+    /// Install the seccomp filter the parent compiled: the last step before `execve`.
+    Seccomp,
+    /// macOS: enter the Seatbelt sandbox of the generated SBPL profile (`sandbox_init`),
+    /// the last step before `execve`.
+    SandboxInit,
+    /// Run the program.
+    Exec(String),
+    /// End the child with status 0 instead of running a program (the kernel probe).
+    Exit,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::DieWithParent => f.write_str("prctl(PR_SET_PDEATHSIG)"),
+            Step::Stdio => f.write_str("set up stdio"),
+            Step::CloseFds => f.write_str("close inherited fds"),
+            Step::ResetSignals => f.write_str("reset signal handlers"),
+            Step::IdMaps { .. } => f.write_str("write /proc/self/uid_map and gid_map"),
+            Step::MountsPrivate => f.write_str("make / a slave mount"),
+            Step::BaseRoot => f.write_str("build the new root"),
+            Step::Bind {
+                src, dst, access, ..
+            } => {
+                let how = match access {
+                    Access::ReadOnly | Access::ListDir => "bind read-only",
+                    Access::ReadWrite => "bind",
+                };
+                if src == dst {
+                    write!(f, "{how} {}", dst.display())
+                } else {
+                    write!(f, "{how} {} on {}", src.display(), dst.display())
+                }
+            }
+            Step::Symlink { link, target } => {
+                write!(f, "symlink {} -> {}", link.display(), target.display())
+            }
+            Step::Tmpfs { dst, .. } => write!(f, "mount tmpfs {}", dst.display()),
+            Step::Dev => f.write_str("set up /dev"),
+            Step::Proc { .. } => f.write_str("mount proc /proc"),
+            Step::Mask { path, identity, .. } => {
+                if identity.is_some() {
+                    write!(f, "mask data dir {}", path.display())
+                } else {
+                    write!(f, "mask {}", path.display())
+                }
+            }
+            Step::Pin { path, .. } => write!(f, "pin {}", path.display()),
+            Step::HideName { path } => write!(f, "hide {}", path.display()),
+            Step::GuardName { path } => write!(f, "keep {} read-only", path.display()),
+            Step::GuardPin { path } => write!(f, "pin {}", path.display()),
+            Step::GitLayer { path, .. } => {
+                write!(f, "copy-on-write layer over {}", path.display())
+            }
+            Step::PivotRoot => f.write_str("pivot_root"),
+            Step::RootReadOnly => f.write_str("remount / read-only"),
+            Step::LoopbackUp => f.write_str("bring up lo"),
+            Step::NewSession => f.write_str("setsid"),
+            Step::NewKeyring => f.write_str("join a new session keyring"),
+            Step::Chdir(p) => write!(f, "chdir {}", p.display()),
+            Step::ControllingTerminal(fd) => {
+                let name = match fd {
+                    0 => "stdin",
+                    1 => "stdout",
+                    2 => "stderr",
+                    _ => "stdio",
+                };
+                write!(
+                    f,
+                    "make the terminal on {name} the controlling terminal (TIOCSCTTY)"
+                )
+            }
+            Step::DropCapabilities => f.write_str("drop capabilities"),
+            Step::NoNewPrivs => f.write_str("prctl(PR_SET_NO_NEW_PRIVS)"),
+            Step::LandlockRules => f.write_str("add Landlock rules for the sandbox's own mounts"),
+            Step::Landlock => f.write_str("landlock_restrict_self"),
+            Step::Seccomp => f.write_str("install the seccomp filter"),
+            Step::SandboxInit => f.write_str("sandbox_init"),
+            Step::Exec(p) => write!(f, "exec {p}"),
+            Step::Exit => f.write_str("exit"),
+        }
+    }
+}

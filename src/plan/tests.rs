@@ -1,0 +1,496 @@
+use super::*;
+use crate::policy::Network;
+use std::collections::BTreeMap;
+
+/// A fake host: path -> kind; canonicalize resolves only listed symlinks at the top.
+struct Fake(BTreeMap<PathBuf, Kind>);
+
+impl Fake {
+    fn new() -> Self {
+        let mut m = BTreeMap::new();
+        for d in [
+            "/usr",
+            "/etc",
+            "/opt",
+            "/ws",
+            "/ws/a",
+            "/ws/a/data",
+            "/srv/shared",
+        ] {
+            m.insert(PathBuf::from(d), Kind::Dir);
+        }
+        m.insert("/bin".into(), Kind::Symlink("usr/bin".into()));
+        m.insert("/etc/shadow".into(), Kind::File);
+        Fake(m)
+    }
+}
+
+impl HostFs for Fake {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.0.get(path).cloned()
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        match self.0.get(path) {
+            Some(_) => Ok(path.to_path_buf()),
+            None => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
+        }
+    }
+}
+
+const IDS: Ids = Ids {
+    uid: 1000,
+    gid: 1000,
+};
+
+fn position(plan: &Plan, f: impl Fn(&Step) -> bool) -> usize {
+    plan.steps.iter().position(f).expect("step present")
+}
+
+#[test]
+fn data_dir_mask_comes_after_the_workspace_bind_and_its_pins() {
+    let mut p = Policy::with_workspace("/ws");
+    p.data_dir = Some("/ws/a/data".into());
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    let ws = position(
+        &plan,
+        |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/ws")),
+    );
+    let pin = position(
+        &plan,
+        |s| matches!(s, Step::Pin { path, .. } if path == Path::new("/ws/a")),
+    );
+    let mask = position(
+        &plan,
+        |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/ws/a/data")),
+    );
+    assert!(ws < pin && pin < mask, "{:#?}", plan.steps);
+    assert!(matches!(
+        &plan.steps[mask],
+        Step::Mask {
+            beneath: Some(_),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn guard_pins_come_before_deeper_binds() {
+    // Found by the `plan` fuzz target: a guard's pin of /tmp/tmp/tmp sorted by the
+    // guarded path's depth landed over the deeper read-only bind below it.
+    let mut fake = Fake::new();
+    for d in ["/tmp/tmp", "/tmp/tmp/tmp", "/tmp/tmp/tmp/tmp"] {
+        fake.0.insert(PathBuf::from(d), Kind::Dir);
+    }
+    let mut p = Policy::with_workspace("/ws");
+    p.writable_paths = vec!["/tmp/tmp".into()];
+    p.read_only = vec!["/tmp/tmp/tmp/tmp".into()];
+    p.guard_names = vec!["tmp/tmp".into()];
+    let plan = Plan::full(&p, &fake, IDS).unwrap();
+    let pin = position(
+        &plan,
+        |s| matches!(s, Step::GuardPin { path } if path == Path::new("/tmp/tmp/tmp")),
+    );
+    let ro = position(
+        &plan,
+        |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/tmp/tmp/tmp/tmp")),
+    );
+    assert!(pin < ro, "{:#?}", plan.steps);
+}
+
+#[test]
+fn nothing_uncovers_a_mask() {
+    // Found by the `plan` fuzz target: a guard name at the data dir re-bound it.
+    let mut fake = Fake::new();
+    fake.0.insert("/srv/shared/g".into(), Kind::Dir);
+    fake.0.insert("/srv/shared/g/x".into(), Kind::Dir);
+    let mut p = Policy::with_workspace("/ws");
+    p.writable_paths = vec!["/srv/shared".into()];
+    p.data_dir = Some("/srv/shared/g".into());
+    p.guard_names = vec!["g".into(), "g/x".into()];
+    let plan = Plan::full(&p, &fake, IDS).unwrap();
+    assert!(
+        !plan.steps.iter().any(|s| matches!(s, Step::GuardName { path } | Step::GuardPin { path } if path.starts_with("/srv/shared/g"))),
+        "{:#?}",
+        plan.steps
+    );
+    p.read_only = vec!["/srv/shared/g/x".into()];
+    let err = Plan::full(&p, &fake, IDS).unwrap_err();
+    assert!(err.to_string().contains("inside the hidden path"), "{err}");
+}
+
+#[test]
+fn parents_are_mounted_before_children() {
+    let mut p = Policy::with_workspace("/ws");
+    p.writable_paths = vec!["/srv/shared".into()];
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for s in &plan.steps {
+        let dst = match s {
+            Step::Bind { dst, .. } | Step::Tmpfs { dst, .. } => dst.clone(),
+            Step::Mask { path, .. }
+            | Step::Pin { path, .. }
+            | Step::GuardPin { path }
+            | Step::GuardName { path }
+            | Step::GitLayer { path, .. }
+            | Step::HideName { path } => path.clone(),
+            _ => continue,
+        };
+        assert!(
+            !seen
+                .iter()
+                .any(|earlier| earlier != &dst && is_within(earlier, &dst)),
+            "{} mounted after a child of it",
+            dst.display()
+        );
+        seen.push(dst);
+    }
+}
+
+#[test]
+fn symlinked_system_dirs_stay_symlinks_and_shadow_is_masked() {
+    let plan = Plan::full(&Policy::with_workspace("/ws"), &Fake::new(), IDS).unwrap();
+    assert!(plan.steps.contains(&Step::Symlink {
+        link: "/bin".into(),
+        target: "usr/bin".into()
+    }));
+    let etc = position(
+        &plan,
+        |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/etc")),
+    );
+    let shadow = position(
+        &plan,
+        |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/etc/shadow")),
+    );
+    assert!(etc < shadow);
+}
+
+#[test]
+fn writable_paths_inside_the_workspace_are_not_bound_again() {
+    let mut p = Policy::with_workspace("/ws");
+    p.writable_paths = vec!["/ws/a".into()];
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    assert!(
+        !plan
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/ws/a")))
+    );
+}
+
+/// A fake host with unix sockets and private entries.
+struct Hostile(Fake);
+
+impl HostFs for Hostile {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.0.kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.0.canonicalize(path)
+    }
+    fn children(&self, dir: &Path) -> Vec<PathBuf> {
+        (self.0)
+            .0
+            .keys()
+            .filter(|k| k.parent() == Some(dir))
+            .cloned()
+            .collect()
+    }
+    fn unix_sockets(&self) -> Vec<PathBuf> {
+        ["/opt/svc/s.sock", "/opt/named.sock", "/run/x.sock"]
+            .map(PathBuf::from)
+            .to_vec()
+    }
+    fn private_entries(&self, roots: &[PathBuf]) -> Vec<PrivateEntry> {
+        [
+            ("/etc/tls/key.pem", false),
+            ("/opt/app", true),
+            ("/etc/shadow", false),
+        ]
+        .into_iter()
+        .map(|(p, dir)| PrivateEntry {
+            path: p.into(),
+            dir,
+        })
+        .filter(|e| roots.iter().any(|r| e.path.starts_with(r)))
+        .collect()
+    }
+}
+
+const ROOT: Ids = Ids { uid: 0, gid: 0 };
+
+fn hostile() -> Hostile {
+    let mut f = Fake::new();
+    for d in [
+        "/opt/svc",
+        "/etc/tls",
+        "/opt/app",
+        "/opt/app/models",
+        "/run",
+    ] {
+        f.0.insert(d.into(), Kind::Dir);
+    }
+    for x in [
+        "/opt/svc/s.sock",
+        "/opt/named.sock",
+        "/run/x.sock",
+        "/etc/tls/key.pem",
+        "/etc/tls/ca.pem",
+        "/etc/hosts",
+    ] {
+        f.0.insert(x.into(), Kind::File);
+    }
+    Hostile(f)
+}
+
+fn masks(plan: &Plan) -> Vec<PathBuf> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Mask { path, .. } => Some(path.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn host_sockets_under_the_allowlist_are_masked_unless_named() {
+    let mut p = Policy::with_workspace("/ws");
+    p.read_only = vec!["/opt/named.sock".into()];
+    let plan = Plan::full(
+        &p,
+        &hostile(),
+        Ids {
+            uid: 1000,
+            gid: 1000,
+        },
+    )
+    .unwrap();
+    let m = masks(&plan);
+    assert!(m.contains(&"/opt/svc/s.sock".into()), "{m:?}");
+    assert!(!m.contains(&"/opt/named.sock".into()), "{m:?}");
+    // Not bound at all: nothing to mask.
+    assert!(!m.contains(&"/run/x.sock".into()), "{m:?}");
+    // A user host has no private entries masked (it reads only what it may).
+    assert!(!m.contains(&"/etc/tls/key.pem".into()), "{m:?}");
+}
+
+#[test]
+fn a_root_host_masks_what_others_may_not_read_except_around_named_paths() {
+    let mut p = Policy::with_workspace("/ws");
+    let plan = Plan::full(&p, &hostile(), ROOT).unwrap();
+    let m = masks(&plan);
+    assert!(m.contains(&"/etc/tls/key.pem".into()), "{m:?}");
+    assert!(m.contains(&"/opt/app".into()), "{m:?}");
+    // Once only, though `masked` lists it too.
+    assert_eq!(
+        m.iter().filter(|x| *x == Path::new("/etc/shadow")).count(),
+        1
+    );
+    // The policy binds a path below a private dir: that dir is left alone.
+    p.read_only = vec!["/opt/app/models".into()];
+    let m = masks(&Plan::full(&p, &hostile(), ROOT).unwrap());
+    assert!(!m.contains(&"/opt/app".into()), "{m:?}");
+    assert!(m.contains(&"/etc/tls/key.pem".into()), "{m:?}");
+}
+
+#[test]
+fn layer_two_for_a_root_host_grants_around_hidden_entries() {
+    let p = Policy::with_workspace("/ws");
+    let plan = Plan::landlock(&p, &hostile(), ROOT).unwrap();
+    let has = |x: &str, a: Access| plan.roots.contains(&(PathBuf::from(x), a));
+    assert!(has("/etc", Access::ListDir));
+    assert!(has("/etc/tls", Access::ListDir));
+    assert!(has("/etc/tls/ca.pem", Access::ReadOnly));
+    assert!(has("/etc/hosts", Access::ReadOnly));
+    assert!(has("/usr", Access::ReadOnly));
+    for (r, _) in plan.roots.iter().filter(|(_, a)| *a != Access::ListDir) {
+        for hidden in ["/etc/tls/key.pem", "/etc/shadow", "/opt/app"] {
+            assert!(
+                !Path::new(hidden).starts_with(r),
+                "{} grants {hidden}",
+                r.display()
+            );
+        }
+    }
+    // A user host keeps whole-directory grants.
+    let plan = Plan::landlock(
+        &p,
+        &hostile(),
+        Ids {
+            uid: 1000,
+            gid: 1000,
+        },
+    )
+    .unwrap();
+    assert!(plan.roots.contains(&("/etc".into(), Access::ReadOnly)));
+}
+
+#[test]
+fn every_bind_by_path_has_a_grant_with_its_access() {
+    let mut p = Policy::with_workspace("/ws/a");
+    p.writable_paths = vec!["/srv/shared".into()];
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    assert_eq!(plan.roots[0], (PathBuf::from("/ws/a"), Access::ReadWrite));
+    assert!(
+        plan.roots
+            .contains(&(PathBuf::from("/srv/shared"), Access::ReadWrite))
+    );
+    for s in &plan.steps {
+        if let Step::Bind {
+            dst,
+            access,
+            beneath: None,
+            ..
+        } = s
+        {
+            assert!(plan.roots.contains(&(dst.clone(), *access)), "{s}");
+        }
+    }
+}
+
+#[test]
+fn a_data_dir_containing_the_workspace_is_refused() {
+    let mut p = Policy::with_workspace("/ws/a");
+    p.data_dir = Some("/ws".into());
+    let err = Plan::full(&p, &Fake::new(), IDS).unwrap_err();
+    assert!(err.to_string().contains("contains"), "{err}");
+}
+
+#[test]
+fn missing_paths_are_named_in_the_error() {
+    let mut p = Policy::with_workspace("/ws");
+    p.writable_paths = vec!["/nope".into()];
+    let err = Plan::full(&p, &Fake::new(), IDS).unwrap_err();
+    assert!(err.to_string().contains("/nope"), "{err}");
+    assert!(Plan::full(&Policy::default(), &Fake::new(), IDS).is_err());
+}
+
+#[test]
+fn layer_two_refuses_a_data_dir_it_cannot_hide() {
+    let mut p = Policy::with_workspace("/ws");
+    p.data_dir = Some("/ws/a/data".into());
+    let err = Plan::landlock(&p, &Fake::new(), IDS).unwrap_err();
+    assert!(err.to_string().contains("cannot hide data_dir"), "{err}");
+    p.data_dir = Some("/srv/shared".into());
+    let plan = Plan::landlock(&p, &Fake::new(), IDS).unwrap();
+    assert!(plan.private_tmp);
+    assert!(
+        plan.roots
+            .contains(&(PathBuf::from("/usr"), Access::ReadOnly))
+    );
+    assert_eq!(plan.steps.last(), Some(&Step::Seccomp));
+}
+
+#[test]
+fn a_guard_name_under_a_denied_name_does_not_uncover_it() {
+    let mut p = Policy::with_workspace("/ws");
+    p.deny_names = vec![".git".into()];
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    assert!(plan.steps.contains(&Step::HideName {
+        path: "/ws/.git".into()
+    }));
+    assert!(
+        !plan
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::GuardName { .. } | Step::GitLayer { .. })),
+        "{:#?}",
+        plan.steps
+    );
+}
+
+fn git_layers(plan: &Plan) -> Vec<PathBuf> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::GitLayer { path, .. } => Some(path.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn git_guard_names_become_one_git_layer_per_writable_root() {
+    let mut p = Policy::with_workspace("/ws");
+    p.writable_paths = vec!["/srv/shared".into()];
+    p.guard_names.push("build/out".into());
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    assert_eq!(
+        git_layers(&plan),
+        [PathBuf::from("/ws/.git"), PathBuf::from("/srv/shared/.git")]
+    );
+    for root in ["/ws", "/srv/shared"] {
+        let bind = position(
+            &plan,
+            |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new(root)),
+        );
+        let layer = position(
+            &plan,
+            |s| matches!(s, Step::GitLayer { path, .. } if *path == Path::new(root).join(".git")),
+        );
+        assert!(bind < layer, "{:#?}", plan.steps);
+    }
+    // The `.git` names are the layer's now; the others stay read-only binds.
+    assert!(
+        !plan.steps.iter().any(|s| matches!(
+            s,
+            Step::GuardName { path } | Step::GuardPin { path } if path.ends_with(".git") || path.parent().is_some_and(|p| p.ends_with(".git"))
+        )),
+        "{:#?}",
+        plan.steps
+    );
+    assert!(plan.steps.contains(&Step::GuardName {
+        path: "/ws/build/out".into()
+    }));
+    p.guard_names = vec!["build/out".into()];
+    assert!(git_layers(&Plan::full(&p, &Fake::new(), IDS).unwrap()).is_empty());
+    // Layer 2 has no layer to offer (see SECURITY.md).
+    p.guard_names = vec![".git/hooks".into()];
+    assert!(git_layers(&Plan::landlock(&p, &Fake::new(), IDS).unwrap()).is_empty());
+}
+
+#[test]
+fn a_read_only_git_is_not_layered_and_a_data_dir_inside_it_is_refused() {
+    let mut fake = Fake::new();
+    fake.0.insert("/ws/.git".into(), Kind::Dir);
+    fake.0.insert("/ws/.git/data".into(), Kind::Dir);
+    let mut p = Policy::with_workspace("/ws");
+    p.read_only = vec!["/ws/.git".into()];
+    let plan = Plan::full(&p, &fake, IDS).unwrap();
+    assert!(git_layers(&plan).is_empty(), "{:#?}", plan.steps);
+    p.read_only = vec!["/ws/.git/data".into()];
+    assert_eq!(
+        git_layers(&Plan::full(&p, &fake, IDS).unwrap()),
+        [PathBuf::from("/ws/.git")]
+    );
+    p.read_only = Vec::new();
+    p.data_dir = Some("/ws/.git/data".into());
+    let err = Plan::full(&p, &fake, IDS).unwrap_err();
+    assert!(err.to_string().contains("copy-on-write"), "{err}");
+}
+
+#[test]
+fn a_data_dir_below_a_read_only_path_is_masked() {
+    let mut p = Policy::with_workspace("/ws");
+    p.read_only = vec!["/srv/shared".into()];
+    p.data_dir = Some("/srv/shared".into());
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    let bind = position(
+        &plan,
+        |s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/srv/shared")),
+    );
+    let mask = position(
+        &plan,
+        |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/srv/shared")),
+    );
+    assert!(bind < mask, "{:#?}", plan.steps);
+}
+
+#[test]
+fn network_none_adds_loopback_and_a_net_namespace() {
+    let mut p = Policy::with_workspace("/ws");
+    p.network = Network::None;
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    assert!(plan.namespaces.net);
+    assert!(plan.steps.contains(&Step::LoopbackUp));
+}

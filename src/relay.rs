@@ -1,0 +1,621 @@
+//! The program's stdio as `stockade run` hands it over, and the relay between it and the
+//! caller's.
+//!
+//! # Why the program never gets the caller's terminal or files
+//!
+//! An fd is more than a stream. Through the caller's terminal the program could resize it
+//! (`TIOCSWINSZ`, which signals the caller's shell), change its modes (`stty -echo`, a
+//! dead keyboard after the run), read what is typed after the run, or take it over as a
+//! controlling terminal; through a file it could `ftruncate` it, `fchmod` it, change its
+//! times, or lock it (for a root caller, the same holds for a device such as `/dev/null`:
+//! the program's uid owns it). So `stockade run` hands the program only streams that lead
+//! nowhere else:
+//!
+//! - **A terminal** (stdin or stdout is one): the program gets a pseudo-terminal of its
+//!   own, opened here on the host's devpts, as `ssh -t` and `docker run -t` do. Its slave
+//!   is the program's stdin, stdout and stderr wherever the caller's are terminals, and
+//!   the program's controlling terminal (in its own session), so `^C`, `^Z`, `/dev/tty`,
+//!   job control and `SIGWINCH` work inside as on any terminal. The slave starts with the
+//!   caller's modes and window size; while the program runs the caller's terminal is in
+//!   raw mode (when stdin is the terminal and `stockade` is in its foreground) and every
+//!   byte typed goes to the program, which echoes and interprets it on its own terminal.
+//!   The window size is copied again on every `SIGWINCH`. The caller's modes are restored
+//!   when the run ends, however it ends (the program's exit, also after a forwarded
+//!   `SIGTERM`, `SIGINT`, `SIGHUP` or `SIGQUIT`; an error), and while stockade is stopped
+//!   (`SIGTSTP`; raw mode again when it is continued in the foreground).
+//! - **`/dev/null`**: the program gets one of its own (`Stdio::null()`, which a root
+//!   host's program cannot change either), and nothing is copied.
+//! - **A file** (anything else the program could change through the fd: a regular file,
+//!   a device that is not a terminal, a named FIFO, a directory): the program gets a pipe,
+//!   and `stockade` copies between it and its own fd. Output is written through the
+//!   caller's open file description, so it lands where the program's own writes would
+//!   have: at the caller's offset, or at the end with `>>`. Input is read from it in the
+//!   same way; `stockade` reads ahead of the program, so after a run that stopped reading
+//!   early the caller's offset may lie further on than the program read.
+//! - **A pipe or a socket**: handed over as it is; through it the program reaches only
+//!   the stream.
+//!
+//! `--no-pty` keeps the caller's terminal as the program's stdio (files are still piped),
+//! and so does `--keep-session`: a program that stays in the caller's session keeps the
+//! caller's terminal as its controlling terminal, so a pseudo-terminal could be bypassed
+//! through `/dev/tty` anyway.
+//!
+//! # Threads and signals
+//!
+//! One thread copies every output stream (the pseudo-terminal's master and the pipes of
+//! stdout and stderr) to the caller's fds in a `poll` loop; when the program has ended it
+//! drains what is buffered and stops. A second thread copies the caller's stdin to the
+//! program (blocking reads of the caller's terminal or file, blocking writes to the
+//! master or pipe) and is left behind when the process exits.
+//!
+//! Signals are `crate::forward`'s: it forwards the terminating ones to the program, so
+//! that the run ends through the program and [`Running::finish`] restores the terminal,
+//! calls [`Running::resize`] on `SIGWINCH` (the program then gets its `SIGWINCH` from its
+//! own terminal), [`Running::refresh`] on `SIGCONT`, and [`Running::restore`] before
+//! stockade stops on `SIGTSTP`. Dropping a [`Running`] restores the terminal as well (an
+//! error, a panic that unwinds).
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use rustix::fs::FileType;
+use rustix::termios::{self, OptionalActions, Termios};
+use stockade::{Child, Command, Finding, RedactingWriter, Stdio};
+
+/// How `stockade run` hands over the program's stdio.
+pub struct Options {
+    /// A pseudo-terminal where the caller's stdin or stdout is a terminal (else the
+    /// program gets the caller's terminal, as with `--no-pty` or `--keep-session`).
+    pub pty: bool,
+    /// Redact the program's output (`--scrub`): stdout and stderr are always piped, and
+    /// the pseudo-terminal carries stdin only.
+    pub scrub: bool,
+}
+
+/// What one of the caller's stdio fds is, as far as the program is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Terminal,
+    /// An anonymous pipe or a socket: nothing behind it but the stream.
+    Channel,
+    /// `/dev/null`: the program gets its own ([`Stdio::null`], which a root host's program
+    /// cannot change either), and nothing is copied.
+    Null,
+    /// Something the program could change through the fd.
+    File,
+    /// Not open.
+    Closed,
+}
+
+fn kind(fd: BorrowedFd<'_>) -> Kind {
+    if termios::isatty(fd) {
+        return Kind::Terminal;
+    }
+    let Ok(st) = rustix::fs::fstat(fd) else {
+        return Kind::Closed;
+    };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Socket => Kind::Channel,
+        FileType::Fifo if anonymous_pipe(fd) => Kind::Channel,
+        FileType::CharacterDevice if is_null(&st) => Kind::Null,
+        _ => Kind::File,
+    }
+}
+
+/// Whether a character device is the system's `/dev/null`.
+fn is_null(dev: &rustix::fs::Stat) -> bool {
+    rustix::fs::stat("/dev/null").is_ok_and(|null| {
+        FileType::from_raw_mode(null.st_mode) == FileType::CharacterDevice
+            && null.st_rdev == dev.st_rdev
+    })
+}
+
+/// `PIPEFS_MAGIC`: the file system of anonymous pipes. A named FIFO lives on the file
+/// system of its directory, where `fchmod` changes its node.
+const PIPEFS_MAGIC: u64 = 0x5049_5045;
+
+/// Whether a FIFO is an anonymous pipe. Where `fstatfs` does not tell (other systems),
+/// every FIFO counts as a pipe.
+fn anonymous_pipe(fd: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstatfs(fd).map_or(true, |s| s.f_type as u64 == PIPEFS_MAGIC)
+}
+
+/// The caller's fds 0, 1 and 2.
+fn caller_fds() -> [BorrowedFd<'static>; 3] {
+    [
+        rustix::stdio::stdin(),
+        rustix::stdio::stdout(),
+        rustix::stdio::stderr(),
+    ]
+}
+
+/// A close-on-exec duplicate of the caller's fd `i`: it shares the caller's open file
+/// description (offset, `O_APPEND`), so reads and writes through it are the caller's own.
+fn dup_caller(i: usize) -> io::Result<File> {
+    let fd = caller_fds()[i];
+    Ok(File::from(rustix::io::fcntl_dupfd_cloexec(fd, 3)?))
+}
+
+/// The stdio plan of one run, made before the spawn.
+pub struct Relay {
+    pty: Option<Pty>,
+    /// Which of the program's fds 0, 1, 2 are pipes relayed to or from the caller's.
+    piped: [bool; 3],
+    scrub: bool,
+}
+
+struct Pty {
+    master: OwnedFd,
+    /// The caller's terminal: its fd (0 or 1), whose modes and size the program's copies.
+    terminal: usize,
+    /// The caller's fd that the program's terminal output goes to (1, 2, or 0).
+    output: usize,
+    /// Whether the caller's stdin is that terminal: keystrokes are relayed.
+    input: bool,
+    /// The caller's modes before the run.
+    saved: Termios,
+}
+
+impl Relay {
+    /// Decides, for each of the caller's stdio fds, what the program gets, and sets up
+    /// `cmd` accordingly: the slave of a new pseudo-terminal (and
+    /// [`Command::controlling_terminal`]), a pipe, or the caller's own fd.
+    ///
+    /// # Errors
+    ///
+    /// Opening the pseudo-terminal or reading the caller's terminal failed.
+    pub fn attach(cmd: &mut Command, opts: &Options) -> io::Result<Relay> {
+        let fds = caller_fds();
+        let kinds = fds.map(kind);
+        let gets_slave = |i: usize| kinds[i] == Kind::Terminal && !(opts.scrub && i > 0);
+        let want_pty = opts.pty
+            && (kinds[0] == Kind::Terminal || kinds[1] == Kind::Terminal)
+            && (0..3).any(gets_slave);
+        let pty = if want_pty {
+            let terminal = if kinds[0] == Kind::Terminal { 0 } else { 1 };
+            let output = [1, 2, 0]
+                .into_iter()
+                .find(|&i| kinds[i] == Kind::Terminal && (i == 0 || !opts.scrub))
+                .unwrap_or(terminal);
+            let saved = termios::tcgetattr(fds[terminal])?;
+            let size = termios::tcgetwinsize(fds[terminal])?;
+            let (master, slave) = open_pty(&saved, size)?;
+            for i in (0..3).filter(|&i| gets_slave(i)) {
+                let s = Stdio::from(slave.try_clone()?);
+                match i {
+                    0 => cmd.stdin(s),
+                    1 => cmd.stdout(s),
+                    _ => cmd.stderr(s),
+                };
+            }
+            cmd.controlling_terminal(true);
+            Some(Pty {
+                master,
+                terminal,
+                output,
+                input: kinds[0] == Kind::Terminal,
+                saved,
+            })
+        } else {
+            None
+        };
+        let mut piped = [false; 3];
+        for (i, p) in piped.iter_mut().enumerate() {
+            let slave = pty.is_some() && gets_slave(i);
+            *p = !slave && (kinds[i] == Kind::File || (opts.scrub && i > 0));
+            if !slave && !*p && kinds[i] == Kind::Null {
+                match i {
+                    0 => cmd.stdin(Stdio::null()),
+                    1 => cmd.stdout(Stdio::null()),
+                    _ => cmd.stderr(Stdio::null()),
+                };
+            }
+        }
+        if piped[0] {
+            cmd.stdin(Stdio::piped());
+        }
+        if piped[1] {
+            cmd.stdout(Stdio::piped());
+        }
+        if piped[2] {
+            cmd.stderr(Stdio::piped());
+        }
+        Ok(Relay {
+            pty,
+            piped,
+            scrub: opts.scrub,
+        })
+    }
+
+    /// Starts relaying for `child`, spawned from `cmd` (dropped here: the command holds
+    /// copies of the terminal's slave, and the program's side counts as closed only when
+    /// every copy is). Puts the caller's terminal in raw mode when its keystrokes go to
+    /// the program and `stockade` is in its foreground.
+    ///
+    /// # Errors
+    ///
+    /// Duplicating the caller's fds or starting a thread failed.
+    pub fn start(self, cmd: Command, child: &mut Child) -> io::Result<Running> {
+        drop(cmd);
+        let redactor = self.scrub.then(|| child.redactor().clone());
+        let writer = |i: usize| -> io::Result<Box<dyn Finish>> {
+            let f = dup_caller(i)?;
+            Ok(match &redactor {
+                Some(r) => Box::new(RedactingWriter::new(r.clone(), f)),
+                None => Box::new(Plain(f)),
+            })
+        };
+        let mut outputs: Vec<Output> = Vec::new();
+        if let Some(o) = child.stdout.take() {
+            outputs.push(Output::new(o.into(), writer(1)?)?);
+        }
+        if let Some(e) = child.stderr.take() {
+            outputs.push(Output::new(e.into(), writer(2)?)?);
+        }
+        let terminal = match self.pty {
+            Some(pty) => {
+                let master = File::from(pty.master);
+                outputs.push(Output::new(
+                    master.try_clone()?.into(),
+                    writer(pty.output)?,
+                )?);
+                let t = Arc::new(Terminal {
+                    fd: pty.terminal,
+                    master,
+                    saved: pty.saved,
+                    input: pty.input,
+                    raw: Mutex::new(false),
+                    changed: Condvar::new(),
+                });
+                if t.input {
+                    let (t2, from) = (Arc::clone(&t), dup_caller(0)?);
+                    let to = t.master.try_clone()?;
+                    spawn("stockade-input", move || copy_input(from, to, Some(&t2)))?;
+                }
+                Some(t)
+            }
+            None => None,
+        };
+        if self.piped[0] {
+            if let Some(to) = child.stdin.take() {
+                let (from, to) = (dup_caller(0)?, File::from(OwnedFd::from(to)));
+                spawn("stockade-input", move || copy_input(from, to, None))?;
+            }
+        }
+        let mut running = Running {
+            terminal,
+            pump: None,
+            wake: None,
+        };
+        // Raw mode before any output is copied (the program's first lines appear as the
+        // rest will), and once `running` exists: from here on its drop restores the modes.
+        running.refresh();
+        if !outputs.is_empty() {
+            let (wake_r, wake_w) = std::io::pipe()?;
+            running.wake = Some(wake_w.into());
+            let wake_r = OwnedFd::from(wake_r);
+            running.pump = Some(spawn("stockade-output", move || pump(outputs, wake_r))?);
+        }
+        Ok(running)
+    }
+}
+
+fn spawn<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<JoinHandle<T>> {
+    std::thread::Builder::new().name(name.into()).spawn(f)
+}
+
+/// A new pseudo-terminal whose slave starts with `modes` and `size`: (master, slave), both
+/// close-on-exec. The slave is opened with `O_NOCTTY`: it becomes the program's
+/// controlling terminal, never stockade's.
+fn open_pty(modes: &Termios, size: termios::Winsize) -> io::Result<(OwnedFd, OwnedFd)> {
+    use rustix::pty::OpenptFlags;
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
+    rustix::io::fcntl_setfd(&master, rustix::io::FdFlags::CLOEXEC)?;
+    rustix::pty::grantpt(&master)?;
+    rustix::pty::unlockpt(&master)?;
+    let name = rustix::pty::ptsname(&master, Vec::new())?;
+    let slave = rustix::fs::open(
+        name.as_c_str(),
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    termios::tcsetattr(&slave, OptionalActions::Now, modes)?;
+    termios::tcsetwinsize(&slave, size)?;
+    Ok((master, slave))
+}
+
+/// The caller's terminal while the program has a pseudo-terminal.
+struct Terminal {
+    /// The caller's fd (0 or 1) of the terminal.
+    fd: usize,
+    master: File,
+    saved: Termios,
+    /// Whether keystrokes are relayed (the caller's stdin is this terminal).
+    input: bool,
+    /// Whether the terminal is in raw mode (set by stockade, not yet restored).
+    raw: Mutex<bool>,
+    /// Signalled when `raw` becomes true: the input thread reads only then.
+    changed: Condvar,
+}
+
+impl Terminal {
+    fn caller(&self) -> BorrowedFd<'static> {
+        caller_fds()[self.fd]
+    }
+
+    /// Whether stockade may use the terminal now: it is in the terminal's foreground
+    /// process group, or the terminal is not its controlling terminal (no job control
+    /// applies). Reading or changing the terminal from the background would stop stockade
+    /// (`SIGTTIN`, `SIGTTOU`), and change the modes under the shell that owns it.
+    fn foreground(&self) -> bool {
+        termios::tcgetpgrp(self.caller()).map_or(true, |p| p == rustix::process::getpgrp())
+    }
+
+    /// Puts the terminal in raw mode (again) when keystrokes go to the program and
+    /// stockade is in the foreground.
+    fn refresh(&self) {
+        if !self.input || !self.foreground() {
+            return;
+        }
+        let mut raw = self.saved.clone();
+        raw.make_raw();
+        let mut state = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
+        if termios::tcsetattr(self.caller(), OptionalActions::Now, &raw).is_ok() {
+            *state = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Restores the caller's modes, if stockade changed them.
+    fn restore(&self) {
+        let mut raw = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
+        if *raw {
+            let _ = termios::tcsetattr(self.caller(), OptionalActions::Now, &self.saved);
+            *raw = false;
+        }
+    }
+
+    /// Blocks until the terminal is in raw mode.
+    fn wait_raw(&self) {
+        let mut raw = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*raw {
+            raw = self
+                .changed
+                .wait(raw)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Copies the caller's window size to the program's terminal; the kernel signals
+    /// `SIGWINCH` to the program's foreground process group when it changed.
+    fn resize(&self) {
+        if let Ok(size) = termios::tcgetwinsize(self.caller()) {
+            let _ = termios::tcsetwinsize(&self.master, size);
+        }
+    }
+}
+
+/// Copies the caller's stdin to the program until either side ends. With a terminal,
+/// reads only while it is in raw mode (stockade in the foreground).
+fn copy_input(mut from: File, mut to: File, terminal: Option<&Terminal>) {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(t) = terminal {
+            t.wait_raw();
+        }
+        let n = match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        if write_all(&mut to, &buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+/// `write_all` that also waits out `EAGAIN`: the master's open file description is
+/// shared with the output thread's copy, which is non-blocking, and a program that does
+/// not read its input fills the terminal's input queue.
+fn write_all(to: &mut File, mut buf: &[u8]) -> io::Result<()> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    while !buf.is_empty() {
+        match to.write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let mut fds = [PollFd::new(&*to, PollFlags::OUT)];
+                match poll(&mut fds, None) {
+                    Ok(_) | Err(rustix::io::Errno::INTR) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A writer without redaction, with the same `finish` as a redacting one.
+struct Plain(File);
+
+impl Write for Plain {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// The end of an output stream: what the redacting writer found, if it is one.
+trait Finish: Write + Send {
+    fn finish_stream(self: Box<Self>) -> Vec<Finding>;
+}
+
+impl Finish for Plain {
+    fn finish_stream(self: Box<Self>) -> Vec<Finding> {
+        Vec::new()
+    }
+}
+
+impl Finish for RedactingWriter<File> {
+    fn finish_stream(self: Box<Self>) -> Vec<Finding> {
+        (*self)
+            .finish()
+            .map(|(_, findings)| findings)
+            .unwrap_or_default()
+    }
+}
+
+/// One output stream of the program: its end here (non-blocking) and the caller's fd.
+struct Output {
+    from: File,
+    to: Box<dyn Finish>,
+    /// Set once writing to the caller failed: the rest is read and dropped, so that the
+    /// program never blocks on a full pipe.
+    broken: bool,
+}
+
+impl Output {
+    /// `from` is one of stockade's own ends (a pipe, the master), so making it
+    /// non-blocking changes nothing for the caller or the program.
+    fn new(from: OwnedFd, to: Box<dyn Finish>) -> io::Result<Output> {
+        let flags = rustix::fs::fcntl_getfl(&from)?;
+        rustix::fs::fcntl_setfl(&from, flags | rustix::fs::OFlags::NONBLOCK)?;
+        Ok(Output {
+            from: File::from(from),
+            to,
+            broken: false,
+        })
+    }
+
+    /// Copies what can be read now (one read, or until nothing is left). `false` once the
+    /// stream has ended: EOF from a pipe, `EIO` from a master whose slave is closed
+    /// everywhere.
+    fn copy(&mut self, buf: &mut [u8], until_empty: bool) -> bool {
+        loop {
+            match self.from.read(buf) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    if !self.broken && self.to.write_all(&buf[..n]).is_err() {
+                        self.broken = true;
+                    }
+                    if !until_empty {
+                        return true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// Copies every output stream to the caller until each has ended, or until `wake` says
+/// the program has ended: then whatever is buffered is copied and the rest is left (a
+/// process that outlives the program on layer 2 may hold a stream open forever).
+fn pump(mut outputs: Vec<Output>, wake: OwnedFd) -> Vec<Finding> {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut open: Vec<usize> = (0..outputs.len()).collect();
+    let mut woken = false;
+    while !open.is_empty() && !woken {
+        let mut ready = Vec::with_capacity(open.len());
+        {
+            let mut fds: Vec<PollFd<'_>> = open
+                .iter()
+                .map(|&i| PollFd::new(&outputs[i].from, PollFlags::IN))
+                .collect();
+            fds.push(PollFd::new(&wake, PollFlags::IN));
+            match poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => break,
+            }
+            woken = !fds[open.len()].revents().is_empty();
+            for (k, fd) in fds[..open.len()].iter().enumerate() {
+                if !fd.revents().is_empty() {
+                    ready.push(open[k]);
+                }
+            }
+        }
+        for i in ready {
+            if !outputs[i].copy(&mut buf, false) {
+                open.retain(|&j| j != i);
+            }
+        }
+    }
+    for &i in &open {
+        outputs[i].copy(&mut buf, true);
+    }
+    outputs
+        .into_iter()
+        .flat_map(|o| o.to.finish_stream())
+        .collect()
+}
+
+/// A run whose stdio is being relayed.
+pub struct Running {
+    terminal: Option<Arc<Terminal>>,
+    pump: Option<JoinHandle<Vec<Finding>>>,
+    /// Dropped when the program has ended: the output thread then drains and stops.
+    wake: Option<OwnedFd>,
+}
+
+impl Running {
+    /// Whether the program has a pseudo-terminal of its own.
+    pub fn has_terminal(&self) -> bool {
+        self.terminal.is_some()
+    }
+
+    /// Copies the caller's window size to the program's terminal (on `SIGWINCH`).
+    pub fn resize(&self) {
+        if let Some(t) = &self.terminal {
+            t.resize();
+        }
+    }
+
+    /// Sets raw mode again when stockade is in the terminal's foreground (on `SIGCONT`).
+    pub fn refresh(&self) {
+        if let Some(t) = &self.terminal {
+            t.refresh();
+        }
+    }
+
+    /// Restores the caller's modes (before stockade stops: `SIGTSTP`); [`Running::refresh`]
+    /// sets raw mode again.
+    pub fn restore(&self) {
+        if let Some(t) = &self.terminal {
+            t.restore();
+        }
+    }
+
+    /// After the program has ended: copies its remaining output, restores the caller's
+    /// terminal, and returns what the redacting writers found (`--scrub`).
+    pub fn finish(mut self) -> Vec<Finding> {
+        drop(self.wake.take());
+        let findings = self
+            .pump
+            .take()
+            .map(|p| p.join().unwrap_or_default())
+            .unwrap_or_default();
+        self.restore();
+        findings
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}

@@ -1,0 +1,87 @@
+//! Async waiting and pipes, with the `tokio` feature: the pidfd and the pipes are
+//! registered with tokio's reactor, so no thread blocks.
+//!
+//! Linux only: the wait is driven by the pidfd.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::process::ExitStatus;
+
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+
+use super::{Child, ChildStderr, ChildStdin, ChildStdout};
+
+impl Child {
+    /// Waits for the program without blocking a thread: the pidfd becomes readable
+    /// when the program exits.
+    ///
+    /// # Errors
+    ///
+    /// Registration with tokio or `waitpid` failed.
+    pub async fn wait_async(&mut self) -> io::Result<ExitStatus> {
+        drop(self.stdin.take());
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        // SAFETY: the registered fd is the pidfd `self.handle`, which stays open for as long as
+        // `fd` lives (until this function returns): nothing here closes or replaces it.
+        let fd = unsafe {
+            AsyncFd::register_with_interest(self.handle.as_raw_fd(), Interest::READABLE)?
+        };
+        loop {
+            let mut guard = fd.readable().await?;
+            if let Some(s) = self.try_wait()? {
+                return Ok(s);
+            }
+            guard.clear_ready();
+        }
+    }
+}
+
+fn nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+    Ok(())
+}
+
+impl ChildStdin {
+    /// This pipe as a tokio writer.
+    ///
+    /// # Errors
+    ///
+    /// Registration with tokio failed.
+    pub fn into_async(self) -> io::Result<pipe::Sender> {
+        let fd: OwnedFd = self.into();
+        nonblocking(&fd)?;
+        pipe::Sender::from_owned_fd(fd)
+    }
+}
+
+impl ChildStdout {
+    /// This pipe as a tokio reader.
+    ///
+    /// # Errors
+    ///
+    /// Registration with tokio failed.
+    pub fn into_async(self) -> io::Result<pipe::Receiver> {
+        let fd: OwnedFd = self.into();
+        nonblocking(&fd)?;
+        pipe::Receiver::from_owned_fd(fd)
+    }
+}
+
+impl ChildStderr {
+    /// This pipe as a tokio reader.
+    ///
+    /// # Errors
+    ///
+    /// Registration with tokio failed.
+    pub fn into_async(self) -> io::Result<pipe::Receiver> {
+        let fd: OwnedFd = self.into();
+        nonblocking(&fd)?;
+        pipe::Receiver::from_owned_fd(fd)
+    }
+}

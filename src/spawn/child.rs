@@ -1,0 +1,215 @@
+//! [`Child`]: a running (or finished) sandboxed program: wait, kill, signal.
+
+use std::io::{self, Read};
+use std::process::{ExitStatus, Output};
+
+use super::{ChildStderr, ChildStdin, ChildStdout, launch, tmp};
+
+/// A running (or finished) sandboxed program, with `std::process::Child`'s API.
+///
+/// Like std's, dropping a `Child` neither kills nor reaps it. What the program still uses
+/// stays until it ends: layer 2's private `TMPDIR` is removed, and the `.git` layers are
+/// merged back, from a thread that waits for the program's end.
+///
+/// # Platform
+///
+/// Linux: the program dies with the host process (`PR_SET_PDEATHSIG`). macOS and other
+/// Unix systems have no such signal: the program outlives a host that exits without
+/// killing it.
+#[derive(Debug)]
+pub struct Child {
+    pub(super) pid: libc::pid_t,
+    /// The launcher's handle (a pidfd on Linux).
+    pub(super) handle: launch::Handle,
+    pub(super) status: Option<ExitStatus>,
+    /// Layer 2's private temporary directory, removed once the program has been reaped.
+    pub(super) private_tmp: Option<tempfile::TempDir>,
+    /// The full layer's `.git` layers, merged back once the program has been reaped.
+    pub(super) git: launch::GitSession,
+    pub(super) redactor: crate::Redactor,
+    /// The program's stdin, when piped.
+    pub stdin: Option<ChildStdin>,
+    /// The program's stdout, when piped.
+    pub stdout: Option<ChildStdout>,
+    /// The program's stderr, when piped.
+    pub stderr: Option<ChildStderr>,
+}
+
+impl Child {
+    /// The pid, in the host's PID namespace, of the sandbox's first process: its init on
+    /// the Linux layers that have one (full and landlock), else the program itself.
+    ///
+    /// # Platform
+    ///
+    /// Linux full and landlock layers: the init's pid (inside, the init is PID 1 on the full
+    /// layer and the program is its child). Passthrough, macOS and other Unix systems: the
+    /// program's pid.
+    pub fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// A redactor for this program's output: the host's secrets ([`Sandbox::set_secrets`](crate::Sandbox::set_secrets))
+    /// and the values of the command's [`Command::secret_env`](crate::Command::secret_env) variables. Wrap an output
+    /// pipe in a [`crate::RedactingWriter`] with it, or call
+    /// [`Redactor::redact`](crate::Redactor::redact) on captured output.
+    pub fn redactor(&self) -> &crate::Redactor {
+        &self.redactor
+    }
+
+    /// Ends the whole sandbox: the program and every process it started. [`Child::wait`]
+    /// then reports `SIGKILL`.
+    ///
+    /// # Errors
+    ///
+    /// The error of `pidfd_send_signal` (Linux) or `kill` (elsewhere); none when the
+    /// sandbox has already been reaped. Until it is reaped its pid cannot be reused, so
+    /// the signal cannot reach another process.
+    ///
+    /// # Platform
+    ///
+    /// Linux full layer: `SIGKILL` to the init, PID 1 of the sandbox's PID namespace; the
+    /// kernel kills every process of the namespace with it. Linux landlock layer: a kill
+    /// request to the init, a child subreaper, which kills and reaps every descendant of
+    /// the program before it exits. Passthrough, macOS and other Unix systems: `SIGKILL` to
+    /// the program only.
+    pub fn kill(&mut self) -> io::Result<()> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        launch::kill(self.pid, &self.handle)
+    }
+
+    /// Delivers signal `sig` to the program.
+    ///
+    /// `sig` is one of `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGQUIT`, `SIGUSR1`, `SIGUSR2`,
+    /// `SIGWINCH`, `SIGCONT` (the signals the init forwards), or `SIGKILL`, which ends the
+    /// whole sandbox as [`Child::kill`] does. The program's handlers run as usual: a
+    /// program that traps `SIGTERM` may exit with a code of its own, one that does not dies
+    /// of it and [`Child::wait`] reports the signal.
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::InvalidInput`] for any other signal; the error of
+    /// `pidfd_send_signal` (Linux) or `kill` (elsewhere). None when the sandbox has
+    /// already been reaped.
+    ///
+    /// # Platform
+    ///
+    /// Linux full and landlock layers: sent to the sandbox's init, which forwards it to the
+    /// program (the program's own children are the program's business, as under a shell).
+    /// Passthrough, macOS and other Unix systems: sent to the program directly.
+    pub fn signal(&self, sig: i32) -> io::Result<()> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        if sig == libc::SIGKILL {
+            return launch::kill(self.pid, &self.handle);
+        }
+        if !stockade_init::protocol::FORWARDED.contains(&sig) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "signal {sig} is not delivered to sandboxed programs (SIGTERM, SIGINT, \
+                     SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT are; SIGKILL ends \
+                     the sandbox)"
+                ),
+            ));
+        }
+        launch::signal(self.pid, &self.handle, sig)
+    }
+
+    /// Waits for the program to exit. Closes stdin first, as std does.
+    ///
+    /// # Errors
+    ///
+    /// The error of `waitpid`.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        drop(self.stdin.take());
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        let s = self
+            .waitpid(0)?
+            .ok_or_else(|| io::Error::other("waitpid returned no status"))?;
+        Ok(s)
+    }
+
+    /// The exit status if the program has exited, without blocking.
+    ///
+    /// # Errors
+    ///
+    /// The error of `waitpid`.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if let Some(s) = self.status {
+            return Ok(Some(s));
+        }
+        self.waitpid(libc::WNOHANG)
+    }
+
+    fn waitpid(&mut self, flags: libc::c_int) -> io::Result<Option<ExitStatus>> {
+        let mut status: libc::c_int = 0;
+        loop {
+            // SAFETY: `status` is a valid out-pointer; `self.pid` is our unreaped child.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+            if r == 0 {
+                return Ok(None);
+            }
+            if r > 0 {
+                let s = launch::exit_status(&self.handle, status);
+                self.status = Some(s);
+                drop(self.private_tmp.take());
+                // The program and every process of its namespace are gone: the `.git`
+                // layers are written no more.
+                self.git.finish();
+                return Ok(Some(s));
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Waits for the program and collects its piped stdout and stderr.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors from reading the pipes or waiting.
+    pub fn wait_with_output(mut self) -> io::Result<Output> {
+        drop(self.stdin.take());
+        let err_reader = self.stderr.take().map(|mut e| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                e.read_to_end(&mut buf).map(|_| buf)
+            })
+        });
+        let mut stdout = Vec::new();
+        if let Some(mut o) = self.stdout.take() {
+            o.read_to_end(&mut stdout)?;
+        }
+        let stderr = match err_reader {
+            Some(h) => h
+                .join()
+                .map_err(|_| io::Error::other("stderr reader panicked"))??,
+            None => Vec::new(),
+        };
+        let status = self.wait()?;
+        Ok(Output {
+            status,
+            stdout,
+            stderr,
+        })
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        // Reaped: `waitpid` has removed the directory already. Unreaped: the program may
+        // still run and use it.
+        if self.status.is_none() {
+            if let Some(dir) = self.private_tmp.take() {
+                tmp::remove_after_exit(dir, self.pid, &self.handle);
+            }
+        }
+    }
+}

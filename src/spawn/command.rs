@@ -1,0 +1,516 @@
+//! [`Command`]: the builder with `std::process::Command`'s API, and one spawn attempt
+//! (with the fallback to a weaker layer when the host refuses the first).
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Output};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::data_dir::check_data_dir;
+use super::sandbox::Inner;
+use super::{Child, ChildStderr, ChildStdin, ChildStdout, Stdio, env, launch, stdio, tmp};
+use crate::error::{Error, PlanError, SpawnError};
+use crate::plan::{Plan, Step};
+use crate::policy::Layer;
+use crate::probe::{Capabilities, Refusal};
+
+/// What one start attempt yields: the pid, its handle, the private tmp dir and the `.git`
+/// layers of the command.
+type Started = (
+    libc::pid_t,
+    launch::Handle,
+    Option<tempfile::TempDir>,
+    launch::GitSession,
+);
+
+/// A sandboxed process builder, with `std::process::Command`'s API.
+///
+/// Its `Debug` output shows the program, the arguments and the names of the variables
+/// set, never their values (some are secrets).
+pub struct Command {
+    inner: Arc<Inner>,
+    /// The sandbox's shared state, which a fallback at spawn updates for later commands.
+    pub(super) sandbox: Option<Arc<ArcSwap<Inner>>>,
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, Option<OsString>)>,
+    env_clear: bool,
+    cwd: Option<PathBuf>,
+    stdin: Option<Stdio>,
+    stdout: Option<Stdio>,
+    stderr: Option<Stdio>,
+    pass: Vec<OwnedFd>,
+    /// Whether the program takes the terminal among its stdio as its controlling terminal.
+    controlling_terminal: bool,
+    /// The values of this command's `secret_env` variables.
+    secrets: Vec<Vec<u8>>,
+    /// The sandbox's redactor of the host's secrets (shared, not rebuilt per command).
+    pub(super) redactor: crate::Redactor,
+}
+
+impl Command {
+    pub(super) fn new(inner: Arc<Inner>, program: &OsStr) -> Command {
+        Command {
+            inner,
+            sandbox: None,
+            program: program.to_owned(),
+            args: vec![program.to_owned()],
+            env: Vec::new(),
+            env_clear: false,
+            cwd: None,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+            pass: Vec::new(),
+            controlling_terminal: false,
+            secrets: Vec::new(),
+            redactor: crate::Redactor::default(),
+        }
+    }
+
+    /// Adds an argument.
+    pub fn arg(&mut self, arg: impl AsRef<OsStr>) -> &mut Command {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(&mut self, args: I) -> &mut Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        for a in args {
+            self.arg(a);
+        }
+        self
+    }
+
+    /// Sets a variable for the program, on top of the sandbox's clean environment.
+    /// Variables that change how programs load code (`LD_PRELOAD`, …) are refused at spawn.
+    pub fn env(&mut self, key: impl AsRef<OsStr>, val: impl AsRef<OsStr>) -> &mut Command {
+        self.env
+            .push((key.as_ref().to_owned(), Some(val.as_ref().to_owned())));
+        self
+    }
+
+    /// Sets a variable that holds a secret for this command only: the program receives
+    /// it, and its value is registered with this command's [`Child::redactor`], so that the
+    /// host can scrub it from the output. Never logged.
+    pub fn secret_env(&mut self, key: impl AsRef<OsStr>, val: impl AsRef<OsStr>) -> &mut Command {
+        self.secrets.push(val.as_ref().as_encoded_bytes().to_vec());
+        self.env(key, val)
+    }
+
+    /// Sets several variables.
+    pub fn envs<I, K, V>(&mut self, vars: I) -> &mut Command
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        for (k, v) in vars {
+            self.env(k, v);
+        }
+        self
+    }
+
+    /// Removes a variable from the program's environment.
+    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Command {
+        self.env.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// Starts from an empty environment instead of the sandbox's clean one. (The host's
+    /// environment is never inherited either way.)
+    pub fn env_clear(&mut self) -> &mut Command {
+        self.env.clear();
+        self.env_clear = true;
+        self
+    }
+
+    /// The working directory: it must resolve under the workspace. Relative paths are
+    /// taken from the workspace. Default: the workspace.
+    pub fn current_dir(&mut self, dir: impl AsRef<Path>) -> &mut Command {
+        self.cwd = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// The program's standard input (default: inherited; [`Command::output`]: null).
+    pub fn stdin(&mut self, cfg: impl Into<Stdio>) -> &mut Command {
+        self.stdin = Some(cfg.into());
+        self
+    }
+
+    /// The program's standard output (default: inherited; [`Command::output`]: piped).
+    pub fn stdout(&mut self, cfg: impl Into<Stdio>) -> &mut Command {
+        self.stdout = Some(cfg.into());
+        self
+    }
+
+    /// The program's standard error (default: inherited; [`Command::output`]: piped).
+    pub fn stderr(&mut self, cfg: impl Into<Stdio>) -> &mut Command {
+        self.stderr = Some(cfg.into());
+        self
+    }
+
+    /// Passes `fd` to the program under the same number. Every other inherited fd but
+    /// stdio is closed in the child.
+    pub fn pass_fd(&mut self, fd: impl Into<OwnedFd>) -> &mut Command {
+        self.pass.push(fd.into());
+        self
+    }
+
+    /// Makes the terminal among the program's stdin, stdout and stderr (the first that is
+    /// one) its controlling terminal, in the new session the sandbox starts it in
+    /// (`ioctl(fd, TIOCSCTTY, 0)` after `setsid`): `/dev/tty` then opens it, and the
+    /// terminal's signals (`^C`, `^Z`, `SIGWINCH`, the hangup) reach the program's
+    /// foreground process group. Default: off (a new session has no controlling terminal).
+    ///
+    /// Give the program a terminal of its own, a pseudo-terminal whose master the host
+    /// keeps and relays (as `stockade run` does): never the host's own terminal, which the
+    /// program could then resize, reconfigure and read from.
+    ///
+    /// # Errors
+    ///
+    /// The spawn fails with [`SpawnError::Setup`] naming the step (`make the terminal on
+    /// stdin the controlling terminal (TIOCSCTTY)`) and the errno: `ENOTTY` when no stdio
+    /// stream is a terminal, `EPERM` when the policy keeps the host's session
+    /// (`keep_session`: the program is not a session leader) or the terminal already is
+    /// another session's controlling terminal.
+    ///
+    /// # Platform
+    ///
+    /// With the sandbox's init (Linux, full layer and layer 2) the program's own process
+    /// takes the terminal after its `setsid`, so that the init never receives the
+    /// terminal's signals; in passthrough and on other systems the launcher's child does.
+    pub fn controlling_terminal(&mut self, on: bool) -> &mut Command {
+        self.controlling_terminal = on;
+        self
+    }
+
+    /// The program, as given.
+    pub fn get_program(&self) -> &OsStr {
+        &self.program
+    }
+
+    /// The arguments after the program.
+    pub fn get_args(&self) -> impl Iterator<Item = &OsStr> {
+        self.args.iter().skip(1).map(OsString::as_os_str)
+    }
+
+    /// The layer this command runs on (its first spawn may fall back: see [`Sandbox`](crate::Sandbox)).
+    pub fn layer(&self) -> Layer {
+        self.inner.prepared.plan().layer
+    }
+
+    /// The environment the program will receive.
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError::DangerousEnv`] for a refused variable.
+    pub fn resolved_env(&self) -> Result<Vec<(OsString, OsString)>, PlanError> {
+        let inner = &self.inner;
+        env::build(
+            &inner.policy,
+            inner.prepared.plan(),
+            self.env_clear,
+            &self.env,
+            &mut std::env::vars_os(),
+        )
+    }
+
+    /// The working directory the program will start in (canonical, under the workspace).
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError::CwdOutsideWorkspace`] or [`PlanError::Path`].
+    pub fn resolved_cwd(&self) -> Result<PathBuf, PlanError> {
+        let ws = &self.inner.prepared.plan().workspace;
+        let Some(cwd) = &self.cwd else {
+            return Ok(ws.clone());
+        };
+        let joined = ws.join(cwd);
+        let canon = std::fs::canonicalize(&joined).map_err(|source| PlanError::Path {
+            key: "current_dir",
+            path: joined.clone(),
+            source,
+        })?;
+        if !canon.starts_with(ws) {
+            return Err(PlanError::CwdOutsideWorkspace {
+                cwd: cwd.clone(),
+                workspace: ws.clone(),
+            });
+        }
+        Ok(canon)
+    }
+
+    /// Spawns the program in the sandbox.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Plan`] for a bad working directory, a refused variable or a replaced data
+    /// dir; [`Error::Spawn`] when a setup step fails in the child (the error names the
+    /// step, the path and the errno) or the program is not found.
+    pub fn spawn(&mut self) -> Result<Child, Error> {
+        self.spawn_with(Stdio::inherit, Stdio::inherit)
+    }
+
+    fn spawn_with(
+        &mut self,
+        def_in: fn() -> Stdio,
+        def_out: fn() -> Stdio,
+    ) -> Result<Child, Error> {
+        if self.inner.knowledge != Capabilities::generation() {
+            // A spawn of this process was refused since this command's state was
+            // prepared: start on the layer the policy falls back to.
+            self.replan()?;
+        }
+        if let Some((path, id)) = &self.inner.data_dir {
+            check_data_dir(path, *id)?;
+        }
+        // Like std, the command keeps its stdio settings: it can be spawned again.
+        let (stdin_child, stdin_parent) = match &self.stdin {
+            Some(s) => s.setup(true),
+            None => def_in().setup(true),
+        }
+        .map_err(stdio_err)?;
+        let (stdout_child, stdout_parent) = match &self.stdout {
+            Some(s) => s.setup(false),
+            None => def_out().setup(false),
+        }
+        .map_err(stdio_err)?;
+        let (stderr_child, stderr_parent) = match &self.stderr {
+            Some(s) => s.setup(false),
+            None => def_out().setup(false),
+        }
+        .map_err(stdio_err)?;
+        let stdio_fds = [
+            stdio::raw(&stdin_child),
+            stdio::raw(&stdout_child),
+            stdio::raw(&stderr_child),
+        ];
+        let ctty = self.controlling_terminal.then(|| {
+            use std::os::fd::AsFd;
+            terminal_among([
+                stdin_child.as_ref().map(AsFd::as_fd),
+                stdout_child.as_ref().map(AsFd::as_fd),
+                stderr_child.as_ref().map(AsFd::as_fd),
+            ])
+        });
+        let started = match self.start(stdio_fds, ctty) {
+            Err(StartError::Refused(refusal)) => {
+                // The host refused this layer: learn it, re-plan per the policy (which
+                // may refuse), and try once more on the layer chosen now.
+                Capabilities::learn(&refusal);
+                self.replan()
+                    .and_then(|()| match self.start(stdio_fds, ctty) {
+                        Ok(started) => Ok(started),
+                        Err(StartError::Failed(e)) => Err(e),
+                        // The weaker layer has no namespaces (or binds the host's /proc), so
+                        // it cannot be refused the same way; if it is, say so, do not loop.
+                        Err(StartError::Refused(r)) => Err(PlanError::LayerUnavailable {
+                            wanted: self.inner.prepared.plan().layer,
+                            reason: r.to_string(),
+                        }
+                        .into()),
+                    })
+            }
+            Err(StartError::Failed(e)) => Err(e),
+            Ok(started) => Ok(started),
+        };
+        // The child's ends of the pipes close here, in the parent.
+        drop((stdin_child, stdout_child, stderr_child));
+        let (pid, handle, private_tmp, git) = started?;
+        Ok(Child {
+            pid,
+            handle,
+            status: None,
+            redactor: self.redactor.with_secrets(&self.secrets),
+            private_tmp,
+            git,
+            stdin: stdin_parent.map(ChildStdin::from),
+            stdout: stdout_parent.map(ChildStdout::from),
+            stderr: stderr_parent.map(ChildStderr::from),
+        })
+    }
+
+    /// One attempt to start the program on this command's current state.
+    fn start(
+        &self,
+        stdio: [RawFd; 3],
+        controlling_terminal: Option<RawFd>,
+    ) -> Result<Started, StartError> {
+        let inner = &self.inner;
+        let mut env = self.resolved_env()?;
+        let cwd = self.resolved_cwd()?;
+        let plan = inner.prepared.plan();
+        warn_unguarded(plan);
+        // Layer 2: a private temporary directory per command stands in for /tmp.
+        let private_tmp = if plan.private_tmp {
+            Some(tmp::create(&mut env)?)
+        } else {
+            None
+        };
+        // The full layer: a copy-on-write layer over each writable root's `.git`.
+        let mut git = launch::GitSession::prepare(plan)?;
+        let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
+        let req = Request {
+            program: &self.program,
+            args: self.args.clone(),
+            env,
+            cwd: &cwd,
+            stdio,
+            pass,
+            controlling_terminal,
+            private_tmp: private_tmp.as_ref().map(tempfile::TempDir::path),
+            git: &git,
+        };
+        let (pid, handle) = launch::start(&inner.prepared, req)?;
+        git.started(&handle);
+        Ok((pid, handle, private_tmp, git))
+    }
+
+    /// Prepares this command's policy again from what the process knows now, and makes
+    /// the result the sandbox's state for later commands, unless the sandbox's policy was
+    /// replaced in the meantime.
+    fn replan(&mut self) -> Result<(), Error> {
+        let next = Arc::new(Inner::new(self.inner.policy.clone())?);
+        if let Some(shared) = &self.sandbox {
+            shared.compare_and_swap(&self.inner, Arc::clone(&next));
+        }
+        self.inner = next;
+        Ok(())
+    }
+
+    /// Spawns the program and waits for it, with stdio inherited.
+    ///
+    /// # Errors
+    ///
+    /// As [`Command::spawn`], plus I/O errors from waiting.
+    pub fn status(&mut self) -> Result<ExitStatus, Error> {
+        let mut child = self.spawn_with(Stdio::inherit, Stdio::inherit)?;
+        child.wait().map_err(|source| {
+            SpawnError::Os {
+                call: "waitpid",
+                source,
+            }
+            .into()
+        })
+    }
+
+    /// Spawns the program with stdin null and stdout/stderr captured (unless set), and
+    /// waits for it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Command::spawn`], plus I/O errors from reading or waiting.
+    pub fn output(&mut self) -> Result<Output, Error> {
+        let child = self.spawn_with(Stdio::null, Stdio::piped)?;
+        child.wait_with_output().map_err(|source| {
+            SpawnError::Os {
+                call: "wait_with_output",
+                source,
+            }
+            .into()
+        })
+    }
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&OsStr> = self.env.iter().map(|(k, _)| k.as_os_str()).collect();
+        f.debug_struct("Command")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env_names", &names)
+            .field("env_clear", &self.env_clear)
+            .field("cwd", &self.cwd)
+            .field("secrets", &self.secrets.len())
+            .field("layer", &self.layer())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why one attempt to start a command failed.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// The host refused the layer (namespaces, a fresh `/proc`): the spawn falls back per
+    /// the policy. Only the Linux launcher returns it.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Refused(Refusal),
+    /// Any other error, returned to the caller as is.
+    Failed(Error),
+}
+
+impl<E> From<E> for StartError
+where
+    Error: From<E>,
+{
+    fn from(e: E) -> Self {
+        StartError::Failed(Error::from(e))
+    }
+}
+
+/// One command, as the platform's launcher receives it: everything resolved and checked.
+pub(super) struct Request<'a> {
+    pub(super) program: &'a OsStr,
+    /// argv, argv[0] first.
+    pub(super) args: Vec<OsString>,
+    /// The complete environment.
+    pub(super) env: Vec<(OsString, OsString)>,
+    /// The working directory (canonical, under the workspace).
+    pub(super) cwd: &'a Path,
+    /// Source fds (≥ 3) for 0, 1 and 2, or -1 to inherit the host's.
+    pub(super) stdio: [RawFd; 3],
+    /// Fds passed on purpose.
+    pub(super) pass: Vec<RawFd>,
+    /// The stdio fd (0, 1 or 2) whose terminal becomes the program's controlling terminal.
+    pub(super) controlling_terminal: Option<RawFd>,
+    /// The per-command temporary directory, when the layer has one.
+    pub(super) private_tmp: Option<&'a Path>,
+    /// The command's `.git` layers, when the plan has any (only Linux plans do).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) git: &'a launch::GitSession,
+}
+
+/// The first of the program's fds 0, 1 and 2 that will be a terminal (its source fd, or
+/// the host's own where it inherits that), else 0: taking a controlling terminal there
+/// fails with `ENOTTY`, which names the problem.
+fn terminal_among(sources: [Option<std::os::fd::BorrowedFd<'_>>; 3]) -> RawFd {
+    use std::os::fd::AsFd;
+    let (stdin, stdout, stderr) = (io::stdin(), io::stdout(), io::stderr());
+    let host = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
+    (0..3)
+        .zip(sources.into_iter().zip(host))
+        .find(|(_, (src, host))| nix::unistd::isatty(src.unwrap_or(*host)).unwrap_or(false))
+        .map_or(0, |(target, _)| target)
+}
+
+fn stdio_err(source: io::Error) -> SpawnError {
+    SpawnError::Os {
+        call: "set up stdio",
+        source,
+    }
+}
+
+/// Says when a guarded name (`.git/hooks`) or a directory above it (`.git`) is a symlink:
+/// the child does not follow it, so that run goes on without the guard on what it names.
+fn warn_unguarded(plan: &Plan) {
+    for step in &plan.steps {
+        if let Step::GuardName { path } | Step::GuardPin { path } | Step::GitLayer { path, .. } =
+            step
+        {
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+                tracing::warn!(
+                    path = %path.display(),
+                    "stockade: a guarded path is a symlink; it is not followed and not guarded in this run"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The `.git` layer: what a sandboxed program may leave in a repository's metadata.
+//!
+//! # The hole it closes
+//!
+//! Git on the host runs commands that `.git` names: hooks, `core.fsmonitor`,
+//! `core.hooksPath`, `core.sshCommand`, filter drivers, and more, all from config. Keeping
+//! `.git/hooks` and `.git/config` read-only is not enough: a program redirects the host's
+//! git to a config and hooks it controls through `.git/commondir`, `.git/config.worktree`
+//! (read when the host enables `extensions.worktreeConfig`), `.git/worktrees/<name>/…`
+//! (read by git in a linked worktree), `.git/modules/<name>/…` (read by git in a
+//! submodule, and by `git status` in the superproject), or a hooks directory the
+//! repository did not have; `objects/info/alternates` feeds it objects from elsewhere.
+//!
+//! # The design
+//!
+//! On the full layer `.git` is seen through a copy-on-write overlay, made per command in
+//! the sandbox's user namespace ([`crate::plan::Step::GitLayer`]): everything git does
+//! inside works, `git commit` included, and its writes land in an upper layer: a tmpfs of
+//! the command's own that the program reaches only through the overlay, and that the
+//! parent holds by fd. When the program has ended (every process of its PID namespace is
+//! gone, so the layer is no longer written), the parent merges back what is data to git
+//! and cannot make it run anything:
+//!
+//! - the object database: `objects/` except `objects/info/` (alternates, commit-graph);
+//!   files are only ever added, never replaced or deleted (a name git already has keeps
+//!   the host's content). Objects are not verified: their integrity is the program's, as
+//!   the history it writes is (SECURITY.md);
+//! - refs and reflogs: `refs/`, `logs/`, `reftable/`, `packed-refs`, with deletions
+//!   (a branch deleted inside is deleted on the host);
+//! - `HEAD`, `index` (and split-index `sharedindex.*` files), the `*_HEAD` files
+//!   (`ORIG_HEAD`, `FETCH_HEAD`, `MERGE_HEAD`, …), the `*_EDITMSG` messages, and the
+//!   merge-state messages `MERGE_MSG`, `MERGE_MODE`, `SQUASH_MSG`, `AUTO_MERGE`.
+//!
+//! Every other change is dropped and reported ([`Child::git_dropped`], and a `tracing`
+//! warning each): config, hooks, `commondir`, `config.worktree`, `info/`, `worktrees/`,
+//! `modules/`, an unfinished rebase's todo list (whose `exec` lines git would run), lock
+//! files of an interrupted git, and anything that is not a regular file or directory.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use super::Child;
+
+#[cfg(target_os = "linux")]
+pub(super) mod merge;
+
+/// A change a sandboxed program made under a repository's `.git` that was not merged
+/// back to the host (see [`Child::git_dropped`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitDrop {
+    /// The host path the change was made to (`<workspace>/.git/config`).
+    pub path: PathBuf,
+    /// Why it stayed out.
+    pub reason: GitDropReason,
+}
+
+/// Why a change under `.git` was not merged back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GitDropReason {
+    /// Outside what is merged back: config, hooks, `commondir`, `config.worktree`,
+    /// `info/`, `worktrees/`, `modules/`, `objects/info/`, an unfinished rebase; also the
+    /// deletion of `HEAD` or of a whole `objects/`, `refs/` or `logs/`.
+    NotMerged,
+    /// Not a regular file or a directory: a symlink, a fifo, a socket or a device.
+    NotAFile,
+    /// A lock or temporary file that an interrupted git left behind.
+    Temporary,
+    /// A deletion or a rewrite in the object database: objects are only ever added (a
+    /// name the host has keeps the host's content).
+    ObjectChange,
+    /// Git on the host held the lock of this file (`<file>.lock` existed) at merge time.
+    Locked,
+    /// The host's `.git` was not the directory the layer was made over when the run
+    /// ended (replaced, or made a symlink): nothing was merged into it.
+    Replaced,
+    /// Merging it failed with this errno.
+    Failed(i32),
+    /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
+    /// repository.
+    More(usize),
+}
+
+impl GitDrop {
+    /// At most this many dropped changes are listed per repository and run; the rest are
+    /// counted in one [`GitDropReason::More`].
+    pub const MAX_REPORTED: usize = 1000;
+}
+
+impl fmt::Display for GitDropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GitDropReason::NotMerged => f.write_str("not merged back (only objects, refs, reflogs, index, HEAD and the *_HEAD and message files are)"),
+            GitDropReason::NotAFile => f.write_str("not a regular file or directory"),
+            GitDropReason::Temporary => f.write_str("a lock or temporary file"),
+            GitDropReason::ObjectChange => f.write_str(
+                "a deletion or rewrite in the object database (objects are only added)",
+            ),
+            GitDropReason::Locked => f.write_str("locked by git on the host"),
+            GitDropReason::Replaced => {
+                f.write_str("the host's .git was replaced during the run; nothing merged")
+            }
+            GitDropReason::Failed(errno) => {
+                write!(f, "merge failed: {}", crate::error::strerror(*errno))
+            }
+            GitDropReason::More(n) => write!(f, "{n} more changes, not listed"),
+        }
+    }
+}
+
+impl fmt::Display for GitDrop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.reason)
+    }
+}
+
+impl Child {
+    /// The changes the program made under a repository's `.git` that were not merged back
+    /// to the host, known once the program has been waited for ([`Child::wait`],
+    /// [`Child::try_wait`] returning a status, [`Child::wait_with_output`]). Each is also
+    /// logged as a `tracing` warning. Empty when nothing was dropped, and before the end.
+    ///
+    /// A `Child` dropped without waiting still merges when the program ends (from a
+    /// thread of its own), and its drops are only logged. If the host process exits first,
+    /// the program dies with it (`PR_SET_PDEATHSIG`) and its changes under `.git` are lost
+    /// (nothing is left behind: the layer lived in memory).
+    ///
+    /// # Platform
+    ///
+    /// Linux, full layer only: elsewhere nothing is layered and this is always empty.
+    /// Layer 2 cannot keep `.git` apart (see SECURITY.md).
+    pub fn git_dropped(&self) -> &[GitDrop] {
+        self.git.dropped()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_read_plainly() {
+        let d = GitDrop {
+            path: "/ws/.git/config".into(),
+            reason: GitDropReason::Failed(libc::ENOSPC),
+        };
+        assert_eq!(
+            d.to_string(),
+            "/ws/.git/config: merge failed: No space left on device"
+        );
+        assert_eq!(
+            GitDropReason::More(3).to_string(),
+            "3 more changes, not listed"
+        );
+    }
+}

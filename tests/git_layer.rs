@@ -1,0 +1,745 @@
+//! The full layer's `.git` layer: inside, the repository metadata of each writable root is
+//! a copy-on-write view; after the run only the object database, refs, reflogs,
+//! `packed-refs`, `index`, `HEAD` and the `*_HEAD` / `*_EDITMSG` files reach the host.
+//! Everything else a program writes there (config, hooks, `commondir`, `config.worktree`,
+//! `worktrees/*`, `modules/*`, `objects/info/alternates`) is dropped and reported, so the
+//! host's next `git status` runs nothing the program chose.
+//!
+//! Each redirection is proven by what it would do on the host: the planted command
+//! creates a marker file in a host directory the sandbox cannot see, and the host runs
+//! real git afterwards. Fixtures sit under `/var/tmp` (outside the sandbox's private
+//! `/tmp`). Every test runs as the current user; as root, `zz_all_tests_pass_as_uid_65534`
+//! re-runs the file as uid 65534.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{Feature, sh_ok, var_tempdir};
+use stockade::{Child, GitDrop, GitDropReason, Layer, Policy, Sandbox, Stdio};
+
+/// Runs host git in `dir` (identity set on the command line), returns the output.
+fn git_out(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.email=host@example.invalid",
+            "-c",
+            "user.name=host",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .expect("git")
+}
+
+/// Runs host git in `dir`, asserts success, returns stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = git_out(dir, args);
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A host repository with one commit, and a host-only directory for markers.
+struct Repo {
+    _dirs: Vec<tempfile::TempDir>,
+    ws: PathBuf,
+    /// Not visible inside: a planted command that runs on the host leaves its marker here.
+    host: PathBuf,
+}
+
+impl Repo {
+    fn new() -> Repo {
+        let (w, ws) = var_tempdir();
+        let (h, host) = var_tempdir();
+        git(&ws, &["init", "-q", "-b", "main"]);
+        std::fs::write(ws.join("README"), "hello\n").unwrap();
+        git(&ws, &["add", "README"]);
+        git(&ws, &["commit", "-qm", "host"]);
+        Repo {
+            _dirs: vec![w, h],
+            ws,
+            host,
+        }
+    }
+
+    fn marker(&self) -> PathBuf {
+        self.host.join("pwned")
+    }
+
+    fn git_dir(&self) -> PathBuf {
+        self.ws.join(".git")
+    }
+
+    /// Shell lines that write an executable script into the workspace which, run on the
+    /// host, creates the marker: the command a program plants for the host's git.
+    fn plant_script(&self) -> String {
+        format!(
+            "mkdir -p evil && printf '#!/bin/sh\\ntouch {}\\nexit 1\\n' > evil/run.sh && chmod +x evil/run.sh",
+            self.marker().display()
+        )
+    }
+
+    fn script(&self) -> PathBuf {
+        self.ws.join("evil/run.sh")
+    }
+
+    fn assert_no_marker(&self, what: &str) {
+        assert!(
+            !self.marker().exists(),
+            "{what}: the host ran a command the program planted"
+        );
+    }
+}
+
+fn full(ws: &Path) -> Sandbox {
+    let mut p = Policy::with_workspace(ws);
+    p.layer = Some(Layer::Full);
+    p.fallback = stockade::Fallback::Refuse;
+    Sandbox::new(p).expect("sandbox")
+}
+
+/// The shell prelude of every script inside: git with an identity, errors on stdout.
+const PRELUDE: &str =
+    "exec 2>&1; g() { git -c user.name=inside -c user.email=inside@example.invalid \"$@\"; }\n";
+
+/// Runs `script` inside (with [`PRELUDE`]), waits, and returns its output and the
+/// changes under `.git` the run dropped. Asserts success.
+fn run(sb: &Sandbox, script: &str) -> (String, Vec<GitDrop>) {
+    let mut child = spawn(sb, script);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "script failed ({status:?}):\n{script}\n{out}"
+    );
+    (out, child.git_dropped().to_vec())
+}
+
+fn spawn(sb: &Sandbox, script: &str) -> Child {
+    sb.command("sh")
+        .arg("-c")
+        .arg(format!("{PRELUDE}{script}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+/// The overlays' upper directories, as the run's own mount table names them (printed by
+/// [`SHOW_UPPER`] inside).
+fn upper_dirs(out: &str) -> Vec<String> {
+    out.lines()
+        .filter_map(|l| l.split(",upperdir=").nth(1))
+        .map(|rest| rest.split(',').next().unwrap().to_string())
+        .collect()
+}
+
+const SHOW_UPPER: &str = "grep ' overlay ' /proc/self/mountinfo || true\n";
+
+fn assert_dropped(drops: &[GitDrop], path: &Path) {
+    assert!(
+        drops
+            .iter()
+            .any(|d| d.path == path && d.reason == GitDropReason::NotMerged),
+        "{} not reported as dropped: {:#?}",
+        path.display(),
+        drops
+    );
+}
+
+#[test]
+fn git_work_inside_reaches_the_host() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let sb = full(&repo.ws);
+    let (out, drops) = run(
+        &sb,
+        &format!(
+            "set -e\n{SHOW_UPPER}\
+             echo two > two.txt && g add two.txt && g commit -qm two\n\
+             g branch side && g tag v1 && g tag -a -m annotated v1a\n\
+             g checkout -q -b feat\n\
+             echo three > three.txt && g add three.txt && g commit -qm three\n\
+             g checkout -q side && echo s > s.txt && g add s.txt && g commit -qm side-work\n\
+             g checkout -q feat && g merge -q --no-edit side\n\
+             echo temp > temp.txt && g add temp.txt && g commit -qm temp && g reset -q --hard HEAD~1\n\
+             echo staged > staged.txt && g add staged.txt\n\
+             echo REVS; g rev-parse HEAD side v1 v1a\n"
+        ),
+    );
+    let revs = out.split("REVS\n").nth(1).expect("revs printed");
+    let ws = &repo.ws;
+    // Commits, branches, tags (light and annotated) and HEAD are the host's now.
+    assert_eq!(git(ws, &["rev-parse", "HEAD", "side", "v1", "v1a"]), revs);
+    assert_eq!(git(ws, &["symbolic-ref", "HEAD"]), "refs/heads/feat\n");
+    assert_eq!(
+        git(ws, &["log", "--first-parent", "--format=%s", "feat"]),
+        "Merge branch 'side' into feat\nthree\ntwo\nhost\n"
+    );
+    assert_eq!(
+        git(ws, &["log", "-1", "--format=%s", "side"]),
+        "side-work\n"
+    );
+    // The reflog and ORIG_HEAD of the reset, and the index with the staged file.
+    let reflog = git(ws, &["reflog", "-n", "1", "--format=%gs", "feat"]);
+    assert!(reflog.starts_with("reset: moving to HEAD~1"), "{reflog}");
+    assert!(repo.git_dir().join("ORIG_HEAD").is_file());
+    assert_eq!(git(ws, &["status", "--porcelain"]), "A  staged.txt\n");
+    git(ws, &["fsck", "--no-progress", "--strict"]);
+    assert!(drops.is_empty(), "{drops:#?}");
+    // The layer was the command's own file system, never a host directory (those are
+    // under /oldroot during setup): nothing of it is left on the host.
+    let uppers = upper_dirs(&out);
+    assert_eq!(uppers.len(), 1, "{out}");
+    assert!(!uppers[0].starts_with("/oldroot"), "{out}");
+    // The host commits on top, with its own hooks and config, as before.
+    git(ws, &["commit", "-qm", "host again"]);
+    assert_eq!(git(ws, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn redirections_and_hooks_written_inside_are_dropped_and_reported() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let gd = repo.git_dir();
+    // A host that uses per-worktree config (sparse checkouts set this): config.worktree
+    // is read, so a planted one would run its fsmonitor.
+    git(&repo.ws, &["config", "extensions.worktreeConfig", "true"]);
+    std::fs::write(gd.join("hooks/pre-commit"), "#!/bin/sh\nexit 0\n").unwrap();
+    let config_before = std::fs::read(gd.join("config")).unwrap();
+    let hook_before = std::fs::read(gd.join("hooks/pre-commit")).unwrap();
+    let sb = full(&repo.ws);
+    let run_sh = repo.script();
+    let r = run_sh.display();
+    let fsmonitor = format!(
+        "[core]\\n\\tfsmonitor = {r}\\n\\thooksPath = {}\\n",
+        repo.ws.join("evil").display()
+    );
+    // Each plant on its own: a refused write must not hide the others.
+    let (out, drops) = run(
+        &sb,
+        &format!(
+            "{plant}\n\
+             printf '{fsmonitor}' >> .git/config || echo config refused\n\
+             cp evil/run.sh .git/hooks/pre-commit || echo hook refused\n\
+             cp evil/run.sh .git/hooks/post-checkout || echo new hook refused\n\
+             printf '{fsmonitor}' > .git/config.worktree || echo config.worktree refused\n\
+             cp -r .git evil/common && printf '{fsmonitor}' >> evil/common/config\n\
+             echo \"$PWD/evil/common\" > .git/commondir || echo commondir refused\n\
+             mkdir -p evil/objects && oid=$(echo planted | GIT_OBJECT_DIRECTORY=$PWD/evil/objects git hash-object -w --stdin)\n\
+             echo \"$PWD/evil/objects\" > .git/objects/info/alternates || echo alternates refused\n\
+             echo OID $oid\n\
+             printf '*.txt filter=evil\\n' > .git/info/attributes 2>/dev/null || echo info refused\n\
+             echo SEEN; cat .git/commondir\n",
+            plant = repo.plant_script(),
+        ),
+    );
+    let oid = out
+        .lines()
+        .find_map(|l| l.strip_prefix("OID "))
+        .expect("oid printed")
+        .to_string();
+    // Inside, the program saw its own writes.
+    assert!(
+        out.contains(&format!("SEEN\n{}/evil/common\n", repo.ws.display())),
+        "{out}"
+    );
+    // On the host: nothing of it, and git runs none of it.
+    assert_eq!(std::fs::read(gd.join("config")).unwrap(), config_before);
+    assert_eq!(
+        std::fs::read(gd.join("hooks/pre-commit")).unwrap(),
+        hook_before
+    );
+    for gone in [
+        "hooks/post-checkout",
+        "config.worktree",
+        "commondir",
+        "objects/info/alternates",
+        "info/attributes",
+    ] {
+        assert!(!gd.join(gone).exists(), "{gone} reached the host");
+    }
+    git(&repo.ws, &["status", "--porcelain"]);
+    git(&repo.ws, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    git(&repo.ws, &["checkout", "-q", "-b", "other"]);
+    repo.assert_no_marker("host git status, commit and checkout");
+    let e = git_out(&repo.ws, &["cat-file", "-e", &oid]);
+    assert!(
+        !e.status.success(),
+        "an object of the planted alternate store is visible on the host"
+    );
+    // Each dropped change is reported, with its host path.
+    for p in [
+        "config",
+        "hooks/pre-commit",
+        "hooks/post-checkout",
+        "config.worktree",
+        "commondir",
+        "objects/info/alternates",
+    ] {
+        assert_dropped(&drops, &gd.join(p));
+    }
+}
+
+#[test]
+fn a_repository_without_hooks_gets_no_hooks() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let gd = repo.git_dir();
+    std::fs::remove_dir_all(gd.join("hooks")).unwrap();
+    let sb = full(&repo.ws);
+    let (_, drops) = run(
+        &sb,
+        &format!(
+            "{}\nmkdir .git/hooks && cp evil/run.sh .git/hooks/pre-commit && cp evil/run.sh .git/hooks/post-commit\n",
+            repo.plant_script()
+        ),
+    );
+    assert!(!gd.join("hooks").exists(), "a hooks dir reached the host");
+    git(&repo.ws, &["commit", "-q", "--allow-empty", "-m", "host"]);
+    repo.assert_no_marker("host git commit");
+    assert_dropped(&drops, &gd.join("hooks/pre-commit"));
+    assert_dropped(&drops, &gd.join("hooks/post-commit"));
+}
+
+#[test]
+fn linked_worktrees_and_submodules_cannot_be_redirected() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let gd = repo.git_dir();
+    // A linked worktree outside the workspace and a submodule-style repository whose git
+    // dir lives in .git/modules: the host runs git in both.
+    let (_t, wt_parent) = var_tempdir();
+    let wt = wt_parent.join("wt");
+    git(&repo.ws, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let sub = repo.ws.join("sub");
+    std::fs::create_dir(gd.join("modules")).unwrap();
+    git(
+        &repo.ws,
+        &[
+            "init",
+            "-q",
+            "--separate-git-dir",
+            gd.join("modules/sub").to_str().unwrap(),
+            sub.to_str().unwrap(),
+        ],
+    );
+    git(&sub, &["commit", "-q", "--allow-empty", "-m", "sub"]);
+    let wt_commondir = std::fs::read(gd.join("worktrees/wt/commondir")).unwrap();
+    let sub_config = std::fs::read(gd.join("modules/sub/config")).unwrap();
+    let sb = full(&repo.ws);
+    let fsmonitor = format!("[core]\\n\\tfsmonitor = {}\\n", repo.script().display());
+    let (_, drops) = run(
+        &sb,
+        &format!(
+            "{plant}\n\
+             cp -r .git evil/common && printf '{fsmonitor}' >> evil/common/config\n\
+             echo \"$PWD/evil/common\" > .git/worktrees/wt/commondir || echo worktree refused\n\
+             printf '{fsmonitor}' >> .git/modules/sub/config || echo module refused\n\
+             mkdir -p .git/worktrees/new && echo \"$PWD/evil/common\" > .git/worktrees/new/commondir\n",
+            plant = repo.plant_script(),
+        ),
+    );
+    assert_eq!(
+        std::fs::read(gd.join("worktrees/wt/commondir")).unwrap(),
+        wt_commondir
+    );
+    assert_eq!(
+        std::fs::read(gd.join("modules/sub/config")).unwrap(),
+        sub_config
+    );
+    assert!(!gd.join("worktrees/new").exists());
+    git(&wt, &["status", "--porcelain"]);
+    git(&sub, &["status", "--porcelain"]);
+    git(&repo.ws, &["status", "--porcelain"]);
+    repo.assert_no_marker("host git status in the worktree and the submodule");
+    assert_dropped(&drops, &gd.join("worktrees/wt/commondir"));
+    assert_dropped(&drops, &gd.join("modules/sub/config"));
+    assert_dropped(&drops, &gd.join("worktrees/new/commondir"));
+}
+
+#[test]
+fn branches_deleted_inside_are_deleted_on_the_host() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let ws = &repo.ws;
+    for b in ["gone-packed", "topic", "keep"] {
+        git(ws, &["branch", b]);
+    }
+    git(ws, &["pack-refs", "--all"]);
+    git(ws, &["branch", "gone-loose"]);
+    git(ws, &["branch", "nested/gone"]);
+    let sb = full(ws);
+    let (_, drops) = run(
+        &sb,
+        "set -e\n\
+         g branch -q -D gone-loose gone-packed nested/gone\n\
+         g branch -q -D topic && g branch topic/now-a-dir\n",
+    );
+    assert_eq!(
+        git(ws, &["branch", "--format=%(refname:short)"]),
+        "keep\nmain\ntopic/now-a-dir\n"
+    );
+    let gd = repo.git_dir();
+    assert!(!gd.join("refs/heads/gone-loose").exists());
+    assert!(!gd.join("refs/heads/nested").exists());
+    assert!(!gd.join("logs/refs/heads/gone-loose").exists());
+    assert!(gd.join("refs/heads/topic").is_dir());
+    git(ws, &["fsck", "--no-progress"]);
+    // `git branch -D` rewrites config (its `branch.<name>` sections); an unchanged
+    // rewrite is no change to report.
+    assert!(drops.is_empty(), "{drops:#?}");
+}
+
+fn has_drop(drops: &[GitDrop], path: &Path, reason: GitDropReason) -> bool {
+    drops.iter().any(|d| d.path == path && d.reason == reason)
+}
+
+#[test]
+fn a_hostile_layer_changes_nothing_it_may_not() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let ws = &repo.ws;
+    let gd = repo.git_dir();
+    git(ws, &["branch", "keep"]);
+    let head = git(ws, &["rev-parse", "HEAD"]);
+    let oid = git(ws, &["rev-parse", "HEAD:README"]).trim().to_string();
+    let object = gd.join("objects").join(&oid[..2]).join(&oid[2..]);
+    let deep: String = (0..40).map(|i| format!("d{i}/")).collect();
+    let sb = full(ws);
+    let (_, drops) = run(
+        &sb,
+        &format!(
+            "h=$(git rev-parse HEAD)
+             chmod u+w .git/objects/{o2}/{o38} && echo garbage > .git/objects/{o2}/{o38}
+             ln -s /etc/passwd .git/refs/heads/link
+             mkfifo .git/refs/heads/fifo
+             mkdir -p .git/refs/heads/{deep} && echo $h > .git/refs/heads/{deep}leaf
+             mkdir .git/refs/heads/closed && echo $h > .git/refs/heads/closed/b && chmod 000 .git/refs/heads/closed
+             echo $h > .git/refs/heads/special && (chmod 6755 .git/refs/heads/special || chmod 1755 .git/refs/heads/special)
+             touch .git/index.lock .git/refs/heads/keep.lock
+             rm .git/HEAD
+             rm -r .git/logs && ln -s /etc .git/logs
+             echo done
+",
+            o2 = &oid[..2],
+            o38 = &oid[2..],
+        ),
+    );
+    // The object the host had keeps its content; the repository is whole.
+    assert_eq!(git(ws, &["cat-file", "-p", &oid]), "hello\n");
+    assert!(
+        has_drop(&drops, &object, GitDropReason::ObjectChange),
+        "{drops:#?}"
+    );
+    // Symlinks and fifos never land; nor do locks; HEAD and the reflogs stay.
+    let heads = gd.join("refs/heads");
+    for (p, reason) in [
+        (heads.join("link"), GitDropReason::NotAFile),
+        (heads.join("fifo"), GitDropReason::NotAFile),
+        (heads.join("keep.lock"), GitDropReason::Temporary),
+        (gd.join("index.lock"), GitDropReason::Temporary),
+        (gd.join("HEAD"), GitDropReason::NotMerged),
+        (gd.join("logs"), GitDropReason::NotAFile),
+    ] {
+        assert!(has_drop(&drops, &p, reason), "{}: {drops:#?}", p.display());
+    }
+    for p in ["link", "fifo", "keep.lock"] {
+        assert!(std::fs::symlink_metadata(heads.join(p)).is_err(), "{p}");
+    }
+    assert!(!gd.join("index.lock").exists());
+    assert_eq!(git(ws, &["rev-parse", "HEAD"]), head);
+    assert!(gd.join("logs/HEAD").is_file());
+    // Ordinary refs land, with their owner's access kept and no special mode bits.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(git(ws, &["rev-parse", "closed/b"]), head);
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode();
+    assert_eq!(mode(&heads.join("closed")) & 0o700, 0o700);
+    assert_eq!(mode(&heads.join("special")) & 0o7777, 0o755);
+    // Nesting beyond what git makes stops, and says so.
+    assert!(
+        drops
+            .iter()
+            .any(|d| d.reason == GitDropReason::NotMerged && d.path.starts_with(heads.join("d0"))),
+        "{drops:#?}"
+    );
+    git(ws, &["fsck", "--no-progress", "--strict"]);
+    assert_eq!(git(ws, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn the_list_of_drops_is_bounded() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let sb = full(&repo.ws);
+    let n = GitDrop::MAX_REPORTED + 25;
+    let (_, drops) = run(
+        &sb,
+        &format!("set -e\nmkdir .git/junk && cd .git/junk && seq {n} | xargs touch\n"),
+    );
+    assert_eq!(drops.len(), GitDrop::MAX_REPORTED + 1);
+    assert_eq!(
+        drops.last(),
+        Some(&GitDrop {
+            path: repo.git_dir(),
+            reason: GitDropReason::More(25),
+        })
+    );
+    assert!(!repo.git_dir().join("junk").exists());
+}
+
+#[test]
+fn existing_packs_are_never_copied_into_the_layer() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let ws = &repo.ws;
+    git(ws, &["gc", "-q"]);
+    let pack = std::fs::read_dir(repo.git_dir().join("objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "pack"))
+        .expect("a pack");
+    let mtime = std::fs::metadata(&pack).unwrap().modified().unwrap();
+    let sb = full(ws);
+    // Writing an object the pack holds makes git refresh the pack's time, which on an
+    // overlay would copy the whole pack up; read-only there, git writes it loose.
+    let p = pack.display();
+    let (out, drops) = run(
+        &sb,
+        &format!(
+            "set -e\n\
+             before=$(stat -c %y {p})\n\
+             echo x >> README && g commit -qam x && g checkout -q HEAD~1 -- README && g commit -qam back\n\
+             test \"$(git rev-parse HEAD^{{tree}})\" = \"$(git rev-parse HEAD~2^{{tree}})\"\n\
+             test \"$(stat -c %y {p})\" = \"$before\" && echo unchanged\n\
+             g repack -adq\n"
+        ),
+    );
+    assert_eq!(out, "unchanged\n");
+    // Repacking adds a pack; the old one and the loose objects stay (objects are only
+    // added), which is reported, as are the files for dumb HTTP that it refreshes.
+    let gd = repo.git_dir();
+    assert!(
+        drops.iter().all(|d| d.reason == GitDropReason::ObjectChange
+            || (d.reason == GitDropReason::NotMerged
+                && (d.path == gd.join("info/refs")
+                    || d.path.starts_with(gd.join("objects/info"))))),
+        "{drops:#?}"
+    );
+    assert!(
+        drops
+            .iter()
+            .any(|d| d.reason == GitDropReason::ObjectChange)
+    );
+    assert_eq!(std::fs::metadata(&pack).unwrap().modified().unwrap(), mtime);
+    assert_eq!(git(ws, &["log", "--format=%s"]), "back\nx\nhost\n");
+    git(ws, &["fsck", "--no-progress", "--strict"]);
+}
+
+#[test]
+fn the_git_file_of_a_linked_worktree_cannot_be_redirected() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let (_t, wt_parent) = var_tempdir();
+    let wt = wt_parent.join("wt");
+    git(&repo.ws, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let before = std::fs::read(wt.join(".git")).unwrap();
+    let sb = full(&wt);
+    // The file is read (git inside follows it; its git dir is not visible here) but not
+    // rewritten, renamed or removed.
+    let (out, _) = run(
+        &sb,
+        "cat .git; echo 'gitdir: /nowhere' > .git || echo refused; mv .git x 2>/dev/null || echo pinned; cat README\n",
+    );
+    assert!(out.contains("refused\npinned\nhello\n"), "{out}");
+    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), before);
+    git(&wt, &["status", "--porcelain"]);
+}
+
+#[test]
+fn a_child_dropped_without_waiting_still_merges_when_it_ends() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let sb = full(&repo.ws);
+    let mut child = spawn(
+        &sb,
+        &format!(
+            "{SHOW_UPPER}g commit -q --allow-empty -m dropped-child; cat .git/HEAD >/dev/null\n"
+        ),
+    );
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    drop(child);
+    assert_eq!(upper_dirs(&out).len(), 1, "{out}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !git(&repo.ws, &["log", "--format=%s"]).contains("dropped-child") {
+        assert!(Instant::now() < deadline, "not merged: {out}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        git(&repo.ws, &["log", "--format=%s"]),
+        "dropped-child\nhost\n"
+    );
+}
+
+#[test]
+fn a_git_replaced_during_the_run_gets_nothing() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let ws = &repo.ws;
+    let sb = full(ws);
+    let mut child = spawn(
+        &sb,
+        "g commit -q --allow-empty -m inside && touch ready\n\
+         while [ ! -e go ]; do sleep 0.05; done\n",
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ws.join("ready").exists() {
+        assert!(Instant::now() < deadline, "the program did not commit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The host swaps the repository for another while the program runs.
+    std::fs::rename(ws.join(".git"), ws.join("old.git")).unwrap();
+    git(ws, &["init", "-q"]);
+    std::fs::write(ws.join("go"), "").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        child.git_dropped(),
+        [GitDrop {
+            path: repo.git_dir(),
+            reason: GitDropReason::Replaced,
+        }]
+    );
+    assert!(!git_out(ws, &["rev-parse", "HEAD"]).status.success());
+    assert_eq!(git(&ws.join("old.git"), &["log", "--format=%s"]), "host\n");
+}
+
+#[test]
+fn a_run_without_git_changes_merges_nothing_and_git_status_inside_works() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let before = git(&repo.ws, &["rev-parse", "HEAD"]);
+    let sb = full(&repo.ws);
+    let (out, drops) = run(&sb, "set -e\ng status --porcelain\ng log --format=%s\n");
+    assert_eq!(out, "host\n");
+    assert!(drops.is_empty(), "{drops:#?}");
+    assert_eq!(git(&repo.ws, &["rev-parse", "HEAD"]), before);
+    assert_eq!(git(&repo.ws, &["status", "--porcelain"]), "");
+    // Without a .git at all, nothing is layered and `git init` inside is the program's.
+    let (_w, bare) = var_tempdir();
+    let (_, drops) = run(
+        &full(&bare),
+        "set -e\ng init -q && g commit -q --allow-empty -m mine\n",
+    );
+    assert!(drops.is_empty());
+    assert_eq!(git(&bare, &["log", "--format=%s"]), "mine\n");
+}
+
+#[test]
+fn a_layer_is_bounded_like_tmp() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let mut p = Policy::with_workspace(&repo.ws);
+    p.layer = Some(Layer::Full);
+    p.tmp_size = stockade::ByteSize::mib(1);
+    let sb = Sandbox::new(p).unwrap();
+    let (out, drops) = run(
+        &sb,
+        "head -c 2000000 /dev/zero > .git/big || echo full\nrm -f .git/big\n\
+         echo x > x && g add x && g commit -qm small && echo committed\n",
+    );
+    assert!(out.contains("No space left on device"), "{out}");
+    assert!(out.ends_with("full\ncommitted\n"), "{out}");
+    assert!(drops.is_empty(), "{drops:#?}");
+    assert!(!repo.git_dir().join("big").exists());
+    assert_eq!(git(&repo.ws, &["log", "--format=%s"]), "small\nhost\n");
+}
+
+/// A limit SECURITY.md states, pinned so that the text changes if the behaviour does:
+/// git on the host recurses into every submodule the index lists, running git with that
+/// submodule's own git dir, which lives in the worktree (the program's). The index is
+/// merged back, so a program can add such an entry. The documented mitigation holds:
+/// `diff.ignoreSubmodules=all` on the host keeps git out of submodule checkouts.
+#[test]
+fn known_limit_submodule_checkouts_are_the_programs() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let sb = full(&repo.ws);
+    let fsmonitor = format!("[core]\\n\\tfsmonitor = {}\\n", repo.script().display());
+    let (_, drops) = run(
+        &sb,
+        &format!(
+            "set -e\n{plant}\n\
+             g init -q sub && g -C sub commit -q --allow-empty -m sub\n\
+             printf '{fsmonitor}' >> sub/.git/config\n\
+             g update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub\n",
+            plant = repo.plant_script(),
+        ),
+    );
+    assert!(drops.is_empty(), "{drops:#?}");
+    git(
+        &repo.ws,
+        &["-c", "diff.ignoreSubmodules=all", "status", "--porcelain"],
+    );
+    repo.assert_no_marker("git status with diff.ignoreSubmodules=all");
+    git(&repo.ws, &["status", "--porcelain"]);
+    assert!(
+        repo.marker().exists(),
+        "git status no longer runs git in submodule checkouts: update SECURITY.md"
+    );
+}
+
+/// Layer 2 cannot keep any part of `.git` read-only under a writable workspace: a Landlock
+/// rule grants its rights to the whole tree beneath it, with no exceptions. SECURITY.md
+/// documents the cost; this test pins the documented limit, so that the text changes if
+/// the behaviour does.
+#[test]
+fn layer_two_leaves_git_as_writable_as_the_workspace() {
+    let repo = Repo::new();
+    let mut p = Policy::with_workspace(&repo.ws);
+    p.layer = Some(Layer::Landlock);
+    p.fallback = stockade::Fallback::Refuse;
+    let sb = Sandbox::new(p).unwrap();
+    assert!(
+        !sb.plan()
+            .steps
+            .iter()
+            .any(|s| matches!(s, stockade::plan::Step::GitLayer { .. }))
+    );
+    sh_ok(&sb, "echo /elsewhere > .git/commondir");
+    assert_eq!(
+        std::fs::read_to_string(repo.git_dir().join("commondir")).unwrap(),
+        "/elsewhere\n"
+    );
+}
+
+#[test]
+fn zz_all_tests_pass_as_uid_65534() {
+    if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
+        return;
+    }
+    common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
+}

@@ -1,0 +1,271 @@
+//! A sandboxed program that prepares the next run: what it plants in its writable roots
+//! (symlinks over policy paths, a `.git` file or symlink) must not reach the host.
+//!
+//! Fixtures sit under `/var/tmp` (outside the sandbox's private `/tmp`). Every test runs
+//! as the current user; as root, `zz_all_tests_pass_as_uid_65534` re-runs the file as
+//! uid 65534.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::path::Path;
+
+use common::{Feature, openpty, sh, sh_ok, var_tempdir};
+use stockade::{Error, Layer, PlanError, Policy, Sandbox};
+
+fn policy(ws: &Path, layer: Layer) -> Policy {
+    let mut p = Policy::with_workspace(ws);
+    p.layer = Some(layer);
+    p.fallback = stockade::Fallback::Refuse;
+    p
+}
+
+fn expect_symlink_error(r: Result<Sandbox, Error>, key: &str, link: &Path) {
+    match r {
+        Err(Error::Plan(PlanError::Symlink {
+            key: k, link: l, ..
+        })) => {
+            assert_eq!(k, key);
+            assert_eq!(l, link);
+        }
+        other => panic!("expected a symlink error for {key}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_read_only_path_replaced_by_a_symlink_is_refused_not_followed() {
+    require!(Feature::UserNs);
+    for layer in [Layer::Full, Layer::Landlock] {
+        let (_w, ws) = var_tempdir();
+        let (_h, host) = var_tempdir();
+        std::fs::write(host.join("host-secret"), "host").unwrap();
+        let models = ws.join("models");
+        std::fs::create_dir(&models).unwrap();
+        let mut p = policy(&ws, layer);
+        p.read_only = vec![models.clone()];
+        Sandbox::new(p.clone()).unwrap();
+        // A run under a policy without that path swaps the directory for a link to a
+        // host directory (the read-only bind itself would refuse: EBUSY)...
+        let sb = Sandbox::new(policy(&ws, layer)).unwrap();
+        sh_ok(
+            &sb,
+            &format!(
+                "cd {} && rm -r models && ln -s {} models",
+                ws.display(),
+                host.display()
+            ),
+        );
+        // ...the next sandbox with that policy refuses to start, naming the link.
+        expect_symlink_error(Sandbox::new(p), "read_only", &models);
+    }
+}
+
+#[test]
+fn every_configured_path_through_a_symlink_is_refused() {
+    let (_w, ws) = var_tempdir();
+    let (_h, host) = var_tempdir();
+    let real = host.join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = host.join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let via = link.clone();
+    for layer in [Layer::Full, Layer::Landlock] {
+        type Set<'a> = Box<dyn Fn(&mut Policy) + 'a>;
+        let cases: Vec<(&str, Set)> = vec![
+            ("workspace", Box::new(|p| p.workspace = Some(via.clone()))),
+            (
+                "writable_paths",
+                Box::new(|p| p.writable_paths = vec![via.clone()]),
+            ),
+            ("read_only", Box::new(|p| p.read_only = vec![via.clone()])),
+            ("tools_dir", Box::new(|p| p.tools_dir = Some(via.clone()))),
+        ];
+        for (key, f) in cases {
+            let mut p = policy(&ws, layer);
+            f(&mut p);
+            expect_symlink_error(Sandbox::new(p), key, &link);
+        }
+    }
+    // The data dir, in the full layer (layer 2 refuses a data dir under a root anyway).
+    let mut p = policy(&ws, Layer::Full);
+    p.data_dir = Some(link.join("sub"));
+    std::fs::create_dir(real.join("sub")).unwrap();
+    expect_symlink_error(Sandbox::new(p), "data_dir", &link);
+}
+
+#[test]
+fn a_nested_writable_path_planted_as_a_symlink_binds_nothing() {
+    require!(Feature::UserNs);
+    let (_w, ws) = var_tempdir();
+    let (_s, shared) = var_tempdir();
+    let (_h, host) = var_tempdir();
+    let nested = shared.join("nested");
+    std::fs::create_dir(&nested).unwrap();
+    let mut p = policy(&ws, Layer::Full);
+    p.writable_paths = vec![shared.clone(), nested.clone()];
+    let sb = Sandbox::new(p.clone()).unwrap();
+    // Planted by a run of another sandbox, then used by a spawn of the first one.
+    let mut planter = policy(&ws, Layer::Full);
+    planter.writable_paths = vec![shared.clone()];
+    sh_ok(
+        &Sandbox::new(planter).unwrap(),
+        &format!(
+            "rmdir {n} && ln -s {h} {n}",
+            n = nested.display(),
+            h = host.display()
+        ),
+    );
+    // A writable path inside another one is not bound again: the link stays a link to
+    // a host directory that is not in the sandbox, and nothing is written there.
+    let out = sh(&sb, &format!("touch {}/x", nested.display()));
+    assert!(!out.status.success());
+    // The next sandbox refuses the policy outright; the host dir got nothing.
+    expect_symlink_error(Sandbox::new(p), "writable_paths", &nested);
+    assert_eq!(std::fs::read_dir(&host).unwrap().count(), 0);
+}
+
+#[test]
+fn a_git_file_or_planted_git_symlink_does_not_deny_service() {
+    require!(Feature::UserNs);
+    let (_w, ws) = var_tempdir();
+    let (_h, host) = var_tempdir();
+    std::fs::create_dir(host.join("hooks")).unwrap();
+    let sb = Sandbox::new(policy(&ws, Layer::Full)).unwrap();
+    // A `.git` symlink to a host directory: the guard does not follow it, runs go on.
+    std::os::unix::fs::symlink(&host, ws.join(".git")).unwrap();
+    assert_eq!(sh_ok(&sb, "echo ok"), "ok\n");
+    // The host directory it names is not writable through it.
+    let out = sh(&sb, "touch .git/hooks/pre-commit");
+    assert!(!out.status.success());
+    assert_eq!(std::fs::read_dir(host.join("hooks")).unwrap().count(), 0);
+    // A `.git` file (a worktree or a submodule): runs go on.
+    std::fs::remove_file(ws.join(".git")).unwrap();
+    std::fs::write(ws.join(".git"), "gitdir: /nowhere\n").unwrap();
+    assert_eq!(sh_ok(&sb, "cat .git"), "gitdir: /nowhere\n");
+}
+
+#[test]
+fn host_unix_sockets_under_read_only_paths_are_masked_unless_named() {
+    require!(Feature::UserNs);
+    let (_w, ws) = var_tempdir();
+    let (_o, opt) = var_tempdir();
+    let sock = opt.join("svc.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let connect = format!(
+        "s = socket.socket(socket.AF_UNIX); s.connect('{}')",
+        sock.display()
+    );
+    let mut p = policy(&ws, Layer::Full);
+    p.read_only = vec![opt.clone()];
+    let sb = Sandbox::new(p.clone()).unwrap();
+    assert_eq!(
+        common::py_ok(&sb, &common::try_errno(&connect)).trim(),
+        "ECONNREFUSED"
+    );
+    // Named by the policy: reachable.
+    p.read_only.push(sock.clone());
+    let sb = Sandbox::new(p).unwrap();
+    assert_eq!(
+        common::py_ok(&sb, &common::try_errno(&connect)).trim(),
+        "OK"
+    );
+}
+
+#[test]
+fn root_only_private_files_under_the_allowlist_stay_private() {
+    require!(Feature::UserNs);
+    require!(Feature::Root);
+    use std::os::unix::fs::PermissionsExt;
+    let (_w, ws) = var_tempdir();
+    let (_o, opt) = var_tempdir();
+    std::fs::set_permissions(&opt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(opt.join("tls")).unwrap();
+    std::fs::write(opt.join("tls/key.pem"), "PRIVATE").unwrap();
+    std::fs::set_permissions(
+        opt.join("tls/key.pem"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::write(opt.join("tls/cert.pem"), "PUBLIC").unwrap();
+    std::fs::set_permissions(
+        opt.join("tls/cert.pem"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    for layer in [Layer::Full, Layer::Landlock] {
+        let mut p = policy(&ws, layer);
+        p.read_only = vec![opt.clone()];
+        let sb = Sandbox::new(p).unwrap();
+        let o = opt.display();
+        for (expr, want) in [
+            (format!("open('{o}/tls/key.pem').read()"), "EACCES"),
+            ("open('/etc/shadow').read()".to_string(), "EACCES"),
+            (format!("open('{o}/tls/cert.pem').read()"), "OK"),
+            ("open('/etc/passwd').read()".to_string(), "OK"),
+        ] {
+            assert_eq!(
+                common::py_ok(&sb, &common::try_errno(&expr)).trim(),
+                want,
+                "layer {layer}: {expr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn writable_roots_are_mounted_nosuid() {
+    require!(Feature::UserNs);
+    let (_w, ws) = var_tempdir();
+    let (_s, shared) = var_tempdir();
+    let mut p = policy(&ws, Layer::Full);
+    p.writable_paths = vec![shared.clone()];
+    let sb = Sandbox::new(p).unwrap();
+    let info = sh_ok(&sb, "cat /proc/self/mountinfo");
+    for root in [&ws, &shared] {
+        let line = info
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(root.to_str().unwrap()))
+            .unwrap_or_else(|| panic!("{} not mounted:\n{info}", root.display()));
+        let opts = line.split(' ').nth(5).unwrap();
+        assert!(opts.split(',').any(|o| o == "nosuid"), "{line}");
+        assert!(opts.split(',').any(|o| o == "rw"), "{line}");
+    }
+}
+
+#[test]
+fn layer_two_grants_the_programs_own_terminal_and_no_other() {
+    let (_m1, mine, mine_path) = openpty();
+    let (_m2, _other, other_path) = openpty();
+    let (_w, ws) = var_tempdir();
+    let sb = Sandbox::new(policy(&ws, Layer::Landlock)).unwrap();
+    let code = format!(
+        "import os\nfor p in ['{}', '{}']:\n    try:\n        os.close(os.open(p, os.O_RDWR | os.O_NOCTTY)); print('OK')\n    except OSError as e:\n        print(e.errno)",
+        mine_path.display(),
+        other_path.display()
+    );
+    let out = sb
+        .command("python3")
+        .arg("-c")
+        .arg(code)
+        .stdin(stockade::Stdio::from(mine))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("OK\n{}\n", libc::EACCES)
+    );
+}
+
+#[test]
+fn zz_all_tests_pass_as_uid_65534() {
+    if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
+        return;
+    }
+    common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
+}
