@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use crate::policy::Layer;
+pub use crate::policy::PolicyError;
 
 /// The text of an errno without std's ` (os error N)` suffix: `No such file or directory`.
 pub fn strerror(errno: i32) -> String {
@@ -157,97 +158,7 @@ pub enum Error {
     Guard(#[from] GuardError),
     /// The macOS sandbox profile could not be generated from the policy.
     #[error(transparent)]
-    Profile(#[from] crate::backend::sbpl::SbplError),
-}
-
-/// An invalid policy.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PolicyError {
-    /// The TOML text does not describe a policy: a syntax error, an unknown key, a wrong
-    /// type, a duplicate key, a relative path where an absolute one is needed.
-    #[error("invalid sandbox config{}: {message}", location(key.as_deref(), *line, *column))]
-    Toml {
-        /// The dotted key the problem is at (`writable_paths[1]`, `agents.sandbox.bogus`),
-        /// when it can be told.
-        key: Option<String>,
-        /// The 1-based line.
-        line: Option<usize>,
-        /// The 1-based column, in characters.
-        column: Option<usize>,
-        /// What is wrong (`unknown field `x`, expected one of …`).
-        message: String,
-    },
-    /// A path that must be absolute (and free of `..`) is not.
-    #[error("{key}: {path:?} must be an absolute path without `..`")]
-    RelativePath {
-        /// The policy key.
-        key: &'static str,
-        /// The offending path.
-        path: PathBuf,
-    },
-    /// A name in `deny_names` or `guard_names` is empty, absolute, or has `..`, `.`, NUL
-    /// (or, for `deny_names`, a slash).
-    #[error("{key}: {name:?} must be a relative name without `.`, `..` or NUL")]
-    BadName {
-        /// The policy key.
-        key: &'static str,
-        /// The offending name.
-        name: String,
-    },
-    /// The policy names no workspace.
-    #[error("the policy has no workspace")]
-    NoWorkspace,
-    /// A config file holds a policy in more than one place (its `[sandbox]` table, its
-    /// `[agents.sandbox]` table, policy keys at its top level), so which one is meant
-    /// cannot be told.
-    #[error(
-        "the config has a policy in more than one place: {}; keep one",
-        places.join(" and ")
-    )]
-    AmbiguousConfig {
-        /// The places found: `[sandbox]`, `[agents.sandbox]`, `top-level keys (network)`.
-        places: Vec<String>,
-    },
-}
-
-impl PolicyError {
-    /// Locates toml's error in `text`: line, column and the dotted key the span falls in.
-    ///
-    /// toml's own rendering shows the line but names the key only for unknown fields. A host
-    /// that nests [`crate::Policy`] in its own config (`[agents.sandbox]`) passes its text and
-    /// the error of its `toml::from_str` here to get the key path
-    /// (`agents.sandbox.writable_paths[1]`).
-    pub fn from_toml(text: &str, e: toml::de::Error) -> Self {
-        let span = e.span();
-        let (line, column) = match &span {
-            Some(span) => {
-                let (l, c) = crate::policy::line_column(text, span.start);
-                (Some(l), Some(c))
-            }
-            None => (None, None),
-        };
-        PolicyError::Toml {
-            key: span.and_then(|s| crate::policy::key_at(text, s)),
-            line,
-            column,
-            message: e.message().trim_end().to_string(),
-        }
-    }
-}
-
-/// ` at line L, column C (key `k`)`, leaving out what is unknown.
-fn location(key: Option<&str>, line: Option<usize>, column: Option<usize>) -> String {
-    let mut out = String::new();
-    match (line, column) {
-        (Some(l), Some(c)) => out.push_str(&format!(" at line {l}, column {c}")),
-        (Some(l), None) => out.push_str(&format!(" at line {l}")),
-        _ => {}
-    }
-    if let Some(k) = key {
-        out.push_str(&format!(" (key `{k}`)"));
-    }
-    out
+    Profile(#[from] SbplError),
 }
 
 /// The policy cannot be realized on this host.
@@ -359,7 +270,7 @@ pub enum SpawnError {
     /// macOS: `sandbox_init` refused the generated profile in the child; the error carries
     /// the profile compiler's message.
     #[error(transparent)]
-    SandboxInit(#[from] crate::backend::sbpl::InitError),
+    SandboxInit(#[from] InitError),
 }
 
 impl SpawnError {
@@ -572,6 +483,88 @@ pub enum SeccompBuildError {
     TooLong(usize),
 }
 
+/// The macOS sandbox profile could not be generated from the policy.
+///
+/// Messages name the policy key; paths are printed with `{:?}`, so a hostile path cannot
+/// forge a line of a log either.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SbplError {
+    /// The policy names no workspace.
+    #[error("the policy has no workspace")]
+    NoWorkspace,
+    /// A path is relative or contains `..`.
+    #[error("{key}: {path:?} must be an absolute path without `..`")]
+    NotAbsolute {
+        /// The policy key.
+        key: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A name that should be relative to a writable root is not.
+    #[error("{key}: {name:?} must be a relative path without `..`")]
+    BadName {
+        /// The policy key (`deny_names`, `guard_names`).
+        key: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A path is not valid UTF-8.
+    #[error("{key}: {path:?} is not valid UTF-8")]
+    NotUtf8 {
+        /// The policy key.
+        key: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A path contains a control character (newline, NUL, …).
+    #[error("{key}: {path:?} contains a control character")]
+    ControlCharacter {
+        /// The policy key.
+        key: &'static str,
+        /// The path.
+        path: PathBuf,
+    },
+    /// A path is longer than macOS's `PATH_MAX` (1024 bytes).
+    #[error("{key}: a path of {len} bytes is longer than {max}")]
+    TooLong {
+        /// The policy key.
+        key: &'static str,
+        /// The length of the path in bytes.
+        len: usize,
+        /// The longest path accepted (macOS's `PATH_MAX`).
+        max: usize,
+    },
+    /// The profile would hold more path filters than one profile may (512).
+    #[error("the profile needs {count} path rules, more than {max}")]
+    TooManyRules {
+        /// How many path filters the policy needs.
+        count: usize,
+        /// The most path filters one profile may hold.
+        max: usize,
+    },
+}
+
+/// The error message of `sandbox_init(3)`, decoded from the child's report.
+///
+/// The message comes from Apple's profile compiler in the child; it is truncated to the
+/// report's size and decoded lossily.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("sandbox_init refused the profile: {message}")]
+pub struct InitError {
+    /// The compiler's message (for example `unbound variable: file-map-executable`).
+    pub message: String,
+}
+
+impl InitError {
+    /// Decodes the bytes the child copied into its fixed-size report.
+    pub fn from_report(bytes: &[u8]) -> Self {
+        InitError {
+            message: String::from_utf8_lossy(bytes).trim_end().to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,9 +627,9 @@ mod tests {
 
     #[test]
     fn sandbox_init_error_shows_the_compiler_message_once() {
-        let e = Error::from(SpawnError::from(
-            crate::backend::sbpl::InitError::from_report(b"unbound variable: x"),
-        ));
+        let e = Error::from(SpawnError::from(InitError::from_report(
+            b"unbound variable: x",
+        )));
         assert_eq!(
             e.to_string(),
             "sandbox_init refused the profile: unbound variable: x"
@@ -669,10 +662,10 @@ mod tests {
         let _ = SpawnError::DiedBeforeExec {
             status: std::process::ExitStatus::default(),
         };
-        let _ = SpawnError::SandboxInit(crate::backend::sbpl::InitError {
+        let _ = SpawnError::SandboxInit(InitError {
             message: String::new(),
         });
-        let _ = Error::Profile(crate::backend::sbpl::SbplError::NoWorkspace);
+        let _ = Error::Profile(SbplError::NoWorkspace);
         let _ = PolicyError::Toml {
             key: None,
             line: Some(1),

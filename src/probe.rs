@@ -4,7 +4,9 @@
 //! [`Capabilities::probe`] does not stop at `unshare` succeeding (on some distributions it
 //! does and mounting then fails): it spawns a real child through the same code path as a
 //! sandbox, which maps its ids, builds a root, binds a tree read-only and mounts a fresh
-//! `/proc`, then exits. `stockade detect` and the tests' `require!` use it.
+//! `/proc`, then exits. `stockade detect` and the tests' `require!` use it. Spawning is the
+//! backend's work, so that probe lives in `backend` (above this module in the flow); this
+//! module holds the cheap facts, the types, the refusals learned and the cached result.
 //!
 //! [`Sandbox::new`](crate::Sandbox::new) does not run it: a probe child would cost a second
 //! namespace clone on every run of the CLI. A sandbox chooses its layer from what is cheap
@@ -108,25 +110,6 @@ struct Learned {
 }
 
 impl Capabilities {
-    /// Probes the kernel; the result is cached for the life of the process.
-    ///
-    /// This spawns a probe child into new namespaces; [`Sandbox::new`](crate::Sandbox::new)
-    /// never calls it (see the module docs).
-    pub fn probe() -> &'static Capabilities {
-        PROBED.get_or_init(|| {
-            let caps = probe_now();
-            tracing::info!(
-                user_namespaces = caps.user_namespaces.available,
-                fresh_proc = caps.fresh_proc.available,
-                landlock_abi = caps.landlock_abi,
-                seccomp = caps.seccomp.available,
-                sandbox = caps.sandbox.available,
-                "stockade probed the kernel"
-            );
-            caps
-        })
-    }
-
     /// What a sandbox assumes when it chooses its layer: the full probe's result when it
     /// has run in this process, else the cheap facts (Landlock ABI, seccomp) with
     /// namespaces and a fresh `/proc` assumed to work; either way overridden by what
@@ -207,14 +190,25 @@ fn cheap() -> &'static Capabilities {
     CHEAP.get_or_init(cheap_now)
 }
 
-#[cfg(target_os = "linux")]
-fn probe_now() -> Capabilities {
-    let (user_namespaces, fresh_proc) = crate::backend::linux::probe_namespaces();
-    Capabilities {
-        user_namespaces,
-        fresh_proc,
-        ..cheap().clone()
-    }
+/// The full probe's result, run once per process: `full` gets the cheap facts and adds
+/// what only a real child can tell. The backend supplies `full`
+/// ([`Capabilities::probe`]): this module only keeps what was found, so that it imports
+/// nothing above it.
+pub(crate) fn probed_or_init(
+    full: impl FnOnce(Capabilities) -> Capabilities,
+) -> &'static Capabilities {
+    PROBED.get_or_init(|| {
+        let caps = full(cheap().clone());
+        tracing::info!(
+            user_namespaces = caps.user_namespaces.available,
+            fresh_proc = caps.fresh_proc.available,
+            landlock_abi = caps.landlock_abi,
+            seccomp = caps.seccomp.available,
+            sandbox = caps.sandbox.available,
+            "stockade probed the kernel"
+        );
+        caps
+    })
 }
 
 /// One Landlock ABI query and one `prctl`; namespaces and a fresh `/proc` are assumed.
@@ -247,12 +241,6 @@ fn cheap_now() -> Capabilities {
         seccomp,
         sandbox: Availability::no("sandbox_init is macOS only"),
     }
-}
-
-/// Nothing here needs a probe child: the cheap facts are the probe.
-#[cfg(not(target_os = "linux"))]
-fn probe_now() -> Capabilities {
-    cheap_now()
 }
 
 #[cfg(not(target_os = "linux"))]

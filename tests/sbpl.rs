@@ -226,7 +226,8 @@ fn long_paths_are_refused() {
         err,
         SbplError::TooLong {
             key: "tools_dir",
-            len: 4097
+            len: 4097,
+            max: MAX_PATH_LEN,
         }
     );
     // Escaping doubles the text of this path; the limit is on the path, not the literal.

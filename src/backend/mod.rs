@@ -26,3 +26,34 @@ pub mod program;
 #[cfg(unix)]
 pub mod report;
 pub mod sbpl;
+
+use crate::probe::Capabilities;
+
+impl Capabilities {
+    /// Probes the kernel; the result is cached for the life of the process.
+    ///
+    /// On Linux this spawns a probe child into new namespaces (through the same launcher
+    /// as a sandbox, so what it finds is what a spawn meets); elsewhere the cheap facts are
+    /// the probe. [`Sandbox::new`](crate::Sandbox::new) never calls it (see
+    /// [`crate::probe`]).
+    pub fn probe() -> &'static Capabilities {
+        crate::probe::probed_or_init(full_probe)
+    }
+}
+
+/// The cheap facts and what a namespace child finds.
+#[cfg(target_os = "linux")]
+fn full_probe(cheap: Capabilities) -> Capabilities {
+    let (user_namespaces, fresh_proc) = linux::probe_namespaces();
+    Capabilities {
+        user_namespaces,
+        fresh_proc,
+        ..cheap
+    }
+}
+
+/// Nothing here needs a probe child: the cheap facts are the probe.
+#[cfg(not(target_os = "linux"))]
+fn full_probe(cheap: Capabilities) -> Capabilities {
+    cheap
+}

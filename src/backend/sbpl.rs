@@ -36,6 +36,7 @@ use std::ffi::CString;
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
+pub use crate::error::{InitError, SbplError};
 use crate::policy::{Network, Policy};
 
 #[cfg(test)]
@@ -71,84 +72,6 @@ pub const SYSTEM_READ_ONLY: &[&str] = &[
 
 /// The writable temporary directory every process may use.
 pub const SHARED_TMP: &str = "/private/tmp";
-
-/// A profile could not be generated from the input.
-///
-/// Messages name the policy key; paths are printed with `{:?}`, so a hostile path cannot
-/// forge a line of a log either.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SbplError {
-    /// The policy names no workspace.
-    #[error("the policy has no workspace")]
-    NoWorkspace,
-    /// A path is relative or contains `..`.
-    #[error("{key}: {path:?} must be an absolute path without `..`")]
-    NotAbsolute {
-        /// The policy key.
-        key: &'static str,
-        /// The path.
-        path: PathBuf,
-    },
-    /// A name that should be relative to a writable root is not.
-    #[error("{key}: {name:?} must be a relative path without `..`")]
-    BadName {
-        /// The policy key (`deny_names`, `guard_names`).
-        key: &'static str,
-        /// The name.
-        name: String,
-    },
-    /// A path is not valid UTF-8.
-    #[error("{key}: {path:?} is not valid UTF-8")]
-    NotUtf8 {
-        /// The policy key.
-        key: &'static str,
-        /// The path.
-        path: PathBuf,
-    },
-    /// A path contains a control character (newline, NUL, …).
-    #[error("{key}: {path:?} contains a control character")]
-    ControlCharacter {
-        /// The policy key.
-        key: &'static str,
-        /// The path.
-        path: PathBuf,
-    },
-    /// A path is longer than [`MAX_PATH_LEN`].
-    #[error("{key}: a path of {len} bytes is longer than {MAX_PATH_LEN}")]
-    TooLong {
-        /// The policy key.
-        key: &'static str,
-        /// The length of the path in bytes.
-        len: usize,
-    },
-    /// The profile would hold more than [`MAX_RULES`] path filters.
-    #[error("the profile needs {count} path rules, more than {MAX_RULES}")]
-    TooManyRules {
-        /// How many path filters the policy needs.
-        count: usize,
-    },
-}
-
-/// The error message of `sandbox_init(3)`, decoded from the child's report.
-///
-/// The message comes from Apple's profile compiler in the child; it is truncated to the
-/// report's size and decoded lossily.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("sandbox_init refused the profile: {message}")]
-pub struct InitError {
-    /// The compiler's message (for example `unbound variable: file-map-executable`).
-    pub message: String,
-}
-
-impl InitError {
-    /// Decodes the bytes the child copied into its fixed-size report.
-    pub fn from_report(bytes: &[u8]) -> Self {
-        InitError {
-            message: String::from_utf8_lossy(bytes).trim_end().to_string(),
-        }
-    }
-}
 
 /// Everything the profile depends on, with paths already canonicalized.
 ///
@@ -253,7 +176,11 @@ impl Lit {
     fn new(key: &'static str, path: &Path) -> Result<Self, SbplError> {
         let len = path.as_os_str().len();
         if len > MAX_PATH_LEN {
-            return Err(SbplError::TooLong { key, len });
+            return Err(SbplError::TooLong {
+                key,
+                len,
+                max: MAX_PATH_LEN,
+            });
         }
         let text = path.to_str().ok_or_else(|| SbplError::NotUtf8 {
             key,
@@ -430,7 +357,10 @@ pub fn profile(input: &SbplInput) -> Result<String, SbplError> {
         })
         .sum();
     if count > MAX_RULES {
-        return Err(SbplError::TooManyRules { count });
+        return Err(SbplError::TooManyRules {
+            count,
+            max: MAX_RULES,
+        });
     }
     let mut out = String::new();
     for item in &items {
@@ -776,7 +706,8 @@ mod tests {
             err(format!("/{}", "a".repeat(4096)).into()),
             SbplError::TooLong {
                 key: "workspace",
-                len: 4097
+                len: 4097,
+                max: MAX_PATH_LEN,
             }
         );
         assert!(matches!(err("ws".into()), SbplError::NotAbsolute { .. }));
@@ -813,7 +744,7 @@ mod tests {
         };
         let err = profile(&input(&policy)).unwrap_err();
         assert!(
-            matches!(err, SbplError::TooManyRules { count } if count > MAX_RULES),
+            matches!(err, SbplError::TooManyRules { count, .. } if count > MAX_RULES),
             "{err}"
         );
         assert!(err.to_string().starts_with("the profile needs "), "{err}");

@@ -193,6 +193,48 @@ pub fn is_within(inner: &Path, outer: &Path) -> bool {
     inner.starts_with(outer)
 }
 
+impl Plan {
+    /// The plan of the namespace probe ([`Capabilities::probe`](crate::Capabilities::probe)):
+    /// map the ids, build a root, bind the host's root read-only, mount a fresh `/proc`,
+    /// then exit instead of exec. Returns the plan and the index of its `/proc` step, whose
+    /// failure alone means "namespaces work, a fresh `/proc` does not".
+    pub fn namespace_probe(ids: Ids) -> (Plan, u32) {
+        let mut steps = vec![
+            Step::DieWithParent,
+            Step::ResetSignals,
+            Step::IdMaps {
+                uid: ids.uid,
+                gid: ids.gid,
+            },
+            Step::MountsPrivate,
+            Step::BaseRoot,
+            bind(
+                Path::new("/"),
+                Path::new("/probe"),
+                Access::ReadOnly,
+                true,
+                None,
+            ),
+        ];
+        let proc_step = steps.len() as u32;
+        steps.push(Step::Proc { fallback: false });
+        steps.push(Step::Exit);
+        let plan = Plan {
+            layer: Layer::Full,
+            namespaces: Namespaces {
+                base: true,
+                net: false,
+            },
+            workspace: "/".into(),
+            steps,
+            path: Vec::new(),
+            roots: Vec::new(),
+            private_tmp: false,
+        };
+        (plan, proc_step)
+    }
+}
+
 fn depth(p: &Path) -> usize {
     p.components()
         .filter(|c| matches!(c, Component::Normal(_)))

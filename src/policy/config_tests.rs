@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 
+use super::PolicyError;
 use super::*;
-use crate::PolicyError;
 
 /// The key, line and column of a `PolicyError::Toml`, or a panic naming what came instead.
 #[track_caller]

@@ -4,6 +4,7 @@
 //! own configuration (`[sandbox]`, `[agents.sandbox]`). Nothing here performs I/O or knows
 //! about an operating system: turning a policy into steps is [`crate::plan`]'s job.
 
+mod error;
 mod size;
 
 #[cfg(test)]
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use error::PolicyError;
 pub use size::ByteSize;
 
 /// Whether containment is applied at all.
@@ -232,10 +234,9 @@ impl Policy {
     ///
     /// # Errors
     ///
-    /// [`crate::PolicyError::Toml`] with the key, line and column of the first problem.
-    pub fn from_toml(text: &str) -> Result<Self, crate::PolicyError> {
-        let policy: Policy =
-            toml::from_str(text).map_err(|e| crate::PolicyError::from_toml(text, e))?;
+    /// [`PolicyError::Toml`] with the key, line and column of the first problem.
+    pub fn from_toml(text: &str) -> Result<Self, PolicyError> {
+        let policy: Policy = toml::from_str(text).map_err(|e| PolicyError::from_toml(text, e))?;
         policy.validate()?;
         Ok(policy)
     }
@@ -257,10 +258,10 @@ impl Policy {
     ///
     /// # Errors
     ///
-    /// [`crate::PolicyError::AmbiguousConfig`] naming the places found;
-    /// [`crate::PolicyError::Toml`] with the dotted key (`sandbox.network`), line and
+    /// [`PolicyError::AmbiguousConfig`] naming the places found;
+    /// [`PolicyError::Toml`] with the dotted key (`sandbox.network`), line and
     /// column of the first problem.
-    pub fn from_config(text: &str) -> Result<Self, crate::PolicyError> {
+    pub fn from_config(text: &str) -> Result<Self, PolicyError> {
         #[derive(Deserialize)]
         struct InSandbox {
             sandbox: Policy,
@@ -269,7 +270,7 @@ impl Policy {
         struct InAgents {
             agents: InSandbox,
         }
-        let parse = |e| crate::PolicyError::from_toml(text, e);
+        let parse = |e| PolicyError::from_toml(text, e);
         let table: toml::Table = toml::from_str(text).map_err(parse)?;
         let in_sandbox = table.contains_key("sandbox");
         let in_agents = table
@@ -292,7 +293,7 @@ impl Policy {
             places.push(format!("top-level keys ({})", top.join(", ")));
         }
         if places.len() > 1 {
-            return Err(crate::PolicyError::AmbiguousConfig { places });
+            return Err(PolicyError::AmbiguousConfig { places });
         }
         let policy = if in_sandbox {
             toml::from_str::<InSandbox>(text).map_err(parse)?.sandbox
@@ -312,14 +313,14 @@ impl Policy {
     ///
     /// # Errors
     ///
-    /// [`crate::PolicyError::RelativePath`] naming the key and the path.
-    pub fn validate(&self) -> Result<(), crate::PolicyError> {
-        let one = |key: &'static str, p: &Path| -> Result<(), crate::PolicyError> {
+    /// [`PolicyError::RelativePath`] naming the key and the path.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        let one = |key: &'static str, p: &Path| -> Result<(), PolicyError> {
             let dotdot = p
                 .components()
                 .any(|c| matches!(c, std::path::Component::ParentDir));
             if !p.is_absolute() || dotdot {
-                return Err(crate::PolicyError::RelativePath {
+                return Err(PolicyError::RelativePath {
                     key,
                     path: p.to_path_buf(),
                 });
@@ -354,7 +355,7 @@ impl Policy {
         };
         for n in &self.deny_names {
             if !name_ok(n, false) {
-                return Err(crate::PolicyError::BadName {
+                return Err(PolicyError::BadName {
                     key: "deny_names",
                     name: n.clone(),
                 });
@@ -362,7 +363,7 @@ impl Policy {
         }
         for n in &self.guard_names {
             if !name_ok(n, true) {
-                return Err(crate::PolicyError::BadName {
+                return Err(PolicyError::BadName {
                     key: "guard_names",
                     name: n.clone(),
                 });

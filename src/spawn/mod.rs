@@ -27,8 +27,6 @@ mod tmp;
 // Unix systems fork, and on macOS the child enters the Seatbelt sandbox before `execve`.
 // The fork launcher also builds on Linux for unit tests, which run it there without
 // `sandbox_init`.
-#[cfg(target_os = "linux")]
-pub(crate) mod clone;
 #[cfg(any(test, not(target_os = "linux")))]
 mod launch_fork;
 #[cfg(target_os = "linux")]

@@ -9,6 +9,7 @@
 //! the program.
 
 pub mod child;
+pub mod clone;
 pub mod init;
 pub mod landlock;
 pub mod prepare;
@@ -19,8 +20,7 @@ use std::sync::Arc;
 
 use crate::backend::report::{self, Ending};
 use crate::error::SpawnError;
-use crate::plan::{Access, Namespaces, Plan, Step};
-use crate::policy::Layer;
+use crate::plan::{Namespaces, Plan, Step};
 use crate::probe::{Availability, Refusal};
 use prepare::{Exec, ExecSpec, Layout};
 
@@ -172,7 +172,7 @@ pub fn start(
 ) -> Result<Outcome, SpawnError> {
     let flags = clone_flags(layout.plan.namespaces);
     let (read_end, write_end) = report;
-    let launched = crate::spawn::clone::launch(Arc::clone(layout), exec, flags);
+    let launched = clone::launch(Arc::clone(layout), exec, flags);
     // The child has exec'd or exited (CLONE_VFORK); the parent's write end must go before
     // reading, or EOF never comes.
     drop(write_end);
@@ -195,123 +195,92 @@ pub fn last_cap() -> u32 {
         .unwrap_or(63)
 }
 
-/// The user-namespace probe: a real child maps its ids, builds a root, binds a tree
-/// read-only, then mounts a fresh `/proc`. Returns (user namespaces, fresh proc).
+/// The user-namespace probe: a real child replays [`Plan::namespace_probe`] (maps its
+/// ids, builds a root, binds a tree read-only, mounts a fresh `/proc`) and exits. Returns
+/// (user namespaces, fresh proc).
 pub fn probe_namespaces() -> (Availability, Availability) {
-    let mut steps = vec![
-        Step::DieWithParent,
-        Step::ResetSignals,
-        Step::IdMaps {
-            uid: nix::unistd::geteuid().as_raw(),
-            gid: nix::unistd::getegid().as_raw(),
-        },
-        Step::MountsPrivate,
-        Step::BaseRoot,
-        Step::Bind {
-            src: "/".into(),
-            dst: "/probe".into(),
-            access: Access::ReadOnly,
-            dir: true,
-            beneath: None,
-        },
-    ];
-    let proc_index = steps.len() as u32;
-    steps.push(Step::Proc { fallback: false });
-    steps.push(Step::Exit);
-    let plan = Plan {
-        layer: Layer::Full,
-        namespaces: Namespaces {
-            base: true,
-            net: false,
-        },
-        workspace: "/".into(),
-        steps,
-        path: Vec::new(),
-        roots: Vec::new(),
-        private_tmp: false,
+    let ids = crate::plan::Ids {
+        uid: nix::unistd::geteuid().as_raw(),
+        gid: nix::unistd::getegid().as_raw(),
     };
+    let (plan, proc_step) = Plan::namespace_probe(ids);
     let layout = match Layout::new(plan, last_cap(), None) {
         Ok(l) => Arc::new(l),
-        Err(e) => {
-            return (
-                Availability::no(e.to_string()),
-                Availability::no("not probed"),
-            );
-        }
+        Err(e) => return refused(e.to_string(), "not probed"),
     };
-    let result = report_pipe().and_then(|(r, w)| {
-        let spec = ExecSpec {
-            program: "".as_ref(),
-            ..ExecSpec::default()
-        };
-        let exec = Exec::new(
-            spec,
-            [-1; 3],
-            (w.as_raw_fd(), r.as_raw_fd()),
-            -1,
-            Vec::new(),
-        )
-        .map_err(|e| SpawnError::Os {
-            call: "prepare probe",
-            source: std::io::Error::other(e.to_string()),
-        })?;
-        start(&layout, exec, (r, w))
-    });
-    match result {
-        // The probe's last step exits 0 instead of exec.
-        Ok(Outcome::Died(status)) if status.success() => (Availability::yes(), Availability::yes()),
-        Ok(Outcome::Died(status)) => (
-            Availability::no(format!("probe child ended with {status}")),
-            Availability::no("not probed"),
-        ),
-        // Where the kernel does not say whether it exec'd (no /proc), EOF reads as exec.
-        Ok(Outcome::Running { pid, .. }) => {
-            let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
-            match status {
-                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => {
-                    (Availability::yes(), Availability::yes())
-                }
-                other => (
-                    Availability::no(format!("probe child ended with {other:?}")),
-                    Availability::no("not probed"),
-                ),
-            }
-        }
-        Ok(Outcome::Failed { step, errno }) => {
-            let what = format!(
-                "{}: {}",
-                report::describe_step(&layout.plan, step, None, "", -1),
-                crate::error::strerror(errno)
-            );
-            if step == proc_index {
-                (Availability::yes(), Availability::no(what))
-            } else {
-                (
-                    Availability::no(what),
-                    Availability::no("user namespaces unavailable"),
-                )
-            }
-        }
+    match run_probe(&layout) {
+        Ok(outcome) => probe_outcome(&layout.plan, proc_step, outcome),
         Err(SpawnError::Os { call, source }) => {
             let why = match clone_refusal(layout.plan.namespaces, &source) {
                 Some(Refusal::Namespaces(why) | Refusal::FreshProc(why)) => why,
                 None => format!("{call}(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {source}"),
             };
-            (
-                Availability::no(why),
-                Availability::no("user namespaces unavailable"),
-            )
+            refused(why, "user namespaces unavailable")
         }
-        Err(e) => (
-            Availability::no(e.to_string()),
-            Availability::no("not probed"),
-        ),
+        Err(e) => refused(e.to_string(), "not probed"),
+    }
+}
+
+/// Namespaces unavailable because of `why`; a fresh `/proc` unavailable because of
+/// `proc`.
+fn refused(why: String, proc: &str) -> (Availability, Availability) {
+    (Availability::no(why), Availability::no(proc))
+}
+
+/// Clones the probe child: no program, no stdio of its own, a report pipe.
+fn run_probe(layout: &Arc<Layout>) -> Result<Outcome, SpawnError> {
+    let (r, w) = report_pipe()?;
+    let spec = ExecSpec {
+        program: "".as_ref(),
+        ..ExecSpec::default()
+    };
+    let exec = Exec::new(
+        spec,
+        [-1; 3],
+        (w.as_raw_fd(), r.as_raw_fd()),
+        -1,
+        Vec::new(),
+    )
+    .map_err(|e| SpawnError::Os {
+        call: "prepare probe",
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    start(layout, exec, (r, w))
+}
+
+/// What the probe child's ending says: its last step exits 0 instead of exec; a failing
+/// step is either the fresh `/proc` (`proc_step`) or the namespaces.
+fn probe_outcome(plan: &Plan, proc_step: u32, outcome: Outcome) -> (Availability, Availability) {
+    let both = (Availability::yes(), Availability::yes());
+    match outcome {
+        Outcome::Died(status) if status.success() => both,
+        Outcome::Died(status) => refused(format!("probe child ended with {status}"), "not probed"),
+        // Where the kernel does not say whether it exec'd (no /proc), EOF reads as exec.
+        Outcome::Running { pid, .. } => {
+            match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None) {
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => both,
+                other => refused(format!("probe child ended with {other:?}"), "not probed"),
+            }
+        }
+        Outcome::Failed { step, errno } => {
+            let what = format!(
+                "{}: {}",
+                report::describe_step(plan, step, None, "", -1),
+                crate::error::strerror(errno)
+            );
+            if step == proc_step {
+                (Availability::yes(), Availability::no(what))
+            } else {
+                refused(what, "user namespaces unavailable")
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Access;
 
     const BASE: Namespaces = Namespaces {
         base: true,

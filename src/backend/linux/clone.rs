@@ -6,7 +6,7 @@
 //! against under 2 ms for `clone(CLONE_VM | CLONE_VFORK | namespace flags)`, whose child
 //! shares the host's memory until it execs. std's `pre_exec` always forks. So stockade
 //! clones by itself, as `posix_spawn` does, and the child follows the rules in
-//! [`crate::backend::linux::child`].
+//! [`super::child`].
 //!
 //! # Why spawner threads
 //!
@@ -31,8 +31,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::backend::linux::child;
-use crate::backend::linux::prepare::{Exec, Layout};
+use super::child;
+use super::prepare::{Exec, Layout};
 use crate::error::SpawnError;
 
 /// Size of each child stack. The child's frames are small and its depth is fixed.

@@ -1,0 +1,96 @@
+//! [`PolicyError`]: a policy that is not valid, whatever the host.
+//!
+//! It lives with the policy, at the bottom of the flow, so that the policy imports nothing
+//! from the rest of the crate; [`crate::error`] re-exports it beside the other errors.
+
+use std::path::PathBuf;
+
+/// An invalid policy.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The TOML text does not describe a policy: a syntax error, an unknown key, a wrong
+    /// type, a duplicate key, a relative path where an absolute one is needed.
+    #[error("invalid sandbox config{}: {message}", location(key.as_deref(), *line, *column))]
+    Toml {
+        /// The dotted key the problem is at (`writable_paths[1]`, `agents.sandbox.bogus`),
+        /// when it can be told.
+        key: Option<String>,
+        /// The 1-based line.
+        line: Option<usize>,
+        /// The 1-based column, in characters.
+        column: Option<usize>,
+        /// What is wrong (`unknown field `x`, expected one of …`).
+        message: String,
+    },
+    /// A path that must be absolute (and free of `..`) is not.
+    #[error("{key}: {path:?} must be an absolute path without `..`")]
+    RelativePath {
+        /// The policy key.
+        key: &'static str,
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// A name in `deny_names` or `guard_names` is empty, absolute, or has `..`, `.`, NUL
+    /// (or, for `deny_names`, a slash).
+    #[error("{key}: {name:?} must be a relative name without `.`, `..` or NUL")]
+    BadName {
+        /// The policy key.
+        key: &'static str,
+        /// The offending name.
+        name: String,
+    },
+    /// The policy names no workspace.
+    #[error("the policy has no workspace")]
+    NoWorkspace,
+    /// A config file holds a policy in more than one place (its `[sandbox]` table, its
+    /// `[agents.sandbox]` table, policy keys at its top level), so which one is meant
+    /// cannot be told.
+    #[error(
+        "the config has a policy in more than one place: {}; keep one",
+        places.join(" and ")
+    )]
+    AmbiguousConfig {
+        /// The places found: `[sandbox]`, `[agents.sandbox]`, `top-level keys (network)`.
+        places: Vec<String>,
+    },
+}
+
+impl PolicyError {
+    /// Locates toml's error in `text`: line, column and the dotted key the span falls in.
+    ///
+    /// toml's own rendering shows the line but names the key only for unknown fields. A host
+    /// that nests [`crate::Policy`] in its own config (`[agents.sandbox]`) passes its text and
+    /// the error of its `toml::from_str` here to get the key path
+    /// (`agents.sandbox.writable_paths[1]`).
+    pub fn from_toml(text: &str, e: toml::de::Error) -> Self {
+        let span = e.span();
+        let (line, column) = match &span {
+            Some(span) => {
+                let (l, c) = super::line_column(text, span.start);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        PolicyError::Toml {
+            key: span.and_then(|s| super::key_at(text, s)),
+            line,
+            column,
+            message: e.message().trim_end().to_string(),
+        }
+    }
+}
+
+/// ` at line L, column C (key `k`)`, leaving out what is unknown.
+fn location(key: Option<&str>, line: Option<usize>, column: Option<usize>) -> String {
+    let mut out = String::new();
+    match (line, column) {
+        (Some(l), Some(c)) => out.push_str(&format!(" at line {l}, column {c}")),
+        (Some(l), None) => out.push_str(&format!(" at line {l}")),
+        _ => {}
+    }
+    if let Some(k) = key {
+        out.push_str(&format!(" (key `{k}`)"));
+    }
+    out
+}
