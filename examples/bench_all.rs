@@ -809,12 +809,17 @@ int main(int argc, char **argv) {
         let calls = o.calls.to_string();
 
         let policy = Policy::with_workspace(ws);
-        // Layer 2's filter: no namespaces of its own.
-        let no_namespaces = stockade::plan::Namespaces::default();
-        let filter = seccomp::build(&seccomp::FilterOptions::for_policy(&policy, no_namespaces))
-            .expect("build the seccomp filter");
-        let spec = landlock::RulesetSpec::for_policy(&policy, Layer::Landlock).unwrap();
-        let ruleset = landlock::build(&spec).expect("build the Landlock ruleset");
+        // Layer 2's walls, as a sandbox's plan has them (the same plan function).
+        let ids = stockade::plan::Ids {
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+        };
+        let plan = stockade::plan::Plan::landlock(&policy, &stockade::plan::RealFs, ids)
+            .expect("plan layer 2");
+        let options = plan.walls.seccomp.expect("layer 2 has seccomp");
+        let filter = seccomp::build(&options).expect("build the seccomp filter");
+        let rules = plan.walls.landlock.expect("layer 2 has Landlock");
+        let ruleset = landlock::build(&rules.spec).expect("build the Landlock ruleset");
 
         let host =
             || -> Launch { Box::new(|argv| run_std(StdCommand::new(argv[0]).args(&argv[1..]))) };

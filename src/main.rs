@@ -560,18 +560,11 @@ fn plan(args: &PolicyArgs, json: bool) -> ExitCode {
 
 /// The SBPL profile the macOS backend would apply, printed on any OS.
 fn macos_profile(args: &PolicyArgs, json: bool) -> ExitCode {
-    use stockade::backend::sbpl;
     let policy = match args.policy() {
         Ok(p) => p,
         Err(e) => return fail(125, e),
     };
-    let canon = if cfg!(target_os = "macos") {
-        sbpl::canonicalize
-    } else {
-        sbpl::private_alias
-    };
-    let profile = sbpl::SbplInput::from_policy(&policy, canon).and_then(|i| sbpl::profile(&i));
-    match profile {
+    match stockade::macos_profile(&policy) {
         Ok(p) if json => {
             out!("{}", serde_json::json!({ "os": "macos", "profile": p }));
             ExitCode::SUCCESS

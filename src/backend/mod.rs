@@ -1,14 +1,15 @@
 //! Backends: turn a policy into what the OS enforces.
 //!
-//! This is the only module that fans out on `target_os`. The SBPL generator and the
-//! passthrough rules are plain data and build everywhere, so Linux CI tests them; the
-//! modules that call into an OS are declared for that OS only.
+//! This is the only module that fans out on `target_os`. The SBPL generator is plain text
+//! and builds everywhere, so Linux CI tests it; the modules that call into an OS are
+//! declared for that OS only. Which layer runs, and what each wall allows, the plan has
+//! decided: a backend compiles and applies it.
 //!
 //! | OS | module |
 //! | --- | --- |
 //! | Linux | `linux`: namespaces, mounts, Landlock, seccomp |
 //! | macOS | `macos`: a generated SBPL profile applied with `sandbox_init`, in a child of `fork` (`fork`) |
-//! | elsewhere | [`passthrough`]: a clean environment only, in a child of `fork` (`fork`) |
+//! | elsewhere | a clean environment only (the passthrough plan), in a child of `fork` (`fork`) |
 //!
 //! `fork` also builds on Linux under `cfg(test)`, unconfined, so that its child path
 //! runs in Linux CI. Both launchers' children speak one protocol to their parent:
@@ -20,7 +21,6 @@ pub mod fork;
 pub mod linux;
 #[cfg(target_os = "macos")]
 pub mod macos;
-pub mod passthrough;
 #[cfg(unix)]
 pub mod program;
 #[cfg(unix)]

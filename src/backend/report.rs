@@ -412,6 +412,7 @@ mod tests {
             path: vec![],
             roots: vec![],
             private_tmp: false,
+            walls: Default::default(),
         };
         let d = |i| describe_step(&plan, i, Some(Path::new("/ws/x")), "prog", 1);
         assert_eq!(d(0), Step::NewSession.to_string());

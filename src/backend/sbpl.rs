@@ -1,4 +1,4 @@
-//! The macOS sandbox profile: SBPL text generated from a [`Policy`].
+//! The macOS sandbox profile: SBPL text generated from the plan's [`SbplInput`].
 //!
 //! This module is plain Rust with no `cfg`: Linux CI builds and tests the exact text that
 //! macOS hands to `sandbox_init(3)`, and `stockade plan --os macos` prints it on any OS.
@@ -20,8 +20,8 @@
 //!
 //! Seatbelt matches the path of the resolved vnode, so a rule written for `/var/x` never
 //! matches: the kernel sees `/private/var/x`. Every path is canonicalized before it gets
-//! here ([`canonicalize`], [`private_alias`]) and normalized here (no `.`, no duplicate or
-//! trailing `/`; `..` and relative paths are refused).
+//! here (by the plan: [`crate::plan::seatbelt_path`], [`private_alias`]) and normalized
+//! here (no `.`, no duplicate or trailing `/`; `..` and relative paths are refused).
 //!
 //! Escaping is the security boundary: a path must never close its string and add a rule.
 //! SBPL strings are Scheme strings, in which only `\` and `"` are special; a path becomes a
@@ -37,7 +37,8 @@ use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
 pub use crate::error::{InitError, SbplError};
-use crate::policy::{Network, Policy};
+pub use crate::plan::{SbplInput, private_alias};
+use crate::policy::Network;
 
 #[cfg(test)]
 mod reader;
@@ -72,99 +73,6 @@ pub const SYSTEM_READ_ONLY: &[&str] = &[
 
 /// The writable temporary directory every process may use.
 pub const SHARED_TMP: &str = "/private/tmp";
-
-/// Everything the profile depends on, with paths already canonicalized.
-///
-/// Build it with [`SbplInput::from_policy`]; the fields are public so that the per-run
-/// `TMPDIR` can be set and tests can build inputs directly. [`profile`] checks every path.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SbplInput {
-    /// Read-write.
-    pub workspace: PathBuf,
-    /// Read-write.
-    pub writable: Vec<PathBuf>,
-    /// Read-only.
-    pub read_only: Vec<PathBuf>,
-    /// Read-only.
-    pub tools_dir: Option<PathBuf>,
-    /// No read, no write, even under a writable root.
-    pub data_dir: Option<PathBuf>,
-    /// Further files or directories with no read and no write (`Policy::masked`).
-    pub masked: Vec<PathBuf>,
-    /// Names hidden at the top of the workspace and each writable path.
-    pub deny_names: Vec<String>,
-    /// Names kept read-only at the top of the workspace and each writable path.
-    pub guard_names: Vec<String>,
-    /// The per-run `TMPDIR`: read-write.
-    pub tmpdir: Option<PathBuf>,
-    /// Whether IP networking is allowed.
-    pub network: Network,
-}
-
-impl SbplInput {
-    /// Takes the paths of `policy` through `canonicalize` (on macOS [`canonicalize`]; for a
-    /// profile printed on another OS, [`private_alias`]). `tmpdir` starts empty.
-    ///
-    /// # Errors
-    ///
-    /// [`SbplError::NoWorkspace`] when the policy has no workspace.
-    pub fn from_policy(
-        policy: &Policy,
-        canonicalize: impl Fn(&Path) -> PathBuf,
-    ) -> Result<Self, SbplError> {
-        let workspace = policy.workspace.as_deref().ok_or(SbplError::NoWorkspace)?;
-        let all = |paths: &[PathBuf]| paths.iter().map(|p| canonicalize(p)).collect();
-        Ok(SbplInput {
-            workspace: canonicalize(workspace),
-            writable: all(&policy.writable_paths),
-            read_only: all(&policy.read_only),
-            tools_dir: policy.tools_dir.as_deref().map(&canonicalize),
-            data_dir: policy.data_dir.as_deref().map(&canonicalize),
-            masked: all(&policy.masked),
-            deny_names: policy.deny_names.clone(),
-            guard_names: policy.guard_names.clone(),
-            tmpdir: None,
-            network: policy.network,
-        })
-    }
-}
-
-/// Maps the root symlinks of macOS to their targets, without touching the file system:
-/// `/tmp` → `/private/tmp`, `/var` → `/private/var`, `/etc` → `/private/etc`.
-///
-/// Other paths are returned unchanged.
-pub fn private_alias(path: &Path) -> PathBuf {
-    for alias in ["/tmp", "/var", "/etc"] {
-        if let Ok(rest) = path.strip_prefix(alias) {
-            return Path::new("/private")
-                .join(alias.trim_start_matches('/'))
-                .join(rest);
-        }
-    }
-    path.to_path_buf()
-}
-
-/// Resolves `path` as the kernel will see it: `std::fs::canonicalize` of its longest
-/// existing prefix, the rest appended, then [`private_alias`] for what could not be
-/// resolved (a `/tmp/...` path that does not exist yet).
-pub fn canonicalize(path: &Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut base = path;
-    loop {
-        if let Ok(resolved) = std::fs::canonicalize(base) {
-            let mut out = resolved;
-            out.extend(rest.iter().rev());
-            return private_alias(&out);
-        }
-        match (base.parent(), base.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                base = parent;
-            }
-            _ => return private_alias(path),
-        }
-    }
-}
 
 /// A path, checked and escaped into an SBPL string literal (quotes included).
 ///
@@ -848,41 +756,6 @@ mod tests {
         );
         let full = reader::rules(&profile(&input(&base())).unwrap()).unwrap();
         assert!(full.iter().any(|r| r.ops == ["network-outbound"]));
-    }
-
-    #[test]
-    fn private_alias_maps_the_root_symlinks() {
-        assert_eq!(
-            private_alias(Path::new("/tmp/x")),
-            Path::new("/private/tmp/x")
-        );
-        assert_eq!(private_alias(Path::new("/var")), Path::new("/private/var"));
-        assert_eq!(
-            private_alias(Path::new("/etc/hosts")),
-            Path::new("/private/etc/hosts")
-        );
-        assert_eq!(
-            private_alias(Path::new("/variable")),
-            Path::new("/variable")
-        );
-        assert_eq!(private_alias(Path::new("/Users/a")), Path::new("/Users/a"));
-    }
-
-    #[test]
-    fn canonicalize_resolves_the_existing_prefix() {
-        let dir = tempfile::tempdir().unwrap();
-        let real = fs::canonicalize(dir.path()).unwrap();
-        fs::create_dir(real.join("real")).unwrap();
-        std::os::unix::fs::symlink(real.join("real"), real.join("link")).unwrap();
-        assert_eq!(
-            canonicalize(&real.join("link/new/file")),
-            // On Linux the temporary directory is under /tmp, which the alias then maps.
-            private_alias(&real.join("real/new/file"))
-        );
-        assert_eq!(
-            canonicalize(Path::new("/tmp/stockade-none/x")),
-            private_alias(&fs::canonicalize("/tmp").unwrap().join("stockade-none/x"))
-        );
     }
 
     #[test]

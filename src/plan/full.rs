@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    Access, Beneath, HostFs, Ids, Kind, Namespaces, Plan, Step, bind, canonical_workspace, depth,
-    existing, inside_path, is_git_name, is_within, mask, no_symlinks,
+    Access, Beneath, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, bind, canonical_workspace,
+    depth, existing, inside_path, is_git_name, is_within, mask, no_symlinks,
 };
 use crate::error::PlanError;
 use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
@@ -77,7 +77,9 @@ impl Plan {
             path: inside_path(tools),
             roots,
             private_tmp: false,
-        })
+            walls: Walls::default(),
+        }
+        .with_linux_walls(policy))
     }
 }
 

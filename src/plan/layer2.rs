@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    Access, HostFs, Ids, Kind, Namespaces, Plan, Step, canonical_workspace, existing, inside_path,
-    is_within,
+    Access, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, canonical_workspace, existing,
+    inside_path, is_within,
 };
 use crate::error::PlanError;
 use crate::policy::{Layer, Policy, SYSTEM_ALLOWLIST};
@@ -74,7 +74,9 @@ impl Plan {
             path: inside_path(tools),
             roots,
             private_tmp: true,
-        })
+            walls: Walls::default(),
+        }
+        .with_linux_walls(policy))
     }
 
     /// The passthrough plan: no namespaces, no mounts; only the process hygiene steps.
@@ -94,6 +96,7 @@ impl Plan {
             path: inside_path(tools),
             roots: vec![(workspace, Access::ReadWrite)],
             private_tmp: false,
+            walls: Walls::default(),
         })
     }
 }
@@ -132,7 +135,7 @@ impl Plan {
         plan.layer = Layer::Full;
         plan.steps.push(Step::SandboxInit);
         plan.private_tmp = true;
-        Ok(plan)
+        Ok(plan.with_seatbelt_walls(policy, fs))
     }
 }
 

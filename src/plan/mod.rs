@@ -12,14 +12,20 @@
 mod full;
 mod host;
 mod layer2;
+mod seatbelt;
+mod select;
 mod step;
+mod walls;
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::PlanError;
 use crate::policy::{Layer, Policy};
 
+pub use seatbelt::{SbplInput, private_alias, seatbelt_path};
+pub use select::{Degradation, Selection, select};
 pub use step::Step;
+pub use walls::{DEV_FILES, FilterOptions, Grant, LandlockRules, PathRule, RulesetSpec, Walls};
 
 /// What kind of object a host path is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +64,21 @@ pub trait HostFs {
     fn private_entries(&self, roots: &[PathBuf]) -> Vec<PrivateEntry> {
         let _ = roots;
         Vec::new()
+    }
+    /// The `(st_dev, st_ino)` of directory `path`, without following a final symlink:
+    /// the identity a spawn checks the data dir against. The default: `(0, 0)` for a
+    /// directory of [`HostFs::kind`].
+    ///
+    /// # Errors
+    ///
+    /// `ENOENT` when it does not exist, `ENOTDIR` when it is not a directory, or the
+    /// error of the lookup.
+    fn dir_identity(&self, path: &Path) -> std::io::Result<(u64, u64)> {
+        match self.kind(path) {
+            Some(Kind::Dir) => Ok((0, 0)),
+            Some(_) => Err(std::io::Error::from_raw_os_error(libc::ENOTDIR)),
+            None => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
+        }
     }
 }
 
@@ -102,6 +123,15 @@ impl HostFs for RealFs {
 
     fn private_entries(&self, roots: &[PathBuf]) -> Vec<PrivateEntry> {
         host::private_entries(roots)
+    }
+
+    fn dir_identity(&self, path: &Path) -> std::io::Result<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let md = std::fs::symlink_metadata(path)?;
+        if !md.is_dir() {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
+        Ok((md.dev(), md.ino()))
     }
 }
 
@@ -158,6 +188,9 @@ pub struct Plan {
     /// Give each command a fresh private temporary directory on the host (`TMPDIR`), for
     /// layers without a private `/tmp` mount.
     pub private_tmp: bool,
+    /// The walls besides the layout: Landlock grants, seccomp options, the Seatbelt
+    /// profile's input. The backend compiles them; it decides nothing.
+    pub walls: Walls,
 }
 
 /// The host facts a plan depends on besides the file system.
@@ -230,6 +263,7 @@ impl Plan {
             path: Vec::new(),
             roots: Vec::new(),
             private_tmp: false,
+            walls: Walls::default(),
         };
         (plan, proc_step)
     }

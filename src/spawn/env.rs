@@ -137,6 +137,7 @@ mod tests {
             path: vec!["/tools".into(), "/usr/bin".into()],
             roots: vec![],
             private_tmp: false,
+            walls: Default::default(),
         }
     }
 

@@ -22,9 +22,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use super::{Request, StartError};
 use crate::backend::fork::{self, Confine, child, prepare};
 use crate::backend::report::{self, Ending};
-use crate::error::{Error, PlanError, SpawnError};
-use crate::plan::{Plan, RealFs, Step};
-use crate::policy::{Layer, Policy};
+use crate::error::{Error, SpawnError};
+use crate::plan::{Plan, Step};
 
 /// A running program's handle besides its pid: nothing (no pidfds here).
 pub(super) type Handle = ();
@@ -52,45 +51,17 @@ impl GitSession {
     }
 }
 
-/// What every command of one sandbox shares: the plan, and the policy the per-command
-/// profile is generated from.
+/// What every command of one sandbox shares: the plan (with the Seatbelt profile's input,
+/// when it has one).
 #[derive(Debug)]
 pub(super) struct Prepared {
     plan: Plan,
-    policy: Policy,
-}
-
-/// Refuses up front what this system can never give (on systems without a backend,
-/// [`crate::backend::passthrough::check`], naming the system).
-pub(super) fn check(policy: &Policy) -> Result<(), PlanError> {
-    fork::os::check(policy)
-}
-
-/// The plan for `layer`. `PR_SET_PDEATHSIG` has no equivalent here, so the step is left
-/// out rather than pretended (see `Child`'s `# Platform`).
-pub(super) fn plan(policy: &Policy, layer: Layer) -> Result<Plan, Error> {
-    let mut plan = match layer {
-        Layer::Full => fork::os::full_plan(policy)?,
-        Layer::Passthrough => Plan::passthrough(policy, &RealFs)?,
-        Layer::Landlock => {
-            return Err(PlanError::LayerUnavailable {
-                wanted: Layer::Landlock,
-                reason: format!("Landlock is Linux only, not on {}", std::env::consts::OS),
-            }
-            .into());
-        }
-    };
-    plan.steps.retain(|s| *s != Step::DieWithParent);
-    Ok(plan)
 }
 
 impl Prepared {
     /// Nothing is compiled per sandbox: the profile depends on each command's `TMPDIR`.
-    pub(super) fn new(policy: &Policy, plan: Plan) -> Result<Prepared, Error> {
-        Ok(Prepared {
-            plan,
-            policy: policy.clone(),
-        })
+    pub(super) fn new(plan: Plan) -> Result<Prepared, Error> {
+        Ok(Prepared { plan })
     }
 
     pub(super) fn plan(&self) -> &Plan {
@@ -126,7 +97,7 @@ pub(super) fn start(
 ) -> Result<(libc::pid_t, Handle), StartError> {
     let plan = &prepared.plan;
     let confine = if plan.steps.contains(&Step::SandboxInit) {
-        Some(fork::os::confine(&prepared.policy, req.private_tmp)?)
+        Some(fork::os::confine(plan, req.private_tmp)?)
     } else {
         None
     };
@@ -252,13 +223,16 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::policy::Fallback;
+    use crate::plan::{Ids, RealFs};
+    use crate::policy::{Layer, Policy};
 
+    /// The passthrough plan of a system that forks (here: as on macOS).
     fn prepared(ws: &Path) -> Prepared {
         let policy = Policy::with_workspace(ws);
-        let plan = plan(&policy, Layer::Passthrough).unwrap();
+        let ids = Ids { uid: 0, gid: 0 };
+        let plan = Plan::for_layer(&policy, Layer::Passthrough, "macos", &RealFs, ids).unwrap();
         assert!(!plan.steps.contains(&Step::DieWithParent));
-        Prepared::new(&policy, plan).unwrap()
+        Prepared::new(plan).unwrap()
     }
 
     fn request<'a>(program: &'a str, args: &[&str], cwd: &'a Path) -> Request<'a> {
@@ -531,19 +505,6 @@ mod tests {
             failure(&plan, &r, ws.path(), "sh".into(), -1).to_string(),
             "set up stdio: Bad file descriptor (EBADF)"
         );
-    }
-
-    #[test]
-    fn no_full_layer_without_a_backend() {
-        let refuse = Policy {
-            fallback: Fallback::Refuse,
-            ..Policy::with_workspace("/tmp")
-        };
-        let e = check(&refuse).unwrap_err();
-        assert!(e.to_string().contains(std::env::consts::OS), "{e}");
-        assert!(check(&Policy::with_workspace("/tmp")).is_ok());
-        assert!(plan(&refuse, Layer::Full).is_err());
-        assert!(plan(&refuse, Layer::Landlock).is_err());
     }
 
     #[test]

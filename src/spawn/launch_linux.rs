@@ -1,8 +1,8 @@
 //! Linux: the plan replayed by a child of stockade's own `clone` ([`super::clone`],
 //! [`crate::backend::linux`]).
 //!
-//! This module and `launch_fork` offer the same items (`check`, `plan`, `Prepared`,
-//! `Handle`, `pipe_cloexec`, `start`, `kill`); `spawn/mod.rs` picks one with `#[cfg]` on
+//! This module and `launch_fork` offer the same items (`Prepared`, `Handle`,
+//! `pipe_cloexec`, `start`, `kill`); `spawn/mod.rs` picks one with `#[cfg]` on
 //! its `mod` and `use` lines and is otherwise the same on every Unix.
 
 use std::io;
@@ -12,13 +12,12 @@ use std::sync::Arc;
 use super::{Child, Request, Sandbox, StartError};
 use crate::backend::linux::{
     self as backend, init, landlock,
-    prepare::{Exec, ExecSpec, Layout, Walls},
+    prepare::{self, Exec, ExecSpec, Layout, Walls},
     seccomp,
 };
 use crate::backend::report;
-use crate::error::{Error, PlanError, SpawnError};
-use crate::plan::{Access, Ids, Plan, RealFs, Step};
-use crate::policy::{Layer, Policy};
+use crate::error::{Error, SpawnError};
+use crate::plan::{FilterOptions, LandlockRules, Plan};
 
 /// A running sandbox's handle besides its pid: a pidfd of its init (or of the program, in
 /// passthrough) and the init's status pipe.
@@ -27,40 +26,24 @@ pub(super) type Handle = backend::init::Handle;
 /// A command's copy-on-write layers over `.git` (full layer).
 pub(super) use super::gitlayer::merge::Session as GitSession;
 
-/// What every command of one sandbox shares: the prepared layout and, when the layer has
-/// one, the Landlock ruleset spec (built anew per command: the child adds rules).
+/// What every command of one sandbox shares: the prepared layout and, when the plan has
+/// Landlock, what the ruleset enforces here (each command builds its own ruleset from the
+/// plan's rules: the child adds rules to it).
 #[derive(Debug)]
 pub(super) struct Prepared {
     layout: Arc<Layout>,
-    landlock: Option<(landlock::RulesetSpec, landlock::Status)>,
-}
-
-/// Nothing to refuse before the probe: every layer exists on Linux.
-pub(super) fn check(_policy: &Policy) -> Result<(), PlanError> {
-    Ok(())
-}
-
-/// The plan for `layer`.
-pub(super) fn plan(policy: &Policy, layer: Layer) -> Result<Plan, Error> {
-    let ids = Ids {
-        uid: nix::unistd::geteuid().as_raw(),
-        gid: nix::unistd::getegid().as_raw(),
-    };
-    Ok(match layer {
-        Layer::Full => Plan::full(policy, &RealFs, ids)?,
-        Layer::Landlock => Plan::landlock(policy, &RealFs, ids)?,
-        Layer::Passthrough => Plan::passthrough(policy, &RealFs)?,
-    })
+    landlock: Option<landlock::Status>,
 }
 
 impl Prepared {
-    /// Compiles the walls (seccomp, Landlock) and prepares the layout of `plan`.
-    pub(super) fn new(policy: &Policy, plan: Plan) -> Result<Prepared, Error> {
-        let (walls, landlock) = if plan.steps.contains(&Step::Seccomp) {
-            let (walls, spec, status) = build_walls(policy, &plan)?;
-            (Some(walls), Some((spec, status)))
-        } else {
-            (None, None)
+    /// Compiles the plan's walls (seccomp, Landlock) and prepares its layout.
+    pub(super) fn new(plan: Plan) -> Result<Prepared, Error> {
+        let (walls, landlock) = match (&plan.walls.seccomp, &plan.walls.landlock) {
+            (Some(options), Some(rules)) => {
+                let (walls, status) = compile_walls(options, rules)?;
+                (Some(walls), Some(status))
+            }
+            _ => (None, None),
         };
         let layout = Arc::new(Layout::new(plan, backend::last_cap(), walls)?);
         Ok(Prepared { layout, landlock })
@@ -138,30 +121,13 @@ pub(super) fn start(
     req: Request<'_>,
 ) -> Result<(libc::pid_t, Handle), StartError> {
     let plan = &prepared.layout.plan;
-    // A ruleset of its own per command: the child adds rules for the mounts it makes.
-    let ruleset = match &prepared.landlock {
-        Some((spec, _)) => {
-            let mut spec = spec.clone();
-            if let Some(dir) = req.private_tmp {
-                spec = spec.with(dir, landlock::Grant::ReadWrite);
-            }
-            // Without a devpts of its own, the program gets its own terminal and no other
-            // of the caller's ptys.
-            if plan.layer != Layer::Full {
-                for tty in own_terminals(req.stdio) {
-                    spec = spec.with(tty, landlock::Grant::Device);
-                }
-            }
-            Some(landlock::build(&spec)?)
-        }
-        None => None,
-    };
+    let ruleset = command_ruleset(plan, &req)?;
     let landlock_fd = ruleset.as_ref().map_or(-1, landlock::Prepared::raw_fd);
     let (report_r, report_w) = backend::report_pipe()?;
     let scoped = prepared
         .landlock
         .as_ref()
-        .is_some_and(|(_, status)| status.signals_scoped());
+        .is_some_and(landlock::Status::signals_scoped);
     let init_flags = init::flags(plan, scoped, req.controlling_terminal);
     let status_pipe = init_flags.map(|_| init::status_pipe()).transpose()?;
     let spec = ExecSpec {
@@ -181,40 +147,18 @@ pub(super) fn start(
         landlock_fd,
         req.pass,
     )?;
-    let base = plan.steps.len() as u32;
-    let exec_step = base + backend::child::extra::EXEC;
     if let (Some(flags), Some((_, status_w))) = (init_flags, &status_pipe) {
-        let launch = init::Launch::new(
-            &exec.program,
-            init::image_fd()?,
+        exec.set_init(init_launch(
+            plan,
+            &exec,
             report_w.as_raw_fd(),
-            status_w.as_raw_fd(),
+            status_w,
             flags,
-            init::Steps {
-                init: base + backend::child::extra::INIT,
-                exec: exec_step,
-            },
-        );
-        exec.set_init(launch);
+        )?);
     }
     let (mounts, socket) = req.git.mounts()?;
     exec.set_git(mounts, socket);
-    let outcome = match backend::start(&prepared.layout, exec, (report_r, report_w)) {
-        Err(SpawnError::Os {
-            call: "clone",
-            source,
-        }) => {
-            return Err(match backend::clone_refusal(plan.namespaces, &source) {
-                Some(r) => StartError::Refused(r),
-                None => SpawnError::Os {
-                    call: "clone",
-                    source,
-                }
-                .into(),
-            });
-        }
-        other => other?,
-    };
+    let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w))?;
     drop(ruleset);
     // The init holds the status pipe's write end now; the parent keeps the read end only.
     let status_r = status_pipe.map(|(r, _)| r);
@@ -226,27 +170,105 @@ pub(super) fn start(
             Err(Error::from(SpawnError::DiedBeforeExec { status }).into())
         }
         backend::Outcome::Failed { step, errno } => {
-            let refused = plan.steps.get(step as usize);
-            if let Some(r) = refused.and_then(|s| backend::step_refusal(s, errno)) {
-                return Err(StartError::Refused(r));
-            }
-            let program = req.program.to_string_lossy().into_owned();
-            if step == exec_step && errno == libc::ENOENT {
-                return Err(Error::from(SpawnError::NotFound { program }).into());
-            }
-            Err(Error::from(SpawnError::Setup {
-                step: report::describe_step(
-                    plan,
-                    step,
-                    Some(req.cwd),
-                    &program,
-                    req.controlling_terminal.unwrap_or(-1),
-                ),
+            let ctty = req.controlling_terminal.unwrap_or(-1);
+            Err(setup_failure(
+                plan,
+                (req.program, req.cwd, ctty),
+                step,
                 errno,
-            })
-            .into())
+            ))
         }
     }
+}
+
+/// The command's own Landlock ruleset, from the plan's rules
+/// ([`LandlockRules::for_command`]): its private `TMPDIR` and, where the plan says so, its
+/// terminals.
+fn command_ruleset(
+    plan: &Plan,
+    req: &Request<'_>,
+) -> Result<Option<landlock::Prepared>, StartError> {
+    let Some(rules) = &plan.walls.landlock else {
+        return Ok(None);
+    };
+    let terminals = if rules.own_terminals {
+        own_terminals(req.stdio)
+    } else {
+        Vec::new()
+    };
+    let spec = rules.for_command(req.private_tmp, &terminals);
+    Ok(Some(landlock::build(&spec).map_err(Error::from)?))
+}
+
+/// How the setup child starts the sandbox's init, which then starts the program.
+fn init_launch(
+    plan: &Plan,
+    exec: &Exec,
+    report_w: std::os::fd::RawFd,
+    status_w: &OwnedFd,
+    flags: u32,
+) -> Result<init::Launch, StartError> {
+    let base = plan.steps.len() as u32;
+    Ok(init::Launch::new(
+        &exec.program,
+        init::image_fd()?,
+        report_w,
+        status_w.as_raw_fd(),
+        flags,
+        init::Steps {
+            init: base + backend::child::extra::INIT,
+            exec: base + backend::child::extra::EXEC,
+        },
+    ))
+}
+
+/// [`backend::start`], with a refused namespace `clone` told apart as a refusal.
+fn clone_and_await(
+    layout: &Arc<Layout>,
+    exec: Exec,
+    report: (OwnedFd, OwnedFd),
+) -> Result<backend::Outcome, StartError> {
+    match backend::start(layout, exec, report) {
+        Err(SpawnError::Os {
+            call: "clone",
+            source,
+        }) => Err(
+            match backend::clone_refusal(layout.plan.namespaces, &source) {
+                Some(r) => StartError::Refused(r),
+                None => SpawnError::Os {
+                    call: "clone",
+                    source,
+                }
+                .into(),
+            },
+        ),
+        other => Ok(other?),
+    }
+}
+
+/// The error for step `step` failing with `errno` in the child of `command` (program,
+/// working directory, controlling terminal's fd or -1): a refusal of the layer, the
+/// program not found, or the step and its errno.
+fn setup_failure(
+    plan: &Plan,
+    (program, cwd, ctty): (&std::ffi::OsStr, &std::path::Path, i32),
+    step: u32,
+    errno: i32,
+) -> StartError {
+    let refused = plan.steps.get(step as usize);
+    if let Some(r) = refused.and_then(|s| backend::step_refusal(s, errno)) {
+        return StartError::Refused(r);
+    }
+    let program = program.to_string_lossy().into_owned();
+    let exec_step = plan.steps.len() as u32 + backend::child::extra::EXEC;
+    if step == exec_step && errno == libc::ENOENT {
+        return Error::from(SpawnError::NotFound { program }).into();
+    }
+    Error::from(SpawnError::Setup {
+        step: report::describe_step(plan, step, Some(cwd), &program, ctty),
+        errno,
+    })
+    .into()
 }
 
 /// The `/dev/pts/N` terminals among the program's stdio (a source fd, or the host's own
@@ -288,11 +310,7 @@ impl Sandbox {
     ///
     /// Linux only: Landlock is a Linux security module.
     pub fn landlock_status(&self) -> Option<landlock::Status> {
-        self.current()
-            .prepared
-            .landlock
-            .as_ref()
-            .map(|(_, s)| s.clone())
+        self.current().prepared.landlock.clone()
     }
 }
 
@@ -310,50 +328,20 @@ impl Child {
     }
 }
 
-/// The seccomp program, the Landlock spec (and what it enforces here) and the rules for
-/// the child's own mounts.
-fn build_walls(
-    policy: &Policy,
-    plan: &Plan,
-) -> Result<(Walls, landlock::RulesetSpec, landlock::Status), Error> {
-    let filter = seccomp::build(&seccomp::FilterOptions::for_policy(policy, plan.namespaces))?;
-    let full = plan.layer == Layer::Full;
-    let mut spec = landlock::RulesetSpec::new(plan.workspace.clone());
-    for (path, access) in plan.roots.iter().skip(1) {
-        let grant = match access {
-            Access::ReadOnly => landlock::Grant::ReadExec,
-            Access::ReadWrite => landlock::Grant::ReadWrite,
-            Access::ListDir => landlock::Grant::ListDir,
-        };
-        spec = spec.with(path, grant);
-    }
-    for dev in landlock::DEV_FILES {
-        // In the full layer /dev/ptmx and /dev/pts are the child's own devpts (below). In
-        // layer 2 /dev/pts holds the caller's other terminals: only the program's own
-        // are granted, per command (`own_terminals`).
-        if dev.ends_with("pts") || (full && dev.ends_with("ptmx")) {
-            continue;
-        }
-        spec = spec.with(*dev, landlock::Grant::Device);
-    }
-    if !full {
-        spec = spec.with("/proc", landlock::Grant::Read);
-    }
-    spec.deny_tcp = !full && policy.network == crate::Network::None;
-    let probe = landlock::build(&spec)?;
+/// Compiles the plan's walls: the seccomp program, and the Landlock ruleset once, to learn
+/// what it enforces here and the access bits of the rules the child adds for its own
+/// mounts.
+fn compile_walls(
+    options: &FilterOptions,
+    rules: &LandlockRules,
+) -> Result<(Walls, landlock::Status), Error> {
+    let filter = seccomp::build(options)?;
+    let probe = landlock::build(&rules.spec)?;
     let mut child_rules = Vec::new();
-    if full {
-        for (path, grant) in [
-            (c"/", landlock::Grant::ListDir),
-            (c"/tmp", landlock::Grant::ReadWrite),
-            (c"/dev/shm", landlock::Grant::ReadWrite),
-            (c"/dev/pts", landlock::Grant::Device),
-            (c"/proc", landlock::Grant::Read),
-        ] {
-            let bits = probe.access_bits(grant, true);
-            if bits != 0 {
-                child_rules.push((path.to_owned(), bits));
-            }
+    for (path, grant) in &rules.child_rules {
+        let bits = probe.access_bits(*grant, true);
+        if bits != 0 {
+            child_rules.push((prepare::cstr(path)?, bits));
         }
     }
     let (_, status) = probe.into_parts();
@@ -362,7 +350,6 @@ fn build_walls(
             filter,
             child_rules,
         },
-        spec,
         status,
     ))
 }

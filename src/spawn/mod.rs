@@ -16,6 +16,7 @@ mod asynchronous;
 mod child;
 mod command;
 mod data_dir;
+mod describe;
 mod env;
 mod gitlayer;
 mod sandbox;
@@ -37,10 +38,12 @@ use launch_fork as launch;
 #[cfg(target_os = "linux")]
 use launch_linux as launch;
 
+pub use crate::plan::Degradation;
 pub use child::Child;
 pub use command::Command;
+pub use describe::macos_profile;
 pub use gitlayer::{GitDrop, GitDropReason};
-pub use sandbox::{Degradation, Sandbox};
+pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 
 use command::Request;

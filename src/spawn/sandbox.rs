@@ -7,11 +7,10 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::data_dir::pin_data_dir;
 use super::{Command, launch};
-use crate::error::{Error, PlanError, PolicyError};
-use crate::plan::{Plan, Step};
-use crate::policy::{Fallback, Layer, Mode, Policy};
+use crate::error::{Error, PolicyError};
+use crate::plan::{self, Degradation, Ids, Plan, RealFs};
+use crate::policy::{Layer, Mode, Policy};
 use crate::probe::Capabilities;
 
 /// A configured sandbox: the policy, the layer it runs on, and the prepared layout. Cheap
@@ -30,7 +29,7 @@ use crate::probe::Capabilities;
 /// the strongest weaker layer allowed (`min_layer`; for `/proc`, the host's `/proc` with
 /// `proc_fallback = true`), [`Sandbox::degradation`] says so with the OS reason, a
 /// `tracing` warning is emitted, and the spawn is made once more; with
-/// `fallback = "refuse"` the spawn returns [`PlanError::LayerUnavailable`]. Later commands,
+/// `fallback = "refuse"` the spawn returns [`PlanError::LayerUnavailable`](crate::PlanError::LayerUnavailable). Later commands,
 /// of this sandbox and of sandboxes created afterwards, start on the weaker layer directly.
 /// So until the first spawn, [`Sandbox::layer`] and [`Sandbox::degradation`] report what
 /// is assumed, and a policy that no weaker layer can satisfy (a data dir that Landlock
@@ -57,37 +56,6 @@ pub(super) struct Inner {
     pub(super) knowledge: u64,
 }
 
-/// Why a sandbox runs on a weaker layer than its policy wants (`fallback = "degrade"`),
-/// or on the full layer with the host's `/proc` bound read-only instead of a fresh one
-/// (`proc_fallback = true`; then `wanted` and `running` are both `full`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Degradation {
-    /// The layer the policy wanted.
-    pub wanted: Layer,
-    /// The layer commands run on instead.
-    pub running: Layer,
-    /// Why the wanted layer is not available here.
-    pub reason: String,
-}
-
-impl std::fmt::Display for Degradation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.wanted == self.running {
-            write!(
-                f,
-                "layer `{}` runs with less: {}",
-                self.running, self.reason
-            )
-        } else {
-            write!(
-                f,
-                "layer `{}` is not available ({}); running on layer `{}`",
-                self.wanted, self.reason, self.running
-            )
-        }
-    }
-}
-
 impl Sandbox {
     /// Checks the policy, chooses the layer and prepares the layout. Spawns nothing: see
     /// [Choosing the layer](Sandbox#choosing-the-layer-optimistic-with-fallback-at-the-first-spawn).
@@ -108,7 +76,7 @@ impl Sandbox {
     /// Linux: the full layer (namespaces, mounts, Landlock, seccomp), the landlock layer
     /// or passthrough. macOS: the full layer is a Seatbelt profile (`sandbox_init`), or
     /// passthrough. Other Unix systems: passthrough only; a policy that refuses to degrade
-    /// gets [`PlanError::LayerUnavailable`] naming the system, and the default policy
+    /// gets [`PlanError::LayerUnavailable`](crate::PlanError::LayerUnavailable) naming the system, and the default policy
     /// degrades with a `tracing` warning.
     pub fn new(policy: Policy) -> Result<Sandbox, Error> {
         Ok(Sandbox {
@@ -202,236 +170,21 @@ impl Inner {
         if policy.workspace.is_none() {
             return Err(PolicyError::NoWorkspace.into());
         }
-        launch::check(&policy)?;
         // Read before the facts: a refusal learned in between makes this stale, not wrong.
         let knowledge = Capabilities::generation();
         let caps = Capabilities::assumed();
-        let (layer, degraded) = choose_layer(&policy, &caps)?;
-        let data_dir = match &policy.data_dir {
-            Some(d) if layer != Layer::Passthrough => Some(pin_data_dir(d)?),
-            _ => None,
+        let ids = Ids {
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
         };
-        let mut plan = launch::plan(&policy, layer)?;
-        if caps.fresh_proc.available {
-            // Assumed, not known: a refused fresh /proc must fail the spawn so that it is
-            // learned and the policy decides (proc_fallback). Once it is known refused,
-            // the plan keeps the policy's fallback and the degradation says so.
-            for step in &mut plan.steps {
-                if let Step::Proc { fallback } = step {
-                    *fallback = false;
-                }
-            }
-        }
-        if let Some((path, id)) = &data_dir {
-            for step in &mut plan.steps {
-                if let Step::Mask {
-                    path: p,
-                    dir: true,
-                    identity,
-                    ..
-                } = step
-                {
-                    if p == path {
-                        *identity = Some(*id);
-                    }
-                }
-            }
-        }
-        let prepared = launch::Prepared::new(&policy, plan)?;
+        let selection = plan::select(&policy, &caps, &RealFs, ids)?;
+        let prepared = launch::Prepared::new(selection.plan)?;
         Ok(Inner {
             policy,
             prepared,
-            data_dir,
-            degraded,
+            data_dir: selection.data_dir,
+            degraded: selection.degradation,
             knowledge,
         })
-    }
-}
-
-/// Whether `layer` can run for `policy` here, and why not.
-fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<(), String> {
-    let avail = caps.layer(layer);
-    if !avail.available {
-        return Err(avail.reason.unwrap_or_default());
-    }
-    if layer == Layer::Full
-        && caps.full_mounts_proc()
-        && !caps.fresh_proc.available
-        && !policy.proc_fallback
-    {
-        return Err(format!(
-            "a fresh /proc cannot be mounted ({}); set proc_fallback = true to bind the host's /proc read-only",
-            caps.fresh_proc.reason.as_deref().unwrap_or("unknown")
-        ));
-    }
-    Ok(())
-}
-
-/// How far a policy without `min_layer` degrades. On Linux layer 2 exists wherever the
-/// full layer does not (Landlock and seccomp are in every supported kernel): a Linux host
-/// never drops to passthrough unless its policy says `min_layer = "passthrough"`. Other
-/// systems keep passthrough (with a warning), as they have nothing else.
-#[cfg(target_os = "linux")]
-const DEFAULT_FLOOR: Layer = Layer::Landlock;
-#[cfg(not(target_os = "linux"))]
-const DEFAULT_FLOOR: Layer = Layer::Passthrough;
-
-/// The layer to run on: the one the policy wants (default: full), or, when it is missing
-/// and the policy degrades, the strongest weaker one that is available and not below
-/// `min_layer`. Degrading is logged as a warning; it is never silent.
-fn choose_layer(
-    policy: &Policy,
-    caps: &Capabilities,
-) -> Result<(Layer, Option<Degradation>), PlanError> {
-    if policy.mode == Mode::Disabled {
-        return Ok((Layer::Passthrough, None));
-    }
-    let wanted = policy.layer.unwrap_or(Layer::Full);
-    let reason = match layer_status(policy, caps, wanted) {
-        Ok(())
-            if wanted == Layer::Full && caps.full_mounts_proc() && !caps.fresh_proc.available =>
-        {
-            // Allowed by the policy (proc_fallback), and said: the host's /proc shows the
-            // host's processes.
-            let reason = format!(
-                "a fresh /proc cannot be mounted ({}); the host's /proc is bound read-only (proc_fallback)",
-                caps.fresh_proc.reason.as_deref().unwrap_or("unknown")
-            );
-            tracing::warn!(%reason, "stockade: the full layer runs with the host's /proc");
-            let d = Degradation {
-                wanted,
-                running: wanted,
-                reason,
-            };
-            return Ok((wanted, Some(d)));
-        }
-        Ok(()) => return Ok((wanted, None)),
-        Err(r) => r,
-    };
-    let unavailable = |reason: String| PlanError::LayerUnavailable { wanted, reason };
-    if policy.fallback == Fallback::Refuse {
-        return Err(unavailable(reason));
-    }
-    let floor = policy.min_layer.unwrap_or(DEFAULT_FLOOR);
-    for layer in [Layer::Landlock, Layer::Passthrough] {
-        if layer <= wanted || layer > floor {
-            continue;
-        }
-        if layer_status(policy, caps, layer).is_ok() {
-            tracing::warn!(%wanted, chosen = %layer, %reason, "stockade: degrading to a weaker containment layer");
-            let d = Degradation {
-                wanted,
-                running: layer,
-                reason,
-            };
-            return Ok((layer, Some(d)));
-        }
-    }
-    Err(unavailable(format!(
-        "{reason}; no layer down to `{floor}` is available"
-    )))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn linux(userns: bool, fresh_proc: bool) -> Capabilities {
-        use crate::probe::Availability;
-        let yes_no = |ok: bool, why: &str| {
-            if ok {
-                Availability::yes()
-            } else {
-                Availability::no(why)
-            }
-        };
-        Capabilities {
-            os: "linux",
-            user_namespaces: yes_no(userns, "clone(CLONE_NEWUSER…): ENOSPC"),
-            fresh_proc: yes_no(fresh_proc, "mount proc /proc: EPERM"),
-            landlock: Availability::yes(),
-            landlock_abi: 7,
-            seccomp: Availability::yes(),
-            sandbox: Availability::no("macOS only"),
-        }
-    }
-
-    #[test]
-    fn the_policy_decides_what_a_refusal_means() {
-        let p = Policy::with_workspace("/ws");
-        assert_eq!(
-            choose_layer(&p, &linux(true, true)).unwrap(),
-            (Layer::Full, None)
-        );
-        // Namespaces refused: layer 2, with the reason.
-        let (layer, d) = choose_layer(&p, &linux(false, false)).unwrap();
-        let d = d.unwrap();
-        assert_eq!(
-            (layer, d.wanted, d.running),
-            (Layer::Landlock, Layer::Full, Layer::Landlock)
-        );
-        assert!(d.reason.contains("ENOSPC"), "{}", d.reason);
-        assert_eq!(
-            d.to_string(),
-            "layer `full` is not available (clone(CLONE_NEWUSER…): ENOSPC); running on layer `landlock`"
-        );
-        // A fresh /proc refused: layer 2 by default, the full layer with the host's /proc
-        // when the policy allows it, and that is said too.
-        let (layer, d) = choose_layer(&p, &linux(true, false)).unwrap();
-        assert_eq!(layer, Layer::Landlock);
-        assert!(d.unwrap().reason.contains("proc_fallback"));
-        let mut pf = p.clone();
-        pf.proc_fallback = true;
-        let (layer, d) = choose_layer(&pf, &linux(true, false)).unwrap();
-        let d = d.expect("the host's /proc is a degradation");
-        assert_eq!(
-            (layer, d.wanted, d.running),
-            (Layer::Full, Layer::Full, Layer::Full)
-        );
-        assert!(d.reason.contains("mount proc /proc: EPERM"), "{}", d.reason);
-        assert!(
-            d.to_string().starts_with("layer `full` runs with less: "),
-            "{d}"
-        );
-        // Refuse: the typed error with the reason.
-        let mut refuse = p.clone();
-        refuse.fallback = Fallback::Refuse;
-        let err = choose_layer(&refuse, &linux(false, false)).unwrap_err();
-        assert!(matches!(
-            err,
-            PlanError::LayerUnavailable {
-                wanted: Layer::Full,
-                ..
-            }
-        ));
-        assert!(err.to_string().contains("ENOSPC"), "{err}");
-        // A floor above what is left.
-        let mut floor = p;
-        floor.min_layer = Some(Layer::Full);
-        assert!(choose_layer(&floor, &linux(false, false)).is_err());
-    }
-
-    #[test]
-    fn linux_degrades_to_passthrough_only_when_the_policy_says_so() {
-        let mut caps = linux(false, true);
-        caps.landlock = crate::probe::Availability::no("landlock_create_ruleset: ENOSYS");
-        let mut p = Policy::with_workspace("/ws");
-        let err = choose_layer(&p, &caps).unwrap_err();
-        assert!(
-            err.to_string().contains("no layer down to `landlock`"),
-            "{err}"
-        );
-        p.min_layer = Some(Layer::Passthrough);
-        assert_eq!(choose_layer(&p, &caps).unwrap().0, Layer::Passthrough);
-    }
-
-    #[test]
-    fn disabled_mode_is_passthrough() {
-        let mut p = Policy::with_workspace("/tmp");
-        p.mode = Mode::Disabled;
-        assert_eq!(
-            choose_layer(&p, Capabilities::probe()).unwrap().0,
-            Layer::Passthrough
-        );
     }
 }

@@ -142,6 +142,7 @@ mod tests {
             path: vec!["/usr/bin".into(), "/bin".into()],
             roots: vec![],
             private_tmp: false,
+            walls: Default::default(),
         }
     }
 

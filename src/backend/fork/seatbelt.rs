@@ -1,41 +1,28 @@
-//! macOS: the full layer is the Seatbelt profile of [`crate::backend::macos`].
+//! macOS: the full layer is the Seatbelt profile of [`crate::backend::macos`], generated
+//! from the plan's input ([`crate::plan::Walls::sbpl`]).
 
 use std::path::Path;
 
 use crate::backend::macos;
 use crate::backend::report::MESSAGE_LEN;
 use crate::error::{Error, PlanError};
-use crate::plan::{Plan, RealFs};
-use crate::policy::Policy;
+use crate::plan::{Plan, RealFs, seatbelt_path};
 
 /// The prepared profile.
 pub type Confine = macos::Prepared;
 
-/// Every layer macOS offers is decided by the probe; nothing to refuse up front.
+/// Generates the profile for one command: the plan's input with its private `TMPDIR`.
 ///
 /// # Errors
 ///
-/// None.
-pub fn check(_policy: &Policy) -> Result<(), PlanError> {
-    Ok(())
-}
-
-/// The plan of the full layer: passthrough's steps, then `sandbox_init`.
-///
-/// # Errors
-///
-/// As [`Plan::seatbelt`].
-pub fn full_plan(policy: &Policy) -> Result<Plan, Error> {
-    Ok(Plan::seatbelt(policy, &RealFs)?)
-}
-
-/// Generates the profile for one command, with its private `TMPDIR`.
-///
-/// # Errors
-///
-/// [`Error::Profile`] when a path cannot be written into the profile.
-pub fn confine(policy: &Policy, tmpdir: Option<&Path>) -> Result<Confine, Error> {
-    Ok(macos::Prepared::new(policy, tmpdir.map(Path::to_path_buf))?)
+/// [`PlanError::Conflict`] for a plan without the profile's input, [`Error::Profile`] when
+/// a path cannot be written into the profile.
+pub fn confine(plan: &Plan, tmpdir: Option<&Path>) -> Result<Confine, Error> {
+    let mut input = plan.walls.sbpl.clone().ok_or_else(|| {
+        PlanError::Conflict("a sandbox_init step without the profile's input".into())
+    })?;
+    input.tmpdir = tmpdir.map(|t| seatbelt_path(&RealFs, t));
+    Ok(macos::Prepared::from_input(&input)?)
 }
 
 /// Child side: `sandbox_init` (see [`macos::apply_in_child`]). The report buffer's type

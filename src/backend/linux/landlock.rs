@@ -35,8 +35,9 @@
 //! under a readable `/etc`, is only hidden by the mount layer, and a `ReadDir` rule on `/`
 //! lets the program list every directory it can reach (names, not contents). In the full
 //! layer `/` is the sandbox's own root and holds nothing else; in the Landlock-only layer it
-//! is the host's root, so [`RulesetSpec::for_policy`] adds the `/` rule only for the full
-//! layer.
+//! is the host's root, so the plan ([`crate::plan::Walls::linux`]) lists `/` only on the
+//! full layer. Which paths get which [`Grant`] is the plan's decision; this module opens
+//! them and fills the ruleset.
 //!
 //! Rules name inodes, not path strings. Host paths that the child bind-mounts keep their
 //! rules inside the new root; file systems the child creates itself (a fresh `/tmp` tmpfs,
@@ -57,133 +58,23 @@ use landlock::{
 };
 
 use crate::error::LandlockBuildError;
-use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
 
 /// The newest Landlock ABI whose rights this module handles. A newer kernel is treated as
 /// this ABI until its additions (ABI 9: `ResolveUnix`) are wired and tested here.
 pub const TESTED_ABI: ABI = ABI::V7;
 
-/// The device files a program needs, read and write (and their ioctls).
-pub const DEV_FILES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-];
+pub use crate::plan::{DEV_FILES, Grant, PathRule, RulesetSpec};
 
-/// What a rule grants beneath its path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Grant {
-    /// Read files, list directories, execute: the read-only allowlist and the tools dir.
-    ReadExec,
-    /// Read files and list directories, no execute: `/proc`.
-    Read,
-    /// Every handled right, `Refer` included (renames across writable roots), `Execute` too
-    /// (a compiler writing into the workspace then runs its output).
-    ReadWrite,
-    /// Open for reading and writing, device ioctls (ABI >= 5), and list (for `/dev/pts`):
-    /// the device files. No `Truncate`: the kernel ignores `O_TRUNC` on anything but a
-    /// regular file, so `> /dev/null` needs only `WriteFile`.
-    Device,
-    /// List the directory (and, as every Landlock rule, the directories beneath it).
-    ListDir,
-}
-
-impl Grant {
-    /// The rights of this grant at `abi`, before masking with what the ruleset handles.
-    fn rights(self, abi: ABI) -> BitFlags<AccessFs> {
-        match self {
-            Grant::ReadExec => AccessFs::from_read(abi),
-            Grant::Read => AccessFs::ReadFile | AccessFs::ReadDir,
-            Grant::ReadWrite => AccessFs::from_all(abi),
-            Grant::Device => {
-                AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev
-            }
-            Grant::ListDir => AccessFs::ReadDir.into(),
+/// The rights of `grant` at `abi`, before masking with what the ruleset handles.
+fn rights(grant: Grant, abi: ABI) -> BitFlags<AccessFs> {
+    match grant {
+        Grant::ReadExec => AccessFs::from_read(abi),
+        Grant::Read => AccessFs::ReadFile | AccessFs::ReadDir,
+        Grant::ReadWrite => AccessFs::from_all(abi),
+        Grant::Device => {
+            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::ReadDir | AccessFs::IoctlDev
         }
-    }
-}
-
-/// One path and what it grants.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PathRule {
-    /// The host path (symlinks are followed).
-    pub path: PathBuf,
-    /// The rights beneath it.
-    pub grant: Grant,
-}
-
-/// What the ruleset allows. Everything not granted here is denied for every handled right.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RulesetSpec {
-    /// The workspace: [`Grant::ReadWrite`], and required (a missing workspace is an error).
-    pub workspace: PathBuf,
-    /// Further paths; those that do not exist are skipped and listed in [`Status::skipped`].
-    pub rules: Vec<PathRule>,
-    /// Deny every TCP bind and connect (ABI >= 4): `network = "none"` without a private
-    /// network namespace.
-    pub deny_tcp: bool,
-    /// Scope signals and abstract unix sockets to the sandbox (ABI >= 6): the program can
-    /// neither signal nor connect to anything outside its own Landlock domain.
-    pub scope: bool,
-}
-
-impl RulesetSpec {
-    /// A spec with only the workspace, scoping on, TCP allowed.
-    pub fn new(workspace: impl Into<PathBuf>) -> Self {
-        RulesetSpec {
-            workspace: workspace.into(),
-            rules: Vec::new(),
-            deny_tcp: false,
-            scope: true,
-        }
-    }
-
-    /// Adds a rule.
-    pub fn with(mut self, path: impl Into<PathBuf>, grant: Grant) -> Self {
-        self.rules.push(PathRule {
-            path: path.into(),
-            grant,
-        });
-        self
-    }
-
-    /// The spec that mirrors `policy` on `layer`.
-    ///
-    /// Read and execute: [`SYSTEM_ALLOWLIST`], `read_only`, the tools dir. Everything: the
-    /// workspace, `writable_paths`, `/tmp`, `/dev/shm`. Devices: [`DEV_FILES`]. Read:
-    /// `/proc`. List: `/`, on [`Layer::Full`] only (see the module docs). TCP is denied with
-    /// `network = "none"` on [`Layer::Landlock`], where no network namespace does it.
-    ///
-    /// Returns `None` when the policy has no workspace.
-    pub fn for_policy(policy: &Policy, layer: Layer) -> Option<Self> {
-        let mut spec = RulesetSpec::new(policy.workspace.clone()?);
-        for p in SYSTEM_ALLOWLIST {
-            spec = spec.with(*p, Grant::ReadExec);
-        }
-        for p in policy.read_only.iter().chain(&policy.tools_dir) {
-            spec = spec.with(p, Grant::ReadExec);
-        }
-        for p in &policy.writable_paths {
-            spec = spec.with(p, Grant::ReadWrite);
-        }
-        spec = spec
-            .with("/tmp", Grant::ReadWrite)
-            .with("/dev/shm", Grant::ReadWrite);
-        for p in DEV_FILES {
-            spec = spec.with(*p, Grant::Device);
-        }
-        spec = spec.with("/proc", Grant::Read);
-        if layer == Layer::Full {
-            spec = spec.with("/", Grant::ListDir);
-        }
-        spec.deny_tcp = policy.network == Network::None && layer == Layer::Landlock;
-        Some(spec)
+        Grant::ListDir => AccessFs::ReadDir.into(),
     }
 }
 
@@ -271,7 +162,7 @@ fn rule_access(
     handled: BitFlags<AccessFs>,
     dir: bool,
 ) -> BitFlags<AccessFs> {
-    let rights = grant.rights(abi) & handled;
+    let rights = rights(grant, abi) & handled;
     if dir {
         rights
     } else {
@@ -428,38 +319,9 @@ mod tests {
     #[test]
     fn read_exec_and_read_do_not_write() {
         for g in [Grant::ReadExec, Grant::Read, Grant::ListDir] {
-            let r = g.rights(ABI::V7);
+            let r = rights(g, ABI::V7);
             assert!((r & AccessFs::from_write(ABI::V7)).is_empty(), "{g:?}");
         }
-        assert!(!Grant::Read.rights(ABI::V7).contains(AccessFs::Execute));
-    }
-
-    #[test]
-    fn for_policy_lists_root_only_in_the_full_layer() {
-        let mut p = Policy::with_workspace("/ws");
-        p.network = Network::None;
-        p.tools_dir = Some("/opt/tools".into());
-        p.writable_paths = vec!["/srv/shared".into()];
-        let full = RulesetSpec::for_policy(&p, Layer::Full).unwrap();
-        let ll = RulesetSpec::for_policy(&p, Layer::Landlock).unwrap();
-        let root = PathRule {
-            path: "/".into(),
-            grant: Grant::ListDir,
-        };
-        assert!(full.rules.contains(&root));
-        assert!(!ll.rules.contains(&root));
-        assert!(!full.deny_tcp);
-        assert!(ll.deny_tcp);
-        let tools = PathRule {
-            path: "/opt/tools".into(),
-            grant: Grant::ReadExec,
-        };
-        assert!(ll.rules.contains(&tools));
-        let shared = PathRule {
-            path: "/srv/shared".into(),
-            grant: Grant::ReadWrite,
-        };
-        assert!(ll.rules.contains(&shared));
-        assert!(RulesetSpec::for_policy(&Policy::default(), Layer::Full).is_none());
+        assert!(!rights(Grant::Read, ABI::V7).contains(AccessFs::Execute));
     }
 }

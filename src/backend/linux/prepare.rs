@@ -587,6 +587,7 @@ mod tests {
             path: Vec::new(),
             roots: Vec::new(),
             private_tmp: false,
+            walls: Default::default(),
         };
         let layout = Layout::new(plan, 40, None).unwrap();
         let layers: Vec<_> = layout

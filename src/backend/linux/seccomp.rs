@@ -112,40 +112,8 @@ use std::collections::BTreeMap;
 use libc::sock_filter;
 
 use crate::error::SeccompBuildError;
-use crate::plan::Namespaces;
-use crate::policy::{Network, Policy};
 
-/// What the filter should allow beyond the fixed deny list.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FilterOptions {
-    /// Lift the denials of the ptrace family (`ptrace`, `process_vm_readv`,
-    /// `process_vm_writev`, `kcmp`, `pidfd_getfd`, `process_madvise`) so that `strace` and
-    /// `gdb` work on the sandbox's own processes. The kernel checks each of them as a ptrace
-    /// access, which Landlock (any ABI) confines to processes of the same or a nested domain;
-    /// in the full layer the PID namespace hides every other process as well.
-    pub allow_ptrace: bool,
-    /// Fail `socket()` and `socketpair()` with `EPERM` for every family but `AF_UNIX`
-    /// (`AF_NETLINK` included, see the module docs). For `network = "none"` without a
-    /// private network namespace.
-    pub deny_network: bool,
-    /// The program shares the host's PID and IPC namespaces (layer 2): SysV IPC and POSIX
-    /// message queues fail with `EPERM`, and the calls that change another process's
-    /// resource limits, scheduling or I/O priority must name the caller (pid 0).
-    pub host_namespaces: bool,
-}
-
-impl FilterOptions {
-    /// The options for `policy` in a child that gets `namespaces`: without a private network
-    /// namespace, `network = "none"` is enforced here; without the base namespaces (PID, IPC,
-    /// …), the host's processes and IPC objects are guarded here.
-    pub fn for_policy(policy: &Policy, namespaces: Namespaces) -> Self {
-        FilterOptions {
-            allow_ptrace: policy.allow_ptrace,
-            deny_network: policy.network == Network::None && !namespaces.net,
-            host_namespaces: !namespaces.base,
-        }
-    }
-}
+pub use crate::plan::FilterOptions;
 
 /// A compiled seccomp program, owned by the parent until the child has installed it.
 #[derive(Clone, Debug)]
@@ -1380,29 +1348,5 @@ mod tests {
                 "{o:?}: {longest} instructions on the longest path ({listed} listed)"
             );
         }
-    }
-
-    #[test]
-    fn for_policy_follows_the_namespaces() {
-        let mut p = Policy {
-            network: Network::None,
-            ..Policy::default()
-        };
-        let full = Namespaces {
-            base: true,
-            net: true,
-        };
-        let layer2 = Namespaces {
-            base: false,
-            net: false,
-        };
-        let o = FilterOptions::for_policy(&p, layer2);
-        assert!(o.deny_network && o.host_namespaces && !o.allow_ptrace);
-        let o = FilterOptions::for_policy(&p, full);
-        assert!(!o.deny_network && !o.host_namespaces);
-        p.network = Network::Full;
-        p.allow_ptrace = true;
-        let o = FilterOptions::for_policy(&p, Namespaces { net: false, ..full });
-        assert!(o.allow_ptrace && !o.deny_network && !o.host_namespaces);
     }
 }

@@ -1,10 +1,8 @@
 //! Parent side: everything the child will need, computed before the fork.
 
 use std::ffi::{CStr, CString};
-use std::path::PathBuf;
 
 use crate::backend::sbpl::{self, SbplError, SbplInput};
-use crate::policy::Policy;
 
 /// The profile for one spawn, ready for [`super::apply_in_child`].
 #[derive(Clone, Debug)]
@@ -13,19 +11,7 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Generates the profile for `policy`, with every path resolved by
-    /// [`sbpl::canonicalize`] and `tmpdir` as the per-run `TMPDIR`.
-    ///
-    /// # Errors
-    ///
-    /// An [`SbplError`] for a path the profile cannot hold.
-    pub fn new(policy: &Policy, tmpdir: Option<PathBuf>) -> Result<Self, SbplError> {
-        let mut input = SbplInput::from_policy(policy, sbpl::canonicalize)?;
-        input.tmpdir = tmpdir.map(|t| sbpl::canonicalize(&t));
-        Self::from_input(&input)
-    }
-
-    /// Generates the profile for an input built by the caller.
+    /// Generates the profile for `input` (the plan's, with the command's `TMPDIR`).
     ///
     /// # Errors
     ///

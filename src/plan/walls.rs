@@ -1,0 +1,369 @@
+//! The walls besides the layout, as plain data: the Landlock grants and the seccomp
+//! program's options (Linux), the input of the Seatbelt profile (macOS).
+//!
+//! The plan decides them; the backend only compiles them (`backend::linux::landlock::build`
+//! opens the paths and fills the ruleset, `backend::linux::seccomp::build` emits the BPF,
+//! `backend::sbpl::profile` writes the profile text). So the tests that check the grants
+//! check the function production uses: [`Plan::full`] and [`Plan::landlock`] fill
+//! [`Plan::walls`] through [`Walls::linux`].
+
+use std::path::{Path, PathBuf};
+
+use super::{Access, Namespaces, Plan, SbplInput};
+use crate::policy::{Layer, Network, Policy};
+
+/// The device files a program needs, read and write (and their ioctls).
+pub const DEV_FILES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+];
+
+/// What a Landlock rule grants beneath its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Grant {
+    /// Read files, list directories, execute: the read-only allowlist and the tools dir.
+    ReadExec,
+    /// Read files and list directories, no execute: `/proc`.
+    Read,
+    /// Every handled right, `Refer` included (renames across writable roots), `Execute` too
+    /// (a compiler writing into the workspace then runs its output).
+    ReadWrite,
+    /// Open for reading and writing, device ioctls (ABI >= 5), and list (for `/dev/pts`):
+    /// the device files. No `Truncate`: the kernel ignores `O_TRUNC` on anything but a
+    /// regular file, so `> /dev/null` needs only `WriteFile`.
+    Device,
+    /// List the directory (and, as every Landlock rule, the directories beneath it).
+    ListDir,
+}
+
+impl From<Access> for Grant {
+    fn from(access: Access) -> Grant {
+        match access {
+            Access::ReadOnly => Grant::ReadExec,
+            Access::ReadWrite => Grant::ReadWrite,
+            Access::ListDir => Grant::ListDir,
+        }
+    }
+}
+
+/// One path and what it grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathRule {
+    /// The host path (symlinks are followed).
+    pub path: PathBuf,
+    /// The rights beneath it.
+    pub grant: Grant,
+}
+
+/// What a Landlock ruleset allows. Everything not granted here is denied for every handled
+/// right.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RulesetSpec {
+    /// The workspace: [`Grant::ReadWrite`], and required (a missing workspace is an error).
+    pub workspace: PathBuf,
+    /// Further paths; those that do not exist are skipped (the backend's status lists them).
+    pub rules: Vec<PathRule>,
+    /// Deny every TCP bind and connect (ABI >= 4): `network = "none"` without a private
+    /// network namespace.
+    pub deny_tcp: bool,
+    /// Scope signals and abstract unix sockets to the sandbox (ABI >= 6): the program can
+    /// neither signal nor connect to anything outside its own Landlock domain.
+    pub scope: bool,
+}
+
+impl RulesetSpec {
+    /// A spec with only the workspace, scoping on, TCP allowed.
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        RulesetSpec {
+            workspace: workspace.into(),
+            rules: Vec::new(),
+            deny_tcp: false,
+            scope: true,
+        }
+    }
+
+    /// Adds a rule.
+    pub fn with(mut self, path: impl Into<PathBuf>, grant: Grant) -> Self {
+        self.rules.push(PathRule {
+            path: path.into(),
+            grant,
+        });
+        self
+    }
+}
+
+/// The Landlock side of a plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LandlockRules {
+    /// The rules on host paths, the same for every command.
+    pub spec: RulesetSpec,
+    /// Rules for the file systems the child mounts itself (the full layer's `/`, `/tmp`,
+    /// `/dev/shm`, devpts and `/proc`), as paths inside: a rule on a host path does not
+    /// cover them. The child adds them after mounting (`Step::LandlockRules`).
+    pub child_rules: Vec<(PathBuf, Grant)>,
+    /// Grant each command the `/dev/pts` terminals among its stdio: without a devpts of its
+    /// own (layer 2) the program gets its own terminal and none of the caller's others.
+    pub own_terminals: bool,
+}
+
+impl LandlockRules {
+    /// The ruleset of one command: [`LandlockRules::spec`], its private `TMPDIR` read-write
+    /// and, with [`LandlockRules::own_terminals`], its `terminals` as devices.
+    pub fn for_command(&self, private_tmp: Option<&Path>, terminals: &[PathBuf]) -> RulesetSpec {
+        let mut spec = self.spec.clone();
+        if let Some(dir) = private_tmp {
+            spec = spec.with(dir, Grant::ReadWrite);
+        }
+        if self.own_terminals {
+            for tty in terminals {
+                spec = spec.with(tty, Grant::Device);
+            }
+        }
+        spec
+    }
+}
+
+/// What the seccomp filter allows beyond its fixed deny list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FilterOptions {
+    /// Lift the denials of the ptrace family (`ptrace`, `process_vm_readv`,
+    /// `process_vm_writev`, `kcmp`, `pidfd_getfd`, `process_madvise`) so that `strace` and
+    /// `gdb` work on the sandbox's own processes. The kernel checks each of them as a ptrace
+    /// access, which Landlock (any ABI) confines to processes of the same or a nested domain;
+    /// in the full layer the PID namespace hides every other process as well.
+    pub allow_ptrace: bool,
+    /// Fail `socket()` and `socketpair()` with `EPERM` for every family but `AF_UNIX`
+    /// (`AF_NETLINK` included, see `backend::linux::seccomp`). For `network = "none"`
+    /// without a private network namespace.
+    pub deny_network: bool,
+    /// The program shares the host's PID and IPC namespaces (layer 2): SysV IPC and POSIX
+    /// message queues fail with `EPERM`, and the calls that change another process's
+    /// resource limits, scheduling or I/O priority must name the caller (pid 0).
+    pub host_namespaces: bool,
+}
+
+impl FilterOptions {
+    /// The options for `policy` in a child that gets `namespaces`: without a private network
+    /// namespace, `network = "none"` is enforced here; without the base namespaces (PID, IPC,
+    /// …), the host's processes and IPC objects are guarded here.
+    pub fn for_policy(policy: &Policy, namespaces: Namespaces) -> Self {
+        FilterOptions {
+            allow_ptrace: policy.allow_ptrace,
+            deny_network: policy.network == Network::None && !namespaces.net,
+            host_namespaces: !namespaces.base,
+        }
+    }
+}
+
+/// The walls of a plan besides its layout steps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Walls {
+    /// The Landlock ruleset (Linux, with `Step::Landlock`).
+    pub landlock: Option<LandlockRules>,
+    /// The seccomp program's options (Linux, with `Step::Seccomp`).
+    pub seccomp: Option<FilterOptions>,
+    /// The Seatbelt profile's input (macOS, with `Step::SandboxInit`); the per-command
+    /// `TMPDIR` is added at spawn.
+    pub sbpl: Option<SbplInput>,
+}
+
+impl Walls {
+    /// The Landlock grants and seccomp options of a Linux plan (full or layer 2), derived
+    /// from the plan's own roots and namespaces.
+    ///
+    /// Read and execute, read-write or list: each of [`Plan::roots`] after the workspace.
+    /// Devices: [`DEV_FILES`], but `/dev/pts` (layer 2 grants each command its own
+    /// terminals; the full layer has a devpts of its own) and, on the full layer,
+    /// `/dev/ptmx` (its own too). Read: `/proc` on layer 2; the full layer's child grants
+    /// its own `/proc`, `/tmp`, `/dev/shm`, devpts and lists `/`, which is the sandbox's
+    /// root there (on layer 2 `/` is the host's, so it is never listed). TCP is denied with
+    /// `network = "none"` on layer 2, where no network namespace does it.
+    pub fn linux(policy: &Policy, plan: &Plan) -> Walls {
+        let full = plan.layer == Layer::Full;
+        let mut spec = RulesetSpec::new(plan.workspace.clone());
+        for (path, access) in plan.roots.iter().skip(1) {
+            spec = spec.with(path, Grant::from(*access));
+        }
+        for dev in DEV_FILES {
+            if dev.ends_with("pts") || (full && dev.ends_with("ptmx")) {
+                continue;
+            }
+            spec = spec.with(*dev, Grant::Device);
+        }
+        let mut child_rules = Vec::new();
+        if full {
+            child_rules = [
+                ("/", Grant::ListDir),
+                ("/tmp", Grant::ReadWrite),
+                ("/dev/shm", Grant::ReadWrite),
+                ("/dev/pts", Grant::Device),
+                ("/proc", Grant::Read),
+            ]
+            .into_iter()
+            .map(|(p, g)| (PathBuf::from(p), g))
+            .collect();
+        } else {
+            spec = spec.with("/proc", Grant::Read);
+        }
+        spec.deny_tcp = !full && policy.network == Network::None;
+        Walls {
+            landlock: Some(LandlockRules {
+                spec,
+                child_rules,
+                own_terminals: !full,
+            }),
+            seccomp: Some(FilterOptions::for_policy(policy, plan.namespaces)),
+            sbpl: None,
+        }
+    }
+}
+
+impl Plan {
+    /// This plan with its Linux walls ([`Walls::linux`]).
+    pub(super) fn with_linux_walls(mut self, policy: &Policy) -> Plan {
+        self.walls = Walls::linux(policy, &self);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{HostFs, Ids, Kind};
+
+    /// A host where every path exists as a directory.
+    struct AllDirs;
+
+    impl HostFs for AllDirs {
+        fn kind(&self, _: &Path) -> Option<Kind> {
+            Some(Kind::Dir)
+        }
+        fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+            Ok(path.to_path_buf())
+        }
+    }
+
+    const IDS: Ids = Ids {
+        uid: 1000,
+        gid: 1000,
+    };
+
+    fn policy() -> Policy {
+        let mut p = Policy::with_workspace("/ws");
+        p.network = Network::None;
+        p.tools_dir = Some("/opt/tools".into());
+        p.writable_paths = vec!["/srv/shared".into()];
+        p
+    }
+
+    fn rule(path: &str, grant: Grant) -> PathRule {
+        PathRule {
+            path: path.into(),
+            grant,
+        }
+    }
+
+    #[test]
+    fn layer_2_grants_its_roots_proc_and_devices_and_denies_tcp() {
+        let plan = Plan::landlock(&policy(), &AllDirs, IDS).unwrap();
+        let rules = plan.walls.landlock.as_ref().unwrap();
+        let spec = &rules.spec;
+        assert_eq!(spec.workspace, Path::new("/ws"));
+        for r in [
+            rule("/opt/tools", Grant::ReadExec),
+            rule("/srv/shared", Grant::ReadWrite),
+            rule("/usr", Grant::ReadExec),
+            rule("/proc", Grant::Read),
+            rule("/dev/null", Grant::Device),
+            rule("/dev/ptmx", Grant::Device),
+        ] {
+            assert!(spec.rules.contains(&r), "{r:?} in {spec:?}");
+        }
+        // The host's root is never listed, the caller's terminals never granted at once.
+        assert!(!spec.rules.iter().any(|r| r.path == Path::new("/")));
+        assert!(!spec.rules.iter().any(|r| r.path == Path::new("/dev/pts")));
+        assert!(spec.deny_tcp && spec.scope);
+        assert!(rules.child_rules.is_empty() && rules.own_terminals);
+        let seccomp = plan.walls.seccomp.unwrap();
+        assert!(seccomp.deny_network && seccomp.host_namespaces);
+    }
+
+    #[test]
+    fn the_full_layer_grants_its_own_mounts_in_the_child() {
+        let plan = Plan::full(&policy(), &AllDirs, IDS).unwrap();
+        let rules = plan.walls.landlock.as_ref().unwrap();
+        let spec = &rules.spec;
+        assert!(spec.rules.contains(&rule("/srv/shared", Grant::ReadWrite)));
+        assert!(spec.rules.contains(&rule("/opt/tools", Grant::ReadExec)));
+        // Its own devpts and /proc, not the host's; TCP is the network namespace's job.
+        for own in ["/dev/ptmx", "/dev/pts", "/proc", "/tmp"] {
+            assert!(
+                !spec.rules.iter().any(|r| r.path == Path::new(own)),
+                "{own}"
+            );
+        }
+        assert!(!spec.deny_tcp && !rules.own_terminals);
+        assert!(
+            rules
+                .child_rules
+                .contains(&(PathBuf::from("/"), Grant::ListDir))
+        );
+        assert!(
+            rules
+                .child_rules
+                .contains(&(PathBuf::from("/tmp"), Grant::ReadWrite))
+        );
+        let seccomp = plan.walls.seccomp.unwrap();
+        assert!(!seccomp.deny_network && !seccomp.host_namespaces);
+    }
+
+    #[test]
+    fn passthrough_has_no_walls() {
+        let plan = Plan::passthrough(&policy(), &AllDirs).unwrap();
+        assert_eq!(plan.walls, Walls::default());
+    }
+
+    #[test]
+    fn a_command_adds_its_tmpdir_and_on_layer_2_its_terminals() {
+        let plan = Plan::landlock(&policy(), &AllDirs, IDS).unwrap();
+        let rules = plan.walls.landlock.unwrap();
+        let tty = PathBuf::from("/dev/pts/3");
+        let spec = rules.for_command(Some(Path::new("/tmp/x")), std::slice::from_ref(&tty));
+        assert!(spec.rules.contains(&rule("/tmp/x", Grant::ReadWrite)));
+        assert!(spec.rules.contains(&rule("/dev/pts/3", Grant::Device)));
+        let full = Plan::full(&policy(), &AllDirs, IDS).unwrap();
+        let spec = full.walls.landlock.unwrap().for_command(None, &[tty]);
+        assert!(!spec.rules.iter().any(|r| r.path == Path::new("/dev/pts/3")));
+    }
+
+    #[test]
+    fn filter_options_follow_the_namespaces() {
+        let mut p = Policy {
+            network: Network::None,
+            ..Policy::default()
+        };
+        let full = Namespaces {
+            base: true,
+            net: true,
+        };
+        let layer2 = Namespaces {
+            base: false,
+            net: false,
+        };
+        let o = FilterOptions::for_policy(&p, layer2);
+        assert!(o.deny_network && o.host_namespaces && !o.allow_ptrace);
+        let o = FilterOptions::for_policy(&p, full);
+        assert!(!o.deny_network && !o.host_namespaces);
+        p.network = Network::Full;
+        p.allow_ptrace = true;
+        let o = FilterOptions::for_policy(&p, Namespaces { net: false, ..full });
+        assert!(o.allow_ptrace && !o.deny_network && !o.host_namespaces);
+    }
+}
