@@ -103,9 +103,18 @@
 //! print `SKIP … needs root`; `STOCKADE_TEST_REQUIRE=all` turns a skip for a missing kernel
 //! feature into a failure, `all,root` any skip.
 //!
+//! # What is public
+//!
+//! What a host needs: [`Sandbox`], [`Command`], [`Child`], [`Stdio`], the [`Policy`] and
+//! its parts, [`Capabilities`] (for `stockade detect`), [`Sandbox::plan`]'s
+//! [`PlanDescription`] and [`macos_profile`] (for `stockade plan`), the in-process guards
+//! and the errors ([`error`]). The stages in between (the plan, the probe, the backends)
+//! are internal; the `internals` cargo feature makes them public for the crate's own
+//! tests, examples and fuzz targets. It is unstable and a host never needs it.
+//!
 //! # MSRV
 //!
-//! Rust 1.85 (edition 2024).
+//! Rust 1.87 (edition 2024).
 
 pub mod error;
 pub mod guard;
@@ -120,17 +129,32 @@ pub use guard::redact::{RedactingWriter, Redactor};
 pub use guard::tools::tools_listing;
 pub use guard::url::validate_url;
 pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
+// The internal stages of the flow: public only with the unstable `internals` feature, for
+// the crate's own tests, examples, benchmarks and fuzz targets.
+#[cfg(feature = "internals")]
 pub mod backend;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod backend;
+#[cfg(feature = "internals")]
 pub mod plan;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod plan;
+#[cfg(feature = "internals")]
 pub mod probe;
+#[cfg(not(feature = "internals"))]
+pub(crate) mod probe;
 #[cfg(unix)]
 mod spawn;
 #[cfg(all(test, unix))]
 mod test_alloc;
 
+/// What a sandbox's Landlock ruleset enforces on this kernel
+/// ([`Sandbox::landlock_status`]).
+#[cfg(target_os = "linux")]
+pub use backend::linux::landlock::Status as LandlockStatus;
 pub use probe::{Availability, Capabilities};
 #[cfg(unix)]
 pub use spawn::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,
-    Sandbox, Stdio, macos_profile,
+    PlanDescription, PlanNamespaces, Sandbox, Stdio, macos_profile,
 };

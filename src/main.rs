@@ -537,23 +537,14 @@ fn plan(args: &PolicyArgs, json: bool) -> ExitCode {
         Err(code) => return code,
     };
     warn_degraded(&sandbox);
-    let plan = &sandbox.plan();
+    let plan = sandbox.plan();
     if json {
-        let steps: Vec<String> = plan.steps.iter().map(ToString::to_string).collect();
-        let out = serde_json::json!({
-            "layer": plan.layer,
-            "workspace": plan.workspace,
-            "namespaces": {"user_mount_pid_ipc_uts": plan.namespaces.base, "net": plan.namespaces.net},
-            "path": plan.path,
-            "steps": steps,
-        });
-        out!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        out!(
+            "{}",
+            serde_json::to_string_pretty(&plan).unwrap_or_default()
+        );
     } else {
-        out!("layer: {}", plan.layer);
-        out!("workspace: {}", plan.workspace.display());
-        for (i, s) in plan.steps.iter().enumerate() {
-            out!("{i:>3}  {s}");
-        }
+        out!("{}", plan.to_string().trim_end());
     }
     ExitCode::SUCCESS
 }

@@ -4,7 +4,7 @@
 //! - masks come after the binds they shadow (a later bind at or above a mask would
 //!   uncover what it hides);
 //! - only the workspace and the writable paths are bound read-write, and the Landlock
-//!   roots grant write nowhere else;
+//!   roots and the ruleset built from them (`Plan::walls`) grant write nowhere else;
 //! - the data dir is masked wherever a bind would make it visible, and layer 2 refuses
 //!   a data dir beneath one of its roots.
 //!
@@ -20,7 +20,7 @@ use std::path::{Component, Path, PathBuf};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use stockade::Policy;
-use stockade::plan::{Access, HostFs, Ids, Kind, Plan, Step};
+use stockade::plan::{Access, Grant, HostFs, Ids, Kind, Plan, Step};
 
 const NAMES: &[&str] = &[
     "ws", "a", "data", "etc", "usr", "shadow", "bin", "tmp", "srv", ".git", "hooks", "x",
@@ -250,6 +250,7 @@ fn check_full(policy: &Policy, fs: &Fake, plan: &Plan) {
             assert!(allowed.contains(root), "{} a writable root", root.display());
         }
     }
+    check_walls(plan, &allowed);
     // Every bind by path has its Landlock grant, with its own access: the grants are
     // derived from the mounts (a writable path once had none).
     for s in &plan.steps {
@@ -307,6 +308,22 @@ fn check_full(policy: &Policy, fs: &Fake, plan: &Plan) {
     }
 }
 
+/// The ruleset the backend builds from the plan (`Plan::walls`) grants write only to the
+/// workspace and the writable paths, as the roots do.
+fn check_walls(plan: &Plan, allowed: &[PathBuf]) {
+    let spec = &plan.walls.landlock.as_ref().expect("Landlock rules").spec;
+    assert_eq!(spec.workspace, plan.workspace);
+    for rule in &spec.rules {
+        if rule.grant == Grant::ReadWrite {
+            assert!(
+                allowed.contains(&rule.path),
+                "{} granted write",
+                rule.path.display()
+            );
+        }
+    }
+}
+
 fn check_landlock(policy: &Policy, fs: &Fake, plan: &Plan) {
     if let Some(d) = &policy.data_dir {
         for (root, _) in &plan.roots {
@@ -329,6 +346,7 @@ fn check_landlock(policy: &Policy, fs: &Fake, plan: &Plan) {
             assert!(allowed.contains(root), "{} a writable root", root.display());
         }
     }
+    check_walls(plan, &allowed);
 }
 
 fuzz_target!(|data: &[u8]| {

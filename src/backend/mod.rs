@@ -22,7 +22,7 @@ pub mod linux;
 #[cfg(target_os = "macos")]
 pub mod macos;
 #[cfg(unix)]
-pub mod program;
+pub(crate) mod program;
 #[cfg(unix)]
 pub mod report;
 pub mod sbpl;
@@ -34,8 +34,9 @@ impl Capabilities {
     ///
     /// On Linux this spawns a probe child into new namespaces (through the same launcher
     /// as a sandbox, so what it finds is what a spawn meets); elsewhere the cheap facts are
-    /// the probe. [`Sandbox::new`](crate::Sandbox::new) never calls it (see
-    /// [`crate::probe`]).
+    /// the probe. [`Sandbox::new`](crate::Sandbox::new) never calls it: a sandbox starts
+    /// from the cheap facts, and its first spawn is the probe (see
+    /// [Choosing the layer](crate::Sandbox#choosing-the-layer-optimistic-with-fallback-at-the-first-spawn)).
     pub fn probe() -> &'static Capabilities {
         crate::probe::probed_or_init(full_probe)
     }

@@ -8,19 +8,24 @@ use std::path::PathBuf;
 use crate::error::PlanError;
 
 /// argv, envp and the candidate paths of the program, NUL-terminated and NULL-terminated.
+///
+/// Crate-private, even with the `internals` feature: its raw pointers are only valid
+/// while it lives and only the launchers hand them to `execve`.
 #[derive(Debug)]
-pub struct Program {
+pub(crate) struct Program {
     /// Candidate paths, tried in order (each `PATH` directory joined with the name, or the
     /// name itself when it contains a slash).
-    pub candidates: Vec<CString>,
-    /// Backing storage for `argv`.
+    pub(crate) candidates: Vec<CString>,
+    /// Backing storage for `argv`: read through `argv`'s pointers only.
+    #[cfg_attr(not(test), allow(dead_code))]
     args: Vec<CString>,
     /// NULL-terminated argv.
-    pub argv: Vec<*const libc::c_char>,
-    /// Backing storage for `envp`.
+    pub(crate) argv: Vec<*const libc::c_char>,
+    /// Backing storage for `envp`: read through `envp`'s pointers only.
+    #[cfg_attr(not(test), allow(dead_code))]
     env: Vec<CString>,
     /// NULL-terminated envp (`NAME=value`).
-    pub envp: Vec<*const libc::c_char>,
+    pub(crate) envp: Vec<*const libc::c_char>,
 }
 
 // SAFETY: the raw pointers in `argv` and `envp` point into the `CString`s owned by the
@@ -36,7 +41,7 @@ impl Program {
     ///
     /// [`PlanError::NulInArgument`] when a string has a NUL byte or a variable name is
     /// empty or contains `=`.
-    pub fn new(
+    pub(crate) fn new(
         program: &OsStr,
         args: Vec<OsString>,
         env: Vec<(OsString, OsString)>,
@@ -92,12 +97,14 @@ impl Program {
     }
 
     /// The number of arguments (`argv[0]` included).
-    pub fn argc(&self) -> usize {
+    #[cfg(test)]
+    fn argc(&self) -> usize {
         self.args.len()
     }
 
     /// The number of environment entries.
-    pub fn envc(&self) -> usize {
+    #[cfg(test)]
+    fn envc(&self) -> usize {
         self.env.len()
     }
 }

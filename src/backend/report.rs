@@ -117,7 +117,8 @@ impl Record {
     }
 
     /// The record for `sandbox_init` (step `step`) refusing the profile with the first
-    /// `len` bytes of `message`.
+    /// `len` bytes of `message`. Only macOS's child sends one.
+    #[cfg_attr(not(any(target_os = "macos", feature = "internals")), allow(dead_code))]
     pub const fn with_message(step: u32, message: [u8; MESSAGE_LEN], len: usize) -> Self {
         let len = if len > MESSAGE_LEN { MESSAGE_LEN } else { len };
         Record {

@@ -36,8 +36,8 @@ use std::ffi::CString;
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
 
-pub use crate::error::{InitError, SbplError};
-pub use crate::plan::{SbplInput, private_alias};
+pub use crate::error::SbplError;
+pub use crate::plan::SbplInput;
 use crate::policy::Network;
 
 #[cfg(test)]
@@ -296,6 +296,7 @@ pub fn profile(input: &SbplInput) -> Result<String, SbplError> {
 /// # Errors
 ///
 /// As [`profile`].
+#[cfg_attr(not(any(target_os = "macos", feature = "internals")), allow(dead_code))]
 pub fn profile_cstring(input: &SbplInput) -> Result<CString, SbplError> {
     let text = profile(input)?;
     // The fixed text holds no NUL and `Lit::new` refuses control characters, NUL included.
@@ -453,6 +454,8 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
 
     use super::*;
+    use crate::error::InitError;
+    use crate::plan::private_alias;
     use crate::policy::Policy;
 
     const WORKSPACE: &str = "/Users/agent/ws";

@@ -22,10 +22,17 @@ use std::path::{Component, Path, PathBuf};
 use crate::error::PlanError;
 use crate::policy::{Layer, Policy};
 
-pub use seatbelt::{SbplInput, private_alias, seatbelt_path};
-pub use select::{Degradation, Selection, select};
+pub use seatbelt::SbplInput;
+pub use select::{Degradation, select};
 pub use step::Step;
-pub use walls::{DEV_FILES, FilterOptions, Grant, LandlockRules, PathRule, RulesetSpec, Walls};
+pub use walls::Walls;
+// Named by one system's launcher, the tests and `internals` users only.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
+pub use {
+    seatbelt::{private_alias, seatbelt_path},
+    select::Selection,
+    walls::{DEV_FILES, FilterOptions, Grant, LandlockRules, PathRule, RulesetSpec},
+};
 
 /// What kind of object a host path is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,6 +220,7 @@ pub const SYSTEM_PATH: &[&str] = &[
 ];
 
 /// Files under `/dev` bound from the host.
+#[cfg_attr(not(any(target_os = "linux", feature = "internals")), allow(dead_code))]
 pub const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Whether a `guard_names` entry names the repository metadata (`.git` or below it),
@@ -231,6 +239,8 @@ impl Plan {
     /// map the ids, build a root, bind the host's root read-only, mount a fresh `/proc`,
     /// then exit instead of exec. Returns the plan and the index of its `/proc` step, whose
     /// failure alone means "namespaces work, a fresh `/proc` does not".
+    // Plain data, built on every system; only Linux's backend runs it.
+    #[cfg_attr(not(any(target_os = "linux", feature = "internals")), allow(dead_code))]
     pub fn namespace_probe(ids: Ids) -> (Plan, u32) {
         let mut steps = vec![
             Step::DieWithParent,

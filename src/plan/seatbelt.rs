@@ -48,6 +48,8 @@ impl SbplInput {
     /// # Errors
     ///
     /// [`SbplError::NoWorkspace`] when the policy has no workspace.
+    // For tests and `internals` users; the plan builds its input with `with_workspace`.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn from_policy(
         policy: &Policy,
         canonicalize: impl Fn(&Path) -> PathBuf,

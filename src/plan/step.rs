@@ -160,6 +160,7 @@ pub enum Step {
     /// Run the program.
     Exec(String),
     /// End the child with status 0 instead of running a program (the kernel probe).
+    #[cfg_attr(not(any(target_os = "linux", feature = "internals")), allow(dead_code))]
     Exit,
 }
 

@@ -346,6 +346,17 @@ fn every_bind_by_path_has_a_grant_with_its_access() {
             assert!(plan.roots.contains(&(dst.clone(), *access)), "{s}");
         }
     }
+    // The ruleset the backend builds is these grants: the workspace, then each root with
+    // the grant of its access.
+    let spec = &plan.walls.landlock.as_ref().expect("Landlock rules").spec;
+    assert_eq!(spec.workspace, plan.roots[0].0);
+    for (path, access) in &plan.roots[1..] {
+        let rule = crate::plan::PathRule {
+            path: path.clone(),
+            grant: crate::plan::Grant::from(*access),
+        };
+        assert!(spec.rules.contains(&rule), "{rule:?}");
+    }
 }
 
 #[test]

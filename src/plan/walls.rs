@@ -116,6 +116,8 @@ pub struct LandlockRules {
 impl LandlockRules {
     /// The ruleset of one command: [`LandlockRules::spec`], its private `TMPDIR` read-write
     /// and, with [`LandlockRules::own_terminals`], its `terminals` as devices.
+    // Plain data, built on every system; only Linux's launcher asks for it.
+    #[cfg_attr(not(any(target_os = "linux", feature = "internals")), allow(dead_code))]
     pub fn for_command(&self, private_tmp: Option<&Path>, terminals: &[PathBuf]) -> RulesetSpec {
         let mut spec = self.spec.clone();
         if let Some(dir) = private_tmp {

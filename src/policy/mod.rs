@@ -2,7 +2,8 @@
 //!
 //! A [`Policy`] deserializes from TOML (or any serde format) and is nested by hosts in their
 //! own configuration (`[sandbox]`, `[agents.sandbox]`). Nothing here performs I/O or knows
-//! about an operating system: turning a policy into steps is [`crate::plan`]'s job.
+//! about an operating system: turning a policy into steps is the plan's job
+//! ([`Sandbox::plan`](crate::Sandbox::plan) shows it).
 
 mod error;
 mod size;

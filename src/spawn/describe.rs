@@ -1,10 +1,72 @@
-//! What a host or the CLI may print about a sandbox without running it: the macOS profile
-//! a policy gets ([`macos_profile`]).
+//! What a host or the CLI may print about a sandbox without running it: the plan its
+//! commands replay ([`PlanDescription`], from [`Sandbox::plan`](crate::Sandbox::plan)) and
+//! the macOS profile a policy gets ([`macos_profile`]). The plan itself stays internal.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
 
 use crate::backend::sbpl;
 use crate::error::{Error, PlanError};
 use crate::plan::{Plan, RealFs};
-use crate::policy::Policy;
+use crate::policy::{Layer, Policy};
+
+/// The plan a sandbox's commands replay, for people and tools: the layer, the namespaces,
+/// `PATH` inside and every step in order, each as the words a failure of it would name
+/// (`bind read-only /usr`, `mount proc /proc`). `Display` prints it one step a line;
+/// serialized it is the object `stockade plan --json` prints.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct PlanDescription {
+    /// The layer the plan realizes.
+    pub layer: Layer,
+    /// The canonical workspace (the same path inside).
+    pub workspace: PathBuf,
+    /// The namespaces the plan creates.
+    pub namespaces: PlanNamespaces,
+    /// The directories on `PATH` inside, in order (the tools dir first).
+    pub path: Vec<PathBuf>,
+    /// The layout and process steps, in order.
+    pub steps: Vec<String>,
+}
+
+/// The namespaces of a [`PlanDescription`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct PlanNamespaces {
+    /// New user, mount, PID, IPC and UTS namespaces.
+    #[serde(rename = "user_mount_pid_ipc_uts")]
+    pub base: bool,
+    /// A new network namespace (with only `lo`).
+    pub net: bool,
+}
+
+impl PlanDescription {
+    pub(super) fn new(plan: &Plan) -> PlanDescription {
+        PlanDescription {
+            layer: plan.layer,
+            workspace: plan.workspace.clone(),
+            namespaces: PlanNamespaces {
+                base: plan.namespaces.base,
+                net: plan.namespaces.net,
+            },
+            path: plan.path.clone(),
+            steps: plan.steps.iter().map(ToString::to_string).collect(),
+        }
+    }
+}
+
+impl fmt::Display for PlanDescription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "layer: {}", self.layer)?;
+        writeln!(f, "workspace: {}", self.workspace.display())?;
+        for (i, s) in self.steps.iter().enumerate() {
+            writeln!(f, "{i:>3}  {s}")?;
+        }
+        Ok(())
+    }
+}
 
 /// The Seatbelt (SBPL) profile that macOS's backend applies for `policy`, generated on any
 /// OS: the plan of macOS's full layer ([`Sandbox`](crate::Sandbox) on macOS), its paths

@@ -155,7 +155,7 @@ fn failure(
     controlling_terminal: i32,
 ) -> SpawnError {
     if plan.steps.get(r.step as usize) == Some(&Step::SandboxInit) {
-        return crate::backend::sbpl::InitError::from_report(r.message()).into();
+        return crate::error::InitError::from_report(r.message()).into();
     }
     let exec_step = plan.steps.len() as u32 + fork::extra::EXEC;
     if r.step == exec_step && r.errno == libc::ENOENT {

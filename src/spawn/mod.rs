@@ -41,7 +41,7 @@ use launch_linux as launch;
 pub use crate::plan::Degradation;
 pub use child::Child;
 pub use command::Command;
-pub use describe::macos_profile;
+pub use describe::{PlanDescription, PlanNamespaces, macos_profile};
 pub use gitlayer::{GitDrop, GitDropReason};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::{Command, launch};
+use super::{Command, PlanDescription, launch};
 use crate::error::{Error, PolicyError};
-use crate::plan::{self, Degradation, Ids, Plan, RealFs};
+use crate::plan::{self, Degradation, Ids, RealFs};
 use crate::policy::{Layer, Mode, Policy};
 use crate::probe::Capabilities;
 
@@ -137,9 +137,11 @@ impl Sandbox {
         self.current().policy.clone()
     }
 
-    /// The current plan every command replays (mounts and process steps, in order).
-    pub fn plan(&self) -> Plan {
-        self.current().prepared.plan().clone()
+    /// The current plan every command replays (mounts and process steps, in order), as a
+    /// printable and serializable description; before the first spawn, the plan of the
+    /// layer assumed (see [`Sandbox`]).
+    pub fn plan(&self) -> PlanDescription {
+        PlanDescription::new(self.current().prepared.plan())
     }
 
     /// Set when the sandbox runs on a weaker layer than its policy wants, and why. Before

@@ -59,7 +59,7 @@ pub struct Exec {
     /// The stdio fd (0, 1 or 2) whose terminal becomes the controlling terminal, or -1.
     pub controlling_terminal: RawFd,
     /// The program, argv and envp as C arrays.
-    pub program: crate::backend::program::Program,
+    pub(crate) program: crate::backend::program::Program,
 }
 
 /// The end of the child's close loop: the soft `RLIMIT_NOFILE` (no fd at or above it can

@@ -73,7 +73,7 @@ use crate::error::SpawnError;
 use crate::plan::{Plan, Step};
 use crate::policy::Layer;
 
-pub use stockade_init::protocol::{FORWARDED, KILL_REQUEST};
+pub use stockade_init::protocol::KILL_REQUEST;
 
 /// The flags for the init of a command of `plan`, or `None` when the layer runs the
 /// program without an init (passthrough).
@@ -229,7 +229,7 @@ impl Launch {
     ///
     /// The argv points into `program`, which must outlive the returned value (both live
     /// in the same `Exec`).
-    pub fn new(
+    pub(crate) fn new(
         program: &Program,
         image_fd: RawFd,
         report_fd: RawFd,

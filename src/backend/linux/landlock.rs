@@ -63,7 +63,7 @@ use crate::error::LandlockBuildError;
 /// this ABI until its additions (ABI 9: `ResolveUnix`) are wired and tested here.
 pub const TESTED_ABI: ABI = ABI::V7;
 
-pub use crate::plan::{DEV_FILES, Grant, PathRule, RulesetSpec};
+pub use crate::plan::{Grant, RulesetSpec};
 
 /// The rights of `grant` at `abi`, before masking with what the ruleset handles.
 fn rights(grant: Grant, abi: ABI) -> BitFlags<AccessFs> {
@@ -83,7 +83,8 @@ fn rights(grant: Grant, abi: ABI) -> BitFlags<AccessFs> {
 pub struct Status {
     /// The ABI version the kernel reports.
     pub kernel_abi: i32,
-    /// The ABI the ruleset was built for: the kernel's, capped at [`TESTED_ABI`].
+    /// The ABI the ruleset was built for: the kernel's, capped at the newest ABI whose
+    /// rights stockade handles and tests (7).
     pub abi: ABI,
     /// The file-system rights the ruleset handles (denied unless a rule grants them).
     pub handled_fs: BitFlags<AccessFs>,
@@ -135,6 +136,8 @@ impl Prepared {
     }
 
     /// What the ruleset enforces.
+    // Read by the tests of the ruleset (`tests/landlock_self.rs`).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn status(&self) -> &Status {
         &self.status
     }

@@ -432,7 +432,7 @@ pub struct Exec {
     /// The stdio fd (0, 1 or 2) whose terminal becomes the controlling terminal, or -1.
     pub controlling_terminal: RawFd,
     /// The program, argv and envp as C arrays.
-    pub program: crate::backend::program::Program,
+    pub(crate) program: crate::backend::program::Program,
     /// The init to exec instead of the program (which the init then starts), when the
     /// layer has one ([`super::init`]).
     pub init: Option<super::init::Launch>,

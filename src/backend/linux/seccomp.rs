@@ -119,6 +119,8 @@ pub use crate::plan::FilterOptions;
 #[derive(Clone, Debug)]
 pub struct Filter {
     program: Vec<sock_filter>,
+    // Read by `as_fprog` only (the child installs `instructions()` through `stockade_sys`).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     len: u16,
 }
 
@@ -135,6 +137,7 @@ impl Filter {
     ///
     /// Calling this allocates nothing; the child may call it, or the parent may call it
     /// before `clone` and hand the child the value.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn as_fprog(&self) -> libc::sock_fprog {
         libc::sock_fprog {
             len: self.len,

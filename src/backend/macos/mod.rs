@@ -7,10 +7,10 @@
 //!
 //! A failure travels back as the compiler's message, copied into a fixed
 //! [`child::REPORT_LEN`]-byte buffer that the spawn path writes to its report pipe; the
-//! parent decodes it with [`crate::backend::sbpl::InitError::from_report`].
+//! parent decodes it with [`crate::error::InitError::from_report`].
 
 pub mod child;
 pub mod prepare;
 
-pub use child::{REPORT_LEN, apply_in_child};
+pub use child::apply_in_child;
 pub use prepare::Prepared;
