@@ -1,8 +1,12 @@
 //! Public errors: one enum per layer of the flow, behind one [`Error`].
 
+use std::fmt;
 use std::io;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The errno type of every error here (nix's): match on it, `Errno::ENOENT`.
+pub use nix::errno::Errno;
 
 use crate::policy::Layer;
 pub use crate::policy::PolicyError;
@@ -83,30 +87,42 @@ pub fn errno_name(errno: i32) -> Option<&'static str> {
         .map(|(_, name)| *name)
 }
 
-/// An errno as people read it: its text and its name, `No such file or directory
-/// (ENOENT)`, or its number when the name is not known (`… (errno 133)`).
+/// The errno of an I/O error: its OS error, or `EIO` for one that has none.
+pub fn errno_of(e: &io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// An errno as people read it: its name, then its text, `ENOENT (No such file or
+/// directory)`, or its number when the name is not known (`errno 133 (…)`). Every error
+/// of this crate that carries an errno prints it so, after the step or key and the path:
+/// `bind /opt: ENOENT (No such file or directory)`.
 pub fn os_reason(errno: i32) -> String {
     match errno_name(errno) {
-        Some(name) => format!("{} ({name})", strerror(errno)),
-        None => format!("{} (errno {errno})", strerror(errno)),
+        Some(name) => format!("{name} ({})", strerror(errno)),
+        None => format!("errno {errno} ({})", strerror(errno)),
     }
 }
 
-/// An error and every cause under it on one line, `workspace /srv/ws: No such file or
-/// directory (ENOENT)`: what the `stockade` command prints, and what a host can print.
+/// An error and every cause under it on one line, `workspace /srv/ws: ENOENT (No such file
+/// or directory)`: what the `stockade` command prints, and what a host can print.
 ///
 /// Each error of the chain is written after `: `. An [`io::Error`] that carries an errno is
 /// written as [`os_reason`] renders it, without std's `(os error N)`.
 ///
 /// ```
-/// let e = stockade::PlanError::Path {
+/// let e = stockade::Error::from(stockade::PlanError::Path {
 ///     key: "workspace",
 ///     path: "/nonexistent-dir".into(),
-///     source: std::io::Error::from_raw_os_error(libc::ENOENT),
-/// };
+///     errno: stockade::error::Errno::ENOENT,
+/// });
 /// assert_eq!(
 ///     stockade::error::Report(&e).to_string(),
-///     "workspace /nonexistent-dir: No such file or directory (ENOENT)"
+///     "workspace /nonexistent-dir: ENOENT (No such file or directory)"
+/// );
+/// let e = std::io::Error::from_raw_os_error(libc::EACCES);
+/// assert_eq!(
+///     stockade::error::Report(&e).to_string(),
+///     "EACCES (Permission denied)"
 /// );
 /// ```
 #[derive(Clone, Copy, Debug)]
@@ -165,17 +181,16 @@ pub enum Error {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PlanError {
-    /// A path named by the policy cannot be used; the reason is the source
-    /// ([`Report`] prints both: `workspace /srv/ws: No such file or directory (ENOENT)`).
-    #[error("{key} {}", path.display())]
+    /// A path named by the policy cannot be used, and why:
+    /// `workspace /srv/ws: ENOENT (No such file or directory)`.
+    #[error("{key} {}: {}", path.display(), os_reason(*errno as i32))]
     Path {
         /// The policy key (`workspace`, `writable_paths`, …).
         key: &'static str,
         /// The path.
         path: PathBuf,
-        /// Why.
-        #[source]
-        source: io::Error,
+        /// Why (`ENOENT`: it does not exist; `ENOTDIR`: it is not a directory; …).
+        errno: Errno,
     },
     /// A configured path is, or passes through, a symbolic link: stockade follows none
     /// (a program could have planted it in a writable root between runs).
@@ -229,18 +244,226 @@ pub enum PlanError {
     DangerousEnv(String),
 }
 
+/// The step of a sandbox's setup that failed ([`SpawnError::Setup`]), with the path it
+/// worked on. `Display` is how an error names it: `bind read-only /usr`, `chdir /ws/x`,
+/// `mask data dir /ws/.agent`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SetupStep {
+    /// Arming `PR_SET_PDEATHSIG`.
+    DieWithParent,
+    /// Moving the stdio fds into place.
+    Stdio,
+    /// Closing the inherited fds.
+    CloseFds,
+    /// Resetting the signal dispositions.
+    ResetSignals,
+    /// Writing the uid and gid maps of the new user namespace.
+    IdMaps,
+    /// Stopping mount propagation to and from the host.
+    MountsPrivate,
+    /// Building the empty new root.
+    BaseRoot,
+    /// Binding a host path.
+    Bind {
+        /// The host path.
+        source: PathBuf,
+        /// The path inside.
+        target: PathBuf,
+        /// Read-only (recursively).
+        read_only: bool,
+    },
+    /// Creating a symlink inside.
+    Symlink {
+        /// The link's path inside.
+        link: PathBuf,
+        /// Its target.
+        target: PathBuf,
+    },
+    /// Mounting a tmpfs.
+    Tmpfs {
+        /// The path inside.
+        path: PathBuf,
+    },
+    /// Setting up the minimal `/dev`.
+    Dev,
+    /// Mounting a fresh `/proc`.
+    Proc,
+    /// Masking a path (an empty read-only entry over it).
+    Mask {
+        /// The path.
+        path: PathBuf,
+        /// It is the data dir (its identity is checked).
+        data_dir: bool,
+    },
+    /// Pinning a directory (a mount of it onto itself), so that it cannot be moved.
+    Pin {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// Hiding a `deny_names` entry.
+    HideName {
+        /// The entry.
+        path: PathBuf,
+    },
+    /// Keeping a `guard_names` entry read-only.
+    GuardName {
+        /// The entry.
+        path: PathBuf,
+    },
+    /// The copy-on-write layer over a `.git` directory.
+    GitLayer {
+        /// The `.git` directory.
+        path: PathBuf,
+    },
+    /// `pivot_root` into the new root.
+    PivotRoot,
+    /// Remounting the new root read-only.
+    RootReadOnly,
+    /// Bringing up the loopback interface of the new network namespace.
+    LoopbackUp,
+    /// `setsid`.
+    NewSession,
+    /// Joining a new session keyring.
+    NewKeyring,
+    /// Changing to the working directory.
+    Chdir {
+        /// The working directory.
+        path: PathBuf,
+    },
+    /// Making the terminal on a stdio fd the controlling terminal (`TIOCSCTTY`).
+    ControllingTerminal {
+        /// The stdio fd (0, 1 or 2).
+        fd: i32,
+    },
+    /// Dropping capabilities.
+    DropCapabilities,
+    /// `PR_SET_NO_NEW_PRIVS`.
+    NoNewPrivs,
+    /// Adding the Landlock rules for the sandbox's own mounts.
+    LandlockRules,
+    /// `landlock_restrict_self`.
+    Landlock,
+    /// Installing the seccomp filter.
+    Seccomp,
+    /// macOS: `sandbox_init`.
+    SandboxInit,
+    /// Starting the sandbox's init.
+    Init,
+    /// Running the program.
+    Exec {
+        /// The program as given.
+        program: String,
+    },
+    /// The kernel probe's exit instead of a program.
+    Exit,
+    /// A step number the parent does not know (a malformed report).
+    Unknown(u32),
+}
+
+impl SetupStep {
+    /// The path the step worked on, when it has one (inside the sandbox for mounts, the
+    /// link for a symlink, the working directory for `chdir`).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            SetupStep::Bind { target: path, .. }
+            | SetupStep::Symlink { link: path, .. }
+            | SetupStep::Tmpfs { path }
+            | SetupStep::Mask { path, .. }
+            | SetupStep::Pin { path }
+            | SetupStep::HideName { path }
+            | SetupStep::GuardName { path }
+            | SetupStep::GitLayer { path }
+            | SetupStep::Chdir { path } => Some(path),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SetupStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SetupStep::DieWithParent => f.write_str("prctl(PR_SET_PDEATHSIG)"),
+            SetupStep::Stdio => f.write_str("set up stdio"),
+            SetupStep::CloseFds => f.write_str("close inherited fds"),
+            SetupStep::ResetSignals => f.write_str("reset signal handlers"),
+            SetupStep::IdMaps => f.write_str("write /proc/self/uid_map and gid_map"),
+            SetupStep::MountsPrivate => f.write_str("make / a slave mount"),
+            SetupStep::BaseRoot => f.write_str("build the new root"),
+            SetupStep::Bind {
+                source,
+                target,
+                read_only,
+            } => {
+                let how = if *read_only { "bind read-only" } else { "bind" };
+                if source == target {
+                    write!(f, "{how} {}", target.display())
+                } else {
+                    write!(f, "{how} {} on {}", source.display(), target.display())
+                }
+            }
+            SetupStep::Symlink { link, target } => {
+                write!(f, "symlink {} -> {}", link.display(), target.display())
+            }
+            SetupStep::Tmpfs { path } => write!(f, "mount tmpfs {}", path.display()),
+            SetupStep::Dev => f.write_str("set up /dev"),
+            SetupStep::Proc => f.write_str("mount proc /proc"),
+            SetupStep::Mask { path, data_dir } => {
+                let what = if *data_dir { "mask data dir" } else { "mask" };
+                write!(f, "{what} {}", path.display())
+            }
+            SetupStep::Pin { path } => write!(f, "pin {}", path.display()),
+            SetupStep::HideName { path } => write!(f, "hide {}", path.display()),
+            SetupStep::GuardName { path } => write!(f, "keep {} read-only", path.display()),
+            SetupStep::GitLayer { path } => {
+                write!(f, "copy-on-write layer over {}", path.display())
+            }
+            SetupStep::PivotRoot => f.write_str("pivot_root"),
+            SetupStep::RootReadOnly => f.write_str("remount / read-only"),
+            SetupStep::LoopbackUp => f.write_str("bring up lo"),
+            SetupStep::NewSession => f.write_str("setsid"),
+            SetupStep::NewKeyring => f.write_str("join a new session keyring"),
+            SetupStep::Chdir { path } => write!(f, "chdir {}", path.display()),
+            SetupStep::ControllingTerminal { fd } => {
+                let name = match fd {
+                    0 => "stdin",
+                    1 => "stdout",
+                    2 => "stderr",
+                    _ => "stdio",
+                };
+                write!(
+                    f,
+                    "make the terminal on {name} the controlling terminal (TIOCSCTTY)"
+                )
+            }
+            SetupStep::DropCapabilities => f.write_str("drop capabilities"),
+            SetupStep::NoNewPrivs => f.write_str("prctl(PR_SET_NO_NEW_PRIVS)"),
+            SetupStep::LandlockRules => {
+                f.write_str("add Landlock rules for the sandbox's own mounts")
+            }
+            SetupStep::Landlock => f.write_str("landlock_restrict_self"),
+            SetupStep::Seccomp => f.write_str("install the seccomp filter"),
+            SetupStep::SandboxInit => f.write_str("sandbox_init"),
+            SetupStep::Init => f.write_str("start the sandbox's init"),
+            SetupStep::Exec { program } => write!(f, "exec {program}"),
+            SetupStep::Exit => f.write_str("exit"),
+            SetupStep::Unknown(n) => write!(f, "step {n}"),
+        }
+    }
+}
+
 /// Spawning failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpawnError {
-    /// A step of the child's setup failed; the message names the step and the errno
-    /// (`bind /opt: No such file or directory (ENOENT)`).
-    #[error("{step}: {}", os_reason(*.errno))]
+    /// A step of the child's setup failed; the message names the step, its path and the
+    /// errno (`bind /opt: ENOENT (No such file or directory)`).
+    #[error("{step}: {}", os_reason(*errno as i32))]
     Setup {
-        /// The step, as the parent's copy of the plan describes it.
-        step: String,
+        /// The step, with its path ([`SetupStep::path`]).
+        step: SetupStep,
         /// The errno the child saw.
-        errno: i32,
+        errno: Errno,
     },
     /// The program was not found on the sandbox's `PATH`.
     #[error("{program}: command not found in the sandbox")]
@@ -274,12 +497,12 @@ pub enum SpawnError {
 }
 
 impl SpawnError {
-    /// The errno of a setup failure, if this is one.
-    pub fn errno(&self) -> Option<i32> {
+    /// The errno of a failure that has one.
+    pub fn errno(&self) -> Option<Errno> {
         match self {
             SpawnError::Setup { errno, .. } => Some(*errno),
-            SpawnError::NotFound { .. } => Some(libc::ENOENT),
-            SpawnError::Os { source, .. } => source.raw_os_error(),
+            SpawnError::NotFound { .. } => Some(Errno::ENOENT),
+            SpawnError::Os { source, .. } => source.raw_os_error().map(Errno::from_raw),
             _ => None,
         }
     }
@@ -412,7 +635,7 @@ impl From<Error> for io::Error {
         let kind = match &e {
             Error::Spawn(SpawnError::NotFound { .. }) => io::ErrorKind::NotFound,
             Error::Spawn(s) => match s.errno() {
-                Some(errno) => io::Error::from_raw_os_error(errno).kind(),
+                Some(errno) => io::Error::from(errno).kind(),
                 None => io::ErrorKind::Other,
             },
             Error::Guard(GuardError::Inspect { source, .. }) => source.kind(),
@@ -434,10 +657,10 @@ pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum LandlockBuildError {
     /// The kernel has no usable Landlock (`ENOSYS`: not built in; `EOPNOTSUPP`: disabled at
     /// boot). The layers that need Landlock are unavailable.
-    #[error("landlock is not available: {}", os_reason(*.errno))]
+    #[error("landlock is not available: {}", os_reason(*errno as i32))]
     Unsupported {
         /// The errno of `landlock_create_ruleset(LANDLOCK_CREATE_RULESET_VERSION)`.
-        errno: i32,
+        errno: Errno,
     },
     /// `landlock_create_ruleset` (or the crate's compatibility check before it) failed.
     #[error("landlock_create_ruleset failed")]
@@ -572,14 +795,38 @@ mod tests {
     #[test]
     fn setup_error_names_step_and_errno() {
         let e = SpawnError::Setup {
-            step: "bind /opt".into(),
-            errno: libc::ENOENT,
+            step: SetupStep::Bind {
+                source: "/opt".into(),
+                target: "/opt".into(),
+                read_only: true,
+            },
+            errno: Errno::ENOENT,
         };
         assert_eq!(
             e.to_string(),
-            "bind /opt: No such file or directory (ENOENT)"
+            "bind read-only /opt: ENOENT (No such file or directory)"
         );
-        assert_eq!(e.errno(), Some(libc::ENOENT));
+        assert_eq!(e.errno(), Some(Errno::ENOENT));
+        // Matchable: the step, its path and the errno.
+        assert!(matches!(
+            &e,
+            SpawnError::Setup {
+                step: SetupStep::Bind {
+                    read_only: true,
+                    ..
+                },
+                errno: Errno::ENOENT
+            }
+        ));
+        match &e {
+            SpawnError::Setup { step, .. } => assert_eq!(step.path(), Some(Path::new("/opt"))),
+            _ => unreachable!(),
+        }
+        let chdir = SetupStep::Chdir {
+            path: "/ws/x".into(),
+        };
+        assert_eq!(chdir.to_string(), "chdir /ws/x");
+        assert_eq!(SetupStep::Unknown(9).path(), None);
     }
 
     #[test]
@@ -591,13 +838,13 @@ mod tests {
         assert_eq!(errno_name(0), None);
         assert_eq!(
             os_reason(libc::ENOTDIR),
-            "Not a directory (ENOTDIR)",
-            "the text without std's suffix, then the name"
+            "ENOTDIR (Not a directory)",
+            "the name, then the text without std's suffix"
         );
         // Outside the table: the number, never a made-up name.
         assert_eq!(errno_name(4000), None);
         assert!(
-            os_reason(4000).ends_with(" (errno 4000)"),
+            os_reason(4000).starts_with("errno 4000 ("),
             "{}",
             os_reason(4000)
         );
@@ -608,11 +855,19 @@ mod tests {
         let e = Error::from(PlanError::Path {
             key: "writable_paths",
             path: "/srv/shared".into(),
-            source: io::Error::from_raw_os_error(libc::EACCES),
+            errno: Errno::EACCES,
         });
+        let line = "writable_paths /srv/shared: EACCES (Permission denied)";
+        assert_eq!(Report(&e).to_string(), line);
+        assert_eq!(e.to_string(), line);
+        // An io::Error source is written the same way.
+        let e = LandlockBuildError::OpenPath {
+            path: "/srv/x".into(),
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        };
         assert_eq!(
             Report(&e).to_string(),
-            "writable_paths /srv/shared: Permission denied (EACCES)"
+            "open /srv/x for a landlock rule: EACCES (Permission denied)"
         );
         // An error without a source is its own line; an io::Error without an errno keeps
         // its text.
@@ -739,7 +994,7 @@ mod tests {
     #[test]
     fn build_error_variants_keep_their_shape() {
         let _ = LandlockBuildError::Unsupported {
-            errno: libc::ENOSYS,
+            errno: Errno::ENOSYS,
         };
         let _ = LandlockBuildError::OpenPath {
             path: PathBuf::new(),
@@ -761,11 +1016,11 @@ mod tests {
     #[test]
     fn build_errors_render_without_repeating_the_source() {
         let e = LandlockBuildError::Unsupported {
-            errno: libc::EOPNOTSUPP,
+            errno: Errno::EOPNOTSUPP,
         };
         assert_eq!(
             e.to_string(),
-            "landlock is not available: Operation not supported (EOPNOTSUPP)"
+            "landlock is not available: EOPNOTSUPP (Operation not supported)"
         );
         let e = LandlockBuildError::Workspace {
             path: PathBuf::from("/ws"),

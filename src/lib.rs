@@ -121,7 +121,8 @@ pub mod guard;
 pub mod policy;
 
 pub use error::{
-    Error, GuardError, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SpawnError,
+    Error, GuardError, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SetupStep,
+    SpawnError,
 };
 pub use guard::leak::{Encoding, Finding, Fingerprint, StreamScanner, scan, scan_stream};
 pub use guard::path::PathGuard;

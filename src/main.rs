@@ -184,7 +184,7 @@ impl PolicyArgs {
     }
 
     /// The policy of `--config` (when given) with the flags on top. Errors name the file
-    /// or path and the reason: `config /etc/x.toml: No such file or directory (ENOENT)`.
+    /// or path and the reason: `config /etc/x.toml: ENOENT (No such file or directory)`.
     fn policy(&self) -> Result<Policy, String> {
         let mut p = match &self.config {
             Some(path) => {
@@ -354,7 +354,7 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
 }
 
 /// [`fail`] with an error and its causes on one line, each OS error with its errno name:
-/// `stockade: workspace /nonexistent-dir: No such file or directory (ENOENT)`.
+/// `stockade: workspace /nonexistent-dir: ENOENT (No such file or directory)`.
 fn fail_with(code: u8, e: &(dyn std::error::Error + 'static)) -> ExitCode {
     fail(code, Report(e))
 }
@@ -471,7 +471,13 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
 }
 
 fn is_exec_failure(e: &SpawnError) -> bool {
-    matches!(e, SpawnError::Setup { step, .. } if step.starts_with("exec "))
+    matches!(
+        e,
+        SpawnError::Setup {
+            step: stockade::SetupStep::Exec { .. },
+            ..
+        }
+    )
 }
 
 fn detect(json: bool) -> ExitCode {

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use common::{Feature, py_ok, sandbox, sh, tempdir};
+use stockade::error::Errno;
 use stockade::{Error, Network, PlanError, Policy, Sandbox, SpawnError, Stdio};
 
 fn is_root() -> bool {
@@ -404,7 +405,10 @@ fn typed_swap_refusal(err: &Error) -> bool {
     match err {
         Error::Plan(PlanError::DataDirChanged(_)) => true,
         Error::Spawn(SpawnError::Setup { step, errno }) => {
-            [libc::ELOOP, libc::ESTALE, libc::ENOENT].contains(errno) && step.contains("/agent")
+            [Errno::ELOOP, Errno::ESTALE, Errno::ENOENT].contains(errno)
+                && step
+                    .path()
+                    .is_some_and(|p| p.to_string_lossy().contains("/agent"))
         }
         _ => false,
     }

@@ -491,8 +491,8 @@ fn path_errors_name_the_path_and_the_errno() {
             assert_eq!(err, format!("stockade: {want}\n"), "{sub} {flag} {path:?}");
         }
     };
-    let enoent = "No such file or directory (ENOENT)";
-    let enotdir = "Not a directory (ENOTDIR)";
+    let enoent = "ENOENT (No such file or directory)";
+    let enotdir = "ENOTDIR (Not a directory)";
     let m = missing.display();
     let f = file.display();
     fails("--workspace", &missing, format!("workspace {m}: {enoent}"));
@@ -522,7 +522,7 @@ fn path_errors_name_the_path_and_the_errno() {
         let inner = shut.join("x");
         let result = std::panic::catch_unwind(|| {
             let want = format!(
-                "writable_paths {}: Permission denied (EACCES)",
+                "writable_paths {}: EACCES (Permission denied)",
                 inner.display()
             );
             fails("--writable", &inner, want)

@@ -619,8 +619,9 @@ fn failures_to_start_the_program_stay_typed() {
         let err = sb.command(&not_exec).spawn().unwrap_err();
         match &err {
             Error::Spawn(SpawnError::Setup { step, errno }) => {
-                assert_eq!(*step, format!("exec {}", not_exec.display()), "{layer}");
-                assert_eq!(*errno, libc::EACCES, "{layer}");
+                let program = not_exec.display().to_string();
+                assert_eq!(*step, stockade::SetupStep::Exec { program }, "{layer}");
+                assert_eq!(*errno, stockade::error::Errno::EACCES, "{layer}");
             }
             other => panic!("{layer}: {other}"),
         }

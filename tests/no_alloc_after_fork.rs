@@ -124,7 +124,7 @@ fn no_allocation_between_clone_and_exec() {
         matches!(
             err,
             Error::Spawn(SpawnError::Setup {
-                errno: libc::ENOTTY,
+                errno: stockade::error::Errno::ENOTTY,
                 ..
             })
         ),

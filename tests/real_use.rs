@@ -277,9 +277,9 @@ fn a_missing_data_dir_is_an_error_and_is_not_created() {
         let mut p = Policy::with_workspace(&ws);
         p.data_dir = Some(data.clone());
         match Sandbox::new(p) {
-            Err(Error::Plan(PlanError::Path { key, source, .. })) => {
+            Err(Error::Plan(PlanError::Path { key, errno, .. })) => {
                 assert_eq!(key, "data_dir");
-                assert_eq!(source.raw_os_error(), Some(libc::ENOENT));
+                assert_eq!(errno, stockade::error::Errno::ENOENT);
             }
             other => panic!("expected a data_dir error, got {other:?}"),
         }

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use common::Feature;
 use rustix::termios::{self, Termios, Winsize};
+use stockade::error::Errno;
 use stockade::{Error, Layer, Policy, Sandbox, SpawnError, Stdio};
 
 /// The caller's terminal: a pseudo-terminal whose slave is the caller's stdio and whose
@@ -901,7 +902,7 @@ fn controlling_terminal_failures_name_the_step_and_the_errno() {
     require!(Feature::UserNs);
     let ws = outside_tmp();
     let step = |e: Error| match e {
-        Error::Spawn(SpawnError::Setup { step, errno }) => (step, errno),
+        Error::Spawn(SpawnError::Setup { step, errno }) => (step.to_string(), errno),
         other => panic!("{other}"),
     };
     for layer in LAYERS {
@@ -924,7 +925,7 @@ fn controlling_terminal_failures_name_the_step_and_the_errno() {
             step(err),
             (
                 "make the terminal on stdin the controlling terminal (TIOCSCTTY)".into(),
-                libc::ENOTTY
+                Errno::ENOTTY
             ),
             "{layer}"
         );
@@ -946,7 +947,7 @@ fn controlling_terminal_failures_name_the_step_and_the_errno() {
             step(err),
             (
                 "make the terminal on stdout the controlling terminal (TIOCSCTTY)".into(),
-                libc::EPERM
+                Errno::EPERM
             ),
             "{layer}"
         );

@@ -46,8 +46,8 @@ use std::os::fd::{OwnedFd, RawFd};
 use std::path::Path;
 use std::process::ExitStatus;
 
-use crate::error::SpawnError;
-use crate::plan::{Plan, Step};
+use crate::error::{SetupStep, SpawnError};
+use crate::plan::Plan;
 
 /// `"STKD"`: marks a record, so that stray bytes are a protocol error and not a step.
 pub const MAGIC: u32 = u32::from_be_bytes(*b"STKD");
@@ -329,20 +329,24 @@ pub fn describe_step(
     cwd: Option<&Path>,
     program: &str,
     controlling_terminal: i32,
-) -> String {
+) -> SetupStep {
     if let Some(step) = plan.steps.get(index as usize) {
-        return step.to_string();
+        return SetupStep::from(step);
     }
     match index.checked_sub(plan.steps.len() as u32) {
-        Some(extra::STDIO) => Step::Stdio.to_string(),
-        Some(extra::CLOSE_FDS) => Step::CloseFds.to_string(),
-        Some(extra::CHDIR) => Step::Chdir(cwd.unwrap_or(Path::new("?")).to_path_buf()).to_string(),
-        Some(extra::EXEC) => Step::Exec(program.to_string()).to_string(),
-        Some(extra::INIT) => "start the sandbox's init".to_string(),
-        Some(extra::CONTROLLING_TERMINAL) => {
-            Step::ControllingTerminal(controlling_terminal).to_string()
-        }
-        _ => format!("step {index}"),
+        Some(extra::STDIO) => SetupStep::Stdio,
+        Some(extra::CLOSE_FDS) => SetupStep::CloseFds,
+        Some(extra::CHDIR) => SetupStep::Chdir {
+            path: cwd.unwrap_or(Path::new("?")).to_path_buf(),
+        },
+        Some(extra::EXEC) => SetupStep::Exec {
+            program: program.to_string(),
+        },
+        Some(extra::INIT) => SetupStep::Init,
+        Some(extra::CONTROLLING_TERMINAL) => SetupStep::ControllingTerminal {
+            fd: controlling_terminal,
+        },
+        _ => SetupStep::Unknown(index),
     }
 }
 
@@ -409,23 +413,24 @@ mod tests {
             layer: crate::policy::Layer::Passthrough,
             namespaces: crate::plan::Namespaces::default(),
             workspace: "/ws".into(),
-            steps: vec![Step::NewSession],
+            steps: vec![crate::plan::Step::NewSession],
             path: vec![],
             roots: vec![],
             private_tmp: false,
             walls: Default::default(),
         };
         let d = |i| describe_step(&plan, i, Some(Path::new("/ws/x")), "prog", 1);
-        assert_eq!(d(0), Step::NewSession.to_string());
-        assert_eq!(d(1 + extra::STDIO), Step::Stdio.to_string());
-        assert_eq!(d(1 + extra::CHDIR), "chdir /ws/x");
-        assert_eq!(d(1 + extra::EXEC), Step::Exec("prog".into()).to_string());
-        assert_eq!(d(1 + extra::INIT), "start the sandbox's init");
+        assert_eq!(d(0), SetupStep::NewSession);
+        assert_eq!(d(1 + extra::STDIO), SetupStep::Stdio);
+        assert_eq!(d(1 + extra::CHDIR).to_string(), "chdir /ws/x");
+        assert_eq!(d(1 + extra::CHDIR).path(), Some(Path::new("/ws/x")));
+        assert_eq!(d(1 + extra::EXEC).to_string(), "exec prog");
+        assert_eq!(d(1 + extra::INIT).to_string(), "start the sandbox's init");
         assert_eq!(
-            d(1 + extra::CONTROLLING_TERMINAL),
+            d(1 + extra::CONTROLLING_TERMINAL).to_string(),
             "make the terminal on stdout the controlling terminal (TIOCSCTTY)"
         );
-        assert_eq!(d(99), "step 99");
+        assert_eq!(d(99), SetupStep::Unknown(99));
     }
 
     /// A child that exec'd and then died at once is told apart from one that died before

@@ -303,7 +303,7 @@ fn plan_data_dir(
         return Err(PlanError::Path {
             key: "data_dir",
             path: data.to_path_buf(),
-            source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
+            errno: crate::error::Errno::ENOTDIR,
         });
     }
     let writable_roots = &layout.writable_roots;

@@ -19,7 +19,7 @@ mod walls;
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::PlanError;
+use crate::error::{PlanError, errno_of};
 use crate::policy::{Layer, Policy};
 
 pub use seatbelt::SbplInput;
@@ -321,7 +321,7 @@ fn canonical_workspace(policy: &Policy, fs: &dyn HostFs) -> Result<PathBuf, Plan
         return Err(PlanError::Path {
             key: "workspace",
             path: ws.to_path_buf(),
-            source: std::io::Error::from_raw_os_error(libc::ENOTDIR),
+            errno: crate::error::Errno::ENOTDIR,
         });
     }
     if canon == Path::new("/") {
@@ -358,10 +358,10 @@ fn no_symlinks(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<(), PlanE
 /// The canonical form of a configured path that must exist and contain no symlink.
 fn existing(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<PathBuf, PlanError> {
     no_symlinks(fs, key, p)?;
-    fs.canonicalize(p).map_err(|source| PlanError::Path {
+    fs.canonicalize(p).map_err(|e| PlanError::Path {
         key,
         path: p.to_path_buf(),
-        source,
+        errno: errno_of(&e),
     })
 }
 

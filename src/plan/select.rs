@@ -87,10 +87,10 @@ pub fn select(
 
 /// The data dir's identity. It must be a directory.
 fn pin(fs: &dyn HostFs, d: &std::path::Path) -> Result<(u64, u64), PlanError> {
-    fs.dir_identity(d).map_err(|source| PlanError::Path {
+    fs.dir_identity(d).map_err(|e| PlanError::Path {
         key: "data_dir",
         path: d.to_path_buf(),
-        source,
+        errno: crate::error::errno_of(&e),
     })
 }
 

@@ -4,6 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::{Access, Beneath};
+use crate::error::SetupStep;
 
 /// One step of the child's setup. Steps run in order; a failing step is reported with its
 /// errno and described by its `Display` form (`bind /opt`).
@@ -164,75 +165,62 @@ pub enum Step {
     Exit,
 }
 
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Step::DieWithParent => f.write_str("prctl(PR_SET_PDEATHSIG)"),
-            Step::Stdio => f.write_str("set up stdio"),
-            Step::CloseFds => f.write_str("close inherited fds"),
-            Step::ResetSignals => f.write_str("reset signal handlers"),
-            Step::IdMaps { .. } => f.write_str("write /proc/self/uid_map and gid_map"),
-            Step::MountsPrivate => f.write_str("make / a slave mount"),
-            Step::BaseRoot => f.write_str("build the new root"),
+impl From<&Step> for SetupStep {
+    fn from(step: &Step) -> SetupStep {
+        match step {
+            Step::DieWithParent => SetupStep::DieWithParent,
+            Step::Stdio => SetupStep::Stdio,
+            Step::CloseFds => SetupStep::CloseFds,
+            Step::ResetSignals => SetupStep::ResetSignals,
+            Step::IdMaps { .. } => SetupStep::IdMaps,
+            Step::MountsPrivate => SetupStep::MountsPrivate,
+            Step::BaseRoot => SetupStep::BaseRoot,
             Step::Bind {
                 src, dst, access, ..
-            } => {
-                let how = match access {
-                    Access::ReadOnly | Access::ListDir => "bind read-only",
-                    Access::ReadWrite => "bind",
-                };
-                if src == dst {
-                    write!(f, "{how} {}", dst.display())
-                } else {
-                    write!(f, "{how} {} on {}", src.display(), dst.display())
-                }
+            } => SetupStep::Bind {
+                source: src.clone(),
+                target: dst.clone(),
+                read_only: *access != Access::ReadWrite,
+            },
+            Step::Symlink { link, target } => SetupStep::Symlink {
+                link: link.clone(),
+                target: target.clone(),
+            },
+            Step::Tmpfs { dst, .. } => SetupStep::Tmpfs { path: dst.clone() },
+            Step::Dev => SetupStep::Dev,
+            Step::Proc { .. } => SetupStep::Proc,
+            Step::Mask { path, identity, .. } => SetupStep::Mask {
+                path: path.clone(),
+                data_dir: identity.is_some(),
+            },
+            Step::Pin { path, .. } | Step::GuardPin { path } => {
+                SetupStep::Pin { path: path.clone() }
             }
-            Step::Symlink { link, target } => {
-                write!(f, "symlink {} -> {}", link.display(), target.display())
-            }
-            Step::Tmpfs { dst, .. } => write!(f, "mount tmpfs {}", dst.display()),
-            Step::Dev => f.write_str("set up /dev"),
-            Step::Proc { .. } => f.write_str("mount proc /proc"),
-            Step::Mask { path, identity, .. } => {
-                if identity.is_some() {
-                    write!(f, "mask data dir {}", path.display())
-                } else {
-                    write!(f, "mask {}", path.display())
-                }
-            }
-            Step::Pin { path, .. } => write!(f, "pin {}", path.display()),
-            Step::HideName { path } => write!(f, "hide {}", path.display()),
-            Step::GuardName { path } => write!(f, "keep {} read-only", path.display()),
-            Step::GuardPin { path } => write!(f, "pin {}", path.display()),
-            Step::GitLayer { path, .. } => {
-                write!(f, "copy-on-write layer over {}", path.display())
-            }
-            Step::PivotRoot => f.write_str("pivot_root"),
-            Step::RootReadOnly => f.write_str("remount / read-only"),
-            Step::LoopbackUp => f.write_str("bring up lo"),
-            Step::NewSession => f.write_str("setsid"),
-            Step::NewKeyring => f.write_str("join a new session keyring"),
-            Step::Chdir(p) => write!(f, "chdir {}", p.display()),
-            Step::ControllingTerminal(fd) => {
-                let name = match fd {
-                    0 => "stdin",
-                    1 => "stdout",
-                    2 => "stderr",
-                    _ => "stdio",
-                };
-                write!(
-                    f,
-                    "make the terminal on {name} the controlling terminal (TIOCSCTTY)"
-                )
-            }
-            Step::DropCapabilities => f.write_str("drop capabilities"),
-            Step::NoNewPrivs => f.write_str("prctl(PR_SET_NO_NEW_PRIVS)"),
-            Step::LandlockRules => f.write_str("add Landlock rules for the sandbox's own mounts"),
-            Step::Landlock => f.write_str("landlock_restrict_self"),
-            Step::Seccomp => f.write_str("install the seccomp filter"),
-            Step::SandboxInit => f.write_str("sandbox_init"),
-            Step::Exec(p) => write!(f, "exec {p}"),
-            Step::Exit => f.write_str("exit"),
+            Step::HideName { path } => SetupStep::HideName { path: path.clone() },
+            Step::GuardName { path } => SetupStep::GuardName { path: path.clone() },
+            Step::GitLayer { path, .. } => SetupStep::GitLayer { path: path.clone() },
+            Step::PivotRoot => SetupStep::PivotRoot,
+            Step::RootReadOnly => SetupStep::RootReadOnly,
+            Step::LoopbackUp => SetupStep::LoopbackUp,
+            Step::NewSession => SetupStep::NewSession,
+            Step::NewKeyring => SetupStep::NewKeyring,
+            Step::Chdir(p) => SetupStep::Chdir { path: p.clone() },
+            Step::ControllingTerminal(fd) => SetupStep::ControllingTerminal { fd: *fd },
+            Step::DropCapabilities => SetupStep::DropCapabilities,
+            Step::NoNewPrivs => SetupStep::NoNewPrivs,
+            Step::LandlockRules => SetupStep::LandlockRules,
+            Step::Landlock => SetupStep::Landlock,
+            Step::Seccomp => SetupStep::Seccomp,
+            Step::SandboxInit => SetupStep::SandboxInit,
+            Step::Exec(p) => SetupStep::Exec { program: p.clone() },
+            Step::Exit => SetupStep::Exit,
         }
+    }
+}
+
+/// A step is named as the error of its failure names it ([`SetupStep`]'s `Display`).
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        SetupStep::from(self).fmt(f)
     }
 }

@@ -235,10 +235,10 @@ impl Command {
             return Ok(ws.clone());
         };
         let joined = ws.join(cwd);
-        let canon = std::fs::canonicalize(&joined).map_err(|source| PlanError::Path {
+        let canon = std::fs::canonicalize(&joined).map_err(|e| PlanError::Path {
             key: "current_dir",
             path: joined.clone(),
-            source,
+            errno: crate::error::errno_of(&e),
         })?;
         if !canon.starts_with(ws) {
             return Err(PlanError::CwdOutsideWorkspace {

@@ -163,7 +163,7 @@ fn failure(
     }
     SpawnError::Setup {
         step: report::describe_step(plan, r.step, Some(cwd), &program, controlling_terminal),
-        errno: r.errno,
+        errno: crate::error::Errno::from_raw(r.errno),
     }
 }
 
@@ -311,11 +311,8 @@ mod tests {
         req.stdio = [null.as_raw_fd(), -1, -1];
         match start(&p, req) {
             Err(StartError::Failed(Error::Spawn(SpawnError::Setup { step, errno }))) => {
-                assert_eq!(errno, libc::ENOTTY);
-                assert_eq!(
-                    step,
-                    "make the terminal on stdin the controlling terminal (TIOCSCTTY)"
-                );
+                assert_eq!(errno, crate::error::Errno::ENOTTY);
+                assert_eq!(step, crate::error::SetupStep::ControllingTerminal { fd: 0 });
             }
             other => panic!("{other:?}"),
         }
@@ -379,8 +376,12 @@ mod tests {
         let err = failed(start(&p, request("true", &[], &gone)).unwrap_err());
         match err {
             Error::Spawn(SpawnError::Setup { step, errno }) => {
-                assert_eq!(errno, libc::ENOENT);
-                assert!(step.starts_with("chdir "), "{step}");
+                assert_eq!(errno, crate::error::Errno::ENOENT);
+                assert_eq!(step.path(), Some(gone.as_path()), "{step}");
+                assert!(
+                    matches!(step, crate::error::SetupStep::Chdir { .. }),
+                    "{step}"
+                );
             }
             other => panic!("{other}"),
         }
@@ -503,7 +504,7 @@ mod tests {
         let r = report::Record::new(plan.steps.len() as u32 + fork::extra::STDIO, libc::EBADF);
         assert_eq!(
             failure(&plan, &r, ws.path(), "sh".into(), -1).to_string(),
-            "set up stdio: Bad file descriptor (EBADF)"
+            "set up stdio: EBADF (Bad file descriptor)"
         );
     }
 

@@ -16,7 +16,7 @@ use crate::backend::linux::{
     seccomp,
 };
 use crate::backend::report;
-use crate::error::{Error, SpawnError};
+use crate::error::{Errno, Error, SpawnError};
 use crate::plan::{FilterOptions, LandlockRules, Plan};
 
 /// A running sandbox's handle besides its pid: a pidfd of its init (or of the program, in
@@ -266,7 +266,7 @@ fn setup_failure(
     }
     Error::from(SpawnError::Setup {
         step: report::describe_step(plan, step, Some(cwd), &program, ctty),
-        errno,
+        errno: Errno::from_raw(errno),
     })
     .into()
 }

@@ -57,7 +57,7 @@ use landlock::{
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
-use crate::error::LandlockBuildError;
+use crate::error::{Errno, LandlockBuildError};
 
 /// The newest Landlock ABI whose rights this module handles. A newer kernel is treated as
 /// this ABI until its additions (ABI 9: `ResolveUnix`) are wired and tested here.
@@ -188,12 +188,15 @@ fn rule_access(
 ///
 /// Linux only.
 pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
-    let kernel_abi = stockade_sys::linux::landlock_abi_version()
-        .map_err(|e| LandlockBuildError::Unsupported { errno: e.raw() })?;
+    let kernel_abi = stockade_sys::linux::landlock_abi_version().map_err(|e| {
+        LandlockBuildError::Unsupported {
+            errno: Errno::from_raw(e.raw()),
+        }
+    })?;
     let abi = ABI::from(kernel_abi).min(TESTED_ABI);
     if abi == ABI::Unsupported {
         return Err(LandlockBuildError::Unsupported {
-            errno: libc::EOPNOTSUPP,
+            errno: Errno::EOPNOTSUPP,
         });
     }
 
