@@ -149,7 +149,8 @@ fn top_modules(lib: &str) -> Vec<String> {
             .or_else(|| t.strip_prefix("pub(crate) mod "))
             .or_else(|| t.strip_prefix("mod "));
         if let Some(name) = decl.and_then(|d| d.strip_suffix(';')) {
-            if !test_only {
+            // `#[cfg(feature = …)] pub mod x;` and `#[cfg(not(…))] pub(crate) mod x;` are one.
+            if !test_only && !out.iter().any(|m| m == name.trim()) {
                 out.push(name.trim().to_string());
             }
         }
