@@ -1,12 +1,14 @@
 //! Public errors: one enum per layer of the flow, behind one [`Error`].
 
-use std::fmt;
 use std::io;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The errno type of every error here (nix's): match on it, `Errno::ENOENT`.
 pub use nix::errno::Errno;
+pub use step::SetupStep;
+
+mod step;
 
 use crate::policy::Layer;
 pub use crate::policy::PolicyError;
@@ -242,214 +244,6 @@ pub enum PlanError {
     /// A variable the program must not receive (LD_PRELOAD, …) was set on the command.
     #[error("environment variable {0} is not allowed for sandboxed commands")]
     DangerousEnv(String),
-}
-
-/// The step of a sandbox's setup that failed ([`SpawnError::Setup`]), with the path it
-/// worked on. `Display` is how an error names it: `bind read-only /usr`, `chdir /ws/x`,
-/// `mask data dir /ws/.agent`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SetupStep {
-    /// Arming `PR_SET_PDEATHSIG`.
-    DieWithParent,
-    /// Moving the stdio fds into place.
-    Stdio,
-    /// Closing the inherited fds.
-    CloseFds,
-    /// Resetting the signal dispositions.
-    ResetSignals,
-    /// Writing the uid and gid maps of the new user namespace.
-    IdMaps,
-    /// Stopping mount propagation to and from the host.
-    MountsPrivate,
-    /// Building the empty new root.
-    BaseRoot,
-    /// Binding a host path.
-    Bind {
-        /// The host path.
-        source: PathBuf,
-        /// The path inside.
-        target: PathBuf,
-        /// Read-only (recursively).
-        read_only: bool,
-    },
-    /// Creating a symlink inside.
-    Symlink {
-        /// The link's path inside.
-        link: PathBuf,
-        /// Its target.
-        target: PathBuf,
-    },
-    /// Mounting a tmpfs.
-    Tmpfs {
-        /// The path inside.
-        path: PathBuf,
-    },
-    /// Setting up the minimal `/dev`.
-    Dev,
-    /// Mounting a fresh `/proc`.
-    Proc,
-    /// Masking a path (an empty read-only entry over it).
-    Mask {
-        /// The path.
-        path: PathBuf,
-        /// It is the data dir (its identity is checked).
-        data_dir: bool,
-    },
-    /// Pinning a directory (a mount of it onto itself), so that it cannot be moved.
-    Pin {
-        /// The directory.
-        path: PathBuf,
-    },
-    /// Hiding a `deny_names` entry.
-    HideName {
-        /// The entry.
-        path: PathBuf,
-    },
-    /// Keeping a `guard_names` entry read-only.
-    GuardName {
-        /// The entry.
-        path: PathBuf,
-    },
-    /// The copy-on-write layer over a `.git` directory.
-    GitLayer {
-        /// The `.git` directory.
-        path: PathBuf,
-    },
-    /// `pivot_root` into the new root.
-    PivotRoot,
-    /// Remounting the new root read-only.
-    RootReadOnly,
-    /// Bringing up the loopback interface of the new network namespace.
-    LoopbackUp,
-    /// `setsid`.
-    NewSession,
-    /// Joining a new session keyring.
-    NewKeyring,
-    /// Changing to the working directory.
-    Chdir {
-        /// The working directory.
-        path: PathBuf,
-    },
-    /// Making the terminal on a stdio fd the controlling terminal (`TIOCSCTTY`).
-    ControllingTerminal {
-        /// The stdio fd (0, 1 or 2).
-        fd: i32,
-    },
-    /// Dropping capabilities.
-    DropCapabilities,
-    /// `PR_SET_NO_NEW_PRIVS`.
-    NoNewPrivs,
-    /// Adding the Landlock rules for the sandbox's own mounts.
-    LandlockRules,
-    /// `landlock_restrict_self`.
-    Landlock,
-    /// Installing the seccomp filter.
-    Seccomp,
-    /// macOS: `sandbox_init`.
-    SandboxInit,
-    /// Starting the sandbox's init.
-    Init,
-    /// Running the program.
-    Exec {
-        /// The program as given.
-        program: String,
-    },
-    /// The kernel probe's exit instead of a program.
-    Exit,
-    /// A step number the parent does not know (a malformed report).
-    Unknown(u32),
-}
-
-impl SetupStep {
-    /// The path the step worked on, when it has one (inside the sandbox for mounts, the
-    /// link for a symlink, the working directory for `chdir`).
-    pub fn path(&self) -> Option<&Path> {
-        match self {
-            SetupStep::Bind { target: path, .. }
-            | SetupStep::Symlink { link: path, .. }
-            | SetupStep::Tmpfs { path }
-            | SetupStep::Mask { path, .. }
-            | SetupStep::Pin { path }
-            | SetupStep::HideName { path }
-            | SetupStep::GuardName { path }
-            | SetupStep::GitLayer { path }
-            | SetupStep::Chdir { path } => Some(path),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for SetupStep {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SetupStep::DieWithParent => f.write_str("prctl(PR_SET_PDEATHSIG)"),
-            SetupStep::Stdio => f.write_str("set up stdio"),
-            SetupStep::CloseFds => f.write_str("close inherited fds"),
-            SetupStep::ResetSignals => f.write_str("reset signal handlers"),
-            SetupStep::IdMaps => f.write_str("write /proc/self/uid_map and gid_map"),
-            SetupStep::MountsPrivate => f.write_str("make / a slave mount"),
-            SetupStep::BaseRoot => f.write_str("build the new root"),
-            SetupStep::Bind {
-                source,
-                target,
-                read_only,
-            } => {
-                let how = if *read_only { "bind read-only" } else { "bind" };
-                if source == target {
-                    write!(f, "{how} {}", target.display())
-                } else {
-                    write!(f, "{how} {} on {}", source.display(), target.display())
-                }
-            }
-            SetupStep::Symlink { link, target } => {
-                write!(f, "symlink {} -> {}", link.display(), target.display())
-            }
-            SetupStep::Tmpfs { path } => write!(f, "mount tmpfs {}", path.display()),
-            SetupStep::Dev => f.write_str("set up /dev"),
-            SetupStep::Proc => f.write_str("mount proc /proc"),
-            SetupStep::Mask { path, data_dir } => {
-                let what = if *data_dir { "mask data dir" } else { "mask" };
-                write!(f, "{what} {}", path.display())
-            }
-            SetupStep::Pin { path } => write!(f, "pin {}", path.display()),
-            SetupStep::HideName { path } => write!(f, "hide {}", path.display()),
-            SetupStep::GuardName { path } => write!(f, "keep {} read-only", path.display()),
-            SetupStep::GitLayer { path } => {
-                write!(f, "copy-on-write layer over {}", path.display())
-            }
-            SetupStep::PivotRoot => f.write_str("pivot_root"),
-            SetupStep::RootReadOnly => f.write_str("remount / read-only"),
-            SetupStep::LoopbackUp => f.write_str("bring up lo"),
-            SetupStep::NewSession => f.write_str("setsid"),
-            SetupStep::NewKeyring => f.write_str("join a new session keyring"),
-            SetupStep::Chdir { path } => write!(f, "chdir {}", path.display()),
-            SetupStep::ControllingTerminal { fd } => {
-                let name = match fd {
-                    0 => "stdin",
-                    1 => "stdout",
-                    2 => "stderr",
-                    _ => "stdio",
-                };
-                write!(
-                    f,
-                    "make the terminal on {name} the controlling terminal (TIOCSCTTY)"
-                )
-            }
-            SetupStep::DropCapabilities => f.write_str("drop capabilities"),
-            SetupStep::NoNewPrivs => f.write_str("prctl(PR_SET_NO_NEW_PRIVS)"),
-            SetupStep::LandlockRules => {
-                f.write_str("add Landlock rules for the sandbox's own mounts")
-            }
-            SetupStep::Landlock => f.write_str("landlock_restrict_self"),
-            SetupStep::Seccomp => f.write_str("install the seccomp filter"),
-            SetupStep::SandboxInit => f.write_str("sandbox_init"),
-            SetupStep::Init => f.write_str("start the sandbox's init"),
-            SetupStep::Exec { program } => write!(f, "exec {program}"),
-            SetupStep::Exit => f.write_str("exit"),
-            SetupStep::Unknown(n) => write!(f, "step {n}"),
-        }
-    }
 }
 
 /// Spawning failed.
@@ -819,7 +613,9 @@ mod tests {
             }
         ));
         match &e {
-            SpawnError::Setup { step, .. } => assert_eq!(step.path(), Some(Path::new("/opt"))),
+            SpawnError::Setup { step, .. } => {
+                assert_eq!(step.path(), Some(std::path::Path::new("/opt")))
+            }
             _ => unreachable!(),
         }
         let chdir = SetupStep::Chdir {
