@@ -4,8 +4,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The step of a sandbox's setup that failed ([`SpawnError::Setup`](super::SpawnError::Setup)), with the path it
-/// worked on. `Display` is how an error names it: `bind read-only /usr`, `chdir /ws/x`,
+/// The step of a sandbox's setup that failed
+/// ([`SpawnError::Setup`](super::SpawnError::Setup)), with the path it worked on.
+/// `Display` is how an error names it: `bind read-only /usr`, `chdir /ws/x`,
 /// `mask data dir /ws/.agent`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
