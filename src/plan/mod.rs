@@ -12,6 +12,7 @@
 mod full;
 mod host;
 mod layer2;
+mod owners;
 mod step;
 
 use std::path::{Component, Path, PathBuf};
@@ -59,6 +60,19 @@ pub trait HostFs {
         let _ = roots;
         Vec::new()
     }
+    /// Whether the directory tree at `root` can be bound idmapped here, so that a root
+    /// host's files show as owned by nobody inside (see [`Step::Bind`]'s `idmap`). The
+    /// default: no.
+    fn idmap(&self, root: &Path) -> bool {
+        let _ = root;
+        false
+    }
+    /// Whether "others" may search the directory `dir` (`o+x`; a missing path counts as
+    /// searchable). The default: yes.
+    fn others_may_enter(&self, dir: &Path) -> bool {
+        let _ = dir;
+        true
+    }
 }
 
 /// A host entry that "others" may not read (see [`HostFs::private_entries`]).
@@ -102,6 +116,16 @@ impl HostFs for RealFs {
 
     fn private_entries(&self, roots: &[PathBuf]) -> Vec<PrivateEntry> {
         host::private_entries(roots)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn idmap(&self, root: &Path) -> bool {
+        crate::probe::idmap::supported(root)
+    }
+
+    fn others_may_enter(&self, dir: &Path) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::symlink_metadata(dir).map_or(true, |m| m.permissions().mode() & 0o001 != 0)
     }
 }
 
@@ -213,6 +237,7 @@ fn bind(src: &Path, dst: &Path, access: Access, dir: bool, beneath: Option<Benea
         access,
         dir,
         beneath,
+        idmap: false,
     }
 }
 

@@ -42,6 +42,11 @@ pub enum Step {
         dir: bool,
         /// Set when `dst` lies inside a writable root.
         beneath: Option<Beneath>,
+        /// A root host's read-only bind through an idmapped mount that shows host uid and
+        /// gid 0 as 65534 (made by the parent per command): the program, root inside, is
+        /// then never the owner or in the group of what it reads there, so "others"
+        /// permissions apply to it as to any user (see [`HostFs::idmap`](super::HostFs::idmap)).
+        idmap: bool,
     },
     /// Create a symlink inside (for merged-/usr hosts: `/bin -> usr/bin`).
     Symlink {
@@ -174,17 +179,25 @@ impl fmt::Display for Step {
             Step::MountsPrivate => f.write_str("make / a slave mount"),
             Step::BaseRoot => f.write_str("build the new root"),
             Step::Bind {
-                src, dst, access, ..
+                src,
+                dst,
+                access,
+                idmap,
+                ..
             } => {
                 let how = match access {
                     Access::ReadOnly | Access::ListDir => "bind read-only",
                     Access::ReadWrite => "bind",
                 };
                 if src == dst {
-                    write!(f, "{how} {}", dst.display())
+                    write!(f, "{how} {}", dst.display())?;
                 } else {
-                    write!(f, "{how} {} on {}", src.display(), dst.display())
+                    write!(f, "{how} {} on {}", src.display(), dst.display())?;
                 }
+                if *idmap {
+                    f.write_str(" (root-owned shown as nobody)")?;
+                }
+                Ok(())
             }
             Step::Symlink { link, target } => {
                 write!(f, "symlink {} -> {}", link.display(), target.display())

@@ -199,6 +199,10 @@ pub(super) fn start(
     }
     let (mounts, socket) = req.git.mounts()?;
     exec.set_git(mounts, socket);
+    exec.set_trees(prepared.layout.trees().map_err(|source| SpawnError::Os {
+        call: "open_tree",
+        source,
+    })?);
     let outcome = match backend::start(&prepared.layout, exec, (report_r, report_w)) {
         Err(SpawnError::Os {
             call: "clone",

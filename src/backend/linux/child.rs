@@ -104,10 +104,23 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
             mkdirs,
             dir,
             ro,
+            idmap,
         } => {
             make_dirs(mkdirs)?;
             if !*dir {
                 create_file(dst)?;
+            }
+            if let Some(index) = idmap {
+                // The parent made this tree for this command (read-only, nosuid, nodev,
+                // idmapped); attaching it is all that is left.
+                let tree = exec
+                    .trees
+                    .get(usize::from(*index))
+                    .ok_or(Errno(libc::EBADF))?;
+                // SAFETY: `exec.trees` owns this fd for the whole setup (the parent waits
+                // for the exec before dropping `exec`), and `close_fds` kept it open.
+                let tree = unsafe { BorrowedFd::borrow_raw(std::os::fd::AsRawFd::as_raw_fd(tree)) };
+                return sys::move_mount(tree, c"", CWD, dst, libc::MOVE_MOUNT_F_EMPTY_PATH);
             }
             // The source is opened without following any symlink: the plan refused
             // symlinked paths, and one planted since then fails with ELOOP instead of

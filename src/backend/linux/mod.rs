@@ -213,6 +213,7 @@ pub fn probe_namespaces() -> (Availability, Availability) {
             access: Access::ReadOnly,
             dir: true,
             beneath: None,
+            idmap: false,
         },
     ];
     let proc_index = steps.len() as u32;
@@ -400,6 +401,7 @@ mod tests {
             access: Access::ReadOnly,
             dir: true,
             beneath: None,
+            idmap: false,
         };
         assert_eq!(step_refusal(&bind, libc::EPERM), None);
     }

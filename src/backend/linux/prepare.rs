@@ -48,6 +48,10 @@ pub enum Op {
         dir: bool,
         /// Read-only, recursively.
         ro: bool,
+        /// For an idmapped bind ([`Step::Bind`]'s `idmap`): the index of the tree the
+        /// parent made for this command in [`Exec::trees`]; the child attaches that tree
+        /// instead of opening `src`.
+        idmap: Option<u16>,
     },
     /// A bind of a path inside a writable root onto itself, opened without symlinks.
     BindBeneath {
@@ -181,6 +185,9 @@ pub struct Layout {
     /// Landlock rules for the child's own mounts and the seccomp program, when the plan
     /// has those steps.
     pub walls: Option<Walls>,
+    /// The host paths of the idmapped binds, in the order of their `idmap` indices: the
+    /// parent makes one tree of each per command ([`Exec::trees`]).
+    pub idmapped: Vec<PathBuf>,
 }
 
 /// Converts a path to a `CString`.
@@ -225,8 +232,37 @@ impl Layout {
     pub fn new(plan: Plan, last_cap: u32, walls: Option<Walls>) -> Result<Self, PlanError> {
         let mut ops = Vec::with_capacity(plan.steps.len());
         let mut git_layers: u8 = 0;
+        let mut idmapped = Vec::new();
         for step in &plan.steps {
             let op = match step {
+                Step::Bind {
+                    src,
+                    idmap: true,
+                    beneath: None,
+                    ..
+                } => {
+                    let index = u16::try_from(idmapped.len())
+                        .map_err(|_| PlanError::Conflict("too many idmapped binds".into()))?;
+                    idmapped.push(src.clone());
+                    match prepare_step(step, last_cap)? {
+                        Op::Bind {
+                            src,
+                            dst,
+                            mkdirs,
+                            dir,
+                            ro,
+                            ..
+                        } => Op::Bind {
+                            src,
+                            dst,
+                            mkdirs,
+                            dir,
+                            ro,
+                            idmap: Some(index),
+                        },
+                        other => other,
+                    }
+                }
                 Step::GitLayer { path, size } => {
                     let index = git_layers;
                     // One per writable root: a tag of one byte is plenty, and a plan with
@@ -254,7 +290,27 @@ impl Layout {
             }
             ops.push(op);
         }
-        Ok(Layout { plan, ops, walls })
+        Ok(Layout {
+            plan,
+            ops,
+            walls,
+            idmapped,
+        })
+    }
+}
+
+impl Layout {
+    /// This command's idmapped trees, one per [`Layout::idmapped`] path: a mount can be
+    /// attached once, so each command gets its own.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's error for the first tree that cannot be made.
+    pub fn trees(&self) -> std::io::Result<Vec<std::os::fd::OwnedFd>> {
+        self.idmapped
+            .iter()
+            .map(|p| crate::probe::idmap::tree(p))
+            .collect()
     }
 }
 
@@ -274,6 +330,7 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             access,
             dir,
             beneath,
+            ..
         } => {
             let ro = *access != Access::ReadWrite;
             if beneath.is_some() {
@@ -288,6 +345,7 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
                     mkdirs: mkdirs(dst, *dir)?,
                     dir: *dir,
                     ro,
+                    idmap: None,
                 }
             }
         }
@@ -442,6 +500,9 @@ pub struct Exec {
     /// The child's end of the socket that carries each upper layer's fd to the parent,
     /// or -1.
     pub git_socket: RawFd,
+    /// This command's idmapped trees, one per [`Layout::idmapped`] path (detached mounts
+    /// the child attaches; close-on-exec, kept through `CloseFds`).
+    pub trees: Vec<std::os::fd::OwnedFd>,
 }
 
 /// What a command asks for, before preparation.
@@ -496,6 +557,7 @@ impl Exec {
             init: None,
             git: Vec::new(),
             git_socket: -1,
+            trees: Vec::new(),
         })
     }
 
@@ -506,6 +568,16 @@ impl Exec {
         self.keep.sort_unstable();
         self.keep.dedup();
         self.init = Some(launch);
+    }
+
+    /// Sets this command's idmapped trees ([`Layout::idmapped`], in order), which survive
+    /// `CloseFds`.
+    pub fn set_trees(&mut self, trees: Vec<std::os::fd::OwnedFd>) {
+        use std::os::fd::AsRawFd;
+        self.keep.extend(trees.iter().map(AsRawFd::as_raw_fd));
+        self.keep.sort_unstable();
+        self.keep.dedup();
+        self.trees = trees;
     }
 
     /// Sets this command's `.git` layers and the socket their upper layers are sent

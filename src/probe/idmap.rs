@@ -1,0 +1,217 @@
+//! Idmapped read-only binds for root hosts.
+//!
+//! A program started by root runs as uid 0 inside, so the owner bits of every root-owned
+//! file on the read-only roots would apply to it: `0600` TLS keys of other services,
+//! `/etc/sudoers`, private directories. Walking the roots for such entries and masking each
+//! costs some 10⁵ `stat`s per process. Instead, a root host binds each read-only root
+//! through an *idmapped* mount whose mapping shows host uid and gid 0 as 65534 (every other
+//! id is unmapped and shows as the overflow id): the program is then never the owner nor
+//! in the group of anything there, and only the "others" bits apply, which is exactly the
+//! rule the walk enforced, at the cost of one `open_tree` and one `mount_setattr` per root
+//! and command.
+//!
+//! The mapping lives in a user namespace made once per process: a child is cloned into a
+//! new user namespace (no exec, it only waits on a pipe), its maps are written, its
+//! namespace is kept as an fd, and it exits. Only the kernel can make an idmapped mount of a
+//! host file system, and only for a caller with `CAP_SYS_ADMIN` in the initial user
+//! namespace: the parent makes a fresh detached tree per command ([`tree`]) and the child
+//! attaches it in its own mount namespace with `move_mount`.
+//!
+//! Everything here is parent-side code, before any `clone` of a sandbox.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// The id every host id 0 is shown as inside an idmapped bind.
+pub(crate) const SHOWN_AS: u32 = 65534;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// The user namespace whose mapping idmapped binds use (host 0 → [`SHOWN_AS`]), made on
+/// first use; `None` when this process cannot make it (not root, no user namespaces).
+pub(crate) fn userns() -> Option<BorrowedFd<'static>> {
+    static NS: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    NS.get_or_init(|| match make_userns() {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            tracing::debug!("no idmapped binds: {e}");
+            None
+        }
+    })
+    .as_ref()
+    .map(|fd| fd.as_fd())
+}
+
+/// Whether `root` can be bound idmapped here (tried once per root and process).
+pub(crate) fn supported(root: &Path) -> bool {
+    static SEEN: OnceLock<Mutex<HashMap<PathBuf, bool>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Mutex::default);
+    if let Some(&ok) = seen.lock().unwrap_or_else(|e| e.into_inner()).get(root) {
+        return ok;
+    }
+    let ok = match tree(root) {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::debug!("{} cannot be bound idmapped: {e}", root.display());
+            false
+        }
+    };
+    seen.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(root.to_path_buf(), ok);
+    ok
+}
+
+/// A detached, recursive, read-only, `nosuid`, `nodev` copy of the mount tree at `root`,
+/// idmapped so that host id 0 shows as [`SHOWN_AS`]; the child attaches it with
+/// `move_mount`. `root` is opened without following symlinks.
+///
+/// # Errors
+///
+/// No user namespace for the mapping ([`userns`]), or the kernel's error: `EINVAL` when a
+/// file system under `root` does not support idmapped mounts.
+pub(crate) fn tree(root: &Path) -> io::Result<OwnedFd> {
+    let ns = userns().ok_or_else(|| io::Error::from_raw_os_error(libc::EPERM))?;
+    let path = CString::new(root.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = libc::OPEN_TREE_CLONE
+        | libc::OPEN_TREE_CLOEXEC
+        | libc::AT_RECURSIVE as libc::c_uint
+        | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint;
+    // SAFETY: open_tree reads `path` up to its NUL; the CString outlives the call.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel has just returned this fd to us; nothing else owns it.
+    let tree = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let attr = MountAttr {
+        attr_set: libc::MOUNT_ATTR_IDMAP
+            | libc::MOUNT_ATTR_RDONLY
+            | libc::MOUNT_ATTR_NOSUID
+            | libc::MOUNT_ATTR_NODEV,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: ns.as_raw_fd() as u64,
+    };
+    let at = (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint;
+    // SAFETY: the kernel reads the empty path and `size_of::<MountAttr>()` bytes of `attr`,
+    // both alive for the call; `userns_fd` names the open namespace fd `ns`, which lives as
+    // long as the process.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            at,
+            std::ptr::from_ref(&attr),
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(tree)
+}
+
+/// Makes the mapping's user namespace: clones a child into a new user namespace, writes
+/// its maps from here, keeps an fd of its namespace and lets it exit.
+fn make_userns() -> io::Result<OwnedFd> {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    // No exit signal: the host's SIGCHLD handling never sees this child; it is reaped
+    // below with `__WCLONE`.
+    let flags = libc::CLONE_NEWUSER as libc::c_ulong;
+    // SAFETY: a fork-like clone (no CLONE_VM: the child gets a copy of the address space).
+    // The child below only makes two raw system calls on memory of its own copy (a read
+    // into a stack byte, exit_group) and never returns into Rust code that could allocate,
+    // lock or unwind, so the copied state of other threads does not matter.
+    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    if pid == 0 {
+        // SAFETY: closes the child's copy of the write end (a number, no memory), so that
+        // the read below ends when the parent closes its own.
+        unsafe { libc::syscall(libc::SYS_close, hold_w.as_raw_fd()) };
+        let mut byte = 0u8;
+        // SAFETY: raw read into a local byte; returns at EOF when the parent closes its
+        // end (or dies).
+        unsafe {
+            libc::syscall(
+                libc::SYS_read,
+                hold_r.as_raw_fd(),
+                std::ptr::from_mut(&mut byte),
+                1usize,
+            )
+        };
+        // SAFETY: ends the child at once; nothing of the copied process runs again.
+        unsafe { libc::syscall(libc::SYS_exit_group, 0) };
+        unreachable!("exit_group returned");
+    }
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let pid = pid as libc::pid_t;
+    let result = (|| {
+        let map = format!("0 {SHOWN_AS} 1\n");
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        std::fs::write(proc.join("uid_map"), &map)?;
+        std::fs::write(proc.join("setgroups"), "deny")?;
+        std::fs::write(proc.join("gid_map"), &map)?;
+        let ns = std::fs::File::open(proc.join("ns/user"))?;
+        Ok(OwnedFd::from(ns))
+    })();
+    drop(hold_w);
+    drop(hold_r);
+    let mut status = 0;
+    // SAFETY: waits for our own child; `status` is a local the kernel writes.
+    unsafe { libc::waitpid(pid, &mut status, libc::__WCLONE) };
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_binds_show_root_files_as_nobody_and_others_as_overflow() {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(userns().is_none());
+            assert!(!supported(Path::new("/usr")));
+            return;
+        }
+        // Root without user namespaces (a restricted container) has none; CI on this
+        // kind of machine has them and says so with STOCKADE_TEST_REQUIRE.
+        if userns().is_none() {
+            let required = std::env::var("STOCKADE_TEST_REQUIRE").is_ok_and(|v| !v.is_empty());
+            assert!(
+                !required,
+                "root without a user namespace for idmapped binds"
+            );
+            eprintln!("SKIP root_binds_show_root_files_as_nobody: no user namespace");
+            return;
+        }
+        let t = tree(Path::new("/usr")).expect("an idmapped /usr");
+        // SAFETY: fstatat on an fd we own with an empty path; `st` is a local.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let r = unsafe { libc::fstatat(t.as_raw_fd(), c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH) };
+        assert_eq!(r, 0);
+        assert_eq!((st.st_uid, st.st_gid), (SHOWN_AS, SHOWN_AS));
+        assert!(supported(Path::new("/usr")));
+    }
+}
