@@ -4,21 +4,24 @@ use core::ffi::{CStr, c_int, c_uint};
 
 use libc::open_how;
 
-use super::{owned, p};
+use super::{new_fd, p};
 use crate::Result;
 use crate::fd::{BorrowedFd, OwnedFd};
 
 /// `openat(2)`: opens `path` relative to `dirfd` (or [`CWD`](crate::fd::CWD)).
 pub fn openat(dirfd: BorrowedFd<'_>, path: &CStr, flags: c_int, mode: c_uint) -> Result<OwnedFd> {
     // SAFETY: the kernel reads `path` up to its NUL; `path` outlives the call.
-    unsafe { syscall!(libc::SYS_openat, dirfd.as_raw_fd(), p(path), flags, mode) }.map(owned)
+    let fd = unsafe { syscall!(libc::SYS_openat, dirfd.as_raw_fd(), p(path), flags, mode) }?;
+    // SAFETY: `openat` succeeded, so `fd` is the new fd it installed in this process's
+    // table; no one else has its number.
+    Ok(unsafe { new_fd(fd) })
 }
 
 /// `openat2(2)`: opens `path` relative to `dirfd` (or [`CWD`](crate::fd::CWD)) as `how` says.
 pub fn openat2(dirfd: BorrowedFd<'_>, path: &CStr, how: &open_how) -> Result<OwnedFd> {
     // SAFETY: the kernel reads `path` up to its NUL and `size_of::<open_how>()` bytes from
     // `how`, a live `open_how`; it writes neither.
-    unsafe {
+    let fd = unsafe {
         syscall!(
             libc::SYS_openat2,
             dirfd.as_raw_fd(),
@@ -26,8 +29,10 @@ pub fn openat2(dirfd: BorrowedFd<'_>, path: &CStr, how: &open_how) -> Result<Own
             core::ptr::from_ref(how),
             core::mem::size_of::<open_how>()
         )
-    }
-    .map(owned)
+    }?;
+    // SAFETY: `openat2` succeeded, so `fd` is the new fd it installed in this process's
+    // table; no one else has its number.
+    Ok(unsafe { new_fd(fd) })
 }
 
 /// An `open_how` for [`openat2`] (libc's struct is non-exhaustive).
@@ -103,6 +108,7 @@ pub fn fchdir(fd: BorrowedFd<'_>) -> Result<()> {
     // SAFETY: `fchdir` takes no pointer.
     unsafe { syscall!(libc::SYS_fchdir, fd.as_raw_fd()) }.map(drop)
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +116,11 @@ mod tests {
     #[test]
     fn struct_layouts_match_the_kernel() {
         assert_eq!(core::mem::size_of::<open_how>(), 24);
+        // `fstat` hands the kernel a `libc::stat` to fill: it must be the kernel's
+        // `struct stat` for this architecture (x86_64's own, or the generic one).
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(core::mem::size_of::<libc::stat>(), 144);
+        #[cfg(target_arch = "aarch64")]
+        assert_eq!(core::mem::size_of::<libc::stat>(), 128);
     }
 }

@@ -105,6 +105,7 @@ pub fn poll_now(fd: BorrowedFd<'_>, events: i16) -> Result<i16> {
     let [fd] = fds;
     Ok(fd.revents)
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

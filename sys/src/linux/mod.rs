@@ -26,17 +26,24 @@
 //!   caller's integer that the kernel would dereference. Calls whose arguments select what
 //!   the kernel dereferences (`prctl`, `keyctl`, `fcntl`, `ioctl`) are offered only for the
 //!   fixed commands stockade uses, each as its own function (`prctl_set_no_new_privs`,
-//!   `fcntl_setfd`, `ioctl_siocgifflags`, …), with no pointer-sized argument left open;
+//!   `fcntl_setfd`, `ioctl_siocgifflags`, …), with no pointer-sized argument left open. An
+//!   ioctl that passes a pointer first checks the kind of file (`ioctl_siocgifflags`
+//!   requires a socket), since a request number means what the file's driver makes of it;
 //! - an fd is passed as a [`BorrowedFd`](crate::BorrowedFd) (open for the call, by its
 //!   type) and a new fd comes back as an [`OwnedFd`], so no safe wrapper acts on an fd its
 //!   caller does not hold (I/O safety, as in std). Closing takes an [`OwnedFd`] ([`close`]);
 //! - structs that hold an fd or a pointer for the kernel (`landlock_path_beneath_attr`,
 //!   `sock_fprog`, `mount_attr`, `msghdr`) are built inside the wrapper from typed
-//!   arguments.
+//!   arguments;
+//! - what a call changes in the process can make later calls fail, or end the process,
+//!   but never make a later call report a success that did not happen (Landlock,
+//!   capabilities, `no_new_privs`, the signal mask, mounts, default signal dispositions).
 //!
 //! The rest are `unsafe fn` with a `# Safety` section: [`syscall6`] itself, [`close_raw`],
 //! [`close_range`] and [`dup3`] (they close or replace fds by number, which only the caller
-//! can know to be its own), and [`execve`] / [`execveat`] (raw pointer arrays).
+//! can know to be its own), [`execve`] / [`execveat`] (raw pointer arrays), and
+//! [`seccomp_set_mode_filter`] (a filter decides what every later call returns, success
+//! included).
 
 use core::ffi::{CStr, c_int, c_long};
 
@@ -138,12 +145,17 @@ macro_rules! syscall {
     };
 }
 
-/// Takes ownership of the fd a successful call returned.
+/// Takes ownership of the fd that a successful fd-creating call returned.
+///
+/// # Safety
+///
+/// `ret` is the return value of a call that just succeeded and whose result is a new fd
+/// (`openat`, `socket`, `fsopen`, …): the kernel installed it in this process's table for
+/// this call, so nothing else owns its number.
 #[inline(always)]
-fn owned(ret: usize) -> OwnedFd {
-    // SAFETY: `ret` is the non-negative result of a call that creates a new fd (`openat`,
-    // `socket`, `fsopen`, …): the kernel just installed it in this process's table and no
-    // one else has its number yet.
+unsafe fn new_fd(ret: usize) -> OwnedFd {
+    // SAFETY: the caller guarantees that `ret` is a new fd that nothing else owns, which is
+    // `from_raw_fd`'s contract.
     unsafe { OwnedFd::from_raw_fd(ret as c_int) }
 }
 

@@ -4,7 +4,7 @@ use core::ffi::{CStr, c_int, c_uint, c_ulong};
 
 use libc::mount_attr;
 
-use super::{op, owned, p};
+use super::{new_fd, op, p};
 use crate::fd::{BorrowedFd, OwnedFd};
 use crate::{Errno, Result};
 
@@ -89,7 +89,10 @@ pub fn mount_setattr(
 /// detached copy of it, like a bind that is not attached yet).
 pub fn open_tree(dirfd: BorrowedFd<'_>, path: &CStr, flags: c_uint) -> Result<OwnedFd> {
     // SAFETY: the kernel reads `path` up to its NUL; it outlives the call.
-    unsafe { syscall!(libc::SYS_open_tree, dirfd.as_raw_fd(), p(path), flags) }.map(owned)
+    let fd = unsafe { syscall!(libc::SYS_open_tree, dirfd.as_raw_fd(), p(path), flags) }?;
+    // SAFETY: `open_tree` succeeded, so `fd` is the new fd it installed in this process's
+    // table; no one else has its number.
+    Ok(unsafe { new_fd(fd) })
 }
 
 /// `move_mount(2)`.
@@ -117,7 +120,10 @@ pub fn move_mount(
 /// `fsopen(2)`: a file system context for `fstype`.
 pub fn fsopen(fstype: &CStr, flags: c_uint) -> Result<OwnedFd> {
     // SAFETY: the kernel reads `fstype` up to its NUL; it outlives the call.
-    unsafe { syscall!(libc::SYS_fsopen, p(fstype), flags) }.map(owned)
+    let fd = unsafe { syscall!(libc::SYS_fsopen, p(fstype), flags) }?;
+    // SAFETY: `fsopen` succeeded, so `fd` is the new fd it installed in this process's
+    // table; no one else has its number.
+    Ok(unsafe { new_fd(fd) })
 }
 
 /// `fsconfig(2)` with `FSCONFIG_SET_STRING`.
@@ -173,8 +179,12 @@ pub fn fsconfig_create(fsfd: BorrowedFd<'_>) -> Result<()> {
 /// `fsmount(2)`: a detached mount of the created context, with `MOUNT_ATTR_*` flags.
 pub fn fsmount(fsfd: BorrowedFd<'_>, flags: c_uint, attr_flags: c_uint) -> Result<OwnedFd> {
     // SAFETY: `fsmount` takes no pointer.
-    unsafe { syscall!(libc::SYS_fsmount, fsfd.as_raw_fd(), flags, attr_flags) }.map(owned)
+    let fd = unsafe { syscall!(libc::SYS_fsmount, fsfd.as_raw_fd(), flags, attr_flags) }?;
+    // SAFETY: `fsmount` succeeded, so `fd` is the new fd it installed in this process's
+    // table; no one else has its number.
+    Ok(unsafe { new_fd(fd) })
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,14 +2,18 @@
 
 use core::ffi::{c_int, c_ulong};
 
-use super::owned;
-use crate::Result;
+use super::new_fd;
 use crate::fd::{BorrowedFd, OwnedFd};
+use crate::linux::fstat;
+use crate::{Errno, Result};
 
 /// `socket(2)`.
 pub fn socket(domain: c_int, ty: c_int, protocol: c_int) -> Result<OwnedFd> {
     // SAFETY: `socket` takes no pointer.
-    unsafe { syscall!(libc::SYS_socket, domain, ty, protocol) }.map(owned)
+    let fd = unsafe { syscall!(libc::SYS_socket, domain, ty, protocol) }?;
+    // SAFETY: `socket` succeeded, so `fd` is the new fd it installed in this process's
+    // table; no one else has its number.
+    Ok(unsafe { new_fd(fd) })
 }
 
 /// `sendmsg(2)` of one byte, `tag`, with `fd` attached (`SCM_RIGHTS`): the receiver gets
@@ -65,11 +69,36 @@ pub struct CmsgFd {
     pub pad: c_int,
 }
 
+/// Fails with `ENOTSOCK` unless `fd` is a socket.
+///
+/// An ioctl request number means what the file's driver makes of it. The socket layer
+/// reads `SIOCGIFFLAGS` as "one `struct ifreq` in and out"; a device driver is free to give
+/// the same number another meaning and another size, so the wrappers below, which pass a
+/// pointer, act only on sockets. `fd` is borrowed for the whole wrapper, so the file
+/// checked is the file the ioctl reaches.
+fn require_socket(fd: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: `stat` is integers and padding only; all-zero bytes are a valid value.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    fstat(fd, &mut st)?;
+    if st.st_mode & libc::S_IFMT == libc::S_IFSOCK {
+        Ok(())
+    } else {
+        Err(Errno(libc::ENOTSOCK))
+    }
+}
+
 /// `ioctl(fd, SIOCGIFFLAGS, ifr)`: reads the flags of the interface named in `ifr.name`
 /// into `ifr.flags`.
+///
+/// # Errors
+///
+/// `ENOTSOCK` when `fd` is not a socket (checked first, see `require_socket`), else the
+/// kernel's answer (`ENODEV` for an unknown interface).
 pub fn ioctl_siocgifflags(fd: BorrowedFd<'_>, ifr: &mut IfreqFlags) -> Result<()> {
-    // SAFETY: for `SIOCGIFFLAGS` the kernel copies one `struct ifreq` (40 bytes, the size
-    // of `IfreqFlags`, see the layout test) in and out of `ifr`, an exclusive borrow; it
+    require_socket(fd)?;
+    // SAFETY: `fd` is a socket (checked above, and borrowed until the call returns), for
+    // which `SIOCGIFFLAGS` copies one `struct ifreq` (40 bytes, the size of `IfreqFlags`,
+    // see the layout test) in and out of `ifr`, an exclusive borrow; the kernel
     // NUL-terminates the name itself and writes only an `i16` into `flags`.
     unsafe {
         syscall!(
@@ -83,9 +112,16 @@ pub fn ioctl_siocgifflags(fd: BorrowedFd<'_>, ifr: &mut IfreqFlags) -> Result<()
 }
 
 /// `ioctl(fd, SIOCSIFFLAGS, ifr)`: sets the flags of the interface named in `ifr.name`.
+///
+/// # Errors
+///
+/// `ENOTSOCK` when `fd` is not a socket (checked first, see `require_socket`), else the
+/// kernel's answer (`EPERM` without `CAP_NET_ADMIN` over the network namespace).
 pub fn ioctl_siocsifflags(fd: BorrowedFd<'_>, ifr: &IfreqFlags) -> Result<()> {
-    // SAFETY: for `SIOCSIFFLAGS` the kernel only reads one `struct ifreq` (40 bytes, the
-    // size of `IfreqFlags`) from `ifr`, a live shared borrow.
+    require_socket(fd)?;
+    // SAFETY: `fd` is a socket (checked above, and borrowed until the call returns), for
+    // which `SIOCSIFFLAGS` only reads one `struct ifreq` (40 bytes, the size of
+    // `IfreqFlags`) from `ifr`, a live shared borrow.
     unsafe {
         syscall!(
             libc::SYS_ioctl,
@@ -119,6 +155,37 @@ mod tests {
     use super::*;
     use crate::linux::test_util::pipe;
     use crate::linux::{close, read, write};
+
+    /// An `IfreqFlags` naming `lo`.
+    fn lo() -> IfreqFlags {
+        let mut ifr = IfreqFlags {
+            name: [0; 16],
+            flags: 0,
+            pad: [0; 22],
+        };
+        ifr.name[..2].copy_from_slice(b"lo");
+        ifr
+    }
+
+    #[test]
+    fn interface_ioctls_act_on_sockets_only() {
+        // A pipe's driver answers ENOTTY to a request it does not know; the wrappers must
+        // not hand it the pointer at all.
+        let (r, w) = pipe();
+        let mut ifr = lo();
+        assert_eq!(
+            ioctl_siocgifflags(r.as_fd(), &mut ifr),
+            Err(Errno(libc::ENOTSOCK))
+        );
+        assert_eq!(
+            ioctl_siocsifflags(w.as_fd(), &ifr),
+            Err(Errno(libc::ENOTSOCK))
+        );
+        // A socket gets through to the kernel: every network namespace has `lo`.
+        let sock = socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0).unwrap();
+        assert_eq!(ioctl_siocgifflags(sock.as_fd(), &mut ifr), Ok(()));
+        assert_eq!(&ifr.name[..3], b"lo\0");
+    }
 
     #[test]
     fn struct_layouts_match_the_kernel() {

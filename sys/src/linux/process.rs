@@ -2,7 +2,7 @@
 
 use core::ffi::{CStr, c_char, c_int, c_long, c_uint, c_ulong};
 
-use super::{owned, p};
+use super::{new_fd, p};
 use crate::fd::{BorrowedFd, OwnedFd};
 use crate::{Errno, Result};
 
@@ -77,15 +77,20 @@ pub fn setsid() -> Result<c_int> {
 /// terminal of the calling session leader. Without stealing (the 0): `EPERM` when the
 /// caller is not a session leader or the terminal already belongs to another session.
 pub fn ioctl_tiocsctty(fd: BorrowedFd<'_>) -> Result<()> {
-    // SAFETY: `TIOCSCTTY` takes an integer argument (0: do not steal), which the kernel
-    // does not dereference; `fd` is open for the call.
+    // SAFETY: `TIOCSCTTY` takes an integer argument (0: do not steal), which the tty layer
+    // does not dereference; `fd` is open for the call. Should `fd` be some other device
+    // whose driver reads the number as a pointer request, the pointer is NULL, which
+    // `copy_{from,to}_user` refuses with EFAULT: no memory of this process is touched.
     unsafe { syscall!(libc::SYS_ioctl, fd.as_raw_fd(), libc::TIOCSCTTY, 0usize) }.map(drop)
 }
 
 /// `pidfd_open(2)`.
 pub fn pidfd_open(pid: c_int, flags: c_uint) -> Result<OwnedFd> {
     // SAFETY: `pidfd_open` takes no pointer.
-    unsafe { syscall!(libc::SYS_pidfd_open, pid, flags) }.map(owned)
+    let fd = unsafe { syscall!(libc::SYS_pidfd_open, pid, flags) }?;
+    // SAFETY: `pidfd_open` succeeded, so `fd` is the new fd it installed in this process's
+    // table; no one else has its number.
+    Ok(unsafe { new_fd(fd) })
 }
 
 /// `pidfd_send_signal(2)` without `siginfo`.
@@ -176,6 +181,7 @@ pub fn sethostname(name: &[u8]) -> Result<()> {
     // SAFETY: the kernel reads `name.len()` bytes from `name`, a live slice.
     unsafe { syscall!(libc::SYS_sethostname, name.as_ptr(), name.len()) }.map(drop)
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -212,7 +212,28 @@ pub fn landlock_restrict_self(ruleset: BorrowedFd<'_>, flags: c_uint) -> Result<
 ///
 /// A program longer than `u16::MAX` instructions fails with `EINVAL`, as the kernel's own
 /// limit (`BPF_MAXINSNS`, 4096) would.
-pub fn seccomp_set_mode_filter(flags: c_uint, filter: &[libc::sock_filter]) -> Result<c_int> {
+///
+/// # Safety
+///
+/// From this call on, every system call of the process (with `SECCOMP_FILTER_FLAG_TSYNC`:
+/// of all its threads) returns what `filter` decides, and a filter can make a call report
+/// success without doing anything: `SECCOMP_RET_ERRNO` with errno 0 returns 0, so a
+/// `clone` would tell the parent it is the child and an `madvise(MADV_DONTNEED)` would leave
+/// memory that the allocator then takes for zeroed; `SECCOMP_RET_TRACE` and
+/// `SECCOMP_RET_USER_NOTIF` hand the return value to another process. The caller
+/// guarantees that no call whose result memory safety relies on is answered that way for
+/// the rest of the process's life (or of its code: the usual case is a child that execs
+/// right after, with actions `ALLOW`, `KILL_*` and `ERRNO` with a non-zero errno). A call
+/// that fails with an error, or a process that is killed, is always sound.
+///
+/// ```compile_fail,E0133
+/// // Not callable without `unsafe`.
+/// let _ = stockade_sys::linux::seccomp_set_mode_filter(0, &[]);
+/// ```
+pub unsafe fn seccomp_set_mode_filter(
+    flags: c_uint,
+    filter: &[libc::sock_filter],
+) -> Result<c_int> {
     let len = u16::try_from(filter.len()).map_err(|_| Errno(libc::EINVAL))?;
     let prog = libc::sock_fprog {
         len,
@@ -220,7 +241,8 @@ pub fn seccomp_set_mode_filter(flags: c_uint, filter: &[libc::sock_filter]) -> R
     };
     // SAFETY: `prog` points to `len` instructions in `filter`, a live slice. The kernel
     // only reads them, and copies them before returning (`copy_from_user` in
-    // `seccomp_prepare_user_filter`), so a borrow for the call suffices.
+    // `seccomp_prepare_user_filter`), so a borrow for the call suffices. What the filter
+    // then does to later calls is the caller's guarantee (see `# Safety`).
     unsafe {
         syscall!(
             libc::SYS_seccomp,
@@ -231,6 +253,7 @@ pub fn seccomp_set_mode_filter(flags: c_uint, filter: &[libc::sock_filter]) -> R
     }
     .map(|v| v as c_int)
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,6 +274,58 @@ mod tests {
             k: 0,
         };
         let long = [insn; 65_536];
-        assert_eq!(seccomp_set_mode_filter(0, &long), Err(Errno(libc::EINVAL)));
+        // SAFETY: the length check refuses the program before the kernel sees it, so no
+        // filter is installed.
+        let r = unsafe { seccomp_set_mode_filter(0, &long) };
+        assert_eq!(r, Err(Errno(libc::EINVAL)));
+    }
+
+    /// Why `seccomp_set_mode_filter` is unsafe: `SECCOMP_RET_ERRNO` with errno 0 makes a
+    /// call return 0, success, without running it.
+    #[test]
+    fn an_errno_0_filter_fakes_success() {
+        let getppid = libc::SYS_getppid as u32;
+        let prog = [
+            // A = seccomp_data.nr
+            bpf(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+            bpf(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, 0, 1, getppid),
+            bpf(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ERRNO),
+            bpf(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+        ];
+        // SAFETY: the child below makes only raw system calls (no allocation, no lock), as
+        // a child of a multithreaded process must.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let r = prctl_set_no_new_privs();
+            // SAFETY: the filter answers only `getppid` with a fake 0; this child relies on
+            // no `getppid` result and exits right after.
+            let r = r.and_then(|()| unsafe { seccomp_set_mode_filter(0, &prog) });
+            // SAFETY: `getppid` takes no argument.
+            let ppid = unsafe { crate::linux::syscall6(libc::SYS_getppid, [0; 6]) };
+            crate::linux::exit_group(match (r, ppid) {
+                (Ok(_), 0) => 0,
+                (Ok(_), _) => 1,
+                (Err(_), _) => 2,
+            });
+        }
+        let mut status = 0;
+        // SAFETY: `status` is a live `c_int` the kernel writes.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status));
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "1: real ppid, 2: filter refused"
+        );
+    }
+
+    fn bpf(code: u32, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+        libc::sock_filter {
+            code: code as u16,
+            jt,
+            jf,
+            k,
+        }
     }
 }
