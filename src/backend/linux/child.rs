@@ -199,7 +199,12 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
         // The kernel copies the program during the call (`seccomp_prepare_user_filter`), so
         // the parent's buffer only has to outlive it, which CLONE_VFORK guarantees.
         Op::Seccomp => match &layout.walls {
-            Some(w) => sys::seccomp_set_mode_filter(0, w.filter.instructions()).map(drop),
+            Some(w) => {
+                // SAFETY: stockade's filter answers only with ALLOW, KILL_PROCESS and ERRNO
+                // of EPERM or ENOSYS (`seccomp::build`): no call reports a success that did
+                // not happen.
+                unsafe { sys::seccomp_set_mode_filter(0, w.filter.instructions()) }.map(drop)
+            }
             None => Err(Errno(libc::EINVAL)),
         },
         Op::Exit => sys::exit_group(0),
