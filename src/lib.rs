@@ -132,5 +132,5 @@ pub use probe::{Availability, Capabilities};
 #[cfg(unix)]
 pub use spawn::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,
-    Sandbox, Stdio,
+    GitUnguarded, GitUnguardedReason, Sandbox, Stdio,
 };
