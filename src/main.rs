@@ -432,6 +432,10 @@ fn run(
         }
         Err(e) => return fail_with(125, &e),
     };
+    // A `.git` link whose repository metadata runs without the `.git` layer.
+    for u in child.git_unguarded() {
+        eprintln!("stockade: warning: {u}");
+    }
     let running = match relay.start(cmd, &mut child) {
         Ok(r) => r,
         Err(e) => {
