@@ -715,7 +715,12 @@ fn plant_through_link(repo: &Repo, target: &str, between: &str) -> String {
 /// and each is reported with its path under the real metadata.
 fn assert_link_guarded(repo: &Repo, real: &Path, link: &Path, out: &str, drops: &[GitDrop]) {
     assert!(out.contains("committed\n"), "{out}");
-    for line in ["link pinned", "link not moved", "target pinned", "between pinned"] {
+    for line in [
+        "link pinned",
+        "link not moved",
+        "target pinned",
+        "between pinned",
+    ] {
         assert!(out.contains(&format!("{line}\n")), "{line}: {out}");
     }
     assert!(!out.contains("MOVED"), "{out}");
@@ -755,7 +760,11 @@ fn a_git_symlink_into_the_workspace_gets_the_layer() {
             .read_to_string(&mut out)
             .unwrap();
         assert!(child.wait().unwrap().success(), "{to}: {out}");
-        assert!(child.git_unguarded().is_empty(), "{to}: {:?}", child.git_unguarded());
+        assert!(
+            child.git_unguarded().is_empty(),
+            "{to}: {:?}",
+            child.git_unguarded()
+        );
         assert_eq!(std::fs::read(real.join("config")).unwrap(), config_before);
         assert_link_guarded(&repo, &real, &link, &out, child.git_dropped());
     }
@@ -790,7 +799,10 @@ fn a_gitdir_file_naming_metadata_in_the_workspace_gets_the_layer() {
         "gitdir: meta/repo.git\n"
     );
     // `assert_link_guarded` reads the link; a file has none to read.
-    assert!(out.contains("committed\n") && out.contains("between pinned\n"), "{out}");
+    assert!(
+        out.contains("committed\n") && out.contains("between pinned\n"),
+        "{out}"
+    );
     assert!(!real.join("hooks/post-checkout").exists());
     git(&repo.ws, &["status", "--porcelain"]);
     git(&repo.ws, &["checkout", "-q", "-b", "other"]);
@@ -838,8 +850,7 @@ fn a_git_link_outside_the_workspace_is_reported_and_not_writable_through() {
         .unwrap();
     assert!(child.wait().unwrap().success(), "{out}");
     assert_eq!(
-        out,
-        "hooks refused\nconfig refused\nlink pinned\nlink kept\n",
+        out, "hooks refused\nconfig refused\nlink pinned\nlink kept\n",
         "{out}"
     );
     assert!(child.git_dropped().is_empty());
@@ -848,10 +859,20 @@ fn a_git_link_outside_the_workspace_is_reported_and_not_writable_through() {
         std::fs::read(outside.git_dir().join("config")).unwrap(),
         config_before
     );
-    assert_eq!(std::fs::read_link(repo.git_dir()).unwrap(), outside.git_dir());
+    assert_eq!(
+        std::fs::read_link(repo.git_dir()).unwrap(),
+        outside.git_dir()
+    );
     // The CLI says so, as it says when the layer is weaker than asked.
     let cli = std::process::Command::new(common::stockade_exe())
-        .args(["run", "--layer", "full", "--fallback", "refuse", "--workspace"])
+        .args([
+            "run",
+            "--layer",
+            "full",
+            "--fallback",
+            "refuse",
+            "--workspace",
+        ])
         .arg(&repo.ws)
         .args(["--", "true"])
         .output()
@@ -882,7 +903,10 @@ fn a_git_link_outside_the_workspace_is_reported_and_not_writable_through() {
     // A linked worktree's .git file names its git dir in the main repository.
     let (_t, wt_parent) = var_tempdir();
     let wt = wt_parent.join("wt");
-    git(&outside.ws, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    git(
+        &outside.ws,
+        &["worktree", "add", "-q", wt.to_str().unwrap()],
+    );
     let mut child = full(&wt).command("true").spawn().unwrap();
     assert_eq!(
         child.git_unguarded()[0].reason,

@@ -35,6 +35,10 @@
 //! warning each): config, hooks, `commondir`, `config.worktree`, `info/`, `worktrees/`,
 //! `modules/`, an unfinished rebase's todo list (whose `exec` lines git would run), lock
 //! files of an interrupted git, and anything that is not a regular file or directory.
+//!
+//! A `.git` symlink or `gitdir:` file is pinned, and the directory it names is layered the
+//! same way when it lies inside the same writable root (see `target.rs`); any other target
+//! is reported ([`Child::git_unguarded`]).
 
 use std::fmt;
 use std::path::PathBuf;

@@ -202,7 +202,11 @@ pub(super) fn start(
     if plan.steps.contains(&Step::Dev) {
         exec.console = req
             .terminal
-            .and_then(|i| req.stdio.get(i as usize).map(|&fd| if fd < 0 { i } else { fd }))
+            .and_then(|i| {
+                req.stdio
+                    .get(i as usize)
+                    .map(|&fd| if fd < 0 { i } else { fd })
+            })
             .and_then(backend::prepare::Console::of);
     }
     let outcome = match backend::start(&prepared.layout, exec, (report_r, report_w)) {

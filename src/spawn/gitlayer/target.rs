@@ -352,7 +352,9 @@ mod tests {
         let hidden = plan(vec![mask(root.join("sub"))]);
         assert!(matches!(find(&hidden, &git), Found::Nothing));
         let holds = plan(vec![mask(root.join("sub/real/data"))]);
-        assert!(matches!(find(&holds, &git), Found::Layer(t) if t.link.as_ref().is_some_and(|l| !l.layer)));
+        assert!(
+            matches!(find(&holds, &git), Found::Layer(t) if t.link.as_ref().is_some_and(|l| !l.layer))
+        );
         let ro = plan(vec![Step::Bind {
             src: root.join("sub"),
             dst: root.join("sub"),

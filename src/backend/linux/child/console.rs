@@ -51,7 +51,13 @@ fn bind_fd(fd: BorrowedFd<'_>, identity: (u64, u64, u64)) -> R {
     let empty = (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as c_uint;
     let mut r = sys::mount_setattr(tree.as_fd(), c"", empty, attr, 0, 0);
     if r.is_ok() {
-        r = sys::move_mount(tree.as_fd(), c"", CWD, CONSOLE, libc::MOVE_MOUNT_F_EMPTY_PATH);
+        r = sys::move_mount(
+            tree.as_fd(),
+            c"",
+            CWD,
+            CONSOLE,
+            libc::MOVE_MOUNT_F_EMPTY_PATH,
+        );
     }
     let _ = sys::close(tree);
     r
