@@ -218,6 +218,19 @@ mod tests {
             u.to_string(),
             "/ws/.git names /ws/gone, which cannot be opened as a directory without following symlinks: No such file or directory; no .git layer on it in this run"
         );
+        let at = |target: &str, reason| GitUnguarded {
+            path: "/ws/.git".into(),
+            target: target.into(),
+            reason,
+        };
+        assert_eq!(
+            at("/main/.git/worktrees/ws", GitUnguardedReason::Outside).to_string(),
+            "/ws/.git names /main/.git/worktrees/ws, outside its writable root: no .git layer on it in this run"
+        );
+        assert_eq!(
+            at("/ws", GitUnguardedReason::Root).to_string(),
+            "/ws/.git names its writable root /ws: no .git layer on it in this run"
+        );
     }
 
     #[test]
