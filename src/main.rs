@@ -405,6 +405,10 @@ fn run(
         Ok(c) => c,
         Err(code) => return code,
     };
+    // A `.git` link whose repository metadata runs without the `.git` layer.
+    for u in child.git_unguarded() {
+        eprintln!("stockade: warning: {u}");
+    }
     let running = match relay.start(cmd, &mut child) {
         Ok(r) => r,
         Err(e) => {

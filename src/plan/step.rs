@@ -123,9 +123,11 @@ pub enum Step {
     /// the parent. After the program's end the parent merges back the object database,
     /// refs, reflogs, `packed-refs`, `index`, `HEAD` and the `*_HEAD` / `*_EDITMSG` files;
     /// every other change (config, hooks, `commondir`, `worktrees/`, `modules/`,
-    /// `objects/info/`, …) is dropped and reported. A `.git` file (a linked worktree or a
-    /// submodule) is bound read-only onto itself; a missing `.git` or a symlink is left
-    /// alone (nothing to protect: what the program creates there is its own).
+    /// `objects/info/`, …) is dropped and reported. A `.git` symlink or file (a linked
+    /// worktree, a submodule) is bound read-only onto itself, and the directory it names
+    /// gets the layer when it lies inside the same root and is reached without a further
+    /// symlink (else the spawn reports it); a missing `.git` is left alone (nothing to
+    /// protect: what the program creates there is its own).
     GitLayer {
         /// `<root>/.git`, the same path inside.
         path: PathBuf,

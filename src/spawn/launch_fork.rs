@@ -50,6 +50,10 @@ impl GitSession {
     pub(super) fn dropped(&self) -> &[super::GitDrop] {
         &[]
     }
+
+    pub(super) fn unguarded(&self) -> &[super::GitUnguarded] {
+        &[]
+    }
 }
 
 /// What every command of one sandbox shares: the plan, and the policy the per-command
@@ -273,6 +277,7 @@ mod tests {
             stdio: [-1; 3],
             pass: Vec::new(),
             controlling_terminal: None,
+            terminal: None,
             private_tmp: None,
             git: Box::leak(Box::default()),
         }

@@ -146,11 +146,10 @@ pub(super) fn start(
                 spec = spec.with(dir, landlock::Grant::ReadWrite);
             }
             // Without a devpts of its own, the program gets its own terminal and no other
-            // of the caller's ptys.
-            if plan.layer != Layer::Full {
-                for tty in own_terminals(req.stdio) {
-                    spec = spec.with(tty, landlock::Grant::Device);
-                }
+            // of the caller's ptys. (On the full layer the host's devpts is not there, and
+            // the grant is for the terminal bound onto `/dev/console`, the same inode.)
+            for tty in own_terminals(req.stdio) {
+                spec = spec.with(tty, landlock::Grant::Device);
             }
             Some(landlock::build(&spec)?)
         }
@@ -203,6 +202,17 @@ pub(super) fn start(
         call: "open_tree",
         source,
     })?);
+    // A `/dev` of the sandbox's own hides the host's name of the program's terminal.
+    if plan.steps.contains(&Step::Dev) {
+        exec.console = req
+            .terminal
+            .and_then(|i| {
+                req.stdio
+                    .get(i as usize)
+                    .map(|&fd| if fd < 0 { i } else { fd })
+            })
+            .and_then(backend::prepare::Console::of);
+    }
     let outcome = match backend::start(&prepared.layout, exec, (report_r, report_w)) {
         Err(SpawnError::Os {
             call: "clone",

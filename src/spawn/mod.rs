@@ -41,7 +41,7 @@ use launch_linux as launch;
 
 pub use child::Child;
 pub use command::Command;
-pub use gitlayer::{GitDrop, GitDropReason};
+pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
 pub use sandbox::{Degradation, Sandbox};
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 

@@ -33,6 +33,9 @@ use stockade_sys::{BorrowedFd, Errno, OwnedFd};
 use super::prepare::{Exec, GitMount, Layout, Op};
 use crate::backend::report::{self, Record};
 
+mod console;
+mod git_link;
+
 /// Exit status of a child whose setup failed (the parent reads the record, not this).
 pub const SETUP_FAILED: c_int = 125;
 
@@ -154,7 +157,7 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
                 Some(data),
             )
         }
-        Op::Dev { nodes } => dev(nodes),
+        Op::Dev { nodes } => dev(nodes).and_then(|()| console::bind(exec.console.as_ref())),
         Op::Proc { fallback } => proc(*fallback),
         Op::MaskDir {
             path,
@@ -601,11 +604,11 @@ fn bind_if_present(path: &CStr, flags: c_int, ro: bool) -> R {
 /// following symlinks. A directory with the identity the parent saw gets this command's
 /// copy-on-write layer; any other directory there (replaced since, or found where the
 /// parent saw none) is bound read-only, which is safe and keeps the run going. A `.git`
-/// file (a linked worktree or a submodule) is bound read-only onto itself, so that it
-/// cannot be pointed at a git dir the program controls. Missing, a symlink (not followed:
-/// it may name anything), or anything else: nothing to protect, nothing is created.
+/// symlink or file (a linked worktree, a submodule) is pinned, and what it names inside
+/// the root layered, by [`git_link::follow`]. Missing, or anything else: nothing to
+/// protect, nothing is created.
 fn git_layer(op: &Op, path: &CStr, mount: Option<&GitMount>, socket: BorrowedFd<'_>) -> R {
-    let fd = match open_no_symlinks(path, libc::O_PATH) {
+    let fd = match open_no_symlinks(path, libc::O_PATH | libc::O_NOFOLLOW) {
         Ok(fd) => fd,
         Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => return Ok(()),
         Err(e) => return Err(e),
@@ -641,7 +644,8 @@ fn git_layer_fd(
             let _ = sys::close(upper);
             r
         }
-        (libc::S_IFDIR | libc::S_IFREG, _) => bind_tree(fd, c"", fd, c"", true),
+        (libc::S_IFDIR, _) => bind_tree(fd, c"", fd, c"", true),
+        (libc::S_IFREG | libc::S_IFLNK, _) => git_link::follow(op, fd, mount, socket),
         _ => Ok(()),
     }
 }

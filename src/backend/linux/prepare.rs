@@ -13,6 +13,11 @@ use std::path::{Path, PathBuf};
 use crate::error::PlanError;
 use crate::plan::{Access, DEV_NODES, Plan, Step};
 
+mod console;
+mod git_link;
+pub use console::Console;
+pub use git_link::GitLink;
+
 /// Where the host's root sits during setup.
 pub const OLD_ROOT: &str = "/oldroot";
 /// Where the sandbox's root is assembled during setup.
@@ -451,6 +456,8 @@ pub struct GitMount {
     /// `/newroot/<root>/.git/objects/pack/<name>.pack`, each pack file the host had:
     /// bound read-only onto itself on the layer.
     pub packs: Vec<CString>,
+    /// When `.git` is a symlink or a `gitdir:` file naming this directory.
+    pub link: Option<GitLink>,
 }
 
 impl GitMount {
@@ -468,7 +475,13 @@ impl GitMount {
                 .iter()
                 .map(|p| cstr(&under(NEW_ROOT, p)))
                 .collect::<Result<_, _>>()?,
+            link: None,
         })
+    }
+
+    /// The same layer, reached through `link`.
+    pub fn with_link(self, link: Option<GitLink>) -> Self {
+        GitMount { link, ..self }
     }
 }
 
@@ -503,6 +516,9 @@ pub struct Exec {
     /// This command's idmapped trees, one per [`Layout::idmapped`] path (detached mounts
     /// the child attaches; close-on-exec, kept through `CloseFds`).
     pub trees: Vec<std::os::fd::OwnedFd>,
+    /// The program's terminal, bound onto `/dev/console` by the [`Op::Dev`] step so that
+    /// it has a name inside ([`Console`]).
+    pub console: Option<Console>,
 }
 
 /// What a command asks for, before preparation.
@@ -558,6 +574,7 @@ impl Exec {
             git: Vec::new(),
             git_socket: -1,
             trees: Vec::new(),
+            console: None,
         })
     }
 

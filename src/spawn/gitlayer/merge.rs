@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
-use super::{GitDrop, GitDropReason};
+use super::{GitDrop, GitDropReason, GitUnguarded};
 use crate::backend::linux::prepare::GitMount;
 use crate::error::{Error, PlanError, SpawnError};
 use crate::plan::{Plan, Step};
@@ -60,6 +60,8 @@ pub(in crate::spawn) struct Session {
     /// child's end), until the spawn is over.
     socket: Option<(OwnedFd, OwnedFd)>,
     dropped: Vec<GitDrop>,
+    /// The `.git` links whose targets get no layer in this command.
+    unguarded: Vec<GitUnguarded>,
     /// The program's pidfd, for a merge after a `Child` dropped unreaped.
     pidfd: Option<OwnedFd>,
     done: bool,
@@ -75,34 +77,43 @@ struct Layer {
     /// The pack files the host had (read-only on the layer, see `freeze_pack` in the
     /// child).
     packs: Vec<PathBuf>,
+    /// The `.git` symlink or file that names `git`, when it is not `.git` itself.
+    link: Option<super::target::Link>,
     upper: Option<OwnedFd>,
 }
 
 impl Session {
     /// Notes each `.git` directory of `plan`'s [`Step::GitLayer`] steps (identity, mode,
-    /// pack files) and makes the socket pair their upper layers will come back through.
-    /// A `.git` that is missing, a file or a symlink gets no layer (the child treats
-    /// those itself). Without any layer this makes no system call beyond the `lstat`s.
+    /// pack files), or the directory a `.git` symlink or `gitdir:` file names inside its
+    /// root ([`super::target`]), and makes the socket pair their upper layers will come
+    /// back through. Anything else gets no layer (the child pins a `.git` symlink or file
+    /// itself). Without any layer this makes no system call beyond the `lstat`s.
     ///
     /// # Errors
     ///
     /// [`SpawnError::Os`] when the socket pair cannot be made.
     pub(in crate::spawn) fn prepare(plan: &Plan) -> Result<Session, Error> {
-        use std::os::unix::fs::MetadataExt;
         let mut session = Session::default();
         for step in &plan.steps {
             let Step::GitLayer { path, .. } = step else {
                 continue;
             };
-            let layer = match std::fs::symlink_metadata(path) {
-                Ok(md) if md.is_dir() => Some(Layer {
-                    git: path.clone(),
-                    identity: (md.dev(), md.ino()),
-                    mode: md.mode() & 0o777 | 0o700,
-                    packs: packs(path),
+            // A `.git` symlink or `gitdir:` file is followed into its root (`target`).
+            let layer = match super::target::find(plan, path) {
+                super::target::Found::Layer(t) => Some(Layer {
+                    packs: packs(&t.dir),
+                    git: t.dir,
+                    identity: t.identity,
+                    mode: t.mode,
+                    link: t.link,
                     upper: None,
                 }),
-                _ => None,
+                super::target::Found::Nothing => None,
+                super::target::Found::Unguarded(u) => {
+                    tracing::warn!("stockade: {u}");
+                    session.unguarded.push(u);
+                    None
+                }
             };
             session.layers.push(layer);
         }
@@ -134,7 +145,10 @@ impl Session {
             .iter()
             .map(|l| {
                 l.as_ref()
-                    .map(|l| GitMount::new(l.identity, l.mode, &l.packs))
+                    .map(|l| {
+                        let link = l.link.as_ref().map(|k| k.prepare(&l.git)).transpose()?;
+                        Ok(GitMount::new(l.identity, l.mode, &l.packs)?.with_link(link))
+                    })
                     .transpose()
             })
             .collect::<Result<_, _>>()?;
@@ -164,7 +178,9 @@ impl Session {
                 tracing::warn!(error = %e, "stockade: the .git layers of a command could not be received; its changes under .git will be lost");
             }
         }
-        for layer in self.layers.iter().flatten().filter(|l| l.upper.is_none()) {
+        // (A link's target kept read-only on purpose sends none.)
+        let missing = |l: &&Layer| l.upper.is_none() && l.link.as_ref().is_none_or(|k| k.layer);
+        for layer in self.layers.iter().flatten().filter(missing) {
             tracing::warn!(git = %layer.git.display(), "stockade: no copy-on-write layer over this .git in this run (no overlayfs in this kernel, or .git replaced since the spawn was prepared): it was read-only");
         }
         if self.layers.iter().flatten().any(|l| l.upper.is_some()) {
@@ -186,6 +202,11 @@ impl Session {
     /// The changes left out by [`Session::finish`].
     pub(in crate::spawn) fn dropped(&self) -> &[GitDrop] {
         &self.dropped
+    }
+
+    /// The `.git` links whose targets got no layer.
+    pub(in crate::spawn) fn unguarded(&self) -> &[GitUnguarded] {
+        &self.unguarded
     }
 }
 
