@@ -54,15 +54,28 @@ pub(crate) fn userns() -> Option<BorrowedFd<'static>> {
     .map(|fd| fd.as_fd())
 }
 
-/// Whether `root` can be bound idmapped here (tried once per root and process).
+/// Trees made by [`supported`] and not used yet: the first command takes them. (Closing
+/// a detached tree that was never attached unmounts it, which waits for an RCU grace
+/// period: a millisecond or more per tree, so a probe must not throw its tree away.)
+static SPARE: OnceLock<Mutex<HashMap<PathBuf, OwnedFd>>> = OnceLock::new();
+
+/// Whether `root` can be bound idmapped here (tried once per root and process; the tree
+/// made to find out is kept for the first command).
 pub(crate) fn supported(root: &Path) -> bool {
     static SEEN: OnceLock<Mutex<HashMap<PathBuf, bool>>> = OnceLock::new();
     let seen = SEEN.get_or_init(Mutex::default);
     if let Some(&ok) = seen.lock().unwrap_or_else(|e| e.into_inner()).get(root) {
         return ok;
     }
-    let ok = match tree(root) {
-        Ok(_) => true,
+    let ok = match make_tree(root) {
+        Ok(tree) => {
+            SPARE
+                .get_or_init(Mutex::default)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(root.to_path_buf(), tree);
+            true
+        }
         Err(e) => {
             tracing::debug!("{} cannot be bound idmapped: {e}", root.display());
             false
@@ -74,6 +87,22 @@ pub(crate) fn supported(root: &Path) -> bool {
     ok
 }
 
+/// A tree of `root` for one command: the spare one [`supported`] made, else a new one
+/// ([`make_tree`]).
+///
+/// # Errors
+///
+/// As [`make_tree`].
+pub(crate) fn tree(root: &Path) -> io::Result<OwnedFd> {
+    let spare = SPARE
+        .get()
+        .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).remove(root));
+    match spare {
+        Some(tree) => Ok(tree),
+        None => make_tree(root),
+    }
+}
+
 /// A detached, recursive, read-only, `nosuid`, `nodev` copy of the mount tree at `root`,
 /// idmapped so that host id 0 shows as [`SHOWN_AS`]; the child attaches it with
 /// `move_mount`. `root` is opened without following symlinks.
@@ -82,7 +111,7 @@ pub(crate) fn supported(root: &Path) -> bool {
 ///
 /// No user namespace for the mapping ([`userns`]), or the kernel's error: `EINVAL` when a
 /// file system under `root` does not support idmapped mounts.
-pub(crate) fn tree(root: &Path) -> io::Result<OwnedFd> {
+fn make_tree(root: &Path) -> io::Result<OwnedFd> {
     let ns = userns().ok_or_else(|| io::Error::from_raw_os_error(libc::EPERM))?;
     let path = CString::new(root.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
