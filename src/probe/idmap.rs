@@ -163,36 +163,20 @@ fn make_userns() -> io::Result<OwnedFd> {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
     let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    // No exit signal: the host's SIGCHLD handling never sees this child; it is reaped
-    // below with `__WCLONE`.
-    let flags = libc::CLONE_NEWUSER as libc::c_ulong;
-    // SAFETY: a fork-like clone (no CLONE_VM: the child gets a copy of the address space).
-    // The child below only makes two raw system calls on memory of its own copy (a read
-    // into a stack byte, exit_group) and never returns into Rust code that could allocate,
-    // lock or unwind, so the copied state of other threads does not matter.
-    let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
-    if pid == 0 {
-        // SAFETY: closes the child's copy of the write end (a number, no memory), so that
-        // the read below ends when the parent closes its own.
-        unsafe { libc::syscall(libc::SYS_close, hold_w.as_raw_fd()) };
-        let mut byte = 0u8;
-        // SAFETY: raw read into a local byte; returns at EOF when the parent closes its
-        // end (or dies).
-        unsafe {
-            libc::syscall(
-                libc::SYS_read,
-                hold_r.as_raw_fd(),
-                std::ptr::from_mut(&mut byte),
-                1usize,
-            )
-        };
-        // SAFETY: ends the child at once; nothing of the copied process runs again.
-        unsafe { libc::syscall(libc::SYS_exit_group, 0) };
-        unreachable!("exit_group returned");
-    }
-    if pid < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    // The child shares this process's memory and fd table (no page tables to copy, which
+    // for a large host would cost milliseconds) and runs `hold` on a stack of its own. No
+    // exit signal: the host's SIGCHLD handling never sees it; it is reaped below with
+    // `__WCLONE`.
+    let mut stack = vec![0u8; 64 * 1024];
+    let top = stack.as_mut_ptr_range().end.cast::<libc::c_void>();
+    let flags = libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_NEWUSER;
+    let arg = hold_r.as_raw_fd() as usize as *mut libc::c_void;
+    // SAFETY: `top` is the end of a 64 KiB buffer that outlives the child (it is freed
+    // only after the child is reaped below), and x86_64/aarch64 stacks grow down from it.
+    // `hold` makes only errno-free raw system calls on its own stack and its argument (an
+    // fd number, open until this function closes it), so sharing memory with every other
+    // thread of the host is safe.
+    let pid = unsafe { libc::clone(hold, top, flags, arg) };
     let pid = pid as libc::pid_t;
     let result = (|| {
         let map = format!("0 {SHOWN_AS} 1\n");
@@ -203,12 +187,27 @@ fn make_userns() -> io::Result<OwnedFd> {
         let ns = std::fs::File::open(proc.join("ns/user"))?;
         Ok(OwnedFd::from(ns))
     })();
+    // The child's read ends at EOF once the only write end, shared through the fd table,
+    // is closed.
     drop(hold_w);
-    drop(hold_r);
     let mut status = 0;
     // SAFETY: waits for our own child; `status` is a local the kernel writes.
     unsafe { libc::waitpid(pid, &mut status, libc::__WCLONE) };
+    drop(hold_r);
+    drop(stack);
     result
+}
+
+/// The mapping child: waits until the parent closes the pipe's write end, then exits.
+/// Runs on its own stack in the parent's memory (`CLONE_VM`): no allocation, no errno
+/// (the `sys` calls return the kernel's error directly).
+extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the read end's fd number, kept open by `make_userns` until this
+    // child is reaped.
+    let fd = unsafe { stockade_sys::BorrowedFd::borrow_raw(arg as usize as i32) };
+    let mut byte = [0u8; 1];
+    let _ = stockade_sys::linux::read(fd, &mut byte);
+    stockade_sys::linux::exit_group(0)
 }
 
 #[cfg(test)]
@@ -216,7 +215,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn root_binds_show_root_files_as_nobody_and_others_as_overflow() {
+    fn a_root_hosts_idmapped_tree_shows_root_files_as_nobody() {
         // SAFETY: geteuid has no arguments and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             assert!(userns().is_none());
@@ -231,13 +230,16 @@ mod tests {
                 !required,
                 "root without a user namespace for idmapped binds"
             );
-            eprintln!("SKIP root_binds_show_root_files_as_nobody: no user namespace");
+            eprintln!(
+                "SKIP a_root_hosts_idmapped_tree_shows_root_files_as_nobody: no user namespace"
+            );
             return;
         }
         let t = tree(Path::new("/usr")).expect("an idmapped /usr");
-        // SAFETY: fstatat on an fd we own with an empty path; `st` is a local.
+        // SAFETY: `libc::stat` is plain integers, for which all zeroes is a valid value.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
+        // SAFETY: fstatat with an empty path on the tree fd we own writes one `stat` into
+        // the local `st`.
         let r = unsafe { libc::fstatat(t.as_raw_fd(), c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH) };
         assert_eq!(r, 0);
         assert_eq!((st.st_uid, st.st_gid), (SHOWN_AS, SHOWN_AS));
