@@ -319,6 +319,9 @@ impl Layout {
     }
 }
 
+/// The child's operation for one layout step (the `.git` layers and idmapped binds are
+/// numbered by [`Layout::new`]). Steps without a path map 1:1; binds, tmpfs, `/dev` and
+/// masks have a helper each.
 fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
     Ok(match step {
         Step::DieWithParent => Op::DieWithParent,
@@ -336,48 +339,14 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             dir,
             beneath,
             ..
-        } => {
-            let ro = *access != Access::ReadWrite;
-            if beneath.is_some() {
-                Op::BindBeneath {
-                    path: cstr(&under(NEW_ROOT, dst))?,
-                    ro,
-                }
-            } else {
-                Op::Bind {
-                    src: cstr(&under(OLD_ROOT, src))?,
-                    dst: cstr(&under(NEW_ROOT, dst))?,
-                    mkdirs: mkdirs(dst, *dir)?,
-                    dir: *dir,
-                    ro,
-                    idmap: None,
-                }
-            }
-        }
+        } => prepare_bind(src, dst, *access, *dir, beneath.is_some())?,
         Step::Symlink { link, target } => Op::Symlink {
             target: cstr(target)?,
-            link: cstr(&under(NEW_ROOT, link))?,
+            link: inside(link)?,
             mkdirs: mkdirs(link, false)?,
         },
-        Step::Tmpfs { dst, size, mode } => Op::Tmpfs {
-            dst: cstr(&under(NEW_ROOT, dst))?,
-            mkdirs: mkdirs(dst, true)?,
-            data: CString::new(format!("size={size},mode={mode:o}"))
-                .map_err(|_| PlanError::Nul(dst.clone()))?,
-        },
-        Step::Dev => {
-            let mut nodes = Vec::new();
-            for n in DEV_NODES {
-                let host = Path::new("/dev").join(n);
-                if host.exists() {
-                    nodes.push((
-                        cstr(&under(OLD_ROOT, &host))?,
-                        cstr(&under(NEW_ROOT, &host))?,
-                    ));
-                }
-            }
-            Op::Dev { nodes }
-        }
+        Step::Tmpfs { dst, size, mode } => prepare_tmpfs(dst, *size, *mode)?,
+        Step::Dev => prepare_dev()?,
         Step::Proc { fallback } => Op::Proc {
             fallback: *fallback,
         },
@@ -386,36 +355,19 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             dir,
             beneath,
             identity,
-        } => {
-            let inside = cstr(&under(NEW_ROOT, path))?;
-            if *dir {
-                Op::MaskDir {
-                    path: inside,
-                    beneath: beneath.is_some(),
-                    identity: *identity,
-                }
-            } else {
-                Op::MaskFile { path: inside }
-            }
-        }
+        } => prepare_mask(path, *dir, beneath.is_some(), *identity)?,
         Step::Pin { path, .. } => Op::Pin {
-            path: cstr(&under(NEW_ROOT, path))?,
+            path: inside(path)?,
         },
         Step::HideName { path } => Op::HideName {
-            path: cstr(&under(NEW_ROOT, path))?,
+            path: inside(path)?,
         },
         Step::GuardName { path } => Op::GuardName {
-            path: cstr(&under(NEW_ROOT, path))?,
+            path: inside(path)?,
         },
         Step::GuardPin { path } => Op::GuardPin {
-            path: cstr(&under(NEW_ROOT, path))?,
+            path: inside(path)?,
         },
-        // Numbered in order by `Layout::new`.
-        Step::GitLayer { .. } => {
-            return Err(PlanError::Conflict(format!(
-                "step `{step}` is numbered by the layout"
-            )));
-        }
         Step::PivotRoot => Op::PivotRoot,
         Step::RootReadOnly => Op::RootReadOnly,
         Step::LoopbackUp => Op::LoopbackUp,
@@ -427,20 +379,99 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::Landlock => Op::Landlock,
         Step::Seccomp => Op::Seccomp,
         Step::Exit => Op::Exit,
-        // The Seatbelt step belongs to macOS plans, never to a Linux layout.
-        Step::SandboxInit => {
-            return Err(PlanError::Conflict(format!("step `{step}` is macOS only")));
-        }
-        // Per-command steps are prepared by `Exec::new`, never in a layout.
-        Step::Stdio
+        Step::GitLayer { .. }
+        | Step::SandboxInit
+        | Step::Stdio
         | Step::CloseFds
         | Step::Chdir(_)
         | Step::ControllingTerminal(_)
-        | Step::Exec(_) => {
-            return Err(PlanError::Conflict(format!(
-                "step `{step}` cannot be part of a layout"
-            )));
+        | Step::Exec(_) => return Err(not_in_layout(step)),
+    })
+}
+
+/// `/newroot/<p>`, the path `p` inside during setup.
+fn inside(p: &Path) -> Result<CString, PlanError> {
+    cstr(&under(NEW_ROOT, p))
+}
+
+/// A bind from the host (its source under `/oldroot`), or, inside a writable root
+/// (`beneath`), of the path onto itself.
+fn prepare_bind(
+    src: &Path,
+    dst: &Path,
+    access: Access,
+    dir: bool,
+    beneath: bool,
+) -> Result<Op, PlanError> {
+    let ro = access != Access::ReadWrite;
+    Ok(if beneath {
+        Op::BindBeneath {
+            path: inside(dst)?,
+            ro,
         }
+    } else {
+        Op::Bind {
+            src: cstr(&under(OLD_ROOT, src))?,
+            dst: inside(dst)?,
+            mkdirs: mkdirs(dst, dir)?,
+            dir,
+            ro,
+            idmap: None,
+        }
+    })
+}
+
+/// A tmpfs with its size limit and root mode as mount data.
+fn prepare_tmpfs(dst: &Path, size: u64, mode: u32) -> Result<Op, PlanError> {
+    Ok(Op::Tmpfs {
+        dst: inside(dst)?,
+        mkdirs: mkdirs(dst, true)?,
+        data: CString::new(format!("size={size},mode={mode:o}"))
+            .map_err(|_| PlanError::Nul(dst.to_path_buf()))?,
+    })
+}
+
+/// `/dev`, with each of the host's [`DEV_NODES`] that exists.
+fn prepare_dev() -> Result<Op, PlanError> {
+    let mut nodes = Vec::new();
+    for n in DEV_NODES {
+        let host = Path::new("/dev").join(n);
+        if host.exists() {
+            nodes.push((cstr(&under(OLD_ROOT, &host))?, inside(&host)?));
+        }
+    }
+    Ok(Op::Dev { nodes })
+}
+
+/// A mask: an empty read-only tmpfs over a directory (checked against `identity` and
+/// opened without symlinks when `beneath` a writable root), `/dev/null` over a file.
+fn prepare_mask(
+    path: &Path,
+    dir: bool,
+    beneath: bool,
+    identity: Option<(u64, u64)>,
+) -> Result<Op, PlanError> {
+    let path = inside(path)?;
+    Ok(if dir {
+        Op::MaskDir {
+            path,
+            beneath,
+            identity,
+        }
+    } else {
+        Op::MaskFile { path }
+    })
+}
+
+/// Why `step` has no operation of its own in a layout.
+fn not_in_layout(step: &Step) -> PlanError {
+    PlanError::Conflict(match step {
+        // Numbered in order by `Layout::new`.
+        Step::GitLayer { .. } => format!("step `{step}` is numbered by the layout"),
+        // The Seatbelt step belongs to macOS plans, never to a Linux layout.
+        Step::SandboxInit => format!("step `{step}` is macOS only"),
+        // Per-command steps are prepared by `Exec::new`, never in a layout.
+        _ => format!("step `{step}` cannot be part of a layout"),
     })
 }
 

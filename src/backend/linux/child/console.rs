@@ -1,6 +1,12 @@
 //! Child side of the program's terminal as `/dev/console` (see
 //! [`crate::backend::linux::prepare::Console`] on why). Part of the `/dev` step, before
 //! `pivot_root`, while the host's devpts is still reachable under `/oldroot`.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use core::ffi::{CStr, c_uint};
 
@@ -8,7 +14,8 @@ use stockade_sys::linux as sys;
 use stockade_sys::linux::CWD;
 use stockade_sys::{BorrowedFd, Errno};
 
-use super::{R, create_file, open_no_symlinks};
+use super::R;
+use super::mounts::{create_file, open_no_symlinks};
 use crate::backend::linux::prepare::Console;
 
 const CONSOLE: &CStr = c"/newroot/dev/console";

@@ -1,11 +1,19 @@
 //! Child side of a `.git` symlink or `gitdir:` file (see
 //! `crate::spawn::gitlayer::target`): pin it, and layer the directory it names inside its
 //! writable root.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use stockade_sys::linux as sys;
 use stockade_sys::{BorrowedFd, Errno};
 
-use super::{R, bind_tree, git_layer_fd, open_no_symlinks};
+use super::R;
+use super::git_layer::layer_fd;
+use super::mounts::{bind_tree, open_no_symlinks};
 use crate::backend::linux::prepare::{GitMount, Op};
 
 /// `fd` is `<root>/.git`, a symlink or a regular file, opened without following it. It is
@@ -47,9 +55,9 @@ pub(super) fn follow(
         Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => return Ok(()),
         Err(e) => return Err(e),
     };
-    // Without a layer, `git_layer_fd` binds the directory read-only.
+    // Without a layer, `layer_fd` binds the directory read-only.
     let layer = if link.layer { Some(m) } else { None };
-    let r = git_layer_fd(op, dir.as_fd(), layer, socket);
+    let r = layer_fd(op, dir.as_fd(), layer, socket);
     let _ = sys::close(dir);
     r
 }
