@@ -423,6 +423,10 @@ fn run(
     for f in &findings {
         eprintln!("stockade: leak: {f}");
     }
+    // Changes under `.git` that stayed in the copy-on-write layer (hooks, config, …).
+    for d in child.git_dropped() {
+        eprintln!("stockade: .git change dropped: {d}");
+    }
     match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),

@@ -658,6 +658,39 @@ fn a_run_without_git_changes_merges_nothing_and_git_status_inside_works() {
     assert_eq!(git(&bare, &["log", "--format=%s"]), "mine\n");
 }
 
+/// `stockade run` names each change under `.git` that stayed in the layer, and the host's
+/// repository has none of them.
+#[test]
+fn the_cli_reports_dropped_git_changes() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let out = std::process::Command::new(common::stockade_exe())
+        .args([
+            "run",
+            "--layer",
+            "full",
+            "--fallback",
+            "refuse",
+            "--workspace",
+        ])
+        .arg(&repo.ws)
+        .args(["--", "sh", "-c", "echo 'exit 0' > .git/hooks/pre-commit"])
+        .current_dir(&repo.ws)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let hook = repo.git_dir().join("hooks/pre-commit");
+    assert!(
+        stderr.contains(&format!(
+            "stockade: .git change dropped: {}: not merged back",
+            hook.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!hook.exists());
+}
+
 #[test]
 fn a_layer_is_bounded_like_tmp() {
     require!(Feature::UserNs);
