@@ -829,17 +829,18 @@ int main(int argc, char **argv) {
                 let f = filter.clone();
                 let mut c = StdCommand::new(argv[0]);
                 c.args(&argv[1..]);
+                let install = move || {
+                    sys::prctl_set_no_new_privs()
+                        .map_err(|e| std::io::Error::from_raw_os_error(e.raw()))?;
+                    // SAFETY: stockade's filter fakes no success (ALLOW, KILL_PROCESS, ERRNO
+                    // of EPERM or ENOSYS); the child execs next.
+                    unsafe { sys::seccomp_set_mode_filter(0, f.instructions()) }
+                        .map_err(|e| std::io::Error::from_raw_os_error(e.raw()))?;
+                    Ok(())
+                };
                 // SAFETY: the closure runs in the forked child before exec and only makes
                 // two raw system calls (no allocation, no locks).
-                unsafe {
-                    c.pre_exec(move || {
-                        sys::prctl_set_no_new_privs()
-                            .map_err(|e| std::io::Error::from_raw_os_error(e.raw()))?;
-                        sys::seccomp_set_mode_filter(0, f.instructions())
-                            .map_err(|e| std::io::Error::from_raw_os_error(e.raw()))?;
-                        Ok(())
-                    })
-                };
+                unsafe { c.pre_exec(install) };
                 run_std(&mut c)
             })
         };

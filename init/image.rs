@@ -44,8 +44,14 @@ core::arch::global_asm!(
 );
 
 /// Reads `argc`, `argv` and `envp` from the initial stack at `sp` and runs the init.
-extern "C" fn entry(sp: *const usize) -> ! {
-    // SAFETY: `_start` passes the initial stack pointer, where the kernel stored `argc`.
+///
+/// # Safety
+///
+/// `sp` is the process's initial stack pointer as the kernel set it up: `_start` is the
+/// only caller.
+unsafe extern "C" fn entry(sp: *const usize) -> ! {
+    // SAFETY: `sp` is the initial stack pointer (the caller's guarantee), where the kernel
+    // stored `argc`.
     let argc = unsafe { *sp };
     let argv = sp.wrapping_add(1).cast::<*const u8>();
     let envp = argv.wrapping_add(argc + 1);

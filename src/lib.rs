@@ -93,7 +93,9 @@
 //! copy-on-write layer per command: git works inside, and when the program has ended only
 //! the object database, refs, reflogs, the index, `HEAD` and git's `*_HEAD` and message
 //! files reach the host; every other change is dropped and reported by
-//! [`Child::git_dropped`]. Layer 2 cannot do this (see `SECURITY.md`).
+//! [`Child::git_dropped`]. A `.git` symlink or `gitdir:` file is followed into the same
+//! root (and pinned); one naming metadata elsewhere is reported by
+//! [`Child::git_unguarded`]. Layer 2 cannot do this (see `SECURITY.md`).
 //!
 //! # Test strategy
 //!
@@ -157,5 +159,6 @@ pub use probe::{Availability, Capabilities};
 #[cfg(unix)]
 pub use spawn::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,
-    PlanDescription, PlanNamespaces, Sandbox, Stdio, macos_profile,
+    GitUnguarded, GitUnguardedReason, PlanDescription, PlanNamespaces, Sandbox, Stdio,
+    macos_profile,
 };

@@ -378,33 +378,12 @@ fn run(
         return fail(125, "no program given");
     };
     if scrub {
-        // The passed-through variables are typically tokens (GH_TOKEN): known secrets.
-        let known = sandbox
-            .policy()
-            .passthrough_env
-            .iter()
-            .filter_map(std::env::var_os)
-            .map(|v| v.into_encoded_bytes())
-            .collect::<Vec<_>>();
-        sandbox.set_secrets(known);
+        sandbox.set_secrets(passthrough_values(&sandbox));
     }
-    let mut cmd = sandbox.command(prog);
-    cmd.args(rest);
-    if let Some(c) = cwd {
-        cmd.current_dir(c);
-    }
-    for kv in env {
-        let Some((k, v)) = kv.split_once('=') else {
-            return fail(125, format!("--env {kv:?}: expected NAME=VALUE"));
-        };
-        cmd.env(k, v);
-    }
-    for kv in secret_env {
-        let Some((k, v)) = kv.split_once('=') else {
-            return fail(125, "--secret-env: expected NAME=VALUE");
-        };
-        cmd.secret_env(k, v);
-    }
+    let mut cmd = match command(&sandbox, prog, rest, cwd, env, secret_env) {
+        Ok(cmd) => cmd,
+        Err(code) => return code,
+    };
     let keep_session = sandbox.policy().keep_session;
     // The program gets a terminal of its own, and pipes instead of the caller's files
     // (see `relay`). Keeping the caller's session keeps its terminal.
@@ -422,16 +401,14 @@ fn run(
             );
         }
     };
-    let spawned = cmd.spawn();
-    warn_degraded(&sandbox);
-    let mut child = match spawned {
+    let mut child = match spawn(&mut cmd, &sandbox) {
         Ok(c) => c,
-        Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => return fail_with(127, &e),
-        Err(Error::Spawn(e @ SpawnError::Setup { .. })) if is_exec_failure(&e) => {
-            return fail_with(126, &e);
-        }
-        Err(e) => return fail_with(125, &e),
+        Err(code) => return code,
     };
+    // A `.git` link whose repository metadata runs without the `.git` layer.
+    for u in child.git_unguarded() {
+        eprintln!("stockade: warning: {u}");
+    }
     let running = match relay.start(cmd, &mut child) {
         Ok(r) => r,
         Err(e) => {
@@ -446,9 +423,71 @@ fn run(
     for f in &findings {
         eprintln!("stockade: leak: {f}");
     }
+    // Changes under `.git` that stayed in the copy-on-write layer (hooks, config, …).
+    for d in child.git_dropped() {
+        eprintln!("stockade: .git change dropped: {d}");
+    }
     match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),
+    }
+}
+
+/// The values of the passed-through variables, for `--scrub`: they are typically tokens
+/// (GH_TOKEN), so known secrets.
+fn passthrough_values(sandbox: &Sandbox) -> Vec<Vec<u8>> {
+    sandbox
+        .policy()
+        .passthrough_env
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(|v| v.into_encoded_bytes())
+        .collect()
+}
+
+/// The command for `prog` with `rest` as its arguments, the working directory and the
+/// variables of `--env` and `--secret-env`; exit code 125 for a variable without `=`.
+fn command(
+    sandbox: &Sandbox,
+    prog: &OsString,
+    rest: &[OsString],
+    cwd: Option<PathBuf>,
+    env: &[String],
+    secret_env: &[String],
+) -> Result<stockade::Command, ExitCode> {
+    let mut cmd = sandbox.command(prog);
+    cmd.args(rest);
+    if let Some(c) = cwd {
+        cmd.current_dir(c);
+    }
+    for kv in env {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(fail(125, format!("--env {kv:?}: expected NAME=VALUE")));
+        };
+        cmd.env(k, v);
+    }
+    for kv in secret_env {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(fail(125, "--secret-env: expected NAME=VALUE"));
+        };
+        cmd.secret_env(k, v);
+    }
+    Ok(cmd)
+}
+
+/// Spawns `cmd` and says whether the sandbox runs degraded. A failure gives its exit
+/// status: 127 when the program was not found, 126 when it could not be executed, 125
+/// for any other setup error.
+fn spawn(cmd: &mut stockade::Command, sandbox: &Sandbox) -> Result<stockade::Child, ExitCode> {
+    let spawned = cmd.spawn();
+    warn_degraded(sandbox);
+    match spawned {
+        Ok(c) => Ok(c),
+        Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => Err(fail_with(127, &e)),
+        Err(Error::Spawn(e @ SpawnError::Setup { .. })) if is_exec_failure(&e) => {
+            Err(fail_with(126, &e))
+        }
+        Err(e) => Err(fail_with(125, &e)),
     }
 }
 

@@ -26,6 +26,9 @@ use serde::Serialize;
 
 use crate::policy::Layer;
 
+#[cfg(target_os = "linux")]
+pub(crate) mod idmap;
+
 /// Whether one feature is usable, and if not, why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Availability {

@@ -15,7 +15,9 @@
 //!   own, opened here on the host's devpts, as `ssh -t` and `docker run -t` do. Its slave
 //!   is the program's stdin, stdout and stderr wherever the caller's are terminals, and
 //!   the program's controlling terminal (in its own session), so `^C`, `^Z`, `/dev/tty`,
-//!   job control and `SIGWINCH` work inside as on any terminal. The slave starts with the
+//!   job control and `SIGWINCH` work inside as on any terminal (on the full layer, whose
+//!   devpts is the sandbox's own, the slave is found as `/dev/console`, so `tty` names
+//!   it: see `backend::linux::prepare::Console`). The slave starts with the
 //!   caller's modes and window size; while the program runs the caller's terminal is in
 //!   raw mode (when stdin is the terminal and `stockade` is in its foreground) and every
 //!   byte typed goes to the program, which echoes and interprets it on its own terminal.

@@ -658,6 +658,39 @@ fn a_run_without_git_changes_merges_nothing_and_git_status_inside_works() {
     assert_eq!(git(&bare, &["log", "--format=%s"]), "mine\n");
 }
 
+/// `stockade run` names each change under `.git` that stayed in the layer, and the host's
+/// repository has none of them.
+#[test]
+fn the_cli_reports_dropped_git_changes() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let out = std::process::Command::new(common::stockade_exe())
+        .args([
+            "run",
+            "--layer",
+            "full",
+            "--fallback",
+            "refuse",
+            "--workspace",
+        ])
+        .arg(&repo.ws)
+        .args(["--", "sh", "-c", "echo 'exit 0' > .git/hooks/pre-commit"])
+        .current_dir(&repo.ws)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let hook = repo.git_dir().join("hooks/pre-commit");
+    assert!(
+        stderr.contains(&format!(
+            "stockade: .git change dropped: {}: not merged back",
+            hook.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!hook.exists());
+}
+
 #[test]
 fn a_layer_is_bounded_like_tmp() {
     require!(Feature::UserNs);
@@ -676,6 +709,243 @@ fn a_layer_is_bounded_like_tmp() {
     assert!(drops.is_empty(), "{drops:#?}");
     assert!(!repo.git_dir().join("big").exists());
     assert_eq!(git(&repo.ws, &["log", "--format=%s"]), "small\nhost\n");
+}
+
+/// Moves the repository's metadata to `ws/<to>` and leaves `.git` as a symlink to it
+/// (written as `link`), the way a host keeps its git dir elsewhere in the project.
+fn move_git(repo: &Repo, to: &str, link: &Path) -> PathBuf {
+    let real = repo.ws.join(to);
+    std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+    std::fs::rename(repo.git_dir(), &real).unwrap();
+    std::os::unix::fs::symlink(link, repo.git_dir()).unwrap();
+    real
+}
+
+/// What every test of a `.git` link inside the workspace plants and tries: a hook and a
+/// `core.fsmonitor` written through the link and through the target's own path, a commit,
+/// and renaming the link, the target and the directories between away (`rename(2)`
+/// itself: `mv` would fall back to copying and deleting what it can).
+fn plant_through_link(repo: &Repo, target: &str, between: &str) -> String {
+    let fsmonitor = format!("[core]\\n\\tfsmonitor = {}\\n", repo.script().display());
+    format!(
+        "{plant}\n\
+         rn() {{ python3 -c 'import os, sys; os.rename(*sys.argv[1:])' \"$1\" \"$2\" 2>/dev/null; }}\n\
+         printf '{fsmonitor}' >> .git/config || echo config refused\n\
+         cp evil/run.sh .git/hooks/post-checkout || echo hook refused\n\
+         printf '{fsmonitor}' > {target}/config.worktree || echo config.worktree refused\n\
+         echo two > two.txt && g add two.txt && g commit -qm two >/dev/null && echo committed\n\
+         rm -f .git 2>/dev/null || echo link pinned\n\
+         rn .git moved || echo link not moved\n\
+         rn {target} moved || echo target pinned\n\
+         rn {between} moved || echo between pinned\n\
+         test -e moved && echo MOVED\n\
+         echo REV; git rev-parse HEAD\n",
+        plant = repo.plant_script(),
+    )
+}
+
+/// The host side of [`plant_through_link`]: the commit is the host's, the plants are not,
+/// and each is reported with its path under the real metadata.
+fn assert_link_guarded(repo: &Repo, real: &Path, link: &Path, out: &str, drops: &[GitDrop]) {
+    assert!(out.contains("committed\n"), "{out}");
+    for line in [
+        "link pinned",
+        "link not moved",
+        "target pinned",
+        "between pinned",
+    ] {
+        assert!(out.contains(&format!("{line}\n")), "{line}: {out}");
+    }
+    assert!(!out.contains("MOVED"), "{out}");
+    let rev = out.split("REV\n").nth(1).expect("rev printed");
+    assert_eq!(std::fs::read_link(repo.git_dir()).unwrap(), link);
+    assert_eq!(git(&repo.ws, &["rev-parse", "HEAD"]), rev);
+    assert_eq!(git(&repo.ws, &["log", "--format=%s"]), "two\nhost\n");
+    assert!(!real.join("hooks/post-checkout").exists());
+    assert!(!real.join("config.worktree").exists());
+    git(&repo.ws, &["status", "--porcelain"]);
+    git(&repo.ws, &["checkout", "-q", "-b", "other"]);
+    repo.assert_no_marker("host git status and checkout through the link");
+    for p in ["config", "hooks/post-checkout", "config.worktree"] {
+        assert_dropped(drops, &real.join(p));
+    }
+    git(&repo.ws, &["fsck", "--no-progress", "--strict"]);
+}
+
+#[test]
+fn a_git_symlink_into_the_workspace_gets_the_layer() {
+    require!(Feature::UserNs);
+    for (to, link) in [
+        ("realgit", PathBuf::from("realgit")),
+        ("sub/dir", PathBuf::from("./sub/../sub/dir")),
+    ] {
+        let repo = Repo::new();
+        let real = move_git(&repo, to, &link);
+        let config_before = std::fs::read(real.join("config")).unwrap();
+        let sb = full(&repo.ws);
+        let between = if to == "sub/dir" { "sub" } else { "realgit" };
+        let mut child = spawn(&sb, &plant_through_link(&repo, to, between));
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "{to}: {out}");
+        assert!(
+            child.git_unguarded().is_empty(),
+            "{to}: {:?}",
+            child.git_unguarded()
+        );
+        assert_eq!(std::fs::read(real.join("config")).unwrap(), config_before);
+        assert_link_guarded(&repo, &real, &link, &out, child.git_dropped());
+    }
+}
+
+#[test]
+fn a_gitdir_file_naming_metadata_in_the_workspace_gets_the_layer() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let real = repo.ws.join("meta/repo.git");
+    std::fs::create_dir(repo.ws.join("meta")).unwrap();
+    std::fs::rename(repo.git_dir(), &real).unwrap();
+    // Relative to the file's directory, as git writes it for submodules; the host's git
+    // reads it so.
+    std::fs::write(repo.git_dir(), "gitdir: meta/repo.git\n").unwrap();
+    assert_eq!(git(&repo.ws, &["log", "--format=%s"]), "host\n");
+    let sb = full(&repo.ws);
+    let (out, drops) = run(
+        &sb,
+        &format!(
+            "{}echo 'gitdir: evil/git' > .git || echo file refused\n\
+             cp evil/run.sh meta/repo.git/hooks/post-checkout\n\
+             printf '[core]\\n\\tfsmonitor = {}\\n' >> meta/repo.git/config\n",
+            // (The shell does not read a `.git` file: its plants through `.git/` fail.)
+            plant_through_link(&repo, "meta/repo.git", "meta"),
+            repo.script().display()
+        ),
+    );
+    assert!(out.contains("file refused\n"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(repo.git_dir()).unwrap(),
+        "gitdir: meta/repo.git\n"
+    );
+    // `assert_link_guarded` reads the link; a file has none to read.
+    assert!(
+        out.contains("committed\n") && out.contains("between pinned\n"),
+        "{out}"
+    );
+    assert!(!real.join("hooks/post-checkout").exists());
+    git(&repo.ws, &["status", "--porcelain"]);
+    git(&repo.ws, &["checkout", "-q", "-b", "other"]);
+    repo.assert_no_marker("host git status and checkout through the gitdir file");
+    assert_eq!(git(&repo.ws, &["log", "--format=%s"]), "two\nhost\n");
+    for p in ["config", "hooks/post-checkout", "config.worktree"] {
+        assert_dropped(&drops, &real.join(p));
+    }
+}
+
+#[test]
+fn a_git_link_outside_the_workspace_is_reported_and_not_writable_through() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let (_o, other) = var_tempdir();
+    let outside = Repo::new();
+    std::fs::remove_dir_all(repo.git_dir()).unwrap();
+    std::os::unix::fs::symlink(outside.git_dir(), repo.git_dir()).unwrap();
+    let config_before = std::fs::read(outside.git_dir().join("config")).unwrap();
+    let sb = full(&repo.ws);
+    let mut child = spawn(
+        &sb,
+        &format!(
+            "touch .git/hooks/post-checkout 2>/dev/null || echo hooks refused\n\
+             (echo x >> .git/config) 2>/dev/null || echo config refused\n\
+             rm -f .git 2>/dev/null || echo link pinned\n\
+             ln -sfn {} .git 2>/dev/null || echo link kept\n",
+            other.display()
+        ),
+    );
+    assert_eq!(
+        child.git_unguarded(),
+        [stockade::GitUnguarded {
+            path: repo.git_dir(),
+            target: outside.git_dir(),
+            reason: stockade::GitUnguardedReason::Outside,
+        }]
+    );
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "{out}");
+    assert_eq!(
+        out, "hooks refused\nconfig refused\nlink pinned\nlink kept\n",
+        "{out}"
+    );
+    assert!(child.git_dropped().is_empty());
+    assert!(!outside.git_dir().join("hooks/post-checkout").exists());
+    assert_eq!(
+        std::fs::read(outside.git_dir().join("config")).unwrap(),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read_link(repo.git_dir()).unwrap(),
+        outside.git_dir()
+    );
+    // The CLI says so, as it says when the layer is weaker than asked.
+    let cli = std::process::Command::new(common::stockade_exe())
+        .args([
+            "run",
+            "--layer",
+            "full",
+            "--fallback",
+            "refuse",
+            "--workspace",
+        ])
+        .arg(&repo.ws)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(cli.status.success());
+    let stderr = String::from_utf8_lossy(&cli.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "stockade: warning: {} names {}, outside its writable root",
+            repo.git_dir().display(),
+            outside.git_dir().display()
+        )),
+        "{stderr}"
+    );
+    // A link that cannot be followed without another symlink, or to nothing: reported,
+    // and runs go on.
+    std::fs::remove_file(repo.git_dir()).unwrap();
+    std::os::unix::fs::symlink(&other, repo.ws.join("hop")).unwrap();
+    std::os::unix::fs::symlink("hop", repo.git_dir()).unwrap();
+    let out = sb.command("true").output().unwrap();
+    assert!(out.status.success());
+    let mut child = sb.command("true").spawn().unwrap();
+    assert_eq!(
+        child.git_unguarded()[0].reason,
+        stockade::GitUnguardedReason::Unresolved(libc::ELOOP)
+    );
+    child.wait().unwrap();
+    // A linked worktree's .git file names its git dir in the main repository.
+    let (_t, wt_parent) = var_tempdir();
+    let wt = wt_parent.join("wt");
+    git(
+        &outside.ws,
+        &["worktree", "add", "-q", wt.to_str().unwrap()],
+    );
+    let mut child = full(&wt).command("true").spawn().unwrap();
+    assert_eq!(
+        child.git_unguarded()[0].reason,
+        stockade::GitUnguardedReason::Outside
+    );
+    child.wait().unwrap();
 }
 
 /// A limit SECURITY.md states, pinned so that the text changes if the behaviour does:
@@ -737,6 +1007,21 @@ fn layer_two_leaves_git_as_writable_as_the_workspace() {
         std::fs::read_to_string(repo.git_dir().join("commondir")).unwrap(),
         "/elsewhere\n"
     );
+    // The same through a `.git` symlink into the workspace: what it names is as writable
+    // as the workspace, like a `.git` directory there.
+    let real = move_git(&repo, "realgit", Path::new("realgit"));
+    sh_ok(&sb, "echo /again > .git/commondir");
+    assert_eq!(
+        std::fs::read_to_string(real.join("commondir")).unwrap(),
+        "/again\n"
+    );
+    // A `.git` symlink out of the workspace leads nowhere writable.
+    let outside = Repo::new();
+    std::fs::remove_file(repo.git_dir()).unwrap();
+    std::os::unix::fs::symlink(outside.git_dir(), repo.git_dir()).unwrap();
+    let out = common::sh(&sb, "echo /elsewhere > .git/commondir");
+    assert!(!out.status.success());
+    assert!(!outside.git_dir().join("commondir").exists());
 }
 
 #[test]

@@ -164,10 +164,15 @@ fn no_allocation_between_clone_and_exec_in_the_full_layer() {
     std::fs::create_dir_all(ws.path().join(".git/objects/pack")).unwrap();
     std::fs::write(ws.path().join(".git/objects/pack/pack-0.pack"), "").unwrap();
     std::fs::write(extra.path().join(".git"), "gitdir: /nowhere\n").unwrap();
+    // A `.git` symlink into its root: the link and the directory between pinned, the
+    // target layered.
+    let linked = tempdir();
+    std::fs::create_dir_all(linked.path().join("sub/real/objects/pack")).unwrap();
+    std::os::unix::fs::symlink("sub/real", linked.path().join(".git")).unwrap();
     let mut p = Policy::with_workspace(ws.path());
     p.data_dir = Some(ws.path().join("a/data"));
     p.tools_dir = Some(tools.path().to_path_buf());
-    p.writable_paths = vec![extra.path().to_path_buf()];
+    p.writable_paths = vec![extra.path().to_path_buf(), linked.path().to_path_buf()];
     p.network = Network::None;
     let sb = Sandbox::new(p).unwrap();
     for _ in 0..20 {
@@ -179,6 +184,16 @@ fn no_allocation_between_clone_and_exec_in_the_full_layer() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+
+    // A terminal as stdio: bound onto /dev/console.
+    let (_master, slave, _) = common::openpty();
+    let out = sb
+        .command("sh")
+        .args(["-c", "test -c /dev/console && exit 6"])
+        .stdin(stockade::Stdio::from(slave))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6));
 
     // The exec path that searches PATH and fails.
     let err = sb.command("stockade-no-such-program").spawn().unwrap_err();

@@ -331,6 +331,46 @@ fn a_command_keeps_its_stdio_and_spawns_again_like_std() {
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "line\nline\n");
 }
 
+/// What coding agents run: a Rust project made and built with the caller's toolchain
+/// (bound read-only by `read_only`, its sysroot found with `rustc --print sysroot`), node
+/// and make, in a workspace outside `/tmp`, on both layers; the host tree afterwards holds
+/// the project and nothing else.
+#[test]
+fn callers_toolchain_cargo_node_and_make_work_inside() {
+    let sysroot = std::process::Command::new(std::env::var_os("RUSTC").unwrap_or("rustc".into()))
+        .args(["--print", "sysroot"])
+        .output()
+        .expect("rustc --print sysroot");
+    assert!(sysroot.status.success());
+    let sysroot = PathBuf::from(String::from_utf8(sysroot.stdout).unwrap().trim());
+    for layer in [Layer::Full, Layer::Landlock] {
+        if layer == Layer::Full {
+            require!(Feature::UserNs);
+        }
+        let (_w, ws) = var_tempdir();
+        let sb = sandbox_on(layer, &ws, |p| p.read_only = vec![sysroot.clone()]);
+        let s = sysroot.display();
+        let out = sh_ok(
+            &sb,
+            &format!(
+                "cd {w} && export CARGO_HOME={w}/.cargo RUSTC={s}/bin/rustc && \
+                 {s}/bin/cargo new -q --vcs none hello && cd hello && \
+                 {s}/bin/cargo build --offline -q && ./target/debug/hello && \
+                 printf 'all:\n\t@echo made\n' > Makefile && make -s && \
+                 node -e 'console.log(6 * 7)'",
+                w = ws.display()
+            ),
+        );
+        assert_eq!(out, "Hello, world!\nmade\n42\n", "layer {layer}");
+        let mut top: Vec<String> = std::fs::read_dir(&ws)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        top.sort();
+        assert_eq!(top, [".cargo", "hello"], "layer {layer}");
+    }
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

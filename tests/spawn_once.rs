@@ -43,12 +43,28 @@ fn strace(cmd: &mut StdCommand) -> (String, String) {
     )
 }
 
-/// The calls in `trace` that create a user namespace.
+/// The calls in `trace` that create a sandbox's namespaces (a user and a mount namespace).
 fn namespace_clones(trace: &str) -> Vec<&str> {
     trace
         .lines()
         .filter(|l| l.contains("CLONE_NEWUSER") || l.contains("unshare("))
+        .filter(|l| l.contains("CLONE_NEWNS"))
         .collect()
+}
+
+/// The other user-namespace clones in `trace`: a root host makes one per process, a
+/// child that only holds the mapping of its idmapped binds (`probe/idmap.rs`) and exits;
+/// anyone else none.
+fn mapping_clones(trace: &str) -> Vec<&str> {
+    trace
+        .lines()
+        .filter(|l| l.contains("CLONE_NEWUSER") || l.contains("unshare("))
+        .filter(|l| !l.contains("CLONE_NEWNS"))
+        .collect()
+}
+
+fn expected_mapping_clones() -> usize {
+    usize::from(nix::unistd::geteuid().is_root())
 }
 
 #[test]
@@ -65,6 +81,68 @@ fn one_cli_run_makes_one_namespace_clone() {
     );
     let clones = namespace_clones(&trace);
     assert_eq!(clones.len(), 1, "{trace}");
+    assert_eq!(
+        mapping_clones(&trace).len(),
+        expected_mapping_clones(),
+        "{trace}"
+    );
+}
+
+/// A root host's run does not walk the read-only roots for private entries (some 10⁵
+/// `stat`s): they are bound idmapped, so "others" permissions apply inside. The controls:
+/// a root-only file under the allowlist stays unreadable, a public one readable.
+#[test]
+fn root_only_a_run_reads_no_directory_tree_and_keeps_private_files_private() {
+    require!(Feature::UserNs);
+    require!(Feature::Strace);
+    require!(Feature::Root);
+    let ws = tempdir();
+    let dir = tempdir();
+    let file = dir.path().join("trace");
+    let out = StdCommand::new("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-c",
+            "-e",
+            "trace=getdents64,newfstatat,statx,lstat,stat",
+            "-o",
+        ])
+        .arg(&file)
+        .arg(common::stockade_exe())
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "cat /etc/shadow; echo $?; head -c 4 /etc/passwd; echo",
+        ])
+        .output()
+        .expect("run strace");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        ["1", "root"],
+        "{stdout}"
+    );
+    // `strace -c`: "% time seconds usecs/call calls errors syscall", then a total line.
+    let summary = std::fs::read_to_string(&file).unwrap();
+    let total: u64 = summary
+        .lines()
+        .filter(|l| l.contains("total"))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+        .sum();
+    assert!(
+        total < 2_000,
+        "{total} directory reads and stats:\n{summary}"
+    );
 }
 
 #[test]
@@ -81,6 +159,11 @@ fn sandbox_new_clones_nothing_and_each_spawn_clones_once() {
     assert!(out.contains("1 passed"), "{out}");
     let clones = namespace_clones(&trace);
     assert_eq!(clones.len(), 3, "{trace}");
+    assert_eq!(
+        mapping_clones(&trace).len(),
+        expected_mapping_clones(),
+        "{trace}"
+    );
 }
 
 /// The traced half of `sandbox_new_clones_nothing_and_each_spawn_clones_once`: two

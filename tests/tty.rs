@@ -271,9 +271,9 @@ fn the_program_gets_a_terminal_of_its_own_with_the_callers_size() {
     for layer in LAYERS {
         let term = Terminal::new();
         // The program's terminal as the kernel names it (the host's devpts on both
-        // layers), as `tty` names it (layer 2; the full layer has a devpts of its own, on
-        // which the host's terminals have no name), its size, and that it is the
-        // program's controlling terminal.
+        // layers), as `tty` names it (layer 2: that name; the full layer, whose devpts is
+        // its own: `/dev/console`, where the terminal is bound), its size, and that it is
+        // the program's controlling terminal.
         let script = "echo fd0=$(readlink /proc/self/fd/0); echo tty=$(tty); \
                       echo size=$(stty size); exec 3</dev/tty && echo ctty=yes; exit 3";
         let flags = layer_flag(layer);
@@ -290,9 +290,12 @@ fn the_program_gets_a_terminal_of_its_own_with_the_callers_size() {
             fd0, term.path,
             "{layer}: the program has the caller's terminal: {out}"
         );
-        if layer == Layer::Landlock {
-            assert!(out.contains(&format!("tty={fd0}\n")), "{layer}: {out}");
-        }
+        let name = if layer == Layer::Landlock {
+            fd0
+        } else {
+            "/dev/console"
+        };
+        assert!(out.contains(&format!("tty={name}\n")), "{layer}: {out}");
         assert!(
             out.contains(&format!("size={ROWS} {COLS}\n")),
             "{layer}: {out}"
@@ -834,10 +837,20 @@ fn root_only_device_nodes_inside_cannot_be_changed() {
 /// Runs `python3 -c code` in `sb` with the slave of `term` as stdin, stdout and stderr,
 /// `controlling_terminal` as given, and returns the status and what appeared.
 fn python_on(sb: &Sandbox, term: &Terminal, controlling: bool, code: &str) -> (ExitStatus, String) {
+    program_on(sb, term, controlling, &["python3", "-c", code])
+}
+
+/// Runs `argv` in `sb` as [`python_on`] runs Python.
+fn program_on(
+    sb: &Sandbox,
+    term: &Terminal,
+    controlling: bool,
+    argv: &[&str],
+) -> (ExitStatus, String) {
     let slave = || Stdio::from(term.slave.try_clone().unwrap());
     let mut child = sb
-        .command("python3")
-        .args(["-c", code])
+        .command(argv[0])
+        .args(&argv[1..])
         .stdin(slave())
         .stdout(slave())
         .stderr(slave())
@@ -855,6 +868,65 @@ fn python_on(sb: &Sandbox, term: &Terminal, controlling: bool, code: &str) -> (E
         out.extend_from_slice(&buf[..n]);
     }
     (status, String::from_utf8_lossy(&out).replace('\r', ""))
+}
+
+/// The full layer's devpts is its own, so the host's name of the program's terminal
+/// (`/dev/pts/N`) leads nowhere inside; the terminal is bound onto `/dev/console`, where
+/// `ttyname()` finds it. Through `stockade run` and for a library caller that passes its
+/// pty, with or without making it the controlling terminal. The caller's other terminals
+/// stay out of reach.
+#[test]
+fn the_programs_terminal_has_a_name_inside_and_no_other_host_terminal_is_there() {
+    require!(Feature::UserNs);
+    let ws = outside_tmp();
+    // Another terminal of the caller's, open meanwhile.
+    let other = Terminal::new();
+    let script = format!(
+        "t=$(tty) && echo tty=$t; test -t 0 && echo t0; echo size=$(stty size); \
+         [ \"$t\" -ef /proc/self/fd/0 ] && echo same; echo reopened > \"$t\"; \
+         echo pts=$(ls /dev/pts); test -e {o} || echo other-absent; \
+         cat {o} </dev/null 2>/dev/null || echo other-unreachable",
+        o = other.path
+    );
+    let check = |how: &str, out: &str| {
+        for line in [
+            "tty=/dev/console",
+            "t0",
+            &format!("size={ROWS} {COLS}"),
+            "same",
+            "reopened",
+            "pts=ptmx",
+            "other-absent",
+            "other-unreachable",
+        ] {
+            assert!(out.contains(&format!("{line}\n")), "{how}: {line}: {out}");
+        }
+    };
+    let term = Terminal::new();
+    let flags = layer_flag(Layer::Full);
+    let mut child = stockade_on(&term, ws.path(), &flags, &["sh", "-c", &script], |_| {});
+    let c = converse(&term, &mut child, &[]);
+    assert!(c.status.success(), "stockade run: {}", c.out);
+    check("stockade run", &c.out);
+    let sb = Sandbox::new(Policy {
+        layer: Some(Layer::Full),
+        fallback: stockade::Fallback::Refuse,
+        ..Policy::with_workspace(ws.path())
+    })
+    .unwrap();
+    for controlling in [true, false] {
+        let term = Terminal::new();
+        let (status, out) = program_on(&sb, &term, controlling, &["sh", "-c", &script]);
+        assert!(status.success(), "library: {out}");
+        check(&format!("library, controlling {controlling}"), &out);
+    }
+    // Without a terminal among its stdio, there is no console.
+    let out = sb
+        .command("sh")
+        .args(["-c", "test -e /dev/console || echo none"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "none\n");
 }
 
 #[test]

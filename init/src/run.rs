@@ -28,7 +28,7 @@
 use core::ffi::CStr;
 
 use crate::protocol::{self, Config, flag};
-use crate::sys::{self, c};
+use crate::sys::{self, BorrowedFd, OwnedFd, c};
 
 /// Exit status of an init that could not start the program (the host has the record).
 pub const INIT_FAILED: i32 = 125;
@@ -108,69 +108,97 @@ impl Args {
     }
 }
 
+/// The pipes the host hands to the init, named in its arguments.
+struct Pipes {
+    /// Setup failures go here (a [`protocol::setup_record`]); EOF means "exec'd".
+    report: OwnedFd,
+    /// The program's wait status goes here at the end.
+    status: OwnedFd,
+}
+
 /// Runs the init. Never returns.
 pub fn main(args: &Args) -> ! {
     let Some(cfg) = Config::parse(args.argc, |i| args.get(i)) else {
         sys::exit_group(INIT_FAILED)
     };
-    let sfd = match setup(&cfg) {
+    if cfg.report_fd == cfg.status_fd {
+        // Two owners of one fd: not what the host sends.
+        sys::exit_group(INIT_FAILED)
+    }
+    // SAFETY: the host opens the report pipe's write end for the init, keeps it open
+    // across its exec and names it in the arguments (`protocol::arg`); nothing else in this
+    // process has heard of it.
+    let report = unsafe { OwnedFd::from_raw(cfg.report_fd) };
+    // SAFETY: as for `report`, the status pipe, which is another fd (just checked).
+    let status = unsafe { OwnedFd::from_raw(cfg.status_fd) };
+    let pipes = Pipes { report, status };
+    let report = pipes.report.as_fd();
+    let sfd = match setup(&cfg, &pipes) {
         Ok(fd) => fd,
-        Err(e) => fail(&cfg, cfg.init_step, e, INIT_FAILED),
+        Err(e) => fail(report, cfg.init_step, e, INIT_FAILED),
     };
     let init_pid = sys::getpid();
-    let program = match sys::fork() {
-        Ok(0) => start_program(&cfg, args, init_pid),
+    // SAFETY: the init has one thread (it starts none), so its child may run any code.
+    let program = match unsafe { sys::fork() } {
+        Ok(0) => start_program(&cfg, args, report, init_pid),
         Ok(pid) => pid,
-        Err(e) => fail(&cfg, cfg.init_step, e, INIT_FAILED),
+        Err(e) => fail(report, cfg.init_step, e, INIT_FAILED),
     };
     args.clear_arguments();
-    if let Err(e) = keep_only(cfg.status_fd, sfd) {
+    if let Err(e) = keep_only(&pipes, sfd.as_fd()) {
         // The program runs, but the host would wait for an EOF that never comes. In a
         // PID namespace this exit ends it; on layer 2 it dies with its parent.
-        fail(&cfg, cfg.init_step, e, INIT_FAILED);
+        fail(report, cfg.init_step, e, INIT_FAILED);
     }
-    supervise(&cfg, sfd, program)
+    // The host reads EOF on the report pipe once every copy is closed: this one, and the
+    // program's at its exec.
+    let Pipes { report, status } = pipes;
+    let _ = sys::close(report);
+    supervise(&cfg, sfd.as_fd(), status.as_fd(), program)
 }
 
 /// Reports `step` failing with `errno` on the report pipe and exits with `code`.
-fn fail(cfg: &Config, step: u32, errno: sys::Errno, code: i32) -> ! {
-    let _ = sys::write(cfg.report_fd, &protocol::setup_record(step, errno));
+fn fail(report: BorrowedFd<'_>, step: u32, errno: sys::Errno, code: i32) -> ! {
+    let _ = sys::write(report, &protocol::setup_record(step, errno));
     sys::exit_group(code)
 }
 
 /// Step 1. Returns the signalfd.
-fn setup(cfg: &Config) -> sys::Result<i32> {
-    sys::set_name(protocol::ARGV0)?;
+fn setup(cfg: &Config, pipes: &Pipes) -> sys::Result<OwnedFd> {
+    sys::prctl_set_name(protocol::ARGV0)?;
     // Non-dumpable: nothing inside can ptrace the init or read its /proc files (memory,
     // environment, fds), whatever the seccomp filter's ptrace setting.
-    sys::prctl(c::PR_SET_DUMPABLE, 0)?;
+    sys::prctl_set_dumpable(false)?;
     // Already blocked since before the exec; set here so that the init does not depend on it.
     sys::set_sigmask(!0)?;
     let sfd = sys::signalfd(!0)?;
-    sys::set_fd_flags(cfg.report_fd, c::FD_CLOEXEC)?;
-    sys::set_fd_flags(cfg.status_fd, c::FD_CLOEXEC)?;
+    sys::fcntl_setfd(pipes.report.as_fd(), c::FD_CLOEXEC)?;
+    sys::fcntl_setfd(pipes.status.as_fd(), c::FD_CLOEXEC)?;
     if cfg.has(flag::SUBREAPER) {
-        sys::prctl(c::PR_SET_CHILD_SUBREAPER, 1)?;
+        sys::prctl_set_child_subreaper()?;
         // Until here the parent-death signal was the setup child's SIGKILL, armed while the
         // host was alive; from here the host's death asks this init to end everything,
         // which SIGKILL would prevent. No moment is left uncovered.
-        sys::prctl(c::PR_SET_PDEATHSIG, protocol::KILL_REQUEST as usize)?;
+        sys::prctl_set_pdeathsig(protocol::KILL_REQUEST)?;
     }
     Ok(sfd)
 }
 
 /// Step 2, in the forked child. Never returns.
-fn start_program(cfg: &Config, args: &Args, init_pid: i32) -> ! {
+fn start_program(cfg: &Config, args: &Args, report: BorrowedFd<'_>, init_pid: i32) -> ! {
     if let Err(e) = prepare_program(cfg, init_pid) {
-        fail(cfg, cfg.init_step, e, EXEC_FAILED);
+        fail(report, cfg.init_step, e, EXEC_FAILED);
     }
     // After its `setsid`: the program's session, not the init's, gets the terminal, so
     // that the terminal's signals (`^C`, `^Z`, the hangup) reach the program's foreground
     // process group and never the init.
     if let Some(fd) = cfg.controlling_terminal() {
-        if let Err(e) = sys::ioctl_tiocsctty(fd) {
+        // SAFETY: the flag names one of the stdio fds (0-2) that the host passes to the
+        // init for the program, open until this process execs; this child closes none.
+        let tty = unsafe { BorrowedFd::borrow_raw(fd) };
+        if let Err(e) = sys::ioctl_tiocsctty(tty) {
             let step = cfg.init_step + protocol::CONTROLLING_TERMINAL_STEP_AFTER_INIT;
-            fail(cfg, step, e, EXEC_FAILED);
+            fail(report, step, e, EXEC_FAILED);
         }
     }
     let argv = args.tail(cfg.program_argv());
@@ -194,7 +222,7 @@ fn start_program(cfg: &Config, args: &Args, init_pid: i32) -> ! {
             }
         }
     }
-    fail(cfg, cfg.exec_step, seen, EXEC_FAILED)
+    fail(report, cfg.exec_step, seen, EXEC_FAILED)
 }
 
 fn prepare_program(cfg: &Config, init_pid: i32) -> sys::Result<()> {
@@ -203,7 +231,7 @@ fn prepare_program(cfg: &Config, init_pid: i32) -> sys::Result<()> {
     }
     // The program dies with the init (layer 2 has no namespace to end it). If the init is
     // already gone, its parent is someone else: stop here.
-    sys::prctl(c::PR_SET_PDEATHSIG, protocol::SIGKILL as usize)?;
+    sys::prctl_set_pdeathsig(protocol::SIGKILL)?;
     if sys::getppid() != init_pid {
         sys::exit_group(INIT_FAILED);
     }
@@ -215,9 +243,9 @@ fn prepare_program(cfg: &Config, init_pid: i32) -> sys::Result<()> {
             scoped: c::LANDLOCK_SCOPE_SIGNAL,
             ..Default::default()
         };
-        let fd = sys::landlock_create_ruleset(&attr)?;
-        let r = sys::landlock_restrict_self(fd);
-        let _ = sys::close(fd);
+        let ruleset = sys::landlock_create_ruleset(&attr)?;
+        let r = sys::landlock_restrict_self(ruleset.as_fd());
+        let _ = sys::close(ruleset);
         r?;
     }
     // The dispositions are the defaults (the setup child reset them, the init installs
@@ -225,21 +253,42 @@ fn prepare_program(cfg: &Config, init_pid: i32) -> sys::Result<()> {
     sys::set_sigmask(0)
 }
 
-/// Closes every fd but `a` and `b`.
-fn keep_only(a: i32, b: i32) -> sys::Result<()> {
-    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-    let (lo, hi) = (lo as u32, hi as u32);
-    if lo > 0 {
-        sys::close_range(0, lo - 1)?;
+/// Closes every fd but the two pipes and the signalfd (the report pipe follows in `main`,
+/// once nothing can fail any more that it would have to report).
+fn keep_only(pipes: &Pipes, sfd: BorrowedFd<'_>) -> sys::Result<()> {
+    let keep = sorted([
+        pipes.report.as_fd().raw(),
+        pipes.status.as_fd().raw(),
+        sfd.raw(),
+    ]);
+    let mut first = 0u32;
+    for fd in keep {
+        // Open fds are never negative.
+        let fd = fd as u32;
+        if fd > first {
+            // SAFETY: the fds kept are the init's only owned ones; every other fd is one
+            // the host passed for the program (stdio, passed fds), which the program's
+            // process, forked before this, holds in its own table. Nothing in the init
+            // uses them again.
+            unsafe { sys::close_range(first, fd - 1) }?;
+        }
+        first = fd.saturating_add(1);
     }
-    if hi > lo + 1 {
-        sys::close_range(lo + 1, hi - 1)?;
-    }
-    sys::close_range(hi + 1, u32::MAX)
+    // SAFETY: as above, for the fds past the highest one kept.
+    unsafe { sys::close_range(first, u32::MAX) }
+}
+
+/// The three values in ascending order (without `sort`, which would bring its machinery
+/// into the image).
+fn sorted([a, b, c]: [i32; 3]) -> [i32; 3] {
+    let (a, b) = (a.min(b), a.max(b));
+    let (b, c) = (b.min(c), b.max(c));
+    let (a, b) = (a.min(b), a.max(b));
+    [a, b, c]
 }
 
 /// Step 4. Never returns.
-fn supervise(cfg: &Config, sfd: i32, program: i32) -> ! {
+fn supervise(cfg: &Config, sfd: BorrowedFd<'_>, status_fd: BorrowedFd<'_>, program: i32) -> ! {
     let mut status: Option<i32> = None;
     let mut info = [0u8; c::SIGINFO_SIZE];
     loop {
@@ -250,7 +299,7 @@ fn supervise(cfg: &Config, sfd: i32, program: i32) -> ! {
             // program rather than leave it unsupervised.
             _ => {
                 let st = wait_for(program);
-                finish(cfg, program, st)
+                finish(cfg, status_fd, program, st)
             }
         }
         let (signo, code) = siginfo(&info);
@@ -263,7 +312,7 @@ fn supervise(cfg: &Config, sfd: i32, program: i32) -> ! {
             let _ = sys::kill(program, signo);
         }
         if let Some(st) = status {
-            finish(cfg, program, st)
+            finish(cfg, status_fd, program, st)
         }
     }
 }
@@ -347,7 +396,7 @@ fn kill_children() -> bool {
     let mut buf = [0u8; 512];
     let mut carry = 0;
     loop {
-        match sys::read(fd, &mut buf) {
+        match sys::read(fd.as_fd(), &mut buf) {
             Ok(0) => {
                 protocol::each_pid(&[], &mut carry, true, kill);
                 break;
@@ -362,18 +411,33 @@ fn kill_children() -> bool {
 }
 
 /// Step 5. Never returns.
-fn finish(cfg: &Config, program: i32, status: i32) -> ! {
+fn finish(cfg: &Config, status_fd: BorrowedFd<'_>, program: i32, status: i32) -> ! {
     if cfg.has(flag::SUBREAPER) {
         let mut st = Some(status);
         end_all(program, &mut st);
     }
-    let _ = sys::write(cfg.status_fd, &protocol::status_record(status));
+    let _ = sys::write(status_fd, &protocol::status_record(status));
     sys::exit_group(protocol::exit_code(status))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn three_fds_sort() {
+        for v in [
+            [1, 2, 3],
+            [1, 3, 2],
+            [2, 1, 3],
+            [2, 3, 1],
+            [3, 1, 2],
+            [3, 2, 1],
+        ] {
+            assert_eq!(sorted(v), [1, 2, 3]);
+        }
+        assert_eq!(sorted([5, 0, 5]), [0, 5, 5]);
+    }
 
     #[test]
     fn siginfo_reads_signo_and_code() {

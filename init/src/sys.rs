@@ -1,17 +1,89 @@
 //! The system calls the init makes, issued directly.
 //!
-//! The init image is built by a bare `rustc` call with nothing but `core` (no `libc` crate,
-//! no C library), so this module carries its own syscall numbers and constants, and its
-//! unit tests check each one against the `libc` crate on the machine that runs them.
-//! Every wrapper returns the kernel's `-errno` as `Err`; none keeps state, so any of them
-//! may be called in a forked child.
+//! # Why the init does not use `stockade-sys`
+//!
+//! The library's wrappers live in the `stockade-sys` crate, which is `no_std` too, and the
+//! init would gladly share them. It cannot link that crate: its image is compiled by one
+//! bare `rustc` call in `build.rs` (see there), which has `core` and nothing else. A build
+//! script is given neither the source nor the compiled library of any dependency (cargo
+//! has not necessarily built them when the script runs, and their file names carry hashes),
+//! and `stockade-sys` needs the `libc` crate from the registry for its numbers and structs;
+//! `libc` in turn needs its own build script's settings. Getting them would take a second
+//! `cargo` (`cargo metadata`, a nested build) or a guess at the registry's layout on disk,
+//! both of which the plain `cargo build` route excludes. Including `stockade-sys`'s files
+//! by `#[path]` would still need `libc`, and would put files outside this package into its
+//! build, which `cargo package` does not ship.
+//!
+//! So the init keeps this one small set, written to the same rules as `stockade-sys`:
+//! syscall numbers and constants of its own, each checked against `libc` by the unit tests
+//! below; fds as [`OwnedFd`] and [`BorrowedFd`] (I/O safety), so that no safe wrapper acts
+//! on a raw fd number; an `unsafe fn` with a `# Safety` section wherever the caller must
+//! vouch for something ([`close_range`], [`fork`], [`execve`]); one `unsafe` block per
+//! call with its own `// SAFETY:` comment. Every wrapper returns the kernel's `-errno` as
+//! `Err`; none keeps state, allocates or touches `errno`, so any of them may be called in
+//! a forked child.
 
 use core::ffi::CStr;
+use core::marker::PhantomData;
 
 /// An errno value.
 pub type Errno = i32;
 /// A raw result: the non-negative return value, or the errno.
 pub type Result<T> = core::result::Result<T, Errno>;
+
+/// An fd borrowed for `'fd`: it stays open at least that long (std's `BorrowedFd`, for
+/// `core`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BorrowedFd<'fd> {
+    fd: i32,
+    _borrow: PhantomData<&'fd OwnedFd>,
+}
+
+impl BorrowedFd<'_> {
+    /// Borrows `fd`.
+    ///
+    /// # Safety
+    ///
+    /// `fd` is open, and stays open (not closed, not replaced) for all of `'fd`.
+    pub const unsafe fn borrow_raw(fd: i32) -> Self {
+        Self {
+            fd,
+            _borrow: PhantomData,
+        }
+    }
+
+    /// The fd number; the caller must not close it.
+    pub const fn raw(self) -> i32 {
+        self.fd
+    }
+}
+
+/// An open fd that this value alone owns; closed when dropped (std's `OwnedFd`, for
+/// `core`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct OwnedFd {
+    fd: i32,
+}
+
+impl OwnedFd {
+    /// Takes ownership of `fd`.
+    ///
+    /// # Safety
+    ///
+    /// `fd` is open and nothing else in the process owns it or uses its number once this
+    /// value is dropped.
+    pub const unsafe fn from_raw(fd: i32) -> Self {
+        Self { fd }
+    }
+
+    /// Borrows the fd for as long as `self` lives.
+    pub const fn as_fd(&self) -> BorrowedFd<'_> {
+        BorrowedFd {
+            fd: self.fd,
+            _borrow: PhantomData,
+        }
+    }
+}
 
 /// System call numbers.
 #[cfg(target_arch = "x86_64")]
@@ -158,6 +230,7 @@ unsafe fn syscall(nr: usize, a: [usize; 6]) -> isize {
     ret
 }
 
+/// Turns a raw kernel return value into `Ok(value)` or `Err(errno)`.
 fn check(ret: isize) -> Result<usize> {
     if (-4095..0).contains(&ret) {
         Err(-ret as i32)
@@ -166,129 +239,183 @@ fn check(ret: isize) -> Result<usize> {
     }
 }
 
-/// A system call whose arguments are plain integers or pointers the wrapper derived from
-/// references that outlive the call.
-macro_rules! sys {
-    ($nr:expr $(, $a:expr)* $(,)?) => {{
-        let mut args = [0usize; 6];
-        for (slot, v) in args.iter_mut().zip([$($a as usize),*]) {
-            *slot = v;
-        }
-        // SAFETY: every call site passes integers, or pointers taken from references and
-        // `&CStr`s that live until the call returns; the kernel reads or writes only within
-        // the lengths passed with them.
-        check(unsafe { syscall($nr, args) })
-    }};
+/// Places up to six arguments in the array [`syscall`] takes; the rest are 0.
+#[inline(always)]
+const fn args<const N: usize>(vals: [usize; N]) -> [usize; 6] {
+    let mut all = [0usize; 6];
+    let mut i = 0;
+    while i < N {
+        all[i] = vals[i];
+        i += 1;
+    }
+    all
+}
+
+/// Expands to `check(syscall(nr, [args…]))`: the one unsafe operation of the wrapper that
+/// uses it, inside that wrapper's own `unsafe` block under a `// SAFETY:` comment that
+/// names why these arguments are valid for this call.
+macro_rules! syscall {
+    ($nr:expr $(, $a:expr)* $(,)?) => {
+        check(syscall($nr, args([$($a as usize),*])))
+    };
+}
+
+impl Drop for OwnedFd {
+    fn drop(&mut self) {
+        // SAFETY: `close` takes no pointer; `self` owns the fd and is going away, so no one
+        // uses the number afterwards. An error (EINTR, EIO) is lost, as with std.
+        let _ = unsafe { syscall!(nr::CLOSE, self.fd) };
+    }
+}
+
+/// Takes ownership of the fd that a successful fd-creating call returned.
+///
+/// # Safety
+///
+/// `ret` is the return value of a call that just succeeded and whose result is a new fd:
+/// the kernel installed it for this call, so nothing else owns its number.
+unsafe fn new_fd(ret: usize) -> OwnedFd {
+    // SAFETY: the caller guarantees that `ret` is a new fd that nothing else owns.
+    unsafe { OwnedFd::from_raw(ret as i32) }
 }
 
 /// `read(2)`.
-pub fn read(fd: i32, buf: &mut [u8]) -> Result<usize> {
-    sys!(nr::READ, fd, buf.as_mut_ptr(), buf.len())
+pub fn read(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, an exclusive borrow;
+    // any bytes are valid `u8`s.
+    unsafe { syscall!(nr::READ, fd.raw(), buf.as_mut_ptr(), buf.len()) }
 }
 
 /// `write(2)`.
-pub fn write(fd: i32, buf: &[u8]) -> Result<usize> {
-    sys!(nr::WRITE, fd, buf.as_ptr(), buf.len())
+pub fn write(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize> {
+    // SAFETY: the kernel reads at most `buf.len()` bytes from `buf`, a live shared slice.
+    unsafe { syscall!(nr::WRITE, fd.raw(), buf.as_ptr(), buf.len()) }
 }
 
-/// `close(2)`.
-pub fn close(fd: i32) -> Result<()> {
-    sys!(nr::CLOSE, fd).map(drop)
+/// `close(2)`, reporting the kernel's answer that dropping the [`OwnedFd`] would discard.
+pub fn close(fd: OwnedFd) -> Result<()> {
+    let raw = fd.fd;
+    core::mem::forget(fd);
+    // SAFETY: `close` takes no pointer; `fd` owned `raw` and was given up above, so this
+    // call is the one close of it.
+    unsafe { syscall!(nr::CLOSE, raw) }.map(drop)
 }
 
 /// `close_range(2)` of `first..=last`.
-pub fn close_range(first: u32, last: u32) -> Result<()> {
-    sys!(nr::CLOSE_RANGE, first, last, 0usize).map(drop)
+///
+/// # Safety
+///
+/// No fd in the range is owned by anything in the process that will use it again (an
+/// [`OwnedFd`] in the range would later act on a closed, perhaps reused, number).
+pub unsafe fn close_range(first: u32, last: u32) -> Result<()> {
+    // SAFETY: `close_range` takes no pointer; the caller guarantees that no fd in the range
+    // is used by anyone after this.
+    unsafe { syscall!(nr::CLOSE_RANGE, first, last, 0usize) }.map(drop)
 }
 
 /// `fcntl(fd, F_SETFD, flags)`.
-pub fn set_fd_flags(fd: i32, flags: usize) -> Result<()> {
-    sys!(nr::FCNTL, fd, c::F_SETFD, flags).map(drop)
+pub fn fcntl_setfd(fd: BorrowedFd<'_>, flags: usize) -> Result<()> {
+    // SAFETY: with `F_SETFD` the third argument is an integer, never a pointer.
+    unsafe { syscall!(nr::FCNTL, fd.raw(), c::F_SETFD, flags) }.map(drop)
 }
 
 /// `openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC)`.
-pub fn open_read(path: &CStr) -> Result<i32> {
-    sys!(
-        nr::OPENAT,
-        c::AT_FDCWD,
-        path.as_ptr(),
-        c::O_RDONLY | c::O_CLOEXEC,
-        0usize
-    )
-    .map(|fd| fd as i32)
+pub fn open_read(path: &CStr) -> Result<OwnedFd> {
+    let flags = c::O_RDONLY | c::O_CLOEXEC;
+    // SAFETY: the kernel reads `path` up to its NUL; it outlives the call.
+    let fd = unsafe { syscall!(nr::OPENAT, c::AT_FDCWD, path.as_ptr(), flags, 0usize) }?;
+    // SAFETY: `openat` succeeded, so `fd` is the new fd it installed; no one else has it.
+    Ok(unsafe { new_fd(fd) })
 }
 
-/// `prctl(2)` with integer arguments.
-pub fn prctl(option: usize, arg: usize) -> Result<usize> {
-    sys!(nr::PRCTL, option, arg, 0usize, 0usize, 0usize)
+/// `prctl(PR_SET_NAME, name)`: the thread's name (`comm`, 15 bytes at most).
+pub fn prctl_set_name(name: &CStr) -> Result<()> {
+    // SAFETY: the kernel reads `name` up to its NUL, and never more than 15 bytes; `name`
+    // outlives the call.
+    unsafe {
+        syscall!(
+            nr::PRCTL,
+            c::PR_SET_NAME,
+            name.as_ptr(),
+            0usize,
+            0usize,
+            0usize
+        )
+    }
+    .map(drop)
 }
 
-/// `prctl(PR_SET_NAME, name)`.
-pub fn set_name(name: &CStr) -> Result<()> {
-    sys!(
-        nr::PRCTL,
-        c::PR_SET_NAME,
-        name.as_ptr(),
-        0usize,
-        0usize,
-        0usize
-    )
+/// `prctl(PR_SET_DUMPABLE, on)`.
+pub fn prctl_set_dumpable(on: bool) -> Result<()> {
+    let on = usize::from(on);
+    // SAFETY: `PR_SET_DUMPABLE` takes 0 or 1 as an integer.
+    unsafe { syscall!(nr::PRCTL, c::PR_SET_DUMPABLE, on, 0usize, 0usize, 0usize) }.map(drop)
+}
+
+/// `prctl(PR_SET_PDEATHSIG, sig)`: `sig` when the parent thread ends (0 disarms it).
+pub fn prctl_set_pdeathsig(sig: i32) -> Result<()> {
+    // SAFETY: `PR_SET_PDEATHSIG` takes the signal number as an integer, not a pointer.
+    unsafe { syscall!(nr::PRCTL, c::PR_SET_PDEATHSIG, sig, 0usize, 0usize, 0usize) }.map(drop)
+}
+
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: orphaned descendants are re-parented to this process.
+pub fn prctl_set_child_subreaper() -> Result<()> {
+    // SAFETY: `PR_SET_CHILD_SUBREAPER` takes an integer flag.
+    unsafe {
+        syscall!(
+            nr::PRCTL,
+            c::PR_SET_CHILD_SUBREAPER,
+            1usize,
+            0usize,
+            0usize,
+            0usize
+        )
+    }
     .map(drop)
 }
 
 /// `rt_sigprocmask(SIG_SETMASK, set, NULL)` with a 64-bit set.
 pub fn set_sigmask(set: u64) -> Result<()> {
-    sys!(
-        nr::RT_SIGPROCMASK,
-        c::SIG_SETMASK,
-        core::ptr::from_ref(&set),
-        0usize,
-        8usize
-    )
-    .map(drop)
+    let set = core::ptr::from_ref(&set);
+    // SAFETY: the kernel reads 8 bytes (the size argument) from `set`, a local; the
+    // old-mask pointer is NULL.
+    unsafe { syscall!(nr::RT_SIGPROCMASK, c::SIG_SETMASK, set, 0usize, 8usize) }.map(drop)
 }
 
 /// `signalfd4(-1, set, SFD_CLOEXEC)`: a new signalfd for the (blocked) signals in `set`.
-pub fn signalfd(set: u64) -> Result<i32> {
-    sys!(
-        nr::SIGNALFD4,
-        -1isize,
-        core::ptr::from_ref(&set),
-        8usize,
-        c::SFD_CLOEXEC
-    )
-    .map(|fd| fd as i32)
+pub fn signalfd(set: u64) -> Result<OwnedFd> {
+    let set = core::ptr::from_ref(&set);
+    // SAFETY: the kernel reads 8 bytes (the size argument) from `set`, a local.
+    let fd = unsafe { syscall!(nr::SIGNALFD4, -1isize, set, 8usize, c::SFD_CLOEXEC) }?;
+    // SAFETY: `signalfd4(-1, …)` succeeded, so `fd` is the new fd it installed.
+    Ok(unsafe { new_fd(fd) })
 }
 
 /// `fork()`, as `clone(SIGCHLD)` without a new stack: 0 in the child, the child's pid in
-/// the parent. The child gets a copy of this process's memory, as with `fork(3)`.
-pub fn fork() -> Result<i32> {
-    sys!(
-        nr::CLONE,
-        crate::protocol::SIGCHLD,
-        0usize,
-        0usize,
-        0usize,
-        0usize
-    )
-    .map(|p| p as i32)
+/// the parent. The child gets a copy of this process's memory and of its fd table (each
+/// [`OwnedFd`] then owns its number in both processes).
+///
+/// # Safety
+///
+/// If the process has other threads, the child runs with a copy of their memory but not
+/// the threads: until it execs or exits it may only do what is async-signal-safe (no lock
+/// another thread may have held, no allocation).
+pub unsafe fn fork() -> Result<i32> {
+    let flags = crate::protocol::SIGCHLD;
+    // SAFETY: `clone` with a NULL stack and no pointer arguments behaves as `fork`; what
+    // the child may do is the caller's guarantee.
+    unsafe { syscall!(nr::CLONE, flags, 0usize, 0usize, 0usize, 0usize) }.map(|p| p as i32)
 }
 
 /// `execve(2)` of `path` with argv and envp arrays; returns only on failure.
 ///
 /// # Safety
 ///
-/// `argv` and `envp` must each point to a NULL-terminated array of pointers to
-/// NUL-terminated strings that stay valid for the duration of the call.
+/// `path` points to a NUL-terminated string, and `argv` and `envp` each to a
+/// NULL-terminated array of pointers to NUL-terminated strings, all valid for the call.
 pub unsafe fn execve(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> Errno {
     // SAFETY: the caller guarantees all three pointers; the kernel only reads them.
-    let ret = unsafe {
-        syscall(
-            nr::EXECVE,
-            [path as usize, argv as usize, envp as usize, 0, 0, 0],
-        )
-    };
-    match check(ret) {
+    match unsafe { syscall!(nr::EXECVE, path, argv, envp) } {
         Err(e) => e,
         Ok(_) => c::EINVAL,
     }
@@ -298,40 +425,42 @@ pub unsafe fn execve(path: *const u8, argv: *const *const u8, envp: *const *cons
 /// `WNOHANG` when no child has changed state.
 pub fn wait4(pid: i32, options: usize) -> Result<(i32, i32)> {
     let mut status: i32 = 0;
-    let r = sys!(
-        nr::WAIT4,
-        pid as isize,
-        core::ptr::from_mut(&mut status),
-        options,
-        0usize
-    )?;
+    let st = core::ptr::from_mut(&mut status);
+    // SAFETY: the kernel writes one `int` to `st`, a local; the rusage pointer is NULL.
+    let r = unsafe { syscall!(nr::WAIT4, pid as isize, st, options, 0usize) }?;
     Ok((r as i32, status))
 }
 
 /// `kill(2)`.
 pub fn kill(pid: i32, sig: i32) -> Result<()> {
-    sys!(nr::KILL, pid as isize, sig as isize).map(drop)
+    // SAFETY: `kill` takes two integers.
+    unsafe { syscall!(nr::KILL, pid as isize, sig as isize) }.map(drop)
 }
 
 /// `setsid(2)`.
 pub fn setsid() -> Result<()> {
-    sys!(nr::SETSID).map(drop)
+    // SAFETY: `setsid` takes no argument.
+    unsafe { syscall!(nr::SETSID) }.map(drop)
 }
 
 /// `ioctl(fd, TIOCSCTTY, 0)`: the terminal on `fd` becomes the controlling terminal of
 /// the calling session leader (without stealing it from another session).
-pub fn ioctl_tiocsctty(fd: i32) -> Result<()> {
-    sys!(nr::IOCTL, fd as isize, c::TIOCSCTTY, 0usize).map(drop)
+pub fn ioctl_tiocsctty(fd: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: `TIOCSCTTY` takes an integer (0: do not steal). A driver that read the
+    // request as a pointer one would get NULL, which the kernel refuses with EFAULT.
+    unsafe { syscall!(nr::IOCTL, fd.raw() as isize, c::TIOCSCTTY, 0usize) }.map(drop)
 }
 
 /// `getpid(2)`.
 pub fn getpid() -> i32 {
-    sys!(nr::GETPID).map_or(0, |p| p as i32)
+    // SAFETY: `getpid` takes no argument and cannot fail.
+    unsafe { syscall!(nr::GETPID) }.map_or(0, |p| p as i32)
 }
 
 /// `getppid(2)`.
 pub fn getppid() -> i32 {
-    sys!(nr::GETPPID).map_or(0, |p| p as i32)
+    // SAFETY: `getppid` takes no argument and cannot fail.
+    unsafe { syscall!(nr::GETPPID) }.map_or(0, |p| p as i32)
 }
 
 /// `struct landlock_ruleset_attr` (ABI 6 layout).
@@ -347,25 +476,27 @@ pub struct LandlockRulesetAttr {
 }
 
 /// `landlock_create_ruleset(attr, sizeof attr, 0)`.
-pub fn landlock_create_ruleset(attr: &LandlockRulesetAttr) -> Result<i32> {
-    sys!(
-        nr::LANDLOCK_CREATE_RULESET,
-        core::ptr::from_ref(attr),
-        core::mem::size_of::<LandlockRulesetAttr>(),
-        0usize
-    )
-    .map(|fd| fd as i32)
+pub fn landlock_create_ruleset(attr: &LandlockRulesetAttr) -> Result<OwnedFd> {
+    let size = core::mem::size_of::<LandlockRulesetAttr>();
+    let attr = core::ptr::from_ref(attr);
+    // SAFETY: the kernel reads `size` bytes from `attr`, a live shared borrow of exactly
+    // that size.
+    let fd = unsafe { syscall!(nr::LANDLOCK_CREATE_RULESET, attr, size, 0usize) }?;
+    // SAFETY: `landlock_create_ruleset` succeeded, so `fd` is the new ruleset fd.
+    Ok(unsafe { new_fd(fd) })
 }
 
-/// `landlock_restrict_self(fd, 0)`.
-pub fn landlock_restrict_self(fd: i32) -> Result<()> {
-    sys!(nr::LANDLOCK_RESTRICT_SELF, fd, 0usize).map(drop)
+/// `landlock_restrict_self(ruleset, 0)`.
+pub fn landlock_restrict_self(ruleset: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: `landlock_restrict_self` takes no pointer.
+    unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, ruleset.raw(), 0usize) }.map(drop)
 }
 
 /// `exit_group(2)`.
 pub fn exit_group(code: i32) -> ! {
     loop {
-        let _ = sys!(nr::EXIT_GROUP, code as isize);
+        // SAFETY: `exit_group` takes an integer and does not return.
+        let _ = unsafe { syscall!(nr::EXIT_GROUP, code as isize) };
     }
 }
 
@@ -443,11 +574,23 @@ mod tests {
     #[test]
     fn calls_reach_the_kernel() {
         assert!(getpid() > 0);
-        assert_eq!(close(-1), Err(libc::EBADF));
-        assert_eq!(open_read(c"/nonexistent-stockade-init"), Err(libc::ENOENT));
+        assert_eq!(
+            open_read(c"/nonexistent-stockade-init").map(drop),
+            Err(libc::ENOENT)
+        );
         assert!(matches!(
             wait4(-1, c::WNOHANG),
             Ok((0, _)) | Err(libc::ECHILD)
         ));
+    }
+
+    #[test]
+    fn owned_fds_are_read_and_closed() {
+        let fd = open_read(c"/proc/self/stat").unwrap();
+        let mut buf = [0u8; 8];
+        assert!(read(fd.as_fd(), &mut buf).unwrap() > 0);
+        fcntl_setfd(fd.as_fd(), c::FD_CLOEXEC).unwrap();
+        assert_eq!(close(fd), Ok(()));
+        assert_eq!(signalfd(0).map(close), Ok(Ok(())));
     }
 }

@@ -38,10 +38,12 @@ use std::path::{Component, Path, PathBuf};
 
 pub use crate::error::SbplError;
 pub use crate::plan::SbplInput;
-use crate::policy::Network;
 
 #[cfg(test)]
 mod reader;
+mod sections;
+
+use sections::items;
 
 /// The most path filters one profile may hold; more is an error, not a truncation.
 pub const MAX_RULES: usize = 512;
@@ -187,63 +189,6 @@ enum Item {
     Paths(PathRule),
 }
 
-const HEADER: &str = "\
-(version 1)
-(deny default)
-";
-
-const PROCESS: &str = "
-; Processes: run programs and fork; signal and inspect only processes of this sandbox.
-(allow process-exec)
-(allow process-fork)
-(allow signal (target same-sandbox))
-(allow process-info* (target same-sandbox))
-
-; What a process needs to start: sysctls, the Mach services libSystem looks up (logging,
-; notifications, user and group lookups), POSIX semaphores, terminals.
-(allow sysctl-read)
-(allow mach-lookup
-    (global-name \"com.apple.logd\")
-    (global-name \"com.apple.system.logger\")
-    (global-name \"com.apple.system.notification_center\")
-    (global-name \"com.apple.system.opendirectoryd.libinfo\")
-    (global-name \"com.apple.system.opendirectoryd.membership\"))
-(allow ipc-posix-sem)
-(allow ipc-posix-shm-read-data (ipc-posix-name \"apple.shm.notification_center\"))
-(allow pseudo-tty)
-(allow file-read* file-write* file-ioctl
-    (literal \"/dev/ptmx\")
-    (literal \"/dev/tty\")
-    (regex #\"^/dev/ttys[0-9]+$\"))
-(allow file-write*
-    (literal \"/dev/null\")
-    (literal \"/dev/zero\")
-    (literal \"/dev/dtracehelper\"))
-";
-
-const NETWORK_FULL: &str = "
-; network = \"full\": IP sockets and the system resolver; no other Unix-domain socket.
-(allow network-outbound (remote ip))
-(allow network-inbound (local ip))
-(allow network-bind (local ip))
-(allow network-outbound (literal \"/private/var/run/mDNSResponder\"))
-(allow file-read* (literal \"/private/var/run/resolv.conf\"))
-(allow mach-lookup
-    (global-name \"com.apple.dnssd.service\")
-    (global-name \"com.apple.SystemConfiguration.DNSConfiguration\")
-    (global-name \"com.apple.SystemConfiguration.configd\")
-    (global-name \"com.apple.trustd.agent\"))
-";
-
-const NETWORK_NONE: &str = "
-; network = \"none\": no socket rule; `(deny default)` refuses them.
-";
-
-const DENIES: &str = "
-; Denies. SBPL applies the last rule that matches, so these come after every allow and win
-; over the read-write roots above, even for a data dir inside the workspace.
-";
-
 /// Generates the SBPL profile for `input`.
 ///
 /// # Errors
@@ -303,151 +248,6 @@ pub fn profile_cstring(input: &SbplInput) -> Result<CString, SbplError> {
     Ok(CString::new(text).expect("an SBPL profile never contains NUL"))
 }
 
-/// Builds the profile's items in order. Every deny comes after every allow.
-fn items(input: &SbplInput) -> Result<Vec<Item>, SbplError> {
-    let workspace = normalize("workspace", &input.workspace)?;
-    let writable = norm_all("writable_paths", &input.writable)?;
-    let read_only = norm_all("read_only", &input.read_only)?;
-    let tools = input
-        .tools_dir
-        .as_deref()
-        .map(|p| normalize("tools_dir", p))
-        .transpose()?;
-    let data = input
-        .data_dir
-        .as_deref()
-        .map(|p| normalize("data_dir", p))
-        .transpose()?;
-    let masked = norm_all("masked", &input.masked)?;
-    let tmpdir = input
-        .tmpdir
-        .as_deref()
-        .map(|p| normalize("tmpdir", p))
-        .transpose()?;
-
-    // The roots the program may write, and those where deny_names and guard_names apply.
-    let named_roots: Vec<(&'static str, &Path)> =
-        std::iter::once(("workspace", workspace.as_path()))
-            .chain(writable.iter().map(|p| ("writable_paths", p.as_path())))
-            .collect();
-    let mut rw_roots: Vec<(&'static str, &Path)> = named_roots.clone();
-    rw_roots.push(("tmpdir", Path::new(SHARED_TMP)));
-    if let Some(t) = &tmpdir {
-        rw_roots.push(("tmpdir", t));
-    }
-    let mut ro_roots: Vec<(&'static str, &Path)> = Vec::new();
-    if let Some(t) = &tools {
-        ro_roots.push(("tools_dir", t));
-    }
-    ro_roots.extend(read_only.iter().map(|p| ("read_only", p.as_path())));
-
-    let mut items = vec![Item::Fixed(HEADER), Item::Fixed(PROCESS)];
-
-    let mut system = PathRule::new(
-        "System directories and the dyld caches: read and map executable.",
-        "allow file-read* file-map-executable",
-    );
-    for p in SYSTEM_READ_ONLY {
-        system.add(Match::Subpath, Lit::new("system", Path::new(p))?);
-    }
-    items.push(Item::Paths(system));
-
-    // Path lookups (getcwd, realpath) stat every directory above a root.
-    let mut lookup = PathRule::new(
-        "Path lookups: the directories above each root, and the root symlinks.",
-        "allow file-read-metadata",
-    );
-    for p in ["/", "/private", "/private/var", "/tmp", "/var", "/etc"] {
-        lookup.add(Match::Literal, Lit::new("system", Path::new(p))?);
-    }
-    for (key, root) in rw_roots.iter().chain(&ro_roots) {
-        let above: Vec<&Path> = root.ancestors().skip(1).collect();
-        for a in above.into_iter().rev() {
-            lookup.add(Match::Literal, Lit::new(key, a)?);
-        }
-    }
-    items.push(Item::Paths(lookup));
-
-    let mut ro = PathRule::new(
-        "tools_dir and read_only: read and map executable.",
-        "allow file-read* file-map-executable",
-    );
-    for (key, p) in &ro_roots {
-        ro.add(Match::Subpath, Lit::new(key, p)?);
-    }
-    items.push(Item::Paths(ro));
-
-    let mut rw = PathRule::new(
-        "The workspace, writable_paths, /private/tmp and TMPDIR: read, write, map executable.",
-        "allow file-read* file-write* file-map-executable",
-    );
-    for (key, p) in &rw_roots {
-        rw.add(Match::Subpath, Lit::new(key, p)?);
-    }
-    items.push(Item::Paths(rw));
-
-    items.push(Item::Fixed(match input.network {
-        Network::Full => NETWORK_FULL,
-        Network::None => NETWORK_NONE,
-    }));
-
-    items.push(Item::Fixed(DENIES));
-    let mut hidden = PathRule::new(
-        "masked and deny_names: no read, no write.",
-        "deny file-read* file-write*",
-    );
-    let mut hidden_paths = Vec::new();
-    for p in &masked {
-        hidden.add(Match::Subpath, Lit::new("masked", p)?);
-        hidden_paths.push(("masked", p.clone()));
-    }
-    let mut guarded = PathRule::new("guard_names: no write.", "deny file-write*");
-    for (_, root) in &named_roots {
-        for name in &input.deny_names {
-            let p = under("deny_names", root, name)?;
-            hidden.add(Match::Subpath, Lit::new("deny_names", &p)?);
-            hidden_paths.push(("deny_names", p));
-        }
-        for name in &input.guard_names {
-            let p = under("guard_names", root, name)?;
-            guarded.add(Match::Subpath, Lit::new("guard_names", &p)?);
-        }
-    }
-    items.push(Item::Paths(hidden));
-    items.push(Item::Paths(guarded));
-
-    if let Some(data) = &data {
-        let mut deny = PathRule::new(
-            "The data dir: no read, no write.",
-            "deny file-read* file-write*",
-        );
-        deny.add(Match::Subpath, Lit::new("data_dir", data)?);
-        items.push(Item::Paths(deny));
-        hidden_paths.push(("data_dir", data.clone()));
-    }
-
-    // Renaming a directory above a hidden path moves the path out from under its deny
-    // (`mv workspace /private/tmp/w` would expose `w/.env`). The directories between a
-    // writable root and a hidden path, the root included, keep their name.
-    let mut pinned = PathRule::new(
-        "Directories above a hidden path inside a writable root: no rename, no removal.",
-        "deny file-write*",
-    );
-    for (key, hidden) in &hidden_paths {
-        for a in hidden.ancestors().skip(1) {
-            if rw_roots.iter().any(|(_, root)| a.starts_with(root)) {
-                pinned.add(Match::Literal, Lit::new(key, a)?);
-            }
-        }
-    }
-    items.push(Item::Paths(pinned));
-    Ok(items)
-}
-
-fn norm_all(key: &'static str, paths: &[PathBuf]) -> Result<Vec<PathBuf>, SbplError> {
-    paths.iter().map(|p| normalize(key, p)).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::fs;
@@ -456,7 +256,7 @@ mod tests {
     use super::*;
     use crate::error::InitError;
     use crate::plan::private_alias;
-    use crate::policy::Policy;
+    use crate::policy::{Network, Policy};
 
     const WORKSPACE: &str = "/Users/agent/ws";
 

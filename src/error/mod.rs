@@ -593,6 +593,7 @@ mod tests {
                 source: "/opt".into(),
                 target: "/opt".into(),
                 read_only: true,
+                idmap: false,
             },
             errno: Errno::ENOENT,
         };

@@ -33,6 +33,8 @@ pub enum SetupStep {
         target: PathBuf,
         /// Read-only (recursively).
         read_only: bool,
+        /// Idmapped: the host's root-owned files show as owned by nobody inside.
+        idmap: bool,
     },
     /// Creating a symlink inside.
     Symlink {
@@ -155,13 +157,18 @@ impl fmt::Display for SetupStep {
                 source,
                 target,
                 read_only,
+                idmap,
             } => {
                 let how = if *read_only { "bind read-only" } else { "bind" };
                 if source == target {
-                    write!(f, "{how} {}", target.display())
+                    write!(f, "{how} {}", target.display())?;
                 } else {
-                    write!(f, "{how} {} on {}", source.display(), target.display())
+                    write!(f, "{how} {} on {}", source.display(), target.display())?;
                 }
+                if *idmap {
+                    f.write_str(" (root-owned shown as nobody)")?;
+                }
+                Ok(())
             }
             SetupStep::Symlink { link, target } => {
                 write!(f, "symlink {} -> {}", link.display(), target.display())

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::{
     Access, Beneath, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, bind, canonical_workspace,
-    depth, existing, inside_path, is_git_name, is_within, mask, no_symlinks,
+    depth, existing, inside_path, is_git_name, is_within, mask, no_symlinks, owners,
 };
 use crate::error::PlanError;
 use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
@@ -226,10 +226,16 @@ fn private_mounts(layout: &mut Layout, policy: &Policy) {
 }
 
 /// Masked host files (shadow, host keys), when present and visible; then the host's unix
-/// sockets and, for a root host, the entries "others" may not read.
+/// sockets and, for a root host, the entries "others" may not read: its read-only roots
+/// are bound idmapped where they can be ([`owners`]), the others walked for those
+/// entries.
 fn masks_and_hidden_host_entries(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs, ids: Ids) {
+    let needed = owners::needed_paths(policy, &layout.writable_roots);
+    let idmapped = owners::idmapped_roots(&layout.ro_roots, &needed, fs, ids);
+    owners::mark(layout.entries.iter_mut().map(|e| &mut e.step), &idmapped);
     for m in &policy.masked {
-        let visible = layout.ro_roots.iter().any(|r| is_within(m, r));
+        let visible = layout.ro_roots.iter().any(|r| is_within(m, r))
+            && !owners::unreachable(fs, &idmapped, m);
         match fs.kind(m) {
             Some(Kind::Dir) if visible => {
                 push(&mut layout.entries, mask(m, true, None, None), m, 2)
@@ -240,7 +246,7 @@ fn masks_and_hidden_host_entries(layout: &mut Layout, policy: &Policy, fs: &dyn 
             _ => {}
         }
     }
-    for (path, dir) in hidden_host_entries(policy, fs, ids, &layout.ro_roots) {
+    for (path, dir) in hidden_host_entries(policy, fs, ids, &layout.ro_roots, &idmapped) {
         push(&mut layout.entries, mask(&path, dir, None, None), &path, 2);
     }
 }
@@ -259,6 +265,7 @@ fn hidden_host_entries(
     fs: &dyn HostFs,
     ids: Ids,
     ro_roots: &[PathBuf],
+    idmapped: &[PathBuf],
 ) -> Vec<(PathBuf, bool)> {
     let named: Vec<&PathBuf> = policy
         .read_only
@@ -272,7 +279,8 @@ fn hidden_host_entries(
         let covered = policy.masked.iter().any(|m| is_within(&p, m))
             || out.iter().any(|(o, _)| is_within(&p, o));
         let named = named.iter().any(|n| is_within(n, &p));
-        if visible(&p) && !covered && !named {
+        let unreachable = owners::unreachable(fs, idmapped, &p);
+        if visible(&p) && !covered && !named && !unreachable {
             out.push((p, dir));
         }
     };
@@ -282,7 +290,12 @@ fn hidden_host_entries(
         }
     }
     if ids.uid == 0 {
-        for e in fs.private_entries(ro_roots) {
+        let walked: Vec<PathBuf> = ro_roots
+            .iter()
+            .filter(|r| !idmapped.contains(r))
+            .cloned()
+            .collect();
+        for e in fs.private_entries(&walked) {
             take(e.path, e.dir);
         }
     }

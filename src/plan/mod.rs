@@ -12,6 +12,7 @@
 mod full;
 mod host;
 mod layer2;
+mod owners;
 mod seatbelt;
 mod select;
 mod step;
@@ -87,6 +88,19 @@ pub trait HostFs {
             None => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
         }
     }
+    /// Whether the directory tree at `root` can be bound idmapped here, so that a root
+    /// host's files show as owned by nobody inside (see [`Step::Bind`]'s `idmap`). The
+    /// default: no.
+    fn idmap(&self, root: &Path) -> bool {
+        let _ = root;
+        false
+    }
+    /// Whether "others" may search the directory `dir` (`o+x`; a missing path counts as
+    /// searchable). The default: yes.
+    fn others_may_enter(&self, dir: &Path) -> bool {
+        let _ = dir;
+        true
+    }
 }
 
 /// A host entry that "others" may not read (see [`HostFs::private_entries`]).
@@ -139,6 +153,16 @@ impl HostFs for RealFs {
             return Err(std::io::Error::from_raw_os_error(libc::ENOTDIR));
         }
         Ok((md.dev(), md.ino()))
+    }
+
+    #[cfg(target_os = "linux")]
+    fn idmap(&self, root: &Path) -> bool {
+        crate::probe::idmap::supported(root)
+    }
+
+    fn others_may_enter(&self, dir: &Path) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::symlink_metadata(dir).map_or(true, |m| m.permissions().mode() & 0o001 != 0)
     }
 }
 
@@ -299,6 +323,7 @@ fn bind(src: &Path, dst: &Path, access: Access, dir: bool, beneath: Option<Benea
         access,
         dir,
         beneath,
+        idmap: false,
     }
 }
 

@@ -43,6 +43,11 @@ pub enum Step {
         dir: bool,
         /// Set when `dst` lies inside a writable root.
         beneath: Option<Beneath>,
+        /// A root host's read-only bind through an idmapped mount that shows host uid and
+        /// gid 0 as 65534 (made by the parent per command): the program, root inside, is
+        /// then never the owner or in the group of what it reads there, so "others"
+        /// permissions apply to it as to any user (see [`HostFs::idmap`](super::HostFs::idmap)).
+        idmap: bool,
     },
     /// Create a symlink inside (for merged-/usr hosts: `/bin -> usr/bin`).
     Symlink {
@@ -119,9 +124,11 @@ pub enum Step {
     /// the parent. After the program's end the parent merges back the object database,
     /// refs, reflogs, `packed-refs`, `index`, `HEAD` and the `*_HEAD` / `*_EDITMSG` files;
     /// every other change (config, hooks, `commondir`, `worktrees/`, `modules/`,
-    /// `objects/info/`, …) is dropped and reported. A `.git` file (a linked worktree or a
-    /// submodule) is bound read-only onto itself; a missing `.git` or a symlink is left
-    /// alone (nothing to protect: what the program creates there is its own).
+    /// `objects/info/`, …) is dropped and reported. A `.git` symlink or file (a linked
+    /// worktree, a submodule) is bound read-only onto itself, and the directory it names
+    /// gets the layer when it lies inside the same root and is reached without a further
+    /// symlink (else the spawn reports it); a missing `.git` is left alone (nothing to
+    /// protect: what the program creates there is its own).
     GitLayer {
         /// `<root>/.git`, the same path inside.
         path: PathBuf,
@@ -176,11 +183,16 @@ impl From<&Step> for SetupStep {
             Step::MountsPrivate => SetupStep::MountsPrivate,
             Step::BaseRoot => SetupStep::BaseRoot,
             Step::Bind {
-                src, dst, access, ..
+                src,
+                dst,
+                access,
+                idmap,
+                ..
             } => SetupStep::Bind {
                 source: src.clone(),
                 target: dst.clone(),
                 read_only: *access != Access::ReadWrite,
+                idmap: *idmap,
             },
             Step::Symlink { link, target } => SetupStep::Symlink {
                 link: link.clone(),

@@ -293,6 +293,89 @@ fn a_root_host_masks_what_others_may_not_read_except_around_named_paths() {
     assert!(m.contains(&"/etc/tls/key.pem".into()), "{m:?}");
 }
 
+/// The hostile host where every root takes idmapped binds and `/opt/app` is closed to
+/// "others".
+struct Idmapping(Hostile);
+
+impl HostFs for Idmapping {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.0.kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.0.canonicalize(path)
+    }
+    fn unix_sockets(&self) -> Vec<PathBuf> {
+        let mut s = self.0.unix_sockets();
+        s.push("/opt/app/inner.sock".into());
+        s
+    }
+    fn private_entries(&self, roots: &[PathBuf]) -> Vec<PrivateEntry> {
+        self.0.private_entries(roots)
+    }
+    fn idmap(&self, _root: &Path) -> bool {
+        true
+    }
+    fn others_may_enter(&self, dir: &Path) -> bool {
+        dir != Path::new("/opt/app")
+    }
+}
+
+fn idmapped(plan: &Plan) -> Vec<PathBuf> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Bind {
+                dst, idmap: true, ..
+            } => Some(dst.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_root_host_binds_read_only_roots_idmapped_instead_of_walking_them() {
+    let mut host = hostile();
+    host.0.0.insert("/opt/app/inner.sock".into(), Kind::File);
+    let host = Idmapping(host);
+    let p = Policy::with_workspace("/ws");
+    let plan = Plan::full(&p, &host, ROOT).unwrap();
+    let ids = idmapped(&plan);
+    assert!(
+        ids.contains(&"/etc".into()) && ids.contains(&"/opt".into()),
+        "{ids:?}"
+    );
+    let m = masks(&plan);
+    // Nothing walked: the private entries are closed by "others" permissions alone.
+    assert!(!m.contains(&"/etc/tls/key.pem".into()), "{m:?}");
+    assert!(!m.contains(&"/opt/app".into()), "{m:?}");
+    // Sockets are still masked (connect needs only write permission on a socket, which
+    // most have for others), except beneath a closed directory: unreachable, and the
+    // child could not reach it to mount either.
+    assert!(m.contains(&"/opt/svc/s.sock".into()), "{m:?}");
+    assert!(!m.contains(&"/opt/app/inner.sock".into()), "{m:?}");
+    // The default masks stay (reachable ones).
+    assert!(m.contains(&"/etc/shadow".into()), "{m:?}");
+
+    // A path the policy needs beneath a closed directory: that root is walked instead
+    // (the program must reach it), the others stay idmapped.
+    let mut p = Policy::with_workspace("/ws");
+    p.read_only = vec!["/opt/app/models".into()];
+    let plan = Plan::full(&p, &host, ROOT).unwrap();
+    let ids = idmapped(&plan);
+    assert!(!ids.contains(&"/opt".into()), "{ids:?}");
+    assert!(ids.contains(&"/etc".into()), "{ids:?}");
+    let m = masks(&plan);
+    assert!(!m.contains(&"/opt/app".into()), "{m:?}");
+    assert!(!m.contains(&"/etc/tls/key.pem".into()), "{m:?}");
+
+    // A user host: nothing idmapped.
+    let user = Ids {
+        uid: 1000,
+        gid: 1000,
+    };
+    assert!(idmapped(&Plan::full(&Policy::with_workspace("/ws"), &host, user).unwrap()).is_empty());
+}
+
 #[test]
 fn layer_two_for_a_root_host_grants_around_hidden_entries() {
     let p = Policy::with_workspace("/ws");

@@ -108,8 +108,10 @@ pub struct LandlockRules {
     /// `/dev/shm`, devpts and `/proc`), as paths inside: a rule on a host path does not
     /// cover them. The child adds them after mounting (`Step::LandlockRules`).
     pub child_rules: Vec<(PathBuf, Grant)>,
-    /// Grant each command the `/dev/pts` terminals among its stdio: without a devpts of its
-    /// own (layer 2) the program gets its own terminal and none of the caller's others.
+    /// Grant each command the `/dev/pts` terminals among its stdio: the program gets its
+    /// own terminal and none of the caller's others. (Layer 2 sees the host's devpts; on
+    /// the full layer the grant is for the terminal bound onto `/dev/console`, the same
+    /// inode.)
     pub own_terminals: bool,
 }
 
@@ -219,7 +221,7 @@ impl Walls {
             landlock: Some(LandlockRules {
                 spec,
                 child_rules,
-                own_terminals: !full,
+                own_terminals: true,
             }),
             seccomp: Some(FilterOptions::for_policy(policy, plan.namespaces)),
             sbpl: None,
@@ -311,7 +313,7 @@ mod tests {
                 "{own}"
             );
         }
-        assert!(!spec.deny_tcp && !rules.own_terminals);
+        assert!(!spec.deny_tcp && rules.own_terminals);
         assert!(
             rules
                 .child_rules
@@ -333,15 +335,16 @@ mod tests {
     }
 
     #[test]
-    fn a_command_adds_its_tmpdir_and_on_layer_2_its_terminals() {
+    fn a_command_adds_its_tmpdir_and_its_terminals() {
         let plan = Plan::landlock(&policy(), &AllDirs, IDS).unwrap();
         let rules = plan.walls.landlock.unwrap();
         let tty = PathBuf::from("/dev/pts/3");
         let spec = rules.for_command(Some(Path::new("/tmp/x")), std::slice::from_ref(&tty));
         assert!(spec.rules.contains(&rule("/tmp/x", Grant::ReadWrite)));
         assert!(spec.rules.contains(&rule("/dev/pts/3", Grant::Device)));
-        let full = Plan::full(&policy(), &AllDirs, IDS).unwrap();
-        let spec = full.walls.landlock.unwrap().for_command(None, &[tty]);
+        let mut rules = rules;
+        rules.own_terminals = false;
+        let spec = rules.for_command(None, &[tty]);
         assert!(!spec.rules.iter().any(|r| r.path == Path::new("/dev/pts/3")));
     }
 

@@ -294,21 +294,24 @@ impl Command {
             stdio::raw(&stdout_child),
             stdio::raw(&stderr_child),
         ];
-        let ctty = self.controlling_terminal.then(|| {
+        let terminal = {
             use std::os::fd::AsFd;
             terminal_among([
                 stdin_child.as_ref().map(AsFd::as_fd),
                 stdout_child.as_ref().map(AsFd::as_fd),
                 stderr_child.as_ref().map(AsFd::as_fd),
             ])
-        });
-        let started = match self.start(stdio_fds, ctty) {
+        };
+        // Without a terminal, taking one on stdin fails with `ENOTTY`, which names the
+        // problem.
+        let ctty = self.controlling_terminal.then(|| terminal.unwrap_or(0));
+        let started = match self.start(stdio_fds, ctty, terminal) {
             Err(StartError::Refused(refusal)) => {
                 // The host refused this layer: learn it, re-plan per the policy (which
                 // may refuse), and try once more on the layer chosen now.
                 Capabilities::learn(&refusal);
                 self.replan()
-                    .and_then(|()| match self.start(stdio_fds, ctty) {
+                    .and_then(|()| match self.start(stdio_fds, ctty, terminal) {
                         Ok(started) => Ok(started),
                         Err(StartError::Failed(e)) => Err(e),
                         // The weaker layer has no namespaces (or binds the host's /proc), so
@@ -344,6 +347,7 @@ impl Command {
         &self,
         stdio: [RawFd; 3],
         controlling_terminal: Option<RawFd>,
+        terminal: Option<RawFd>,
     ) -> Result<Started, StartError> {
         let inner = &self.inner;
         let mut env = self.resolved_env()?;
@@ -367,6 +371,7 @@ impl Command {
             stdio,
             pass,
             controlling_terminal,
+            terminal,
             private_tmp: private_tmp.as_ref().map(tempfile::TempDir::path),
             git: &git,
         };
@@ -471,6 +476,11 @@ pub(super) struct Request<'a> {
     pub(super) pass: Vec<RawFd>,
     /// The stdio fd (0, 1 or 2) whose terminal becomes the program's controlling terminal.
     pub(super) controlling_terminal: Option<RawFd>,
+    /// The first of the program's fds 0, 1 and 2 that is a terminal (the controlling
+    /// terminal, when it has one), to be given a name inside where the layer hides the
+    /// host's.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) terminal: Option<RawFd>,
     /// The per-command temporary directory, when the layer has one.
     pub(super) private_tmp: Option<&'a Path>,
     /// The command's `.git` layers, when the plan has any (only Linux plans do).
@@ -479,16 +489,15 @@ pub(super) struct Request<'a> {
 }
 
 /// The first of the program's fds 0, 1 and 2 that will be a terminal (its source fd, or
-/// the host's own where it inherits that), else 0: taking a controlling terminal there
-/// fails with `ENOTTY`, which names the problem.
-fn terminal_among(sources: [Option<std::os::fd::BorrowedFd<'_>>; 3]) -> RawFd {
+/// the host's own where it inherits that).
+fn terminal_among(sources: [Option<std::os::fd::BorrowedFd<'_>>; 3]) -> Option<RawFd> {
     use std::os::fd::AsFd;
     let (stdin, stdout, stderr) = (io::stdin(), io::stdout(), io::stderr());
     let host = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
     (0..3)
         .zip(sources.into_iter().zip(host))
         .find(|(_, (src, host))| nix::unistd::isatty(src.unwrap_or(*host)).unwrap_or(false))
-        .map_or(0, |(target, _)| target)
+        .map(|(target, _)| target)
 }
 
 fn stdio_err(source: io::Error) -> SpawnError {
@@ -498,13 +507,12 @@ fn stdio_err(source: io::Error) -> SpawnError {
     }
 }
 
-/// Says when a guarded name (`.git/hooks`) or a directory above it (`.git`) is a symlink:
-/// the child does not follow it, so that run goes on without the guard on what it names.
+/// Says when a guarded name or a directory above it is a symlink: the child does not
+/// follow it, so that run goes on without the guard on what it names. (A `.git` symlink
+/// is followed into its root, or reported, by the `.git` layer: [`Child::git_unguarded`].)
 fn warn_unguarded(plan: &Plan) {
     for step in &plan.steps {
-        if let Step::GuardName { path } | Step::GuardPin { path } | Step::GitLayer { path, .. } =
-            step
-        {
+        if let Step::GuardName { path } | Step::GuardPin { path } = step {
             if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
                 tracing::warn!(
                     path = %path.display(),

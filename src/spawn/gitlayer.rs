@@ -35,6 +35,10 @@
 //! warning each): config, hooks, `commondir`, `config.worktree`, `info/`, `worktrees/`,
 //! `modules/`, an unfinished rebase's todo list (whose `exec` lines git would run), lock
 //! files of an interrupted git, and anything that is not a regular file or directory.
+//!
+//! A `.git` symlink or `gitdir:` file is pinned, and the directory it names is layered the
+//! same way when it lies inside the same writable root (see `target.rs`); any other target
+//! is reported ([`Child::git_unguarded`]).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -43,6 +47,8 @@ use super::Child;
 
 #[cfg(target_os = "linux")]
 pub(super) mod merge;
+#[cfg(target_os = "linux")]
+pub(super) mod target;
 
 /// A change a sandboxed program made under a repository's `.git` that was not merged
 /// back to the host (see [`Child::git_dropped`]).
@@ -114,7 +120,70 @@ impl fmt::Display for GitDrop {
     }
 }
 
+/// A writable root's `.git` that is a symlink or a `gitdir:` file whose repository
+/// metadata a command runs without the `.git` layer on (see [`Child::git_unguarded`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitUnguarded {
+    /// `<root>/.git`.
+    pub path: PathBuf,
+    /// What it names, as an absolute path (a relative one joined to the root).
+    pub target: PathBuf,
+    /// Why it gets no layer.
+    pub reason: GitUnguardedReason,
+}
+
+/// Why the repository metadata a `.git` symlink or file names gets no `.git` layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GitUnguardedReason {
+    /// A directory outside the writable root: it is as writable inside as the rest of the
+    /// layout makes it, which for a path outside every writable root is not at all (a
+    /// linked worktree's git dir in its main repository, say).
+    Outside,
+    /// The writable root itself.
+    Root,
+    /// Not reachable without following a further symlink, or nothing git can use there:
+    /// the errno of opening it (`ELOOP`, `ENOENT`, `ENOTDIR`, …). If the program creates
+    /// it, the host's git may later use what the program wrote.
+    Unresolved(i32),
+}
+
+impl fmt::Display for GitUnguarded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (path, target) = (self.path.display(), self.target.display());
+        match self.reason {
+            GitUnguardedReason::Outside => write!(
+                f,
+                "{path} names {target}, outside its writable root: no .git layer on it in this run"
+            ),
+            GitUnguardedReason::Root => write!(
+                f,
+                "{path} names its writable root {target}: no .git layer on it in this run"
+            ),
+            GitUnguardedReason::Unresolved(errno) => write!(
+                f,
+                "{path} names {target}, which cannot be opened as a directory without following symlinks: {}; no .git layer on it in this run",
+                crate::error::strerror(errno)
+            ),
+        }
+    }
+}
+
 impl Child {
+    /// The writable roots' `.git` symlinks and `gitdir:` files whose repository metadata
+    /// this command runs without the `.git` layer on, known from the spawn on. Each is
+    /// also logged as a `tracing` warning. The link or file itself is kept from change
+    /// (bound read-only onto itself) either way; what it names is layered like a `.git`
+    /// directory when it is a directory inside the same writable root, reached without
+    /// following any further symlink.
+    ///
+    /// # Platform
+    ///
+    /// Linux, full layer only: elsewhere nothing is layered and this is always empty.
+    pub fn git_unguarded(&self) -> &[GitUnguarded] {
+        self.git.unguarded()
+    }
+
     /// The changes the program made under a repository's `.git` that were not merged back
     /// to the host, known once the program has been waited for ([`Child::wait`],
     /// [`Child::try_wait`] returning a status, [`Child::wait_with_output`]). Each is also
@@ -137,6 +206,32 @@ impl Child {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unguarded_links_read_plainly() {
+        let u = GitUnguarded {
+            path: "/ws/.git".into(),
+            target: "/ws/gone".into(),
+            reason: GitUnguardedReason::Unresolved(libc::ENOENT),
+        };
+        assert_eq!(
+            u.to_string(),
+            "/ws/.git names /ws/gone, which cannot be opened as a directory without following symlinks: No such file or directory; no .git layer on it in this run"
+        );
+        let at = |target: &str, reason| GitUnguarded {
+            path: "/ws/.git".into(),
+            target: target.into(),
+            reason,
+        };
+        assert_eq!(
+            at("/main/.git/worktrees/ws", GitUnguardedReason::Outside).to_string(),
+            "/ws/.git names /main/.git/worktrees/ws, outside its writable root: no .git layer on it in this run"
+        );
+        assert_eq!(
+            at("/ws", GitUnguardedReason::Root).to_string(),
+            "/ws/.git names its writable root /ws: no .git layer on it in this run"
+        );
+    }
 
     #[test]
     fn reasons_read_plainly() {

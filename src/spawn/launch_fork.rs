@@ -49,6 +49,10 @@ impl GitSession {
     pub(super) fn dropped(&self) -> &[super::GitDrop] {
         &[]
     }
+
+    pub(super) fn unguarded(&self) -> &[super::GitUnguarded] {
+        &[]
+    }
 }
 
 /// What every command of one sandbox shares: the plan (with the Seatbelt profile's input,
@@ -247,6 +251,7 @@ mod tests {
             stdio: [-1; 3],
             pass: Vec::new(),
             controlling_terminal: None,
+            terminal: None,
             private_tmp: None,
             git: Box::leak(Box::default()),
         }

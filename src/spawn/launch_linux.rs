@@ -17,7 +17,7 @@ use crate::backend::linux::{
 };
 use crate::backend::report;
 use crate::error::{Errno, Error, SpawnError};
-use crate::plan::{FilterOptions, LandlockRules, Plan};
+use crate::plan::{FilterOptions, LandlockRules, Plan, Step};
 
 /// A running sandbox's handle besides its pid: a pidfd of its init (or of the program, in
 /// passthrough) and the init's status pipe.
@@ -130,6 +130,8 @@ pub(super) fn start(
         .is_some_and(landlock::Status::signals_scoped);
     let init_flags = init::flags(plan, scoped, req.controlling_terminal);
     let status_pipe = init_flags.map(|_| init::status_pipe()).transpose()?;
+    // A `/dev` of the sandbox's own hides the host's name of the program's terminal.
+    let console = console(&req).filter(|_| plan.steps.contains(&Step::Dev));
     let spec = ExecSpec {
         program: req.program,
         args: req.args,
@@ -158,6 +160,11 @@ pub(super) fn start(
     }
     let (mounts, socket) = req.git.mounts()?;
     exec.set_git(mounts, socket);
+    exec.set_trees(prepared.layout.trees().map_err(|source| SpawnError::Os {
+        call: "open_tree",
+        source,
+    })?);
+    exec.console = console;
     let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w))?;
     drop(ruleset);
     // The init holds the status pipe's write end now; the parent keeps the read end only.
@@ -198,6 +205,18 @@ fn command_ruleset(
     };
     let spec = rules.for_command(req.private_tmp, &terminals);
     Ok(Some(landlock::build(&spec).map_err(Error::from)?))
+}
+
+/// The program's terminal, to be bound onto `/dev/console` inside: the source fd of the
+/// stdio slot the command's terminal is on (or the host's own fd there).
+fn console(req: &Request<'_>) -> Option<backend::prepare::Console> {
+    req.terminal
+        .and_then(|i| {
+            req.stdio
+                .get(i as usize)
+                .map(|&fd| if fd < 0 { i } else { fd })
+        })
+        .and_then(backend::prepare::Console::of)
 }
 
 /// How the setup child starts the sandbox's init, which then starts the program.

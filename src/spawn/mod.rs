@@ -42,7 +42,7 @@ pub use crate::plan::Degradation;
 pub use child::Child;
 pub use command::Command;
 pub use describe::{PlanDescription, PlanNamespaces, macos_profile};
-pub use gitlayer::{GitDrop, GitDropReason};
+pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 

@@ -188,18 +188,7 @@ fn rule_access(
 ///
 /// Linux only.
 pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
-    let kernel_abi = stockade_sys::linux::landlock_abi_version().map_err(|e| {
-        LandlockBuildError::Unsupported {
-            errno: Errno::from_raw(e.raw()),
-        }
-    })?;
-    let abi = ABI::from(kernel_abi).min(TESTED_ABI);
-    if abi == ABI::Unsupported {
-        return Err(LandlockBuildError::Unsupported {
-            errno: Errno::EOPNOTSUPP,
-        });
-    }
-
+    let (kernel_abi, abi) = negotiate()?;
     let handled_fs = AccessFs::from_all(abi);
     let handled_net = if spec.deny_tcp {
         AccessNet::from_all(abi)
@@ -213,6 +202,52 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
     };
 
     // Open everything first, so a missing workspace fails before any kernel object exists.
+    let (opened, mut skipped) = open_all(spec)?;
+    let created = create_ruleset(handled_fs, handled_net, scoped)?;
+    let created = add_rules(created, opened, abi, handled_fs, &mut skipped)?;
+
+    // With HardRequirement and a supported ABI the crate always creates a real ruleset;
+    // `None` would mean it fell back to a dummy one, which must never pass as enforced.
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| {
+        LandlockBuildError::CreateRuleset("the landlock crate created no ruleset fd".into())
+    })?;
+    Ok(Prepared {
+        fd,
+        status: Status {
+            kernel_abi,
+            abi,
+            handled_fs,
+            handled_net,
+            scoped,
+            skipped,
+        },
+    })
+}
+
+/// The ABI version the kernel reports, and the ABI used: that version capped at
+/// [`TESTED_ABI`].
+fn negotiate() -> Result<(i32, ABI), LandlockBuildError> {
+    let kernel_abi = stockade_sys::linux::landlock_abi_version().map_err(|e| {
+        LandlockBuildError::Unsupported {
+            errno: Errno::from_raw(e.raw()),
+        }
+    })?;
+    let abi = ABI::from(kernel_abi).min(TESTED_ABI);
+    if abi == ABI::Unsupported {
+        return Err(LandlockBuildError::Unsupported {
+            errno: Errno::EOPNOTSUPP,
+        });
+    }
+    Ok((kernel_abi, abi))
+}
+
+/// The paths of a spec opened for their rules, each with its grant.
+type Opened<'a> = Vec<(&'a Path, File, Grant)>;
+
+/// Opens the workspace (read-write) and every rule's path; returns them and the paths
+/// skipped because they do not exist.
+fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBuildError> {
     let workspace = open_path(&spec.workspace).map_err(|source| LandlockBuildError::Workspace {
         path: spec.workspace.clone(),
         source,
@@ -233,7 +268,15 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
             }
         }
     }
+    Ok((opened, skipped))
+}
 
+/// Creates the ruleset that handles exactly these rights, every one of them required.
+fn create_ruleset(
+    handled_fs: BitFlags<AccessFs>,
+    handled_net: BitFlags<AccessNet>,
+    scoped: BitFlags<Scope>,
+) -> Result<RulesetCreated, LandlockBuildError> {
     let create = |e: landlock::RulesetError| LandlockBuildError::CreateRuleset(Box::new(e));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
@@ -245,8 +288,18 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
     if !scoped.is_empty() {
         ruleset = ruleset.scope(scoped).map_err(create)?;
     }
-    let mut created: RulesetCreated = ruleset.create().map_err(create)?;
+    ruleset.create().map_err(create)
+}
 
+/// Adds one rule per opened path, with the rights of its grant that apply to its kind of
+/// file; a path left with no right is added to `skipped` instead.
+fn add_rules(
+    mut created: RulesetCreated,
+    opened: Opened<'_>,
+    abi: ABI,
+    handled_fs: BitFlags<AccessFs>,
+    skipped: &mut Vec<PathBuf>,
+) -> Result<RulesetCreated, LandlockBuildError> {
     for (path, file, grant) in opened {
         let dir = file
             .metadata()
@@ -268,24 +321,7 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
                 source: Box::new(e),
             })?;
     }
-
-    // With HardRequirement and a supported ABI the crate always creates a real ruleset;
-    // `None` would mean it fell back to a dummy one, which must never pass as enforced.
-    let fd: Option<OwnedFd> = created.into();
-    let fd = fd.ok_or_else(|| {
-        LandlockBuildError::CreateRuleset("the landlock crate created no ruleset fd".into())
-    })?;
-    Ok(Prepared {
-        fd,
-        status: Status {
-            kernel_abi,
-            abi,
-            handled_fs,
-            handled_net,
-            scoped,
-            skipped,
-        },
-    })
+    Ok(created)
 }
 
 /// Opens `path` with `O_PATH | O_CLOEXEC` for a rule (following symlinks, like

@@ -369,6 +369,7 @@ mod tests {
             access: Access::ReadOnly,
             dir: true,
             beneath: None,
+            idmap: false,
         };
         assert_eq!(step_refusal(&bind, libc::EPERM), None);
     }

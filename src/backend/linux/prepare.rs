@@ -13,6 +13,11 @@ use std::path::{Path, PathBuf};
 use crate::error::PlanError;
 use crate::plan::{Access, DEV_NODES, Plan, Step};
 
+mod console;
+mod git_link;
+pub use console::Console;
+pub use git_link::GitLink;
+
 /// Where the host's root sits during setup.
 pub const OLD_ROOT: &str = "/oldroot";
 /// Where the sandbox's root is assembled during setup.
@@ -48,6 +53,10 @@ pub enum Op {
         dir: bool,
         /// Read-only, recursively.
         ro: bool,
+        /// For an idmapped bind ([`Step::Bind`]'s `idmap`): the index of the tree the
+        /// parent made for this command in [`Exec::trees`]; the child attaches that tree
+        /// instead of opening `src`.
+        idmap: Option<u16>,
     },
     /// A bind of a path inside a writable root onto itself, opened without symlinks.
     BindBeneath {
@@ -181,6 +190,9 @@ pub struct Layout {
     /// Landlock rules for the child's own mounts and the seccomp program, when the plan
     /// has those steps.
     pub walls: Option<Walls>,
+    /// The host paths of the idmapped binds, in the order of their `idmap` indices: the
+    /// parent makes one tree of each per command ([`Exec::trees`]).
+    pub idmapped: Vec<PathBuf>,
 }
 
 /// Converts a path to a `CString`.
@@ -225,8 +237,37 @@ impl Layout {
     pub fn new(plan: Plan, last_cap: u32, walls: Option<Walls>) -> Result<Self, PlanError> {
         let mut ops = Vec::with_capacity(plan.steps.len());
         let mut git_layers: u8 = 0;
+        let mut idmapped = Vec::new();
         for step in &plan.steps {
             let op = match step {
+                Step::Bind {
+                    src,
+                    idmap: true,
+                    beneath: None,
+                    ..
+                } => {
+                    let index = u16::try_from(idmapped.len())
+                        .map_err(|_| PlanError::Conflict("too many idmapped binds".into()))?;
+                    idmapped.push(src.clone());
+                    match prepare_step(step, last_cap)? {
+                        Op::Bind {
+                            src,
+                            dst,
+                            mkdirs,
+                            dir,
+                            ro,
+                            ..
+                        } => Op::Bind {
+                            src,
+                            dst,
+                            mkdirs,
+                            dir,
+                            ro,
+                            idmap: Some(index),
+                        },
+                        other => other,
+                    }
+                }
                 Step::GitLayer { path, size } => {
                     let index = git_layers;
                     // One per writable root: a tag of one byte is plenty, and a plan with
@@ -254,10 +295,33 @@ impl Layout {
             }
             ops.push(op);
         }
-        Ok(Layout { plan, ops, walls })
+        Ok(Layout {
+            plan,
+            ops,
+            walls,
+            idmapped,
+        })
     }
 }
 
+impl Layout {
+    /// This command's idmapped trees, one per [`Layout::idmapped`] path: a mount can be
+    /// attached once, so each command gets its own.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's error for the first tree that cannot be made.
+    pub fn trees(&self) -> std::io::Result<Vec<std::os::fd::OwnedFd>> {
+        self.idmapped
+            .iter()
+            .map(|p| crate::probe::idmap::tree(p))
+            .collect()
+    }
+}
+
+/// The child's operation for one layout step (the `.git` layers and idmapped binds are
+/// numbered by [`Layout::new`]). Steps without a path map 1:1; binds, tmpfs, `/dev` and
+/// masks have a helper each.
 fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
     Ok(match step {
         Step::DieWithParent => Op::DieWithParent,
@@ -274,47 +338,15 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             access,
             dir,
             beneath,
-        } => {
-            let ro = *access != Access::ReadWrite;
-            if beneath.is_some() {
-                Op::BindBeneath {
-                    path: cstr(&under(NEW_ROOT, dst))?,
-                    ro,
-                }
-            } else {
-                Op::Bind {
-                    src: cstr(&under(OLD_ROOT, src))?,
-                    dst: cstr(&under(NEW_ROOT, dst))?,
-                    mkdirs: mkdirs(dst, *dir)?,
-                    dir: *dir,
-                    ro,
-                }
-            }
-        }
+            ..
+        } => prepare_bind(src, dst, *access, *dir, beneath.is_some())?,
         Step::Symlink { link, target } => Op::Symlink {
             target: cstr(target)?,
-            link: cstr(&under(NEW_ROOT, link))?,
+            link: inside(link)?,
             mkdirs: mkdirs(link, false)?,
         },
-        Step::Tmpfs { dst, size, mode } => Op::Tmpfs {
-            dst: cstr(&under(NEW_ROOT, dst))?,
-            mkdirs: mkdirs(dst, true)?,
-            data: CString::new(format!("size={size},mode={mode:o}"))
-                .map_err(|_| PlanError::Nul(dst.clone()))?,
-        },
-        Step::Dev => {
-            let mut nodes = Vec::new();
-            for n in DEV_NODES {
-                let host = Path::new("/dev").join(n);
-                if host.exists() {
-                    nodes.push((
-                        cstr(&under(OLD_ROOT, &host))?,
-                        cstr(&under(NEW_ROOT, &host))?,
-                    ));
-                }
-            }
-            Op::Dev { nodes }
-        }
+        Step::Tmpfs { dst, size, mode } => prepare_tmpfs(dst, *size, *mode)?,
+        Step::Dev => prepare_dev()?,
         Step::Proc { fallback } => Op::Proc {
             fallback: *fallback,
         },
@@ -323,36 +355,19 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             dir,
             beneath,
             identity,
-        } => {
-            let inside = cstr(&under(NEW_ROOT, path))?;
-            if *dir {
-                Op::MaskDir {
-                    path: inside,
-                    beneath: beneath.is_some(),
-                    identity: *identity,
-                }
-            } else {
-                Op::MaskFile { path: inside }
-            }
-        }
+        } => prepare_mask(path, *dir, beneath.is_some(), *identity)?,
         Step::Pin { path, .. } => Op::Pin {
-            path: cstr(&under(NEW_ROOT, path))?,
+            path: inside(path)?,
         },
         Step::HideName { path } => Op::HideName {
-            path: cstr(&under(NEW_ROOT, path))?,
+            path: inside(path)?,
         },
         Step::GuardName { path } => Op::GuardName {
-            path: cstr(&under(NEW_ROOT, path))?,
+            path: inside(path)?,
         },
         Step::GuardPin { path } => Op::GuardPin {
-            path: cstr(&under(NEW_ROOT, path))?,
+            path: inside(path)?,
         },
-        // Numbered in order by `Layout::new`.
-        Step::GitLayer { .. } => {
-            return Err(PlanError::Conflict(format!(
-                "step `{step}` is numbered by the layout"
-            )));
-        }
         Step::PivotRoot => Op::PivotRoot,
         Step::RootReadOnly => Op::RootReadOnly,
         Step::LoopbackUp => Op::LoopbackUp,
@@ -364,20 +379,99 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::Landlock => Op::Landlock,
         Step::Seccomp => Op::Seccomp,
         Step::Exit => Op::Exit,
-        // The Seatbelt step belongs to macOS plans, never to a Linux layout.
-        Step::SandboxInit => {
-            return Err(PlanError::Conflict(format!("step `{step}` is macOS only")));
-        }
-        // Per-command steps are prepared by `Exec::new`, never in a layout.
-        Step::Stdio
+        Step::GitLayer { .. }
+        | Step::SandboxInit
+        | Step::Stdio
         | Step::CloseFds
         | Step::Chdir(_)
         | Step::ControllingTerminal(_)
-        | Step::Exec(_) => {
-            return Err(PlanError::Conflict(format!(
-                "step `{step}` cannot be part of a layout"
-            )));
+        | Step::Exec(_) => return Err(not_in_layout(step)),
+    })
+}
+
+/// `/newroot/<p>`, the path `p` inside during setup.
+fn inside(p: &Path) -> Result<CString, PlanError> {
+    cstr(&under(NEW_ROOT, p))
+}
+
+/// A bind from the host (its source under `/oldroot`), or, inside a writable root
+/// (`beneath`), of the path onto itself.
+fn prepare_bind(
+    src: &Path,
+    dst: &Path,
+    access: Access,
+    dir: bool,
+    beneath: bool,
+) -> Result<Op, PlanError> {
+    let ro = access != Access::ReadWrite;
+    Ok(if beneath {
+        Op::BindBeneath {
+            path: inside(dst)?,
+            ro,
         }
+    } else {
+        Op::Bind {
+            src: cstr(&under(OLD_ROOT, src))?,
+            dst: inside(dst)?,
+            mkdirs: mkdirs(dst, dir)?,
+            dir,
+            ro,
+            idmap: None,
+        }
+    })
+}
+
+/// A tmpfs with its size limit and root mode as mount data.
+fn prepare_tmpfs(dst: &Path, size: u64, mode: u32) -> Result<Op, PlanError> {
+    Ok(Op::Tmpfs {
+        dst: inside(dst)?,
+        mkdirs: mkdirs(dst, true)?,
+        data: CString::new(format!("size={size},mode={mode:o}"))
+            .map_err(|_| PlanError::Nul(dst.to_path_buf()))?,
+    })
+}
+
+/// `/dev`, with each of the host's [`DEV_NODES`] that exists.
+fn prepare_dev() -> Result<Op, PlanError> {
+    let mut nodes = Vec::new();
+    for n in DEV_NODES {
+        let host = Path::new("/dev").join(n);
+        if host.exists() {
+            nodes.push((cstr(&under(OLD_ROOT, &host))?, inside(&host)?));
+        }
+    }
+    Ok(Op::Dev { nodes })
+}
+
+/// A mask: an empty read-only tmpfs over a directory (checked against `identity` and
+/// opened without symlinks when `beneath` a writable root), `/dev/null` over a file.
+fn prepare_mask(
+    path: &Path,
+    dir: bool,
+    beneath: bool,
+    identity: Option<(u64, u64)>,
+) -> Result<Op, PlanError> {
+    let path = inside(path)?;
+    Ok(if dir {
+        Op::MaskDir {
+            path,
+            beneath,
+            identity,
+        }
+    } else {
+        Op::MaskFile { path }
+    })
+}
+
+/// Why `step` has no operation of its own in a layout.
+fn not_in_layout(step: &Step) -> PlanError {
+    PlanError::Conflict(match step {
+        // Numbered in order by `Layout::new`.
+        Step::GitLayer { .. } => format!("step `{step}` is numbered by the layout"),
+        // The Seatbelt step belongs to macOS plans, never to a Linux layout.
+        Step::SandboxInit => format!("step `{step}` is macOS only"),
+        // Per-command steps are prepared by `Exec::new`, never in a layout.
+        _ => format!("step `{step}` cannot be part of a layout"),
     })
 }
 
@@ -393,6 +487,8 @@ pub struct GitMount {
     /// `/newroot/<root>/.git/objects/pack/<name>.pack`, each pack file the host had:
     /// bound read-only onto itself on the layer.
     pub packs: Vec<CString>,
+    /// When `.git` is a symlink or a `gitdir:` file naming this directory.
+    pub link: Option<GitLink>,
 }
 
 impl GitMount {
@@ -410,7 +506,13 @@ impl GitMount {
                 .iter()
                 .map(|p| cstr(&under(NEW_ROOT, p)))
                 .collect::<Result<_, _>>()?,
+            link: None,
         })
+    }
+
+    /// The same layer, reached through `link`.
+    pub fn with_link(self, link: Option<GitLink>) -> Self {
+        GitMount { link, ..self }
     }
 }
 
@@ -442,6 +544,12 @@ pub struct Exec {
     /// The child's end of the socket that carries each upper layer's fd to the parent,
     /// or -1.
     pub git_socket: RawFd,
+    /// This command's idmapped trees, one per [`Layout::idmapped`] path (detached mounts
+    /// the child attaches; close-on-exec, kept through `CloseFds`).
+    pub trees: Vec<std::os::fd::OwnedFd>,
+    /// The program's terminal, bound onto `/dev/console` by the [`Op::Dev`] step so that
+    /// it has a name inside ([`Console`]).
+    pub console: Option<Console>,
 }
 
 /// What a command asks for, before preparation.
@@ -496,6 +604,8 @@ impl Exec {
             init: None,
             git: Vec::new(),
             git_socket: -1,
+            trees: Vec::new(),
+            console: None,
         })
     }
 
@@ -506,6 +616,16 @@ impl Exec {
         self.keep.sort_unstable();
         self.keep.dedup();
         self.init = Some(launch);
+    }
+
+    /// Sets this command's idmapped trees ([`Layout::idmapped`], in order), which survive
+    /// `CloseFds`.
+    pub fn set_trees(&mut self, trees: Vec<std::os::fd::OwnedFd>) {
+        use std::os::fd::AsRawFd;
+        self.keep.extend(trees.iter().map(AsRawFd::as_raw_fd));
+        self.keep.sort_unstable();
+        self.keep.dedup();
+        self.trees = trees;
     }
 
     /// Sets this command's `.git` layers and the socket their upper layers are sent

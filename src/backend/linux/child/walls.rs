@@ -1,0 +1,67 @@
+//! Child side of the second and third walls: the Landlock rules for the child's own
+//! mounts, the Landlock ruleset itself, and the seccomp filter, all prepared by the parent
+//! ([`Walls`]).
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::ffi::CString;
+
+use stockade_sys::linux as sys;
+use stockade_sys::linux::CWD;
+use stockade_sys::{BorrowedFd, Errno};
+
+use super::R;
+use crate::backend::linux::prepare::{Exec, Walls};
+
+/// The command's Landlock ruleset fd (only asked for when the plan has walls, so it is open).
+fn landlock_fd(exec: &Exec) -> BorrowedFd<'_> {
+    // SAFETY: the parent keeps the ruleset fd open in `exec` until this child has exec'd or
+    // exited, and `close_fds` keeps it. With no walls it is -1 and no step asks for it; a
+    // call on -1 fails with EBADF and touches nothing.
+    unsafe { BorrowedFd::borrow_raw(exec.landlock_fd) }
+}
+
+/// Rules for the file systems this child mounted itself (their inodes did not exist when
+/// the parent built the ruleset). Paths are the sandbox's own mountpoints, after
+/// `pivot_root`.
+pub(super) fn landlock_rules(walls: Option<&Walls>, exec: &Exec) -> R {
+    match walls {
+        Some(w) => add_rules(&w.child_rules, landlock_fd(exec)),
+        None => Err(Errno(libc::EINVAL)),
+    }
+}
+
+fn add_rules(rules: &[(CString, u64)], ruleset: BorrowedFd<'_>) -> R {
+    for (path, bits) in rules {
+        let fd = sys::openat(CWD, path, libc::O_PATH | libc::O_CLOEXEC, 0)?;
+        let r = sys::landlock_add_rule_path_beneath(ruleset, fd.as_fd(), *bits);
+        let _ = sys::close(fd);
+        r?;
+    }
+    Ok(())
+}
+
+/// Restricts this process with the command's ruleset. Needs no_new_privs (set by the step
+/// before) and takes effect at once, for this process and everything it execs.
+pub(super) fn landlock(exec: &Exec) -> R {
+    sys::landlock_restrict_self(landlock_fd(exec), 0)
+}
+
+/// Installs the seccomp filter. The kernel copies the program during the call
+/// (`seccomp_prepare_user_filter`), so the parent's buffer only has to outlive it, which
+/// CLONE_VFORK guarantees.
+pub(super) fn seccomp(walls: Option<&Walls>) -> R {
+    match walls {
+        Some(w) => {
+            // SAFETY: stockade's filter answers only with ALLOW, KILL_PROCESS and ERRNO
+            // of EPERM or ENOSYS (`seccomp::build`): no call reports a success that did
+            // not happen.
+            unsafe { sys::seccomp_set_mode_filter(0, w.filter.instructions()) }.map(drop)
+        }
+        None => Err(Errno(libc::EINVAL)),
+    }
+}

@@ -1,0 +1,203 @@
+//! The seccomp filter: compiled to BPF in the parent, installed by the child last before exec.
+//!
+//! # What the filter does
+//!
+//! The default is allow. The calls that let a process reach past the sandbox (debugging
+//! other processes, loading code into the kernel, changing mounts or namespaces, the clock,
+//! the kernel log, NUMA placement of other processes' pages, injecting terminal input or
+//! changing a terminal's line discipline, io_uring, vsock, unusual personas, setuid and
+//! setgid bits) fail with `EPERM`. SECURITY.md lists every rule. The exceptions to `EPERM`:
+//!
+//! - `clone3` fails with `ENOSYS`. Its flags live in a struct in memory, which a seccomp
+//!   filter cannot read, so it cannot be checked for `CLONE_NEW*`; `ENOSYS` makes glibc and
+//!   musl fall back to `clone`, whose flags are checked.
+//! - `openat2` fails with `ENOSYS` for the same reason: its mode (which could carry
+//!   `S_ISUID`) lives in a `struct open_how`. glibc never calls it for `open`; the programs
+//!   that do (systemd's path resolution, libpathrs, cap-std) fall back to `openat` on
+//!   `ENOSYS`, as they must on kernels before 5.6. Docker's default profile allows it (and
+//!   checks no modes at all); flatpak does not mention it.
+//! - System calls newer than [`KNOWN_MAX`] fail with `ENOSYS`, the kernel's own answer for
+//!   a call it does not have, so that a kernel upgrade cannot open a door this list never
+//!   heard of. runc does the same for calls newer than those its profile names.
+//! - Syscall number −1 (`0xffffffff`) is allowed. It is no call: a tracer writes it to skip
+//!   the call it stopped at (strace's `inject=…:error=…`, gdb), and the kernel then returns
+//!   whatever the tracer left in the return register, `ENOSYS` by default. An `ENOSYS` from
+//!   the filter would overwrite a value the tracer set at the entry stop. libseccomp makes
+//!   the same exception in its x32 check.
+//! - A system call of a foreign ABI kills the process (`SECCOMP_RET_KILL_PROCESS`): the
+//!   i386 ABI (`int 0x80`, seen by the filter as a different `AUDIT_ARCH`) and, on x86_64,
+//!   the x32 ABI (native arch, number with bit 30 set; every number from `0x40000000` up
+//!   but −1). Both are compat entry points with their own syscall tables, a classic way
+//!   around filters that name x86_64 numbers, and no program stockade runs needs them. A
+//!   32-bit binary therefore dies with `SIGSYS` at its first system call, which its exit
+//!   status shows, rather than running half-working. Docker's default profile makes the same
+//!   choice of process kill for foreign architectures it does not list.
+//!
+//! # Argument checks
+//!
+//! A filter sees the six argument registers, never memory. Every check compares the low 32
+//! bits of a register: each checked argument is an `int`, `unsigned int`, `pid_t` or
+//! `umode_t` in the kernel's prototype, which the kernel truncates the same way, so the
+//! upper half cannot smuggle a different value past the filter.
+//!
+//! - `clone`: `EPERM` when any `CLONE_NEW*` flag is set.
+//! - `ioctl`: `EPERM` for `TIOCSTI`, `TIOCLINUX` and `TIOCSETD`.
+//! - `socket`, `socketpair`: `EPERM` for `AF_VSOCK`; with [`FilterOptions::deny_network`],
+//!   for every family but `AF_UNIX`.
+//! - `personality`: only `PER_LINUX` (0), `PER_LINUX32` (8), `UNAME26` (0x20000), their
+//!   union (0x20008) and the query `0xffffffff` pass, as in Docker's default profile; the
+//!   rest (`ADDR_NO_RANDOMIZE`, `READ_IMPLIES_EXEC`, …) fail with `EPERM`.
+//! - Setuid and setgid bits: `chmod`, `fchmod`, `fchmodat`, `fchmodat2`, `creat`, `mknod`,
+//!   `mknodat` with `S_ISUID` or `S_ISGID` in the mode, and `open`/`openat` with those bits
+//!   when `O_CREAT` or `O_TMPFILE` is set (without them the kernel ignores the mode), fail
+//!   with `EPERM`. `mkdir` and `mkdirat` are not checked: the kernel drops both bits from
+//!   their mode (`vfs_mkdir` keeps only the permission bits and `S_ISVTX`), and refusing
+//!   them would fail `cp -a` of a tree with a setgid directory at the `mkdirat` rather than
+//!   at the `chmod` that follows it.
+//! - With [`FilterOptions::host_namespaces`] (layer 2): `prlimit64`, `sched_setaffinity`,
+//!   `sched_setscheduler`, `sched_setparam` and `sched_setattr` only with pid 0 (the
+//!   caller), `setpriority` only with `PRIO_PROCESS` and who 0, `ioprio_set` only with
+//!   `IOPRIO_WHO_PROCESS` and who 0. A static filter cannot know the program's own pids, so
+//!   a thread that names itself by its tid (`pthread_setaffinity_np`,
+//!   `pthread_setschedparam`) gets `EPERM` too.
+//!
+//! # Shape of the program, and the per-syscall cache
+//!
+//! Since Linux 5.11 the kernel emulates a filter once per syscall number when it is
+//! installed (`seccomp_cache_prepare`, for every number of every ABI the architecture has,
+//! with the sighand lock held) and, where the result cannot depend on the arguments, caches
+//! "allow" in a bitmap so the filter never runs for that number again. Only the calls with
+//! argument checks above run the program on every call; every other call stays on that fast
+//! path.
+//!
+//! That emulation, and the kernel's conversion and JIT of the program, happen in every
+//! sandboxed child, so the program is generated here by hand to be short on every path:
+//!
+//! 1. architecture check: load `arch`; not ours: kill;
+//! 2. load `nr`; above [`KNOWN_MAX`]: to step 5;
+//! 3. a balanced binary search (`JGE`) over the sorted listed numbers, ending in runs of at
+//!    most `LEAF` (3) `JEQ`s whose last miss jumps to "allow";
+//! 4. one block per kind of argument check, shared by the calls that need it;
+//! 5. numbers above [`KNOWN_MAX`]: −1 is allowed, x32 numbers (x86_64) are killed, the
+//!    rest fail with `ENOSYS`;
+//! 6. the shared returns: `ENOSYS`, allow, `EPERM`, kill.
+//!
+//! A linear chain (one compare per listed call, as rule compilers such as seccompiler emit)
+//! makes every unlisted number, i.e. nearly all of them, walk past every listed one, both in
+//! the cache emulation at install time and for the unlisted calls the cache cannot hold on a
+//! compat ABI. The search visits about log2(n / 3) + 3 compares for any number. Every
+//! jump is forward and loads only `nr` or `arch` outside the argument blocks, which is what
+//! the kernel's emulator (`seccomp_is_const_allow`) needs to prove a number always allowed.
+//!
+//! # Layer 2
+//!
+//! Without namespaces the program shares the host's PID and IPC namespaces and, unless a
+//! network namespace is made, its network. [`FilterOptions::host_namespaces`] then refuses
+//! SysV IPC (`msgget`, `semget`, `shmget` and their operations) and POSIX message queues
+//! (`mq_*`), which would reach the host's objects, and limits the calls above that act on a
+//! process by pid to the caller itself. Signals, ptrace and the ptrace family are scoped by
+//! Landlock (ABI ≥ 6 for signals) on that layer.
+//!
+//! With [`FilterOptions::deny_network`] (`network = "none"` without a private network
+//! namespace) `socket()` and `socketpair()` fail with `EPERM` for every family except
+//! `AF_UNIX`. That includes `AF_NETLINK`: without a network namespace of its own, a netlink
+//! socket reads the host's interfaces, addresses and routes and talks to host services
+//! (audit, uevents). glibc copes with the refusal (`getaddrinfo`'s `AI_ADDRCONFIG` probe
+//! treats it as "both families present"), and a program denied the network has no use for
+//! routing tables. io_uring, which could open sockets without `socket(2)`
+//! (`IORING_OP_SOCKET`), is denied anyway.
+//!
+//! # The code
+//!
+//! `tables` names the calls and constants above; `rules` lists, for one [`FilterOptions`],
+//! each number and where it leads; `codegen` lays the program out in the six steps with
+//! `asm`, a small forward-only BPF assembler. The unit tests run every program through
+//! `interp`, a classic-BPF interpreter that also mimics the kernel's cache emulation.
+
+mod asm;
+mod codegen;
+#[cfg(test)]
+mod interp;
+mod rules;
+mod tables;
+#[cfg(test)]
+mod tests;
+
+use libc::sock_filter;
+
+use crate::error::SeccompBuildError;
+
+pub use crate::plan::FilterOptions;
+
+/// A compiled seccomp program, owned by the parent until the child has installed it.
+#[derive(Clone, Debug)]
+pub struct Filter {
+    program: Vec<sock_filter>,
+    // Read by `as_fprog` only (the child installs `instructions()` through `stockade_sys`).
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    len: u16,
+}
+
+impl Filter {
+    /// The `sock_fprog` the child passes to
+    /// `stockade_sys::linux::seccomp_set_mode_filter(0, &fprog)`.
+    ///
+    /// The returned value holds a raw pointer into this `Filter`'s instruction buffer. It is
+    /// valid for as long as this `Filter` is alive: the buffer is a heap allocation that
+    /// moving the `Filter` does not move and that nothing mutates after [`build`]. Keep the
+    /// `Filter` alive in the parent until the child has called `seccomp` (with
+    /// `CLONE_VFORK`, until `clone` returns). The kernel copies the program during the call,
+    /// so the installed filter does not depend on the buffer afterwards.
+    ///
+    /// Calling this allocates nothing; the child may call it, or the parent may call it
+    /// before `clone` and hand the child the value.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    pub fn as_fprog(&self) -> libc::sock_fprog {
+        libc::sock_fprog {
+            len: self.len,
+            // The kernel only reads through this pointer.
+            filter: self.program.as_ptr().cast_mut(),
+        }
+    }
+
+    /// The BPF instructions, for inspection and tests.
+    pub fn instructions(&self) -> &[sock_filter] {
+        &self.program
+    }
+}
+
+/// The highest system call number this filter was reviewed against: `file_setattr` (469,
+/// Linux 6.17; 6.18 added none). Numbers from 424 up are the same on every architecture, so
+/// one value serves x86_64 and aarch64. Every number above it fails with `ENOSYS` (but −1,
+/// and on x86_64 the x32 range, which is killed). Raising it means reading the new calls
+/// and listing those that reach past the sandbox.
+pub const KNOWN_MAX: u32 = 469;
+
+/// Compiles the filter for `opts` into BPF.
+///
+/// Runs in the parent; the child installs the result with
+/// [`Filter::as_fprog`] and `stockade_sys::linux::seccomp_set_mode_filter`.
+///
+/// # Errors
+///
+/// [`SeccompBuildError::CompileFilter`] when the generator cannot encode the program (a
+/// syscall number listed twice or out of range, a jump out of range: a bug here, not a
+/// property of the host), [`SeccompBuildError::TooLong`] when the program exceeds
+/// `BPF_MAXINSNS`.
+///
+/// # Platform
+///
+/// x86_64 and aarch64. On aarch64 there is no x32 ABI, no `iopl`/`ioperm`/`modify_ldt`/
+/// `uselib`, and no `open`/`creat`/`chmod`/`mknod` (only their `*at` forms); 32-bit arm
+/// (`AUDIT_ARCH_ARM`) calls are killed by the architecture check.
+pub fn build(opts: &FilterOptions) -> Result<Filter, SeccompBuildError> {
+    let listed = rules::rules(opts)?;
+    let program = codegen::program(&listed, opts)?;
+    let max = usize::try_from(libc::BPF_MAXINSNS).unwrap_or(usize::MAX);
+    if program.len() > max {
+        return Err(SeccompBuildError::TooLong(program.len()));
+    }
+    let len =
+        u16::try_from(program.len()).map_err(|_| SeccompBuildError::TooLong(program.len()))?;
+    Ok(Filter { program, len })
+}

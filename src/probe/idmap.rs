@@ -1,0 +1,248 @@
+//! Idmapped read-only binds for root hosts.
+//!
+//! A program started by root runs as uid 0 inside, so the owner bits of every root-owned
+//! file on the read-only roots would apply to it: `0600` TLS keys of other services,
+//! `/etc/sudoers`, private directories. Walking the roots for such entries and masking each
+//! costs some 10⁵ `stat`s per process. Instead, a root host binds each read-only root
+//! through an *idmapped* mount whose mapping shows host uid and gid 0 as 65534 (every other
+//! id is unmapped and shows as the overflow id): the program is then never the owner nor
+//! in the group of anything there, and only the "others" bits apply, which is exactly the
+//! rule the walk enforced, at the cost of one `open_tree` and one `mount_setattr` per root
+//! and command.
+//!
+//! The mapping lives in a user namespace made once per process: a child is cloned into a
+//! new user namespace (no exec, it only waits on a pipe), its maps are written, its
+//! namespace is kept as an fd, and it exits. Only the kernel can make an idmapped mount of a
+//! host file system, and only for a caller with `CAP_SYS_ADMIN` in the initial user
+//! namespace: the parent makes a fresh detached tree per command ([`tree`]) and the child
+//! attaches it in its own mount namespace with `move_mount`.
+//!
+//! Everything here is parent-side code, before any `clone` of a sandbox.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// The id every host id 0 is shown as inside an idmapped bind.
+pub(crate) const SHOWN_AS: u32 = 65534;
+
+/// `struct mount_attr` of `mount_setattr(2)`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// The user namespace whose mapping idmapped binds use (host 0 → [`SHOWN_AS`]), made on
+/// first use; `None` when this process cannot make it (not root, no user namespaces).
+pub(crate) fn userns() -> Option<BorrowedFd<'static>> {
+    static NS: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    NS.get_or_init(|| match make_userns() {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            tracing::debug!("no idmapped binds: {e}");
+            None
+        }
+    })
+    .as_ref()
+    .map(|fd| fd.as_fd())
+}
+
+/// Trees made by [`supported`] and not used yet: the first command takes them. (Closing
+/// a detached tree that was never attached unmounts it, which waits for an RCU grace
+/// period: a millisecond or more per tree, so a probe must not throw its tree away.)
+static SPARE: OnceLock<Mutex<HashMap<PathBuf, OwnedFd>>> = OnceLock::new();
+
+/// Whether `root` can be bound idmapped here (tried once per root and process; the tree
+/// made to find out is kept for the first command).
+pub(crate) fn supported(root: &Path) -> bool {
+    static SEEN: OnceLock<Mutex<HashMap<PathBuf, bool>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Mutex::default);
+    if let Some(&ok) = seen.lock().unwrap_or_else(|e| e.into_inner()).get(root) {
+        return ok;
+    }
+    let ok = match make_tree(root) {
+        Ok(tree) => {
+            SPARE
+                .get_or_init(Mutex::default)
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(root.to_path_buf(), tree);
+            true
+        }
+        Err(e) => {
+            tracing::debug!("{} cannot be bound idmapped: {e}", root.display());
+            false
+        }
+    };
+    seen.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(root.to_path_buf(), ok);
+    ok
+}
+
+/// A tree of `root` for one command: the spare one [`supported`] made, else a new one
+/// ([`make_tree`]).
+///
+/// # Errors
+///
+/// As [`make_tree`].
+pub(crate) fn tree(root: &Path) -> io::Result<OwnedFd> {
+    let spare = SPARE
+        .get()
+        .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).remove(root));
+    match spare {
+        Some(tree) => Ok(tree),
+        None => make_tree(root),
+    }
+}
+
+/// A detached, recursive, read-only, `nosuid`, `nodev` copy of the mount tree at `root`,
+/// idmapped so that host id 0 shows as [`SHOWN_AS`]; the child attaches it with
+/// `move_mount`. `root` is opened without following symlinks.
+///
+/// # Errors
+///
+/// No user namespace for the mapping ([`userns`]), or the kernel's error: `EINVAL` when a
+/// file system under `root` does not support idmapped mounts.
+fn make_tree(root: &Path) -> io::Result<OwnedFd> {
+    let ns = userns().ok_or_else(|| io::Error::from_raw_os_error(libc::EPERM))?;
+    let path = CString::new(root.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let flags = libc::OPEN_TREE_CLONE
+        | libc::OPEN_TREE_CLOEXEC
+        | libc::AT_RECURSIVE as libc::c_uint
+        | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint;
+    // SAFETY: open_tree reads `path` up to its NUL; the CString outlives the call.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel has just returned this fd to us; nothing else owns it.
+    let tree = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let attr = MountAttr {
+        attr_set: libc::MOUNT_ATTR_IDMAP
+            | libc::MOUNT_ATTR_RDONLY
+            | libc::MOUNT_ATTR_NOSUID
+            | libc::MOUNT_ATTR_NODEV,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: ns.as_raw_fd() as u64,
+    };
+    let at = (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint;
+    // SAFETY: the kernel reads the empty path and `size_of::<MountAttr>()` bytes of `attr`,
+    // both alive for the call; `userns_fd` names the open namespace fd `ns`, which lives as
+    // long as the process.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            at,
+            std::ptr::from_ref(&attr),
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(tree)
+}
+
+/// Makes the mapping's user namespace: clones a child into a new user namespace, writes
+/// its maps from here, keeps an fd of its namespace and lets it exit.
+fn make_userns() -> io::Result<OwnedFd> {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(io::Error::from_raw_os_error(libc::EPERM));
+    }
+    let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    // The child shares this process's memory and fd table (no page tables to copy, which
+    // for a large host would cost milliseconds) and runs `hold` on a stack of its own. No
+    // exit signal: the host's SIGCHLD handling never sees it; it is reaped below with
+    // `__WCLONE`.
+    let mut stack = vec![0u8; 64 * 1024];
+    let top = stack.as_mut_ptr_range().end.cast::<libc::c_void>();
+    let flags = libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_NEWUSER;
+    let arg = hold_r.as_raw_fd() as usize as *mut libc::c_void;
+    // SAFETY: `top` is the end of a 64 KiB buffer that outlives the child (it is freed
+    // only after the child is reaped below), and x86_64/aarch64 stacks grow down from it.
+    // `hold` makes only errno-free raw system calls on its own stack and its argument (an
+    // fd number, open until this function closes it), so sharing memory with every other
+    // thread of the host is safe.
+    let pid = unsafe { libc::clone(hold, top, flags, arg) };
+    let pid = pid as libc::pid_t;
+    let result = (|| {
+        let map = format!("0 {SHOWN_AS} 1\n");
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        std::fs::write(proc.join("uid_map"), &map)?;
+        std::fs::write(proc.join("setgroups"), "deny")?;
+        std::fs::write(proc.join("gid_map"), &map)?;
+        let ns = std::fs::File::open(proc.join("ns/user"))?;
+        Ok(OwnedFd::from(ns))
+    })();
+    // The child's read ends at EOF once the only write end, shared through the fd table,
+    // is closed.
+    drop(hold_w);
+    let mut status = 0;
+    // SAFETY: waits for our own child; `status` is a local the kernel writes.
+    unsafe { libc::waitpid(pid, &mut status, libc::__WCLONE) };
+    drop(hold_r);
+    drop(stack);
+    result
+}
+
+/// The mapping child: waits until the parent closes the pipe's write end, then exits.
+/// Runs on its own stack in the parent's memory (`CLONE_VM`): no allocation, no errno
+/// (the `sys` calls return the kernel's error directly).
+extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the read end's fd number, kept open by `make_userns` until this
+    // child is reaped.
+    let fd = unsafe { stockade_sys::BorrowedFd::borrow_raw(arg as usize as i32) };
+    let mut byte = [0u8; 1];
+    let _ = stockade_sys::linux::read(fd, &mut byte);
+    stockade_sys::linux::exit_group(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_root_hosts_idmapped_tree_shows_root_files_as_nobody() {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(userns().is_none());
+            assert!(!supported(Path::new("/usr")));
+            return;
+        }
+        // Root without user namespaces (a restricted container) has none; CI on this
+        // kind of machine has them and says so with STOCKADE_TEST_REQUIRE.
+        if userns().is_none() {
+            let required = std::env::var("STOCKADE_TEST_REQUIRE").is_ok_and(|v| !v.is_empty());
+            assert!(
+                !required,
+                "root without a user namespace for idmapped binds"
+            );
+            eprintln!(
+                "SKIP a_root_hosts_idmapped_tree_shows_root_files_as_nobody: no user namespace"
+            );
+            return;
+        }
+        let t = tree(Path::new("/usr")).expect("an idmapped /usr");
+        // SAFETY: `libc::stat` is plain integers, for which all zeroes is a valid value.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstatat with an empty path on the tree fd we own writes one `stat` into
+        // the local `st`.
+        let r = unsafe { libc::fstatat(t.as_raw_fd(), c"".as_ptr(), &mut st, libc::AT_EMPTY_PATH) };
+        assert_eq!(r, 0);
+        assert_eq!((st.st_uid, st.st_gid), (SHOWN_AS, SHOWN_AS));
+        assert!(supported(Path::new("/usr")));
+    }
+}

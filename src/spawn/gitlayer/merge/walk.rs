@@ -1,0 +1,242 @@
+//! The walk over one upper layer: each entry merged or dropped, and every drop reported
+//! (the first [`GitDrop::MAX_REPORTED`], then a count).
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::sys::stat::{FileStat, fstat};
+
+use super::classify::{Area, Kind, MAX_DEPTH, R, Top, failed, kind, temporary, top};
+use super::read::{entries, is_opaque, open_beneath_root, open_dir_at, open_upper_dir, unchanged};
+use super::write::{host_dir, remove, write_file};
+use super::{GitDrop, GitDropReason, Layer};
+
+impl Layer {
+    pub(super) fn merge(&self) -> Vec<GitDrop> {
+        let Some(upper) = &self.upper else {
+            return Vec::new();
+        };
+        let mut m = Merge {
+            git: self.git.clone(),
+            dropped: Vec::new(),
+            more: 0,
+        };
+        if let Err(e) = m.run(self, upper) {
+            m.drop(Path::new(""), e);
+        }
+        if m.more > 0 {
+            m.dropped.push(GitDrop {
+                path: self.git.clone(),
+                reason: GitDropReason::More(m.more),
+            });
+        }
+        m.dropped
+    }
+}
+
+/// One merge into one host `.git`.
+pub(super) struct Merge {
+    git: PathBuf,
+    dropped: Vec<GitDrop>,
+    more: usize,
+}
+
+impl Merge {
+    fn drop(&mut self, rel: &Path, reason: GitDropReason) {
+        if self.dropped.len() < GitDrop::MAX_REPORTED {
+            let path = if rel.as_os_str().is_empty() {
+                self.git.clone()
+            } else {
+                self.git.join(rel)
+            };
+            self.dropped.push(GitDrop { path, reason });
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn run(&mut self, layer: &Layer, fs: &OwnedFd) -> R {
+        let upper = open_dir_at(fs, OsStr::new("upper")).map_err(failed)?;
+        let host = match open_beneath_root(&layer.git) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT | Errno::ELOOP | Errno::ENOTDIR) => {
+                return Err(GitDropReason::Replaced);
+            }
+            Err(e) => return Err(failed(e)),
+        };
+        let st = fstat(&host).map_err(failed)?;
+        if (st.st_dev, st.st_ino) != layer.identity {
+            return Err(GitDropReason::Replaced);
+        }
+        // In git's own order: objects before the refs that name them, refs before `HEAD`
+        // and the index, so that git on the host never sees a name without its object.
+        let mut list = entries(&upper).map_err(failed)?;
+        list.sort_by_key(|(name, _)| match top(name.as_bytes()) {
+            Top::Area(Area::Objects) => 0,
+            Top::Area(Area::Refs) => 1,
+            _ if name == "packed-refs" => 1,
+            _ => 2,
+        });
+        for (name, st) in list {
+            let rel = PathBuf::from(&name);
+            let r = self.top_entry(&upper, &host, &name, &st, &rel);
+            if let Err(reason) = r {
+                self.drop(&rel, reason);
+            }
+        }
+        Ok(())
+    }
+
+    fn top_entry(
+        &mut self,
+        upper: &OwnedFd,
+        host: &OwnedFd,
+        name: &OsStr,
+        st: &FileStat,
+        rel: &Path,
+    ) -> R {
+        let class = top(name.as_bytes());
+        match (kind(st), class) {
+            (Kind::Other, _) => Err(GitDropReason::NotAFile),
+            (Kind::File, _) if temporary(name.as_bytes(), None) => Err(GitDropReason::Temporary),
+            (Kind::Dir, Top::Area(area)) => {
+                let u = open_upper_dir(upper, name, st).map_err(failed)?;
+                let h = host_dir(host, name, st, area).map_err(failed)?;
+                self.dir(&u, &h, rel, area, 1);
+                Ok(())
+            }
+            (Kind::File, Top::File | Top::Head) => write_file(upper, host, name, None).map(drop),
+            (Kind::Whiteout, Top::File) => remove(host, name, 0).map_err(failed),
+            (Kind::Dir, _) => {
+                self.drop_tree(upper, Some(host), name, st, rel, 0);
+                Ok(())
+            }
+            (Kind::File, _) if unchanged(upper, Some(host), name) => Ok(()),
+            (Kind::File | Kind::Whiteout, _) => Err(GitDropReason::NotMerged),
+        }
+    }
+
+    /// Merges the upper directory `upper` into the host directory `host` (`rel` below
+    /// `.git`, in `area`, `depth` levels down).
+    fn dir(&mut self, upper: &OwnedFd, host: &OwnedFd, rel: &Path, area: Area, depth: usize) {
+        let list = match entries(upper) {
+            Ok(l) => l,
+            Err(e) => return self.drop(rel, failed(e)),
+        };
+        for (name, st) in &list {
+            let rel = rel.join(name);
+            let r = self.entry(upper, host, name, st, &rel, area, depth);
+            if let Err(reason) = r {
+                self.drop(&rel, reason);
+            }
+        }
+        // An opaque directory: the program removed it and made it anew, so what the host
+        // has here and the layer does not was deleted.
+        if is_opaque(upper) {
+            let kept: Vec<&OsString> = list.iter().map(|(n, _)| n).collect();
+            let host_list = match entries(host) {
+                Ok(l) => l,
+                Err(e) => return self.drop(rel, failed(e)),
+            };
+            for (name, _) in host_list {
+                if kept.contains(&&name) || name.as_bytes().ends_with(b".lock") {
+                    continue;
+                }
+                let rel = rel.join(&name);
+                let r = match area {
+                    Area::Objects => Err(GitDropReason::ObjectChange),
+                    Area::Refs => remove(host, &name, depth).map_err(failed),
+                };
+                if let Err(reason) = r {
+                    self.drop(&rel, reason);
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn entry(
+        &mut self,
+        upper: &OwnedFd,
+        host: &OwnedFd,
+        name: &OsStr,
+        st: &FileStat,
+        rel: &Path,
+        area: Area,
+        depth: usize,
+    ) -> R {
+        // `objects/info/`: alternates (objects from elsewhere), commit-graph chains.
+        if area == Area::Objects && depth == 1 && name == "info" {
+            return match kind(st) {
+                Kind::Dir => {
+                    self.drop_tree(upper, Some(host), name, st, rel, depth);
+                    Ok(())
+                }
+                Kind::Other => Err(GitDropReason::NotAFile),
+                Kind::File if unchanged(upper, Some(host), name) => Ok(()),
+                _ => Err(GitDropReason::NotMerged),
+            };
+        }
+        match kind(st) {
+            Kind::Other => Err(GitDropReason::NotAFile),
+            Kind::Whiteout => match area {
+                Area::Objects => Err(GitDropReason::ObjectChange),
+                Area::Refs => remove(host, name, depth).map_err(failed),
+            },
+            Kind::Dir if depth >= MAX_DEPTH => Err(GitDropReason::NotMerged),
+            Kind::Dir => {
+                let u = open_upper_dir(upper, name, st).map_err(failed)?;
+                let h = host_dir(host, name, st, area).map_err(failed)?;
+                self.dir(&u, &h, rel, area, depth + 1);
+                Ok(())
+            }
+            Kind::File if temporary(name.as_bytes(), Some(area)) => Err(GitDropReason::Temporary),
+            Kind::File => write_file(upper, host, name, Some(area)).map(drop),
+        }
+    }
+
+    /// Reports every change in a dropped directory of the upper layer (`host`: the host's
+    /// directory that holds the same name, when there is one). A file identical to the
+    /// host's (git rewrites `config` on `git branch -D` even when nothing changes) is no
+    /// change. A new empty directory, or one too deep, is reported itself.
+    fn drop_tree(
+        &mut self,
+        upper: &OwnedFd,
+        host: Option<&OwnedFd>,
+        name: &OsStr,
+        st: &FileStat,
+        rel: &Path,
+        depth: usize,
+    ) {
+        if depth >= MAX_DEPTH {
+            return self.drop(rel, GitDropReason::NotMerged);
+        }
+        let dir = match open_upper_dir(upper, name, st) {
+            Ok(d) => d,
+            Err(e) => return self.drop(rel, failed(e)),
+        };
+        let host = host.and_then(|h| open_dir_at(h, name).ok());
+        let list = match entries(&dir) {
+            Ok(l) => l,
+            Err(e) => return self.drop(rel, failed(e)),
+        };
+        if list.is_empty() && host.is_none() {
+            return self.drop(rel, GitDropReason::NotMerged);
+        }
+        for (n, s) in &list {
+            let rel = rel.join(n);
+            match kind(s) {
+                Kind::Dir => self.drop_tree(&dir, host.as_ref(), n, s, &rel, depth + 1),
+                Kind::Other => self.drop(&rel, GitDropReason::NotAFile),
+                Kind::File if temporary(n.as_bytes(), None) => {
+                    self.drop(&rel, GitDropReason::Temporary)
+                }
+                Kind::File if unchanged(&dir, host.as_ref(), n) => {}
+                Kind::File | Kind::Whiteout => self.drop(&rel, GitDropReason::NotMerged),
+            }
+        }
+    }
+}
