@@ -147,7 +147,7 @@ pub mod probe;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod probe;
 #[cfg(unix)]
-mod spawn;
+mod process;
 #[cfg(all(test, unix))]
 mod test_alloc;
 
@@ -157,7 +157,7 @@ mod test_alloc;
 pub use backend::linux::landlock::Status as LandlockStatus;
 pub use probe::{Availability, Capabilities};
 #[cfg(unix)]
-pub use spawn::{
+pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,
     GitUnguarded, GitUnguardedReason, PlanDescription, PlanNamespaces, Sandbox, Stdio,
     macos_profile,

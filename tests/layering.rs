@@ -1,7 +1,7 @@
 //! The modules of the library import in one direction only, the flow of `docs/ARCHITECTURE.md`:
 //!
 //! ```text
-//! policy → error → probe → plan → backend → spawn → lib.rs
+//! policy → error → probe → plan → backend → process → lib.rs
 //!                    guard (beside the flow: policy and error only)
 //! ```
 //!
@@ -26,7 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("backend", &["policy", "error", "probe", "plan"]),
     ("guard", &["policy", "error"]),
     (
-        "spawn",
+        "process",
         &["policy", "error", "probe", "plan", "backend", "guard"],
     ),
 ];
@@ -97,14 +97,14 @@ fn the_layers_form_one_order() {
 #[test]
 fn the_checker_sees_upward_imports_and_nothing_else() {
     let modules: Vec<String> = LAYERS.iter().map(|(m, _)| m.to_string()).collect();
-    let lib = "pub use spawn::{Child, Sandbox};\npub use policy::Policy;\n";
+    let lib = "pub use process::{Child, Sandbox};\npub use policy::Policy;\n";
     let reexports = root_reexports(lib, &modules);
     let text = "\
-//! Uses [`crate::spawn::Sandbox`] in docs only.
+//! Uses [`crate::process::Sandbox`] in docs only.
 use crate::error::PlanError; // crate::backend in a comment
 use crate::{policy::Layer,
-    spawn::Child};
-fn f() -> crate::Sandbox { todo!() }
+    process::Child};
+fn f() -> crate::Sandbox { loop {} }
 #[cfg(test)]
 mod tests {
     use crate::backend::linux;
@@ -114,9 +114,9 @@ fn h() { crate::probe::x(); }
 ";
     let found: Vec<(usize, String)> = imports(text, &modules, &reexports);
     let names: Vec<&str> = found.iter().map(|(_, m)| m.as_str()).collect();
-    assert_eq!(names, ["error", "policy", "spawn", "spawn", "probe"]);
+    assert_eq!(names, ["error", "policy", "process", "process", "probe"]);
     assert_eq!(found[2].0, 4, "the line of the second item of a group");
-    assert!(!allowed("plan", "spawn") && allowed("spawn", "plan"));
+    assert!(!allowed("plan", "process") && allowed("process", "plan"));
     assert!(!allowed("guard", "probe") && !allowed("backend", "guard"));
 }
 

@@ -14,7 +14,7 @@
 //! host, as root and in the re-run as uid 65534; the full layer is its own test behind
 //! `require!(UserNs)`. The fork launcher (macOS and the other Unix systems) builds on
 //! Linux only inside the library's unit tests, so its own stunt-allocator test lives
-//! there (`spawn::launch_fork::tests::no_allocation_between_fork_and_exec`, with
+//! there (`process::launch_fork::tests::no_allocation_between_fork_and_exec`, with
 //! `src/test_alloc.rs`).
 // Spawns through Linux-only paths (namespaces, pidfds, /proc); macOS code is
 // type-checked with `--target x86_64-apple-darwin` and unit-tested in the library.

@@ -1,5 +1,5 @@
 //! Child side of a `.git` symlink or `gitdir:` file (see
-//! `crate::spawn::gitlayer::target`): pin it, and layer the directory it names inside its
+//! `crate::process::gitlayer::target`): pin it, and layer the directory it names inside its
 //! writable root.
 #![deny(
     clippy::unwrap_used,

@@ -1,5 +1,5 @@
 //! Parent side of a `.git` symlink or `gitdir:` file that names repository metadata inside
-//! its writable root (see `crate::spawn::gitlayer::target`): what the child pins and where
+//! its writable root (see `crate::process::gitlayer::target`): what the child pins and where
 //! it finds the directory to layer.
 
 use std::ffi::CString;

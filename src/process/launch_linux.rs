@@ -2,7 +2,7 @@
 //! [`crate::backend::linux`]).
 //!
 //! This module and `launch_fork` offer the same items (`Prepared`, `Handle`,
-//! `pipe_cloexec`, `start`, `kill`); `spawn/mod.rs` picks one with `#[cfg]` on
+//! `pipe_cloexec`, `start`, `kill`); `process/mod.rs` picks one with `#[cfg]` on
 //! its `mod` and `use` lines and is otherwise the same on every Unix.
 
 use std::io;

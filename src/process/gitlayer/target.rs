@@ -39,7 +39,7 @@ use crate::plan::{Access, Plan, Step};
 
 /// What a command does about one writable root's `.git`.
 #[derive(Debug)]
-pub(in crate::spawn) enum Found {
+pub(in crate::process) enum Found {
     /// Nothing to layer: missing, not a directory, a file git would not read, or what it
     /// names is hidden or read-only already.
     Nothing,
@@ -51,27 +51,27 @@ pub(in crate::spawn) enum Found {
 
 /// The repository metadata a `.git` names.
 #[derive(Debug)]
-pub(in crate::spawn) struct Target {
+pub(in crate::process) struct Target {
     /// The directory, without symlinks (`<root>/.git` itself, or what the link names).
-    pub(in crate::spawn) dir: PathBuf,
+    pub(in crate::process) dir: PathBuf,
     /// Its `(st_dev, st_ino)`.
-    pub(in crate::spawn) identity: (u64, u64),
+    pub(in crate::process) identity: (u64, u64),
     /// Its permission bits, with the owner's access.
-    pub(in crate::spawn) mode: u32,
+    pub(in crate::process) mode: u32,
     /// When `.git` is a symlink or a `gitdir:` file.
-    pub(in crate::spawn) link: Option<Link>,
+    pub(in crate::process) link: Option<Link>,
 }
 
 /// A `.git` symlink or file that names a directory inside its root.
 #[derive(Debug)]
-pub(in crate::spawn) struct Link {
+pub(in crate::process) struct Link {
     /// `(st_dev, st_ino)` of the symlink or file.
     identity: (u64, u64),
     /// The directories the link's path passes through strictly between the root and the
     /// target, parents first.
     pins: Vec<PathBuf>,
     /// Whether the target is layered (else bound read-only).
-    pub(in crate::spawn) layer: bool,
+    pub(in crate::process) layer: bool,
 }
 
 impl Link {
@@ -80,13 +80,13 @@ impl Link {
     /// # Errors
     ///
     /// [`PlanError::Nul`] for a path with a NUL byte.
-    pub(in crate::spawn) fn prepare(&self, target: &Path) -> Result<GitLink, PlanError> {
+    pub(in crate::process) fn prepare(&self, target: &Path) -> Result<GitLink, PlanError> {
         GitLink::new(self.identity, target, &self.pins, self.layer)
     }
 }
 
 /// Finds what `git` (`<root>/.git`, a step of `plan`) is and names.
-pub(in crate::spawn) fn find(plan: &Plan, git: &Path) -> Found {
+pub(in crate::process) fn find(plan: &Plan, git: &Path) -> Found {
     let Ok(md) = std::fs::symlink_metadata(git) else {
         return Found::Nothing;
     };

@@ -54,7 +54,7 @@ use crate::plan::{Plan, Step};
 
 /// The `.git` layers of one command, one slot per [`Step::GitLayer`] of its plan.
 #[derive(Debug, Default)]
-pub(in crate::spawn) struct Session {
+pub(in crate::process) struct Session {
     layers: Vec<Option<Layer>>,
     /// The socket pair the child sends each upper layer's fd through: (parent's end,
     /// child's end), until the spawn is over.
@@ -92,7 +92,7 @@ impl Session {
     /// # Errors
     ///
     /// [`SpawnError::Os`] when the socket pair cannot be made.
-    pub(in crate::spawn) fn prepare(plan: &Plan) -> Result<Session, Error> {
+    pub(in crate::process) fn prepare(plan: &Plan) -> Result<Session, Error> {
         let mut session = Session::default();
         for step in &plan.steps {
             let Step::GitLayer { path, .. } = step else {
@@ -139,7 +139,7 @@ impl Session {
     /// # Errors
     ///
     /// [`PlanError::Nul`] for a path with a NUL byte.
-    pub(in crate::spawn) fn mounts(&self) -> Result<(Vec<Option<GitMount>>, RawFd), PlanError> {
+    pub(in crate::process) fn mounts(&self) -> Result<(Vec<Option<GitMount>>, RawFd), PlanError> {
         let mounts = self
             .layers
             .iter()
@@ -162,7 +162,7 @@ impl Session {
     /// After a successful spawn: takes the upper layers the child made (it sent them
     /// before `execve`, so they wait in the socket), and keeps a pidfd of the program so
     /// that a `Child` dropped unreaped still merges when the program ends.
-    pub(in crate::spawn) fn started(&mut self, handle: &crate::backend::linux::init::Handle) {
+    pub(in crate::process) fn started(&mut self, handle: &crate::backend::linux::init::Handle) {
         let Some((parent, _child)) = self.socket.take() else {
             return;
         };
@@ -190,7 +190,7 @@ impl Session {
 
     /// Merges every layer back; called once the program has been reaped. Closing the
     /// layers frees their file systems.
-    pub(in crate::spawn) fn finish(&mut self) {
+    pub(in crate::process) fn finish(&mut self) {
         if self.done {
             return;
         }
@@ -200,12 +200,12 @@ impl Session {
     }
 
     /// The changes left out by [`Session::finish`].
-    pub(in crate::spawn) fn dropped(&self) -> &[GitDrop] {
+    pub(in crate::process) fn dropped(&self) -> &[GitDrop] {
         &self.dropped
     }
 
     /// The `.git` links whose targets got no layer.
-    pub(in crate::spawn) fn unguarded(&self) -> &[GitUnguarded] {
+    pub(in crate::process) fn unguarded(&self) -> &[GitUnguarded] {
         &self.unguarded
     }
 }
@@ -249,7 +249,7 @@ fn packs(git: &Path) -> Vec<PathBuf> {
 /// Polls the pidfd until the program has exited. With its PID namespace gone, nothing
 /// writes the layer any more: the kernel kills and reaps every other process of the
 /// namespace before PID 1's exit is reported.
-pub(in crate::spawn) fn wait_for_exit(pidfd: &OwnedFd) {
+pub(in crate::process) fn wait_for_exit(pidfd: &OwnedFd) {
     loop {
         let mut fds = [nix::poll::PollFd::new(
             pidfd.as_fd(),
