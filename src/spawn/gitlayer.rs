@@ -80,6 +80,15 @@ pub enum GitDropReason {
     /// The host's `.git` was not the directory the layer was made over when the run
     /// ended (replaced, or made a symlink): nothing was merged into it.
     Replaced,
+    /// The index (or a split index's `sharedindex.*` file): it lists a submodule (a
+    /// gitlink entry) at a path the host's index did not. Git on the host would run git in
+    /// that checkout, with a config and hooks the program wrote, at the next `git status`;
+    /// the host keeps its index.
+    NewSubmodule,
+    /// The index (or a split index's `sharedindex.*` file): it cannot be read (an index
+    /// version or format this check does not know, or not one at all), so whether it lists
+    /// a new submodule is unknown; the host keeps its index.
+    UnreadableIndex,
     /// Merging it failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
@@ -106,6 +115,12 @@ impl fmt::Display for GitDropReason {
             GitDropReason::Replaced => {
                 f.write_str("the host's .git was replaced during the run; nothing merged")
             }
+            GitDropReason::NewSubmodule => f.write_str(
+                "the index lists a submodule the host's index did not (git on the host would run the program's config in its checkout); the host's index is kept",
+            ),
+            GitDropReason::UnreadableIndex => f.write_str(
+                "the index cannot be read to check it for new submodules; the host's index is kept",
+            ),
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))
             }

@@ -32,11 +32,15 @@
 //!
 //! This file holds the session (the layers of one command, from the spawn to the merge);
 //! `classify` says what is merged and what is dropped, `walk` goes through one upper
-//! layer and reports the drops, `read` opens and compares without following symlinks, and
-//! `write` makes the host's directories and copies files into place.
+//! layer and reports the drops, `read` opens and compares without following symlinks,
+//! `write` makes the host's directories and copies files into place, and `submodule`
+//! (with `index`, which reads git's index format) keeps an index that gained a submodule
+//! out.
 
 mod classify;
+mod index;
 mod read;
+mod submodule;
 mod walk;
 mod write;
 
