@@ -948,25 +948,125 @@ fn a_git_link_outside_the_workspace_is_reported_and_not_writable_through() {
     child.wait().unwrap();
 }
 
-/// A limit SECURITY.md states, pinned so that the text changes if the behaviour does:
-/// git on the host recurses into every submodule the index lists, running git with that
-/// submodule's own git dir, which lives in the worktree (the program's). The index is
-/// merged back, so a program can add such an entry. The documented mitigation holds:
-/// `diff.ignoreSubmodules=all` on the host keeps git out of submodule checkouts.
+/// The config line that makes git run the planted script (`core.fsmonitor`), for `printf`.
+fn fsmonitor_line(repo: &Repo) -> String {
+    format!("[core]\\n\\tfsmonitor = {}\\n", repo.script().display())
+}
+
+/// Git on the host recurses into every submodule the index lists, running git with the
+/// config of the checkout's own git dir, which lies in the workspace. An index that gained
+/// a gitlink entry therefore stays out of the merge (with the split index's shared files),
+/// whatever the index version; the rest merges, so an ordinary commit reaches the host.
 #[test]
-fn known_limit_submodule_checkouts_are_the_programs() {
+fn an_index_that_gains_a_submodule_is_not_merged() {
+    require!(Feature::UserNs);
+    for variant in [
+        "",
+        "g update-index --index-version 4",
+        "g update-index --index-version 3 && g add -N new.txt",
+        "g -c core.splitIndex=true update-index --split-index",
+    ] {
+        let repo = Repo::new();
+        let sb = full(&repo.ws);
+        std::fs::write(repo.ws.join("new.txt"), "new\n").unwrap();
+        let (_, drops) = run(
+            &sb,
+            &format!(
+                "set -e\n{plant}\n\
+                 echo work > work.txt && g add work.txt && g commit -qm ordinary\n\
+                 {variant}\n\
+                 g init -q sub && g -C sub commit -q --allow-empty -m sub\n\
+                 printf '{fsmonitor}' >> sub/.git/config\n\
+                 g update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub\n",
+                plant = repo.plant_script(),
+                fsmonitor = fsmonitor_line(&repo),
+            ),
+        );
+        let index = repo.git_dir().join("index");
+        assert!(
+            has_drop(&drops, &index, GitDropReason::NewSubmodule),
+            "{variant}: {drops:#?}"
+        );
+        // Nothing else of the index went through either.
+        for d in &drops {
+            let name = d.path.file_name().unwrap().to_string_lossy();
+            if name == "index" || name.starts_with("sharedindex.") {
+                assert_eq!(d.reason, GitDropReason::NewSubmodule, "{variant}: {d}");
+            }
+        }
+        assert!(
+            !git(&repo.ws, &["ls-files", "-s"]).contains("160000"),
+            "{variant}"
+        );
+        git(&repo.ws, &["status", "--porcelain"]);
+        repo.assert_no_marker(&format!("{variant}: git status after a new submodule"));
+        // The commit made before the gitlink was added reached the host.
+        assert_eq!(
+            git(&repo.ws, &["log", "-1", "--format=%s"]),
+            "ordinary\n",
+            "{variant}"
+        );
+        // The next run's ordinary commit merges its index (the checkout `sub` is still in
+        // the workspace, but no index lists it).
+        let (_, drops) = run(
+            &sb,
+            "set -e\necho more > more.txt && g add more.txt work.txt && g commit -qm second\n",
+        );
+        assert!(drops.is_empty(), "{variant}: {drops:#?}");
+        let files = git(&repo.ws, &["ls-files"]);
+        assert!(
+            files.contains("more.txt") && files.contains("work.txt"),
+            "{variant}: {files}"
+        );
+        assert!(!files.contains("sub"), "{variant}: {files}");
+        git(&repo.ws, &["status", "--porcelain"]);
+        repo.assert_no_marker(&format!("{variant}: git status after the next commit"));
+    }
+}
+
+/// Removing a submodule from the index (`git rm`) is no new one: the index merges.
+#[test]
+fn an_index_that_loses_a_submodule_is_merged() {
     require!(Feature::UserNs);
     let repo = Repo::new();
-    let sb = full(&repo.ws);
-    let fsmonitor = format!("[core]\\n\\tfsmonitor = {}\\n", repo.script().display());
+    let sha = git(&repo.ws, &["rev-parse", "HEAD"]);
+    let cacheinfo = format!("160000,{},sub", sha.trim());
+    git(
+        &repo.ws,
+        &["update-index", "--add", "--cacheinfo", &cacheinfo],
+    );
+    git(&repo.ws, &["commit", "-qm", "gitlink"]);
     let (_, drops) = run(
-        &sb,
+        &full(&repo.ws),
+        "set -e\ng rm -q --cached sub && g commit -qm gone\n",
+    );
+    assert!(drops.is_empty(), "{drops:#?}");
+    assert!(!git(&repo.ws, &["ls-files", "-s"]).contains("160000"));
+}
+
+/// A limit SECURITY.md states, pinned so that the text changes if the behaviour does: a
+/// submodule the host's index already lists is recursed into with the git dir its
+/// checkout names, and the checkout is the program's to rewrite. The documented
+/// mitigation holds: `diff.ignoreSubmodules=all` keeps git out of submodule checkouts.
+#[test]
+fn known_limit_existing_submodule_checkouts_are_the_programs() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let sha = git(&repo.ws, &["rev-parse", "HEAD"]);
+    let cacheinfo = format!("160000,{},sub", sha.trim());
+    git(
+        &repo.ws,
+        &["update-index", "--add", "--cacheinfo", &cacheinfo],
+    );
+    git(&repo.ws, &["commit", "-qm", "gitlink"]);
+    let (_, drops) = run(
+        &full(&repo.ws),
         &format!(
             "set -e\n{plant}\n\
              g init -q sub && g -C sub commit -q --allow-empty -m sub\n\
-             printf '{fsmonitor}' >> sub/.git/config\n\
-             g update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub\n",
+             printf '{fsmonitor}' >> sub/.git/config\n",
             plant = repo.plant_script(),
+            fsmonitor = fsmonitor_line(&repo),
         ),
     );
     assert!(drops.is_empty(), "{drops:#?}");
@@ -978,7 +1078,7 @@ fn known_limit_submodule_checkouts_are_the_programs() {
     git(&repo.ws, &["status", "--porcelain"]);
     assert!(
         repo.marker().exists(),
-        "git status no longer runs git in submodule checkouts: update SECURITY.md"
+        "git status no longer runs git in existing submodule checkouts: update SECURITY.md"
     );
 }
 
