@@ -1044,12 +1044,88 @@ fn an_index_that_loses_a_submodule_is_merged() {
     assert!(!git(&repo.ws, &["ls-files", "-s"]).contains("160000"));
 }
 
+/// The submodule checkouts the host's index lists are kept from change: a checkout's
+/// `.git` (a `gitdir:` file, as `git submodule add` makes it, or a directory) and the
+/// directory of one not checked out are read-only, and the directories on the way cannot
+/// be moved; what the `.git` file names lies in the layered `.git` (`modules/`), whose
+/// config is never merged. The files of the checkouts stay writable.
+#[test]
+fn existing_submodule_checkouts_are_kept_from_change() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let other = Repo::new();
+    let ws = &repo.ws;
+    git(
+        ws,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            other.ws.to_str().unwrap(),
+            "deps/sub",
+        ],
+    );
+    git(ws, &["init", "-q", "-b", "main", "plain"]);
+    std::fs::write(ws.join("plain/f"), "f\n").unwrap();
+    git(&ws.join("plain"), &["add", "f"]);
+    git(&ws.join("plain"), &["commit", "-qm", "plain"]);
+    git(ws, &["add", "plain"]);
+    let sha = git(ws, &["rev-parse", "HEAD"]);
+    let cacheinfo = format!("160000,{},empty", sha.trim());
+    git(ws, &["update-index", "--add", "--cacheinfo", &cacheinfo]);
+    std::fs::create_dir(ws.join("empty")).unwrap();
+    git(ws, &["commit", "-qm", "submodules"]);
+    let sb = full(ws);
+    let child = sb.command("true").spawn().unwrap();
+    assert!(
+        child.git_unguarded().is_empty(),
+        "{:#?}",
+        child.git_unguarded()
+    );
+    let (out, drops) = run(
+        &sb,
+        &format!(
+            "{plant}\n\
+             printf 'gitdir: ../../evilgit\\n' > deps/sub/.git && echo REWROTE\n\
+             rm -f deps/sub/.git && echo REMOVED\n\
+             mv deps deps2 && echo MOVED\n\
+             mv deps/sub deps/sub2 && echo MOVED\n\
+             printf '{fsmonitor}' >> .git/modules/deps/sub/config && echo MODULE\n\
+             printf '{fsmonitor}' >> plain/.git/config && echo REWROTE\n\
+             rm -rf plain/.git && echo REMOVED\n\
+             git init -q empty && echo CREATED\n\
+             echo changed > deps/sub/README && echo changed > plain/f && echo WROTE\n\
+             true\n",
+            plant = repo.plant_script(),
+            fsmonitor = fsmonitor_line(&repo),
+        ),
+    );
+    for refused in ["REWROTE", "REMOVED", "MOVED", "CREATED"] {
+        assert!(!out.contains(refused), "{refused}:\n{out}");
+    }
+    assert!(out.contains("MODULE") && out.contains("WROTE"), "{out}");
+    let config = repo.git_dir().join("modules/deps/sub/config");
+    assert!(
+        has_drop(&drops, &config, GitDropReason::NotMerged),
+        "{drops:#?}"
+    );
+    let status = git(ws, &["status", "--porcelain"]);
+    repo.assert_no_marker("git status in existing submodule checkouts");
+    assert!(
+        status.contains("deps/sub") && status.contains("plain"),
+        "{status}"
+    );
+}
+
 /// A limit SECURITY.md states, pinned so that the text changes if the behaviour does: a
-/// submodule the host's index already lists is recursed into with the git dir its
-/// checkout names, and the checkout is the program's to rewrite. The documented
+/// submodule the host's index lists but whose directory does not exist cannot be kept
+/// (stockade creates nothing on the host). It is reported at the spawn; the program may
+/// create the checkout, and git on the host then runs git there. The documented
 /// mitigation holds: `diff.ignoreSubmodules=all` keeps git out of submodule checkouts.
 #[test]
-fn known_limit_existing_submodule_checkouts_are_the_programs() {
+fn known_limit_a_missing_submodule_checkout_is_the_programs() {
     require!(Feature::UserNs);
     let repo = Repo::new();
     let sha = git(&repo.ws, &["rev-parse", "HEAD"]);
@@ -1059,8 +1135,9 @@ fn known_limit_existing_submodule_checkouts_are_the_programs() {
         &["update-index", "--add", "--cacheinfo", &cacheinfo],
     );
     git(&repo.ws, &["commit", "-qm", "gitlink"]);
-    let (_, drops) = run(
-        &full(&repo.ws),
+    let sb = full(&repo.ws);
+    let mut child = spawn(
+        &sb,
         &format!(
             "set -e\n{plant}\n\
              g init -q sub && g -C sub commit -q --allow-empty -m sub\n\
@@ -1069,7 +1146,15 @@ fn known_limit_existing_submodule_checkouts_are_the_programs() {
             fsmonitor = fsmonitor_line(&repo),
         ),
     );
-    assert!(drops.is_empty(), "{drops:#?}");
+    let unguarded = child.git_unguarded().to_vec();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(unguarded.len(), 1, "{unguarded:#?}");
+    assert_eq!(unguarded[0].path, repo.ws.join("sub/.git"));
+    assert_eq!(
+        unguarded[0].reason,
+        stockade::GitUnguardedReason::Unresolved(libc::ENOENT)
+    );
+    assert!(child.git_dropped().is_empty(), "{:#?}", child.git_dropped());
     git(
         &repo.ws,
         &["-c", "diff.ignoreSubmodules=all", "status", "--porcelain"],
@@ -1078,7 +1163,7 @@ fn known_limit_existing_submodule_checkouts_are_the_programs() {
     git(&repo.ws, &["status", "--porcelain"]);
     assert!(
         repo.marker().exists(),
-        "git status no longer runs git in existing submodule checkouts: update SECURITY.md"
+        "git status no longer runs git in a missing submodule checkout: update SECURITY.md"
     );
 }
 

@@ -46,6 +46,8 @@ use std::path::PathBuf;
 use super::Child;
 
 #[cfg(target_os = "linux")]
+pub(super) mod checkouts;
+#[cfg(target_os = "linux")]
 pub(super) mod merge;
 #[cfg(target_os = "linux")]
 pub(super) mod target;

@@ -38,9 +38,9 @@
 //! out.
 
 mod classify;
-mod index;
+pub(super) mod index;
 mod read;
-mod submodule;
+pub(super) mod submodule;
 mod walk;
 mod write;
 
@@ -83,6 +83,8 @@ struct Layer {
     packs: Vec<PathBuf>,
     /// The `.git` symlink or file that names `git`, when it is not `.git` itself.
     link: Option<super::target::Link>,
+    /// The submodule checkouts of the host's index, kept from change ([`super::checkouts`]).
+    checkouts: Vec<super::checkouts::Checkout>,
     upper: Option<OwnedFd>,
 }
 
@@ -104,14 +106,23 @@ impl Session {
             };
             // A `.git` symlink or `gitdir:` file is followed into its root (`target`).
             let layer = match super::target::find(plan, path) {
-                super::target::Found::Layer(t) => Some(Layer {
-                    packs: packs(&t.dir),
-                    git: t.dir,
-                    identity: t.identity,
-                    mode: t.mode,
-                    link: t.link,
-                    upper: None,
-                }),
+                super::target::Found::Layer(t) => {
+                    let root = path.parent().unwrap_or(path);
+                    let (checkouts, unguarded) = super::checkouts::find(root, &t.dir);
+                    for u in unguarded {
+                        tracing::warn!("stockade: {u}");
+                        session.unguarded.push(u);
+                    }
+                    Some(Layer {
+                        packs: packs(&t.dir),
+                        git: t.dir,
+                        identity: t.identity,
+                        mode: t.mode,
+                        link: t.link,
+                        checkouts,
+                        upper: None,
+                    })
+                }
                 super::target::Found::Nothing => None,
                 super::target::Found::Unguarded(u) => {
                     tracing::warn!("stockade: {u}");
@@ -151,7 +162,14 @@ impl Session {
                 l.as_ref()
                     .map(|l| {
                         let link = l.link.as_ref().map(|k| k.prepare(&l.git)).transpose()?;
-                        Ok(GitMount::new(l.identity, l.mode, &l.packs)?.with_link(link))
+                        let checkouts = l
+                            .checkouts
+                            .iter()
+                            .map(|c| c.prepare())
+                            .collect::<Result<_, _>>()?;
+                        Ok(GitMount::new(l.identity, l.mode, &l.packs)?
+                            .with_link(link)
+                            .with_checkouts(checkouts))
                     })
                     .transpose()
             })

@@ -29,7 +29,7 @@ pub(super) struct Malformed(pub(super) &'static str);
 type R<T> = Result<T, Malformed>;
 
 /// The gitlink paths of an index.
-pub(super) type Gitlinks = BTreeSet<Vec<u8>>;
+pub(in crate::spawn) type Gitlinks = BTreeSet<Vec<u8>>;
 
 /// One entry: its path, stage, and whether it is a gitlink.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -47,6 +47,17 @@ pub(super) fn check(upper: &OwnedFd, host: &OwnedFd) -> Result<(), GitDropReason
     }
 }
 
+/// The gitlink paths of the index of the host's git dir `git` (none when it has no index
+/// or it cannot be read).
+pub(in crate::spawn) fn host_gitlinks(git: &std::path::Path) -> Gitlinks {
+    let Ok(host) = super::read::open_beneath_root(git) else {
+        return Gitlinks::new();
+    };
+    hash_size(&host)
+        .and_then(|hash| read_view(None, &host, hash))
+        .unwrap_or_default()
+}
+
 /// The gitlinks of the index seen through `upper` (when given) over `host`. No index:
 /// none.
 fn read_view(upper: Option<&OwnedFd>, host: &OwnedFd, hash: usize) -> Result<Gitlinks, Malformed> {
