@@ -72,17 +72,21 @@ pub(in crate::spawn) fn find(root: &Path, git: &Path) -> (Vec<Checkout>, Vec<Git
         if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
             continue;
         }
-        let dir = root.join(rel);
-        match checkout(root, git, &dir) {
-            Ok(mut c) => out.append(&mut c),
-            Err(u) => unguarded.push(u),
+        if let Err(u) = checkout(root, git, &root.join(rel), &mut out) {
+            unguarded.push(u);
         }
     }
     (out, unguarded)
 }
 
-/// The guards of the checkout `dir`.
-fn checkout(root: &Path, git: &Path, dir: &Path) -> Result<Vec<Checkout>, GitUnguarded> {
+/// Adds the guards of the checkout `dir` to `out`; what cannot be guarded is the error
+/// (after the guards that can).
+fn checkout(
+    root: &Path,
+    git: &Path,
+    dir: &Path,
+    out: &mut Vec<Checkout>,
+) -> Result<(), GitUnguarded> {
     let dot_git = dir.join(".git");
     let unresolved = |target: &Path, e: nix::errno::Errno| GitUnguarded {
         path: dot_git.clone(),
@@ -93,36 +97,37 @@ fn checkout(root: &Path, git: &Path, dir: &Path) -> Result<Vec<Checkout>, GitUng
     let pins = pins(root, &visited, &dir);
     let Ok(md) = std::fs::symlink_metadata(&dot_git) else {
         // Not checked out: the directory itself, so that no `.git` appears in it.
-        return Ok(vec![Checkout { pins, guard: dir }]);
+        out.push(Checkout { pins, guard: dir });
+        return Ok(());
     };
-    let mut with_dir = pins.clone();
+    let mut with_dir = pins;
     with_dir.push(dir.clone());
-    let mut out = vec![Checkout {
+    out.push(Checkout {
         pins: with_dir,
         guard: dot_git.clone(),
-    }];
+    });
     let written = if md.file_type().is_symlink() {
         std::fs::read_link(&dot_git).ok()
     } else if md.is_file() {
         gitdir(&dot_git)
     } else {
-        return Ok(out);
+        return Ok(());
     };
     let Some(written) = written else {
-        return Ok(out);
+        return Ok(());
     };
     let named = dir.join(written);
     let (target, _, visited) = resolve(&named).map_err(|e| unresolved(&named, e))?;
     if target.starts_with(git) || !target.starts_with(root) || target == root {
         // In the layer (merged without config or hooks), or outside the root (as
         // writable as the layout makes it, like a top `.git` link's target).
-        return Ok(out);
+        return Ok(());
     }
     out.push(Checkout {
         pins: self::pins(root, &visited, &target),
         guard: target,
     });
-    Ok(out)
+    Ok(())
 }
 
 /// The directories of `visited` strictly between `root` and `end`, parents first.
@@ -158,7 +163,9 @@ mod tests {
         let root = tmp.path().canonicalize().unwrap();
         git(&root, &["init", "-q"]);
         let sha = "0123456789abcdef0123456789abcdef01234567";
-        for p in ["a/dir", "a/file", "empty", "missing", "inside", "link"] {
+        for p in [
+            "a/dir", "a/file", "empty", "missing", "inside", "link", "nowhere",
+        ] {
             let info = format!("160000,{sha},{p}");
             git(&root, &["update-index", "--add", "--cacheinfo", &info]);
         }
@@ -171,6 +178,8 @@ mod tests {
         std::fs::create_dir_all(root.join("store/m")).unwrap();
         std::fs::write(root.join("inside/.git"), "gitdir: ../store/m\n").unwrap();
         std::os::unix::fs::symlink("empty", root.join("link")).unwrap();
+        std::fs::create_dir_all(root.join("nowhere")).unwrap();
+        std::fs::write(root.join("nowhere/.git"), "gitdir: ../gone\n").unwrap();
         let (found, unguarded) = find(&root, &root.join(".git"));
         let c = |pins: &[&str], guard: &str| Checkout {
             pins: pins.iter().map(|p| root.join(p)).collect(),
@@ -184,6 +193,8 @@ mod tests {
                 c(&[], "empty"),
                 c(&["inside"], "inside/.git"),
                 c(&["store"], "store/m"),
+                // Its `.git` names nothing: kept, and reported.
+                c(&["nowhere"], "nowhere/.git"),
             ]
         );
         let reasons: Vec<_> = unguarded
@@ -199,6 +210,10 @@ mod tests {
                 ),
                 (
                     root.join("missing/.git"),
+                    GitUnguardedReason::Unresolved(libc::ENOENT)
+                ),
+                (
+                    root.join("nowhere/.git"),
                     GitUnguardedReason::Unresolved(libc::ENOENT)
                 ),
             ]
