@@ -1152,7 +1152,7 @@ fn known_limit_a_missing_submodule_checkout_is_the_programs() {
     assert_eq!(unguarded[0].path, repo.ws.join("sub/.git"));
     assert_eq!(
         unguarded[0].reason,
-        stockade::GitUnguardedReason::Unresolved(libc::ENOENT)
+        stockade::GitUnguardedReason::Submodule(libc::ENOENT)
     );
     assert!(child.git_dropped().is_empty(), "{:#?}", child.git_dropped());
     git(

@@ -91,7 +91,7 @@ fn checkout(
     let unresolved = |target: &Path, e: nix::errno::Errno| GitUnguarded {
         path: dot_git.clone(),
         target: target.to_path_buf(),
-        reason: GitUnguardedReason::Unresolved(e as i32),
+        reason: GitUnguardedReason::Submodule(e as i32),
     };
     let (dir, _, visited) = resolve(dir).map_err(|e| unresolved(dir, e))?;
     let pins = pins(root, &visited, &dir);
@@ -206,15 +206,15 @@ mod tests {
             [
                 (
                     root.join("link/.git"),
-                    GitUnguardedReason::Unresolved(libc::ELOOP)
+                    GitUnguardedReason::Submodule(libc::ELOOP)
                 ),
                 (
                     root.join("missing/.git"),
-                    GitUnguardedReason::Unresolved(libc::ENOENT)
+                    GitUnguardedReason::Submodule(libc::ENOENT)
                 ),
                 (
                     root.join("nowhere/.git"),
-                    GitUnguardedReason::Unresolved(libc::ENOENT)
+                    GitUnguardedReason::Submodule(libc::ENOENT)
                 ),
             ]
         );
