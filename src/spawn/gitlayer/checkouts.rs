@@ -152,6 +152,8 @@ mod tests {
             .current_dir(dir)
             .args(args)
             .env_remove("GIT_DIR")
+            .env_remove("GIT_INDEX_FILE")
+            .env_remove("GIT_WORK_TREE")
             .output()
             .unwrap();
         assert!(out.status.success(), "git {args:?}: {out:?}");
