@@ -948,28 +948,213 @@ fn a_git_link_outside_the_workspace_is_reported_and_not_writable_through() {
     child.wait().unwrap();
 }
 
-/// A limit SECURITY.md states, pinned so that the text changes if the behaviour does:
-/// git on the host recurses into every submodule the index lists, running git with that
-/// submodule's own git dir, which lives in the worktree (the program's). The index is
-/// merged back, so a program can add such an entry. The documented mitigation holds:
-/// `diff.ignoreSubmodules=all` on the host keeps git out of submodule checkouts.
+/// The config line that makes git run the planted script (`core.fsmonitor`), for `printf`.
+fn fsmonitor_line(repo: &Repo) -> String {
+    format!("[core]\\n\\tfsmonitor = {}\\n", repo.script().display())
+}
+
+/// Git on the host recurses into every submodule the index lists, running git with the
+/// config of the checkout's own git dir, which lies in the workspace. An index that gained
+/// a gitlink entry therefore stays out of the merge (with the split index's shared files),
+/// whatever the index version; the rest merges, so an ordinary commit reaches the host.
 #[test]
-fn known_limit_submodule_checkouts_are_the_programs() {
+fn an_index_that_gains_a_submodule_is_not_merged() {
+    require!(Feature::UserNs);
+    for variant in [
+        "",
+        "g update-index --index-version 4",
+        "g update-index --index-version 3 && g add -N new.txt",
+        "g -c core.splitIndex=true update-index --split-index",
+    ] {
+        let repo = Repo::new();
+        let sb = full(&repo.ws);
+        std::fs::write(repo.ws.join("new.txt"), "new\n").unwrap();
+        let (_, drops) = run(
+            &sb,
+            &format!(
+                "set -e\n{plant}\n\
+                 echo work > work.txt && g add work.txt && g commit -qm ordinary\n\
+                 {variant}\n\
+                 g init -q sub && g -C sub commit -q --allow-empty -m sub\n\
+                 printf '{fsmonitor}' >> sub/.git/config\n\
+                 g update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub\n",
+                plant = repo.plant_script(),
+                fsmonitor = fsmonitor_line(&repo),
+            ),
+        );
+        let index = repo.git_dir().join("index");
+        assert!(
+            has_drop(&drops, &index, GitDropReason::NewSubmodule),
+            "{variant}: {drops:#?}"
+        );
+        // Nothing else of the index went through either.
+        for d in &drops {
+            let name = d.path.file_name().unwrap().to_string_lossy();
+            if name == "index" || name.starts_with("sharedindex.") {
+                assert_eq!(d.reason, GitDropReason::NewSubmodule, "{variant}: {d}");
+            }
+        }
+        assert!(
+            !git(&repo.ws, &["ls-files", "-s"]).contains("160000"),
+            "{variant}"
+        );
+        git(&repo.ws, &["status", "--porcelain"]);
+        repo.assert_no_marker(&format!("{variant}: git status after a new submodule"));
+        // The commit made before the gitlink was added reached the host.
+        assert_eq!(
+            git(&repo.ws, &["log", "-1", "--format=%s"]),
+            "ordinary\n",
+            "{variant}"
+        );
+        // The next run's ordinary commit merges its index (the checkout `sub` is still in
+        // the workspace, but no index lists it).
+        let (_, drops) = run(
+            &sb,
+            "set -e\necho more > more.txt && g add more.txt work.txt && g commit -qm second\n",
+        );
+        assert!(drops.is_empty(), "{variant}: {drops:#?}");
+        let files = git(&repo.ws, &["ls-files"]);
+        assert!(
+            files.contains("more.txt") && files.contains("work.txt"),
+            "{variant}: {files}"
+        );
+        assert!(!files.contains("sub"), "{variant}: {files}");
+        git(&repo.ws, &["status", "--porcelain"]);
+        repo.assert_no_marker(&format!("{variant}: git status after the next commit"));
+    }
+}
+
+/// Removing a submodule from the index (`git rm`) is no new one: the index merges.
+#[test]
+fn an_index_that_loses_a_submodule_is_merged() {
     require!(Feature::UserNs);
     let repo = Repo::new();
-    let sb = full(&repo.ws);
-    let fsmonitor = format!("[core]\\n\\tfsmonitor = {}\\n", repo.script().display());
+    let sha = git(&repo.ws, &["rev-parse", "HEAD"]);
+    let cacheinfo = format!("160000,{},sub", sha.trim());
+    git(
+        &repo.ws,
+        &["update-index", "--add", "--cacheinfo", &cacheinfo],
+    );
+    git(&repo.ws, &["commit", "-qm", "gitlink"]);
     let (_, drops) = run(
+        &full(&repo.ws),
+        "set -e\ng rm -q --cached sub && g commit -qm gone\n",
+    );
+    assert!(drops.is_empty(), "{drops:#?}");
+    assert!(!git(&repo.ws, &["ls-files", "-s"]).contains("160000"));
+}
+
+/// The submodule checkouts the host's index lists are kept from change: a checkout's
+/// `.git` (a `gitdir:` file, as `git submodule add` makes it, or a directory) and the
+/// directory of one not checked out are read-only, and the directories on the way cannot
+/// be moved; what the `.git` file names lies in the layered `.git` (`modules/`), whose
+/// config is never merged. The files of the checkouts stay writable.
+#[test]
+fn existing_submodule_checkouts_are_kept_from_change() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let other = Repo::new();
+    let ws = &repo.ws;
+    git(
+        ws,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            other.ws.to_str().unwrap(),
+            "deps/sub",
+        ],
+    );
+    git(ws, &["init", "-q", "-b", "main", "plain"]);
+    std::fs::write(ws.join("plain/f"), "f\n").unwrap();
+    git(&ws.join("plain"), &["add", "f"]);
+    git(&ws.join("plain"), &["commit", "-qm", "plain"]);
+    git(ws, &["add", "plain"]);
+    let sha = git(ws, &["rev-parse", "HEAD"]);
+    let cacheinfo = format!("160000,{},empty", sha.trim());
+    git(ws, &["update-index", "--add", "--cacheinfo", &cacheinfo]);
+    std::fs::create_dir(ws.join("empty")).unwrap();
+    git(ws, &["commit", "-qm", "submodules"]);
+    let sb = full(ws);
+    let child = sb.command("true").spawn().unwrap();
+    assert!(
+        child.git_unguarded().is_empty(),
+        "{:#?}",
+        child.git_unguarded()
+    );
+    let (out, drops) = run(
+        &sb,
+        &format!(
+            "{plant}\n\
+             printf 'gitdir: ../../evilgit\\n' > deps/sub/.git && echo REWROTE\n\
+             rm -f deps/sub/.git && echo REMOVED\n\
+             mv deps deps2 && echo MOVED\n\
+             mv deps/sub deps/sub2 && echo MOVED\n\
+             printf '{fsmonitor}' >> .git/modules/deps/sub/config && echo MODULE\n\
+             printf '{fsmonitor}' >> plain/.git/config && echo REWROTE\n\
+             rm -rf plain/.git && echo REMOVED\n\
+             git init -q empty && echo CREATED\n\
+             echo changed > deps/sub/README && echo changed > plain/f && echo WROTE\n\
+             true\n",
+            plant = repo.plant_script(),
+            fsmonitor = fsmonitor_line(&repo),
+        ),
+    );
+    for refused in ["REWROTE", "REMOVED", "MOVED", "CREATED"] {
+        assert!(!out.contains(refused), "{refused}:\n{out}");
+    }
+    assert!(out.contains("MODULE") && out.contains("WROTE"), "{out}");
+    let config = repo.git_dir().join("modules/deps/sub/config");
+    assert!(
+        has_drop(&drops, &config, GitDropReason::NotMerged),
+        "{drops:#?}"
+    );
+    let status = git(ws, &["status", "--porcelain"]);
+    repo.assert_no_marker("git status in existing submodule checkouts");
+    assert!(
+        status.contains("deps/sub") && status.contains("plain"),
+        "{status}"
+    );
+}
+
+/// A limit SECURITY.md states, pinned so that the text changes if the behaviour does: a
+/// submodule the host's index lists but whose directory does not exist cannot be kept
+/// (stockade creates nothing on the host). It is reported at the spawn; the program may
+/// create the checkout, and git on the host then runs git there. The documented
+/// mitigation holds: `diff.ignoreSubmodules=all` keeps git out of submodule checkouts.
+#[test]
+fn known_limit_a_missing_submodule_checkout_is_the_programs() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let sha = git(&repo.ws, &["rev-parse", "HEAD"]);
+    let cacheinfo = format!("160000,{},sub", sha.trim());
+    git(
+        &repo.ws,
+        &["update-index", "--add", "--cacheinfo", &cacheinfo],
+    );
+    git(&repo.ws, &["commit", "-qm", "gitlink"]);
+    let sb = full(&repo.ws);
+    let mut child = spawn(
         &sb,
         &format!(
             "set -e\n{plant}\n\
              g init -q sub && g -C sub commit -q --allow-empty -m sub\n\
-             printf '{fsmonitor}' >> sub/.git/config\n\
-             g update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub\n",
+             printf '{fsmonitor}' >> sub/.git/config\n",
             plant = repo.plant_script(),
+            fsmonitor = fsmonitor_line(&repo),
         ),
     );
-    assert!(drops.is_empty(), "{drops:#?}");
+    let unguarded = child.git_unguarded().to_vec();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(unguarded.len(), 1, "{unguarded:#?}");
+    assert_eq!(unguarded[0].path, repo.ws.join("sub/.git"));
+    assert_eq!(
+        unguarded[0].reason,
+        stockade::GitUnguardedReason::Submodule(libc::ENOENT)
+    );
+    assert!(child.git_dropped().is_empty(), "{:#?}", child.git_dropped());
     git(
         &repo.ws,
         &["-c", "diff.ignoreSubmodules=all", "status", "--porcelain"],
@@ -978,7 +1163,7 @@ fn known_limit_submodule_checkouts_are_the_programs() {
     git(&repo.ws, &["status", "--porcelain"]);
     assert!(
         repo.marker().exists(),
-        "git status no longer runs git in submodule checkouts: update SECURITY.md"
+        "git status no longer runs git in a missing submodule checkout: update SECURITY.md"
     );
 }
 

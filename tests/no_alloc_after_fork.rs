@@ -164,6 +164,28 @@ fn no_allocation_between_clone_and_exec_in_the_full_layer() {
     std::fs::create_dir_all(ws.path().join(".git/objects/pack")).unwrap();
     std::fs::write(ws.path().join(".git/objects/pack/pack-0.pack"), "").unwrap();
     std::fs::write(extra.path().join(".git"), "gitdir: /nowhere\n").unwrap();
+    // A submodule checkout the index lists: the directories on the way pinned, its `.git`
+    // file bound read-only.
+    let scratch = tempdir();
+    let git = std::process::Command::new("git")
+        .arg("-C")
+        .arg(scratch.path())
+        .arg("init")
+        .arg("-q")
+        .status()
+        .unwrap();
+    assert!(git.success());
+    let git = std::process::Command::new("git")
+        .arg("-C")
+        .arg(scratch.path())
+        .args(["update-index", "--add", "--cacheinfo"])
+        .arg("160000,0123456789abcdef0123456789abcdef01234567,deps/sub")
+        .env("GIT_INDEX_FILE", ws.path().join(".git/index"))
+        .status()
+        .unwrap();
+    assert!(git.success());
+    std::fs::create_dir_all(ws.path().join("deps/sub")).unwrap();
+    std::fs::write(ws.path().join("deps/sub/.git"), "gitdir: ../../.git/x\n").unwrap();
     // A `.git` symlink into its root: the link and the directory between pinned, the
     // target layered.
     let linked = tempdir();

@@ -39,12 +39,20 @@
 //! A `.git` symlink or `gitdir:` file is pinned, and the directory it names is layered the
 //! same way when it lies inside the same writable root (see `target.rs`); any other target
 //! is reported ([`Child::git_unguarded`]).
+//!
+//! Git on the host also runs git in every submodule checkout its index lists, with the git
+//! dir the checkout's `.git` names. So the index is merged back only when it lists no
+//! submodule path the host's did not (`merge/submodule.rs`, reading git's index format in
+//! `merge/index.rs`), and the checkouts the host's index lists are kept from change for
+//! the run (`checkouts.rs`).
 
 use std::fmt;
 use std::path::PathBuf;
 
 use super::Child;
 
+#[cfg(target_os = "linux")]
+pub(super) mod checkouts;
 #[cfg(target_os = "linux")]
 pub(super) mod merge;
 #[cfg(target_os = "linux")]
@@ -80,6 +88,15 @@ pub enum GitDropReason {
     /// The host's `.git` was not the directory the layer was made over when the run
     /// ended (replaced, or made a symlink): nothing was merged into it.
     Replaced,
+    /// The index (or a split index's `sharedindex.*` file): it lists a submodule (a
+    /// gitlink entry) at a path the host's index did not. Git on the host would run git in
+    /// that checkout, with a config and hooks the program wrote, at the next `git status`;
+    /// the host keeps its index.
+    NewSubmodule,
+    /// The index (or a split index's `sharedindex.*` file): it cannot be read (an index
+    /// version or format this check does not know, or not one at all), so whether it lists
+    /// a new submodule is unknown; the host keeps its index.
+    UnreadableIndex,
     /// Merging it failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
@@ -106,6 +123,12 @@ impl fmt::Display for GitDropReason {
             GitDropReason::Replaced => {
                 f.write_str("the host's .git was replaced during the run; nothing merged")
             }
+            GitDropReason::NewSubmodule => f.write_str(
+                "the index lists a submodule the host's index did not (git on the host would run the program's config in its checkout); the host's index is kept",
+            ),
+            GitDropReason::UnreadableIndex => f.write_str(
+                "the index cannot be read to check it for new submodules; the host's index is kept",
+            ),
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))
             }
@@ -121,10 +144,11 @@ impl fmt::Display for GitDrop {
 }
 
 /// A writable root's `.git` that is a symlink or a `gitdir:` file whose repository
-/// metadata a command runs without the `.git` layer on (see [`Child::git_unguarded`]).
+/// metadata a command runs without the `.git` layer on, or the `.git` of a submodule
+/// checkout that the run cannot keep from change (see [`Child::git_unguarded`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GitUnguarded {
-    /// `<root>/.git`.
+    /// `<root>/.git`, or `<root>/<submodule>/.git`.
     pub path: PathBuf,
     /// What it names, as an absolute path (a relative one joined to the root).
     pub target: PathBuf,
@@ -146,6 +170,11 @@ pub enum GitUnguardedReason {
     /// the errno of opening it (`ELOOP`, `ENOENT`, `ENOTDIR`, …). If the program creates
     /// it, the host's git may later use what the program wrote.
     Unresolved(i32),
+    /// A submodule checkout that the host's index lists, whose directory (`target`), or
+    /// what its `.git` names (`target`), cannot be opened without following symlinks: the
+    /// errno (`ENOENT` for a submodule whose directory is missing). The program may make
+    /// it, with a `.git` of its own, and git on the host then runs git there.
+    Submodule(i32),
 }
 
 impl fmt::Display for GitUnguarded {
@@ -165,14 +194,20 @@ impl fmt::Display for GitUnguarded {
                 "{path} names {target}, which cannot be opened as a directory without following symlinks: {}; no .git layer on it in this run",
                 crate::error::strerror(errno)
             ),
+            GitUnguardedReason::Submodule(errno) => write!(
+                f,
+                "submodule checkout {path}: {target} cannot be opened without following symlinks: {}; the program may make it, and git on the host would use it",
+                crate::error::strerror(errno)
+            ),
         }
     }
 }
 
 impl Child {
     /// The writable roots' `.git` symlinks and `gitdir:` files whose repository metadata
-    /// this command runs without the `.git` layer on, known from the spawn on. Each is
-    /// also logged as a `tracing` warning. The link or file itself is kept from change
+    /// this command runs without the `.git` layer on, and the submodule checkouts (listed
+    /// by the host's index) that it cannot keep from change, known from the spawn on. Each
+    /// is also logged as a `tracing` warning. The link or file itself is kept from change
     /// (bound read-only onto itself) either way; what it names is layered like a `.git`
     /// directory when it is a directory inside the same writable root, reached without
     /// following any further symlink.
@@ -230,6 +265,15 @@ mod tests {
         assert_eq!(
             at("/ws", GitUnguardedReason::Root).to_string(),
             "/ws/.git names its writable root /ws: no .git layer on it in this run"
+        );
+        let sub = GitUnguarded {
+            path: "/ws/sub/.git".into(),
+            target: "/ws/sub".into(),
+            reason: GitUnguardedReason::Submodule(libc::ENOENT),
+        };
+        assert_eq!(
+            sub.to_string(),
+            "submodule checkout /ws/sub/.git: /ws/sub cannot be opened without following symlinks: No such file or directory; the program may make it, and git on the host would use it"
         );
     }
 

@@ -16,7 +16,7 @@ use crate::plan::{Access, DEV_NODES, Plan, Step};
 mod console;
 mod git_link;
 pub use console::Console;
-pub use git_link::GitLink;
+pub use git_link::{GitCheckout, GitLink};
 
 /// Where the host's root sits during setup.
 pub const OLD_ROOT: &str = "/oldroot";
@@ -489,6 +489,9 @@ pub struct GitMount {
     pub packs: Vec<CString>,
     /// When `.git` is a symlink or a `gitdir:` file naming this directory.
     pub link: Option<GitLink>,
+    /// The submodule checkouts the host's index lists, kept from change after the layer
+    /// stands.
+    pub checkouts: Vec<GitCheckout>,
 }
 
 impl GitMount {
@@ -507,12 +510,18 @@ impl GitMount {
                 .map(|p| cstr(&under(NEW_ROOT, p)))
                 .collect::<Result<_, _>>()?,
             link: None,
+            checkouts: Vec::new(),
         })
     }
 
     /// The same layer, reached through `link`.
     pub fn with_link(self, link: Option<GitLink>) -> Self {
         GitMount { link, ..self }
+    }
+
+    /// The same layer, with these submodule checkouts kept from change.
+    pub fn with_checkouts(self, checkouts: Vec<GitCheckout>) -> Self {
+        GitMount { checkouts, ..self }
     }
 }
 

@@ -32,11 +32,15 @@
 //!
 //! This file holds the session (the layers of one command, from the spawn to the merge);
 //! `classify` says what is merged and what is dropped, `walk` goes through one upper
-//! layer and reports the drops, `read` opens and compares without following symlinks, and
-//! `write` makes the host's directories and copies files into place.
+//! layer and reports the drops, `read` opens and compares without following symlinks,
+//! `write` makes the host's directories and copies files into place, and `submodule`
+//! (with `index`, which reads git's index format) keeps an index that gained a submodule
+//! out.
 
 mod classify;
+pub(super) mod index;
 mod read;
+pub(super) mod submodule;
 mod walk;
 mod write;
 
@@ -79,6 +83,8 @@ struct Layer {
     packs: Vec<PathBuf>,
     /// The `.git` symlink or file that names `git`, when it is not `.git` itself.
     link: Option<super::target::Link>,
+    /// The submodule checkouts of the host's index, kept from change ([`super::checkouts`]).
+    checkouts: Vec<super::checkouts::Checkout>,
     upper: Option<OwnedFd>,
 }
 
@@ -100,14 +106,23 @@ impl Session {
             };
             // A `.git` symlink or `gitdir:` file is followed into its root (`target`).
             let layer = match super::target::find(plan, path) {
-                super::target::Found::Layer(t) => Some(Layer {
-                    packs: packs(&t.dir),
-                    git: t.dir,
-                    identity: t.identity,
-                    mode: t.mode,
-                    link: t.link,
-                    upper: None,
-                }),
+                super::target::Found::Layer(t) => {
+                    let root = path.parent().unwrap_or(path);
+                    let (checkouts, unguarded) = super::checkouts::find(root, &t.dir);
+                    for u in unguarded {
+                        tracing::warn!("stockade: {u}");
+                        session.unguarded.push(u);
+                    }
+                    Some(Layer {
+                        packs: packs(&t.dir),
+                        git: t.dir,
+                        identity: t.identity,
+                        mode: t.mode,
+                        link: t.link,
+                        checkouts,
+                        upper: None,
+                    })
+                }
                 super::target::Found::Nothing => None,
                 super::target::Found::Unguarded(u) => {
                     tracing::warn!("stockade: {u}");
@@ -147,7 +162,14 @@ impl Session {
                 l.as_ref()
                     .map(|l| {
                         let link = l.link.as_ref().map(|k| k.prepare(&l.git)).transpose()?;
-                        Ok(GitMount::new(l.identity, l.mode, &l.packs)?.with_link(link))
+                        let checkouts = l
+                            .checkouts
+                            .iter()
+                            .map(|c| c.prepare())
+                            .collect::<Result<_, _>>()?;
+                        Ok(GitMount::new(l.identity, l.mode, &l.packs)?
+                            .with_link(link)
+                            .with_checkouts(checkouts))
                     })
                     .transpose()
             })

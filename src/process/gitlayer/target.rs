@@ -159,7 +159,7 @@ pub(in crate::process) fn find(plan: &Plan, git: &Path) -> Found {
 /// The path of a `gitdir: <path>` file, read as git reads it (the prefix, then the rest
 /// without trailing line ends), or `None` for a file git would not take. Relative paths
 /// are relative to the file's directory, as git takes them.
-fn gitdir(file: &Path) -> Option<PathBuf> {
+pub(super) fn gitdir(file: &Path) -> Option<PathBuf> {
     /// Git's `.git` files are one line; a larger one is not read.
     const MAX: u64 = 4096;
     let how = OpenHow::new()
@@ -187,7 +187,9 @@ fn gitdir(file: &Path) -> Option<PathBuf> {
 /// Opens the absolute path `named` as a directory without following any symlink, and
 /// returns the path it reached (lexically normal: with no symlink on the way, `..` is the
 /// real parent), its `stat`, and every directory the path passed through.
-fn resolve(named: &Path) -> Result<(PathBuf, nix::sys::stat::FileStat, Vec<PathBuf>), Errno> {
+pub(super) fn resolve(
+    named: &Path,
+) -> Result<(PathBuf, nix::sys::stat::FileStat, Vec<PathBuf>), Errno> {
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);

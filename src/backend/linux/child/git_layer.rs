@@ -27,7 +27,9 @@ pub(super) fn apply(op: &Op, path: &CStr, index: u8, exec: &Exec) -> R {
     // SAFETY: the parent keeps the git socket open in `exec` until this child has
     // exec'd or exited, and `close_fds` keeps it (it is in `exec.keep`).
     let socket = unsafe { BorrowedFd::borrow_raw(exec.git_socket) };
-    layer_path(op, path, mount, socket)
+    layer_path(op, path, mount, socket)?;
+    // After the layer: the checkouts' guards lie outside `.git`, in the root.
+    mount.map_or(Ok(()), git_link::guard_checkouts)
 }
 
 /// The repository metadata of a writable root (see `Step::GitLayer`), opened without

@@ -61,3 +61,34 @@ pub(super) fn follow(
     let _ = sys::close(dir);
     r
 }
+
+/// Keeps the submodule checkouts the host's index lists from change (see
+/// `crate::process::gitlayer::checkouts`): each directory on the way is bound onto itself
+/// (a mountpoint cannot be renamed or removed), then the guarded path read-only onto
+/// itself. Git on the host runs git in each checkout with the git dir its `.git` names;
+/// read-only, the program can neither point that elsewhere nor write the config there. A
+/// path gone or replaced by a symlink since the parent looked is left alone: the parent
+/// saw it, and nothing else can have changed it before the program starts but the host.
+pub(super) fn guard_checkouts(m: &GitMount) -> R {
+    'checkout: for c in &m.checkouts {
+        for pin in &c.pins {
+            let dir = match open_no_symlinks(pin, libc::O_PATH | libc::O_DIRECTORY) {
+                Ok(dir) => dir,
+                Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => continue 'checkout,
+                Err(e) => return Err(e),
+            };
+            let r = bind_tree(dir.as_fd(), c"", dir.as_fd(), c"", false);
+            let _ = sys::close(dir);
+            r?;
+        }
+        let fd = match open_no_symlinks(&c.guard, libc::O_PATH | libc::O_NOFOLLOW) {
+            Ok(fd) => fd,
+            Err(Errno(libc::ENOENT | libc::ENOTDIR | libc::ELOOP)) => continue,
+            Err(e) => return Err(e),
+        };
+        let r = bind_tree(fd.as_fd(), c"", fd.as_fd(), c"", true);
+        let _ = sys::close(fd);
+        r?;
+    }
+    Ok(())
+}

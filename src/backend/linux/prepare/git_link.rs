@@ -48,3 +48,33 @@ impl GitLink {
         })
     }
 }
+
+/// A submodule checkout that the host's index lists under a layered `.git`'s worktree
+/// (see `crate::process::gitlayer::checkouts`): the directories on its path pinned, then
+/// its `.git` (or what that names inside the root, or the checkout itself when it has no
+/// `.git`) bound read-only onto itself.
+#[derive(Debug)]
+pub struct GitCheckout {
+    /// `/newroot/<dir>` for each directory between the root and `guard`, parents first:
+    /// bound onto themselves, so that none can be renamed away.
+    pub pins: Vec<CString>,
+    /// `/newroot/<path>`: bound read-only onto itself (recursively for a directory).
+    pub guard: CString,
+}
+
+impl GitCheckout {
+    /// The checkout guard for `guard` through `pins` (host paths, the same inside).
+    ///
+    /// # Errors
+    ///
+    /// [`PlanError::Nul`] when a path contains a NUL byte.
+    pub fn new(pins: &[PathBuf], guard: &Path) -> Result<Self, PlanError> {
+        Ok(GitCheckout {
+            pins: pins
+                .iter()
+                .map(|p| cstr(&under(NEW_ROOT, p)))
+                .collect::<Result<_, _>>()?,
+            guard: cstr(&under(NEW_ROOT, guard))?,
+        })
+    }
+}

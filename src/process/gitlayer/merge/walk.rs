@@ -11,6 +11,7 @@ use nix::sys::stat::{FileStat, fstat};
 
 use super::classify::{Area, Kind, MAX_DEPTH, R, Top, failed, kind, temporary, top};
 use super::read::{entries, is_opaque, open_beneath_root, open_dir_at, open_upper_dir, unchanged};
+use super::submodule;
 use super::write::{host_dir, remove, write_file};
 use super::{GitDrop, GitDropReason, Layer};
 
@@ -80,9 +81,19 @@ impl Merge {
             _ if name == "packed-refs" => 1,
             _ => 2,
         });
+        // An index that lists a submodule the host's did not stays out, with its shared
+        // index files (`submodule.rs`); everything else still merges.
+        let index = if list.iter().any(|(n, _)| submodule::is_index(n.as_bytes())) {
+            submodule::check(&upper, &host)
+        } else {
+            Ok(())
+        };
         for (name, st) in list {
             let rel = PathBuf::from(&name);
-            let r = self.top_entry(&upper, &host, &name, &st, &rel);
+            let r = match &index {
+                Err(reason) if submodule::is_index(name.as_bytes()) => Err(*reason),
+                _ => self.top_entry(&upper, &host, &name, &st, &rel),
+            };
             if let Err(reason) = r {
                 self.drop(&rel, reason);
             }

@@ -1,0 +1,355 @@
+//! Tests of the index reader, on real indexes that git writes and hostile ones.
+
+use super::*;
+use std::path::Path;
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// A repository with files (one with a path over 4095 bytes), a directory, and gitlinks
+/// `m/sub` and `z`.
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    std::fs::create_dir_all(d.join("m/deep")).unwrap();
+    for f in ["a", "m/deep/b", "m/deep/c", "zz"] {
+        std::fs::write(d.join(f), f).unwrap();
+    }
+    git(d, &["add", "."]);
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    // Longer than the 12-bit length of an entry's flags (and than PATH_MAX).
+    let long = vec!["l".repeat(250); 17].join("/");
+    git(
+        d,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{sha},{long}"),
+        ],
+    );
+    for path in ["m/sub", "z"] {
+        git(
+            d,
+            &[
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{sha},{path}"),
+            ],
+        );
+    }
+    dir
+}
+
+fn links(d: &Path) -> R<Gitlinks> {
+    let git_dir = d.join(".git");
+    let data = std::fs::read(git_dir.join("index")).unwrap();
+    gitlinks(&data, 20, |hex| {
+        Ok(std::fs::read(git_dir.join(format!("sharedindex.{hex}"))).ok())
+    })
+}
+
+fn set(paths: &[&str]) -> Gitlinks {
+    paths.iter().map(|p| p.as_bytes().to_vec()).collect()
+}
+
+#[test]
+fn gitlinks_are_found_in_every_index_version() {
+    let dir = repo();
+    let d = dir.path();
+    for v in ["2", "3", "4"] {
+        git(d, &["update-index", "--index-version", v]);
+        assert_eq!(links(d).unwrap(), set(&["m/sub", "z"]), "version {v}");
+    }
+    // Extended flags (version 3 at least): intent-to-add, skip-worktree.
+    std::fs::write(d.join("n"), "n").unwrap();
+    git(d, &["add", "-N", "n"]);
+    git(d, &["update-index", "--skip-worktree", "a"]);
+    for v in ["3", "4"] {
+        git(d, &["update-index", "--index-version", v]);
+        assert_eq!(links(d).unwrap(), set(&["m/sub", "z"]), "version {v}");
+    }
+}
+
+#[test]
+fn gitlinks_are_found_through_a_split_index() {
+    let dir = repo();
+    let d = dir.path();
+    let sha = "89abcdef0123456789abcdef0123456789abcdef";
+    for v in ["2", "4"] {
+        git(d, &["update-index", "--index-version", v]);
+        git(d, &["update-index", "--split-index"]);
+        assert_eq!(links(d).unwrap(), set(&["m/sub", "z"]), "version {v}");
+        // Entries added, replaced (a file made a gitlink) and deleted in the split
+        // index, over an unchanged shared index.
+        git(
+            d,
+            &[
+                "-c",
+                "splitIndex.maxPercentChange=100",
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{sha},new"),
+            ],
+        );
+        git(
+            d,
+            &[
+                "-c",
+                "splitIndex.maxPercentChange=100",
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{sha},a"),
+            ],
+        );
+        git(
+            d,
+            &[
+                "-c",
+                "splitIndex.maxPercentChange=100",
+                "update-index",
+                "--cacheinfo",
+                &format!("160000,{sha},m/sub"),
+            ],
+        );
+        git(
+            d,
+            &[
+                "-c",
+                "splitIndex.maxPercentChange=100",
+                "update-index",
+                "--force-remove",
+                "z",
+            ],
+        );
+        // The split index holds replacements and deletions.
+        let data = std::fs::read(d.join(".git/index")).unwrap();
+        let own = parse(&data, 20).unwrap();
+        let link = own.link.unwrap();
+        let base =
+            std::fs::read(d.join(format!(".git/sharedindex.{}", hex::encode(&link.base)))).unwrap();
+        let (delete, replace) =
+            bitmaps(&link.bitmaps, parse(&base, 20).unwrap().entries.len()).unwrap();
+        assert!(
+            !delete.is_empty() && !replace.is_empty(),
+            "{delete:?} {replace:?}"
+        );
+        assert_eq!(
+            links(d).unwrap(),
+            set(&["a", "m/sub", "new"]),
+            "version {v}"
+        );
+        // And back.
+        git(
+            d,
+            &[
+                "-c",
+                "splitIndex.maxPercentChange=100",
+                "update-index",
+                "--force-remove",
+                "new",
+                "a",
+            ],
+        );
+        git(
+            d,
+            &[
+                "-c",
+                "splitIndex.maxPercentChange=100",
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                &format!("160000,{sha},z"),
+            ],
+        );
+        assert_eq!(links(d).unwrap(), set(&["m/sub", "z"]), "version {v}");
+        git(d, &["update-index", "--no-split-index"]);
+        assert_eq!(links(d).unwrap(), set(&["m/sub", "z"]), "version {v}");
+    }
+    // A missing shared index is an error.
+    git(
+        d,
+        &[
+            "-c",
+            "core.splitIndex=true",
+            "update-index",
+            "--split-index",
+        ],
+    );
+    let data = std::fs::read(d.join(".git/index")).unwrap();
+    assert!(gitlinks(&data, 20, |_| Ok(None)).is_err());
+}
+
+#[test]
+fn sha256_indexes_are_read_with_32_byte_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q", "--object-format=sha256"]);
+    let sha = "0123456789abcdef".repeat(4);
+    git(
+        d,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{sha},s"),
+        ],
+    );
+    git(
+        d,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{sha},f"),
+        ],
+    );
+    for v in ["2", "4"] {
+        git(d, &["update-index", "--index-version", v]);
+        let data = std::fs::read(d.join(".git/index")).unwrap();
+        assert_eq!(gitlinks(&data, 32, |_| Ok(None)).unwrap(), set(&["s"]));
+        assert!(gitlinks(&data, 20, |_| Ok(None)).is_err());
+    }
+}
+
+#[test]
+fn the_wrong_hash_size_and_garbage_are_errors() {
+    let dir = repo();
+    let data = std::fs::read(dir.path().join(".git/index")).unwrap();
+    assert!(gitlinks(&data, 32, |_| Ok(None)).is_err());
+    for bad in [&b""[..], b"DIRC", b"DIRC\0\0\0\x05\0\0\0\0", &[0xff; 64]] {
+        let mut b = bad.to_vec();
+        b.extend_from_slice(&[0; 20]);
+        assert!(gitlinks(&b, 20, |_| Ok(None)).is_err(), "{bad:?}");
+    }
+}
+
+/// Every truncation, and every byte of the header and first entries flipped, of real
+/// indexes of each version (split too) returns, never panics.
+#[test]
+fn hostile_indexes_are_errors_not_panics() {
+    let dir = repo();
+    let d = dir.path();
+    let mut samples = Vec::new();
+    for v in ["2", "3", "4"] {
+        git(d, &["update-index", "--index-version", v]);
+        samples.push(std::fs::read(d.join(".git/index")).unwrap());
+    }
+    git(d, &["update-index", "--split-index"]);
+    git(
+        d,
+        &[
+            "-c",
+            "splitIndex.maxPercentChange=100",
+            "update-index",
+            "--force-remove",
+            "z",
+        ],
+    );
+    let split = std::fs::read(d.join(".git/index")).unwrap();
+    let shared: Vec<u8> = std::fs::read_dir(d.join(".git"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("sharedindex."))
+        .map(|e| std::fs::read(e.path()).unwrap())
+        .unwrap();
+    assert_eq!(
+        gitlinks(&split, 20, |_| Ok(Some(shared.clone()))).unwrap(),
+        set(&["m/sub"])
+    );
+    // Cut short within their first entries (at least eight, over 200 bytes), the
+    // indexes of each version cannot be read (the split index may hold no entry).
+    for data in &samples {
+        for n in 0..200 {
+            let mut b = data[..n].to_vec();
+            b.extend_from_slice(&[0; 20]);
+            assert!(gitlinks(&b, 20, |_| Ok(Some(shared.clone()))).is_err());
+        }
+    }
+    samples.push(split.clone());
+    for data in &samples {
+        for n in 0..data.len() {
+            let _ = gitlinks(&data[..n], 20, |_| Ok(Some(shared.clone())));
+            let mut b = data.clone();
+            b[n] ^= 0xff;
+            let _ = gitlinks(&b, 20, |_| Ok(Some(shared.clone())));
+            let mut b = data.clone();
+            b[n] = 0x80;
+            let _ = gitlinks(&b, 20, |_| Ok(Some(shared.clone())));
+        }
+    }
+    // Random writes of random bytes (a fixed-seed generator: reproducible).
+    let mut seed: u64 = 0x5eed;
+    let mut next = move || {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) as usize
+    };
+    for data in &samples {
+        for _ in 0..2000 {
+            let mut b = data.clone();
+            for _ in 0..1 + next() % 8 {
+                let at = next() % b.len();
+                b[at] = next() as u8;
+            }
+            let _ = gitlinks(&b, 20, |_| Ok(Some(shared.clone())));
+            let _ = gitlinks(&b, 32, |_| Ok(Some(shared.clone())));
+        }
+    }
+    // The split index over a corrupted or truncated shared index.
+    for n in 0..shared.len() {
+        let _ = gitlinks(&split, 20, |_| Ok(Some(shared[..n].to_vec())));
+        let mut b = shared.clone();
+        b[n] ^= 0x55;
+        let _ = gitlinks(&split, 20, |_| Ok(Some(b)));
+    }
+}
+
+#[test]
+fn bitmaps_are_bounded() {
+    // One run-length word claiming 2^32-1 words of ones.
+    let mut b = Vec::new();
+    b.extend_from_slice(&8u32.to_be_bytes());
+    b.extend_from_slice(&1u32.to_be_bytes());
+    b.extend_from_slice(&(0xffff_ffffu64 << 1 | 1).to_be_bytes());
+    b.extend_from_slice(&0u32.to_be_bytes());
+    let mut c = Cursor { data: &b, pos: 0 };
+    assert!(ewah(&mut c, 10).is_err());
+    // One literal word with bits 0 and 3.
+    let mut b = Vec::new();
+    b.extend_from_slice(&4u32.to_be_bytes());
+    b.extend_from_slice(&2u32.to_be_bytes());
+    b.extend_from_slice(&(1u64 << 33).to_be_bytes());
+    b.extend_from_slice(&0b1001u64.to_be_bytes());
+    b.extend_from_slice(&0u32.to_be_bytes());
+    let mut c = Cursor { data: &b, pos: 0 };
+    assert_eq!(ewah(&mut c, 10).unwrap(), [0, 3]);
+    let mut c = Cursor { data: &b, pos: 0 };
+    assert!(ewah(&mut c, 3).is_err());
+    // A literal count beyond the words.
+    b[8..16].copy_from_slice(&(5u64 << 33).to_be_bytes());
+    let mut c = Cursor { data: &b, pos: 0 };
+    assert!(ewah(&mut c, 10).is_err());
+}
