@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{HostFs, Ids, Kind, Step, is_within};
+use super::{Access, HostFs, Ids, Kind, Step, is_within};
 use crate::policy::Policy;
 
 /// The roots among `ro_roots` to bind idmapped: none unless the host is root; each a
@@ -70,8 +70,11 @@ pub(super) fn unreachable(fs: &dyn HostFs, idmapped: &[PathBuf], path: &Path) ->
 /// Marks the read-only binds of `idmapped` roots.
 pub(super) fn mark<'a>(steps: impl Iterator<Item = &'a mut Step>, idmapped: &[PathBuf]) {
     for step in steps {
+        // Read-only binds only: a writable root at the same path (a workspace of `/opt`)
+        // keeps its own, writable bind.
         if let Step::Bind {
             dst,
+            access: Access::ReadOnly,
             beneath: None,
             idmap,
             ..

@@ -368,6 +368,17 @@ fn a_root_host_binds_read_only_roots_idmapped_instead_of_walking_them() {
     assert!(!m.contains(&"/opt/app".into()), "{m:?}");
     assert!(!m.contains(&"/etc/tls/key.pem".into()), "{m:?}");
 
+    // A writable root at a system root's path keeps a writable bind of its own.
+    let plan = Plan::full(&Policy::with_workspace("/opt"), &host, ROOT).unwrap();
+    let opt = |access: Access, idmap: bool| {
+        plan.steps.iter().any(|s| {
+            matches!(s, Step::Bind { dst, access: a, idmap: i, .. }
+                if dst == Path::new("/opt") && *a == access && *i == idmap)
+        })
+    };
+    assert!(opt(Access::ReadOnly, true) && opt(Access::ReadWrite, false));
+    assert!(!opt(Access::ReadWrite, true));
+
     // A user host: nothing idmapped.
     let user = Ids {
         uid: 1000,

@@ -26,6 +26,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// The id every host id 0 is shown as inside an idmapped bind.
 pub(crate) const SHOWN_AS: u32 = 65534;
@@ -54,15 +55,23 @@ pub(crate) fn userns() -> Option<BorrowedFd<'static>> {
     .map(|fd| fd.as_fd())
 }
 
-/// Trees made by [`supported`] and not used yet: the first command takes them. (Closing
-/// a detached tree that was never attached unmounts it, which waits for an RCU grace
-/// period: a millisecond or more per tree, so a probe must not throw its tree away.)
-static SPARE: OnceLock<Mutex<HashMap<PathBuf, OwnedFd>>> = OnceLock::new();
+/// Trees made by [`supported`] and not used yet, with when they were made: the first
+/// command soon after takes them. (Closing a detached tree that was never attached
+/// unmounts it, which waits for an RCU grace period: a millisecond or more per tree, so a
+/// probe must not throw its tree away.) An older spare is not used: it would show the
+/// mounts of its time.
+static SPARE: OnceLock<Mutex<HashMap<PathBuf, (Instant, OwnedFd)>>> = OnceLock::new();
 
-/// Whether `root` can be bound idmapped here (tried once per root and process; the tree
-/// made to find out is kept for the first command).
+/// How long a spare tree is used.
+const SPARE_FOR: Duration = Duration::from_secs(2);
+
+/// Which roots took an idmapped tree, per process.
+static SEEN: OnceLock<Mutex<HashMap<PathBuf, bool>>> = OnceLock::new();
+
+/// Whether `root` can be bound idmapped here (tried once per root and process, again
+/// after a tree of it could not be made; the tree made to find out is kept for the first
+/// command).
 pub(crate) fn supported(root: &Path) -> bool {
-    static SEEN: OnceLock<Mutex<HashMap<PathBuf, bool>>> = OnceLock::new();
     let seen = SEEN.get_or_init(Mutex::default);
     if let Some(&ok) = seen.lock().unwrap_or_else(|e| e.into_inner()).get(root) {
         return ok;
@@ -73,7 +82,7 @@ pub(crate) fn supported(root: &Path) -> bool {
                 .get_or_init(Mutex::default)
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(root.to_path_buf(), tree);
+                .insert(root.to_path_buf(), (Instant::now(), tree));
             true
         }
         Err(e) => {
@@ -87,8 +96,10 @@ pub(crate) fn supported(root: &Path) -> bool {
     ok
 }
 
-/// A tree of `root` for one command: the spare one [`supported`] made, else a new one
-/// ([`make_tree`]).
+/// A tree of `root` for one command: the spare one [`supported`] made if it is recent,
+/// else a new one ([`make_tree`]). When none can be made (a file system that takes no
+/// idmapped mount was mounted beneath `root` since), the next plan tries again and falls
+/// back to the walk.
 ///
 /// # Errors
 ///
@@ -97,10 +108,16 @@ pub(crate) fn tree(root: &Path) -> io::Result<OwnedFd> {
     let spare = SPARE
         .get()
         .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).remove(root));
-    match spare {
-        Some(tree) => Ok(tree),
-        None => make_tree(root),
+    if let Some((made, tree)) = spare {
+        if made.elapsed() < SPARE_FOR {
+            return Ok(tree);
+        }
     }
+    make_tree(root).inspect_err(|_| {
+        if let Some(seen) = SEEN.get() {
+            seen.lock().unwrap_or_else(|e| e.into_inner()).remove(root);
+        }
+    })
 }
 
 /// A detached, recursive, read-only, `nosuid`, `nodev` copy of the mount tree at `root`,
@@ -115,12 +132,24 @@ fn make_tree(root: &Path) -> io::Result<OwnedFd> {
     let ns = userns().ok_or_else(|| io::Error::from_raw_os_error(libc::EPERM))?;
     let path = CString::new(root.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // Opened without following any symlink on the way, as every bind source is: a
+    // symlink planted in place of a component of a `read_only` path fails with ELOOP
+    // instead of binding what it names.
+    // SAFETY: `open_how` is plain integers, for which all zeroes is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    let dir = stockade_sys::linux::openat2(stockade_sys::linux::CWD, &path, &how)
+        .map_err(|e| io::Error::from_raw_os_error(e.0))?;
+    // SAFETY: `into_raw_fd` hands over the only owner of this open fd.
+    let dir = unsafe { OwnedFd::from_raw_fd(dir.into_raw_fd()) };
     let flags = libc::OPEN_TREE_CLONE
         | libc::OPEN_TREE_CLOEXEC
         | libc::AT_RECURSIVE as libc::c_uint
-        | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint;
-    // SAFETY: open_tree reads `path` up to its NUL; the CString outlives the call.
-    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+        | libc::AT_EMPTY_PATH as libc::c_uint;
+    // SAFETY: open_tree reads the empty path (a static C string) and acts on `dir`, an fd
+    // we own.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, dir.as_raw_fd(), c"".as_ptr(), flags) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -156,12 +185,13 @@ fn make_tree(root: &Path) -> io::Result<OwnedFd> {
 }
 
 /// Makes the mapping's user namespace: clones a child into a new user namespace, writes
-/// its maps from here, keeps an fd of its namespace and lets it exit.
+/// its maps from here, keeps an fd of its namespace and kills the child.
 fn make_userns() -> io::Result<OwnedFd> {
     // SAFETY: geteuid has no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
+    // Something for the child to block on; it never returns (the child ends by SIGKILL).
     let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     // The child shares this process's memory and fd table (no page tables to copy, which
     // for a large host would cost milliseconds) and runs `hold` on a stack of its own. No
@@ -171,13 +201,26 @@ fn make_userns() -> io::Result<OwnedFd> {
     let top = stack.as_mut_ptr_range().end.cast::<libc::c_void>();
     let flags = libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_NEWUSER;
     let arg = hold_r.as_raw_fd() as usize as *mut libc::c_void;
-    // SAFETY: `top` is the end of a 64 KiB buffer that outlives the child (it is freed
-    // only after the child is reaped below), and x86_64/aarch64 stacks grow down from it.
-    // `hold` makes only errno-free raw system calls on its own stack and its argument (an
-    // fd number, open until this function closes it), so sharing memory with every other
-    // thread of the host is safe.
+    // Every signal blocked across the clone: the child inherits the mask, so no handler of
+    // the host ever runs on its stack (only SIGKILL, which cannot be blocked, reaches it).
+    let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: `all` is a valid place for a sigset_t; sigfillset initializes it.
+    unsafe { libc::sigfillset(all.as_mut_ptr()) };
+    // SAFETY: `all` is initialized; `old` is a valid place the call initializes.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr()) };
+    // SAFETY: `top` is the end of a 64 KiB buffer that is freed only after the child has
+    // been reaped (or never, below), and x86_64/aarch64 stacks grow down from it. `hold`
+    // makes only errno-free raw system calls on its own stack and its argument (an fd
+    // number that stays open while the child lives), with every signal but SIGKILL
+    // blocked, so sharing memory with every other thread of the host is safe.
     let pid = unsafe { libc::clone(hold, top, flags, arg) };
-    let pid = pid as libc::pid_t;
+    let clone_error = io::Error::last_os_error();
+    // SAFETY: `old` was initialized by the pthread_sigmask call above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
+    if pid < 0 {
+        return Err(clone_error);
+    }
     let result = (|| {
         let map = format!("0 {SHOWN_AS} 1\n");
         let proc = PathBuf::from(format!("/proc/{pid}"));
@@ -187,25 +230,40 @@ fn make_userns() -> io::Result<OwnedFd> {
         let ns = std::fs::File::open(proc.join("ns/user"))?;
         Ok(OwnedFd::from(ns))
     })();
-    // The child's read ends at EOF once the only write end, shared through the fd table,
-    // is closed.
-    drop(hold_w);
-    let mut status = 0;
-    // SAFETY: waits for our own child; `status` is a local the kernel writes.
-    unsafe { libc::waitpid(pid, &mut status, libc::__WCLONE) };
-    drop(hold_r);
-    drop(stack);
+    // SAFETY: signals our own child, by the pid clone returned; it has not been reaped.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    loop {
+        let mut status = 0;
+        // SAFETY: waits for our own child; `status` is a local the kernel writes.
+        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WCLONE) };
+        if r == pid {
+            drop(stack);
+            break;
+        }
+        if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        // Not reaped: the child may still run on its stack, which must then never be
+        // freed or reused.
+        std::mem::forget(stack);
+        break;
+    }
+    drop((hold_r, hold_w));
     result
 }
 
-/// The mapping child: waits until the parent closes the pipe's write end, then exits.
-/// Runs on its own stack in the parent's memory (`CLONE_VM`): no allocation, no errno
-/// (the `sys` calls return the kernel's error directly).
+/// The mapping child: ends with its parent (`PR_SET_PDEATHSIG`), else blocks until the
+/// parent kills it. Runs on its own stack in the parent's memory (`CLONE_VM`) with every
+/// signal blocked: no allocation, no errno (the `sys` calls return the kernel's error
+/// directly).
 extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
+    let _ = stockade_sys::linux::prctl_set_pdeathsig(libc::SIGKILL);
     // SAFETY: `arg` is the read end's fd number, kept open by `make_userns` until this
     // child is reaped.
     let fd = unsafe { stockade_sys::BorrowedFd::borrow_raw(arg as usize as i32) };
     let mut byte = [0u8; 1];
+    // The write end stays open (in the shared fd table) until the child is dead: this
+    // read returns only on an error.
     let _ = stockade_sys::linux::read(fd, &mut byte);
     stockade_sys::linux::exit_group(0)
 }

@@ -173,7 +173,8 @@ pub enum GitUnguardedReason {
     /// A submodule checkout that the host's index lists, whose directory (`target`), or
     /// what its `.git` names (`target`), cannot be opened without following symlinks: the
     /// errno (`ENOENT` for a submodule whose directory is missing). The program may make
-    /// it, with a `.git` of its own, and git on the host then runs git there.
+    /// it, with a `.git` of its own, and git on the host then runs git there. `ENOSPC`:
+    /// one past the number of checkouts guarded per repository (256).
     Submodule(i32),
 }
 
@@ -193,6 +194,10 @@ impl fmt::Display for GitUnguarded {
                 f,
                 "{path} names {target}, which cannot be opened as a directory without following symlinks: {}; no .git layer on it in this run",
                 crate::error::strerror(errno)
+            ),
+            GitUnguardedReason::Submodule(libc::ENOSPC) => write!(
+                f,
+                "submodule checkout {path}: not guarded (more submodules than stockade guards per repository); the program may change it, and git on the host would use it"
             ),
             GitUnguardedReason::Submodule(errno) => write!(
                 f,

@@ -161,7 +161,7 @@ pub(super) fn start(
     let (mounts, socket) = req.git.mounts()?;
     exec.set_git(mounts, socket);
     exec.set_trees(prepared.layout.trees().map_err(|source| SpawnError::Os {
-        call: "open_tree",
+        call: "open_tree and mount_setattr (an idmapped bind)",
         source,
     })?);
     exec.console = console;

@@ -63,13 +63,19 @@ pub(in crate::process) fn find(root: &Path, git: &Path) -> (Vec<Checkout>, Vec<G
     let mut out = Vec::new();
     let mut unguarded = Vec::new();
     for path in host_gitlinks(git) {
-        if out.len() >= MAX {
-            tracing::warn!(root = %root.display(), "stockade: more than {MAX} submodules; the rest are not guarded");
-            break;
-        }
         let rel = Path::new(std::ffi::OsStr::from_bytes(&path));
         // Git refuses paths with `..`, `.` or a leading `/` in an index; so does this.
         if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            continue;
+        }
+        if out.len() >= MAX {
+            // Reported like any checkout that cannot be guarded (ENOSPC: no room left).
+            let dir = root.join(rel);
+            unguarded.push(GitUnguarded {
+                path: dir.join(".git"),
+                target: dir,
+                reason: GitUnguardedReason::Submodule(libc::ENOSPC),
+            });
             continue;
         }
         if let Err(u) = checkout(root, git, &root.join(rel), &mut out) {

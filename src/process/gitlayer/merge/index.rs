@@ -122,6 +122,13 @@ const EXTENDED: u16 = 0x4000;
 const EXTENDED_KNOWN: u16 = 0x6000;
 /// More entries than this (git's own limit is the memory of the host) is not an index.
 const MAX_ENTRIES: u32 = 1 << 26;
+/// A longer path than this is not read (sixteen times `PATH_MAX`; git itself can store
+/// such paths but no checkout can have them).
+const MAX_PATH: usize = 1 << 16;
+/// All paths of one index together: beyond this the index is not read (not merged). A
+/// version 4 index can grow each path from the previous one by a byte, so without this
+/// bound a file of a few MiB asks for memory and copying quadratic in its size.
+const MAX_PATH_BYTES: usize = 256 << 20;
 
 /// Parses the index `data` written with object names of `hash` bytes.
 fn parse(data: &[u8], hash: usize) -> R<Parsed> {
@@ -144,8 +151,13 @@ fn parse(data: &[u8], hash: usize) -> R<Parsed> {
     }
     let mut entries = Vec::new();
     let mut previous: Vec<u8> = Vec::new();
+    let mut path_bytes: usize = 0;
     for _ in 0..count {
         let e = entry(&mut c, hash, version == 4, &previous)?;
+        path_bytes = path_bytes.saturating_add(e.path.len());
+        if path_bytes > MAX_PATH_BYTES {
+            return Err(Malformed("paths too large"));
+        }
         previous.clone_from(&e.path);
         entries.push(e);
     }
@@ -155,17 +167,21 @@ fn parse(data: &[u8], hash: usize) -> R<Parsed> {
         let sig = c.take(4)?;
         let size = usize::try_from(c.u32()?).map_err(|_| Malformed("extension size"))?;
         let ext = c.take(size)?;
+        // The entry offset table (with its end-of-entries marker) lets a threaded git read
+        // entries from offsets of the writer's choosing, where this sequential reader
+        // would not look; a sparse index hides entries in directory entries. Neither is
+        // read: such an index is not merged.
+        if sig == b"EOIE" || sig == b"IEOT" || sig == b"sdir" {
+            return Err(Malformed("an extension this reader does not follow"));
+        }
         if sig == b"link" {
             if link.is_some() {
                 return Err(Malformed("two link extensions"));
             }
             link = Some(link_extension(ext, hash)?);
         } else if !sig.first().is_some_and(u8::is_ascii_uppercase) {
-            // Git refuses an index with a required extension it does not know; "sdir"
-            // (sparse directories) is the one other it knows.
-            if sig != b"sdir" {
-                return Err(Malformed("unknown required extension"));
-            }
+            // Git refuses an index with a required extension it does not know.
+            return Err(Malformed("unknown required extension"));
         }
     }
     Ok(Parsed { entries, link })
@@ -193,6 +209,9 @@ fn entry(c: &mut Cursor<'_>, hash: usize, v4: bool, previous: &[u8]) -> R<Entry>
             .checked_sub(strip)
             .ok_or(Malformed("path prefix longer than the previous path"))?;
         let suffix = c.cstr()?;
+        if copy.saturating_add(suffix.len()) > MAX_PATH {
+            return Err(Malformed("path too long"));
+        }
         let prefix = previous.get(..copy).ok_or(Malformed("path prefix"))?;
         if len != NAMEMASK && copy.checked_add(suffix.len()) != Some(len) {
             return Err(Malformed("path length"));
@@ -220,6 +239,9 @@ fn entry(c: &mut Cursor<'_>, hash: usize, v4: bool, previous: &[u8]) -> R<Entry>
     };
     if len == NAMEMASK && path.len() < NAMEMASK {
         return Err(Malformed("path length"));
+    }
+    if path.len() > MAX_PATH {
+        return Err(Malformed("path too long"));
     }
     Ok(Entry {
         path,

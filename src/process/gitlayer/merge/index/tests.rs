@@ -353,3 +353,50 @@ fn bitmaps_are_bounded() {
     let mut c = Cursor { data: &b, pos: 0 };
     assert!(ewah(&mut c, 10).is_err());
 }
+
+/// An index that git would read with threads from an offset table (EOIE, IEOT), where a
+/// sequential reader does not look, or a sparse index: not read, so not merged.
+#[test]
+fn offset_tables_and_sparse_indexes_are_not_read() {
+    let dir = repo();
+    let d = dir.path();
+    assert!(links(d).is_ok());
+    git(
+        d,
+        &[
+            "-c",
+            "index.threads=2",
+            "-c",
+            "index.recordEndOfIndexEntries=true",
+            "-c",
+            "index.recordOffsetTable=true",
+            "update-index",
+            "--index-version",
+            "3",
+        ],
+    );
+    let data = std::fs::read(d.join(".git/index")).unwrap();
+    assert!(data.windows(4).any(|w| w == b"EOIE"), "git wrote no EOIE");
+    assert!(links(d).is_err());
+}
+
+/// A version 4 index whose every path copies the previous one and adds a byte: memory and
+/// copying quadratic in the file's size unless bounded; it is refused quickly.
+#[test]
+fn growing_version_4_paths_are_bounded() {
+    let mut data = b"DIRC\0\0\0\x04".to_vec();
+    let count: u32 = 200_000;
+    data.extend_from_slice(&count.to_be_bytes());
+    for _ in 0..count {
+        data.extend_from_slice(&[0; 24]);
+        data.extend_from_slice(&0o100644u32.to_be_bytes());
+        data.extend_from_slice(&[0; 12]);
+        data.extend_from_slice(&[0; 20]);
+        // Length "long, count to NUL", strip nothing, add one byte.
+        data.extend_from_slice(&0x0fffu16.to_be_bytes());
+        data.extend_from_slice(&[0, b'a', 0]);
+    }
+    data.extend_from_slice(&[0; 20]);
+    // An unbounded reader would ask for ~20 GB here.
+    assert!(gitlinks(&data, 20, |_| Ok(None)).is_err());
+}
