@@ -4,10 +4,12 @@ use std::io;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+pub use conflict::Conflict;
 /// The errno type of every error here (nix's): match on it, `Errno::ENOENT`.
 pub use nix::errno::Errno;
 pub use step::SetupStep;
 
+mod conflict;
 mod step;
 
 use crate::policy::Layer;
@@ -232,9 +234,12 @@ pub enum PlanError {
     /// The data dir is not the directory the sandbox pinned when it was created.
     #[error("data dir {0:?} was replaced since the sandbox was created; refusing to spawn")]
     DataDirChanged(PathBuf),
-    /// Two policy paths conflict.
-    #[error("{0}")]
-    Conflict(String),
+    /// The policy asks for something the plan cannot give (a workspace at `/`, a path
+    /// both bound and hidden, a data dir that layer 2 cannot hide, …), or a launcher was
+    /// given a plan it cannot replay: which one, and the paths involved, are in the
+    /// [`Conflict`]. Printed as the conflict's own message.
+    #[error(transparent)]
+    Conflict(Conflict),
     /// An argument or environment string contains a NUL byte.
     #[error("{what} contains a NUL byte")]
     NulInArgument {
@@ -668,8 +673,8 @@ mod tests {
         );
         // An error without a source is its own line; an io::Error without an errno keeps
         // its text.
-        let e = PlanError::Conflict("x".into());
-        assert_eq!(Report(&e).to_string(), "x");
+        let e = PlanError::Conflict(Conflict::WorkspaceIsRoot);
+        assert_eq!(Report(&e).to_string(), "the workspace cannot be /");
         let e = GuardError::Inspect {
             path: "/w/x".into(),
             source: io::Error::other("boom"),

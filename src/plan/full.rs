@@ -9,7 +9,7 @@ use super::{
     Access, Beneath, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, bind, canonical_workspace,
     depth, existing, inside_path, is_git_name, is_within, mask, no_symlinks, owners,
 };
-use crate::error::PlanError;
+use crate::error::{Conflict, PlanError};
 use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
 
 /// A layout entry before ordering.
@@ -337,11 +337,10 @@ fn plan_data_dir(
     };
     // The workspace is the first writable root.
     if let Some(r) = writable_roots.iter().find(|r| is_within(r, &path)) {
-        return Err(PlanError::Conflict(format!(
-            "data_dir {} contains the writable path {}",
-            path.display(),
-            r.display()
-        )));
+        return Err(PlanError::Conflict(Conflict::DataDirContainsWritable {
+            data_dir: path,
+            writable: r.clone(),
+        }));
     }
     let mut pins = Vec::new();
     match root {
@@ -482,22 +481,20 @@ fn refuse_conflicts(entries: &[Entry], masks: &[PathBuf]) -> Result<(), PlanErro
     for e in entries {
         if let Step::GitLayer { path, .. } = &e.step {
             if let Some(m) = masks.iter().find(|m| *m != path && m.starts_with(path)) {
-                return Err(PlanError::Conflict(format!(
-                    "{} would be hidden inside {}, which the full layer shows through a copy-on-write layer (guard_names under .git); move it out of the repository metadata",
-                    m.display(),
-                    path.display()
-                )));
+                return Err(PlanError::Conflict(Conflict::HiddenInsideGitLayer {
+                    hidden: m.clone(),
+                    git: path.clone(),
+                }));
             }
         }
     }
     for e in entries {
         if let Step::Bind { dst, .. } = &e.step {
             if let Some(m) = masks.iter().find(|m| dst != *m && dst.starts_with(m)) {
-                return Err(PlanError::Conflict(format!(
-                    "{} would be bound inside the hidden path {}",
-                    dst.display(),
-                    m.display()
-                )));
+                return Err(PlanError::Conflict(Conflict::BindBeneathHidden {
+                    bind: dst.clone(),
+                    hidden: m.clone(),
+                }));
             }
         }
     }

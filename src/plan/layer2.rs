@@ -7,7 +7,7 @@ use super::{
     Access, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, canonical_workspace, existing,
     inside_path, is_within,
 };
-use crate::error::PlanError;
+use crate::error::{Conflict, PlanError};
 use crate::policy::{Layer, Policy, SYSTEM_ALLOWLIST};
 
 impl Plan {
@@ -18,9 +18,9 @@ impl Plan {
     ///
     /// # Errors
     ///
-    /// As [`Plan::full`], and [`PlanError::Conflict`] when the data dir (or a masked path)
-    /// lies beneath a path the ruleset must allow: Landlock cannot deny a directory
-    /// beneath an allowed one, so this layer cannot hide it.
+    /// As [`Plan::full`], and [`Conflict::LandlockCannotHide`] when the data dir lies
+    /// beneath a path the ruleset must allow: Landlock cannot deny a directory beneath an
+    /// allowed one, so this layer cannot hide it.
     pub fn landlock(policy: &Policy, fs: &dyn HostFs, ids: Ids) -> Result<Plan, PlanError> {
         let workspace = canonical_workspace(policy, fs)?;
         let mut roots: Vec<(PathBuf, Access)> = vec![(workspace.clone(), Access::ReadWrite)];
@@ -50,11 +50,11 @@ impl Plan {
         let hidden = policy.data_dir.iter().map(|d| ("data_dir", d));
         for (key, path) in hidden {
             if let Some((root, _)) = roots.iter().find(|(r, _)| is_within(path, r)) {
-                return Err(PlanError::Conflict(format!(
-                    "layer `landlock` cannot hide {key} {} beneath {}: Landlock cannot deny a directory beneath an allowed one (use the full layer, or move it out)",
-                    path.display(),
-                    root.display()
-                )));
+                return Err(PlanError::Conflict(Conflict::LandlockCannotHide {
+                    key,
+                    path: path.clone(),
+                    allowed: root.clone(),
+                }));
             }
         }
         let tools = tools_dir(policy, fs)?;

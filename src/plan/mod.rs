@@ -20,7 +20,7 @@ mod walls;
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{PlanError, errno_of};
+use crate::error::{Conflict, PlanError, errno_of};
 use crate::policy::{Layer, Policy};
 
 pub use seatbelt::SbplInput;
@@ -340,7 +340,7 @@ fn canonical_workspace(policy: &Policy, fs: &dyn HostFs) -> Result<PathBuf, Plan
     let ws = policy
         .workspace
         .as_deref()
-        .ok_or(PlanError::Conflict("the policy has no workspace".into()))?;
+        .ok_or(PlanError::Conflict(Conflict::NoWorkspace))?;
     let canon = existing(fs, "workspace", ws)?;
     if !matches!(fs.kind(&canon), Some(Kind::Dir)) {
         return Err(PlanError::Path {
@@ -350,7 +350,7 @@ fn canonical_workspace(policy: &Policy, fs: &dyn HostFs) -> Result<PathBuf, Plan
         });
     }
     if canon == Path::new("/") {
-        return Err(PlanError::Conflict("the workspace cannot be /".into()));
+        return Err(PlanError::Conflict(Conflict::WorkspaceIsRoot));
     }
     Ok(canon)
 }

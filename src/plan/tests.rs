@@ -116,6 +116,11 @@ fn nothing_uncovers_a_mask() {
     p.read_only = vec!["/srv/shared/g/x".into()];
     let err = Plan::full(&p, &fake, IDS).unwrap_err();
     assert!(err.to_string().contains("inside the hidden path"), "{err}");
+    assert!(
+        matches!(&err, PlanError::Conflict(Conflict::BindBeneathHidden { bind, hidden })
+            if bind == Path::new("/srv/shared/g/x") && hidden == Path::new("/srv/shared/g")),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -459,6 +464,11 @@ fn a_data_dir_containing_the_workspace_is_refused() {
     p.data_dir = Some("/ws".into());
     let err = Plan::full(&p, &Fake::new(), IDS).unwrap_err();
     assert!(err.to_string().contains("contains"), "{err}");
+    assert!(
+        matches!(&err, PlanError::Conflict(Conflict::DataDirContainsWritable { data_dir, writable })
+            if data_dir == Path::new("/ws") && writable == Path::new("/ws/a")),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -476,6 +486,11 @@ fn layer_two_refuses_a_data_dir_it_cannot_hide() {
     p.data_dir = Some("/ws/a/data".into());
     let err = Plan::landlock(&p, &Fake::new(), IDS).unwrap_err();
     assert!(err.to_string().contains("cannot hide data_dir"), "{err}");
+    assert!(
+        matches!(&err, PlanError::Conflict(Conflict::LandlockCannotHide { key: "data_dir", path, allowed })
+            if path == Path::new("/ws/a/data") && allowed == Path::new("/ws")),
+        "{err:?}"
+    );
     p.data_dir = Some("/srv/shared".into());
     let plan = Plan::landlock(&p, &Fake::new(), IDS).unwrap();
     assert!(plan.private_tmp);
@@ -572,6 +587,56 @@ fn a_read_only_git_is_not_layered_and_a_data_dir_inside_it_is_refused() {
     p.data_dir = Some("/ws/.git/data".into());
     let err = Plan::full(&p, &fake, IDS).unwrap_err();
     assert!(err.to_string().contains("copy-on-write"), "{err}");
+    assert!(
+        matches!(&err, PlanError::Conflict(Conflict::HiddenInsideGitLayer { hidden, git })
+            if hidden == Path::new("/ws/.git/data") && git == Path::new("/ws/.git")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn conflicts_a_host_meets_are_matchable() {
+    // A host matches which conflict its policy has, and finds the paths in it.
+    let mut fake = Fake::new();
+    fake.0.insert("/".into(), Kind::Dir);
+    let root = Policy::with_workspace("/");
+    for plan in [Plan::full, Plan::landlock] {
+        assert!(matches!(
+            plan(&root, &fake, IDS),
+            Err(PlanError::Conflict(Conflict::WorkspaceIsRoot))
+        ));
+        assert!(matches!(
+            plan(&Policy::default(), &fake, IDS),
+            Err(PlanError::Conflict(Conflict::NoWorkspace))
+        ));
+    }
+    // A read-only bind beneath the data dir would uncover part of it.
+    let mut p = Policy::with_workspace("/ws");
+    p.data_dir = Some("/ws/a".into());
+    p.read_only = vec!["/ws/a/data".into()];
+    match Plan::full(&p, &fake, IDS) {
+        Err(PlanError::Conflict(Conflict::BindBeneathHidden { bind, hidden })) => {
+            assert_eq!(
+                (bind.as_path(), hidden.as_path()),
+                (Path::new("/ws/a/data"), Path::new("/ws/a"))
+            );
+        }
+        other => panic!("expected BindBeneathHidden, got {other:?}"),
+    }
+    // Layer 2 with the data dir under the workspace: the full layer can hide it, layer 2
+    // cannot, and says beneath which allowed path it lies.
+    p.read_only = Vec::new();
+    assert!(Plan::full(&p, &fake, IDS).is_ok());
+    match Plan::landlock(&p, &fake, IDS) {
+        Err(PlanError::Conflict(Conflict::LandlockCannotHide { key, path, allowed })) => {
+            assert_eq!(key, "data_dir");
+            assert_eq!(
+                (path.as_path(), allowed.as_path()),
+                (Path::new("/ws/a"), Path::new("/ws"))
+            );
+        }
+        other => panic!("expected LandlockCannotHide, got {other:?}"),
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::backend::sbpl;
-use crate::error::{Error, PlanError};
+use crate::error::{Conflict, Error, PlanError};
 use crate::plan::{Plan, RealFs};
 use crate::policy::{Layer, Policy};
 
@@ -83,6 +83,6 @@ pub fn macos_profile(policy: &Policy) -> Result<String, Error> {
     let input = plan
         .walls
         .sbpl
-        .ok_or_else(|| PlanError::Conflict("the macOS plan has no profile".into()))?;
+        .ok_or(PlanError::Conflict(Conflict::NoProfileInput))?;
     Ok(sbpl::profile(&input)?)
 }

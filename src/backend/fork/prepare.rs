@@ -5,7 +5,7 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::PlanError;
+use crate::error::{Conflict, PlanError, SetupStep};
 use crate::plan::{Plan, Step};
 
 /// Highest fd the child closes when the fd limit is unlimited or huge: a loop of `close`
@@ -81,8 +81,8 @@ impl Exec {
     ///
     /// # Errors
     ///
-    /// [`PlanError::Conflict`] for a plan step the fork launcher cannot replay (namespaces,
-    /// mounts, Landlock, seccomp: those are Linux's); [`PlanError::NulInArgument`] or
+    /// [`Conflict::NotInForkedChild`] for a plan step the fork launcher cannot replay
+    /// (namespaces, mounts, Landlock, seccomp: those are Linux's); [`PlanError::NulInArgument`] or
     /// [`PlanError::Nul`] for a string with a NUL byte.
     pub fn new(
         plan: &Plan,
@@ -99,10 +99,10 @@ impl Exec {
                 Step::ResetSignals => Ok(Op::ResetSignals),
                 Step::NewSession => Ok(Op::NewSession),
                 Step::SandboxInit => Ok(Op::SandboxInit),
-                other => Err(PlanError::Conflict(format!(
-                    "step `{other}` cannot run in a forked child on {}",
-                    std::env::consts::OS
-                ))),
+                other => Err(PlanError::Conflict(Conflict::NotInForkedChild {
+                    step: SetupStep::from(other),
+                    os: std::env::consts::OS,
+                })),
             })
             .collect::<Result<Vec<_>, _>>()?;
         let program =

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::backend::macos;
 use crate::backend::report::MESSAGE_LEN;
-use crate::error::{Error, PlanError};
+use crate::error::{Conflict, Error, PlanError};
 use crate::plan::{Plan, RealFs, seatbelt_path};
 
 /// The prepared profile.
@@ -15,12 +15,14 @@ pub type Confine = macos::Prepared;
 ///
 /// # Errors
 ///
-/// [`PlanError::Conflict`] for a plan without the profile's input, [`Error::Profile`] when
+/// [`Conflict::NoProfileInput`] for a plan without the profile's input, [`Error::Profile`] when
 /// a path cannot be written into the profile.
 pub fn confine(plan: &Plan, tmpdir: Option<&Path>) -> Result<Confine, Error> {
-    let mut input = plan.walls.sbpl.clone().ok_or_else(|| {
-        PlanError::Conflict("a sandbox_init step without the profile's input".into())
-    })?;
+    let mut input = plan
+        .walls
+        .sbpl
+        .clone()
+        .ok_or(PlanError::Conflict(Conflict::NoProfileInput))?;
     input.tmpdir = tmpdir.map(|t| seatbelt_path(&RealFs, t));
     Ok(macos::Prepared::from_input(&input)?)
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::backend::report::MESSAGE_LEN;
-use crate::error::{Error, PlanError};
+use crate::error::{Conflict, Error, PlanError};
 use crate::plan::Plan;
 
 /// No confinement exists here: the type has no values, so no child can be handed one.
@@ -16,12 +16,11 @@ pub enum Confine {}
 ///
 /// # Errors
 ///
-/// Always [`PlanError::Conflict`] naming this system.
+/// Always [`Conflict::NoSandboxBackend`] naming this system.
 pub fn confine(_plan: &Plan, _tmpdir: Option<&Path>) -> Result<Confine, Error> {
-    Err(PlanError::Conflict(format!(
-        "step `sandbox_init` cannot run on {}",
-        std::env::consts::OS
-    ))
+    Err(PlanError::Conflict(Conflict::NoSandboxBackend {
+        os: std::env::consts::OS,
+    })
     .into())
 }
 

@@ -10,7 +10,7 @@ use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::PlanError;
+use crate::error::{Conflict, PlanError, SetupStep};
 use crate::plan::{Access, DEV_NODES, Plan, Step};
 
 mod console;
@@ -233,7 +233,9 @@ impl Layout {
     /// # Errors
     ///
     /// [`PlanError::Nul`] when a path contains a NUL byte.
-    /// [`PlanError::Conflict`] when the plan has Landlock or seccomp steps but no `walls`.
+    /// [`Conflict::NothingPrepared`] when the plan has Landlock or seccomp steps but no
+    /// `walls`; another [`Conflict`] for a step a layout cannot hold, or more idmapped
+    /// binds or `.git` layers than it can number.
     pub fn new(plan: Plan, last_cap: u32, walls: Option<Walls>) -> Result<Self, PlanError> {
         let mut ops = Vec::with_capacity(plan.steps.len());
         let mut git_layers: u8 = 0;
@@ -247,7 +249,7 @@ impl Layout {
                     ..
                 } => {
                     let index = u16::try_from(idmapped.len())
-                        .map_err(|_| PlanError::Conflict("too many idmapped binds".into()))?;
+                        .map_err(|_| PlanError::Conflict(Conflict::TooManyIdmappedBinds))?;
                     idmapped.push(src.clone());
                     match prepare_step(step, last_cap)? {
                         Op::Bind {
@@ -272,9 +274,9 @@ impl Layout {
                     let index = git_layers;
                     // One per writable root: a tag of one byte is plenty, and a plan with
                     // more is refused rather than mislabelled.
-                    git_layers = git_layers.checked_add(1).ok_or_else(|| {
-                        PlanError::Conflict("more than 255 writable roots with a .git layer".into())
-                    })?;
+                    git_layers = git_layers
+                        .checked_add(1)
+                        .ok_or(PlanError::Conflict(Conflict::TooManyGitLayers))?;
                     let at = PathBuf::from(format!("/.git-layer-{index}"));
                     Op::GitLayer {
                         path: cstr(&under(NEW_ROOT, path))?,
@@ -289,9 +291,9 @@ impl Layout {
                 _ => prepare_step(step, last_cap)?,
             };
             if matches!(op, Op::LandlockRules | Op::Landlock | Op::Seccomp) && walls.is_none() {
-                return Err(PlanError::Conflict(format!(
-                    "step `{step}` has nothing prepared"
-                )));
+                return Err(PlanError::Conflict(Conflict::NothingPrepared {
+                    step: SetupStep::from(step),
+                }));
             }
             ops.push(op);
         }
@@ -465,13 +467,14 @@ fn prepare_mask(
 
 /// Why `step` has no operation of its own in a layout.
 fn not_in_layout(step: &Step) -> PlanError {
+    let step = SetupStep::from(step);
     PlanError::Conflict(match step {
         // Numbered in order by `Layout::new`.
-        Step::GitLayer { .. } => format!("step `{step}` is numbered by the layout"),
+        SetupStep::GitLayer { .. } => Conflict::NumberedByLayout { step },
         // The Seatbelt step belongs to macOS plans, never to a Linux layout.
-        Step::SandboxInit => format!("step `{step}` is macOS only"),
+        SetupStep::SandboxInit => Conflict::MacosOnly { step },
         // Per-command steps are prepared by `Exec::new`, never in a layout.
-        _ => format!("step `{step}` cannot be part of a layout"),
+        _ => Conflict::NotInLayout { step },
     })
 }
 
