@@ -20,7 +20,7 @@
 //!
 //! Seatbelt matches the path of the resolved vnode, so a rule written for `/var/x` never
 //! matches: the kernel sees `/private/var/x`. Every path is canonicalized before it gets
-//! here (by the plan: [`crate::plan::seatbelt_path`], [`private_alias`]) and normalized
+//! here (by the plan: [`crate::plan::seatbelt_path`], `plan::seatbelt::private_alias`) and normalized
 //! here (no `.`, no duplicate or trailing `/`; `..` and relative paths are refused).
 //!
 //! Escaping is the security boundary: a path must never close its string and add a rule.

@@ -304,7 +304,7 @@ impl Handle {
     }
 
     /// Sends `sig` to the init (which forwards it) or to the program without an init.
-    /// The caller checked that `sig` is one of [`FORWARDED`].
+    /// The caller checked that `sig` is one of the forwarded signals (`FORWARDED`).
     ///
     /// # Errors
     ///

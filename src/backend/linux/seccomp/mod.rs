@@ -132,10 +132,8 @@ pub use crate::plan::FilterOptions;
 /// A compiled seccomp program, owned by the parent until the child has installed it.
 #[derive(Clone, Debug)]
 pub struct Filter {
+    /// At most `BPF_MAXINSNS` instructions ([`build`] refuses more).
     program: Vec<sock_filter>,
-    // Read by `as_fprog` only (the child installs `instructions()` through `stockade_sys`).
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
-    len: u16,
 }
 
 impl Filter {
@@ -149,12 +147,14 @@ impl Filter {
     /// `CLONE_VFORK`, until `clone` returns). The kernel copies the program during the call,
     /// so the installed filter does not depend on the buffer afterwards.
     ///
-    /// Calling this allocates nothing; the child may call it, or the parent may call it
-    /// before `clone` and hand the child the value.
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    /// Calling this allocates nothing. (The sandbox's child installs
+    /// [`Filter::instructions`] through `stockade_sys`; this form is for the crate's tests
+    /// and for hosts of the `internals` feature that install it themselves.)
+    #[cfg(any(test, feature = "internals"))]
     pub fn as_fprog(&self) -> libc::sock_fprog {
         libc::sock_fprog {
-            len: self.len,
+            // `build` refused programs longer than BPF_MAXINSNS (4096).
+            len: u16::try_from(self.program.len()).unwrap_or(u16::MAX),
             // The kernel only reads through this pointer.
             filter: self.program.as_ptr().cast_mut(),
         }
@@ -175,8 +175,8 @@ pub const KNOWN_MAX: u32 = 469;
 
 /// Compiles the filter for `opts` into BPF.
 ///
-/// Runs in the parent; the child installs the result with
-/// [`Filter::as_fprog`] and `stockade_sys::linux::seccomp_set_mode_filter`.
+/// Runs in the parent; the child installs the result's [`Filter::instructions`] with
+/// `stockade_sys::linux::seccomp_set_mode_filter`.
 ///
 /// # Errors
 ///
@@ -197,7 +197,5 @@ pub fn build(opts: &FilterOptions) -> Result<Filter, SeccompBuildError> {
     if program.len() > max {
         return Err(SeccompBuildError::TooLong(program.len()));
     }
-    let len =
-        u16::try_from(program.len()).map_err(|_| SeccompBuildError::TooLong(program.len()))?;
-    Ok(Filter { program, len })
+    Ok(Filter { program })
 }
