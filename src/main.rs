@@ -446,7 +446,8 @@ fn passthrough_values(sandbox: &Sandbox) -> Vec<Vec<u8>> {
 }
 
 /// The command for `prog` with `rest` as its arguments, the working directory and the
-/// variables of `--env` and `--secret-env`; exit code 125 for a variable without `=`.
+/// variables of `--env` and `--secret-env`; exit code 2 (a usage error, like clap's) for a
+/// variable without `=`.
 fn command(
     sandbox: &Sandbox,
     prog: &OsString,
@@ -462,13 +463,14 @@ fn command(
     }
     for kv in env {
         let Some((k, v)) = kv.split_once('=') else {
-            return Err(fail(125, format!("--env {kv:?}: expected NAME=VALUE")));
+            return Err(fail(2, format!("--env {kv:?}: expected NAME=VALUE")));
         };
         cmd.env(k, v);
     }
     for kv in secret_env {
         let Some((k, v)) = kv.split_once('=') else {
-            return Err(fail(125, "--secret-env: expected NAME=VALUE"));
+            // The value is not echoed: it may be the secret itself.
+            return Err(fail(2, "--secret-env: expected NAME=VALUE"));
         };
         cmd.secret_env(k, v);
     }

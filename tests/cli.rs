@@ -152,6 +152,30 @@ fn env_and_config_flags() {
         .unwrap();
     assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("LD_PRELOAD"));
+    // The program is looked up in its own PATH, as std does: 127 when it is not there.
+    let out = stockade()
+        .arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--env", "PATH=/nonexistent", "--", "ls"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127), "{out:?}");
+    // A variable without `=` is a usage error, like any other malformed argument; a
+    // --secret-env value is not echoed.
+    for (flag, value) in [("--env", "NOEQ"), ("--secret-env", "tok-123")] {
+        let out = stockade()
+            .arg("run")
+            .arg("--workspace")
+            .arg(ws.path())
+            .args([flag, value, "--", "true"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains("expected NAME=VALUE"), "{stderr}");
+        assert_eq!(stderr.contains(value), flag == "--env", "{stderr}");
+    }
     // A config file: network none, checked from inside.
     let cfg = ws.path().join("policy.toml");
     std::fs::write(&cfg, "network = \"none\"\ntmp_size = \"1MiB\"\n").unwrap();

@@ -313,6 +313,34 @@ fn a_failed_run_leaves_the_host_as_it_found_it() {
     }
 }
 
+/// A workspace the caller cannot enter is named in the error, with the reason: for an
+/// ordinary user, root's home (`0700` on this kind of machine); for root, which may enter
+/// anything, the control: a private directory is accepted.
+#[test]
+fn a_workspace_the_caller_cannot_enter_is_named() {
+    let (_w, parent) = var_tempdir();
+    let private = parent.join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    if nix::unistd::geteuid().is_root() {
+        Sandbox::new(Policy::with_workspace(&private)).unwrap();
+        return;
+    }
+    let home = Path::new("/root");
+    assert_eq!(
+        std::fs::metadata(home).unwrap().permissions().mode() & 0o005,
+        0,
+        "the fixture: /root is not private here"
+    );
+    match Sandbox::new(Policy::with_workspace(home)) {
+        Err(Error::Plan(PlanError::Path { key, path, errno })) => {
+            assert_eq!((key, path.as_path()), ("workspace", home));
+            assert_eq!(errno, nix::errno::Errno::EACCES);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
 fn a_command_keeps_its_stdio_and_spawns_again_like_std() {
     require!(Feature::UserNs);

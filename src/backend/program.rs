@@ -34,8 +34,10 @@ pub(crate) struct Program {
 unsafe impl Send for Program {}
 
 impl Program {
-    /// Prepares `program` (looked up in `path` unless it has a slash), `args` (`argv[0]`
-    /// first) and `env`.
+    /// Prepares `program`, `args` (`argv[0]` first) and `env`. A program without a slash
+    /// is looked up, as `std::process::Command` does, in the `PATH` of `env` when it has
+    /// one (empty components skipped: no implicit search of the working directory), else
+    /// in `path`.
     ///
     /// # Errors
     ///
@@ -55,7 +57,14 @@ impl Program {
         if name.contains(&b'/') {
             candidates.push(CString::new(name).map_err(|_| nul("program"))?);
         } else if !name.is_empty() {
-            for dir in path {
+            let own: Option<Vec<PathBuf>> = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| {
+                v.as_bytes()
+                    .split(|b| *b == b':')
+                    .filter(|d| !d.is_empty())
+                    .map(|d| PathBuf::from(OsStr::from_bytes(d)))
+                    .collect()
+            });
+            for dir in own.as_deref().unwrap_or(path) {
                 let mut full = dir.as_os_str().as_bytes().to_vec();
                 full.push(b'/');
                 full.extend_from_slice(name);
@@ -130,6 +139,12 @@ mod tests {
         assert_eq!((p.envc(), p.envp.len()), (1, 2));
         let p = Program::new(OsStr::new("/x/y"), vec![], vec![], &path).unwrap();
         assert_eq!(p.candidates.len(), 1);
+        // The program's own PATH decides the lookup, as with std; empty components are
+        // skipped.
+        let env = vec![("PATH".into(), "/opt/t::/nowhere".into())];
+        let p = Program::new(OsStr::new("sh"), vec![], env, &path).unwrap();
+        let c: Vec<_> = p.candidates.iter().map(|c| c.to_str().unwrap()).collect();
+        assert_eq!(c, ["/opt/t/sh", "/nowhere/sh"]);
     }
 
     #[test]

@@ -95,6 +95,13 @@ pub trait HostFs {
         let _ = root;
         false
     }
+    /// Whether this process may read and search the directory `dir` (a workspace it
+    /// cannot enter fails at its first hidden name otherwise, naming that instead): the
+    /// errno of `access(2)`. The default: it may.
+    fn usable(&self, dir: &Path) -> Result<(), crate::error::Errno> {
+        let _ = dir;
+        Ok(())
+    }
     /// Whether "others" may search the directory `dir` (`o+x`; a missing path counts as
     /// searchable). The default: yes.
     fn others_may_enter(&self, dir: &Path) -> bool {
@@ -158,6 +165,11 @@ impl HostFs for RealFs {
     #[cfg(target_os = "linux")]
     fn idmap(&self, root: &Path) -> bool {
         crate::probe::idmap::supported(root)
+    }
+
+    fn usable(&self, dir: &Path) -> Result<(), crate::error::Errno> {
+        use nix::unistd::AccessFlags;
+        nix::unistd::access(dir, AccessFlags::R_OK | AccessFlags::X_OK)
     }
 
     fn others_may_enter(&self, dir: &Path) -> bool {
@@ -352,6 +364,11 @@ fn canonical_workspace(policy: &Policy, fs: &dyn HostFs) -> Result<PathBuf, Plan
     if canon == Path::new("/") {
         return Err(PlanError::Conflict(Conflict::WorkspaceIsRoot));
     }
+    fs.usable(&canon).map_err(|errno| PlanError::Path {
+        key: "workspace",
+        path: ws.to_path_buf(),
+        errno,
+    })?;
     Ok(canon)
 }
 
