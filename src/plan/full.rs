@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::{
     Access, Beneath, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, bind, canonical_workspace,
-    depth, existing, inside_path, is_git_name, is_within, mask, no_symlinks, owners,
+    depth, existing, inside_path, is_git_name, is_within, mask, namespace_setup, no_symlinks,
+    owners,
 };
 use crate::error::{Conflict, PlanError};
 use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
@@ -524,16 +525,7 @@ fn grants(entries: &[Entry], workspace: &Path) -> Vec<(PathBuf, Access)> {
 
 /// The whole step list: namespace setup, the ordered layout, then the process steps.
 fn full_steps(policy: &Policy, ids: Ids, entries: Vec<Entry>) -> Vec<Step> {
-    let mut steps = vec![
-        Step::DieWithParent,
-        Step::ResetSignals,
-        Step::IdMaps {
-            uid: ids.uid,
-            gid: ids.gid,
-        },
-        Step::MountsPrivate,
-        Step::BaseRoot,
-    ];
+    let mut steps = namespace_setup(ids);
     steps.extend(entries.into_iter().map(|e| e.step));
     steps.push(Step::PivotRoot);
     steps.push(Step::RootReadOnly);

@@ -278,23 +278,14 @@ impl Plan {
     // Plain data, built on every system; only Linux's backend runs it.
     #[cfg_attr(not(any(target_os = "linux", feature = "internals")), allow(dead_code))]
     pub fn namespace_probe(ids: Ids) -> (Plan, u32) {
-        let mut steps = vec![
-            Step::DieWithParent,
-            Step::ResetSignals,
-            Step::IdMaps {
-                uid: ids.uid,
-                gid: ids.gid,
-            },
-            Step::MountsPrivate,
-            Step::BaseRoot,
-            bind(
-                Path::new("/"),
-                Path::new("/probe"),
-                Access::ReadOnly,
-                true,
-                None,
-            ),
-        ];
+        let mut steps = namespace_setup(ids);
+        steps.push(bind(
+            Path::new("/"),
+            Path::new("/probe"),
+            Access::ReadOnly,
+            true,
+            None,
+        ));
         let proc_step = steps.len() as u32;
         steps.push(Step::Proc { fallback: false });
         steps.push(Step::Exit);
@@ -319,6 +310,21 @@ fn depth(p: &Path) -> usize {
     p.components()
         .filter(|c| matches!(c, Component::Normal(_)))
         .count()
+}
+
+/// The first steps of every plan with namespaces: die with the parent, reset signals,
+/// map the ids, stop mount propagation, build an empty root.
+fn namespace_setup(ids: Ids) -> Vec<Step> {
+    vec![
+        Step::DieWithParent,
+        Step::ResetSignals,
+        Step::IdMaps {
+            uid: ids.uid,
+            gid: ids.gid,
+        },
+        Step::MountsPrivate,
+        Step::BaseRoot,
+    ]
 }
 
 fn inside_path(tools: Option<PathBuf>) -> Vec<PathBuf> {

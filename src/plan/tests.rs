@@ -247,14 +247,16 @@ fn hostile() -> Hostile {
     Hostile(f)
 }
 
+/// The paths `pick` takes from the plan's steps, in order.
+fn paths(plan: &Plan, pick: impl Fn(&Step) -> Option<&PathBuf>) -> Vec<PathBuf> {
+    plan.steps.iter().filter_map(pick).cloned().collect()
+}
+
 fn masks(plan: &Plan) -> Vec<PathBuf> {
-    plan.steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Mask { path, .. } => Some(path.clone()),
-            _ => None,
-        })
-        .collect()
+    paths(plan, |s| match s {
+        Step::Mask { path, .. } => Some(path),
+        _ => None,
+    })
 }
 
 #[test]
@@ -326,15 +328,12 @@ impl HostFs for Idmapping {
 }
 
 fn idmapped(plan: &Plan) -> Vec<PathBuf> {
-    plan.steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Bind {
-                dst, idmap: true, ..
-            } => Some(dst.clone()),
-            _ => None,
-        })
-        .collect()
+    paths(plan, |s| match s {
+        Step::Bind {
+            dst, idmap: true, ..
+        } => Some(dst),
+        _ => None,
+    })
 }
 
 #[test]
@@ -520,13 +519,10 @@ fn a_guard_name_under_a_denied_name_does_not_uncover_it() {
 }
 
 fn git_layers(plan: &Plan) -> Vec<PathBuf> {
-    plan.steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::GitLayer { path, .. } => Some(path.clone()),
-            _ => None,
-        })
-        .collect()
+    paths(plan, |s| match s {
+        Step::GitLayer { path, .. } => Some(path),
+        _ => None,
+    })
 }
 
 #[test]
