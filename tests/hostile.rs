@@ -213,6 +213,122 @@ fn root_only_private_files_under_the_allowlist_stay_private() {
     }
 }
 
+/// A read-only root for a root host's layer 2 that is granted entry by entry: `tls/` holds
+/// a private key (`0600`) beside a public certificate.
+fn private_tree() -> (tempfile::TempDir, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    let (dir, opt) = var_tempdir();
+    mode(&opt, 0o755);
+    std::fs::create_dir(opt.join("tls")).unwrap();
+    mode(&opt.join("tls"), 0o755);
+    std::fs::write(opt.join("tls/key.pem"), "PRIVATE").unwrap();
+    mode(&opt.join("tls/key.pem"), 0o600);
+    std::fs::write(opt.join("tls/cert.pem"), "PUBLIC").unwrap();
+    mode(&opt.join("tls/cert.pem"), 0o644);
+    (dir, opt)
+}
+
+/// Layer 2 on a root host builds the rules it grants entry by entry once per sandbox, not
+/// once per command (each command then costs what it costs on a user host), and builds
+/// them again when a directory granted entry by entry changes: a file replaced by rename
+/// (as `useradd` replaces `/etc/passwd`) is read by the next command. What was not there
+/// when the sandbox was made stays out of reach, private or not.
+#[test]
+fn root_only_layer_two_builds_its_entry_by_entry_rules_once_and_again_after_a_change() {
+    require!(Feature::Root);
+    use std::os::unix::fs::PermissionsExt;
+    use stockade::backend::linux::shared_layer::{RACY, builds_on_this_thread};
+    let (_w, ws) = var_tempdir();
+    let (_o, opt) = private_tree();
+    let mut p = policy(&ws, Layer::Landlock);
+    p.read_only = vec![opt.clone()];
+    let sb = Sandbox::new(p).unwrap();
+    let tls = opt.join("tls");
+    let read = |name: &str| {
+        let expr = format!("print(open('{}').read(), end='')", tls.join(name).display());
+        let out = common::py_ok(&sb, &common::try_errno(&expr));
+        out.trim_end().trim_end_matches("OK").to_string()
+    };
+    // The fixture was just made: a build now would not be trusted (its directories'
+    // times could still change unseen), so let them settle first.
+    std::thread::sleep(RACY + std::time::Duration::from_millis(200));
+    let before = builds_on_this_thread();
+    for _ in 0..3 {
+        assert_eq!(read("cert.pem"), "PUBLIC");
+        assert_eq!(read("key.pem"), "EACCES");
+    }
+    assert_eq!(
+        builds_on_this_thread() - before,
+        1,
+        "one build for six commands"
+    );
+    let new = tls.join(".cert.pem.new");
+    std::fs::write(&new, "PUBLIC, RENEWED").unwrap();
+    std::fs::set_permissions(&new, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::rename(&new, tls.join("cert.pem")).unwrap();
+    assert_eq!(read("cert.pem"), "PUBLIC, RENEWED");
+    assert!(builds_on_this_thread() - before >= 2);
+    for (name, mode) in [("later.key", 0o600), ("later.pem", 0o644)] {
+        std::fs::write(tls.join(name), "LATER").unwrap();
+        std::fs::set_permissions(tls.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+        assert_eq!(read(name), "EACCES", "{name}");
+    }
+    assert_eq!(read("key.pem"), "EACCES");
+    assert_eq!(read("cert.pem"), "PUBLIC, RENEWED");
+}
+
+/// On layer 2 each command gets a `TMPDIR` of its own; a root host's commands share one
+/// Landlock layer that grants the whole temporary directory, and their own layer narrows
+/// it: a command cannot reach another's `TMPDIR`, nor the rest of the host's `/tmp`.
+#[test]
+fn root_only_layer_two_keeps_each_commands_tmpdir_to_itself() {
+    require!(Feature::Root);
+    let (_w, ws) = var_tempdir();
+    let (_o, opt) = private_tree();
+    let mut p = policy(&ws, Layer::Landlock);
+    p.read_only = vec![opt.clone()];
+    let sb = Sandbox::new(p).unwrap();
+    let mut first = sb
+        .command("sh")
+        .args([
+            "-c",
+            r#"echo secret > "$TMPDIR/f" && echo "$TMPDIR" && { read _ || :; }"#,
+        ])
+        .stdin(stockade::Stdio::piped())
+        .stdout(stockade::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(first.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let theirs = line.trim();
+    assert!(Path::new(theirs).join("f").exists(), "{theirs}");
+    for (expr, want) in [
+        (format!("open('{theirs}/f').read()"), "EACCES"),
+        (format!("open('{theirs}/g', 'w')"), "EACCES"),
+        (format!("os.listdir('{theirs}')"), "EACCES"),
+        ("open('/tmp/stockade-x', 'w')".to_string(), "EACCES"),
+        (
+            "open(os.environ['TMPDIR'] + '/mine', 'w')".to_string(),
+            "OK",
+        ),
+    ] {
+        assert_eq!(
+            common::py_ok(&sb, &common::try_errno(&expr)).trim(),
+            want,
+            "{expr}"
+        );
+    }
+    drop(first.stdin.take());
+    assert!(first.wait().unwrap().success());
+}
+
 #[test]
 fn writable_roots_are_mounted_nosuid() {
     require!(Feature::UserNs);

@@ -299,12 +299,13 @@ fn supervise(cfg: &Config, sfd: BorrowedFd<'_>, status_fd: BorrowedFd<'_>, progr
             // program rather than leave it unsupervised.
             _ => {
                 let st = wait_for(program);
-                finish(cfg, status_fd, program, st)
+                finish(cfg, status_fd, program, st, Children::Unknown)
             }
         }
         let (signo, code) = siginfo(&info);
+        let mut children = Children::Unknown;
         if signo == protocol::SIGCHLD {
-            reap(program, &mut status);
+            children = reap(program, &mut status);
         } else if signo == protocol::KILL_REQUEST && cfg.has(flag::SUBREAPER) {
             end_all(program, &mut status);
         } else if status.is_none() && protocol::forwards(signo, code) {
@@ -312,9 +313,20 @@ fn supervise(cfg: &Config, sfd: BorrowedFd<'_>, status_fd: BorrowedFd<'_>, progr
             let _ = sys::kill(program, signo);
         }
         if let Some(st) = status {
-            finish(cfg, status_fd, program, st)
+            finish(cfg, status_fd, program, st, children)
         }
     }
+}
+
+/// What the init knows of its children.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Children {
+    /// `wait4` said there are none (`ECHILD`). A subreaper without children has no
+    /// descendants either (every descendant whose parent ends becomes its child), and none
+    /// can appear: the init forks nothing more.
+    None,
+    /// There may be some.
+    Unknown,
 }
 
 /// `ssi_signo` and `ssi_code` of a `struct signalfd_siginfo`.
@@ -330,17 +342,19 @@ fn siginfo(info: &[u8; c::SIGINFO_SIZE]) -> (i32, i32) {
 }
 
 /// Reaps every child that has ended; records the program's status when it is one of them.
-fn reap(program: i32, status: &mut Option<i32>) {
+/// Returns whether children are left.
+fn reap(program: i32, status: &mut Option<i32>) -> Children {
     loop {
         match sys::wait4(-1, c::WNOHANG | c::WALL) {
-            Ok((0, _)) => return,
+            Ok((0, _)) => return Children::Unknown,
             Ok((pid, st)) => {
                 if pid == program {
                     *status = Some(st);
                 }
             }
             Err(c::EINTR) => {}
-            Err(_) => return,
+            Err(c::ECHILD) => return Children::None,
+            Err(_) => return Children::Unknown,
         }
     }
 }
@@ -369,7 +383,7 @@ fn end_all(program: i32, status: &mut Option<i32>) {
         if !kill_children() {
             // No list of children on this kernel (CONFIG_PROC_CHILDREN unset): reap what
             // has ended and leave the rest, rather than block on a process that lives on.
-            reap(program, status);
+            let _ = reap(program, status);
             return;
         }
         match sys::wait4(-1, c::WALL) {
@@ -410,9 +424,16 @@ fn kill_children() -> bool {
     true
 }
 
-/// Step 5. Never returns.
-fn finish(cfg: &Config, status_fd: BorrowedFd<'_>, program: i32, status: i32) -> ! {
-    if cfg.has(flag::SUBREAPER) {
+/// Step 5. Never returns. `children`: what the last reaping found (with none left, there
+/// is nothing to kill, and no need to read the list of children).
+fn finish(
+    cfg: &Config,
+    status_fd: BorrowedFd<'_>,
+    program: i32,
+    status: i32,
+    children: Children,
+) -> ! {
+    if cfg.has(flag::SUBREAPER) && children != Children::None {
         let mut st = Some(status);
         end_all(program, &mut st);
     }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::walls::{DEV_PTS, SplitRules};
 use super::{
     Access, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, canonical_workspace, existing,
     inside_path, is_within,
@@ -44,6 +45,7 @@ impl Plan {
             }
             roots.push((existing(fs, "writable_paths", p)?, Access::ReadWrite));
         }
+        let whole = roots.clone();
         if ids.uid == 0 {
             roots = grant_around_hidden(roots, policy, fs);
         }
@@ -76,7 +78,44 @@ impl Plan {
             private_tmp: true,
             walls: Walls::default(),
         }
-        .with_linux_walls(policy))
+        .with_linux_walls(policy)
+        .with_split_walls(policy, &whole, fs))
+    }
+
+    /// Layer 2 whose read-only roots were granted entry by entry (`whole`: the roots
+    /// before that): its Landlock rules in two layers ([`SplitRules`]), so that the
+    /// entry-by-entry part is built once per sandbox. Unchanged when nothing was granted
+    /// entry by entry, when the host's temporary directory cannot be resolved, or when a
+    /// read-only root overlaps it or `/dev/pts` (the layers would then grant more than the
+    /// rules: see [`SplitRules`]).
+    fn with_split_walls(
+        mut self,
+        policy: &Policy,
+        whole: &[(PathBuf, Access)],
+        fs: &dyn HostFs,
+    ) -> Plan {
+        if self.roots.as_slice() == whole {
+            return self;
+        }
+        let Ok(tmp_root) = fs.canonicalize(&fs.temp_dir()) else {
+            return self;
+        };
+        let overlaps = |a: &Path, b: &Path| is_within(a, b) || is_within(b, a);
+        let overlapped = whole
+            .iter()
+            .filter(|(_, a)| *a == Access::ReadOnly)
+            .any(|(r, _)| overlaps(r, &tmp_root) || overlaps(r, Path::new(DEV_PTS)));
+        if overlapped {
+            return self;
+        }
+        let Some(rules) = &self.walls.landlock else {
+            return self;
+        };
+        let split = SplitRules::new(policy, &self, whole, tmp_root, rules.own_terminals);
+        if let Some(rules) = &mut self.walls.landlock {
+            rules.split = Some(split);
+        }
+        self
     }
 
     /// The passthrough plan: no namespaces, no mounts; only the process hygiene steps.

@@ -32,7 +32,9 @@ pub use walls::Walls;
 pub use {
     seatbelt::{private_alias, seatbelt_path},
     select::Selection,
-    walls::{DEV_FILES, FilterOptions, Grant, LandlockRules, PathRule, RulesetSpec},
+    walls::{
+        DEV_FILES, DEV_PTS, FilterOptions, Grant, LandlockRules, PathRule, RulesetSpec, SplitRules,
+    },
 };
 
 /// What kind of object a host path is.
@@ -60,6 +62,11 @@ pub trait HostFs {
     fn children(&self, dir: &Path) -> Vec<PathBuf> {
         let _ = dir;
         Vec::new()
+    }
+    /// The host's directory for temporary files (`$TMPDIR`, else `/tmp`), where layer 2
+    /// makes each command's private `TMPDIR`. The default: `/tmp`.
+    fn temp_dir(&self) -> PathBuf {
+        PathBuf::from("/tmp")
     }
     /// Pathname unix sockets bound on this host. The default: none.
     fn unix_sockets(&self) -> Vec<PathBuf> {
@@ -143,6 +150,10 @@ impl HostFs for RealFs {
             .flatten()
             .map(|e| e.path())
             .collect()
+    }
+
+    fn temp_dir(&self) -> PathBuf {
+        std::env::temp_dir()
     }
 
     fn unix_sockets(&self) -> Vec<PathBuf> {

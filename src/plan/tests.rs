@@ -423,6 +423,143 @@ fn layer_two_for_a_root_host_grants_around_hidden_entries() {
     assert!(plan.roots.contains(&("/etc".into(), Access::ReadOnly)));
 }
 
+/// The rights a ruleset grants at `path` (its rules on `path` and every directory above
+/// it, and the workspace's), in a model of Landlock's: read, list, execute, write, ioctl.
+fn rights(spec: &RulesetSpec, path: &Path) -> u8 {
+    const R: u8 = 1;
+    const L: u8 = 2;
+    const X: u8 = 4;
+    const W: u8 = 8;
+    const I: u8 = 16;
+    let bits = |g: Grant| match g {
+        Grant::ReadExec => R | L | X,
+        Grant::Read => R | L,
+        Grant::ReadWrite => R | L | X | W,
+        Grant::Device => R | L | W | I,
+        Grant::ListDir => L,
+    };
+    let mut all = if path.starts_with(&spec.workspace) {
+        bits(Grant::ReadWrite)
+    } else {
+        0
+    };
+    for rule in spec.rules.iter().filter(|r| path.starts_with(&r.path)) {
+        all |= bits(rule.grant);
+    }
+    all
+}
+
+/// The hostile host with a temporary directory and `/dev/pts`.
+fn hostile_with_tmp() -> Hostile {
+    let mut h = hostile();
+    for d in ["/tmp", "/dev", "/dev/pts"] {
+        h.0.0.insert(d.into(), Kind::Dir);
+    }
+    h
+}
+
+#[test]
+fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly_them() {
+    let mut p = Policy::with_workspace("/ws");
+    p.writable_paths = vec!["/srv/shared".into()];
+    let plan = Plan::landlock(&p, &hostile_with_tmp(), ROOT).unwrap();
+    let rules = plan.walls.landlock.as_ref().unwrap();
+    let split = rules.split.as_ref().expect("split");
+    assert_eq!(split.tmp_root, Path::new("/tmp"));
+    assert_eq!(plan.private_tmp_root(), Some(Path::new("/tmp")));
+    let listed: Vec<&str> = split.listed.iter().map(|p| p.to_str().unwrap()).collect();
+    assert_eq!(listed, ["/etc", "/etc/tls", "/opt"]);
+    // The shared layer: the plan's rules, and whole what commands add; paths only.
+    assert!(
+        split
+            .shared
+            .rules
+            .iter()
+            .any(|r| r.path == Path::new("/tmp"))
+    );
+    assert!(!split.shared.scope && !split.shared.deny_tcp);
+    // The command's layer: a few rules, the read-only roots whole.
+    assert!(split.command.rules.len() < rules.spec.rules.len());
+    assert!(split.command.scope);
+    // Two commands' own paths, and what the host has besides.
+    let (tmp, tty) = (
+        Path::new("/tmp/stockade-tmp-a"),
+        PathBuf::from("/dev/pts/3"),
+    );
+    let exact = rules
+        .spec
+        .clone()
+        .with(tmp, Grant::ReadWrite)
+        .with(&tty, Grant::Device);
+    let command = rules.for_command(Some(tmp), std::slice::from_ref(&tty));
+    for path in [
+        "/etc",
+        "/etc/hosts",
+        "/etc/shadow",
+        "/etc/added-later",
+        "/etc/tls",
+        "/etc/tls/ca.pem",
+        "/etc/tls/key.pem",
+        "/opt/app",
+        "/opt/app/models/m",
+        "/opt/svc/s.sock",
+        "/usr/bin/sh",
+        "/ws/src/main.rs",
+        "/srv/shared/x",
+        "/tmp/stockade-tmp-a/f",
+        "/tmp/stockade-tmp-b/f",
+        "/tmp/x",
+        "/dev/pts/3",
+        "/dev/pts/4",
+        "/dev/null",
+        "/proc/1/status",
+        "/root/.ssh/id_ed25519",
+        "/",
+    ] {
+        let path = Path::new(path);
+        assert_eq!(
+            rights(&command, path) & rights(&split.shared, path),
+            rights(&exact, path),
+            "{}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn layer_two_keeps_one_layer_where_two_would_grant_more() {
+    let root = |p: &Policy| {
+        let plan = Plan::landlock(p, &hostile_with_tmp(), ROOT).unwrap();
+        plan.walls.landlock.unwrap().split
+    };
+    let p = Policy::with_workspace("/ws");
+    assert!(root(&p).is_some());
+    // A read-only root that holds the temporary directory or `/dev/pts`, or lies in it:
+    // the command's layer grants it whole where the shared layer grants all of /tmp.
+    for ro in ["/tmp", "/dev", "/dev/pts"] {
+        let mut p = p.clone();
+        p.read_only = vec![ro.into()];
+        assert_eq!(root(&p), None, "{ro}");
+    }
+    // No temporary directory to fix; a user host (nothing granted entry by entry).
+    assert!(
+        Plan::landlock(&p, &hostile(), ROOT)
+            .unwrap()
+            .walls
+            .landlock
+            .unwrap()
+            .split
+            .is_none()
+    );
+    let user = Ids {
+        uid: 1000,
+        gid: 1000,
+    };
+    let plan = Plan::landlock(&p, &hostile_with_tmp(), user).unwrap();
+    assert_eq!(plan.private_tmp_root(), None);
+    assert!(plan.walls.landlock.unwrap().split.is_none());
+}
+
 #[test]
 fn every_bind_by_path_has_a_grant_with_its_access() {
     let mut p = Policy::with_workspace("/ws/a");

@@ -113,15 +113,57 @@ pub struct LandlockRules {
     /// the full layer the grant is for the terminal bound onto `/dev/console`, the same
     /// inode.)
     pub own_terminals: bool,
+    /// Layer 2 on a root host: the same grants in two Landlock layers, so that the rules
+    /// granted entry by entry are built once per sandbox instead of once per command.
+    pub split: Option<SplitRules>,
+}
+
+/// [`LandlockRules::spec`] as two Landlock layers whose intersection grants exactly what
+/// the spec and each command's own rules grant together (layer 2 on a root host, where a
+/// read-only root holding a hidden entry is granted entry by entry: hundreds of rules).
+///
+/// A process under both layers gets a right only where both grant it:
+///
+/// - [`SplitRules::shared`], built once per sandbox and reused while its inodes are
+///   current: every rule of the spec, each read-only root entry by entry as there, and,
+///   whole, the directories that hold what a command adds: [`SplitRules::tmp_root`]
+///   read-write and `/dev/pts` as devices;
+/// - [`SplitRules::command`], built per command: the spec with every read-only root
+///   granted whole again (a few rules, as on a user host), plus the command's own
+///   `TMPDIR` and terminals ([`LandlockRules::for_command`]).
+///
+/// The read-only roots are narrowed by the shared layer, the temporary directory and
+/// `/dev/pts` by the command's, every other rule is the same in both. That holds only
+/// while no read-only root overlaps `tmp_root` or `/dev/pts` (the command's layer would
+/// grant such a root whole where the shared one grants more than the spec): the plan
+/// splits only then.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitRules {
+    /// The sandbox's layer: file-system rules only (no TCP rule, no scope).
+    pub shared: RulesetSpec,
+    /// The directories of [`SplitRules::shared`] granted entry by entry
+    /// ([`Grant::ListDir`]): a rename, creation or removal among their entries makes the
+    /// shared layer stale (its rules name inodes).
+    pub listed: Vec<PathBuf>,
+    /// The rules every command's layer starts from.
+    pub command: RulesetSpec,
+    /// The canonical directory in which each command's private `TMPDIR` is made (the
+    /// host's temporary directory when the sandbox was made): granted whole by the shared
+    /// layer, so it must hold them all.
+    pub tmp_root: PathBuf,
 }
 
 impl LandlockRules {
-    /// The ruleset of one command: [`LandlockRules::spec`], its private `TMPDIR` read-write
-    /// and, with [`LandlockRules::own_terminals`], its `terminals` as devices.
+    /// The ruleset of one command: [`LandlockRules::spec`] (or, when split, the command's
+    /// layer, [`SplitRules::command`]), its private `TMPDIR` read-write and, with
+    /// [`LandlockRules::own_terminals`], its `terminals` as devices.
     // Plain data, built on every system; only Linux's launcher asks for it.
     #[cfg_attr(not(any(target_os = "linux", feature = "internals")), allow(dead_code))]
     pub fn for_command(&self, private_tmp: Option<&Path>, terminals: &[PathBuf]) -> RulesetSpec {
-        let mut spec = self.spec.clone();
+        let mut spec = match &self.split {
+            Some(split) => split.command.clone(),
+            None => self.spec.clone(),
+        };
         if let Some(dir) = private_tmp {
             spec = spec.with(dir, Grant::ReadWrite);
         }
@@ -191,16 +233,7 @@ impl Walls {
     /// `network = "none"` on layer 2, where no network namespace does it.
     pub fn linux(policy: &Policy, plan: &Plan) -> Walls {
         let full = plan.layer == Layer::Full;
-        let mut spec = RulesetSpec::new(plan.workspace.clone());
-        for (path, access) in plan.roots.iter().skip(1) {
-            spec = spec.with(path, Grant::from(*access));
-        }
-        for dev in DEV_FILES {
-            if dev.ends_with("pts") || (full && dev.ends_with("ptmx")) {
-                continue;
-            }
-            spec = spec.with(*dev, Grant::Device);
-        }
+        let spec = host_rules(policy, plan, &plan.roots);
         let mut child_rules = Vec::new();
         if full {
             child_rules = [
@@ -213,18 +246,74 @@ impl Walls {
             .into_iter()
             .map(|(p, g)| (PathBuf::from(p), g))
             .collect();
-        } else {
-            spec = spec.with("/proc", Grant::Read);
         }
-        spec.deny_tcp = !full && policy.network == Network::None;
         Walls {
             landlock: Some(LandlockRules {
                 spec,
                 child_rules,
                 own_terminals: true,
+                split: None,
             }),
             seccomp: Some(FilterOptions::for_policy(policy, plan.namespaces)),
             sbpl: None,
+        }
+    }
+}
+
+/// The rules on host paths of a Linux plan whose roots are `roots` (the workspace first):
+/// see [`Walls::linux`].
+fn host_rules(policy: &Policy, plan: &Plan, roots: &[(PathBuf, Access)]) -> RulesetSpec {
+    let full = plan.layer == Layer::Full;
+    let mut spec = RulesetSpec::new(plan.workspace.clone());
+    for (path, access) in roots.iter().skip(1) {
+        spec = spec.with(path, Grant::from(*access));
+    }
+    for dev in DEV_FILES {
+        if *dev == DEV_PTS || (full && dev.ends_with("ptmx")) {
+            continue;
+        }
+        spec = spec.with(*dev, Grant::Device);
+    }
+    if !full {
+        spec = spec.with("/proc", Grant::Read);
+    }
+    spec.deny_tcp = !full && policy.network == Network::None;
+    spec
+}
+
+/// The directory of the terminals granted to each command one by one.
+pub const DEV_PTS: &str = "/dev/pts";
+
+impl SplitRules {
+    /// The two layers of a layer-2 `plan` whose read-only roots were granted entry by entry
+    /// ([`Plan::roots`]) where `coarse` grants them whole, with each command's `TMPDIR` in
+    /// `tmp_root`. The caller checks that no read-only root overlaps `tmp_root` or
+    /// [`DEV_PTS`] (see [`SplitRules`]).
+    pub(super) fn new(
+        policy: &Policy,
+        plan: &Plan,
+        coarse: &[(PathBuf, Access)],
+        tmp_root: PathBuf,
+        own_terminals: bool,
+    ) -> SplitRules {
+        let mut shared = host_rules(policy, plan, &plan.roots).with(&tmp_root, Grant::ReadWrite);
+        if own_terminals {
+            shared = shared.with(DEV_PTS, Grant::Device);
+        }
+        // The command's layer scopes and denies TCP; this one is only about paths.
+        shared.deny_tcp = false;
+        shared.scope = false;
+        let listed = plan
+            .roots
+            .iter()
+            .filter(|(_, a)| *a == Access::ListDir)
+            .map(|(p, _)| p.clone())
+            .collect();
+        SplitRules {
+            shared,
+            listed,
+            command: host_rules(policy, plan, coarse),
+            tmp_root,
         }
     }
 }
@@ -234,6 +323,13 @@ impl Plan {
     pub(super) fn with_linux_walls(mut self, policy: &Policy) -> Plan {
         self.walls = Walls::linux(policy, &self);
         self
+    }
+
+    /// The directory in which each command's private `TMPDIR` is made, when the plan fixes
+    /// it ([`SplitRules::tmp_root`]); `None`: the host's temporary directory at the spawn.
+    pub fn private_tmp_root(&self) -> Option<&Path> {
+        let split = self.walls.landlock.as_ref()?.split.as_ref()?;
+        Some(&split.tmp_root)
     }
 }
 

@@ -356,7 +356,7 @@ impl Command {
         warn_unguarded(plan);
         // Layer 2: a private temporary directory per command stands in for /tmp.
         let private_tmp = if plan.private_tmp {
-            Some(tmp::create(&mut env)?)
+            Some(tmp::create(&mut env, plan.private_tmp_root())?)
         } else {
             None
         };

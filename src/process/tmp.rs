@@ -11,21 +11,30 @@
 //! writes there.
 
 use std::ffi::OsString;
+use std::path::Path;
 
 use tempfile::TempDir;
 
 use super::launch;
 use crate::error::SpawnError;
 
-/// Creates the command's private temporary directory and points `TMPDIR` in `env` at it.
-pub(super) fn create(env: &mut Vec<(OsString, OsString)>) -> Result<TempDir, SpawnError> {
-    let dir = tempfile::Builder::new()
-        .prefix("stockade-tmp-")
-        .tempdir()
-        .map_err(|source| SpawnError::Os {
-            call: "create the private tmp dir",
-            source,
-        })?;
+/// Creates the command's private temporary directory in `root` (the plan's, when its
+/// Landlock layers depend on where it is: [`crate::plan::Plan::private_tmp_root`]) or else
+/// in the host's temporary directory, and points `TMPDIR` in `env` at it.
+pub(super) fn create(
+    env: &mut Vec<(OsString, OsString)>,
+    root: Option<&Path>,
+) -> Result<TempDir, SpawnError> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("stockade-tmp-");
+    let dir = match root {
+        Some(root) => builder.tempdir_in(root),
+        None => builder.tempdir(),
+    }
+    .map_err(|source| SpawnError::Os {
+        call: "create the private tmp dir",
+        source,
+    })?;
     env.retain(|(k, _)| k != "TMPDIR");
     env.push(("TMPDIR".into(), dir.path().as_os_str().to_owned()));
     Ok(dir)

@@ -14,6 +14,7 @@ pub mod init;
 pub mod landlock;
 pub mod prepare;
 pub mod seccomp;
+pub mod shared_layer;
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
@@ -159,17 +160,26 @@ pub fn recv_fds(sock: &OwnedFd) -> std::io::Result<Vec<(u8, OwnedFd)>> {
     }
 }
 
-/// Clones a child that replays `layout` and then `exec`, and reads its report.
+/// Clones a child that replays `layout` and then `exec`, and reads its report. A layout
+/// with a shared Landlock layer ([`Layout::shared_landlock`]) gives the child its current
+/// build, checked (and rebuilt when stale) here.
 ///
 /// # Errors
 ///
-/// [`SpawnError::Os`] when `clone` fails, [`SpawnError::Protocol`] on a malformed report
-/// (see [`report::await_exec`]).
+/// [`SpawnError::Os`] when `clone` fails or the shared Landlock layer cannot be built,
+/// [`SpawnError::Protocol`] on a malformed report (see [`report::await_exec`]).
 pub fn start(
     layout: &Arc<Layout>,
-    exec: Exec,
+    mut exec: Exec,
     report: (OwnedFd, OwnedFd),
 ) -> Result<Outcome, SpawnError> {
+    if let Some(shared) = &layout.shared_landlock {
+        let layer = shared.current().map_err(|e| SpawnError::Os {
+            call: "build the sandbox's shared Landlock layer",
+            source: std::io::Error::other(e),
+        })?;
+        exec.set_shared_landlock(layer);
+    }
     let flags = clone_flags(layout.plan.namespaces);
     let (read_end, write_end) = report;
     let launched = clone::launch(Arc::clone(layout), exec, flags);

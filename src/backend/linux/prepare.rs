@@ -9,7 +9,9 @@ use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use super::shared_layer::{Built, SharedLayer};
 use crate::error::{Conflict, PlanError, SetupStep};
 use crate::plan::{Access, DEV_NODES, Plan, Step};
 
@@ -193,6 +195,9 @@ pub struct Layout {
     /// The host paths of the idmapped binds, in the order of their `idmap` indices: the
     /// parent makes one tree of each per command ([`Exec::trees`]).
     pub idmapped: Vec<PathBuf>,
+    /// The Landlock layer every command shares when the plan splits its rules
+    /// ([`crate::plan::SplitRules`]): built by the first command, reused while current.
+    pub shared_landlock: Option<SharedLayer>,
 }
 
 /// Converts a path to a `CString`.
@@ -297,11 +302,18 @@ impl Layout {
             }
             ops.push(op);
         }
+        let shared_landlock = plan
+            .walls
+            .landlock
+            .as_ref()
+            .and_then(|l| l.split.as_ref())
+            .map(SharedLayer::new);
         Ok(Layout {
             plan,
             ops,
             walls,
             idmapped,
+            shared_landlock,
         })
     }
 }
@@ -541,6 +553,10 @@ pub struct Exec {
     pub report: (RawFd, RawFd),
     /// This command's Landlock ruleset, or -1.
     pub landlock_fd: RawFd,
+    /// The sandbox's shared Landlock layer, entered after [`Exec::landlock_fd`] when the
+    /// plan splits its rules ([`Layout::shared_landlock`]); held open until the child has
+    /// exec'd.
+    pub shared_landlock: Option<Arc<Built>>,
     /// The working directory, or `None` to stay where the layout left it.
     pub cwd: Option<CString>,
     /// The stdio fd (0, 1 or 2) whose terminal becomes the controlling terminal, or -1.
@@ -610,6 +626,7 @@ impl Exec {
             pass,
             report,
             landlock_fd,
+            shared_landlock: None,
             cwd: spec.cwd.as_deref().map(cstr).transpose()?,
             controlling_terminal: spec.controlling_terminal.unwrap_or(-1),
             program,
@@ -628,6 +645,15 @@ impl Exec {
         self.keep.sort_unstable();
         self.keep.dedup();
         self.init = Some(launch);
+    }
+
+    /// Enters the sandbox's shared Landlock layer `layer` after this command's own; its fd
+    /// survives `CloseFds`.
+    pub fn set_shared_landlock(&mut self, layer: Arc<Built>) {
+        self.keep.push(layer.raw_fd());
+        self.keep.sort_unstable();
+        self.keep.dedup();
+        self.shared_landlock = Some(layer);
     }
 
     /// Sets this command's idmapped trees ([`Layout::idmapped`], in order), which survive

@@ -45,10 +45,21 @@ fn add_rules(rules: &[(CString, u64)], ruleset: BorrowedFd<'_>) -> R {
     Ok(())
 }
 
-/// Restricts this process with the command's ruleset. Needs no_new_privs (set by the step
-/// before) and takes effect at once, for this process and everything it execs.
+/// Restricts this process with the command's ruleset and then, when there is one, the
+/// sandbox's shared layer: a right is granted only where both grant it. Each
+/// `landlock_restrict_self` copies the rules of the domain so far into a new one, so the
+/// command's few rules go first and the shared layer's hundreds are copied once. Needs
+/// no_new_privs (set by the step before) and takes effect at once, for this process and
+/// everything it execs.
 pub(super) fn landlock(exec: &Exec) -> R {
-    sys::landlock_restrict_self(landlock_fd(exec), 0)
+    sys::landlock_restrict_self(landlock_fd(exec), 0)?;
+    if let Some(shared) = &exec.shared_landlock {
+        // SAFETY: `exec` holds the shared layer (an `Arc` the parent keeps until this child
+        // has exec'd or exited), so its fd is open, and `close_fds` keeps it.
+        let fd = unsafe { BorrowedFd::borrow_raw(shared.raw_fd()) };
+        sys::landlock_restrict_self(fd, 0)?;
+    }
+    Ok(())
 }
 
 /// Installs the seccomp filter. The kernel copies the program during the call
