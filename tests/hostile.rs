@@ -327,6 +327,26 @@ fn root_only_layer_two_keeps_each_commands_tmpdir_to_itself() {
     }
     drop(first.stdin.take());
     assert!(first.wait().unwrap().success());
+    assert!(!Path::new(theirs).exists(), "{theirs} outlived its command");
+}
+
+/// Each layer-2 command's `TMPDIR` goes when the command is reaped, whether the program
+/// left it empty or not.
+#[test]
+fn layer_two_removes_each_commands_tmpdir_empty_or_not() {
+    let (_w, ws) = var_tempdir();
+    let sb = Sandbox::new(policy(&ws, Layer::Landlock)).unwrap();
+    for script in [
+        r#"echo "$TMPDIR""#,
+        r#"mkdir -p "$TMPDIR/d/e" && echo x > "$TMPDIR/d/e/f" && echo "$TMPDIR""#,
+    ] {
+        let dir = sh_ok(&sb, script);
+        let dir = Path::new(dir.trim());
+        let tmp = std::env::temp_dir();
+        let in_tmp = dir.starts_with(&tmp) || dir.starts_with(std::fs::canonicalize(&tmp).unwrap());
+        assert!(in_tmp, "{}", dir.display());
+        assert!(!dir.exists(), "{} outlived its command", dir.display());
+    }
 }
 
 #[test]

@@ -102,7 +102,9 @@ impl RulesetSpec {
 /// The Landlock side of a plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LandlockRules {
-    /// The rules on host paths, the same for every command.
+    /// The rules on host paths, the same for every command. With
+    /// [`LandlockRules::split`], commands enter its two layers instead, which grant
+    /// exactly these together.
     pub spec: RulesetSpec,
     /// Rules for the file systems the child mounts itself (the full layer's `/`, `/tmp`,
     /// `/dev/shm`, devpts and `/proc`), as paths inside: a rule on a host path does not

@@ -157,7 +157,9 @@ impl Child {
             if r > 0 {
                 let s = launch::exit_status(&self.handle, status);
                 self.status = Some(s);
-                drop(self.private_tmp.take());
+                if let Some(dir) = self.private_tmp.take() {
+                    tmp::remove(dir);
+                }
                 // The program and every process of its namespace are gone: the `.git`
                 // layers are written no more.
                 self.git.finish();

@@ -1,7 +1,8 @@
 //! The Landlock ruleset: created and filled in the parent, enforced by the child.
 //!
 //! [`build`] opens every path of a [`RulesetSpec`], creates the ruleset and adds the rules,
-//! all before `clone`. The child then only calls, after `PR_SET_NO_NEW_PRIVS`,
+//! all before `clone` (a split ruleset's layer shared by every command of a sandbox is
+//! built once and reused: [`super::shared_layer`]). The child then only calls, after `PR_SET_NO_NEW_PRIVS`,
 //! `stockade_sys::linux::landlock_restrict_self(prepared.raw_fd(), 0)`: one system call, no
 //! allocation. The ruleset fd is close-on-exec (the kernel creates it so), so the program
 //! never inherits it.
