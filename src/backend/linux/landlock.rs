@@ -49,13 +49,13 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreated, Scope,
 };
 
 use crate::error::{Errno, LandlockBuildError};
@@ -205,7 +205,6 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
     // Open everything first, so a missing workspace fails before any kernel object exists.
     let (opened, mut skipped) = open_all(spec)?;
     let created = create_ruleset(handled_fs, handled_net, scoped)?;
-    let created = add_rules(created, opened, abi, handled_fs, &mut skipped)?;
 
     // With HardRequirement and a supported ABI the crate always creates a real ruleset;
     // `None` would mean it fell back to a dummy one, which must never pass as enforced.
@@ -213,6 +212,7 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
     let fd = fd.ok_or_else(|| {
         LandlockBuildError::CreateRuleset("the landlock crate created no ruleset fd".into())
     })?;
+    add_rules(&fd, opened, abi, handled_fs, &mut skipped)?;
     Ok(Prepared {
         fd,
         status: Status {
@@ -294,13 +294,18 @@ fn create_ruleset(
 
 /// Adds one rule per opened path, with the rights of its grant that apply to its kind of
 /// file; a path left with no right is added to `skipped` instead.
+///
+/// The rules go to the kernel directly rather than through the crate's `add_rule`, which
+/// would `fstat` each path a second time to find out what this function already knows:
+/// whether it is a directory. The rights are within the handled set and, on a file, within
+/// the file rights ([`rule_access`]), which is all the crate's check would ensure.
 fn add_rules(
-    mut created: RulesetCreated,
+    ruleset: &OwnedFd,
     opened: Opened<'_>,
     abi: ABI,
     handled_fs: BitFlags<AccessFs>,
     skipped: &mut Vec<PathBuf>,
-) -> Result<RulesetCreated, LandlockBuildError> {
+) -> Result<(), LandlockBuildError> {
     for (path, file, grant) in opened {
         let dir = file
             .metadata()
@@ -315,14 +320,17 @@ fn add_rules(
             skipped.push(path.to_path_buf());
             continue;
         }
-        created = created
-            .add_rule(PathBeneath::new(file, access))
-            .map_err(|e| LandlockBuildError::AddRule {
-                path: path.to_path_buf(),
-                source: Box::new(e),
-            })?;
+        stockade_sys::linux::landlock_add_rule_path_beneath(
+            ruleset.as_fd().into(),
+            file.as_fd().into(),
+            access.bits(),
+        )
+        .map_err(|e| LandlockBuildError::AddRule {
+            path: path.to_path_buf(),
+            source: Box::new(io::Error::from_raw_os_error(e.raw())),
+        })?;
     }
-    Ok(created)
+    Ok(())
 }
 
 /// Opens `path` with `O_PATH | O_CLOEXEC` for a rule (following symlinks, like
