@@ -210,6 +210,7 @@ impl HostFs for Hostile {
             ("/etc/tls/key.pem", false),
             ("/opt/app", true),
             ("/etc/shadow", false),
+            ("/srv/ro/secret", false),
         ]
         .into_iter()
         .map(|(p, dir)| PrivateEntry {
@@ -434,7 +435,7 @@ fn rights(spec: &RulesetSpec, path: &Path) -> u8 {
     let bits = |g: Grant| match g {
         Grant::ReadExec => R | L | X,
         Grant::Read => R | L,
-        Grant::ReadWrite => R | L | X | W,
+        Grant::ReadWrite => R | L | X | W | I,
         Grant::Device => R | L | W | I,
         Grant::ListDir => L,
     };
@@ -452,11 +453,74 @@ fn rights(spec: &RulesetSpec, path: &Path) -> u8 {
 /// The hostile host with a temporary directory and `/dev/pts`.
 fn hostile_with_tmp() -> Hostile {
     let mut h = hostile();
-    for d in ["/tmp", "/dev", "/dev/pts"] {
+    for d in ["/tmp", "/dev", "/dev/pts", "/srv/ro"] {
         h.0.0.insert(d.into(), Kind::Dir);
+    }
+    for f in ["/srv/ro/secret", "/srv/ro/public"] {
+        h.0.0.insert(f.into(), Kind::File);
     }
     h
 }
+
+/// Asserts that a command of `plan` (its `TMPDIR` `/tmp/stockade-tmp-a`, its terminal
+/// `/dev/pts/3`) gets the same rights at each of `paths` under the split layers as under
+/// the plan's rules in one ruleset.
+fn assert_split_is_exact(plan: &Plan, paths: &[&str]) {
+    let rules = plan.walls.landlock.as_ref().unwrap();
+    let split = rules.split.as_ref().expect("split");
+    let (tmp, tty) = (
+        Path::new("/tmp/stockade-tmp-a"),
+        PathBuf::from("/dev/pts/3"),
+    );
+    let exact = rules
+        .spec
+        .clone()
+        .with(tmp, Grant::ReadWrite)
+        .with(&tty, Grant::Device);
+    let command = rules.for_command(Some(tmp), std::slice::from_ref(&tty));
+    for path in paths.iter().map(Path::new) {
+        assert_eq!(
+            rights(&command, path) & rights(&split.shared, path),
+            rights(&exact, path),
+            "{}",
+            path.display()
+        );
+    }
+}
+
+/// What a program may try on the hostile host: private entries, entries made later,
+/// other commands' `TMPDIR`s and terminals, paths next to the granted ones.
+const PROBES: &[&str] = &[
+    "/etc",
+    "/etc/hosts",
+    "/etc/shadow",
+    "/etc/added-later",
+    "/etc/tls",
+    "/etc/tls/ca.pem",
+    "/etc/tls/key.pem",
+    "/opt",
+    "/opt/app",
+    "/opt/app/models/m",
+    "/opt/app/other",
+    "/opt/svc/s.sock",
+    "/opt/svc/x",
+    "/opt/named.sock",
+    "/usr/bin/sh",
+    "/ws/src/main.rs",
+    "/ws/a/data/x",
+    "/srv/shared/x",
+    "/srv/other",
+    "/tmp/stockade-tmp-a/f",
+    "/tmp/stockade-tmp-b/f",
+    "/tmp/x",
+    "/dev/pts/3",
+    "/dev/pts/4",
+    "/dev/null",
+    "/dev/shm/x",
+    "/proc/1/status",
+    "/root/.ssh/id_ed25519",
+    "/",
+];
 
 #[test]
 fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly_them() {
@@ -469,61 +533,63 @@ fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly
     assert_eq!(plan.private_tmp_root(), Some(Path::new("/tmp")));
     let listed: Vec<&str> = split.listed.iter().map(|p| p.to_str().unwrap()).collect();
     assert_eq!(listed, ["/etc", "/etc/tls", "/opt"]);
-    // The shared layer: the plan's rules, and whole what commands add; paths only.
+    // The shared layer: the rules within the roots granted entry by entry; elsewhere,
+    // whole, the highest directories that hold none of them. Paths only.
+    let shared = |path: &str, grant: Grant| {
+        split.shared.rules.contains(&PathRule {
+            path: path.into(),
+            grant,
+        })
+    };
+    assert!(shared("/etc/tls/ca.pem", Grant::ReadExec) && shared("/opt", Grant::ListDir));
+    for whole in ["/usr", "/srv", "/dev", "/proc", "/tmp"] {
+        assert!(shared(whole, Grant::ReadWrite), "{whole}");
+    }
     assert!(
-        split
+        !split
             .shared
             .rules
             .iter()
-            .any(|r| r.path == Path::new("/tmp"))
+            .any(|r| r.path == Path::new("/dev/null"))
     );
     assert!(!split.shared.scope && !split.shared.deny_tcp);
     // The command's layer: a few rules, the read-only roots whole.
     assert!(split.command.rules.len() < rules.spec.rules.len());
     assert!(split.command.scope);
-    // Two commands' own paths, and what the host has besides.
-    let (tmp, tty) = (
-        Path::new("/tmp/stockade-tmp-a"),
-        PathBuf::from("/dev/pts/3"),
+    assert_split_is_exact(&plan, PROBES);
+    // A writable path and a read-only one within roots granted entry by entry.
+    p.writable_paths.push("/opt/svc".into());
+    p.read_only = vec!["/opt/app/models".into()];
+    let plan = Plan::landlock(&p, &hostile_with_tmp(), ROOT).unwrap();
+    assert_split_is_exact(&plan, PROBES);
+    // A root granted entry by entry next to a writable path: the shared layer grants the
+    // writable path itself, not their common parent.
+    p.read_only = vec!["/srv/ro".into()];
+    let plan = Plan::landlock(&p, &hostile_with_tmp(), ROOT).unwrap();
+    let split = plan
+        .walls
+        .landlock
+        .as_ref()
+        .unwrap()
+        .split
+        .as_ref()
+        .unwrap();
+    assert!(split.listed.contains(&PathBuf::from("/srv/ro")));
+    assert!(
+        !split
+            .shared
+            .rules
+            .iter()
+            .any(|r| r.path == Path::new("/srv"))
     );
-    let exact = rules
-        .spec
-        .clone()
-        .with(tmp, Grant::ReadWrite)
-        .with(&tty, Grant::Device);
-    let command = rules.for_command(Some(tmp), std::slice::from_ref(&tty));
-    for path in [
-        "/etc",
-        "/etc/hosts",
-        "/etc/shadow",
-        "/etc/added-later",
-        "/etc/tls",
-        "/etc/tls/ca.pem",
-        "/etc/tls/key.pem",
-        "/opt/app",
-        "/opt/app/models/m",
-        "/opt/svc/s.sock",
-        "/usr/bin/sh",
-        "/ws/src/main.rs",
-        "/srv/shared/x",
-        "/tmp/stockade-tmp-a/f",
-        "/tmp/stockade-tmp-b/f",
-        "/tmp/x",
-        "/dev/pts/3",
-        "/dev/pts/4",
-        "/dev/null",
-        "/proc/1/status",
-        "/root/.ssh/id_ed25519",
-        "/",
-    ] {
-        let path = Path::new(path);
-        assert_eq!(
-            rights(&command, path) & rights(&split.shared, path),
-            rights(&exact, path),
-            "{}",
-            path.display()
-        );
-    }
+    let mut probes = PROBES.to_vec();
+    probes.extend([
+        "/srv/ro",
+        "/srv/ro/secret",
+        "/srv/ro/public",
+        "/srv/ro/later",
+    ]);
+    assert_split_is_exact(&plan, &probes);
 }
 
 #[test]
