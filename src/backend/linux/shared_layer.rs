@@ -51,8 +51,8 @@ use crate::plan::{RulesetSpec, SplitRules};
 /// How long a listed directory must have been unchanged when the layer is built for the
 /// build to be trusted: the coarsest timestamp granularity of a file system the host may
 /// have under its read-only roots (FAT's 2 s; ext4, XFS, Btrfs and tmpfs stamp nanoseconds
-/// from a clock that ticks every few milliseconds). Times are compared in whole seconds,
-/// rounded down, so "unchanged for 2 s" means at least that.
+/// from a clock that ticks every few milliseconds). A change after the build is stamped at
+/// least its time less the granularity, so later than a time older than that.
 pub const RACY: Duration = Duration::from_secs(2);
 
 /// What identifies a watched path: its inode and, for a listed directory, its times.
@@ -197,10 +197,17 @@ impl SharedLayer {
         let settled = start
             .checked_sub(RACY)
             .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or(i64::MIN, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-        // Whole seconds, rounded down: a time in the second of `settled` counts as recent.
+            .map_or((i64::MIN, 0), |d| {
+                (
+                    i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                    i64::from(d.subsec_nanos()),
+                )
+            });
         let racy = self.watched.iter().zip(&stamps).any(|(w, s)| {
-            w.listed && s.is_some_and(|s| s.times[0] >= settled || s.times[2] >= settled)
+            w.listed
+                && s.is_some_and(|s| {
+                    (s.times[0], s.times[1]) >= settled || (s.times[2], s.times[3]) >= settled
+                })
         });
         let (fd, _) = landlock::build(&self.spec)?.into_parts();
         BUILDS.with(|b| b.set(b.get() + 1));
