@@ -6,7 +6,9 @@
 //! - only the workspace and the writable paths are bound read-write, and the Landlock
 //!   roots and the ruleset built from them (`Plan::walls`) grant write nowhere else;
 //! - the data dir is masked wherever a bind would make it visible, and layer 2 refuses
-//!   a data dir beneath one of its roots.
+//!   a data dir beneath one of its roots;
+//! - a root host's layer 2, whose Landlock rules are split in a shared and a per-command
+//!   layer, grants under both layers exactly what the rules grant in one ruleset.
 //!
 //! The input drives `arbitrary`: a small file system of directories, files and symlinks
 //! over a tiny alphabet of names (so that paths collide), and a policy over the same
@@ -20,7 +22,9 @@ use std::path::{Component, Path, PathBuf};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use stockade::Policy;
-use stockade::plan::{Access, Grant, HostFs, Ids, Kind, Plan, Step};
+use stockade::plan::{
+    Access, Grant, HostFs, Ids, Kind, Plan, PrivateEntry, RulesetSpec, Step,
+};
 
 const NAMES: &[&str] = &[
     "ws", "a", "data", "etc", "usr", "shadow", "bin", "tmp", "srv", ".git", "hooks", "x",
@@ -31,6 +35,28 @@ struct Fake(BTreeMap<PathBuf, Kind>);
 impl HostFs for Fake {
     fn kind(&self, path: &Path) -> Option<Kind> {
         self.0.get(path).cloned()
+    }
+    fn children(&self, dir: &Path) -> Vec<PathBuf> {
+        self.0
+            .keys()
+            .filter(|k| k.parent() == Some(dir))
+            .cloned()
+            .collect()
+    }
+    /// Entries named `x` beneath the roots are private (for a root host).
+    fn private_entries(&self, roots: &[PathBuf]) -> Vec<PrivateEntry> {
+        self.0
+            .iter()
+            .filter(|(p, k)| {
+                p.file_name() == Some("x".as_ref())
+                    && !matches!(k, Kind::Symlink(_))
+                    && roots.iter().any(|r| p.starts_with(r))
+            })
+            .map(|(p, k)| PrivateEntry {
+                path: p.clone(),
+                dir: *k == Kind::Dir,
+            })
+            .collect()
     }
     fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
         let enoent = || std::io::Error::from_raw_os_error(libc::ENOENT);
@@ -81,7 +107,7 @@ fn path(u: &mut Unstructured<'_>) -> Result<PathBuf> {
 
 fn fake(u: &mut Unstructured<'_>) -> Result<Fake> {
     let mut m = BTreeMap::new();
-    for d in ["/usr", "/etc", "/ws"] {
+    for d in ["/usr", "/etc", "/ws", "/tmp"] {
         m.insert(PathBuf::from(d), Kind::Dir);
     }
     m.insert("/etc/shadow".into(), Kind::File);
@@ -349,6 +375,61 @@ fn check_landlock(policy: &Policy, fs: &Fake, plan: &Plan) {
     check_walls(plan, &allowed);
 }
 
+/// The rights a ruleset grants at `path` (its rules on `path` and every directory above
+/// it, and the workspace's), in a model of Landlock's: read, list, execute, write, ioctl.
+fn rights(spec: &RulesetSpec, path: &Path) -> u8 {
+    let bits = |g: Grant| match g {
+        Grant::ReadExec => 0b00111,
+        Grant::Read => 0b00011,
+        Grant::ReadWrite => 0b11111,
+        Grant::Device => 0b11011,
+        Grant::ListDir => 0b00010,
+        _ => unreachable!("a grant the model does not know"),
+    };
+    let mut all = if path.starts_with(&spec.workspace) {
+        bits(Grant::ReadWrite)
+    } else {
+        0
+    };
+    for rule in spec.rules.iter().filter(|r| path.starts_with(&r.path)) {
+        all |= bits(rule.grant);
+    }
+    all
+}
+
+/// A root host's layer 2 split in two Landlock layers grants, at every path of the host
+/// and beside them, exactly what its rules and a command's own grant in one ruleset.
+fn check_split(fs: &Fake, plan: &Plan) {
+    let rules = plan.walls.landlock.as_ref().expect("Landlock rules");
+    let Some(split) = &rules.split else {
+        return;
+    };
+    let tmp = split.tmp_root.join("stockade-tmp-a");
+    let tty = PathBuf::from("/dev/pts/3");
+    let exact = rules
+        .spec
+        .clone()
+        .with(&tmp, Grant::ReadWrite)
+        .with(&tty, Grant::Device);
+    let command = rules.for_command(Some(&tmp), std::slice::from_ref(&tty));
+    let mut probes: Vec<PathBuf> = fs.0.keys().cloned().collect();
+    probes.extend(fs.0.keys().map(|k| k.join("later")));
+    probes.extend(
+        ["/", "/dev/pts/4", "/dev/null", "/proc/1/mem"]
+            .map(PathBuf::from)
+            .into_iter()
+            .chain([tmp.join("f"), split.tmp_root.join("stockade-tmp-b/f"), tty]),
+    );
+    for path in &probes {
+        assert_eq!(
+            rights(&command, path) & rights(&split.shared, path),
+            rights(&exact, path),
+            "{} ({plan:#?})",
+            path.display()
+        );
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);
     let (Ok(fs), Ok(policy)) = (fake(&mut u), policy(&mut u)) else {
@@ -366,5 +447,9 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(plan) = Plan::landlock(&policy, &fs, ids) {
         check_landlock(&policy, &fs, &plan);
+    }
+    if let Ok(plan) = Plan::landlock(&policy, &fs, Ids { uid: 0, gid: 0 }) {
+        check_landlock(&policy, &fs, &plan);
+        check_split(&fs, &plan);
     }
 });

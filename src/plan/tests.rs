@@ -453,7 +453,7 @@ fn rights(spec: &RulesetSpec, path: &Path) -> u8 {
 /// The hostile host with a temporary directory and `/dev/pts`.
 fn hostile_with_tmp() -> Hostile {
     let mut h = hostile();
-    for d in ["/tmp", "/dev", "/dev/pts", "/srv/ro"] {
+    for d in ["/tmp", "/dev", "/dev/pts", "/srv/ro", "/opt/svc/deep"] {
         h.0.0.insert(d.into(), Kind::Dir);
     }
     for f in ["/srv/ro/secret", "/srv/ro/public"] {
@@ -589,6 +589,21 @@ fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly
         "/srv/ro/public",
         "/srv/ro/later",
     ]);
+    assert_split_is_exact(&plan, &probes);
+    // The workspace within a root granted entry by entry (found by the fuzz target `plan`).
+    let p = Policy::with_workspace("/opt/svc/deep");
+    let plan = Plan::landlock(&p, &hostile_with_tmp(), ROOT).unwrap();
+    let split = plan
+        .walls
+        .landlock
+        .as_ref()
+        .unwrap()
+        .split
+        .as_ref()
+        .unwrap();
+    assert_eq!(split.shared.workspace, Path::new("/opt/svc/deep"));
+    let mut probes = PROBES.to_vec();
+    probes.extend(["/opt/svc/deep/f", "/opt/svc/other"]);
     assert_split_is_exact(&plan, &probes);
 }
 

@@ -311,10 +311,16 @@ impl SplitRules {
             .filter(|(r, a)| *a == Access::ReadOnly && !plan.roots.contains(&(r.clone(), *a)))
             .map(|(r, _)| r.as_path())
             .collect();
+        let within = |path: &Path| walked.iter().any(|r| path.starts_with(r));
         let exact = host_rules(policy, plan, &plan.roots);
-        let mut shared = RulesetSpec::new(widest(&exact.workspace, &walked));
+        let workspace = if within(&exact.workspace) {
+            exact.workspace.clone()
+        } else {
+            widest(&exact.workspace, &walked)
+        };
+        let mut shared = RulesetSpec::new(workspace);
         let mut add = |path: &Path, grant: Grant| {
-            let rule = if walked.iter().any(|r| path.starts_with(r)) {
+            let rule = if within(path) {
                 PathRule {
                     path: path.to_path_buf(),
                     grant,
@@ -355,7 +361,8 @@ impl SplitRules {
 }
 
 /// The highest directory above `path` (or `path` itself) that holds none of the `walked`
-/// roots but those `path` holds itself; never `/`.
+/// roots but those `path` holds itself; never `/`. For a `path` outside every walked root
+/// (so are the directories above it).
 fn widest(path: &Path, walked: &[&Path]) -> PathBuf {
     let inside = |dir: &Path| walked.iter().filter(|r| r.starts_with(dir)).count();
     let own = inside(path);
