@@ -42,6 +42,11 @@ type Cache = Mutex<HashMap<Vec<PathBuf>, Arc<Vec<PrivateEntry>>>>;
 /// walk of `/usr` reads some 10⁵ entries) and cached: a file made private after that is
 /// not found until the process restarts (see SECURITY.md).
 pub(super) fn private_entries(roots: &[PathBuf]) -> Vec<PrivateEntry> {
+    // A root host whose read-only roots are all idmapped walks nothing: no cache entry,
+    // no worker threads.
+    if roots.is_empty() {
+        return Vec::new();
+    }
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Cache::default);
     let key = roots.to_vec();
