@@ -224,6 +224,31 @@ mod linux {
         )
     }
 
+    /// As [`stockade_row`], from a thread other than the main one (a tokio worker, say):
+    /// the spawn is handed to the library's spawner thread, which the main thread skips.
+    /// The time includes the bench's own hand-over to that thread and back, which the row
+    /// made with `None` measures alone.
+    fn stockade_worker_row(name: &str, sb: Option<Sandbox>) -> (String, Run) {
+        let (go, jobs) = std::sync::mpsc::channel::<()>();
+        let (done, results) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            for () in jobs {
+                if let Some(sb) = &sb {
+                    let s = sb.command("/bin/true").status().expect("spawn");
+                    assert!(s.success(), "{s}");
+                }
+                done.send(()).expect("report");
+            }
+        });
+        (
+            name.into(),
+            Box::new(move || {
+                go.send(()).expect("hand over");
+                results.recv().expect("the worker ended");
+            }),
+        )
+    }
+
     fn std_row(name: &str, program: &'static str, args: Vec<String>) -> (String, Run) {
         (
             name.into(),
@@ -284,6 +309,11 @@ mod linux {
                 sandbox(ws, |p| p.layer = Some(Layer::Landlock)),
             ),
             stockade_row("stockade full", sandbox(ws, |_| {})),
+            stockade_worker_row(
+                "stockade full, from a worker thread",
+                Some(sandbox(ws, |_| {})),
+            ),
+            stockade_worker_row("(hand-over to a worker thread and back alone)", None),
             stockade_row(
                 "stockade full + net none",
                 sandbox(ws, |p| p.network = Network::None),
