@@ -1024,6 +1024,59 @@ fn an_index_that_gains_a_submodule_is_not_merged() {
     }
 }
 
+/// `git restore .` on the host writes each index entry's blob at the entry's path. An
+/// index whose entry names `../…` or `.git/…` (which git itself never writes, but the
+/// program may, with a valid checksum) would have the host write outside the workspace or
+/// into its own git dir, and so run a hook or read a config the program chose. Such an
+/// index stays out of the merge.
+#[test]
+fn an_index_naming_a_path_git_refuses_is_not_merged() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let outside = format!(
+        "../{}/pwned",
+        repo.host.file_name().unwrap().to_string_lossy()
+    );
+    for target in [outside.as_str(), ".git/hooks/post-checkout", ".GIT/config"] {
+        let sb = full(&repo.ws);
+        // An entry added under a name of the target's length, renamed in place, and the
+        // index's SHA-1 trailer recomputed: an index git on the host would read.
+        let (_, drops) = run(
+            &sb,
+            &format!(
+                "set -e\nname=$(printf '%0{n}d' 0)\n\
+                 printf '#!/bin/sh\\ntouch {marker}\\n' > \"$name\" && chmod +x \"$name\"\n\
+                 g add \"$name\"\n\
+                 python3 -c 'import hashlib,sys\n\
+d=open(\".git/index\",\"rb\").read()[:-20]\n\
+d=d.replace(sys.argv[1].encode(),sys.argv[2].encode(),1)\n\
+open(\".git/index\",\"wb\").write(d+hashlib.sha1(d).digest())' \"$name\" '{target}'\n\
+                 g ls-files\n",
+                n = target.len(),
+                marker = repo.marker().display(),
+            ),
+        );
+        let index = repo.git_dir().join("index");
+        assert!(
+            has_drop(&drops, &index, GitDropReason::UnsafeIndexPath),
+            "{target}: {drops:#?}"
+        );
+        let files = git(&repo.ws, &["ls-files"]);
+        assert_eq!(files, "README\n", "{target}");
+        git(&repo.ws, &["restore", "."]);
+        git(
+            &repo.ws,
+            &["checkout", "-q", "-b", &format!("b{}", target.len())],
+        );
+        repo.assert_no_marker(&format!("{target}: git restore and checkout on the host"));
+        assert!(
+            !repo.git_dir().join("hooks/post-checkout").exists(),
+            "{target}"
+        );
+        assert!(!repo.host.join("pwned").exists(), "{target}");
+    }
+}
+
 /// Removing a submodule from the index (`git rm`) is no new one: the index merges.
 #[test]
 fn an_index_that_loses_a_submodule_is_merged() {

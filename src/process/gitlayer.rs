@@ -97,6 +97,11 @@ pub enum GitDropReason {
     /// version or format this check does not know, or not one at all), so whether it lists
     /// a new submodule is unknown; the host keeps its index.
     UnreadableIndex,
+    /// The index (or a split index's `sharedindex.*` file): an entry's path is one git
+    /// itself refuses (`..`, `.git` in any case, an absolute path, a symlinked
+    /// `.gitmodules`). `git restore` on the host would write that entry outside the
+    /// workspace or into `.git`; the host keeps its index.
+    UnsafeIndexPath,
     /// Merging it failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
@@ -128,6 +133,9 @@ impl fmt::Display for GitDropReason {
             ),
             GitDropReason::UnreadableIndex => f.write_str(
                 "the index cannot be read to check it for new submodules; the host's index is kept",
+            ),
+            GitDropReason::UnsafeIndexPath => f.write_str(
+                "the index lists a path git refuses (.., .git, absolute): git restore on the host would write outside the workspace or into .git; the host's index is kept",
             ),
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))

@@ -1,5 +1,6 @@
 //! The gitlink entries of a git index: just enough of git's index format to list the
-//! submodule paths (mode `0o160000`) that git on the host would recurse into.
+//! submodule paths (mode `0o160000`) that git on the host would recurse into, and to
+//! refuse an index whose entry paths git itself would refuse ([`checkout_safe`]).
 //!
 //! # Why
 //!
@@ -114,6 +115,50 @@ impl<'a> Cursor<'a> {
 }
 
 const GITLINK: u32 = 0o160000;
+const SYMLINK: u32 = 0o120000;
+
+/// An entry path that git itself refuses (see [`checkout_safe`]).
+pub(super) const UNSAFE_PATH: Malformed = Malformed("a path git refuses to check out");
+
+/// Whether git would take `path` (of an entry of `mode`) into an index: its
+/// `verify_path`, with the NTFS protections git enables everywhere. An index is the
+/// program's to write; `git restore .` on the host writes every entry's blob at its path,
+/// so an entry `../x` writes outside the workspace and `.git/hooks/x` or `.GIT/config`
+/// into the host's git dir (its next `git status` runs what that says).
+///
+/// Refused: an absolute path, an empty component (`a//b`, a trailing `/`), `.` and `..`,
+/// `.git` in any case (with the trailing dots and spaces, `:` streams and the `git~1`
+/// short name NTFS folds onto it), and a symlink named `.gitmodules`.
+fn checkout_safe(path: &[u8], mode: u32) -> bool {
+    /// `name` without trailing dots and spaces and without an NTFS stream (`:…`),
+    /// lowercased.
+    fn folded(name: &[u8]) -> Vec<u8> {
+        let name = name.split(|b| *b == b':').next().unwrap_or_default();
+        let end = name
+            .iter()
+            .rposition(|b| *b != b'.' && *b != b' ')
+            .map_or(0, |i| i + 1);
+        name.get(..end).unwrap_or_default().to_ascii_lowercase()
+    }
+    if path.first() == Some(&b'/') {
+        return false;
+    }
+    let mut parts = path.split(|b| *b == b'/').peekable();
+    while let Some(part) = parts.next() {
+        if part.is_empty() || part == b"." || part == b".." {
+            return false;
+        }
+        let name = folded(part);
+        if name == b".git" || name == b"git~1" {
+            return false;
+        }
+        let last = parts.peek().is_none();
+        if last && mode & 0o170000 == SYMLINK && name == b".gitmodules" {
+            return false;
+        }
+    }
+    true
+}
 /// The name length field of an entry's flags: this value means "longer, count to NUL".
 const NAMEMASK: usize = 0x0fff;
 const EXTENDED: u16 = 0x4000;
@@ -243,6 +288,11 @@ fn entry(c: &mut Cursor<'_>, hash: usize, v4: bool, previous: &[u8]) -> R<Entry>
     if path.len() > MAX_PATH {
         return Err(Malformed("path too long"));
     }
+    // Empty only as a split index's replacement entry, which keeps its base's path; the
+    // callers refuse it anywhere else.
+    if !path.is_empty() && !checkout_safe(&path, mode) {
+        return Err(UNSAFE_PATH);
+    }
     Ok(Entry {
         path,
         stage,
@@ -341,6 +391,9 @@ pub(super) fn gitlinks(
     let link = match index.link {
         Some(l) if l.base.iter().any(|b| *b != 0) => l,
         _ => {
+            if index.entries.iter().any(|e| e.path.is_empty()) {
+                return Err(Malformed("an entry without a path"));
+            }
             let paths = index.entries.into_iter().filter(|e| e.gitlink);
             return Ok(paths.map(|e| e.path).collect());
         }

@@ -12,7 +12,7 @@ use nix::sys::stat::{Mode, fstat, fstatat};
 
 use super::GitDropReason;
 use super::classify::{Kind, kind};
-use super::index::{Gitlinks, Malformed, gitlinks};
+use super::index::{Gitlinks, Malformed, UNSAFE_PATH, gitlinks};
 use super::write::open_upper_file;
 
 /// An index (or shared index, or config) larger than this is not read: the check fails.
@@ -28,6 +28,9 @@ pub(super) fn is_index(name: &[u8]) -> bool {
 /// else why not. A host index that cannot be read counts as listing none.
 pub(super) fn check(upper: &OwnedFd, host: &OwnedFd) -> Result<(), GitDropReason> {
     let unreadable = |m: Malformed| {
+        if m == UNSAFE_PATH {
+            return GitDropReason::UnsafeIndexPath;
+        }
         tracing::debug!(
             why = m.0,
             "stockade: the index a program left cannot be read"

@@ -400,3 +400,70 @@ fn growing_version_4_paths_are_bounded() {
     // An unbounded reader would ask for ~20 GB here.
     assert!(gitlinks(&data, 20, |_| Ok(None)).is_err());
 }
+
+#[test]
+fn paths_git_refuses_are_refused() {
+    const FILE: u32 = 0o100644;
+    for ok in [
+        "a",
+        "a/b/c",
+        ".gitignore",
+        ".github/x",
+        "x.git",
+        "a/.gitx",
+        "git~2",
+        "a\\b",
+        ".gitmodules",
+    ] {
+        assert!(checkout_safe(ok.as_bytes(), FILE), "{ok}");
+    }
+    for bad in [
+        "/abs",
+        "a//b",
+        "a/",
+        ".",
+        "./a",
+        "..",
+        "../x",
+        "a/../../x",
+        ".git",
+        ".git/hooks/post-checkout",
+        "a/.git/config",
+        ".GIT/config",
+        ".Git/x",
+        ".git./x",
+        ".git ./x",
+        ".git::$INDEX_ALLOCATION/x",
+        "GIT~1/config",
+    ] {
+        assert!(!checkout_safe(bad.as_bytes(), FILE), "{bad}");
+    }
+    assert!(!checkout_safe(b"a/.gitmodules", 0o120000));
+    assert!(!checkout_safe(b".GITMODULES", 0o120000));
+    assert!(checkout_safe(b".gitmodules/x", 0o120000));
+}
+
+/// An entry renamed in place in a real index (same length, so the layout holds) to each
+/// refused path: the reader refuses the index with [`UNSAFE_PATH`], in every version.
+#[test]
+fn an_index_with_a_refused_path_is_refused() {
+    let dir = repo();
+    let d = dir.path();
+    std::fs::write(d.join("qqqq"), "x").unwrap();
+    git(d, &["add", "qqqq"]);
+    for v in ["2", "3", "4"] {
+        git(d, &["update-index", "--index-version", v]);
+        let data = std::fs::read(d.join(".git/index")).unwrap();
+        assert!(links(d).is_ok(), "version {v}");
+        for bad in ["../a", ".git", "/abc", "a//b"] {
+            let at = data
+                .windows(4)
+                .position(|w| w == b"qqqq")
+                .expect("the entry's path");
+            let mut hostile = data.clone();
+            hostile[at..at + 4].copy_from_slice(bad.as_bytes());
+            let r = gitlinks(&hostile, 20, |_| Ok(None));
+            assert_eq!(r, Err(UNSAFE_PATH), "version {v}: {bad}");
+        }
+    }
+}
