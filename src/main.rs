@@ -58,8 +58,11 @@ enum Cmd {
         /// Set a variable for the program (refused for LD_PRELOAD and the like).
         #[arg(long = "env", value_name = "NAME=VALUE")]
         env: Vec<String>,
-        /// Set a variable that holds a secret: with --scrub its value is redacted.
-        #[arg(long = "secret-env", value_name = "NAME=VALUE")]
+        /// Set a variable that holds a secret: with --scrub its value is redacted. NAME
+        /// alone takes the value from stockade's own environment, which other users
+        /// cannot read; NAME=VALUE puts it on stockade's command line, which every
+        /// process on the host can read in /proc/PID/cmdline while the run lasts.
+        #[arg(long = "secret-env", value_name = "NAME[=VALUE]")]
         secret_env: Vec<String>,
         /// Redact known secrets (--secret-env values and passed-through variables) from
         /// the program's output, and report leaked secret patterns on stderr.
@@ -407,7 +410,10 @@ fn run(
     };
     // A `.git` link whose repository metadata runs without the `.git` layer.
     for u in child.git_unguarded() {
-        eprintln!("stockade: warning: {u}");
+        eprintln!(
+            "stockade: warning: {}",
+            shown(&child, scrub, &u.to_string())
+        );
     }
     let running = match relay.start(cmd, &mut child) {
         Ok(r) => r,
@@ -425,12 +431,43 @@ fn run(
     }
     // Changes under `.git` that stayed in the copy-on-write layer (hooks, config, …).
     for d in child.git_dropped() {
-        eprintln!("stockade: .git change dropped: {d}");
+        eprintln!(
+            "stockade: .git change dropped: {}",
+            shown(&child, scrub, &d.to_string())
+        );
     }
     match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),
     }
+}
+
+/// A line of stockade's own that names paths the program chose (a `.git` change, what a
+/// planted `gitdir:` names): with `--scrub` its secrets redacted as in the program's
+/// output, and always every control character escaped (`\n`, `\x1b`, …), so that the
+/// program can neither forge further `stockade:` lines nor send escape sequences to the
+/// caller's terminal or log through them.
+fn shown(child: &stockade::Child, scrub: bool, text: &str) -> String {
+    let text = if scrub {
+        child.redactor().redact_str(text)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    };
+    escape_controls(&text)
+}
+
+/// `text` with each control character (C0, DEL, C1) written as Rust writes it in a
+/// string literal.
+fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The values of the passed-through variables, for `--scrub`: they are typically tokens
@@ -447,7 +484,8 @@ fn passthrough_values(sandbox: &Sandbox) -> Vec<Vec<u8>> {
 
 /// The command for `prog` with `rest` as its arguments, the working directory and the
 /// variables of `--env` and `--secret-env`; exit code 2 (a usage error, like clap's) for a
-/// variable without `=`.
+/// variable without `=` or without a name, or a `--secret-env NAME` that stockade's own
+/// environment does not set.
 fn command(
     sandbox: &Sandbox,
     prog: &OsString,
@@ -462,15 +500,26 @@ fn command(
         cmd.current_dir(c);
     }
     for kv in env {
-        let Some((k, v)) = kv.split_once('=') else {
-            return Err(fail(2, format!("--env {kv:?}: expected NAME=VALUE")));
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => cmd.env(k, v),
+            _ => return Err(fail(2, format!("--env {kv:?}: expected NAME=VALUE"))),
         };
-        cmd.env(k, v);
     }
     for kv in secret_env {
-        let Some((k, v)) = kv.split_once('=') else {
-            // The value is not echoed: it may be the secret itself.
-            return Err(fail(2, "--secret-env: expected NAME=VALUE"));
+        // Neither the value nor a name that may be a mistyped value is echoed.
+        let (k, v) = match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => (k.to_string(), v.into()),
+            Some(_) => return Err(fail(2, "--secret-env: expected NAME=VALUE, or NAME")),
+            None => match std::env::var_os(kv) {
+                Some(v) if !kv.is_empty() => (kv.clone(), v),
+                _ => {
+                    return Err(fail(
+                        2,
+                        "--secret-env NAME: expected NAME=VALUE, or a NAME that stockade's \
+                         environment sets",
+                    ));
+                }
+            },
         };
         cmd.secret_env(k, v);
     }

@@ -163,7 +163,12 @@ fn env_and_config_flags() {
     assert_eq!(out.status.code(), Some(127), "{out:?}");
     // A variable without `=` is a usage error, like any other malformed argument; a
     // --secret-env value is not echoed.
-    for (flag, value) in [("--env", "NOEQ"), ("--secret-env", "tok-123")] {
+    for (flag, value) in [
+        ("--env", "NOEQ"),
+        ("--env", "=x"),
+        ("--secret-env", "tok-123"),
+        ("--secret-env", "=tok-123"),
+    ] {
         let out = stockade()
             .arg("run")
             .arg("--workspace")
@@ -247,22 +252,30 @@ fn scan_and_scrub() {
             "STOCKADE_TEST_TOKEN",
             "--secret-env",
             "K=another-secret-value",
+            // From stockade's own environment: off its command line.
+            "--secret-env",
+            "STOCKADE_TEST_FROM_ENV",
             "--scrub",
             "--",
         ])
         .args([
             "sh",
             "-c",
-            "echo $STOCKADE_TEST_TOKEN $K; echo $STOCKADE_TEST_TOKEN >&2; echo $0",
+            "echo $STOCKADE_TEST_TOKEN $K $STOCKADE_TEST_FROM_ENV; echo $STOCKADE_TEST_TOKEN >&2; echo $0",
             "ghp_${TAIL}",
         ])
         .env("STOCKADE_TEST_TOKEN", "host-secret-value-1")
+        .env("STOCKADE_TEST_FROM_ENV", "third-secret-value")
         .output()
         .unwrap();
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stdout.starts_with("[REDACTED] [REDACTED]\n"), "{stdout}");
+    assert!(
+        stdout.starts_with("[REDACTED] [REDACTED] [REDACTED]\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("third-secret"), "{stdout}");
     assert!(
         !stdout.contains("host-secret") && !stderr.contains("host-secret"),
         "{stdout}{stderr}"

@@ -691,6 +691,49 @@ fn the_cli_reports_dropped_git_changes() {
     assert!(!hook.exists());
 }
 
+/// The CLI's lines name paths the program chose: their control characters are escaped
+/// (no forged `stockade:` line, no escape sequence reaches the caller's terminal), and
+/// with `--scrub` a secret in them is redacted like the program's own output.
+#[test]
+fn the_cli_escapes_and_scrubs_the_paths_it_reports() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let out = std::process::Command::new(common::stockade_exe())
+        .args(["run", "--layer", "full", "--fallback", "refuse", "--scrub"])
+        .args(["--secret-env", "TOKEN", "--workspace"])
+        .arg(&repo.ws)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "touch \".git/x$(printf '\\nstockade: all clear\\033]0;t\\007')\" \".git/k$TOKEN\"",
+        ])
+        .env("TOKEN", "supersecretvalue123")
+        .current_dir(&repo.ws)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("stockade: .git change dropped: ")),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\x07'),
+        "{stderr:?}"
+    );
+    assert!(
+        stderr.contains("x\\nstockade: all clear\\u{1b}]0;t\\u{7}"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("supersecretvalue123"), "{stderr}");
+    assert!(stderr.contains("[REDACTED]"), "{stderr}");
+}
+
 #[test]
 fn a_layer_is_bounded_like_tmp() {
     require!(Feature::UserNs);
