@@ -161,6 +161,11 @@ struct PolicyArgs {
     /// When the wanted layer is missing: degrade (warn, the default) or refuse.
     #[arg(long, value_enum)]
     fallback: Option<FallbackArg>,
+    /// Degrade no further than this layer. Default: landlock; for root, full (root
+    /// without namespaces can change the mode of every root-owned file it names, so a root
+    /// caller says --min-layer landlock to accept that).
+    #[arg(long, value_enum)]
+    min_layer: Option<LayerArg>,
     /// Let the program ptrace its own sandboxed processes (strace, gdb).
     #[arg(long)]
     allow_ptrace: bool,
@@ -234,12 +239,16 @@ impl PolicyArgs {
             .extend(self.passthrough_env.iter().cloned());
         p.keep_session |= self.keep_session;
         p.allow_ptrace |= self.allow_ptrace;
+        let layer = |l: LayerArg| match l {
+            LayerArg::Full => stockade::Layer::Full,
+            LayerArg::Landlock => stockade::Layer::Landlock,
+            LayerArg::Passthrough => stockade::Layer::Passthrough,
+        };
         if let Some(l) = self.layer {
-            p.layer = Some(match l {
-                LayerArg::Full => stockade::Layer::Full,
-                LayerArg::Landlock => stockade::Layer::Landlock,
-                LayerArg::Passthrough => stockade::Layer::Passthrough,
-            });
+            p.layer = Some(layer(l));
+        }
+        if let Some(l) = self.min_layer {
+            p.min_layer = Some(layer(l));
         }
         if let Some(f) = self.fallback {
             p.fallback = match f {

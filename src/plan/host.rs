@@ -36,6 +36,18 @@ fn parse_unix(text: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Whether this process's user namespace maps uid 0 to its parent's uid 0 (the initial
+/// namespace maps every uid to itself). Unreadable: assumed so, the stricter answer.
+pub(super) fn uid_zero_maps_to_zero() -> bool {
+    let Ok(map) = std::fs::read_to_string("/proc/self/uid_map") else {
+        return true;
+    };
+    map.lines().any(|l| {
+        let mut f = l.split_whitespace();
+        f.next() == Some("0") && f.next() == Some("0")
+    })
+}
+
 type Cache = Mutex<HashMap<Vec<PathBuf>, Arc<Vec<PrivateEntry>>>>;
 
 /// The private entries beneath `roots`, found once per process for each set of roots (a

@@ -243,6 +243,23 @@ pub struct Ids {
     pub uid: u32,
     /// The caller's effective gid.
     pub gid: u32,
+    /// Whether the caller is root over the host's root-owned files: its effective uid is
+    /// 0 and its user namespace maps 0 to its parent's 0 (true for root on the host, false
+    /// for the root of an `unshare -Ur` namespace, whose files outside are the invoking
+    /// user's).
+    pub host_root: bool,
+}
+
+impl Ids {
+    /// The calling process's ids.
+    pub fn of_caller() -> Ids {
+        let uid = nix::unistd::geteuid().as_raw();
+        Ids {
+            uid,
+            gid: nix::unistd::getegid().as_raw(),
+            host_root: uid == 0 && host::uid_zero_maps_to_zero(),
+        }
+    }
 }
 
 /// `PATH` inside the sandbox after the tools dir.

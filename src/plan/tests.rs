@@ -40,6 +40,7 @@ impl HostFs for Fake {
 const IDS: Ids = Ids {
     uid: 1000,
     gid: 1000,
+    host_root: false,
 };
 
 fn position(plan: &Plan, f: impl Fn(&Step) -> bool) -> usize {
@@ -221,7 +222,11 @@ impl HostFs for Hostile {
     }
 }
 
-const ROOT: Ids = Ids { uid: 0, gid: 0 };
+const ROOT: Ids = Ids {
+    uid: 0,
+    gid: 0,
+    host_root: true,
+};
 
 fn hostile() -> Hostile {
     let mut f = Fake::new();
@@ -263,15 +268,7 @@ fn masks(plan: &Plan) -> Vec<PathBuf> {
 fn host_sockets_under_the_allowlist_are_masked_unless_named() {
     let mut p = Policy::with_workspace("/ws");
     p.read_only = vec!["/opt/named.sock".into()];
-    let plan = Plan::full(
-        &p,
-        &hostile(),
-        Ids {
-            uid: 1000,
-            gid: 1000,
-        },
-    )
-    .unwrap();
+    let plan = Plan::full(&p, &hostile(), IDS).unwrap();
     let m = masks(&plan);
     assert!(m.contains(&"/opt/svc/s.sock".into()), "{m:?}");
     assert!(!m.contains(&"/opt/named.sock".into()), "{m:?}");
@@ -387,6 +384,7 @@ fn a_root_host_binds_read_only_roots_idmapped_instead_of_walking_them() {
     let user = Ids {
         uid: 1000,
         gid: 1000,
+        host_root: false,
     };
     assert!(idmapped(&Plan::full(&Policy::with_workspace("/ws"), &host, user).unwrap()).is_empty());
 }
@@ -411,15 +409,7 @@ fn layer_two_for_a_root_host_grants_around_hidden_entries() {
         }
     }
     // A user host keeps whole-directory grants.
-    let plan = Plan::landlock(
-        &p,
-        &hostile(),
-        Ids {
-            uid: 1000,
-            gid: 1000,
-        },
-    )
-    .unwrap();
+    let plan = Plan::landlock(&p, &hostile(), IDS).unwrap();
     assert!(plan.roots.contains(&("/etc".into(), Access::ReadOnly)));
 }
 

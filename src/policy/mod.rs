@@ -117,7 +117,9 @@ pub struct Policy {
     /// strongest available.
     pub layer: Option<Layer>,
     /// The weakest layer the host accepts when degrading. `None`: layer 2 (`landlock`) on
-    /// Linux, never passthrough unless named here; passthrough elsewhere.
+    /// Linux, never passthrough unless named here, and for a root host the full layer (no
+    /// degrading: root without namespaces can change the mode of every root-owned file it
+    /// names, which Landlock does not govern); passthrough elsewhere.
     pub min_layer: Option<Layer>,
     /// Let the program ptrace its own sandboxed processes (strace, gdb).
     pub allow_ptrace: bool,
