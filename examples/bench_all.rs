@@ -840,10 +840,7 @@ int main(int argc, char **argv) {
 
         let policy = Policy::with_workspace(ws);
         // Layer 2's walls, as a sandbox's plan has them (the same plan function).
-        let ids = stockade::plan::Ids {
-            uid: nix::unistd::geteuid().as_raw(),
-            gid: nix::unistd::getegid().as_raw(),
-        };
+        let ids = stockade::plan::Ids::of_caller();
         let plan = stockade::plan::Plan::landlock(&policy, &stockade::plan::RealFs, ids)
             .expect("plan layer 2");
         let options = plan.walls.seccomp.expect("layer 2 has seccomp");
