@@ -360,6 +360,7 @@ fuzz_target!(|data: &[u8]| {
     let ids = Ids {
         uid: 1000,
         gid: 1000,
+        host_root: false,
     };
     if let Ok(plan) = Plan::full(&policy, &fs, ids) {
         check_full(&policy, &fs, &plan);
