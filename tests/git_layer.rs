@@ -691,6 +691,47 @@ fn the_cli_reports_dropped_git_changes() {
     assert!(!hook.exists());
 }
 
+/// What the merge writes on the host is never writable by other users, whatever mode the
+/// program gave it: no world- or group-writable refs, objects or directories appear in
+/// the host's `.git`.
+#[test]
+fn merged_files_are_not_writable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let sb = full(&repo.ws);
+    let (_, drops) = run(
+        &sb,
+        "set -e\necho x > f && g add f && g commit -qm c && g branch team/evil\n\
+         chmod 777 .git/refs/heads/team\n\
+         chmod 666 .git/refs/heads/team/evil .git/refs/heads/main\n\
+         for o in $(g rev-parse HEAD HEAD^{tree} HEAD:f); do\n\
+           chmod 666 .git/objects/$(echo $o | cut -c1-2)/$(echo $o | cut -c3-)\n\
+         done\n\
+         find .git/objects -type d -exec chmod 777 {} +\n",
+    );
+    assert!(drops.is_empty(), "{drops:#?}");
+    assert_eq!(
+        git(&repo.ws, &["log", "-1", "--format=%s", "team/evil"]),
+        "c\n"
+    );
+    let mut checked = 0;
+    let mut stack = vec![repo.git_dir()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            let mode = meta.permissions().mode();
+            assert_eq!(mode & 0o022, 0, "{}: {mode:o}", e.path().display());
+            checked += 1;
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    assert!(checked > 20, "{checked}");
+}
+
 /// The CLI's lines name paths the program chose: their control characters are escaped
 /// (no forged `stockade:` line, no escape sequence reaches the caller's terminal), and
 /// with `--scrub` a secret in them is redacted like the program's own output.

@@ -40,8 +40,14 @@ pub(super) fn host_dir(
     open_dir_at(host, name)
 }
 
+/// Makes the host directory `name` with the layer's mode, owner access kept and no write
+/// for others; group write only where the host's parent has it (a repository shared with
+/// `core.sharedRepository = group`): a program's `chmod 777` on a new refs directory
+/// does not reach the host.
 pub(super) fn mkdir(host: &OwnedFd, name: &OsStr, st: &FileStat) -> Result<(), Errno> {
-    let mode = Mode::from_bits_truncate((st.st_mode & 0o777 | 0o700) as libc::mode_t);
+    let group_write = nix::sys::stat::fstat(host).map_or(0, |p| p.st_mode & 0o020);
+    let mode = st.st_mode & (0o755 | group_write) | 0o700;
+    let mode = Mode::from_bits_truncate(mode as libc::mode_t);
     match nix::sys::stat::mkdirat(host, name, mode) {
         Ok(()) | Err(Errno::EEXIST) => Ok(()),
         Err(e) => Err(e),
@@ -160,7 +166,9 @@ pub(super) fn open_upper_file(upper: &OwnedFd, name: &OsStr) -> R<OwnedFd> {
 }
 
 /// Copies `src` into `dst` (and, with `sync`, makes the data durable before the file gets
-/// its name), then gives `dst` the source's mode (without setuid, setgid and sticky bits)
+/// its name), then gives `dst` the source's mode (without setuid, setgid and sticky bits,
+/// and without write for group and others: git writes objects 0444 and refs 0644, and
+/// replaces rather than rewrites them, so no host user needs to write the file itself)
 /// and times.
 pub(super) fn fill(src: OwnedFd, dst: OwnedFd, st: &FileStat, sync: bool) -> Result<(), Errno> {
     let (mut src, mut dst) = (File::from(src), File::from(dst));
@@ -171,7 +179,7 @@ pub(super) fn fill(src: OwnedFd, dst: OwnedFd, st: &FileStat, sync: bool) -> Res
     }
     fchmod(
         &dst,
-        Mode::from_bits_truncate((st.st_mode & 0o777) as libc::mode_t),
+        Mode::from_bits_truncate((st.st_mode & 0o755) as libc::mode_t),
     )?;
     futimens(
         &dst,
