@@ -211,7 +211,7 @@ fn extra_read_only(
     Ok(tools)
 }
 
-/// Private /tmp, minimal /dev, fresh /proc.
+/// Private /tmp, minimal /dev with a private /dev/shm, fresh /proc.
 fn private_mounts(layout: &mut Layout, policy: &Policy) {
     let tmpfs = Step::Tmpfs {
         dst: "/tmp".into(),
@@ -220,6 +220,13 @@ fn private_mounts(layout: &mut Layout, policy: &Policy) {
     };
     push(&mut layout.entries, tmpfs, Path::new("/tmp"), 0);
     push(&mut layout.entries, Step::Dev, Path::new("/dev"), 0);
+    // POSIX shared memory is files too: bounded like /tmp, not by half the host's memory.
+    let shm = Step::Tmpfs {
+        dst: "/dev/shm".into(),
+        size: policy.tmp_size.bytes(),
+        mode: 0o1777,
+    };
+    push(&mut layout.entries, shm, Path::new("/dev/shm"), 0);
     let proc = Step::Proc {
         fallback: policy.proc_fallback,
     };

@@ -131,8 +131,9 @@ pub struct Policy {
     /// When a fresh `/proc` cannot be mounted (nested containers), bind the host's `/proc`
     /// read-only instead of failing.
     pub proc_fallback: bool,
-    /// Size limit of the private `/tmp`, and of each command's `.git` layer (the changes
-    /// git makes under a writable root's `.git`, held until they are merged back).
+    /// Size limit of the private `/tmp`, of the private `/dev/shm` (each on its own), and
+    /// of each command's `.git` layer (the changes git makes under a writable root's
+    /// `.git`, held until they are merged back).
     pub tmp_size: ByteSize,
     /// Host files hidden inside the sandbox even though their directory is allowlisted.
     #[serde(deserialize_with = "absolute::masked")]
