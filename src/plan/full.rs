@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::{
     Access, Beneath, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, bind, canonical_workspace,
-    depth, existing, inside_path, is_git_name, is_within, mask, namespace_setup, no_symlinks,
-    owners,
+    depth, existing, existing_dir, inside_path, is_git_name, is_within, mask, namespace_setup,
+    no_symlinks, owners,
 };
 use crate::error::{Conflict, PlanError};
 use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
@@ -187,7 +187,11 @@ fn extra_read_only(
         extra_ro.push(("tools_dir", t.clone()));
     }
     for (key, p) in extra_ro {
-        let canon = existing(fs, key, &p)?;
+        let canon = if key == "tools_dir" {
+            existing_dir(fs, key, &p)?
+        } else {
+            existing(fs, key, &p)?
+        };
         let dir = matches!(fs.kind(&canon), Some(Kind::Dir));
         if key == "tools_dir" {
             tools = Some(canon.clone());

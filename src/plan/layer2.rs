@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{
     Access, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, canonical_workspace, existing,
-    inside_path, is_within,
+    existing_dir, inside_path, is_within,
 };
 use crate::error::{Conflict, PlanError};
 use crate::policy::{Layer, Policy, SYSTEM_ALLOWLIST};
@@ -106,7 +106,7 @@ fn tools_dir(policy: &Policy, fs: &dyn HostFs) -> Result<Option<PathBuf>, PlanEr
     policy
         .tools_dir
         .as_deref()
-        .map(|t| existing(fs, "tools_dir", t))
+        .map(|t| existing_dir(fs, "tools_dir", t))
         .transpose()
 }
 

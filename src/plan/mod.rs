@@ -430,5 +430,19 @@ fn existing(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<PathBuf, Pla
     })
 }
 
+/// As [`existing`], for a key that names a directory (`tools_dir`): anything else there
+/// is `ENOTDIR`, as for the workspace and the data dir.
+fn existing_dir(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<PathBuf, PlanError> {
+    let canon = existing(fs, key, p)?;
+    if !matches!(fs.kind(&canon), Some(Kind::Dir)) {
+        return Err(PlanError::Path {
+            key,
+            path: p.to_path_buf(),
+            errno: crate::error::Errno::ENOTDIR,
+        });
+    }
+    Ok(canon)
+}
+
 #[cfg(test)]
 mod tests;

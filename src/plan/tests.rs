@@ -650,3 +650,24 @@ fn network_none_adds_loopback_and_a_net_namespace() {
     assert!(plan.namespaces.net);
     assert!(plan.steps.contains(&Step::LoopbackUp));
 }
+
+/// A tools dir that is not a directory is `ENOTDIR` on both layers, as the workspace and
+/// the data dir are, not a read-only bind of a file that the PATH entry then misses.
+#[test]
+fn a_tools_dir_that_is_no_directory_is_refused() {
+    let mut p = Policy::with_workspace("/ws");
+    p.tools_dir = Some("/etc/shadow".into());
+    for err in [
+        Plan::full(&p, &Fake::new(), IDS).unwrap_err(),
+        Plan::landlock(&p, &Fake::new(), IDS).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&err, PlanError::Path { key: "tools_dir", path, errno }
+                if path == Path::new("/etc/shadow") && *errno == crate::error::Errno::ENOTDIR),
+            "{err:?}"
+        );
+    }
+    p.tools_dir = Some("/opt".into());
+    assert!(Plan::full(&p, &Fake::new(), IDS).is_ok());
+    assert!(Plan::landlock(&p, &Fake::new(), IDS).is_ok());
+}
