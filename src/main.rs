@@ -16,7 +16,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -52,7 +52,8 @@ enum Cmd {
     Run {
         #[command(flatten)]
         policy: PolicyArgs,
-        /// Working directory inside (default: the workspace).
+        /// Working directory inside: the workspace or a directory beneath it (default:
+        /// the workspace).
         #[arg(long)]
         cwd: Option<PathBuf>,
         /// Set a variable for the program (refused for LD_PRELOAD and the like).
@@ -205,7 +206,7 @@ impl PolicyArgs {
             None => Policy::default(),
         };
         let abs = |p: &PathBuf| -> Result<PathBuf, String> {
-            std::path::absolute(p).map_err(|e| format!("{}: {}", p.display(), Report(&e)))
+            absolute(p).map_err(|e| format!("{}: {}", p.display(), Report(&e)))
         };
         match &self.workspace {
             Some(w) => p.workspace = Some(abs(w)?),
@@ -358,6 +359,29 @@ mod caller {
             Ok(())
         }
     }
+}
+
+/// `p` made absolute against the current directory, whose path the kernel gives without
+/// symlinks: so the `..` components that lead a relative path (`../shared`) are taken
+/// off it as the kernel would take them. A `..` anywhere else stays, for the policy to
+/// refuse (after a symlink it would not mean the parent of what the path names).
+fn absolute(p: &Path) -> std::io::Result<PathBuf> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    let mut base = std::env::current_dir()?;
+    let mut rest = p.components().peekable();
+    while let Some(c) = rest.peek() {
+        match c {
+            std::path::Component::ParentDir => {
+                base.pop();
+            }
+            std::path::Component::CurDir => {}
+            _ => break,
+        }
+        rest.next();
+    }
+    Ok(rest.fold(base, |b, c| b.join(c)))
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {

@@ -501,6 +501,38 @@ fn detect_columns_line_up() {
     }
 }
 
+/// A relative path flag is taken from the current directory as the shell would take it:
+/// `..` that leads it walks up (`--writable ../shared` from a sibling works); a `..`
+/// further in is refused, as in a config.
+#[test]
+fn relative_path_flags_start_from_the_current_directory() {
+    let top = outside_tmp();
+    let (ws, shared) = (top.path().join("ws"), top.path().join("shared"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&shared).unwrap();
+    let run = |flags: &[&str]| {
+        stockade()
+            .current_dir(&ws)
+            .arg("run")
+            .args(flags)
+            .args(["--", "sh", "-c", "touch ../shared/made && echo ok"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--writable", "../shared"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(shared.join("made").exists());
+    std::fs::remove_file(shared.join("made")).unwrap();
+    let out = run(&["--writable", "./../shared/../shared"]);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("without `..`"),
+        "{out:?}"
+    );
+    assert!(!shared.join("made").exists());
+}
+
 #[test]
 fn path_errors_name_the_path_and_the_errno() {
     use std::path::Path;
