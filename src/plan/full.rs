@@ -57,9 +57,11 @@ impl Plan {
         };
         system_allowlist(&mut layout, fs);
         resolv_conf(&mut layout, fs);
+        // Before the policy's paths: at equal depth the later entry is mounted over the
+        // earlier, so a policy that names `/tmp` or `/dev/shm` itself gets the host's.
+        private_mounts(&mut layout, policy);
         writable_roots(&mut layout, policy, fs)?;
         let tools = extra_read_only(&mut layout, policy, fs)?;
-        private_mounts(&mut layout, policy);
         masks_and_hidden_host_entries(&mut layout, policy, fs, ids);
         // The data dir: masked wherever it would be visible, pinned inside writable roots.
         let data_pins = match &policy.data_dir {

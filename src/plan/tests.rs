@@ -671,3 +671,37 @@ fn a_tools_dir_that_is_no_directory_is_refused() {
     assert!(Plan::full(&p, &Fake::new(), IDS).is_ok());
     assert!(Plan::landlock(&p, &Fake::new(), IDS).is_ok());
 }
+
+/// The private `/tmp` and `/dev/shm` come before the policy's own paths of equal depth:
+/// a policy that names `/tmp` or `/dev/shm` gets the host's, bound over the private one,
+/// not hidden beneath it.
+#[test]
+fn a_policy_path_at_a_private_mount_is_mounted_over_it() {
+    let mut fake = Fake::new();
+    for d in ["/tmp", "/dev", "/dev/shm"] {
+        fake.0.insert(d.into(), Kind::Dir);
+    }
+    fn private(dst: &'static str) -> impl Fn(&Step) -> bool {
+        move |s: &Step| matches!(s, Step::Tmpfs { dst: d, .. } if d == Path::new(dst))
+    }
+    fn bound(dst: &'static str) -> impl Fn(&Step) -> bool {
+        move |s: &Step| matches!(s, Step::Bind { dst: d, .. } if d == Path::new(dst))
+    }
+    for named in ["/tmp", "/dev/shm"] {
+        let mut p = Policy::with_workspace("/ws");
+        p.writable_paths = vec![named.into()];
+        let plan = Plan::full(&p, &fake, IDS).unwrap();
+        assert!(
+            position(&plan, private(named)) < position(&plan, bound(named)),
+            "{named}: {:#?}",
+            plan.steps
+        );
+        p.writable_paths.clear();
+        p.read_only = vec![named.into()];
+        let plan = Plan::full(&p, &fake, IDS).unwrap();
+        assert!(
+            position(&plan, private(named)) < position(&plan, bound(named)),
+            "{named}"
+        );
+    }
+}

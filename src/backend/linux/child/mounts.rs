@@ -212,8 +212,8 @@ pub(super) fn root_read_only() -> R {
     set_attr(CWD, c"/", 0, libc::MOUNT_ATTR_RDONLY)
 }
 
-/// tmpfs, the device nodes bound from the host, a private devpts with its ptmx, shm, and
-/// the fd links.
+/// tmpfs, the device nodes bound from the host, a private devpts with its ptmx, and the
+/// fd links (`/dev/shm` is a tmpfs step of its own).
 pub(super) fn dev(nodes: &[(CString, CString)]) -> R {
     match sys::mkdirat(CWD, c"/newroot/dev", 0o755) {
         Ok(()) | Err(Errno(libc::EEXIST)) => {}
