@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{Feature, sh_ok, var_tempdir};
-use stockade::{Child, GitDrop, GitDropReason, Layer, Policy, Sandbox, Stdio};
+use stockade::{Child, GitDrop, GitDropReason, GitUnguardedReason, Layer, Policy, Sandbox, Stdio};
 
 /// Runs host git in `dir` (identity set on the command line), returns the output.
 fn git_out(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -699,6 +699,13 @@ fn merged_files_are_not_writable_by_others() {
     use std::os::unix::fs::PermissionsExt;
     require!(Feature::UserNs);
     let repo = Repo::new();
+    // Whatever the caller's umask made of `git init`: nothing group- or world-writable.
+    let out = std::process::Command::new("chmod")
+        .args(["-R", "go-w"])
+        .arg(repo.git_dir())
+        .status()
+        .unwrap();
+    assert!(out.success());
     let sb = full(&repo.ws);
     let (_, drops) = run(
         &sb,
@@ -730,6 +737,43 @@ fn merged_files_are_not_writable_by_others() {
         }
     }
     assert!(checked > 20, "{checked}");
+}
+
+/// A repository made under umask 002 (Ubuntu's default for users: group-writable
+/// directories and files) stays so: what the merge writes keeps group write where git
+/// gave it and its host directory has it, never others' write.
+#[test]
+fn a_group_writable_repository_stays_writable_by_its_group() {
+    use std::os::unix::fs::PermissionsExt;
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let ws = repo.ws.clone();
+    let out = std::process::Command::new("chmod")
+        .args(["-R", "g+w,o-w"])
+        .arg(repo.git_dir())
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let sb = full(&ws);
+    let (_, drops) = run(
+        &sb,
+        "set -e\numask 002\necho x > f && g add f && g commit -qm c && g branch feature\n\
+         chmod o+w .git/logs/HEAD .git/refs/heads/feature\n",
+    );
+    assert!(drops.is_empty(), "{drops:#?}");
+    let git_dir = ws.join(".git");
+    for f in [
+        "logs/HEAD",
+        "logs/refs/heads/main",
+        "refs/heads/feature",
+        "refs/heads/main",
+    ] {
+        let mode = std::fs::metadata(git_dir.join(f))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o022, 0o020, "{f}: {mode:o}");
+    }
 }
 
 /// The CLI's lines name paths the program chose: their control characters are escaped
@@ -1159,6 +1203,45 @@ open(\".git/index\",\"wb\").write(d+hashlib.sha1(d).digest())' \"$name\" '{targe
         );
         assert!(!repo.host.join("pwned").exists(), "{target}");
     }
+}
+
+/// A host index that stockade's reader does not follow (here one with an entry offset
+/// table, as `index.threads` writes it) hides which submodule checkouts git on the host
+/// would enter: the spawn says so instead of guarding none in silence.
+#[test]
+fn a_host_index_that_cannot_be_read_is_reported() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    git(
+        &repo.ws,
+        &[
+            "-c",
+            "index.threads=2",
+            "update-index",
+            "--force-write-index",
+        ],
+    );
+    let sb = full(&repo.ws);
+    let mut child = sb.command("true").spawn().unwrap();
+    let index = repo.git_dir().join("index");
+    assert!(
+        child
+            .git_unguarded()
+            .iter()
+            .any(|u| u.path == index && u.reason == GitUnguardedReason::UnreadableIndex),
+        "{:#?}",
+        child.git_unguarded()
+    );
+    assert!(child.wait().unwrap().success());
+    // An index git writes by default is read, and nothing is reported.
+    git(&repo.ws, &["update-index", "--force-write-index"]);
+    let mut child = sb.command("true").spawn().unwrap();
+    assert!(
+        child.git_unguarded().is_empty(),
+        "{:#?}",
+        child.git_unguarded()
+    );
+    assert!(child.wait().unwrap().success());
 }
 
 /// Removing a submodule from the index (`git rm`) is no new one: the index merges.

@@ -184,6 +184,11 @@ pub enum GitUnguardedReason {
     /// it, with a `.git` of its own, and git on the host then runs git there. `ENOSPC`:
     /// one past the number of checkouts guarded per repository (256).
     Submodule(i32),
+    /// The host's index (`path`) cannot be read (a format stockade's reader does not
+    /// follow, such as a sparse index or one with an entry offset table, or a path git
+    /// refuses): which submodule checkouts git on the host would enter is unknown, so none
+    /// is guarded.
+    UnreadableIndex,
 }
 
 impl fmt::Display for GitUnguarded {
@@ -206,6 +211,10 @@ impl fmt::Display for GitUnguarded {
             GitUnguardedReason::Submodule(libc::ENOSPC) => write!(
                 f,
                 "submodule checkout {path}: not guarded (more submodules than stockade guards per repository); the program may change it, and git on the host would use it"
+            ),
+            GitUnguardedReason::UnreadableIndex => write!(
+                f,
+                "{path} cannot be read: the submodule checkouts it may list are not guarded; the program may change them, and git on the host would use them"
             ),
             GitUnguardedReason::Submodule(errno) => write!(
                 f,

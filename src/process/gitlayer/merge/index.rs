@@ -19,9 +19,12 @@
 //! The input is the program's: every read is bounds-checked, and anything this parser
 //! does not take as git would (truncated, unknown version, a malformed path or bitmap) is
 //! an error, which the merge takes as "do not merge the index". The trailing checksum is
-//! not verified: git on the host verifies it before it uses the index.
+//! not verified, and git does not verify it either outside `git fsck`: every entry
+//! counts as git would read it.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use path::checkout_safe;
 
 /// Why an index could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +41,7 @@ struct Entry {
     path: Vec<u8>,
     stage: u8,
     gitlink: bool,
+    mode: u32,
 }
 
 /// The `link` extension of a split index.
@@ -115,50 +119,10 @@ impl<'a> Cursor<'a> {
 }
 
 const GITLINK: u32 = 0o160000;
-const SYMLINK: u32 = 0o120000;
 
 /// An entry path that git itself refuses (see [`checkout_safe`]).
 pub(super) const UNSAFE_PATH: Malformed = Malformed("a path git refuses to check out");
 
-/// Whether git would take `path` (of an entry of `mode`) into an index: its
-/// `verify_path`, with the NTFS protections git enables everywhere. An index is the
-/// program's to write; `git restore .` on the host writes every entry's blob at its path,
-/// so an entry `../x` writes outside the workspace and `.git/hooks/x` or `.GIT/config`
-/// into the host's git dir (its next `git status` runs what that says).
-///
-/// Refused: an absolute path, an empty component (`a//b`, a trailing `/`), `.` and `..`,
-/// `.git` in any case (with the trailing dots and spaces, `:` streams and the `git~1`
-/// short name NTFS folds onto it), and a symlink named `.gitmodules`.
-fn checkout_safe(path: &[u8], mode: u32) -> bool {
-    /// `name` without trailing dots and spaces and without an NTFS stream (`:…`),
-    /// lowercased.
-    fn folded(name: &[u8]) -> Vec<u8> {
-        let name = name.split(|b| *b == b':').next().unwrap_or_default();
-        let end = name
-            .iter()
-            .rposition(|b| *b != b'.' && *b != b' ')
-            .map_or(0, |i| i + 1);
-        name.get(..end).unwrap_or_default().to_ascii_lowercase()
-    }
-    if path.first() == Some(&b'/') {
-        return false;
-    }
-    let mut parts = path.split(|b| *b == b'/').peekable();
-    while let Some(part) = parts.next() {
-        if part.is_empty() || part == b"." || part == b".." {
-            return false;
-        }
-        let name = folded(part);
-        if name == b".git" || name == b"git~1" {
-            return false;
-        }
-        let last = parts.peek().is_none();
-        if last && mode & 0o170000 == SYMLINK && name == b".gitmodules" {
-            return false;
-        }
-    }
-    true
-}
 /// The name length field of an entry's flags: this value means "longer, count to NUL".
 const NAMEMASK: usize = 0x0fff;
 const EXTENDED: u16 = 0x4000;
@@ -297,6 +261,7 @@ fn entry(c: &mut Cursor<'_>, hash: usize, v4: bool, previous: &[u8]) -> R<Entry>
         path,
         stage,
         gitlink: mode & 0o170000 == GITLINK,
+        mode,
     })
 }
 
@@ -433,6 +398,11 @@ fn split(base: Vec<Entry>, own: Vec<Entry>, delete: &[usize], replace: &[usize])
                 if deleted.contains(&i) {
                     return Err(Malformed("an entry both replaced and deleted"));
                 }
+                // The replacement keeps the base's path with a mode of its own: a
+                // `.gitmodules` made a symlink this way is refused as if written so.
+                if !checkout_safe(&e.path, r.mode) {
+                    return Err(UNSAFE_PATH);
+                }
                 let v = (r.stage, r.gitlink);
                 replaced.next();
                 v
@@ -462,6 +432,8 @@ fn split(base: Vec<Entry>, own: Vec<Entry>, delete: &[usize], replace: &[usize])
         .map(|(p, _)| p)
         .collect())
 }
+
+mod path;
 
 #[cfg(test)]
 mod tests;

@@ -50,15 +50,20 @@ pub(super) fn check(upper: &OwnedFd, host: &OwnedFd) -> Result<(), GitDropReason
     }
 }
 
-/// The gitlink paths of the index of the host's git dir `git` (none when it has no index
-/// or it cannot be read).
-pub(in crate::process) fn host_gitlinks(git: &std::path::Path) -> Gitlinks {
+/// The gitlink paths of the index of the host's git dir `git` (none when there is no such
+/// directory or it has no index).
+///
+/// # Errors
+///
+/// Why an index that is there cannot be read (a format this reader does not follow, a
+/// path git refuses): which submodules git on the host would enter is then unknown.
+pub(in crate::process) fn host_gitlinks(git: &std::path::Path) -> Result<Gitlinks, &'static str> {
     let Ok(host) = super::read::open_beneath_root(git) else {
-        return Gitlinks::new();
+        return Ok(Gitlinks::new());
     };
     hash_size(&host)
         .and_then(|hash| read_view(None, &host, hash))
-        .unwrap_or_default()
+        .map_err(|m| m.0)
 }
 
 /// The gitlinks of the index seen through `upper` (when given) over `host`. No index:
