@@ -489,12 +489,17 @@ fn shown(child: &stockade::Child, scrub: bool, text: &str) -> String {
     escape_controls(&text)
 }
 
-/// `text` with each control character (C0, DEL, C1) written as Rust writes it in a
-/// string literal.
+/// `text` with each control character (C0, DEL, C1), line or paragraph separator and
+/// bidirectional mark or override (which reorder how a line reads) written as Rust writes
+/// it in a string literal.
 fn escape_controls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        if c.is_control() {
+        let bidi = matches!(
+            c,
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        );
+        if c.is_control() || bidi || c == '\u{2028}' || c == '\u{2029}' {
             out.extend(c.escape_default());
         } else {
             out.push(c);

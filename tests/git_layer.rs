@@ -791,7 +791,7 @@ fn the_cli_escapes_and_scrubs_the_paths_it_reports() {
             "--",
             "sh",
             "-c",
-            "touch \".git/x$(printf '\\nstockade: all clear\\033]0;t\\007')\" \".git/k$TOKEN\"",
+            "touch \".git/x$(printf '\\nstockade: all clear\\033]0;t\\007\\342\\200\\256')\" \".git/k$TOKEN\"",
         ])
         .env("TOKEN", "supersecretvalue123")
         .current_dir(&repo.ws)
@@ -811,8 +811,9 @@ fn the_cli_escapes_and_scrubs_the_paths_it_reports() {
         !stderr.contains('\x1b') && !stderr.contains('\x07'),
         "{stderr:?}"
     );
+    assert!(!stderr.contains('\u{202e}'), "{stderr:?}");
     assert!(
-        stderr.contains("x\\nstockade: all clear\\u{1b}]0;t\\u{7}"),
+        stderr.contains("x\\nstockade: all clear\\u{1b}]0;t\\u{7}\\u{202e}"),
         "{stderr}"
     );
     assert!(!stderr.contains("supersecretvalue123"), "{stderr}");

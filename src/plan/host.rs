@@ -39,12 +39,17 @@ fn parse_unix(text: &str) -> Vec<PathBuf> {
 /// Whether this process's user namespace maps uid 0 to its parent's uid 0 (the initial
 /// namespace maps every uid to itself). Unreadable: assumed so, the stricter answer.
 pub(super) fn uid_zero_maps_to_zero() -> bool {
-    let Ok(map) = std::fs::read_to_string("/proc/self/uid_map") else {
-        return true;
-    };
+    std::fs::read_to_string("/proc/self/uid_map").map_or(true, |map| maps_zero_to_zero(&map))
+}
+
+/// Whether a `uid_map` (`inside outside count` per line) maps 0 to 0.
+fn maps_zero_to_zero(map: &str) -> bool {
     map.lines().any(|l| {
-        let mut f = l.split_whitespace();
-        f.next() == Some("0") && f.next() == Some("0")
+        let f: Vec<u64> = l
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        matches!(f[..], [inside, outside, count] if inside == 0 && outside == 0 && count > 0)
     })
 }
 
@@ -170,6 +175,22 @@ fn scan(dir: &Path) -> (Vec<PathBuf>, Vec<PrivateEntry>) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn uid_maps_that_make_root_the_hosts() {
+        // The initial namespace; `unshare -Ur` run by root; a range starting at 0.
+        for map in [
+            "         0          0 4294967295\n",
+            "0 0 1\n",
+            "5 5 1\n0 0 3\n",
+        ] {
+            assert!(maps_zero_to_zero(map), "{map:?}");
+        }
+        // `unshare -Ur` run by uid 1000; a map that starts elsewhere; none; garbage.
+        for map in ["0 1000 1\n", "1 0 1\n", "", "0 0 0\n", "x y z\n"] {
+            assert!(!maps_zero_to_zero(map), "{map:?}");
+        }
+    }
 
     #[test]
     fn parses_pathname_sockets_and_skips_abstract_ones() {

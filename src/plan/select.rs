@@ -200,7 +200,8 @@ const ROOT_FLOOR: &str = "a root host does not degrade to layer `landlock` unles
 /// and the policy degrades, the strongest weaker one that is available and not below
 /// `min_layer`. Degrading is logged as a warning; it is never silent.
 ///
-/// `root`: whether the caller's effective uid is 0 (see [`default_floor`]).
+/// `root`: whether the caller is root over the host's root-owned files
+/// ([`super::Ids::host_root`]; see [`default_floor`]).
 pub fn choose_layer(
     policy: &Policy,
     caps: &Capabilities,

@@ -61,6 +61,10 @@ fn wrong_type_names_key_line_and_column() {
         let (_, _, _, message) = located(text);
         assert!(message.ends_with(choices), "{text}: {message}");
     }
+    // Another error at such a key gets no list.
+    let (key, _, _, message) = located("network = \"none\"\nnetwork = \"full\"\n");
+    assert_eq!(key, "network");
+    assert!(!message.contains("expected one of"), "{message}");
     // An unknown word already lists the choices, once.
     let (_, _, _, message) = located("network = \"nonee\"");
     assert_eq!(message.matches("`none`").count(), 1, "{message}");

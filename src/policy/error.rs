@@ -76,7 +76,7 @@ impl PolicyError {
         let mut message = e.message().trim_end().to_string();
         // A value of the wrong type for a choice (`network = 5`): toml says only what
         // type it wanted; name the choices as its message for an unknown word does.
-        if !message.contains("expected") {
+        if message.starts_with("wanted") || message.starts_with("invalid type") {
             if let Some(choices) = key.as_deref().and_then(choices_of) {
                 message.push_str(&format!(", expected one of {choices}"));
             }
