@@ -77,11 +77,7 @@ fn run_check() {
         .env("STOCKADE_MAIN_THREAD_HOST", &markers)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("both running"), "{text}");
     // The host has exited: every sandbox it spawned, from either thread, ends with it.
@@ -114,11 +110,7 @@ fn rerun_as_nobody() {
         .current_dir("/tmp")
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::output_text(&out);
     assert!(out.status.success(), "as uid 65534: {text}");
     assert!(text.contains("test result: ok"), "as uid 65534: {text}");
 }

@@ -988,11 +988,7 @@ fn run_inner(unshare_flags: &str, setup: &str, inner: &str, marker: (&str, &str)
         .env(marker.0, marker.1)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::output_text(&out);
     assert!(out.status.success(), "{}: {text}", marker.1);
     assert!(text.contains("1 passed"), "{}: {text}", marker.1);
 }
