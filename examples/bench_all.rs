@@ -224,6 +224,31 @@ mod linux {
         )
     }
 
+    /// As [`stockade_row`], from a thread other than the main one (a tokio worker, say):
+    /// the spawn is handed to the library's spawner thread, which the main thread skips.
+    /// The time includes the bench's own hand-over to that thread and back, which the row
+    /// made with `None` measures alone.
+    fn stockade_worker_row(name: &str, sb: Option<Sandbox>) -> (String, Run) {
+        let (go, jobs) = std::sync::mpsc::channel::<()>();
+        let (done, results) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            for () in jobs {
+                if let Some(sb) = &sb {
+                    let s = sb.command("/bin/true").status().expect("spawn");
+                    assert!(s.success(), "{s}");
+                }
+                done.send(()).expect("report");
+            }
+        });
+        (
+            name.into(),
+            Box::new(move || {
+                go.send(()).expect("hand over");
+                results.recv().expect("the worker ended");
+            }),
+        )
+    }
+
     fn std_row(name: &str, program: &'static str, args: Vec<String>) -> (String, Run) {
         (
             name.into(),
@@ -284,6 +309,11 @@ mod linux {
                 sandbox(ws, |p| p.layer = Some(Layer::Landlock)),
             ),
             stockade_row("stockade full", sandbox(ws, |_| {})),
+            stockade_worker_row(
+                "stockade full, from a worker thread",
+                Some(sandbox(ws, |_| {})),
+            ),
+            stockade_worker_row("(hand-over to a worker thread and back alone)", None),
             stockade_row(
                 "stockade full + net none",
                 sandbox(ws, |p| p.network = Network::None),
@@ -810,10 +840,7 @@ int main(int argc, char **argv) {
 
         let policy = Policy::with_workspace(ws);
         // Layer 2's walls, as a sandbox's plan has them (the same plan function).
-        let ids = stockade::plan::Ids {
-            uid: nix::unistd::geteuid().as_raw(),
-            gid: nix::unistd::getegid().as_raw(),
-        };
+        let ids = stockade::plan::Ids::of_caller();
         let plan = stockade::plan::Plan::landlock(&policy, &stockade::plan::RealFs, ids)
             .expect("plan layer 2");
         let options = plan.walls.seccomp.expect("layer 2 has seccomp");

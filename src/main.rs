@@ -16,7 +16,7 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -52,14 +52,18 @@ enum Cmd {
     Run {
         #[command(flatten)]
         policy: PolicyArgs,
-        /// Working directory inside (default: the workspace).
+        /// Working directory inside: the workspace or a directory beneath it (default:
+        /// the workspace).
         #[arg(long)]
         cwd: Option<PathBuf>,
         /// Set a variable for the program (refused for LD_PRELOAD and the like).
         #[arg(long = "env", value_name = "NAME=VALUE")]
         env: Vec<String>,
-        /// Set a variable that holds a secret: with --scrub its value is redacted.
-        #[arg(long = "secret-env", value_name = "NAME=VALUE")]
+        /// Set a variable that holds a secret: with --scrub its value is redacted. NAME
+        /// alone takes the value from stockade's own environment, which other users
+        /// cannot read; NAME=VALUE puts it on stockade's command line, which every
+        /// process on the host can read in /proc/PID/cmdline while the run lasts.
+        #[arg(long = "secret-env", value_name = "NAME[=VALUE]")]
         secret_env: Vec<String>,
         /// Redact known secrets (--secret-env values and passed-through variables) from
         /// the program's output, and report leaked secret patterns on stderr.
@@ -158,6 +162,11 @@ struct PolicyArgs {
     /// When the wanted layer is missing: degrade (warn, the default) or refuse.
     #[arg(long, value_enum)]
     fallback: Option<FallbackArg>,
+    /// Degrade no further than this layer. Default: landlock; for root, full (root
+    /// without namespaces can change the mode of every root-owned file it names, so a root
+    /// caller says --min-layer landlock to accept that).
+    #[arg(long, value_enum)]
+    min_layer: Option<LayerArg>,
     /// Let the program ptrace its own sandboxed processes (strace, gdb).
     #[arg(long)]
     allow_ptrace: bool,
@@ -197,7 +206,7 @@ impl PolicyArgs {
             None => Policy::default(),
         };
         let abs = |p: &PathBuf| -> Result<PathBuf, String> {
-            std::path::absolute(p).map_err(|e| format!("{}: {}", p.display(), Report(&e)))
+            absolute(p).map_err(|e| format!("{}: {}", p.display(), Report(&e)))
         };
         match &self.workspace {
             Some(w) => p.workspace = Some(abs(w)?),
@@ -231,12 +240,16 @@ impl PolicyArgs {
             .extend(self.passthrough_env.iter().cloned());
         p.keep_session |= self.keep_session;
         p.allow_ptrace |= self.allow_ptrace;
+        let layer = |l: LayerArg| match l {
+            LayerArg::Full => stockade::Layer::Full,
+            LayerArg::Landlock => stockade::Layer::Landlock,
+            LayerArg::Passthrough => stockade::Layer::Passthrough,
+        };
         if let Some(l) = self.layer {
-            p.layer = Some(match l {
-                LayerArg::Full => stockade::Layer::Full,
-                LayerArg::Landlock => stockade::Layer::Landlock,
-                LayerArg::Passthrough => stockade::Layer::Passthrough,
-            });
+            p.layer = Some(layer(l));
+        }
+        if let Some(l) = self.min_layer {
+            p.min_layer = Some(layer(l));
         }
         if let Some(f) = self.fallback {
             p.fallback = match f {
@@ -348,6 +361,29 @@ mod caller {
     }
 }
 
+/// `p` made absolute against the current directory, whose path the kernel gives without
+/// symlinks: so the `..` components that lead a relative path (`../shared`) are taken
+/// off it as the kernel would take them. A `..` anywhere else stays, for the policy to
+/// refuse (after a symlink it would not mean the parent of what the path names).
+fn absolute(p: &Path) -> std::io::Result<PathBuf> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    let mut base = std::env::current_dir()?;
+    let mut rest = p.components().peekable();
+    while let Some(c) = rest.peek() {
+        match c {
+            std::path::Component::ParentDir => {
+                base.pop();
+            }
+            std::path::Component::CurDir => {}
+            _ => break,
+        }
+        rest.next();
+    }
+    Ok(rest.fold(base, |b, c| b.join(c)))
+}
+
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("stockade: {msg}");
     ExitCode::from(code)
@@ -407,7 +443,10 @@ fn run(
     };
     // A `.git` link whose repository metadata runs without the `.git` layer.
     for u in child.git_unguarded() {
-        eprintln!("stockade: warning: {u}");
+        eprintln!(
+            "stockade: warning: {}",
+            shown(&child, scrub, &u.to_string())
+        );
     }
     let running = match relay.start(cmd, &mut child) {
         Ok(r) => r,
@@ -425,12 +464,48 @@ fn run(
     }
     // Changes under `.git` that stayed in the copy-on-write layer (hooks, config, …).
     for d in child.git_dropped() {
-        eprintln!("stockade: .git change dropped: {d}");
+        eprintln!(
+            "stockade: .git change dropped: {}",
+            shown(&child, scrub, &d.to_string())
+        );
     }
     match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),
     }
+}
+
+/// A line of stockade's own that names paths the program chose (a `.git` change, what a
+/// planted `gitdir:` names): with `--scrub` its secrets redacted as in the program's
+/// output, and always every control character escaped (`\n`, `\x1b`, …), so that the
+/// program can neither forge further `stockade:` lines nor send escape sequences to the
+/// caller's terminal or log through them.
+fn shown(child: &stockade::Child, scrub: bool, text: &str) -> String {
+    let text = if scrub {
+        child.redactor().redact_str(text)
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    };
+    escape_controls(&text)
+}
+
+/// `text` with each control character (C0, DEL, C1), line or paragraph separator and
+/// bidirectional mark or override (which reorder how a line reads) written as Rust writes
+/// it in a string literal.
+fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(
+            c,
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        );
+        if c.is_control() || bidi || c == '\u{2028}' || c == '\u{2029}' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The values of the passed-through variables, for `--scrub`: they are typically tokens
@@ -447,7 +522,8 @@ fn passthrough_values(sandbox: &Sandbox) -> Vec<Vec<u8>> {
 
 /// The command for `prog` with `rest` as its arguments, the working directory and the
 /// variables of `--env` and `--secret-env`; exit code 2 (a usage error, like clap's) for a
-/// variable without `=`.
+/// variable without `=` or without a name, or a `--secret-env NAME` that stockade's own
+/// environment does not set.
 fn command(
     sandbox: &Sandbox,
     prog: &OsString,
@@ -462,15 +538,26 @@ fn command(
         cmd.current_dir(c);
     }
     for kv in env {
-        let Some((k, v)) = kv.split_once('=') else {
-            return Err(fail(2, format!("--env {kv:?}: expected NAME=VALUE")));
+        match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => cmd.env(k, v),
+            _ => return Err(fail(2, format!("--env {kv:?}: expected NAME=VALUE"))),
         };
-        cmd.env(k, v);
     }
     for kv in secret_env {
-        let Some((k, v)) = kv.split_once('=') else {
-            // The value is not echoed: it may be the secret itself.
-            return Err(fail(2, "--secret-env: expected NAME=VALUE"));
+        // Neither the value nor a name that may be a mistyped value is echoed.
+        let (k, v) = match kv.split_once('=') {
+            Some((k, v)) if !k.is_empty() => (k.to_string(), v.into()),
+            Some(_) => return Err(fail(2, "--secret-env: expected NAME=VALUE, or NAME")),
+            None => match std::env::var_os(kv) {
+                Some(v) if !kv.is_empty() => (kv.clone(), v),
+                _ => {
+                    return Err(fail(
+                        2,
+                        "--secret-env NAME: expected NAME=VALUE, or a NAME that stockade's \
+                         environment sets",
+                    ));
+                }
+            },
         };
         cmd.secret_env(k, v);
     }

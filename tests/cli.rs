@@ -163,7 +163,12 @@ fn env_and_config_flags() {
     assert_eq!(out.status.code(), Some(127), "{out:?}");
     // A variable without `=` is a usage error, like any other malformed argument; a
     // --secret-env value is not echoed.
-    for (flag, value) in [("--env", "NOEQ"), ("--secret-env", "tok-123")] {
+    for (flag, value) in [
+        ("--env", "NOEQ"),
+        ("--env", "=x"),
+        ("--secret-env", "tok-123"),
+        ("--secret-env", "=tok-123"),
+    ] {
         let out = stockade()
             .arg("run")
             .arg("--workspace")
@@ -247,22 +252,30 @@ fn scan_and_scrub() {
             "STOCKADE_TEST_TOKEN",
             "--secret-env",
             "K=another-secret-value",
+            // From stockade's own environment: off its command line.
+            "--secret-env",
+            "STOCKADE_TEST_FROM_ENV",
             "--scrub",
             "--",
         ])
         .args([
             "sh",
             "-c",
-            "echo $STOCKADE_TEST_TOKEN $K; echo $STOCKADE_TEST_TOKEN >&2; echo $0",
+            "echo $STOCKADE_TEST_TOKEN $K $STOCKADE_TEST_FROM_ENV; echo $STOCKADE_TEST_TOKEN >&2; echo $0",
             "ghp_${TAIL}",
         ])
         .env("STOCKADE_TEST_TOKEN", "host-secret-value-1")
+        .env("STOCKADE_TEST_FROM_ENV", "third-secret-value")
         .output()
         .unwrap();
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stdout.starts_with("[REDACTED] [REDACTED]\n"), "{stdout}");
+    assert!(
+        stdout.starts_with("[REDACTED] [REDACTED] [REDACTED]\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("third-secret"), "{stdout}");
     assert!(
         !stdout.contains("host-secret") && !stderr.contains("host-secret"),
         "{stdout}{stderr}"
@@ -486,6 +499,38 @@ fn detect_columns_line_up() {
     for (start, line) in &starts {
         assert_eq!(*start, first, "misaligned: {line:?}\n{text}");
     }
+}
+
+/// A relative path flag is taken from the current directory as the shell would take it:
+/// `..` that leads it walks up (`--writable ../shared` from a sibling works); a `..`
+/// further in is refused, as in a config.
+#[test]
+fn relative_path_flags_start_from_the_current_directory() {
+    let top = outside_tmp();
+    let (ws, shared) = (top.path().join("ws"), top.path().join("shared"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&shared).unwrap();
+    let run = |flags: &[&str]| {
+        stockade()
+            .current_dir(&ws)
+            .arg("run")
+            .args(flags)
+            .args(["--", "sh", "-c", "touch ../shared/made && echo ok"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--writable", "../shared"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(shared.join("made").exists());
+    std::fs::remove_file(shared.join("made")).unwrap();
+    let out = run(&["--writable", "./../shared/../shared"]);
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("without `..`"),
+        "{out:?}"
+    );
+    assert!(!shared.join("made").exists());
 }
 
 #[test]

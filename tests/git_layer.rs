@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{Feature, sh_ok, var_tempdir};
-use stockade::{Child, GitDrop, GitDropReason, Layer, Policy, Sandbox, Stdio};
+use stockade::{Child, GitDrop, GitDropReason, GitUnguardedReason, Layer, Policy, Sandbox, Stdio};
 
 /// Runs host git in `dir` (identity set on the command line), returns the output.
 fn git_out(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -691,6 +691,135 @@ fn the_cli_reports_dropped_git_changes() {
     assert!(!hook.exists());
 }
 
+/// What the merge writes on the host is never writable by other users, whatever mode the
+/// program gave it: no world- or group-writable refs, objects or directories appear in
+/// the host's `.git`.
+#[test]
+fn merged_files_are_not_writable_by_others() {
+    use std::os::unix::fs::PermissionsExt;
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    // Whatever the caller's umask made of `git init`: nothing group- or world-writable.
+    let out = std::process::Command::new("chmod")
+        .args(["-R", "go-w"])
+        .arg(repo.git_dir())
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let sb = full(&repo.ws);
+    let (_, drops) = run(
+        &sb,
+        "set -e\necho x > f && g add f && g commit -qm c && g branch team/evil\n\
+         chmod 777 .git/refs/heads/team\n\
+         chmod 666 .git/refs/heads/team/evil .git/refs/heads/main\n\
+         for o in $(g rev-parse HEAD HEAD^{tree} HEAD:f); do\n\
+           chmod 666 .git/objects/$(echo $o | cut -c1-2)/$(echo $o | cut -c3-)\n\
+         done\n\
+         find .git/objects -type d -exec chmod 777 {} +\n",
+    );
+    assert!(drops.is_empty(), "{drops:#?}");
+    assert_eq!(
+        git(&repo.ws, &["log", "-1", "--format=%s", "team/evil"]),
+        "c\n"
+    );
+    let mut checked = 0;
+    let mut stack = vec![repo.git_dir()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let meta = e.metadata().unwrap();
+            let mode = meta.permissions().mode();
+            assert_eq!(mode & 0o022, 0, "{}: {mode:o}", e.path().display());
+            checked += 1;
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    assert!(checked > 20, "{checked}");
+}
+
+/// A repository made under umask 002 (Ubuntu's default for users: group-writable
+/// directories and files) stays so: what the merge writes keeps group write where git
+/// gave it and its host directory has it, never others' write.
+#[test]
+fn a_group_writable_repository_stays_writable_by_its_group() {
+    use std::os::unix::fs::PermissionsExt;
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let ws = repo.ws.clone();
+    let out = std::process::Command::new("chmod")
+        .args(["-R", "g+w,o-w"])
+        .arg(repo.git_dir())
+        .status()
+        .unwrap();
+    assert!(out.success());
+    let sb = full(&ws);
+    let (_, drops) = run(
+        &sb,
+        "set -e\numask 002\necho x > f && g add f && g commit -qm c && g branch feature\n\
+         chmod o+w .git/logs/HEAD .git/refs/heads/feature\n",
+    );
+    assert!(drops.is_empty(), "{drops:#?}");
+    let git_dir = ws.join(".git");
+    for f in [
+        "logs/HEAD",
+        "logs/refs/heads/main",
+        "refs/heads/feature",
+        "refs/heads/main",
+    ] {
+        let mode = std::fs::metadata(git_dir.join(f))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o022, 0o020, "{f}: {mode:o}");
+    }
+}
+
+/// The CLI's lines name paths the program chose: their control characters are escaped
+/// (no forged `stockade:` line, no escape sequence reaches the caller's terminal), and
+/// with `--scrub` a secret in them is redacted like the program's own output.
+#[test]
+fn the_cli_escapes_and_scrubs_the_paths_it_reports() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let out = std::process::Command::new(common::stockade_exe())
+        .args(["run", "--layer", "full", "--fallback", "refuse", "--scrub"])
+        .args(["--secret-env", "TOKEN", "--workspace"])
+        .arg(&repo.ws)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "touch \".git/x$(printf '\\nstockade: all clear\\033]0;t\\007\\342\\200\\256')\" \".git/k$TOKEN\"",
+        ])
+        .env("TOKEN", "supersecretvalue123")
+        .current_dir(&repo.ws)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("stockade: .git change dropped: ")),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains('\x1b') && !stderr.contains('\x07'),
+        "{stderr:?}"
+    );
+    assert!(!stderr.contains('\u{202e}'), "{stderr:?}");
+    assert!(
+        stderr.contains("x\\nstockade: all clear\\u{1b}]0;t\\u{7}\\u{202e}"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("supersecretvalue123"), "{stderr}");
+    assert!(stderr.contains("[REDACTED]"), "{stderr}");
+}
+
 #[test]
 fn a_layer_is_bounded_like_tmp() {
     require!(Feature::UserNs);
@@ -1022,6 +1151,98 @@ fn an_index_that_gains_a_submodule_is_not_merged() {
         git(&repo.ws, &["status", "--porcelain"]);
         repo.assert_no_marker(&format!("{variant}: git status after the next commit"));
     }
+}
+
+/// `git restore .` on the host writes each index entry's blob at the entry's path. An
+/// index whose entry names `../…` or `.git/…` (which git itself never writes, but the
+/// program may, with a valid checksum) would have the host write outside the workspace or
+/// into its own git dir, and so run a hook or read a config the program chose. Such an
+/// index stays out of the merge.
+#[test]
+fn an_index_naming_a_path_git_refuses_is_not_merged() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let outside = format!(
+        "../{}/pwned",
+        repo.host.file_name().unwrap().to_string_lossy()
+    );
+    for target in [outside.as_str(), ".git/hooks/post-checkout", ".GIT/config"] {
+        let sb = full(&repo.ws);
+        // An entry added under a name of the target's length, renamed in place, and the
+        // index's SHA-1 trailer recomputed: an index git on the host would read.
+        let (_, drops) = run(
+            &sb,
+            &format!(
+                "set -e\nname=$(printf '%0{n}d' 0)\n\
+                 printf '#!/bin/sh\\ntouch {marker}\\n' > \"$name\" && chmod +x \"$name\"\n\
+                 g add \"$name\"\n\
+                 python3 -c 'import hashlib,sys\n\
+d=open(\".git/index\",\"rb\").read()[:-20]\n\
+d=d.replace(sys.argv[1].encode(),sys.argv[2].encode(),1)\n\
+open(\".git/index\",\"wb\").write(d+hashlib.sha1(d).digest())' \"$name\" '{target}'\n\
+                 g ls-files\n",
+                n = target.len(),
+                marker = repo.marker().display(),
+            ),
+        );
+        let index = repo.git_dir().join("index");
+        assert!(
+            has_drop(&drops, &index, GitDropReason::UnsafeIndexPath),
+            "{target}: {drops:#?}"
+        );
+        let files = git(&repo.ws, &["ls-files"]);
+        assert_eq!(files, "README\n", "{target}");
+        git(&repo.ws, &["restore", "."]);
+        git(
+            &repo.ws,
+            &["checkout", "-q", "-b", &format!("b{}", target.len())],
+        );
+        repo.assert_no_marker(&format!("{target}: git restore and checkout on the host"));
+        assert!(
+            !repo.git_dir().join("hooks/post-checkout").exists(),
+            "{target}"
+        );
+        assert!(!repo.host.join("pwned").exists(), "{target}");
+    }
+}
+
+/// A host index that stockade's reader does not follow (here one with an entry offset
+/// table, as `index.threads` writes it) hides which submodule checkouts git on the host
+/// would enter: the spawn says so instead of guarding none in silence.
+#[test]
+fn a_host_index_that_cannot_be_read_is_reported() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    git(
+        &repo.ws,
+        &[
+            "-c",
+            "index.threads=2",
+            "update-index",
+            "--force-write-index",
+        ],
+    );
+    let sb = full(&repo.ws);
+    let mut child = sb.command("true").spawn().unwrap();
+    let index = repo.git_dir().join("index");
+    assert!(
+        child
+            .git_unguarded()
+            .iter()
+            .any(|u| u.path == index && u.reason == GitUnguardedReason::UnreadableIndex),
+        "{:#?}",
+        child.git_unguarded()
+    );
+    assert!(child.wait().unwrap().success());
+    // An index git writes by default is read, and nothing is reported.
+    git(&repo.ws, &["update-index", "--force-write-index"]);
+    let mut child = sb.command("true").spawn().unwrap();
+    assert!(
+        child.git_unguarded().is_empty(),
+        "{:#?}",
+        child.git_unguarded()
+    );
+    assert!(child.wait().unwrap().success());
 }
 
 /// Removing a submodule from the index (`git rm`) is no new one: the index merges.

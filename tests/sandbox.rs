@@ -99,6 +99,17 @@ fn tmp_is_private_and_size_limited() {
     );
     assert_eq!(r.trim(), "ENOSPC");
     sh_ok(&sb, "echo ok > /tmp/small && cat /tmp/small");
+    // POSIX shared memory (files in /dev/shm) is bounded the same way, and private.
+    let r = py_ok(
+        &sb,
+        &try_errno("open('/dev/shm/big', 'wb').write(b'x' * (2 << 20))"),
+    );
+    assert_eq!(r.trim(), "ENOSPC");
+    let out = sh_ok(
+        &sb,
+        "echo ok > /dev/shm/small && cat /dev/shm/small && stat -c %a /dev/shm",
+    );
+    assert_eq!(out, "ok\n1777\n");
 }
 
 #[test]

@@ -69,11 +69,7 @@ fn library_with_an_empty_caller_environment() {
         ])
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::output_text(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 passed"), "{text}");
 }

@@ -609,7 +609,7 @@ fn layer_two_on_a_host_that_denies_user_namespaces() {
     // A user namespace whose own limit for nested user namespaces is 0: inside it,
     // creating one fails with ENOSPC, as on hosts that restrict them. Each scenario is a
     // fresh process, so that its first spawn is the one that finds out.
-    for scenario in ["degrade", "refuse", "cli"] {
+    for scenario in ["degrade", "refuse", "cli", "root"] {
         run_inner(
             "-Ur",
             "echo 0 > /proc/sys/user/max_user_namespaces",
@@ -636,11 +636,46 @@ fn layer_two_inner() {
     p.network = Network::None;
     match scenario.as_str() {
         "degrade" => {
+            if host_root() {
+                p.min_layer = Some(Layer::Landlock);
+            }
             layer_two_degrades_at_the_first_spawn(p, ws.path(), outside.path(), data.path())
         }
+        "root" => root_refuses_layer_two_unless_told(&p),
         "refuse" => layer_two_refused(p),
         "cli" => layer_two_from_the_cli(ws.path()),
         other => panic!("unknown scenario {other}"),
+    }
+}
+
+/// Whether this process is root over the host's root-owned files: `unshare -Ur` run by
+/// root maps 0 to 0, run by anyone else maps 0 to them.
+fn host_root() -> bool {
+    nix::unistd::geteuid().is_root()
+        && std::fs::read_to_string("/proc/self/uid_map")
+            .unwrap()
+            .split_whitespace()
+            .take(2)
+            .eq(["0", "0"])
+}
+
+/// A root host without namespaces would run the program as root on layer 2, where it can
+/// chmod every root-owned file it names: without a `min_layer` of the policy's own, the
+/// spawn refuses, saying so and how to accept it, and changes nothing.
+fn root_refuses_layer_two_unless_told(p: &Policy) {
+    if !host_root() {
+        // `unshare -Ur` by anyone else: its root owns nothing of the host's, and the
+        // default floor is layer 2 (the "degrade" scenario).
+        return;
+    }
+    let sb = Sandbox::new(p.clone()).unwrap();
+    match sb.command("true").status() {
+        Err(Error::Plan(e @ PlanError::LayerUnavailable { .. })) => {
+            let e = e.to_string();
+            assert!(e.contains("No space left on device"), "{e}");
+            assert!(e.contains("min_layer = \"landlock\""), "{e}");
+        }
+        other => panic!("expected LayerUnavailable, got {other:?}"),
     }
 }
 
@@ -810,7 +845,18 @@ fn layer_two_from_the_cli(ws: &Path) {
             .output()
             .unwrap()
     };
-    let out = cli(&[]);
+    // A root caller says how far it degrades (see `root_refuses_layer_two_unless_told`).
+    let floor: &[&str] = if host_root() {
+        let out = cli(&[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{stderr}");
+        assert!(out.stdout.is_empty());
+        assert!(stderr.contains("--min-layer landlock"), "{stderr}");
+        &["--min-layer", "landlock"]
+    } else {
+        &[]
+    };
+    let out = cli(floor);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n");
@@ -887,7 +933,11 @@ fn proc_fallback_inner() {
             return;
         }
         "degrade" => {
-            // Degrading by default: layer 2, found at the first spawn.
+            // Degrading by default: layer 2, found at the first spawn (a root host says
+            // how far, see `root_refuses_layer_two_unless_told`).
+            if host_root() {
+                p.min_layer = Some(Layer::Landlock);
+            }
             let sb = Sandbox::new(p).unwrap();
             assert_eq!(sb.layer(), Layer::Full);
             py_ok(&sb, "print(1)");
@@ -938,11 +988,7 @@ fn run_inner(unshare_flags: &str, setup: &str, inner: &str, marker: (&str, &str)
         .env(marker.0, marker.1)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::output_text(&out);
     assert!(out.status.success(), "{}: {text}", marker.1);
     assert!(text.contains("1 passed"), "{}: {text}", marker.1);
 }

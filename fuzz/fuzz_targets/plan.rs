@@ -441,6 +441,7 @@ fuzz_target!(|data: &[u8]| {
     let ids = Ids {
         uid: 1000,
         gid: 1000,
+        host_root: false,
     };
     if let Ok(plan) = Plan::full(&policy, &fs, ids) {
         check_full(&policy, &fs, &plan);
@@ -448,7 +449,12 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(plan) = Plan::landlock(&policy, &fs, ids) {
         check_landlock(&policy, &fs, &plan);
     }
-    if let Ok(plan) = Plan::landlock(&policy, &fs, Ids { uid: 0, gid: 0 }) {
+    let root = Ids {
+        uid: 0,
+        gid: 0,
+        host_root: true,
+    };
+    if let Ok(plan) = Plan::landlock(&policy, &fs, root) {
         check_landlock(&policy, &fs, &plan);
         check_split(&fs, &plan);
     }

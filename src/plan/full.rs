@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::{
     Access, Beneath, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, bind, canonical_workspace,
-    depth, existing, inside_path, is_git_name, is_within, mask, namespace_setup, no_symlinks,
-    owners,
+    depth, existing, existing_dir, inside_path, is_git_name, is_within, mask, namespace_setup,
+    no_symlinks, owners,
 };
 use crate::error::{Conflict, PlanError};
 use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
@@ -57,9 +57,11 @@ impl Plan {
         };
         system_allowlist(&mut layout, fs);
         resolv_conf(&mut layout, fs);
+        // Before the policy's paths: at equal depth the later entry is mounted over the
+        // earlier, so a policy that names `/tmp` or `/dev/shm` itself gets the host's.
+        private_mounts(&mut layout, policy);
         writable_roots(&mut layout, policy, fs)?;
         let tools = extra_read_only(&mut layout, policy, fs)?;
-        private_mounts(&mut layout, policy);
         masks_and_hidden_host_entries(&mut layout, policy, fs, ids);
         // The data dir: masked wherever it would be visible, pinned inside writable roots.
         let data_pins = match &policy.data_dir {
@@ -187,7 +189,11 @@ fn extra_read_only(
         extra_ro.push(("tools_dir", t.clone()));
     }
     for (key, p) in extra_ro {
-        let canon = existing(fs, key, &p)?;
+        let canon = if key == "tools_dir" {
+            existing_dir(fs, key, &p)?
+        } else {
+            existing(fs, key, &p)?
+        };
         let dir = matches!(fs.kind(&canon), Some(Kind::Dir));
         if key == "tools_dir" {
             tools = Some(canon.clone());
@@ -211,7 +217,7 @@ fn extra_read_only(
     Ok(tools)
 }
 
-/// Private /tmp, minimal /dev, fresh /proc.
+/// Private /tmp, minimal /dev with a private /dev/shm, fresh /proc.
 fn private_mounts(layout: &mut Layout, policy: &Policy) {
     let tmpfs = Step::Tmpfs {
         dst: "/tmp".into(),
@@ -220,6 +226,13 @@ fn private_mounts(layout: &mut Layout, policy: &Policy) {
     };
     push(&mut layout.entries, tmpfs, Path::new("/tmp"), 0);
     push(&mut layout.entries, Step::Dev, Path::new("/dev"), 0);
+    // POSIX shared memory is files too: bounded like /tmp, not by half the host's memory.
+    let shm = Step::Tmpfs {
+        dst: "/dev/shm".into(),
+        size: policy.tmp_size.bytes(),
+        mode: 0o1777,
+    };
+    push(&mut layout.entries, shm, Path::new("/dev/shm"), 0);
     let proc = Step::Proc {
         fallback: policy.proc_fallback,
     };

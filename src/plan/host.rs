@@ -36,12 +36,34 @@ fn parse_unix(text: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Whether this process's user namespace maps uid 0 to its parent's uid 0 (the initial
+/// namespace maps every uid to itself). Unreadable: assumed so, the stricter answer.
+pub(super) fn uid_zero_maps_to_zero() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map").map_or(true, |map| maps_zero_to_zero(&map))
+}
+
+/// Whether a `uid_map` (`inside outside count` per line) maps 0 to 0.
+fn maps_zero_to_zero(map: &str) -> bool {
+    map.lines().any(|l| {
+        let f: Vec<u64> = l
+            .split_whitespace()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        matches!(f[..], [inside, outside, count] if inside == 0 && outside == 0 && count > 0)
+    })
+}
+
 type Cache = Mutex<HashMap<Vec<PathBuf>, Arc<Vec<PrivateEntry>>>>;
 
 /// The private entries beneath `roots`, found once per process for each set of roots (a
 /// walk of `/usr` reads some 10⁵ entries) and cached: a file made private after that is
 /// not found until the process restarts (see SECURITY.md).
 pub(super) fn private_entries(roots: &[PathBuf]) -> Vec<PrivateEntry> {
+    // A root host whose read-only roots are all idmapped walks nothing: no cache entry,
+    // no worker threads.
+    if roots.is_empty() {
+        return Vec::new();
+    }
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Cache::default);
     let key = roots.to_vec();
@@ -153,6 +175,22 @@ fn scan(dir: &Path) -> (Vec<PathBuf>, Vec<PrivateEntry>) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn uid_maps_that_make_root_the_hosts() {
+        // The initial namespace; `unshare -Ur` run by root; a range starting at 0.
+        for map in [
+            "         0          0 4294967295\n",
+            "0 0 1\n",
+            "5 5 1\n0 0 3\n",
+        ] {
+            assert!(maps_zero_to_zero(map), "{map:?}");
+        }
+        // `unshare -Ur` run by uid 1000; a map that starts elsewhere; none; garbage.
+        for map in ["0 1000 1\n", "1 0 1\n", "", "0 0 0\n", "x y z\n"] {
+            assert!(!maps_zero_to_zero(map), "{map:?}");
+        }
+    }
 
     #[test]
     fn parses_pathname_sockets_and_skips_abstract_ones() {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::walls::{DEV_PTS, SplitRules};
 use super::{
     Access, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, canonical_workspace, existing,
-    inside_path, is_within,
+    existing_dir, inside_path, is_within,
 };
 use crate::error::{Conflict, PlanError};
 use crate::policy::{Layer, Policy, SYSTEM_ALLOWLIST};
@@ -145,7 +145,7 @@ fn tools_dir(policy: &Policy, fs: &dyn HostFs) -> Result<Option<PathBuf>, PlanEr
     policy
         .tools_dir
         .as_deref()
-        .map(|t| existing(fs, "tools_dir", t))
+        .map(|t| existing_dir(fs, "tools_dir", t))
         .transpose()
 }
 

@@ -254,6 +254,23 @@ pub struct Ids {
     pub uid: u32,
     /// The caller's effective gid.
     pub gid: u32,
+    /// Whether the caller is root over the host's root-owned files: its effective uid is
+    /// 0 and its user namespace maps 0 to its parent's 0 (true for root on the host, false
+    /// for the root of an `unshare -Ur` namespace, whose files outside are the invoking
+    /// user's).
+    pub host_root: bool,
+}
+
+impl Ids {
+    /// The calling process's ids.
+    pub fn of_caller() -> Ids {
+        let uid = nix::unistd::geteuid().as_raw();
+        Ids {
+            uid,
+            gid: nix::unistd::getegid().as_raw(),
+            host_root: uid == 0 && host::uid_zero_maps_to_zero(),
+        }
+    }
 }
 
 /// `PATH` inside the sandbox after the tools dir.
@@ -422,6 +439,20 @@ fn existing(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<PathBuf, Pla
         path: p.to_path_buf(),
         errno: errno_of(&e),
     })
+}
+
+/// As [`existing`], for a key that names a directory (`tools_dir`): anything else there
+/// is `ENOTDIR`, as for the workspace and the data dir.
+fn existing_dir(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<PathBuf, PlanError> {
+    let canon = existing(fs, key, p)?;
+    if !matches!(fs.kind(&canon), Some(Kind::Dir)) {
+        return Err(PlanError::Path {
+            key,
+            path: p.to_path_buf(),
+            errno: crate::error::Errno::ENOTDIR,
+        });
+    }
+    Ok(canon)
 }
 
 #[cfg(test)]

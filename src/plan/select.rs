@@ -47,7 +47,7 @@ pub fn select(
     if !matches!(caps.os, "linux" | "macos") {
         check(policy, caps.os)?;
     }
-    let (layer, degradation) = choose_layer(policy, caps)?;
+    let (layer, degradation) = choose_layer(policy, caps, ids.host_root)?;
     let data_dir = match &policy.data_dir {
         Some(d) if layer != Layer::Passthrough => Some((d.clone(), pin(fs, d)?)),
         _ => None,
@@ -182,22 +182,30 @@ fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<()
 
 /// How far a policy without `min_layer` degrades. On Linux layer 2 exists wherever the
 /// full layer does not (Landlock and seccomp are in every supported kernel): a Linux host
-/// never drops to passthrough unless its policy says `min_layer = "passthrough"`. Other
+/// never drops to passthrough unless its policy says `min_layer = "passthrough"`, and a
+/// root host does not drop at all unless its policy says how far ([`ROOT_FLOOR`]). Other
 /// systems keep passthrough (with a warning), as they have nothing else.
-fn default_floor(caps: &Capabilities) -> Layer {
-    if caps.os == "linux" {
-        Layer::Landlock
-    } else {
-        Layer::Passthrough
+fn default_floor(caps: &Capabilities, root: bool) -> Layer {
+    match caps.os {
+        "linux" if root => Layer::Full,
+        "linux" => Layer::Landlock,
+        _ => Layer::Passthrough,
     }
 }
+
+/// Why a root host without `min_layer` does not degrade to layer 2.
+const ROOT_FLOOR: &str = "a root host does not degrade to layer `landlock` unless its policy says min_layer = \"landlock\" (stockade run --min-layer landlock) or layer = \"landlock\": there the program runs as root without namespaces and can change the mode, ACLs and times of every root-owned file it can name, /etc included (Landlock does not govern metadata)";
 
 /// The layer to run on: the one the policy wants (default: full), or, when it is missing
 /// and the policy degrades, the strongest weaker one that is available and not below
 /// `min_layer`. Degrading is logged as a warning; it is never silent.
+///
+/// `root`: whether the caller is root over the host's root-owned files
+/// ([`super::Ids::host_root`]; see [`default_floor`]).
 pub fn choose_layer(
     policy: &Policy,
     caps: &Capabilities,
+    root: bool,
 ) -> Result<(Layer, Option<Degradation>), PlanError> {
     if policy.mode == Mode::Disabled {
         return Ok((Layer::Passthrough, None));
@@ -228,7 +236,12 @@ pub fn choose_layer(
     if policy.fallback == Fallback::Refuse {
         return Err(unavailable(reason));
     }
-    let floor = policy.min_layer.unwrap_or_else(|| default_floor(caps));
+    let floor = policy
+        .min_layer
+        .unwrap_or_else(|| default_floor(caps, root));
+    if floor == Layer::Full && policy.min_layer.is_none() && caps.os == "linux" {
+        return Err(unavailable(format!("{reason}; {ROOT_FLOOR}")));
+    }
     for layer in [Layer::Landlock, Layer::Passthrough] {
         if layer <= wanted || layer > floor {
             continue;
@@ -314,11 +327,11 @@ mod tests {
     fn the_policy_decides_what_a_refusal_means() {
         let p = Policy::with_workspace("/ws");
         assert_eq!(
-            choose_layer(&p, &linux(true, true)).unwrap(),
+            choose_layer(&p, &linux(true, true), false).unwrap(),
             (Layer::Full, None)
         );
         // Namespaces refused: layer 2, with the reason.
-        let (layer, d) = choose_layer(&p, &linux(false, false)).unwrap();
+        let (layer, d) = choose_layer(&p, &linux(false, false), false).unwrap();
         let d = d.unwrap();
         assert_eq!(
             (layer, d.wanted, d.running),
@@ -331,12 +344,12 @@ mod tests {
         );
         // A fresh /proc refused: layer 2 by default, the full layer with the host's /proc
         // when the policy allows it, and that is said too.
-        let (layer, d) = choose_layer(&p, &linux(true, false)).unwrap();
+        let (layer, d) = choose_layer(&p, &linux(true, false), false).unwrap();
         assert_eq!(layer, Layer::Landlock);
         assert!(d.unwrap().reason.contains("proc_fallback"));
         let mut pf = p.clone();
         pf.proc_fallback = true;
-        let (layer, d) = choose_layer(&pf, &linux(true, false)).unwrap();
+        let (layer, d) = choose_layer(&pf, &linux(true, false), false).unwrap();
         let d = d.expect("the host's /proc is a degradation");
         assert_eq!(
             (layer, d.wanted, d.running),
@@ -350,7 +363,7 @@ mod tests {
         // Refuse: the typed error with the reason.
         let mut refuse = p.clone();
         refuse.fallback = Fallback::Refuse;
-        let err = choose_layer(&refuse, &linux(false, false)).unwrap_err();
+        let err = choose_layer(&refuse, &linux(false, false), false).unwrap_err();
         assert!(matches!(
             err,
             PlanError::LayerUnavailable {
@@ -362,7 +375,7 @@ mod tests {
         // A floor above what is left.
         let mut floor = p;
         floor.min_layer = Some(Layer::Full);
-        assert!(choose_layer(&floor, &linux(false, false)).is_err());
+        assert!(choose_layer(&floor, &linux(false, false), false).is_err());
     }
 
     #[test]
@@ -370,13 +383,53 @@ mod tests {
         let mut caps = linux(false, true);
         caps.landlock = crate::probe::Availability::no("landlock_create_ruleset: ENOSYS");
         let mut p = Policy::with_workspace("/ws");
-        let err = choose_layer(&p, &caps).unwrap_err();
+        let err = choose_layer(&p, &caps, false).unwrap_err();
         assert!(
             err.to_string().contains("no layer down to `landlock`"),
             "{err}"
         );
         p.min_layer = Some(Layer::Passthrough);
-        assert_eq!(choose_layer(&p, &caps).unwrap().0, Layer::Passthrough);
+        assert_eq!(
+            choose_layer(&p, &caps, false).unwrap().0,
+            Layer::Passthrough
+        );
+    }
+
+    /// A root host on layer 2 runs the program as root without namespaces: it can chmod
+    /// every root-owned file it names. Without a `min_layer` of the policy's own, a root
+    /// host refuses rather than degrade, saying why and how to accept it.
+    #[test]
+    fn a_root_host_degrades_to_layer_two_only_when_the_policy_says_so() {
+        let mut p = Policy::with_workspace("/ws");
+        let err = choose_layer(&p, &linux(false, false), true).unwrap_err();
+        assert!(matches!(
+            err,
+            PlanError::LayerUnavailable {
+                wanted: Layer::Full,
+                ..
+            }
+        ));
+        let shown = err.to_string();
+        assert!(shown.contains("ENOSPC"), "{shown}");
+        assert!(shown.contains("min_layer = \"landlock\""), "{shown}");
+        // The full layer itself is unaffected.
+        assert_eq!(
+            choose_layer(&p, &linux(true, true), true).unwrap(),
+            (Layer::Full, None)
+        );
+        // Said by the policy: a floor, or the layer itself.
+        p.min_layer = Some(Layer::Landlock);
+        let (layer, d) = choose_layer(&p, &linux(false, false), true).unwrap();
+        assert_eq!(
+            (layer, d.map(|d| d.running)),
+            (Layer::Landlock, Some(Layer::Landlock))
+        );
+        let mut chosen = Policy::with_workspace("/ws");
+        chosen.layer = Some(Layer::Landlock);
+        assert_eq!(
+            choose_layer(&chosen, &linux(false, false), true).unwrap(),
+            (Layer::Landlock, None)
+        );
     }
 
     #[test]
@@ -384,7 +437,7 @@ mod tests {
         let mut p = Policy::with_workspace("/tmp");
         p.mode = Mode::Disabled;
         assert_eq!(
-            choose_layer(&p, &linux(true, true)).unwrap().0,
+            choose_layer(&p, &linux(true, true), false).unwrap().0,
             Layer::Passthrough
         );
     }
@@ -463,6 +516,7 @@ mod tests {
     const IDS: Ids = Ids {
         uid: 1000,
         gid: 1000,
+        host_root: false,
     };
 
     #[test]

@@ -65,8 +65,8 @@ pub enum Step {
         /// Mode of its root directory.
         mode: u32,
     },
-    /// A minimal `/dev`: tmpfs, device nodes bound from the host, a private devpts, shm and
-    /// the fd links.
+    /// A minimal `/dev`: tmpfs, device nodes bound from the host, a private devpts and the
+    /// fd links (`/dev/shm` is a [`Step::Tmpfs`] of its own).
     Dev,
     /// A fresh procfs of the new PID namespace, with `/proc/sys` and friends read-only.
     Proc {

@@ -40,6 +40,7 @@ impl HostFs for Fake {
 const IDS: Ids = Ids {
     uid: 1000,
     gid: 1000,
+    host_root: false,
 };
 
 fn position(plan: &Plan, f: impl Fn(&Step) -> bool) -> usize {
@@ -222,7 +223,11 @@ impl HostFs for Hostile {
     }
 }
 
-const ROOT: Ids = Ids { uid: 0, gid: 0 };
+const ROOT: Ids = Ids {
+    uid: 0,
+    gid: 0,
+    host_root: true,
+};
 
 fn hostile() -> Hostile {
     let mut f = Fake::new();
@@ -264,15 +269,7 @@ fn masks(plan: &Plan) -> Vec<PathBuf> {
 fn host_sockets_under_the_allowlist_are_masked_unless_named() {
     let mut p = Policy::with_workspace("/ws");
     p.read_only = vec!["/opt/named.sock".into()];
-    let plan = Plan::full(
-        &p,
-        &hostile(),
-        Ids {
-            uid: 1000,
-            gid: 1000,
-        },
-    )
-    .unwrap();
+    let plan = Plan::full(&p, &hostile(), IDS).unwrap();
     let m = masks(&plan);
     assert!(m.contains(&"/opt/svc/s.sock".into()), "{m:?}");
     assert!(!m.contains(&"/opt/named.sock".into()), "{m:?}");
@@ -388,6 +385,7 @@ fn a_root_host_binds_read_only_roots_idmapped_instead_of_walking_them() {
     let user = Ids {
         uid: 1000,
         gid: 1000,
+        host_root: false,
     };
     assert!(idmapped(&Plan::full(&Policy::with_workspace("/ws"), &host, user).unwrap()).is_empty());
 }
@@ -412,15 +410,7 @@ fn layer_two_for_a_root_host_grants_around_hidden_entries() {
         }
     }
     // A user host keeps whole-directory grants.
-    let plan = Plan::landlock(
-        &p,
-        &hostile(),
-        Ids {
-            uid: 1000,
-            gid: 1000,
-        },
-    )
-    .unwrap();
+    let plan = Plan::landlock(&p, &hostile(), IDS).unwrap();
     assert!(plan.roots.contains(&("/etc".into(), Access::ReadOnly)));
 }
 
@@ -632,11 +622,7 @@ fn layer_two_keeps_one_layer_where_two_would_grant_more() {
             .split
             .is_none()
     );
-    let user = Ids {
-        uid: 1000,
-        gid: 1000,
-    };
-    let plan = Plan::landlock(&p, &hostile_with_tmp(), user).unwrap();
+    let plan = Plan::landlock(&p, &hostile_with_tmp(), IDS).unwrap();
     assert_eq!(plan.private_tmp_root(), None);
     assert!(plan.walls.landlock.unwrap().split.is_none());
 }
@@ -877,4 +863,59 @@ fn network_none_adds_loopback_and_a_net_namespace() {
     let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
     assert!(plan.namespaces.net);
     assert!(plan.steps.contains(&Step::LoopbackUp));
+}
+
+/// A tools dir that is not a directory is `ENOTDIR` on both layers, as the workspace and
+/// the data dir are, not a read-only bind of a file that the PATH entry then misses.
+#[test]
+fn a_tools_dir_that_is_no_directory_is_refused() {
+    let mut p = Policy::with_workspace("/ws");
+    p.tools_dir = Some("/etc/shadow".into());
+    for err in [
+        Plan::full(&p, &Fake::new(), IDS).unwrap_err(),
+        Plan::landlock(&p, &Fake::new(), IDS).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&err, PlanError::Path { key: "tools_dir", path, errno }
+                if path == Path::new("/etc/shadow") && *errno == crate::error::Errno::ENOTDIR),
+            "{err:?}"
+        );
+    }
+    p.tools_dir = Some("/opt".into());
+    assert!(Plan::full(&p, &Fake::new(), IDS).is_ok());
+    assert!(Plan::landlock(&p, &Fake::new(), IDS).is_ok());
+}
+
+/// The private `/tmp` and `/dev/shm` come before the policy's own paths of equal depth:
+/// a policy that names `/tmp` or `/dev/shm` gets the host's, bound over the private one,
+/// not hidden beneath it.
+#[test]
+fn a_policy_path_at_a_private_mount_is_mounted_over_it() {
+    let mut fake = Fake::new();
+    for d in ["/tmp", "/dev", "/dev/shm"] {
+        fake.0.insert(d.into(), Kind::Dir);
+    }
+    fn private(dst: &'static str) -> impl Fn(&Step) -> bool {
+        move |s: &Step| matches!(s, Step::Tmpfs { dst: d, .. } if d == Path::new(dst))
+    }
+    fn bound(dst: &'static str) -> impl Fn(&Step) -> bool {
+        move |s: &Step| matches!(s, Step::Bind { dst: d, .. } if d == Path::new(dst))
+    }
+    for named in ["/tmp", "/dev/shm"] {
+        let mut p = Policy::with_workspace("/ws");
+        p.writable_paths = vec![named.into()];
+        let plan = Plan::full(&p, &fake, IDS).unwrap();
+        assert!(
+            position(&plan, private(named)) < position(&plan, bound(named)),
+            "{named}: {:#?}",
+            plan.steps
+        );
+        p.writable_paths.clear();
+        p.read_only = vec![named.into()];
+        let plan = Plan::full(&p, &fake, IDS).unwrap();
+        assert!(
+            position(&plan, private(named)) < position(&plan, bound(named)),
+            "{named}"
+        );
+    }
 }

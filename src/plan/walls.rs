@@ -410,6 +410,7 @@ mod tests {
     const IDS: Ids = Ids {
         uid: 1000,
         gid: 1000,
+        host_root: false,
     };
 
     fn policy() -> Policy {

@@ -47,8 +47,27 @@ fn wrong_type_names_key_line_and_column() {
     let (key, line, column, message) = located("mode = \"enabled\"\nallow_ptrace = \"yes\"\n");
     assert_eq!((key.as_str(), line, column), ("allow_ptrace", 2, 16));
     assert!(message.contains("expected a boolean"), "{message}");
-    let (key, line, _, _) = located("network = 3");
+    let (key, line, _, message) = located("network = 3");
     assert_eq!((key.as_str(), line), ("network", 1));
+    assert!(
+        message.ends_with("expected one of `none`, `full`"),
+        "{message}"
+    );
+    for (text, choices) in [
+        ("mode = 1", "`enabled`, `disabled`"),
+        ("fallback = []", "`degrade`, `refuse`"),
+        ("min_layer = 2", "`full`, `landlock`, `passthrough`"),
+    ] {
+        let (_, _, _, message) = located(text);
+        assert!(message.ends_with(choices), "{text}: {message}");
+    }
+    // Another error at such a key gets no list.
+    let (key, _, _, message) = located("network = \"none\"\nnetwork = \"full\"\n");
+    assert_eq!(key, "network");
+    assert!(!message.contains("expected one of"), "{message}");
+    // An unknown word already lists the choices, once.
+    let (_, _, _, message) = located("network = \"nonee\"");
+    assert_eq!(message.matches("`none`").count(), 1, "{message}");
     let (key, ..) = located("tmp_size = true");
     assert_eq!(key, "tmp_size");
 }

@@ -72,13 +72,33 @@ impl PolicyError {
             }
             None => (None, None),
         };
+        let key = span.and_then(|s| super::key_at(text, s));
+        let mut message = e.message().trim_end().to_string();
+        // A value of the wrong type for a choice (`network = 5`): toml says only what
+        // type it wanted; name the choices as its message for an unknown word does.
+        if message.starts_with("wanted") || message.starts_with("invalid type") {
+            if let Some(choices) = key.as_deref().and_then(choices_of) {
+                message.push_str(&format!(", expected one of {choices}"));
+            }
+        }
         PolicyError::Toml {
-            key: span.and_then(|s| super::key_at(text, s)),
+            key,
             line,
             column,
-            message: e.message().trim_end().to_string(),
+            message,
         }
     }
+}
+
+/// The words a key that takes one of a few choices accepts, by its last component.
+fn choices_of(key: &str) -> Option<&'static str> {
+    Some(match key.rsplit('.').next()? {
+        "mode" => "`enabled`, `disabled`",
+        "network" => "`none`, `full`",
+        "fallback" => "`degrade`, `refuse`",
+        "layer" | "min_layer" => "`full`, `landlock`, `passthrough`",
+        _ => return None,
+    })
 }
 
 /// ` at line L, column C (key `k`)`, leaving out what is unknown.

@@ -117,7 +117,9 @@ pub struct Policy {
     /// strongest available.
     pub layer: Option<Layer>,
     /// The weakest layer the host accepts when degrading. `None`: layer 2 (`landlock`) on
-    /// Linux, never passthrough unless named here; passthrough elsewhere.
+    /// Linux, never passthrough unless named here, and for a root host the full layer (no
+    /// degrading: root without namespaces can change the mode of every root-owned file it
+    /// names, which Landlock does not govern); passthrough elsewhere.
     pub min_layer: Option<Layer>,
     /// Let the program ptrace its own sandboxed processes (strace, gdb).
     pub allow_ptrace: bool,
@@ -129,8 +131,9 @@ pub struct Policy {
     /// When a fresh `/proc` cannot be mounted (nested containers), bind the host's `/proc`
     /// read-only instead of failing.
     pub proc_fallback: bool,
-    /// Size limit of the private `/tmp`, and of each command's `.git` layer (the changes
-    /// git makes under a writable root's `.git`, held until they are merged back).
+    /// Size limit of the private `/tmp`, of the private `/dev/shm` (each on its own), and
+    /// of each command's `.git` layer (the changes git makes under a writable root's
+    /// `.git`, held until they are merged back).
     pub tmp_size: ByteSize,
     /// Host files hidden inside the sandbox even though their directory is allowlisted.
     #[serde(deserialize_with = "absolute::masked")]

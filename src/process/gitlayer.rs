@@ -97,6 +97,11 @@ pub enum GitDropReason {
     /// version or format this check does not know, or not one at all), so whether it lists
     /// a new submodule is unknown; the host keeps its index.
     UnreadableIndex,
+    /// The index (or a split index's `sharedindex.*` file): an entry's path is one git
+    /// itself refuses (`..`, `.git` in any case, an absolute path, a symlinked
+    /// `.gitmodules`). `git restore` on the host would write that entry outside the
+    /// workspace or into `.git`; the host keeps its index.
+    UnsafeIndexPath,
     /// Merging it failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
@@ -128,6 +133,9 @@ impl fmt::Display for GitDropReason {
             ),
             GitDropReason::UnreadableIndex => f.write_str(
                 "the index cannot be read to check it for new submodules; the host's index is kept",
+            ),
+            GitDropReason::UnsafeIndexPath => f.write_str(
+                "the index lists a path git refuses (.., .git, absolute): git restore on the host would write outside the workspace or into .git; the host's index is kept",
             ),
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))
@@ -176,6 +184,11 @@ pub enum GitUnguardedReason {
     /// it, with a `.git` of its own, and git on the host then runs git there. `ENOSPC`:
     /// one past the number of checkouts guarded per repository (256).
     Submodule(i32),
+    /// The host's index (`path`) cannot be read (a format stockade's reader does not
+    /// follow, such as a sparse index or one with an entry offset table, or a path git
+    /// refuses): which submodule checkouts git on the host would enter is unknown, so none
+    /// is guarded.
+    UnreadableIndex,
 }
 
 impl fmt::Display for GitUnguarded {
@@ -198,6 +211,10 @@ impl fmt::Display for GitUnguarded {
             GitUnguardedReason::Submodule(libc::ENOSPC) => write!(
                 f,
                 "submodule checkout {path}: not guarded (more submodules than stockade guards per repository); the program may change it, and git on the host would use it"
+            ),
+            GitUnguardedReason::UnreadableIndex => write!(
+                f,
+                "{path} cannot be read: the submodule checkouts it may list are not guarded; the program may change them, and git on the host would use them"
             ),
             GitUnguardedReason::Submodule(errno) => write!(
                 f,

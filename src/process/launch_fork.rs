@@ -233,7 +233,11 @@ mod tests {
     /// The passthrough plan of a system that forks (here: as on macOS).
     fn prepared(ws: &Path) -> Prepared {
         let policy = Policy::with_workspace(ws);
-        let ids = Ids { uid: 0, gid: 0 };
+        let ids = Ids {
+            uid: 0,
+            gid: 0,
+            host_root: true,
+        };
         let plan = Plan::for_layer(&policy, Layer::Passthrough, "macos", &RealFs, ids).unwrap();
         assert!(!plan.steps.contains(&Step::DieWithParent));
         Prepared::new(plan).unwrap()

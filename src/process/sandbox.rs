@@ -175,10 +175,7 @@ impl Inner {
         // Read before the facts: a refusal learned in between makes this stale, not wrong.
         let knowledge = Capabilities::generation();
         let caps = Capabilities::assumed();
-        let ids = Ids {
-            uid: nix::unistd::geteuid().as_raw(),
-            gid: nix::unistd::getegid().as_raw(),
-        };
+        let ids = Ids::of_caller();
         let selection = plan::select(&policy, &caps, &RealFs, ids)?;
         let prepared = launch::Prepared::new(selection.plan)?;
         Ok(Inner {

@@ -131,6 +131,15 @@ pub fn sandbox(ws: &Path, f: impl FnOnce(&mut Policy)) -> Sandbox {
     Sandbox::new(p).expect("sandbox")
 }
 
+/// A finished process's stdout then stderr, as text (for assertion messages).
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Runs `sh -c script` inside and returns its output.
 pub fn sh(sb: &Sandbox, script: &str) -> Output {
     sb.command("sh")

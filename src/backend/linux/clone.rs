@@ -16,8 +16,14 @@
 //! as long as the process; the calling thread hands the prepared spawn over and waits. With
 //! `CLONE_VFORK` a spawner is suspended while its child sets up, so there are several of
 //! them for concurrent spawns: a new one starts when a spawn finds none idle, up to one per
-//! CPU (2 to 8). A process that spawns once, such as the CLI, starts one thread; starting
-//! the whole pool up front cost it about 0.3 ms, a tenth of its run.
+//! CPU (2 to 8). Starting the whole pool up front cost a process that spawns once about
+//! 0.3 ms.
+//!
+//! The process's main thread clones by itself, on a child stack of its own: it ends only
+//! with the process (Rust's `main` returning exits the process; only a raw `pthread_exit`
+//! would end it alone, and then the sandbox dies with it, as its parent-death signal says).
+//! So a program that spawns from `main`, such as the CLI, starts no thread at all and pays
+//! no hand-over between threads.
 //!
 //! # Signals
 //!
@@ -58,6 +64,22 @@ pub fn launch(
     exec: Exec,
     flags: libc::c_int,
 ) -> Result<(libc::pid_t, OwnedFd), SpawnError> {
+    if is_main_thread() {
+        let result = MAIN_STACK.with(|cell| {
+            let stack = match cell.get() {
+                Some(stack) => stack,
+                None => {
+                    let made = ChildStack::new()?;
+                    cell.get_or_init(|| made)
+                }
+            };
+            clone_child(&layout, &exec, flags, stack)
+        });
+        return result.map_err(|source| SpawnError::Os {
+            call: "clone",
+            source,
+        });
+    }
     let (reply, rx) = mpsc::sync_channel(1);
     let lost = || SpawnError::Os {
         call: "spawner thread",
@@ -81,6 +103,20 @@ pub fn launch(
         call: "clone",
         source,
     })
+}
+
+thread_local! {
+    /// The main thread's child stack, made at its first spawn. Only the main thread uses
+    /// it, and that thread lives as long as the process: the mapping is never freed.
+    static MAIN_STACK: std::cell::OnceCell<ChildStack> = const { std::cell::OnceCell::new() };
+}
+
+/// Whether the calling thread is the process's main thread (its thread id is the process
+/// id).
+fn is_main_thread() -> bool {
+    // SAFETY: gettid takes no arguments, touches no memory and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    tid == std::process::id().cast_signed()
 }
 
 /// The spawner threads and their queue.

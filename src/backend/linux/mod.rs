@@ -209,10 +209,7 @@ pub fn last_cap() -> u32 {
 /// ids, builds a root, binds a tree read-only, mounts a fresh `/proc`) and exits. Returns
 /// (user namespaces, fresh proc).
 pub fn probe_namespaces() -> (Availability, Availability) {
-    let ids = crate::plan::Ids {
-        uid: nix::unistd::geteuid().as_raw(),
-        gid: nix::unistd::getegid().as_raw(),
-    };
+    let ids = crate::plan::Ids::of_caller();
     let (plan, proc_step) = Plan::namespace_probe(ids);
     let layout = match Layout::new(plan, last_cap(), None) {
         Ok(l) => Arc::new(l),

@@ -62,7 +62,16 @@ impl Checkout {
 pub(in crate::process) fn find(root: &Path, git: &Path) -> (Vec<Checkout>, Vec<GitUnguarded>) {
     let mut out = Vec::new();
     let mut unguarded = Vec::new();
-    for path in host_gitlinks(git) {
+    let links = host_gitlinks(git).unwrap_or_else(|why| {
+        tracing::debug!(why, "stockade: the host's index cannot be read");
+        unguarded.push(GitUnguarded {
+            path: git.join("index"),
+            target: git.to_path_buf(),
+            reason: GitUnguardedReason::UnreadableIndex,
+        });
+        Default::default()
+    });
+    for path in links {
         let rel = Path::new(std::ffi::OsStr::from_bytes(&path));
         // Git refuses paths with `..`, `.` or a leading `/` in an index; so does this.
         if !rel.components().all(|c| matches!(c, Component::Normal(_))) {

@@ -212,8 +212,8 @@ pub(super) fn root_read_only() -> R {
     set_attr(CWD, c"/", 0, libc::MOUNT_ATTR_RDONLY)
 }
 
-/// tmpfs, the device nodes bound from the host, a private devpts with its ptmx, shm, and
-/// the fd links.
+/// tmpfs, the device nodes bound from the host, a private devpts with its ptmx, and the
+/// fd links (`/dev/shm` is a tmpfs step of its own).
 pub(super) fn dev(nodes: &[(CString, CString)]) -> R {
     match sys::mkdirat(CWD, c"/newroot/dev", 0o755) {
         Ok(()) | Err(Errno(libc::EEXIST)) => {}
@@ -244,14 +244,7 @@ pub(super) fn dev(nodes: &[(CString, CString)]) -> R {
         Some(c"newinstance,ptmxmode=0666,mode=620"),
     )?;
     sys::symlinkat(c"pts/ptmx", CWD, c"/newroot/dev/ptmx")?;
-    sys::mkdirat(CWD, c"/newroot/dev/shm", 0o755)?;
-    sys::mount(
-        Some(c"tmpfs"),
-        c"/newroot/dev/shm",
-        Some(c"tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(c"mode=1777"),
-    )?;
+    // `/dev/shm` is a tmpfs step of its own, sized like `/tmp`.
     sys::symlinkat(c"/proc/self/fd", CWD, c"/newroot/dev/fd")?;
     sys::symlinkat(c"/proc/self/fd/0", CWD, c"/newroot/dev/stdin")?;
     sys::symlinkat(c"/proc/self/fd/1", CWD, c"/newroot/dev/stdout")?;

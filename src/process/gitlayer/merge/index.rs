@@ -1,5 +1,6 @@
 //! The gitlink entries of a git index: just enough of git's index format to list the
-//! submodule paths (mode `0o160000`) that git on the host would recurse into.
+//! submodule paths (mode `0o160000`) that git on the host would recurse into, and to
+//! refuse an index whose entry paths git itself would refuse ([`checkout_safe`]).
 //!
 //! # Why
 //!
@@ -18,9 +19,12 @@
 //! The input is the program's: every read is bounds-checked, and anything this parser
 //! does not take as git would (truncated, unknown version, a malformed path or bitmap) is
 //! an error, which the merge takes as "do not merge the index". The trailing checksum is
-//! not verified: git on the host verifies it before it uses the index.
+//! not verified, and git does not verify it either outside `git fsck`: every entry
+//! counts as git would read it.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use path::checkout_safe;
 
 /// Why an index could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +41,7 @@ struct Entry {
     path: Vec<u8>,
     stage: u8,
     gitlink: bool,
+    mode: u32,
 }
 
 /// The `link` extension of a split index.
@@ -114,6 +119,10 @@ impl<'a> Cursor<'a> {
 }
 
 const GITLINK: u32 = 0o160000;
+
+/// An entry path that git itself refuses (see [`checkout_safe`]).
+pub(super) const UNSAFE_PATH: Malformed = Malformed("a path git refuses to check out");
+
 /// The name length field of an entry's flags: this value means "longer, count to NUL".
 const NAMEMASK: usize = 0x0fff;
 const EXTENDED: u16 = 0x4000;
@@ -243,10 +252,16 @@ fn entry(c: &mut Cursor<'_>, hash: usize, v4: bool, previous: &[u8]) -> R<Entry>
     if path.len() > MAX_PATH {
         return Err(Malformed("path too long"));
     }
+    // Empty only as a split index's replacement entry, which keeps its base's path; the
+    // callers refuse it anywhere else.
+    if !path.is_empty() && !checkout_safe(&path, mode) {
+        return Err(UNSAFE_PATH);
+    }
     Ok(Entry {
         path,
         stage,
         gitlink: mode & 0o170000 == GITLINK,
+        mode,
     })
 }
 
@@ -341,6 +356,9 @@ pub(super) fn gitlinks(
     let link = match index.link {
         Some(l) if l.base.iter().any(|b| *b != 0) => l,
         _ => {
+            if index.entries.iter().any(|e| e.path.is_empty()) {
+                return Err(Malformed("an entry without a path"));
+            }
             let paths = index.entries.into_iter().filter(|e| e.gitlink);
             return Ok(paths.map(|e| e.path).collect());
         }
@@ -380,6 +398,11 @@ fn split(base: Vec<Entry>, own: Vec<Entry>, delete: &[usize], replace: &[usize])
                 if deleted.contains(&i) {
                     return Err(Malformed("an entry both replaced and deleted"));
                 }
+                // The replacement keeps the base's path with a mode of its own: a
+                // `.gitmodules` made a symlink this way is refused as if written so.
+                if !checkout_safe(&e.path, r.mode) {
+                    return Err(UNSAFE_PATH);
+                }
                 let v = (r.stage, r.gitlink);
                 replaced.next();
                 v
@@ -409,6 +432,8 @@ fn split(base: Vec<Entry>, own: Vec<Entry>, delete: &[usize], replace: &[usize])
         .map(|(p, _)| p)
         .collect())
 }
+
+mod path;
 
 #[cfg(test)]
 mod tests;

@@ -12,7 +12,7 @@ use nix::sys::stat::{Mode, fstat, fstatat};
 
 use super::GitDropReason;
 use super::classify::{Kind, kind};
-use super::index::{Gitlinks, Malformed, gitlinks};
+use super::index::{Gitlinks, Malformed, UNSAFE_PATH, gitlinks};
 use super::write::open_upper_file;
 
 /// An index (or shared index, or config) larger than this is not read: the check fails.
@@ -28,6 +28,9 @@ pub(super) fn is_index(name: &[u8]) -> bool {
 /// else why not. A host index that cannot be read counts as listing none.
 pub(super) fn check(upper: &OwnedFd, host: &OwnedFd) -> Result<(), GitDropReason> {
     let unreadable = |m: Malformed| {
+        if m == UNSAFE_PATH {
+            return GitDropReason::UnsafeIndexPath;
+        }
         tracing::debug!(
             why = m.0,
             "stockade: the index a program left cannot be read"
@@ -47,15 +50,20 @@ pub(super) fn check(upper: &OwnedFd, host: &OwnedFd) -> Result<(), GitDropReason
     }
 }
 
-/// The gitlink paths of the index of the host's git dir `git` (none when it has no index
-/// or it cannot be read).
-pub(in crate::process) fn host_gitlinks(git: &std::path::Path) -> Gitlinks {
+/// The gitlink paths of the index of the host's git dir `git` (none when there is no such
+/// directory or it has no index).
+///
+/// # Errors
+///
+/// Why an index that is there cannot be read (a format this reader does not follow, a
+/// path git refuses): which submodules git on the host would enter is then unknown.
+pub(in crate::process) fn host_gitlinks(git: &std::path::Path) -> Result<Gitlinks, &'static str> {
     let Ok(host) = super::read::open_beneath_root(git) else {
-        return Gitlinks::new();
+        return Ok(Gitlinks::new());
     };
     hash_size(&host)
         .and_then(|hash| read_view(None, &host, hash))
-        .unwrap_or_default()
+        .map_err(|m| m.0)
 }
 
 /// The gitlinks of the index seen through `upper` (when given) over `host`. No index:

@@ -40,8 +40,14 @@ pub(super) fn host_dir(
     open_dir_at(host, name)
 }
 
+/// Makes the host directory `name` with the layer's mode, owner access kept and no write
+/// for others; group write only where the host's parent has it (a repository shared with
+/// `core.sharedRepository = group`): a program's `chmod 777` on a new refs directory
+/// does not reach the host.
 pub(super) fn mkdir(host: &OwnedFd, name: &OsStr, st: &FileStat) -> Result<(), Errno> {
-    let mode = Mode::from_bits_truncate((st.st_mode & 0o777 | 0o700) as libc::mode_t);
+    let group_write = nix::sys::stat::fstat(host).map_or(0, |p| p.st_mode & 0o020);
+    let mode = st.st_mode & (0o755 | group_write) | 0o700;
+    let mode = Mode::from_bits_truncate(mode as libc::mode_t);
     match nix::sys::stat::mkdirat(host, name, mode) {
         Ok(()) | Err(Errno::EEXIST) => Ok(()),
         Err(e) => Err(e),
@@ -117,7 +123,7 @@ pub(super) fn write_file(
     // What git itself syncs by default (`core.fsync`: packs and their metadata, not loose
     // objects, refs or the index, which journalling file systems order on their own).
     let sync = objects && (name.as_bytes().starts_with(b"pack-") || name == "multi-pack-index");
-    let r = fill(src, dst, &st, sync).and_then(|()| {
+    let r = fill(src, dst, host, &st, sync).and_then(|()| {
         if objects {
             publish_object(host, &tmp, name)
         } else {
@@ -160,18 +166,27 @@ pub(super) fn open_upper_file(upper: &OwnedFd, name: &OsStr) -> R<OwnedFd> {
 }
 
 /// Copies `src` into `dst` (and, with `sync`, makes the data durable before the file gets
-/// its name), then gives `dst` the source's mode (without setuid, setgid and sticky bits)
-/// and times.
-pub(super) fn fill(src: OwnedFd, dst: OwnedFd, st: &FileStat, sync: bool) -> Result<(), Errno> {
+/// its name), then gives `dst` the source's mode (without setuid, setgid and sticky bits,
+/// without write for others, and with write for group only where `dir`, the host
+/// directory it lands in, has it: a `core.sharedRepository = group` repository, whose
+/// reflogs other members append to) and times.
+pub(super) fn fill(
+    src: OwnedFd,
+    dst: OwnedFd,
+    dir: &OwnedFd,
+    st: &FileStat,
+    sync: bool,
+) -> Result<(), Errno> {
     let (mut src, mut dst) = (File::from(src), File::from(dst));
     let errno = |e: io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
     io::copy(&mut src, &mut dst).map_err(errno)?;
     if sync {
         dst.sync_data().map_err(errno)?;
     }
+    let group_write = nix::sys::stat::fstat(dir).map_or(0, |d| d.st_mode & 0o020);
     fchmod(
         &dst,
-        Mode::from_bits_truncate((st.st_mode & 0o777) as libc::mode_t),
+        Mode::from_bits_truncate((st.st_mode & (0o755 | group_write)) as libc::mode_t),
     )?;
     futimens(
         &dst,

@@ -400,3 +400,146 @@ fn growing_version_4_paths_are_bounded() {
     // An unbounded reader would ask for ~20 GB here.
     assert!(gitlinks(&data, 20, |_| Ok(None)).is_err());
 }
+
+#[test]
+fn paths_git_refuses_are_refused() {
+    const FILE: u32 = 0o100644;
+    for ok in [
+        "a",
+        "a/b/c",
+        ".gitignore",
+        ".github/x",
+        "x.git",
+        "a/.gitx",
+        "git~2",
+        "a\\b",
+        ".gitmodules",
+    ] {
+        assert!(checkout_safe(ok.as_bytes(), FILE), "{ok}");
+    }
+    for bad in [
+        "/abs",
+        "a//b",
+        "a/",
+        ".",
+        "./a",
+        "..",
+        "../x",
+        "a/../../x",
+        ".git",
+        ".git/hooks/post-checkout",
+        "a/.git/config",
+        ".GIT/config",
+        ".Git/x",
+        ".git./x",
+        ".git ./x",
+        ".git::$INDEX_ALLOCATION/x",
+        "GIT~1/config",
+        // NTFS takes `\` as a separator too (Git for Windows on the same repository).
+        ".git\\hooks\\post-checkout",
+        "a\\.git\\config",
+        "x\\git~1\\config",
+        "a/b\\.GIT. \\x",
+        // HFS+ ignores zero-width and direction code points.
+        ".g\u{200c}it/config",
+        "\u{feff}.GIT/hooks/x",
+        "a/.gi\u{202e}t",
+    ] {
+        assert!(!checkout_safe(bad.as_bytes(), FILE), "{bad}");
+    }
+    const LINK: u32 = 0o120000;
+    for bad in [
+        ".gitmodules",
+        "a/.gitmodules",
+        ".GITMODULES",
+        ".gitmodules. ",
+        ".gitmodules:x",
+        "GITMOD~1",
+        "gitmod~4",
+        "gi7eba~1",
+        "gi7eb~12",
+        "GI~12345",
+        "a\\.gitmodules",
+        ".git\u{200d}modules",
+    ] {
+        assert!(!checkout_safe(bad.as_bytes(), LINK), "{bad}");
+        assert!(
+            checkout_safe(bad.as_bytes(), FILE) || bad.contains('\\'),
+            "{bad}"
+        );
+    }
+    for ok in [
+        ".gitmodules/x",
+        "gitmod~5",
+        "gi7eba~0",
+        "gi7ebax~1",
+        "gitmodules",
+        "a~1b",
+    ] {
+        assert!(checkout_safe(ok.as_bytes(), LINK), "{ok}");
+    }
+}
+
+/// An entry renamed in place in a real index (same length, so the layout holds) to each
+/// refused path: the reader refuses the index with [`UNSAFE_PATH`], in every version.
+#[test]
+fn an_index_with_a_refused_path_is_refused() {
+    let dir = repo();
+    let d = dir.path();
+    std::fs::write(d.join("qqqq"), "x").unwrap();
+    git(d, &["add", "qqqq"]);
+    for v in ["2", "3", "4"] {
+        git(d, &["update-index", "--index-version", v]);
+        let data = std::fs::read(d.join(".git/index")).unwrap();
+        assert!(links(d).is_ok(), "version {v}");
+        for bad in ["../a", ".git", "/abc", "a//b"] {
+            let at = data
+                .windows(4)
+                .position(|w| w == b"qqqq")
+                .expect("the entry's path");
+            let mut hostile = data.clone();
+            hostile[at..at + 4].copy_from_slice(bad.as_bytes());
+            let r = gitlinks(&hostile, 20, |_| Ok(None));
+            assert_eq!(r, Err(UNSAFE_PATH), "version {v}: {bad}");
+        }
+    }
+}
+
+/// A split index's replacement entry keeps its base entry's path with a mode of its own:
+/// a `.gitmodules` turned into a symlink that way is refused like one written so.
+#[test]
+fn a_split_index_replacement_is_checked_with_its_own_mode() {
+    let dir = repo();
+    let d = dir.path();
+    std::fs::write(d.join(".gitmodules"), "").unwrap();
+    git(d, &["add", ".gitmodules"]);
+    let split = ["-c", "splitIndex.maxPercentChange=100"];
+    git(
+        d,
+        &[&split[..], &["update-index", "--split-index"]].concat(),
+    );
+    std::fs::write(d.join(".gitmodules"), "changed").unwrap();
+    git(d, &[&split[..], &["add", ".gitmodules"]].concat());
+    assert!(links(d).is_ok());
+    let git_dir = d.join(".git");
+    let data = std::fs::read(git_dir.join("index")).unwrap();
+    // The split file's entries (version 2): replacements have no path and come in the
+    // base's order, where `.gitmodules` sorts first.
+    let count = u32::from_be_bytes(data[8..12].try_into().unwrap());
+    let (mut pos, mut replacement) = (12, None);
+    for _ in 0..count {
+        let len = usize::from(u16::from_be_bytes([data[pos + 60], data[pos + 61]]) & 0xfff);
+        if len == 0 && replacement.is_none() {
+            replacement = Some(pos + 24);
+        }
+        pos += (62 + len + 8) & !7;
+    }
+    let at = replacement.expect("a replacement entry");
+    assert_eq!(data[at..at + 4], 0o100644u32.to_be_bytes());
+    let mut hostile = data.clone();
+    hostile[at..at + 4].copy_from_slice(&0o120000u32.to_be_bytes());
+    let r = gitlinks(&hostile, 20, |hex| {
+        Ok(std::fs::read(git_dir.join(format!("sharedindex.{hex}"))).ok())
+    });
+    assert_eq!(r, Err(UNSAFE_PATH));
+}
