@@ -875,6 +875,59 @@ fn layer_two_from_the_cli(ws: &Path) {
     );
 }
 
+/// Without a user namespace the program would keep what capabilities its caller has: a
+/// user's ambient ones too (a service manager's `AmbientCapabilities=`), with which
+/// `CAP_FOWNER` chmods any file it names. Layer 2 empties every set it may (a user cannot
+/// drop from its bounding set; `no_new_privs` keeps an `execve` from using it).
+#[test]
+fn root_only_layer_two_drops_the_callers_ambient_capabilities() {
+    require!(Feature::Root);
+    require!(Feature::Setpriv);
+    let (_d, ws) = common::var_tempdir();
+    nix::unistd::chown(&ws, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let caps = |cmd: &[&str]| {
+        let out = StdCommand::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .args(["--inh-caps", "+fowner", "--ambient-caps", "+fowner"])
+            .args(cmd)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        let text = common::output_text(&out);
+        assert!(out.status.success(), "{text}");
+        text.lines()
+            .filter_map(|l| l.split_once(":\t"))
+            .filter(|(k, _)| ["CapInh", "CapPrm", "CapEff", "CapAmb"].contains(k))
+            .map(|(k, v)| (k.to_string(), u64::from_str_radix(v.trim(), 16).unwrap()))
+            .collect::<Vec<_>>()
+    };
+    // The control: the caller itself holds CAP_FOWNER (bit 3) in every set.
+    let outside = caps(&["grep", "^Cap", "/proc/self/status"]);
+    assert_eq!(outside.len(), 4, "{outside:?}");
+    assert!(outside.iter().all(|(_, v)| *v == 1 << 3), "{outside:?}");
+    // A copy uid 65534 can run (the build may sit under root's home).
+    let bin = common::tempdir();
+    let exe = bin.path().join("stockade");
+    std::fs::copy(common::stockade_exe(), &exe).unwrap();
+    let ws_arg = ws.to_str().unwrap();
+    for layer in ["landlock", "full"] {
+        let inside = caps(&[
+            exe.to_str().unwrap(),
+            "run",
+            "--workspace",
+            ws_arg,
+            "--layer",
+            layer,
+            "--",
+            "grep",
+            "^Cap",
+            "/proc/self/status",
+        ]);
+        assert_eq!(inside.len(), 4, "{layer}: {inside:?}");
+        assert!(inside.iter().all(|(_, v)| *v == 0), "{layer}: {inside:?}");
+    }
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some()

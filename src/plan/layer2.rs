@@ -62,11 +62,10 @@ impl Plan {
         let tools = tools_dir(policy, fs)?;
         let mut steps = hygiene_steps(policy);
         steps.push(Step::NewKeyring);
-        // Without a user namespace only a privileged host has capabilities to drop (and
-        // only it may drop them from the bounding set).
-        if ids.uid == 0 {
-            steps.push(Step::DropCapabilities);
-        }
+        // Without a user namespace the program would keep the host's capabilities: root's,
+        // or the ambient ones a service manager gives a user (`CAP_FOWNER` would let it
+        // chmod any file it names). Emptying them needs no privilege.
+        steps.push(Step::DropCapabilities);
         steps.extend([Step::NoNewPrivs, Step::Landlock, Step::Seccomp]);
         Ok(Plan {
             layer: Layer::Landlock,

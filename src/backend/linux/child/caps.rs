@@ -23,12 +23,14 @@ pub(super) fn new_keyring() -> R {
 
 /// Empties every capability set. The bounding set goes first (dropping from it needs
 /// `CAP_SETPCAP`, which `capset` then removes), so an `execve` of a file with file
-/// capabilities, or as uid 0, cannot bring any back.
+/// capabilities, or as uid 0, cannot bring any back. A caller without `CAP_SETPCAP` (a
+/// user on layer 2, whose ambient capabilities still go) keeps its bounding set: with
+/// `no_new_privs` no `execve` gains what the empty permitted set lacks.
 pub(super) fn drop_capabilities(last_cap: u32) -> R {
     for cap in 0..=last_cap {
         match sys::prctl_capbset_drop(cap) {
             Ok(_) => {}
-            Err(Errno(libc::EINVAL)) => break,
+            Err(Errno(libc::EINVAL | libc::EPERM)) => break,
             Err(e) => return Err(e),
         }
     }
