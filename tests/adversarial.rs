@@ -189,7 +189,9 @@ fn tiocsti_helper() {
     println!("ctty={}", got[0]);
     println!("tiocsti={}", got[1]);
     println!("tiocgwinsz={}", got[2]);
-    // Exit before the pty closes: the hangup would signal this session leader.
+    // Exit before the pty closes: the hangup would signal this session leader. The
+    // fixture goes first (`exit` runs no destructor).
+    drop(ws);
     std::process::exit(0);
 }
 
