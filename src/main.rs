@@ -25,6 +25,9 @@ use stockade::{Error, Network, Policy, Sandbox, SpawnError};
 
 mod forward;
 mod relay;
+mod shown;
+
+use shown::shown;
 
 #[derive(Parser)]
 #[command(
@@ -473,39 +476,6 @@ fn run(
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),
     }
-}
-
-/// A line of stockade's own that names paths the program chose (a `.git` change, what a
-/// planted `gitdir:` names): with `--scrub` its secrets redacted as in the program's
-/// output, and always every control character escaped (`\n`, `\x1b`, …), so that the
-/// program can neither forge further `stockade:` lines nor send escape sequences to the
-/// caller's terminal or log through them.
-fn shown(child: &stockade::Child, scrub: bool, text: &str) -> String {
-    let text = if scrub {
-        child.redactor().redact_str(text)
-    } else {
-        std::borrow::Cow::Borrowed(text)
-    };
-    escape_controls(&text)
-}
-
-/// `text` with each control character (C0, DEL, C1), line or paragraph separator and
-/// bidirectional mark or override (which reorder how a line reads) written as Rust writes
-/// it in a string literal.
-fn escape_controls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(
-            c,
-            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-        );
-        if c.is_control() || bidi || c == '\u{2028}' || c == '\u{2029}' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// The values of the passed-through variables, for `--scrub`: they are typically tokens
