@@ -928,6 +928,42 @@ fn root_only_layer_two_drops_the_callers_ambient_capabilities() {
     }
 }
 
+/// Landlock follows mounts: a file reached through a host bind mount of a read-only root
+/// is allowed by any layer that grants a directory above the mount. A root host's layer 2
+/// grants its read-only roots entry by entry around private files, in a layer shared by
+/// its commands; that layer must grant no directory wider than the one ruleset it stands
+/// for, or a bind of `/etc` beside the workspace would show `/etc/shadow` through it.
+#[test]
+fn root_only_layer_two_reads_no_private_file_through_a_host_bind_mount() {
+    require!(Feature::Root);
+    let (_d, top) = common::var_tempdir();
+    let (ws, etc) = (top.join("ws"), top.join("etc-bind"));
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&etc).unwrap();
+    let exe = common::stockade_exe();
+    let inside = format!(
+        "for f in /etc/shadow {e}/shadow {e}/passwd; do head -c1 $f >/dev/null 2>&1; echo $?; done",
+        e = etc.display()
+    );
+    // The bind lives in a mount namespace of this test's own, as a host's would.
+    let out = StdCommand::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount --bind /etc {etc} && exec \"$0\" run --workspace {ws} --layer landlock \
+             --min-layer landlock -- sh -c \"$1\"",
+            etc = etc.display(),
+            ws = ws.display()
+        ))
+        .arg(&exe)
+        .arg(&inside)
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(out.status.success(), "{text}");
+    // Private through either path; a public file through the bind still readable.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n1\n0\n", "{text}");
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some()

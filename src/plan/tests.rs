@@ -523,8 +523,11 @@ fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly
     assert_eq!(plan.private_tmp_root(), Some(Path::new("/tmp")));
     let listed: Vec<&str> = split.listed.iter().map(|p| p.to_str().unwrap()).collect();
     assert_eq!(listed, ["/etc", "/etc/tls", "/opt"]);
-    // The shared layer: the rules within the roots granted entry by entry; elsewhere,
-    // whole, the highest directories that hold none of them. Paths only.
+    // The shared layer: the one ruleset's own rules (within the roots granted entry by
+    // entry and elsewhere), and the temporary directory and `/dev/pts` whole for the
+    // commands' TMPDIRs and terminals.
+    // Never a wider directory: a host bind mount beneath one would reach a private file
+    // through it, past the entry-by-entry rules. Paths only.
     let shared = |path: &str, grant: Grant| {
         split.shared.rules.contains(&PathRule {
             path: path.into(),
@@ -532,16 +535,29 @@ fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly
         })
     };
     assert!(shared("/etc/tls/ca.pem", Grant::ReadExec) && shared("/opt", Grant::ListDir));
-    for whole in ["/usr", "/srv", "/dev", "/proc", "/tmp"] {
-        assert!(shared(whole, Grant::ReadWrite), "{whole}");
+    assert!(shared("/tmp", Grant::ReadWrite));
+    for rule in &split.shared.rules {
+        // Besides: the temporary directory, and `/dev/pts` for the commands' terminals
+        // (devpts holds no directory a bind mount could sit beneath).
+        let single = rules.spec.rules.contains(rule)
+            || rule.path == Path::new("/tmp")
+            || *rule
+                == PathRule {
+                    path: "/dev/pts".into(),
+                    grant: Grant::Device,
+                };
+        assert!(single, "{rule:?} is not a rule of the single ruleset");
     }
-    assert!(
-        !split
-            .shared
-            .rules
-            .iter()
-            .any(|r| r.path == Path::new("/dev/null"))
-    );
+    for wider in ["/srv", "/dev", "/var", "/"] {
+        assert!(
+            !split
+                .shared
+                .rules
+                .iter()
+                .any(|r| r.path == Path::new(wider)),
+            "{wider}"
+        );
+    }
     assert!(!split.shared.scope && !split.shared.deny_tcp);
     // The command's layer: a few rules, the read-only roots whole.
     assert!(split.command.rules.len() < rules.spec.rules.len());

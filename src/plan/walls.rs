@@ -127,22 +127,21 @@ pub struct LandlockRules {
 /// A process under both layers gets a right only where both grant it:
 ///
 /// - [`SplitRules::shared`], built once per sandbox and reused while its inodes are
-///   current: the spec's rules within the roots granted entry by entry, as there, and,
-///   for every other path of the spec, of [`SplitRules::tmp_root`] and of `/dev/pts`,
-///   every right on the highest directory above it that holds none of those roots;
+///   current: every rule of the spec, each read-only root entry by entry as there, and,
+///   whole, the directories that hold what a command adds: [`SplitRules::tmp_root`]
+///   read-write and `/dev/pts` as devices;
 /// - [`SplitRules::command`], built per command: the spec with every read-only root
 ///   granted whole again (a few rules, as on a user host), plus the command's own
 ///   `TMPDIR` and terminals ([`LandlockRules::for_command`]).
 ///
-/// Within the roots granted entry by entry the shared layer narrows the command's; outside
-/// them the command's layer is exact and the shared one grants more. That holds only while
-/// no read-only root overlaps `tmp_root` or `/dev/pts` (the command's layer would grant
-/// such a root whole where the shared one grants all of the temporary directory): the
-/// plan splits only then.
+/// The read-only roots are narrowed by the shared layer, the temporary directory and
+/// `/dev/pts` by the command's, every other rule is the same in both. That holds only
+/// while no read-only root overlaps `tmp_root` or `/dev/pts` (the command's layer would
+/// grant such a root whole where the shared one grants more than the spec): the plan
+/// splits only then.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitRules {
-    /// The sandbox's layer: file-system rules only (no TCP rule, no scope). Its
-    /// `workspace` is the directory that covers the workspace (see above).
+    /// The sandbox's layer: file-system rules only (no TCP rule, no scope).
     pub shared: RulesetSpec,
     /// The directories of [`SplitRules::shared`] granted entry by entry
     /// ([`Grant::ListDir`]): a rename, creation or removal among their entries makes the
@@ -151,7 +150,7 @@ pub struct SplitRules {
     /// The rules every command's layer starts from.
     pub command: RulesetSpec,
     /// The canonical directory in which each command's private `TMPDIR` is made (the
-    /// host's temporary directory when the sandbox was made): covered whole by the shared
+    /// host's temporary directory when the sandbox was made): granted whole by the shared
     /// layer, so it must hold them all.
     pub tmp_root: PathBuf,
 }
@@ -292,13 +291,6 @@ impl SplitRules {
     /// ([`Plan::roots`]) where `coarse` grants them whole, with each command's `TMPDIR` in
     /// `tmp_root`. The caller checks that no read-only root overlaps `tmp_root` or
     /// [`DEV_PTS`] (see [`SplitRules`]).
-    ///
-    /// The shared layer only has to be exact within the roots granted entry by entry: the
-    /// command's layer has every other rule exactly. So it keeps the plan's rules within
-    /// those roots and grants, for each other path, every right on the highest directory
-    /// above it that holds no such root (`/var` for a workspace in `/var/tmp`, `/dev` for
-    /// the devices and terminals): fewer rules, and inodes that do not change when the
-    /// path below is replaced.
     pub(super) fn new(
         policy: &Policy,
         plan: &Plan,
@@ -306,41 +298,9 @@ impl SplitRules {
         tmp_root: PathBuf,
         own_terminals: bool,
     ) -> SplitRules {
-        let walked: Vec<&Path> = coarse
-            .iter()
-            .filter(|(r, a)| *a == Access::ReadOnly && !plan.roots.contains(&(r.clone(), *a)))
-            .map(|(r, _)| r.as_path())
-            .collect();
-        let within = |path: &Path| walked.iter().any(|r| path.starts_with(r));
-        let exact = host_rules(policy, plan, &plan.roots);
-        let workspace = if within(&exact.workspace) {
-            exact.workspace.clone()
-        } else {
-            widest(&exact.workspace, &walked)
-        };
-        let mut shared = RulesetSpec::new(workspace);
-        let mut add = |path: &Path, grant: Grant| {
-            let rule = if within(path) {
-                PathRule {
-                    path: path.to_path_buf(),
-                    grant,
-                }
-            } else {
-                PathRule {
-                    path: widest(path, &walked),
-                    grant: Grant::ReadWrite,
-                }
-            };
-            if rule.path != shared.workspace && !shared.rules.contains(&rule) {
-                shared.rules.push(rule);
-            }
-        };
-        for rule in &exact.rules {
-            add(&rule.path, rule.grant);
-        }
-        add(&tmp_root, Grant::ReadWrite);
+        let mut shared = host_rules(policy, plan, &plan.roots).with(&tmp_root, Grant::ReadWrite);
         if own_terminals {
-            add(Path::new(DEV_PTS), Grant::Device);
+            shared = shared.with(DEV_PTS, Grant::Device);
         }
         // The command's layer scopes and denies TCP; this one is only about paths.
         shared.deny_tcp = false;
@@ -358,21 +318,6 @@ impl SplitRules {
             tmp_root,
         }
     }
-}
-
-/// The highest directory above `path` (or `path` itself) that holds none of the `walked`
-/// roots but those `path` holds itself; never `/`. For a `path` outside every walked root
-/// (so are the directories above it).
-fn widest(path: &Path, walked: &[&Path]) -> PathBuf {
-    let inside = |dir: &Path| walked.iter().filter(|r| r.starts_with(dir)).count();
-    let own = inside(path);
-    let mut ancestors: Vec<&Path> = path.ancestors().filter(|a| a.parent().is_some()).collect();
-    ancestors.reverse();
-    ancestors
-        .into_iter()
-        .find(|a| inside(a) == own)
-        .unwrap_or(path)
-        .to_path_buf()
 }
 
 impl Plan {

@@ -16,8 +16,11 @@
 //! Rules name inodes, not paths. Rebuilding per command re-resolved each path, so a file
 //! replaced by rename (`/etc/passwd` after `useradd`) was granted again to the next
 //! command; a cached layer still names the old inode. Under a directory the layer lists,
-//! an inode it does not name is denied (every right is handled), so a stale layer can only
-//! deny what a fresh one would grant, never the reverse. To keep granting what a fresh
+//! an inode it does not name is denied (every right is handled), so a stale layer denies
+//! what is new. It keeps granting what it named, though: a granted file moved elsewhere
+//! and made private stays readable until the next check sees its directory change (and on
+//! NFS or FUSE, whose attribute caches may hide a change for a while, until they show it),
+//! the same as a file made private after the walk. To keep granting what a fresh
 //! build grants, the layer is rebuilt whenever a path it names may resolve to another
 //! inode now, checked before each command with one `stat` per watched path:
 //!
@@ -25,18 +28,17 @@
 //!   `st_ino`, `st_mtime` and `st_ctime` (nanoseconds). Creating, removing or renaming an
 //!   entry in it changes its times, and replacing the directory itself changes its inode.
 //!   Its entries (the other rules of the entry-by-entry grants) need no check of their own.
-//! - every other path of the layer (outside the roots granted entry by entry these are the
-//!   highest directories that hold what the command's layer grants, such as `/var`,
-//!   `/dev`, `/proc` and `/tmp`, which do not change in practice): its `st_dev` and
-//!   `st_ino`, the inode a fresh build would name. A path that does not exist is
+//! - every other path of the layer (the workspace, writable paths, read-only roots
+//!   granted whole, devices, `/proc`, the temporary directory, `/dev/pts`): its `st_dev`
+//!   and `st_ino`, the inode a fresh build would name. A path that does not exist is
 //!   recorded as such: if it appears, the layer is rebuilt to name it.
 //!
 //! A change within the file system's timestamp granularity of the build could leave a
 //! directory's times unchanged (git's "racy" index entries). So the stamps are taken
 //! before the paths are opened, and a build during which some listed directory had
 //! changed less than [`RACY`] before is not trusted: the next command builds again, until
-//! one build sees every listed directory settled. On the machine of `bench/README.md`, 11
-//! listed directories and 5 other paths: 16 `stat`s, some 15–35 µs per command.
+//! one build sees every listed directory settled. On this machine some 15 listed
+//! directories and 15 other paths: about 25 µs per command.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
@@ -210,6 +212,20 @@ impl SharedLayer {
                 })
         });
         let (fd, _) = landlock::build(&self.spec)?.into_parts();
+        // Kept for the sandbox's life: never as 0, 1 or 2 (when the host had a standard
+        // stream closed), where a command's stdio step would replace it before its
+        // `landlock_restrict_self`.
+        let fd = if fd.as_raw_fd() <= 2 {
+            nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))
+                .map(|raw| {
+                    // SAFETY: F_DUPFD_CLOEXEC returned a new descriptor that nothing else
+                    // owns.
+                    unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) }
+                })
+                .map_err(|e| LandlockBuildError::CreateRuleset(Box::new(std::io::Error::from(e))))?
+        } else {
+            fd
+        };
         BUILDS.with(|b| b.set(b.get() + 1));
         Ok(Built { fd, stamps, racy })
     }
