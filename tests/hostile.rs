@@ -231,6 +231,18 @@ fn private_tree() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, opt)
 }
 
+/// A root host's layer-2 sandbox with [`private_tree`] as a read-only path: its rules are
+/// split into a shared layer and each command's own. Returns the fixtures to keep, the
+/// tree and the sandbox.
+fn root_layer_two_over_a_private_tree() -> ([tempfile::TempDir; 2], std::path::PathBuf, Sandbox) {
+    let (w, ws) = var_tempdir();
+    let (o, opt) = private_tree();
+    let mut p = policy(&ws, Layer::Landlock);
+    p.read_only = vec![opt.clone()];
+    let sb = Sandbox::new(p).unwrap();
+    ([w, o], opt, sb)
+}
+
 /// Layer 2 on a root host builds the rules it grants entry by entry once per sandbox, not
 /// once per command (each command then costs what it costs on a user host), and builds
 /// them again when a directory granted entry by entry changes: a file replaced by rename
@@ -241,11 +253,7 @@ fn root_only_layer_two_builds_its_entry_by_entry_rules_once_and_again_after_a_ch
     require!(Feature::Root);
     use std::os::unix::fs::PermissionsExt;
     use stockade::backend::linux::shared_layer::{RACY, builds_on_this_thread};
-    let (_w, ws) = var_tempdir();
-    let (_o, opt) = private_tree();
-    let mut p = policy(&ws, Layer::Landlock);
-    p.read_only = vec![opt.clone()];
-    let sb = Sandbox::new(p).unwrap();
+    let (_dirs, opt, sb) = root_layer_two_over_a_private_tree();
     let tls = opt.join("tls");
     let read = |name: &str| {
         let expr = format!("print(open('{}').read(), end='')", tls.join(name).display());
@@ -286,11 +294,7 @@ fn root_only_layer_two_builds_its_entry_by_entry_rules_once_and_again_after_a_ch
 #[test]
 fn root_only_layer_two_keeps_each_commands_tmpdir_to_itself() {
     require!(Feature::Root);
-    let (_w, ws) = var_tempdir();
-    let (_o, opt) = private_tree();
-    let mut p = policy(&ws, Layer::Landlock);
-    p.read_only = vec![opt.clone()];
-    let sb = Sandbox::new(p).unwrap();
+    let (_dirs, opt, sb) = root_layer_two_over_a_private_tree();
     let mut first = sb
         .command("sh")
         .args([

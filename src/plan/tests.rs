@@ -457,7 +457,7 @@ fn hostile_with_tmp() -> Hostile {
 /// the plan's rules in one ruleset.
 fn assert_split_is_exact(plan: &Plan, paths: &[&str]) {
     let rules = plan.walls.landlock.as_ref().unwrap();
-    let split = rules.split.as_ref().expect("split");
+    let split = split_of(&plan);
     let (tmp, tty) = (
         Path::new("/tmp/stockade-tmp-a"),
         PathBuf::from("/dev/pts/3"),
@@ -511,6 +511,12 @@ const PROBES: &[&str] = &[
     "/root/.ssh/id_ed25519",
     "/",
 ];
+
+/// The two Landlock layers of a layer-2 plan that has them.
+fn split_of(plan: &Plan) -> &SplitRules {
+    let rules = plan.walls.landlock.as_ref().expect("landlock rules");
+    rules.split.as_ref().expect("split")
+}
 
 #[test]
 fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly_them() {
@@ -572,14 +578,7 @@ fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly
     // writable path itself, not their common parent.
     p.read_only = vec!["/srv/ro".into()];
     let plan = Plan::landlock(&p, &hostile_with_tmp(), ROOT).unwrap();
-    let split = plan
-        .walls
-        .landlock
-        .as_ref()
-        .unwrap()
-        .split
-        .as_ref()
-        .unwrap();
+    let split = split_of(&plan);
     assert!(split.listed.contains(&PathBuf::from("/srv/ro")));
     assert!(
         !split
@@ -599,14 +598,7 @@ fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly
     // The workspace within a root granted entry by entry (found by the fuzz target `plan`).
     let p = Policy::with_workspace("/opt/svc/deep");
     let plan = Plan::landlock(&p, &hostile_with_tmp(), ROOT).unwrap();
-    let split = plan
-        .walls
-        .landlock
-        .as_ref()
-        .unwrap()
-        .split
-        .as_ref()
-        .unwrap();
+    let split = split_of(&plan);
     assert_eq!(split.shared.workspace, Path::new("/opt/svc/deep"));
     let mut probes = PROBES.to_vec();
     probes.extend(["/opt/svc/deep/f", "/opt/svc/other"]);
