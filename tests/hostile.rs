@@ -294,7 +294,7 @@ fn root_only_layer_two_builds_its_entry_by_entry_rules_once_and_again_after_a_ch
 #[test]
 fn root_only_layer_two_keeps_each_commands_tmpdir_to_itself() {
     require!(Feature::Root);
-    let (_dirs, opt, sb) = root_layer_two_over_a_private_tree();
+    let (_dirs, _opt, sb) = root_layer_two_over_a_private_tree();
     let mut first = sb
         .command("sh")
         .args([
