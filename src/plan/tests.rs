@@ -457,7 +457,7 @@ fn hostile_with_tmp() -> Hostile {
 /// the plan's rules in one ruleset.
 fn assert_split_is_exact(plan: &Plan, paths: &[&str]) {
     let rules = plan.walls.landlock.as_ref().unwrap();
-    let split = split_of(&plan);
+    let split = split_of(plan);
     let (tmp, tty) = (
         Path::new("/tmp/stockade-tmp-a"),
         PathBuf::from("/dev/pts/3"),
