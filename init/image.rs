@@ -43,7 +43,7 @@ core::arch::global_asm!(
     entry = sym entry,
 );
 
-/// Reads `argc`, `argv` and `envp` from the initial stack at `sp` and runs the init.
+/// Reads `argc` and `argv` from the initial stack at `sp` and runs the init.
 ///
 /// # Safety
 ///
@@ -54,11 +54,9 @@ unsafe extern "C" fn entry(sp: *const usize) -> ! {
     // stored `argc`.
     let argc = unsafe { *sp };
     let argv = sp.wrapping_add(1).cast::<*const u8>();
-    let envp = argv.wrapping_add(argc + 1);
-    // SAFETY: the kernel lays out `argc` argument pointers, a NULL, then the environment
-    // pointers and a NULL, all pointing to strings on this stack, which lives as long as
-    // the process.
-    let args = unsafe { run::Args::new(argc, argv, envp) };
+    // SAFETY: the kernel lays out `argc` argument pointers and a NULL, all pointing to
+    // strings on this stack, which lives as long as the process.
+    let args = unsafe { run::Args::new(argc, argv) };
     run::main(&args)
 }
 

@@ -3,8 +3,9 @@
 //!
 //! # Start: argv
 //!
-//! The host's setup child execs the init with this argv (every number in decimal ASCII)
-//! and the program's own environment as envp:
+//! The host's setup child starts the program's process first (a `CLONE_VM | CLONE_VFORK`
+//! child of its own that execs the program), then execs the init with this argv (every
+//! number in decimal ASCII) and an empty environment:
 //!
 //! | index | content |
 //! | --- | --- |
@@ -13,13 +14,12 @@
 //! | [`arg::REPORT_FD`] | write end of the setup report pipe (the host reads to EOF) |
 //! | [`arg::STATUS_FD`] | write end of the status pipe (one [`STATUS_SIZE`]-byte record) |
 //! | [`arg::INIT_STEP`] | step index reported when the init's own setup fails |
-//! | [`arg::EXEC_STEP`] | step index reported when the program cannot be executed |
-//! | [`arg::CANDIDATES`] | `n`, the number of candidate paths that follow |
-//! | [`arg::FIRST_CANDIDATE`] .. +`n` | the program's candidate paths, tried in order |
-//! | the rest | the program's argv (`argv[0]` first; may be empty) |
+//! | [`arg::PROGRAM`] | pid of the program's process, the init's child |
 //!
-//! The argv is the host's own, built before `clone`; the init only parses numbers it
-//! wrote. Nothing of the sandboxed program reaches the init before it runs.
+//! The fixed arguments are the host's own, built before `clone`; the pid is the setup
+//! child's, which it writes on its own stack. The init only parses numbers. Nothing of the
+//! sandboxed program reaches the init: the program is already running when the init
+//! starts, and the init only waits for it, signals it and reaps.
 //!
 //! # While running: signals
 //!
@@ -52,15 +52,15 @@ pub mod arg {
     pub const STATUS_FD: usize = 3;
     /// The step index for a failure of the init's own setup.
     pub const INIT_STEP: usize = 4;
-    /// The step index for a failure to execute the program.
-    pub const EXEC_STEP: usize = 5;
-    /// The number of candidate paths.
-    pub const CANDIDATES: usize = 6;
-    /// The first candidate path.
-    pub const FIRST_CANDIDATE: usize = 7;
+    /// The pid of the program's process.
+    pub const PROGRAM: usize = 5;
+    /// The number of arguments.
+    pub const COUNT: usize = 6;
 }
 
-/// Bits of the flags argument.
+/// Bits of the flags argument. The init acts on [`flag::SUBREAPER`]; the others tell the
+/// host's setup child how to start the program's process (they travel with the init's
+/// flags so that one value describes the start).
 pub mod flag {
     /// The program starts a session of its own (`setsid`); unset with `keep_session`.
     pub const NEW_SESSION: u32 = 1;
@@ -84,10 +84,19 @@ pub mod flag {
     pub const fn controlling_terminal(fd: u32) -> u32 {
         ((fd + 1) << CONTROLLING_TERMINAL_SHIFT) & CONTROLLING_TERMINAL
     }
+
+    /// The stdio fd whose terminal the program takes as its controlling terminal, as
+    /// `flags` say ([`controlling_terminal`]'s inverse).
+    pub const fn terminal(flags: u32) -> Option<i32> {
+        match (flags & CONTROLLING_TERMINAL) >> CONTROLLING_TERMINAL_SHIFT {
+            0 => None,
+            v => Some(v as i32 - 1),
+        }
+    }
 }
 
 /// A failed `TIOCSCTTY` in the program's process is reported as the init's own step
-/// ([`arg::INIT_STEP`]) plus this.
+/// ([`arg::INIT_STEP`]) plus this (by the host's setup child, which starts that process).
 pub const CONTROLLING_TERMINAL_STEP_AFTER_INIT: u32 = 1;
 
 /// `SIGHUP`.
@@ -213,7 +222,7 @@ pub fn format_u32(v: u32, buf: &mut [u8; 10]) -> &[u8] {
     buf.get(i..).unwrap_or(&[])
 }
 
-/// The init's settings, parsed from its fixed arguments.
+/// The init's settings, parsed from its arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
     /// Bits of [`flag`].
@@ -224,50 +233,33 @@ pub struct Config {
     pub status_fd: i32,
     /// Step index of the init's own setup.
     pub init_step: u32,
-    /// Step index of the program's exec.
-    pub exec_step: u32,
-    /// How many candidate paths follow [`arg::FIRST_CANDIDATE`].
-    pub candidates: usize,
+    /// The program's process (a pid, never 0).
+    pub program: i32,
 }
 
 impl Config {
-    /// Parses the fixed arguments; `arg(i)` returns argument `i` without its NUL. `argc`
-    /// bounds the candidates.
+    /// Parses the arguments; `arg(i)` returns argument `i` without its NUL. Exactly
+    /// [`arg::COUNT`] of them (`argc`), or `None`.
     pub fn parse<'a>(argc: usize, arg: impl Fn(usize) -> Option<&'a [u8]>) -> Option<Config> {
         let num = |i| arg(i).and_then(parse_u32);
-        let fd = |i| num(i).and_then(|v| i32::try_from(v).ok());
+        let positive = |i| num(i).and_then(|v| i32::try_from(v).ok());
         let flags = num(arg::FLAGS)?;
-        if flags & !flag::ALL != 0 || arg(0)? != ARGV0.to_bytes() {
+        if argc != arg::COUNT || flags & !flag::ALL != 0 || arg(0)? != ARGV0.to_bytes() {
             return None;
         }
-        let candidates = usize::try_from(num(arg::CANDIDATES)?).ok()?;
-        if arg::FIRST_CANDIDATE.checked_add(candidates)? > argc {
-            return None;
-        }
+        let program = positive(arg::PROGRAM).filter(|&pid| pid > 0)?;
         Some(Config {
             flags,
-            report_fd: fd(arg::REPORT_FD)?,
-            status_fd: fd(arg::STATUS_FD)?,
+            report_fd: positive(arg::REPORT_FD)?,
+            status_fd: positive(arg::STATUS_FD)?,
             init_step: num(arg::INIT_STEP)?,
-            exec_step: num(arg::EXEC_STEP)?,
-            candidates,
+            program,
         })
     }
 
     /// Whether `bit` of [`flag`] is set.
     pub fn has(&self, bit: u32) -> bool {
         self.flags & bit != 0
-    }
-
-    /// The stdio fd whose terminal the program takes as its controlling terminal.
-    pub fn controlling_terminal(&self) -> Option<i32> {
-        let v = (self.flags & flag::CONTROLLING_TERMINAL) >> flag::CONTROLLING_TERMINAL_SHIFT;
-        v.checked_sub(1).map(|fd| fd as i32)
-    }
-
-    /// Index of the program's `argv[0]` in the init's argv.
-    pub fn program_argv(&self) -> usize {
-        arg::FIRST_CANDIDATE + self.candidates
     }
 }
 
@@ -390,19 +382,7 @@ mod tests {
 
     #[test]
     fn config_parses_the_fixed_arguments() {
-        let a = [
-            "stockade-init",
-            "3",
-            "5",
-            "6",
-            "40",
-            "39",
-            "2",
-            "/usr/bin/sh",
-            "/bin/sh",
-            "sh",
-            "-c",
-        ];
+        let a = ["stockade-init", "3", "5", "6", "40", "2"];
         let c = Config::parse(a.len(), argv(&a)).unwrap();
         assert_eq!(
             c,
@@ -411,14 +391,12 @@ mod tests {
                 report_fd: 5,
                 status_fd: 6,
                 init_step: 40,
-                exec_step: 39,
-                candidates: 2,
+                program: 2,
             }
         );
         assert!(c.has(flag::NEW_SESSION) && c.has(flag::SUBREAPER));
         assert!(!c.has(flag::SCOPE_SIGNALS));
-        assert_eq!(c.controlling_terminal(), None);
-        assert_eq!(c.program_argv(), 9);
+        assert_eq!(flag::terminal(c.flags), None);
         // The controlling terminal's fd, 0 to 2, in two bits.
         for fd in 0..3 {
             let bits = 3 | flag::controlling_terminal(fd);
@@ -426,20 +404,18 @@ mod tests {
             let mut b = a;
             b[1] = &flags;
             let c = Config::parse(b.len(), argv(&b)).unwrap();
-            assert_eq!(c.controlling_terminal(), Some(fd as i32));
+            assert_eq!(flag::terminal(c.flags), Some(fd as i32));
             assert!(c.has(flag::NEW_SESSION) && !c.has(flag::SCOPE_SIGNALS));
         }
-        // More candidates than arguments, unknown flags, another argv[0]: refused.
-        let mut b = a;
-        b[6] = "9";
+        // Unknown flags, another argv[0], pid 0, a missing or an extra argument: refused.
+        for (i, v) in [(1, "64"), (0, "init"), (5, "0"), (5, "-2"), (5, "")] {
+            let mut b = a;
+            b[i] = v;
+            assert_eq!(Config::parse(b.len(), argv(&b)), None, "{i}: {v:?}");
+        }
+        assert_eq!(Config::parse(5, argv(&a[..5])), None);
+        let b = ["stockade-init", "3", "5", "6", "40", "2", "sh"];
         assert_eq!(Config::parse(b.len(), argv(&b)), None);
-        let mut b = a;
-        b[1] = "64";
-        assert_eq!(Config::parse(b.len(), argv(&b)), None);
-        let mut b = a;
-        b[0] = "init";
-        assert_eq!(Config::parse(b.len(), argv(&b)), None);
-        assert_eq!(Config::parse(3, argv(&a[..3])), None);
     }
 
     #[test]

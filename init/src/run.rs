@@ -1,29 +1,30 @@
 //! The init itself: tini's job and nothing more.
 //!
-//! 1. Set up: name itself, become non-dumpable, block every signal and open a signalfd
-//!    for them, mark the host's pipes close-on-exec; on layer 2 become a child subreaper
-//!    and make the host's death a request to end the sandbox ([`protocol::KILL_REQUEST`]).
-//! 2. Fork the program's process, which starts its own session (unless `keep_session`),
-//!    takes the terminal on its stdio as its controlling terminal when asked, dies with
-//!    the init, on layer 2 enters a nested Landlock domain that cannot signal
-//!    the init, unblocks every signal and execs the program. A failed exec goes back to
-//!    the host as a setup record on the report pipe.
-//! 3. Clear its own arguments but `argv[0]` (they name the program, which `ps` shows as
-//!    its own process), and close everything but the status pipe and the signalfd (the
-//!    report pipe's copy included, so the host reads EOF once the program has been
-//!    exec'd; stdio and passed fds belong to the program).
-//! 4. Loop on the signalfd: `SIGCHLD` reaps every child that has ended (orphans included);
+//! The host's setup child has already started the program's process (its own
+//! `CLONE_VM | CLONE_VFORK` child, which took its session and terminal, entered the
+//! program's nested domain and exec'd the program) before it exec'd this image: the
+//! program is running, or has even ended, when the init starts. So the init forks nothing
+//! and execs nothing; it:
+//!
+//! 1. Sets up: names itself, becomes non-dumpable, blocks every signal and opens a
+//!    signalfd for them, marks the host's pipes close-on-exec; on layer 2 (again: the setup
+//!    child did it before starting the program) becomes a child subreaper and makes the
+//!    host's death a request to end the sandbox ([`protocol::KILL_REQUEST`]).
+//! 2. Clears its own arguments but `argv[0]`, and closes everything but the status pipe
+//!    and the signalfd (the report pipe's copy included, so the host reads EOF; stdio and
+//!    passed fds belong to the program, which has its own copies).
+//! 3. Loops on the signalfd: `SIGCHLD` reaps every child that has ended (orphans included);
 //!    a signal of [`protocol::FORWARDED`] goes to the program, unless the kernel sent it to
 //!    a whole process group (a terminal's `^C` with `keep_session`), which the program is
 //!    in and has received already; [`protocol::KILL_REQUEST`] on layer 2 ends everything.
-//! 5. When the program has ended: on layer 2 kill and reap every descendant left; write the
+//! 4. When the program has ended: on layer 2 kill and reap every descendant left; write the
 //!    program's raw wait status to the status pipe; exit. In a PID namespace the kernel
 //!    then kills whatever is left.
 //!
-//! Every process the init forks is the program's: the init itself never runs anything else.
 //! Signals stay blocked in the init from before its exec (the setup child blocks them all
 //! around `clone` and never unblocks them), so no signal can end it before the signalfd
-//! exists; the kernel queues what arrives meanwhile.
+//! exists: the kernel queues what arrives meanwhile, a `SIGCHLD` of a program that ended
+//! early or a host's `SIGTERM` to forward, and the signalfd hands it over.
 
 use core::ffi::CStr;
 
@@ -32,26 +33,23 @@ use crate::sys::{self, BorrowedFd, OwnedFd, c};
 
 /// Exit status of an init that could not start the program (the host has the record).
 pub const INIT_FAILED: i32 = 125;
-/// Exit status of the program's process when the program cannot be executed.
-pub const EXEC_FAILED: i32 = 127;
 
-/// The process's arguments and environment, as the kernel laid them out on the stack.
+/// The process's arguments, as the kernel laid them out on the stack.
 pub struct Args {
     argc: usize,
     argv: *const *const u8,
-    envp: *const *const u8,
 }
 
 impl Args {
-    /// The arguments at `argv` and the environment at `envp`.
+    /// The arguments at `argv`.
     ///
     /// # Safety
     ///
     /// `argv` must point to `argc` pointers to NUL-terminated strings followed by a NULL,
-    /// and `envp` to a NULL-terminated array of the same, all valid and unchanged for the
-    /// rest of the process's life: the kernel's initial stack of the process.
-    pub unsafe fn new(argc: usize, argv: *const *const u8, envp: *const *const u8) -> Args {
-        Args { argc, argv, envp }
+    /// all valid and unchanged for the rest of the process's life (but for
+    /// [`Args::clear_arguments`]): the kernel's initial stack of the process.
+    pub unsafe fn new(argc: usize, argv: *const *const u8) -> Args {
+        Args { argc, argv }
     }
 
     /// Argument `i`, without its NUL.
@@ -71,17 +69,12 @@ impl Args {
         Some(s.to_bytes())
     }
 
-    /// Pointer to argument `i` (for `execve`).
-    fn ptr(&self, i: usize) -> *const u8 {
-        self.get(i).map_or(core::ptr::null(), <[u8]>::as_ptr)
-    }
-
     /// Overwrites every argument but `argv[0]` with NULs, in place on the initial stack, so
     /// that the init's command line (`/proc/<pid>/cmdline`, `ps`, `pgrep -f`) shows its
     /// name alone rather than the program's arguments a second time.
     ///
-    /// Call only after the config has been parsed and the program's process forked (it has
-    /// its own copy of this memory): no reference into the arguments is alive then.
+    /// Call only after the config has been parsed: no reference into the arguments is
+    /// alive then.
     fn clear_arguments(&self) {
         for i in 1..self.argc {
             let slot = self.argv.wrapping_add(i);
@@ -100,11 +93,6 @@ impl Args {
                 at = at.wrapping_add(1);
             }
         }
-    }
-
-    /// `&argv[i]`: the NULL-terminated tail of the array from `i` on (`i <= argc`).
-    fn tail(&self, i: usize) -> *const *const u8 {
-        self.argv.wrapping_add(i.min(self.argc))
     }
 }
 
@@ -137,21 +125,16 @@ pub fn main(args: &Args) -> ! {
         Ok(fd) => fd,
         Err(e) => fail(report, cfg.init_step, e, INIT_FAILED),
     };
-    let init_pid = sys::getpid();
-    // SAFETY: the init has one thread (it starts none), so its child may run any code.
-    let program = match unsafe { sys::fork() } {
-        Ok(0) => start_program(&cfg, args, report, init_pid),
-        Ok(pid) => pid,
-        Err(e) => fail(report, cfg.init_step, e, INIT_FAILED),
-    };
+    let program = cfg.program;
     args.clear_arguments();
     if let Err(e) = keep_only(&pipes, sfd.as_fd()) {
         // The program runs, but the host would wait for an EOF that never comes. In a
-        // PID namespace this exit ends it; on layer 2 it dies with its parent.
+        // PID namespace this exit ends it; on layer 2 it dies with its parent (its
+        // parent-death signal).
         fail(report, cfg.init_step, e, INIT_FAILED);
     }
-    // The host reads EOF on the report pipe once every copy is closed: this one, and the
-    // program's at its exec.
+    // The host reads EOF on the report pipe once every copy is closed: this one (the
+    // program's process closed its own at its exec).
     let Pipes { report, status } = pipes;
     let _ = sys::close(report);
     supervise(&cfg, sfd.as_fd(), status.as_fd(), program)
@@ -182,75 +165,6 @@ fn setup(cfg: &Config, pipes: &Pipes) -> sys::Result<OwnedFd> {
         sys::prctl_set_pdeathsig(protocol::KILL_REQUEST)?;
     }
     Ok(sfd)
-}
-
-/// Step 2, in the forked child. Never returns.
-fn start_program(cfg: &Config, args: &Args, report: BorrowedFd<'_>, init_pid: i32) -> ! {
-    if let Err(e) = prepare_program(cfg, init_pid) {
-        fail(report, cfg.init_step, e, EXEC_FAILED);
-    }
-    // After its `setsid`: the program's session, not the init's, gets the terminal, so
-    // that the terminal's signals (`^C`, `^Z`, the hangup) reach the program's foreground
-    // process group and never the init.
-    if let Some(fd) = cfg.controlling_terminal() {
-        // SAFETY: the flag names one of the stdio fds (0-2) that the host passes to the
-        // init for the program, open until this process execs; this child closes none.
-        let tty = unsafe { BorrowedFd::borrow_raw(fd) };
-        if let Err(e) = sys::ioctl_tiocsctty(tty) {
-            let step = cfg.init_step + protocol::CONTROLLING_TERMINAL_STEP_AFTER_INIT;
-            fail(report, step, e, EXEC_FAILED);
-        }
-    }
-    let argv = args.tail(cfg.program_argv());
-    let mut seen = c::ENOENT;
-    for i in 0..cfg.candidates {
-        let path = args.ptr(protocol::arg::FIRST_CANDIDATE + i);
-        if path.is_null() {
-            break;
-        }
-        // SAFETY: `path` is a NUL-terminated argument, `argv` the NULL-terminated tail of the
-        // init's own argv and `args.envp` its NULL-terminated environment: the kernel's
-        // initial stack, valid for the life of this process (`Args::new`).
-        let e = unsafe { sys::execve(path, argv, args.envp) };
-        // As `execvp`: a missing file moves on, a permission error is remembered.
-        match e {
-            c::ENOENT | c::ENOTDIR | c::ESTALE => {}
-            c::EACCES | c::EPERM | c::ENOEXEC => seen = e,
-            _ => {
-                seen = e;
-                break;
-            }
-        }
-    }
-    fail(report, cfg.exec_step, seen, EXEC_FAILED)
-}
-
-fn prepare_program(cfg: &Config, init_pid: i32) -> sys::Result<()> {
-    if cfg.has(flag::NEW_SESSION) {
-        sys::setsid()?;
-    }
-    // The program dies with the init (layer 2 has no namespace to end it). If the init is
-    // already gone, its parent is someone else: stop here.
-    sys::prctl_set_pdeathsig(protocol::SIGKILL)?;
-    if sys::getppid() != init_pid {
-        sys::exit_group(INIT_FAILED);
-    }
-    if cfg.has(flag::SCOPE_SIGNALS) {
-        // A nested domain that only scopes signals: the program and everything it starts
-        // can no longer signal processes outside it, the init included (Landlock ABI 6).
-        // The init keeps signalling the program.
-        let attr = sys::LandlockRulesetAttr {
-            scoped: c::LANDLOCK_SCOPE_SIGNAL,
-            ..Default::default()
-        };
-        let ruleset = sys::landlock_create_ruleset(&attr)?;
-        let r = sys::landlock_restrict_self(ruleset.as_fd());
-        let _ = sys::close(ruleset);
-        r?;
-    }
-    // The dispositions are the defaults (the setup child reset them, the init installs
-    // none); the mask is the init's, all blocked.
-    sys::set_sigmask(0)
 }
 
 /// Closes every fd but the two pipes and the signalfd (the report pipe follows in `main`,
@@ -287,7 +201,7 @@ fn sorted([a, b, c]: [i32; 3]) -> [i32; 3] {
     [a, b, c]
 }
 
-/// Step 4. Never returns.
+/// Step 3. Never returns.
 fn supervise(cfg: &Config, sfd: BorrowedFd<'_>, status_fd: BorrowedFd<'_>, program: i32) -> ! {
     let mut status: Option<i32> = None;
     let mut info = [0u8; c::SIGINFO_SIZE];
@@ -323,7 +237,7 @@ fn supervise(cfg: &Config, sfd: BorrowedFd<'_>, status_fd: BorrowedFd<'_>, progr
 enum Children {
     /// `wait4` said there are none (`ECHILD`). A subreaper without children has no
     /// descendants either (every descendant whose parent ends becomes its child), and none
-    /// can appear: the init forks nothing more.
+    /// can appear: the init forks nothing.
     None,
     /// There may be some.
     Unknown,
@@ -424,7 +338,7 @@ fn kill_children() -> bool {
     true
 }
 
-/// Step 5. Never returns. `children`: what the last reaping found (with none left, there
+/// Step 4. Never returns. `children`: what the last reaping found (with none left, there
 /// is nothing to kill, and no need to read the list of children).
 fn finish(
     cfg: &Config,

@@ -93,22 +93,14 @@ pub mod nr {
     pub const WRITE: usize = 1;
     pub const CLOSE: usize = 3;
     pub const RT_SIGPROCMASK: usize = 14;
-    pub const IOCTL: usize = 16;
-    pub const GETPID: usize = 39;
-    pub const CLONE: usize = 56;
-    pub const EXECVE: usize = 59;
     pub const WAIT4: usize = 61;
     pub const KILL: usize = 62;
     pub const FCNTL: usize = 72;
-    pub const GETPPID: usize = 110;
-    pub const SETSID: usize = 112;
     pub const PRCTL: usize = 157;
     pub const EXIT_GROUP: usize = 231;
     pub const OPENAT: usize = 257;
     pub const SIGNALFD4: usize = 289;
     pub const CLOSE_RANGE: usize = 436;
-    pub const LANDLOCK_CREATE_RULESET: usize = 444;
-    pub const LANDLOCK_RESTRICT_SELF: usize = 446;
 }
 
 /// System call numbers (the generic table).
@@ -116,7 +108,6 @@ pub mod nr {
 pub mod nr {
     #![allow(missing_docs)]
     pub const FCNTL: usize = 25;
-    pub const IOCTL: usize = 29;
     pub const OPENAT: usize = 56;
     pub const CLOSE: usize = 57;
     pub const READ: usize = 63;
@@ -125,16 +116,9 @@ pub mod nr {
     pub const EXIT_GROUP: usize = 94;
     pub const KILL: usize = 129;
     pub const RT_SIGPROCMASK: usize = 135;
-    pub const SETSID: usize = 157;
     pub const PRCTL: usize = 167;
-    pub const GETPID: usize = 172;
-    pub const GETPPID: usize = 173;
-    pub const CLONE: usize = 220;
-    pub const EXECVE: usize = 221;
     pub const WAIT4: usize = 260;
     pub const CLOSE_RANGE: usize = 436;
-    pub const LANDLOCK_CREATE_RULESET: usize = 444;
-    pub const LANDLOCK_RESTRICT_SELF: usize = 446;
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -143,15 +127,8 @@ compile_error!("the stockade init issues raw system calls on x86_64 and aarch64 
 /// Constants of the generic Linux ABI (the same on x86_64 and aarch64).
 pub mod c {
     #![allow(missing_docs)]
-    pub const ENOENT: i32 = 2;
     pub const EINTR: i32 = 4;
-    pub const EPERM: i32 = 1;
-    pub const EACCES: i32 = 13;
-    pub const ENOTDIR: i32 = 20;
-    pub const ENOEXEC: i32 = 8;
     pub const ECHILD: i32 = 10;
-    pub const ESTALE: i32 = 116;
-    pub const EINVAL: i32 = 22;
     pub const SIG_SETMASK: usize = 2;
     pub const SFD_CLOEXEC: usize = 0o2000000;
     pub const O_RDONLY: usize = 0;
@@ -165,9 +142,6 @@ pub mod c {
     pub const PR_SET_DUMPABLE: usize = 4;
     pub const PR_SET_NAME: usize = 15;
     pub const PR_SET_CHILD_SUBREAPER: usize = 36;
-    pub const TIOCSCTTY: usize = 0x540E;
-    /// `LANDLOCK_SCOPE_SIGNAL` (`include/uapi/linux/landlock.h`, ABI 6).
-    pub const LANDLOCK_SCOPE_SIGNAL: u64 = 1 << 1;
     /// `sizeof(struct signalfd_siginfo)`.
     pub const SIGINFO_SIZE: usize = 128;
 }
@@ -391,36 +365,6 @@ pub fn signalfd(set: u64) -> Result<OwnedFd> {
     Ok(unsafe { new_fd(fd) })
 }
 
-/// `fork()`, as `clone(SIGCHLD)` without a new stack: 0 in the child, the child's pid in
-/// the parent. The child gets a copy of this process's memory and of its fd table (each
-/// [`OwnedFd`] then owns its number in both processes).
-///
-/// # Safety
-///
-/// If the process has other threads, the child runs with a copy of their memory but not
-/// the threads: until it execs or exits it may only do what is async-signal-safe (no lock
-/// another thread may have held, no allocation).
-pub unsafe fn fork() -> Result<i32> {
-    let flags = crate::protocol::SIGCHLD;
-    // SAFETY: `clone` with a NULL stack and no pointer arguments behaves as `fork`; what
-    // the child may do is the caller's guarantee.
-    unsafe { syscall!(nr::CLONE, flags, 0usize, 0usize, 0usize, 0usize) }.map(|p| p as i32)
-}
-
-/// `execve(2)` of `path` with argv and envp arrays; returns only on failure.
-///
-/// # Safety
-///
-/// `path` points to a NUL-terminated string, and `argv` and `envp` each to a
-/// NULL-terminated array of pointers to NUL-terminated strings, all valid for the call.
-pub unsafe fn execve(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> Errno {
-    // SAFETY: the caller guarantees all three pointers; the kernel only reads them.
-    match unsafe { syscall!(nr::EXECVE, path, argv, envp) } {
-        Err(e) => e,
-        Ok(_) => c::EINVAL,
-    }
-}
-
 /// `wait4(pid, &status, options, NULL)`: the pid and its raw wait status; pid 0 with
 /// `WNOHANG` when no child has changed state.
 pub fn wait4(pid: i32, options: usize) -> Result<(i32, i32)> {
@@ -437,61 +381,6 @@ pub fn kill(pid: i32, sig: i32) -> Result<()> {
     unsafe { syscall!(nr::KILL, pid as isize, sig as isize) }.map(drop)
 }
 
-/// `setsid(2)`.
-pub fn setsid() -> Result<()> {
-    // SAFETY: `setsid` takes no argument.
-    unsafe { syscall!(nr::SETSID) }.map(drop)
-}
-
-/// `ioctl(fd, TIOCSCTTY, 0)`: the terminal on `fd` becomes the controlling terminal of
-/// the calling session leader (without stealing it from another session).
-pub fn ioctl_tiocsctty(fd: BorrowedFd<'_>) -> Result<()> {
-    // SAFETY: `TIOCSCTTY` takes an integer (0: do not steal). A driver that read the
-    // request as a pointer one would get NULL, which the kernel refuses with EFAULT.
-    unsafe { syscall!(nr::IOCTL, fd.raw() as isize, c::TIOCSCTTY, 0usize) }.map(drop)
-}
-
-/// `getpid(2)`.
-pub fn getpid() -> i32 {
-    // SAFETY: `getpid` takes no argument and cannot fail.
-    unsafe { syscall!(nr::GETPID) }.map_or(0, |p| p as i32)
-}
-
-/// `getppid(2)`.
-pub fn getppid() -> i32 {
-    // SAFETY: `getppid` takes no argument and cannot fail.
-    unsafe { syscall!(nr::GETPPID) }.map_or(0, |p| p as i32)
-}
-
-/// `struct landlock_ruleset_attr` (ABI 6 layout).
-#[repr(C)]
-#[derive(Debug, Default)]
-pub struct LandlockRulesetAttr {
-    /// `handled_access_fs`.
-    pub handled_access_fs: u64,
-    /// `handled_access_net`.
-    pub handled_access_net: u64,
-    /// `scoped`.
-    pub scoped: u64,
-}
-
-/// `landlock_create_ruleset(attr, sizeof attr, 0)`.
-pub fn landlock_create_ruleset(attr: &LandlockRulesetAttr) -> Result<OwnedFd> {
-    let size = core::mem::size_of::<LandlockRulesetAttr>();
-    let attr = core::ptr::from_ref(attr);
-    // SAFETY: the kernel reads `size` bytes from `attr`, a live shared borrow of exactly
-    // that size.
-    let fd = unsafe { syscall!(nr::LANDLOCK_CREATE_RULESET, attr, size, 0usize) }?;
-    // SAFETY: `landlock_create_ruleset` succeeded, so `fd` is the new ruleset fd.
-    Ok(unsafe { new_fd(fd) })
-}
-
-/// `landlock_restrict_self(ruleset, 0)`.
-pub fn landlock_restrict_self(ruleset: BorrowedFd<'_>) -> Result<()> {
-    // SAFETY: `landlock_restrict_self` takes no pointer.
-    unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, ruleset.raw(), 0usize) }.map(drop)
-}
-
 /// `exit_group(2)`.
 pub fn exit_group(code: i32) -> ! {
     loop {
@@ -506,30 +395,19 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 20] = [
+        let pairs: [(usize, libc::c_long); 12] = [
             (nr::READ, libc::SYS_read),
-            (nr::IOCTL, libc::SYS_ioctl),
             (nr::WRITE, libc::SYS_write),
             (nr::CLOSE, libc::SYS_close),
             (nr::RT_SIGPROCMASK, libc::SYS_rt_sigprocmask),
-            (nr::GETPID, libc::SYS_getpid),
-            (nr::CLONE, libc::SYS_clone),
-            (nr::EXECVE, libc::SYS_execve),
             (nr::WAIT4, libc::SYS_wait4),
             (nr::KILL, libc::SYS_kill),
             (nr::FCNTL, libc::SYS_fcntl),
-            (nr::GETPPID, libc::SYS_getppid),
-            (nr::SETSID, libc::SYS_setsid),
             (nr::PRCTL, libc::SYS_prctl),
             (nr::EXIT_GROUP, libc::SYS_exit_group),
             (nr::OPENAT, libc::SYS_openat),
             (nr::SIGNALFD4, libc::SYS_signalfd4),
             (nr::CLOSE_RANGE, libc::SYS_close_range),
-            (
-                nr::LANDLOCK_CREATE_RULESET,
-                libc::SYS_landlock_create_ruleset,
-            ),
-            (nr::LANDLOCK_RESTRICT_SELF, libc::SYS_landlock_restrict_self),
         ];
         for (ours, theirs) in pairs {
             assert_eq!(ours as libc::c_long, theirs);
@@ -538,15 +416,8 @@ mod tests {
 
     #[test]
     fn constants_match_the_kernel() {
-        assert_eq!(c::ENOENT, libc::ENOENT);
         assert_eq!(c::EINTR, libc::EINTR);
-        assert_eq!(c::EPERM, libc::EPERM);
-        assert_eq!(c::EACCES, libc::EACCES);
-        assert_eq!(c::ENOTDIR, libc::ENOTDIR);
-        assert_eq!(c::ENOEXEC, libc::ENOEXEC);
         assert_eq!(c::ECHILD, libc::ECHILD);
-        assert_eq!(c::ESTALE, libc::ESTALE);
-        assert_eq!(c::EINVAL, libc::EINVAL);
         assert_eq!(c::SIG_SETMASK as i32, libc::SIG_SETMASK);
         assert_eq!(c::SFD_CLOEXEC as i32, libc::SFD_CLOEXEC);
         assert_eq!(c::O_RDONLY as i32, libc::O_RDONLY);
@@ -563,17 +434,14 @@ mod tests {
             c::PR_SET_CHILD_SUBREAPER as i32,
             libc::PR_SET_CHILD_SUBREAPER
         );
-        assert_eq!(c::TIOCSCTTY as libc::Ioctl, libc::TIOCSCTTY);
         assert_eq!(
             c::SIGINFO_SIZE,
             core::mem::size_of::<libc::signalfd_siginfo>()
         );
-        assert_eq!(core::mem::size_of::<LandlockRulesetAttr>(), 24);
     }
 
     #[test]
     fn calls_reach_the_kernel() {
-        assert!(getpid() > 0);
         assert_eq!(
             open_read(c"/nonexistent-stockade-init").map(drop),
             Err(libc::ENOENT)

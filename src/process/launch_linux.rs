@@ -150,13 +150,7 @@ pub(super) fn start(
         req.pass,
     )?;
     if let (Some(flags), Some((_, status_w))) = (init_flags, &status_pipe) {
-        exec.set_init(init_launch(
-            plan,
-            &exec,
-            report_w.as_raw_fd(),
-            status_w,
-            flags,
-        )?);
+        exec.set_init(init_launch(plan, report_w.as_raw_fd(), status_w, flags)?);
     }
     let (mounts, socket) = req.git.mounts()?;
     exec.set_git(mounts, socket);
@@ -219,17 +213,15 @@ fn console(req: &Request<'_>) -> Option<backend::prepare::Console> {
         .and_then(backend::prepare::Console::of)
 }
 
-/// How the setup child starts the sandbox's init, which then starts the program.
+/// How the setup child starts the program's process and then the sandbox's init.
 fn init_launch(
     plan: &Plan,
-    exec: &Exec,
     report_w: std::os::fd::RawFd,
     status_w: &OwnedFd,
     flags: u32,
 ) -> Result<init::Launch, StartError> {
     let base = plan.steps.len() as u32;
     Ok(init::Launch::new(
-        &exec.program,
         init::image_fd()?,
         report_w,
         status_w.as_raw_fd(),

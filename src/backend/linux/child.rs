@@ -30,7 +30,7 @@ use stockade_sys::linux as sys;
 use stockade_sys::linux::CWD;
 use stockade_sys::{BorrowedFd, Errno};
 
-use self::exec::{close_fds, controlling_terminal, exec_init, exec_program, stdio};
+use self::exec::{close_fds, controlling_terminal, exec_program, stdio};
 use super::prepare::{Exec, Layout, Op};
 use crate::backend::report::{self, Record};
 
@@ -40,6 +40,7 @@ mod exec;
 mod git_layer;
 mod git_link;
 mod mounts;
+mod start;
 mod walls;
 
 /// Exit status of a child whose setup failed (the parent reads the record, not this).
@@ -51,7 +52,11 @@ type R = Result<(), Errno>;
 pub use crate::backend::report::extra;
 
 /// Replays `layout`, then sets up and runs the command described by `exec`. Never returns.
-pub fn run(layout: &Layout, exec: &Exec) -> ! {
+///
+/// `spare_stack`: the 16-byte aligned top of the unused far end of this child's stack, for
+/// the program's process that a command with an init starts ([`start`]); nothing else
+/// uses it until this child execs.
+pub fn run(layout: &Layout, exec: &Exec, spare_stack: *mut u8) -> ! {
     let base = layout.ops.len() as u32;
     if let Err(e) = stdio(exec) {
         fail(exec, base + extra::STDIO, e);
@@ -67,8 +72,8 @@ pub fn run(layout: &Layout, exec: &Exec) -> ! {
     // After `setsid` (a layout op): only a session leader without a controlling terminal
     // may take one. The seccomp filter, installed by then, allows TIOCSCTTY; the fd was
     // opened before Landlock, so its ioctls are not restricted either. (With an init, the
-    // program's own process takes it, after its own `setsid`: the parent sets this only
-    // for a program exec'd here.)
+    // program's own process takes it, after its own `setsid` (`start.rs`): the parent
+    // sets this only for a program exec'd here.)
     if let Err(e) = controlling_terminal(exec) {
         fail(exec, base + extra::CONTROLLING_TERMINAL, e);
     }
@@ -78,7 +83,7 @@ pub fn run(layout: &Layout, exec: &Exec) -> ! {
         }
     }
     if let Some(init) = &exec.init {
-        let e = exec_init(init, exec);
+        let e = start::program_then_init(init, exec, spare_stack);
         fail(exec, base + extra::INIT, e)
     }
     let e = exec_program(exec);

@@ -43,6 +43,13 @@ use crate::error::SpawnError;
 
 /// Size of each child stack. The child's frames are small and its depth is fixed.
 const STACK_SIZE: usize = 256 * 1024;
+/// The far end of each child stack, right above its guard page, which the setup child
+/// lends to the program's process it starts before the init (`child/start.rs`): that
+/// process runs while the setup child is suspended, and the setup child's own frames stay
+/// in the other 192 KiB.
+const SPARE_SIZE: usize = 64 * 1024;
+/// The guard page below each child stack.
+const GUARD: usize = 4096;
 
 type Reply = io::Result<(libc::pid_t, OwnedFd)>;
 
@@ -225,7 +232,7 @@ unsafe impl Send for ChildStack {}
 
 impl ChildStack {
     fn new() -> io::Result<Self> {
-        let page = 4096;
+        let page = GUARD;
         let len = STACK_SIZE + page;
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing
         // affects no existing memory.
@@ -255,22 +262,33 @@ impl ChildStack {
         // 16-byte aligned: the mapping is page aligned and `len` a multiple of the page.
         self.base.wrapping_byte_add(self.len)
     }
+
+    /// The top of the spare end ([`SPARE_SIZE`] bytes above the guard page).
+    fn spare_top(&self) -> *mut u8 {
+        // 16-byte aligned: the page and SPARE_SIZE are multiples of 16.
+        self.base.wrapping_byte_add(GUARD + SPARE_SIZE).cast()
+    }
 }
 
 struct ChildArgs<'a> {
     layout: &'a Layout,
     exec: &'a Exec,
+    spare_stack: *mut u8,
 }
 
 extern "C" fn child_entry(arg: *mut c_void) -> libc::c_int {
     // SAFETY: `arg` is the `ChildArgs` that `clone_child` passed, on the suspended spawner
     // thread's stack; CLONE_VFORK keeps that frame alive until this child execs or exits.
     let args = unsafe { &*arg.cast::<ChildArgs<'_>>() };
-    child::run(args.layout, args.exec)
+    child::run(args.layout, args.exec, args.spare_stack)
 }
 
 fn clone_child(layout: &Layout, exec: &Exec, flags: libc::c_int, stack: &ChildStack) -> Reply {
-    let args = ChildArgs { layout, exec };
+    let args = ChildArgs {
+        layout,
+        exec,
+        spare_stack: stack.spare_top(),
+    };
     let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     // SAFETY: `all` is a valid place for a sigset_t; sigfillset initializes it.

@@ -182,6 +182,99 @@ pub fn sethostname(name: &[u8]) -> Result<()> {
     unsafe { syscall!(libc::SYS_sethostname, name.as_ptr(), name.len()) }.map(drop)
 }
 
+/// `getppid(2)`.
+pub fn getppid() -> c_int {
+    // SAFETY: `getppid` takes no argument and cannot fail.
+    unsafe { syscall!(libc::SYS_getppid) }.map_or(0, |v| v as c_int)
+}
+
+/// The entry of a child made by [`clone_vm_vfork`]: called with the `arg` given there, on
+/// the child's own stack. It must end the child (`execve`, `exit_group`); it cannot return.
+pub type VforkEntry = extern "C" fn(arg: *mut core::ffi::c_void) -> !;
+
+/// `clone(CLONE_VM | CLONE_VFORK | SIGCHLD)` with a stack of the caller's: the child runs
+/// `entry(arg)` on `stack_top` while the caller stays suspended, and this returns the
+/// child's pid once the child has exec'd or ended (what `posix_spawn` does).
+///
+/// A raw `clone` cannot run Rust code on a new stack by itself: the child returns from
+/// the system call with its stack pointer at `stack_top` and no frame, so this call is a
+/// few instructions of assembly that, in the child, clear the frame pointer and call
+/// `entry`. In the caller, it is a plain system call.
+///
+/// # Safety
+///
+/// - `stack_top` is the 16-byte aligned top of writable memory that nothing uses until
+///   this returns, large enough for `entry`'s frames (nothing catches an overflow unless
+///   the memory below has a guard page);
+/// - `entry` follows the rules of a child that shares the caller's memory until it
+///   execs: no allocation, no lock, no `errno` or other thread-local state, nothing the
+///   caller relies on written except through `arg`; and `arg` is valid for what `entry`
+///   does with it until this returns.
+pub unsafe fn clone_vm_vfork(
+    stack_top: *mut u8,
+    entry: VforkEntry,
+    arg: *mut core::ffi::c_void,
+) -> Result<c_int> {
+    let flags = (libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD) as usize;
+    let ret: isize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller guarantees the stack and the entry. In the caller the block is one
+    // `syscall` (rax, rcx and r11 change; the kernel keeps every other register, r12 and
+    // r13 included). In the child (rax = 0) the stack pointer is `stack_top`: the frame
+    // pointer is cleared, `call` pushes the return address (so `entry` starts with the
+    // stack 8 bytes off 16, as the ABI wants) and `entry` never returns (`ud2` if it did).
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "xor ebp, ebp",
+            "mov rdi, r13",
+            "call r12",
+            "ud2",
+            "2:",
+            inlateout("rax") libc::SYS_clone as isize => ret,
+            in("rdi") flags,
+            in("rsi") stack_top,
+            in("rdx") 0usize,
+            in("r10") 0usize,
+            in("r8") 0usize,
+            in("r12") entry,
+            in("r13") arg,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as above. In the caller the block is one `svc 0` (x0 changes; the kernel keeps
+    // every other register, x9 and x10 included). In the child (x0 = 0) the stack pointer
+    // is `stack_top`: frame pointer and link register are cleared, `entry` is called with
+    // `arg` and never returns (`brk` if it did).
+    unsafe {
+        core::arch::asm!(
+            "svc 0",
+            "cbnz x0, 2f",
+            "mov x29, xzr",
+            "mov x30, xzr",
+            "mov x0, x10",
+            "blr x9",
+            "brk #1",
+            "2:",
+            in("x8") libc::SYS_clone,
+            inlateout("x0") flags => ret,
+            in("x1") stack_top,
+            in("x2") 0usize,
+            in("x3") 0usize,
+            in("x4") 0usize,
+            in("x9") entry,
+            in("x10") arg,
+            options(nostack),
+        );
+    }
+    super::check(ret).map(|pid| pid as c_int)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +282,63 @@ mod tests {
     #[test]
     fn struct_layouts_match_the_kernel() {
         assert_eq!(core::mem::size_of::<KernelSigaction>(), 32);
+    }
+
+    /// What the child of `the_vfork_child_runs_on_its_stack_and_the_caller_waits` writes.
+    struct Shared {
+        /// The child's stack pointer region: set to the address of a local of `entry`.
+        local_at: core::sync::atomic::AtomicUsize,
+        /// The child's `getppid()`.
+        ppid: core::sync::atomic::AtomicI32,
+    }
+
+    extern "C" fn entry(arg: *mut core::ffi::c_void) -> ! {
+        use core::sync::atomic::Ordering::SeqCst;
+        // SAFETY: `arg` is the `Shared` of the test below, alive until `clone_vm_vfork`
+        // returns there, which is after this child has ended.
+        let shared = unsafe { &*arg.cast::<Shared>() };
+        let local = 0u8;
+        shared
+            .local_at
+            .store(core::ptr::from_ref(&local) as usize, SeqCst);
+        shared.ppid.store(getppid(), SeqCst);
+        exit_group(7)
+    }
+
+    #[test]
+    fn the_vfork_child_runs_on_its_stack_and_the_caller_waits() {
+        use core::sync::atomic::Ordering::SeqCst;
+        let shared = Shared {
+            local_at: 0.into(),
+            ppid: 0.into(),
+        };
+        let mut stack = [0u128; 2048];
+        let range = stack.as_ptr_range();
+        let (lo, hi) = (range.start as usize, range.end as usize);
+        // SAFETY: the stack is a live, 16-byte aligned local (u128) used by nothing else
+        // until the call returns; `entry` makes raw system calls only and writes nothing
+        // but `shared`, which outlives the call.
+        let pid = unsafe {
+            clone_vm_vfork(
+                stack.as_mut_ptr_range().end.cast(),
+                entry,
+                core::ptr::from_ref(&shared).cast_mut().cast(),
+            )
+        }
+        .unwrap();
+        // CLONE_VFORK: the child has ended by now, so what it wrote is there.
+        let at = shared.local_at.load(SeqCst);
+        assert!(
+            lo < at && at < hi,
+            "child local at {at:#x}, stack {lo:#x}..{hi:#x}"
+        );
+        assert_eq!(shared.ppid.load(SeqCst), getpid());
+        let mut status = 0;
+        // SAFETY: `status` is a valid place for the status; `pid` is this process's child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+            "{status:#x}"
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 use core::ffi::{c_int, c_uint};
 
-use crate::fd::BorrowedFd;
+use crate::fd::{BorrowedFd, OwnedFd};
 use crate::{Errno, Result};
 
 /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`: `execve` can no longer grant privileges (setuid bits,
@@ -31,6 +31,23 @@ pub fn prctl_set_pdeathsig(sig: c_int) -> Result<()> {
             libc::SYS_prctl,
             libc::PR_SET_PDEATHSIG,
             sig,
+            0usize,
+            0usize,
+            0usize
+        )
+    }
+    .map(drop)
+}
+
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: orphaned descendants of this process become its
+/// children instead of the nearest other subreaper's or init's.
+pub fn prctl_set_child_subreaper() -> Result<()> {
+    // SAFETY: `PR_SET_CHILD_SUBREAPER` takes 1 as an integer, not a pointer.
+    unsafe {
+        syscall!(
+            libc::SYS_prctl,
+            libc::PR_SET_CHILD_SUBREAPER,
+            1usize,
             0usize,
             0usize,
             0usize
@@ -164,6 +181,40 @@ pub fn landlock_abi_version() -> Result<c_int> {
         )
     }
     .map(|v| v as c_int)
+}
+
+/// `LANDLOCK_SCOPE_SIGNAL` (ABI 6): a domain's processes cannot signal processes outside it.
+pub const LANDLOCK_SCOPE_SIGNAL: u64 = 1 << 1;
+
+/// `landlock_create_ruleset(2)` for a ruleset that handles no access right and only
+/// restricts the scopes in `scoped` (`LANDLOCK_SCOPE_*`, ABI 6).
+pub fn landlock_create_scoped_ruleset(scoped: u64) -> Result<OwnedFd> {
+    let attr = LandlockRulesetAttr {
+        handled_access_fs: 0,
+        handled_access_net: 0,
+        scoped,
+    };
+    // SAFETY: the kernel reads `size_of::<LandlockRulesetAttr>()` bytes (the ABI-6 struct,
+    // 24 bytes) from `attr`, a local that outlives the call.
+    let ret = unsafe {
+        syscall!(
+            libc::SYS_landlock_create_ruleset,
+            core::ptr::from_ref(&attr),
+            core::mem::size_of::<LandlockRulesetAttr>(),
+            0u32
+        )
+    }?;
+    // SAFETY: `landlock_create_ruleset` just returned this new fd.
+    Ok(unsafe { super::new_fd(ret) })
+}
+
+/// `struct landlock_ruleset_attr` of Landlock ABI 6.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct LandlockRulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
 }
 
 /// `landlock_add_rule(2)` with `LANDLOCK_RULE_PATH_BENEATH`: grants `allowed_access`

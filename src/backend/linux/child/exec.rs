@@ -1,6 +1,6 @@
 //! Child side of the per-command steps around the layout: stdio and the fd table before
-//! it, the controlling terminal after it, then the `execve` of the program or of the
-//! sandbox's init.
+//! it, the controlling terminal after it, then the `execve` of the program (by the setup
+//! child itself, or by the program's process that it starts before the init, `start.rs`).
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -14,7 +14,6 @@ use stockade_sys::linux as sys;
 use stockade_sys::{BorrowedFd, Errno};
 
 use super::R;
-use crate::backend::linux::init::Launch;
 use crate::backend::linux::prepare::Exec;
 
 /// Dup the prepared stdio fds onto 0, 1 and 2. The parent made sure that no source fd is
@@ -101,35 +100,4 @@ pub(super) fn exec_program(exec: &Exec) -> Errno {
         }
     }
     seen
-}
-
-/// Execs the sandbox's init from its sealed memfd, after every wall is up (see
-/// [`init`](crate::backend::linux::init), DESIGN). The report and status pipes must survive
-/// this one exec: the init marks them close-on-exec again first thing. Signals stay
-/// blocked: the init inherits the mask, so none can end it before it has its signalfd,
-/// and it unblocks them only in the program's process.
-pub(super) fn exec_init(init: &Launch, exec: &Exec) -> Errno {
-    for fd in [init.report_fd, init.status_fd] {
-        // SAFETY: the parent keeps the init's report and status fds open in `init` until
-        // this child has exec'd or exited, and `close_fds` keeps them.
-        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
-        if let Err(e) = sys::fcntl_setfd(fd, 0) {
-            return e;
-        }
-    }
-    // SAFETY: the sealed memfd is held open for the process's life (`init::image_fd`), and
-    // `close_fds` keeps it.
-    let image = unsafe { BorrowedFd::borrow_raw(init.image_fd) };
-    // SAFETY: `init.argv` is a NULL-terminated array of pointers into `CString`s owned by
-    // `init` and `exec.program`, and `envp` likewise into `exec.program`; the parent keeps
-    // `exec` alive until this child has exec'd or exited (CLONE_VFORK).
-    unsafe {
-        sys::execveat(
-            image,
-            c"",
-            init.argv.as_ptr(),
-            exec.program.envp.as_ptr(),
-            libc::AT_EMPTY_PATH,
-        )
-    }
 }

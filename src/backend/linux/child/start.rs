@@ -1,0 +1,166 @@
+//! Child side of a command with an init: start the program's process, then exec the init
+//! ([`init`](crate::backend::linux::init), DESIGN). Runs in the setup child, after every
+//! wall is up; the program's process runs here too until its `execve`, under the same
+//! rules ([`super`]): it shares the host's memory.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use core::ffi::{c_char, c_int, c_void};
+
+use stockade_init::protocol::{self, flag};
+use stockade_sys::linux as sys;
+use stockade_sys::{BorrowedFd, Errno};
+
+use super::R;
+use super::exec::exec_program;
+use crate::backend::linux::init::Launch;
+use crate::backend::linux::prepare::Exec;
+use crate::backend::report::{self, Record};
+
+/// Exit status of the program's process when the program could not be started (the host
+/// has the record).
+const EXEC_FAILED: c_int = 127;
+/// Exit status of the program's process whose parent is gone before it could start.
+const ORPHANED: c_int = 125;
+
+/// What the program's process reads from the setup child's frame.
+struct Start<'a> {
+    exec: &'a Exec,
+    init: &'a Launch,
+    /// The setup child's pid, which the program's process checks is still its parent.
+    init_pid: c_int,
+}
+
+/// Starts the program's process on `stack_top` (a `CLONE_VM | CLONE_VFORK` child, which
+/// returns here once it has exec'd the program or failed), then execs the init with that
+/// process's pid. Returns only when a step of its own fails, with the errno, for the
+/// init's step. A failure of the program's process is reported by that process (the init
+/// then reaps it and reports its status 127).
+///
+/// `stack_top`: the 16-byte aligned top of memory that nothing uses until the program's
+/// process has exec'd, below this child's own frames (the spare end of its stack).
+pub(super) fn program_then_init(init: &Launch, exec: &Exec, stack_top: *mut u8) -> Errno {
+    if init.flags & flag::SUBREAPER != 0 {
+        // Before the program's process exists, so that no orphan of it can be re-parented
+        // past the init: its descendants come back to this process, which the init is.
+        if let Err(e) = sys::prctl_set_child_subreaper() {
+            return e;
+        }
+        // From here the host's death asks the init to end everything. Signals are blocked
+        // (since before `clone`), so the request waits, queued, for the init's signalfd.
+        if let Err(e) = sys::prctl_set_pdeathsig(protocol::KILL_REQUEST) {
+            return e;
+        }
+    }
+    let start = Start {
+        exec,
+        init,
+        init_pid: sys::getpid(),
+    };
+    let arg = core::ptr::from_ref(&start).cast_mut().cast::<c_void>();
+    // SAFETY: `stack_top` is memory nobody uses until this returns (the caller's
+    // guarantee, from `clone.rs`); `program_entry` follows this module's rules (raw system
+    // calls, no allocation, no lock, no TLS) and reads only `start`, alive in this frame,
+    // which CLONE_VFORK keeps suspended until the program's process has exec'd or ended.
+    let pid = match unsafe { sys::clone_vm_vfork(stack_top, program_entry, arg) } {
+        Ok(pid) => pid,
+        Err(e) => return e,
+    };
+    exec_init(init, pid)
+}
+
+/// The program's process: its session, parent-death signal, nested domain and terminal,
+/// then the program. Never returns.
+extern "C" fn program_entry(arg: *mut c_void) -> ! {
+    // SAFETY: `arg` is the `Start` of `program_then_init`, whose frame CLONE_VFORK keeps
+    // alive until this process execs or ends.
+    let start = unsafe { &*arg.cast::<Start<'_>>() };
+    let (exec, steps) = (start.exec, start.init.steps);
+    if let Err(e) = prepare(start) {
+        fail(exec, steps.init, e);
+    }
+    // After its `setsid`: the program's session, not the init's, gets the terminal, so
+    // that the terminal's signals (`^C`, `^Z`, the hangup) reach the program's foreground
+    // process group and never the init.
+    if let Some(fd) = flag::terminal(start.init.flags) {
+        // SAFETY: the flag names one of 0, 1, 2, which `stdio` put in place and this
+        // process inherited; nothing closes them before its exec.
+        let tty = unsafe { BorrowedFd::borrow_raw(fd) };
+        if let Err(e) = sys::ioctl_tiocsctty(tty) {
+            fail(
+                exec,
+                steps.init + protocol::CONTROLLING_TERMINAL_STEP_AFTER_INIT,
+                e,
+            );
+        }
+    }
+    let e = exec_program(exec);
+    fail(exec, steps.exec, e)
+}
+
+fn prepare(start: &Start<'_>) -> R {
+    let flags = start.init.flags;
+    if flags & flag::NEW_SESSION != 0 {
+        sys::setsid()?;
+    }
+    // The program dies with the init (layer 2 has no namespace to end it). If the setup
+    // child is already gone, its parent is someone else: stop here.
+    sys::prctl_set_pdeathsig(libc::SIGKILL)?;
+    if sys::getppid() != start.init_pid {
+        sys::exit_group(ORPHANED);
+    }
+    if flags & flag::SCOPE_SIGNALS != 0 {
+        // A nested domain that only scopes signals: the program and everything it starts
+        // can no longer signal processes outside it, the init included (Landlock ABI 6).
+        // The init keeps signalling the program.
+        let ruleset = sys::landlock_create_scoped_ruleset(sys::LANDLOCK_SCOPE_SIGNAL)?;
+        let r = sys::landlock_restrict_self(ruleset.as_fd(), 0);
+        let _ = sys::close(ruleset);
+        r?;
+    }
+    Ok(())
+}
+
+/// Reports `step` failing with `errno` from the program's process and ends it.
+fn fail(exec: &Exec, step: u32, errno: Errno) -> ! {
+    report::send(exec.report.0, &Record::new(step, errno.0));
+    sys::exit_group(EXEC_FAILED)
+}
+
+/// Execs the init from its sealed memfd, naming the program's process `pid`. The report
+/// and status pipes must survive this one exec (the program's process, started before,
+/// has its own copies close-on-exec): the init marks them close-on-exec again first thing.
+/// Signals stay blocked: the init inherits the mask, so none can end it before it has its
+/// signalfd. Its environment is empty: it needs none.
+fn exec_init(init: &Launch, pid: c_int) -> Errno {
+    for fd in [init.report_fd, init.status_fd] {
+        // SAFETY: the parent keeps the init's report and status fds open in `init` until
+        // this child has exec'd or exited, and `close_fds` keeps them.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        if let Err(e) = sys::fcntl_setfd(fd, 0) {
+            return e;
+        }
+    }
+    let mut pid_buf = [0u8; 11];
+    let argv = init.argv(pid, &mut pid_buf);
+    let envp: [*const c_char; 1] = [core::ptr::null()];
+    // SAFETY: the sealed memfd is held open for the process's life (`init::image_fd`), and
+    // `close_fds` keeps it.
+    let image = unsafe { BorrowedFd::borrow_raw(init.image_fd) };
+    // SAFETY: `argv` is a NULL-terminated array of pointers into `CString`s owned by
+    // `init` (kept alive by the parent until this child has exec'd, CLONE_VFORK) and into
+    // `pid_buf`, a NUL-terminated local; `envp` is a NULL-terminated local.
+    unsafe {
+        sys::execveat(
+            image,
+            c"",
+            argv.as_ptr(),
+            envp.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    }
+}
