@@ -564,7 +564,7 @@ fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly
             "{wider}"
         );
     }
-    assert!(!split.shared.scope && !split.shared.deny_tcp);
+    assert!(split.shared.scope && !split.shared.deny_tcp);
     // The command's layer: a few rules, the read-only roots whole.
     assert!(split.command.rules.len() < rules.spec.rules.len());
     assert!(split.command.scope);

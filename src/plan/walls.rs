@@ -302,9 +302,11 @@ impl SplitRules {
         if own_terminals {
             shared = shared.with(DEV_PTS, Grant::Device);
         }
-        // The command's layer scopes and denies TCP; this one is only about paths.
+        // The command's layer denies TCP. Both scope: the program's process enters this layer
+        // alone, on top of the command's layer that the init is under, and its scoping is
+        // what keeps the program from signalling the init (`child/start.rs`).
         shared.deny_tcp = false;
-        shared.scope = false;
+        shared.scope = true;
         let listed = plan
             .roots
             .iter()

@@ -43,12 +43,15 @@
 //!
 //! The setup child applies every wall (capabilities dropped, `no_new_privs`,
 //! `landlock_restrict_self`, the seccomp filter) and only then execs the init, which
-//! inherits all of them, as does the program's process started just before. The alternative, exec the
-//! init first and let it apply Landlock and seccomp itself, would put the BPF program and
-//! the ruleset fd into the init's protocol and give the init, a process inside the
-//! sandbox, a window without walls. In this order the init is under exactly the program's
+//! inherits all of them, as does the program's process started just before. The
+//! alternative, exec the init first and let it apply Landlock and seccomp itself, would
+//! put the BPF program and the ruleset fd into the init's protocol and give the init, a
+//! process inside the sandbox, a window without walls. In this order the init is under exactly the program's
 //! domain by construction: the same seccomp filter, the same Landlock domain, no
-//! capability, `no_new_privs`. Both walls let the exec of the memfd through, and that is
+//! capability, `no_new_privs`. (One exception, a narrower program: on layer 2 a root
+//! host's shared Landlock layer is entered by the program's process alone, so that its
+//! hundreds of rules are copied once per command; the init stays under the command's own
+//! layer, see `child/walls.rs`.) Both walls let the exec of the memfd through, and that is
 //! sound:
 //!
 //! - seccomp does not filter `execveat`;

@@ -113,10 +113,12 @@ fn prepare(start: &Start<'_>) -> R {
     if sys::getppid() != start.init_pid {
         sys::exit_group(ORPHANED);
     }
-    if flags & flag::SCOPE_SIGNALS != 0 {
-        // A nested domain that only scopes signals: the program and everything it starts
-        // can no longer signal processes outside it, the init included (Landlock ABI 6).
-        // The init keeps signalling the program.
+    // A nested domain: the program and everything it starts can no longer signal
+    // processes outside it, the init included (Landlock ABI 6, on layer 2). The init keeps
+    // signalling the program. The sandbox's shared layer, when the command has one, is
+    // that domain (it scopes signals); else a ruleset that only scopes.
+    let shared = super::walls::shared_landlock(start.exec)?;
+    if !shared && flags & flag::SCOPE_SIGNALS != 0 {
         let ruleset = sys::landlock_create_scoped_ruleset(sys::LANDLOCK_SCOPE_SIGNAL)?;
         let r = sys::landlock_restrict_self(ruleset.as_fd(), 0);
         let _ = sys::close(ruleset);

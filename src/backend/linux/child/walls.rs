@@ -45,21 +45,36 @@ fn add_rules(rules: &[(CString, u64)], ruleset: BorrowedFd<'_>) -> R {
     Ok(())
 }
 
-/// Restricts this process with the command's ruleset and then, when there is one, the
-/// sandbox's shared layer: a right is granted only where both grant it. Each
-/// `landlock_restrict_self` copies the rules of the domain so far into a new one, so the
-/// command's few rules go first and the shared layer's hundreds are copied once. Needs
-/// no_new_privs (set by the step before) and takes effect at once, for this process and
-/// everything it execs.
+/// Restricts this process with the command's ruleset. Needs no_new_privs (set by the step
+/// before) and takes effect at once, for this process and everything it execs.
+///
+/// The sandbox's shared layer, when there is one, is not entered here but by the
+/// program's process alone ([`shared_landlock`]), so that the kernel copies its hundreds
+/// of rules once per command (each `landlock_restrict_self` copies the rules of the domain
+/// so far into a new one); its scoping then also keeps the program from signalling the
+/// init, which stays under the command's layer only.
 pub(super) fn landlock(exec: &Exec) -> R {
     sys::landlock_restrict_self(landlock_fd(exec), 0)?;
-    if let Some(shared) = &exec.shared_landlock {
-        // SAFETY: `exec` holds the shared layer (an `Arc` the parent keeps until this child
-        // has exec'd or exited), so its fd is open, and `close_fds` keeps it.
-        let fd = unsafe { BorrowedFd::borrow_raw(shared.raw_fd()) };
-        sys::landlock_restrict_self(fd, 0)?;
+    if exec.init.is_none() {
+        // No program's process of its own (no init): this process is the program.
+        shared_landlock(exec)?;
     }
     Ok(())
+}
+
+/// Enters the sandbox's shared Landlock layer, when the command has one: the program's
+/// process does, on top of the command's layer ([`landlock`]). A right is then granted
+/// only where both grant it. Returns whether there was one.
+pub(super) fn shared_landlock(exec: &Exec) -> Result<bool, Errno> {
+    let Some(shared) = &exec.shared_landlock else {
+        return Ok(false);
+    };
+    // SAFETY: `exec` holds the shared layer (an `Arc` the parent keeps until the setup
+    // child has exec'd or exited, after the program's process), so its fd is open, and
+    // `close_fds` keeps it.
+    let fd = unsafe { BorrowedFd::borrow_raw(shared.raw_fd()) };
+    sys::landlock_restrict_self(fd, 0)?;
+    Ok(true)
 }
 
 /// Installs the seccomp filter. The kernel copies the program during the call
