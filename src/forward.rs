@@ -69,11 +69,23 @@ impl Signals {
         keep_session: bool,
         stdio: &Running,
     ) -> io::Result<ExitStatus> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
         use nix::sys::signalfd::{SfdFlags, SignalFd};
-        let fd = SignalFd::with_flags(&self.set, SfdFlags::SFD_CLOEXEC)?;
+        use std::os::fd::AsFd;
+        let fd = SignalFd::with_flags(&self.set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
         loop {
             if let Some(status) = child.try_wait()? {
                 return Ok(status);
+            }
+            // The program's status comes on `wait_fd` (the init's status pipe), before the
+            // init's own exit and its SIGCHLD; the signals on the signalfd.
+            let mut fds = [
+                PollFd::new(fd.as_fd(), PollFlags::POLLIN),
+                PollFd::new(child.wait_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) | Err(nix::Error::EINTR) => {}
+                Err(e) => return Err(e.into()),
             }
             let info = match fd.read_signal() {
                 Ok(Some(info)) => info,

@@ -472,6 +472,10 @@ fn run(
             shown(&child, scrub, &d.to_string())
         );
     }
+    // The init may still be tearing the sandbox's namespaces down: this process exits
+    // without waiting for it (dropping the sandbox would), and the init's parent becomes
+    // the caller's reaper.
+    std::mem::forget(sandbox);
     match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),

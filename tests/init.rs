@@ -360,6 +360,54 @@ print(zombies())
     }
 }
 
+/// `wait` returns at the init's status record, before the init's own exit: by then every
+/// process the program left behind must be dead and reaped, or it could still act on the
+/// host after `wait` (the kernel would kill it only once the init's exit gets there). A
+/// pidfd on a background process, taken while it runs, must be readable (exited) the
+/// moment `wait` returns.
+#[test]
+fn nothing_the_program_started_is_alive_when_wait_returns() {
+    require!(Feature::UserNs);
+    let ws = workspace();
+    for (layer, sb) in layers(ws.path()) {
+        let m = marker(line!());
+        let mut child = sb
+            .command("sh")
+            .arg("-c")
+            .arg(format!("sleep {m} & read x; exit 3"))
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The sleep, not the shell whose command line holds the marker too.
+        let sleep = |cmd: &str| cmd.starts_with("sleep ") && cmd.contains(&m);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let pids = loop {
+            let pids = common::host_processes(sleep);
+            if !pids.is_empty() || Instant::now() > deadline {
+                break pids;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(pids.len(), 1, "{layer}: {pids:?}");
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pids[0], 0) };
+        assert!(raw >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: pidfd_open returned a new fd that nothing else owns.
+        let pidfd =
+            unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw as i32) };
+        drop(child.stdin.take());
+        assert_eq!(child.wait().unwrap().code(), Some(3), "{layer}");
+        let mut pfd = libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(&pidfd),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no timeout.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        assert_eq!(n, 1, "{layer}: the background process outlived wait()");
+    }
+}
+
 #[test]
 fn a_double_forked_daemon_does_not_survive_the_run() {
     require!(Feature::UserNs);

@@ -12,10 +12,13 @@ use common::{Feature, sandbox, sh_ok, tempdir};
 fn many_threads_spawn_at_once_and_leave_nothing_behind() {
     require!(Feature::UserNs);
     let ws = tempdir();
-    let sb = sandbox(ws.path(), |_| {});
-    sh_ok(&sb, "true"); // warm up the spawner threads
+    // Warm up what a process keeps for all its sandboxes (the spawner threads, the init's
+    // image), then count with no sandbox alive: the one below must leave nothing, its
+    // commands' inits included, once it is dropped.
+    sh_ok(&sandbox(ws.path(), |_| {}), "true");
     let fds_before = std::fs::read_dir("/proc/self/fd").unwrap().count();
     let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let sb = sandbox(ws.path(), |_| {});
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let sb = sb.clone();
@@ -30,6 +33,7 @@ fn many_threads_spawn_at_once_and_leave_nothing_behind() {
     for h in handles {
         h.join().unwrap();
     }
+    drop(sb);
     assert_eq!(
         std::fs::read_dir("/proc/self/fd").unwrap().count(),
         fds_before,

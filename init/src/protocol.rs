@@ -34,8 +34,10 @@
 //!   `stockade::backend::report`), and nothing otherwise: the host reads EOF once the
 //!   program has been exec'd.
 //! - The status pipe carries one [`STATUS_SIZE`]-byte record with the program's raw wait
-//!   status when it has ended. No record means the init itself was killed (`SIGKILL` from
-//!   the host): then the init's own status is the sandbox's.
+//!   status when it has ended and every other process of the sandbox has been killed and
+//!   reaped: the host's wait returns there, without waiting for the init's own exit (and
+//!   reaps the init later). No record means the init itself was killed (`SIGKILL` from the
+//!   host): then the init's own status is the sandbox's.
 
 use core::ffi::CStr;
 

@@ -17,9 +17,11 @@
 //!    a signal of [`protocol::FORWARDED`] goes to the program, unless the kernel sent it to
 //!    a whole process group (a terminal's `^C` with `keep_session`), which the program is
 //!    in and has received already; [`protocol::KILL_REQUEST`] on layer 2 ends everything.
-//! 4. When the program has ended: on layer 2 kill and reap every descendant left; write the
-//!    program's raw wait status to the status pipe; exit. In a PID namespace the kernel
-//!    then kills whatever is left.
+//! 4. When the program has ended: kill and reap every other process left (on layer 2 the
+//!    init's descendants, in a PID namespace every process of it); write the program's raw
+//!    wait status to the status pipe; exit. The host's wait returns at the record, so
+//!    nothing of the sandbox runs any more then; the namespaces' teardown in this
+//!    process's exit goes on without the host waiting for it.
 //!
 //! Signals stay blocked in the init from before its exec (the setup child blocks them all
 //! around `clone` and never unblocks them), so no signal can end it before the signalfd
@@ -312,6 +314,22 @@ fn end_all(program: i32, status: &mut Option<i32>) {
     }
 }
 
+/// In a PID namespace: kills every process of the namespace but the init
+/// (`kill(-1, SIGKILL)` from its PID 1) and reaps them, until the init has no child left.
+/// A process forked while the first signal went round is caught by the next round: each
+/// round kills again before it waits, and every process whose parent dies becomes the
+/// init's child.
+fn end_namespace() {
+    loop {
+        // ESRCH: nothing left to signal; the wait below then says so too.
+        let _ = sys::kill(-1, protocol::SIGKILL);
+        match sys::wait4(-1, c::WALL) {
+            Ok(_) | Err(c::EINTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
 /// Sends `SIGKILL` to every child of the init, from `/proc/thread-self/children` (the init
 /// has one thread). Returns false when the list cannot be read.
 fn kill_children() -> bool {
@@ -340,6 +358,11 @@ fn kill_children() -> bool {
 
 /// Step 4. Never returns. `children`: what the last reaping found (with none left, there
 /// is nothing to kill, and no need to read the list of children).
+///
+/// Every other process of the sandbox is killed and reaped before the status record is
+/// written: the host returns from its wait at the record, while this process's exit (in
+/// a PID namespace, the teardown of the namespaces, ~0.3 ms) goes on, so nothing the
+/// program started may still run then.
 fn finish(
     cfg: &Config,
     status_fd: BorrowedFd<'_>,
@@ -347,9 +370,13 @@ fn finish(
     status: i32,
     children: Children,
 ) -> ! {
-    if cfg.has(flag::SUBREAPER) && children != Children::None {
-        let mut st = Some(status);
-        end_all(program, &mut st);
+    if children != Children::None {
+        if cfg.has(flag::SUBREAPER) {
+            let mut st = Some(status);
+            end_all(program, &mut st);
+        } else {
+            end_namespace();
+        }
     }
     let _ = sys::write(status_fd, &protocol::status_record(status));
     sys::exit_group(protocol::exit_code(status))

@@ -1,7 +1,7 @@
 //! Async waiting and pipes, with the `tokio` feature: the pidfd and the pipes are
 //! registered with tokio's reactor, so no thread blocks.
 //!
-//! Linux only: the wait is driven by the pidfd.
+//! Linux only: the wait is driven by the init's status pipe and the pidfd.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -14,28 +14,24 @@ use tokio::net::unix::pipe;
 use super::{Child, ChildStderr, ChildStdin, ChildStdout};
 
 impl Child {
-    /// Waits for the program without blocking a thread: the pidfd becomes readable
-    /// when the program exits.
+    /// Waits for the program without blocking a thread: [`Child::wait_fd`] (the init's
+    /// status pipe, then the pidfd) becomes readable when the program's status is known.
     ///
     /// # Errors
     ///
     /// Registration with tokio or `waitpid` failed.
     pub async fn wait_async(&mut self) -> io::Result<ExitStatus> {
         drop(self.stdin.take());
-        if let Some(s) = self.status {
-            return Ok(s);
-        }
-        // SAFETY: the registered fd is the pidfd `self.handle`, which stays open for as long as
-        // `fd` lives (until this function returns): nothing here closes or replaces it.
-        let fd = unsafe {
-            AsyncFd::register_with_interest(self.handle.as_raw_fd(), Interest::READABLE)?
-        };
         loop {
-            let mut guard = fd.readable().await?;
             if let Some(s) = self.try_wait()? {
                 return Ok(s);
             }
-            guard.clear_ready();
+            let raw = self.wait_fd().as_raw_fd();
+            // SAFETY: the registered fd is the status pipe or the pidfd held by
+            // `self.handle`, which nothing closes while `fd` lives: it is dropped (and so
+            // deregistered) before the next `try_wait`, which may close the pipe.
+            let fd = unsafe { AsyncFd::register_with_interest(raw, Interest::READABLE)? };
+            drop(fd.readable().await?);
         }
     }
 }

@@ -196,6 +196,16 @@ fn fork_child(exec: &prepare::Exec, confine: Option<&Confine>) -> io::Result<lib
     Ok(pid)
 }
 
+/// No init here: the program's own wait status is its status.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub(super) fn early_status(_handle: &mut Handle, _block: bool) -> Option<std::process::ExitStatus> {
+    None
+}
+
+/// No init here, so none to reap later.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub(super) fn reap_earlier(_block: bool) {}
+
 /// `SIGKILL` by pid. The caller only calls this before the program is reaped, so the pid
 /// still names it.
 pub(super) fn kill(pid: libc::pid_t, _handle: &Handle) -> io::Result<()> {

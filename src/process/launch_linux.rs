@@ -120,6 +120,7 @@ pub(super) fn start(
     prepared: &Prepared,
     req: Request<'_>,
 ) -> Result<(libc::pid_t, Handle), StartError> {
+    super::reap::reap(false);
     let plan = &prepared.layout.plan;
     let ruleset = command_ruleset(plan, &req)?;
     let landlock_fd = ruleset.as_ref().map_or(-1, landlock::Prepared::raw_fd);
@@ -327,6 +328,30 @@ pub(super) fn signal(_pid: libc::pid_t, handle: &Handle, sig: libc::c_int) -> io
     handle.signal(sig)
 }
 
+/// The program's exit status from the init's status record, without waiting for the
+/// init's own end ([`Handle::early_status`]); the init is then reaped later
+/// ([`super::reap`]). `None`: not yet (without `block`), or no record will come.
+pub(super) fn early_status(handle: &mut Handle, block: bool) -> Option<std::process::ExitStatus> {
+    let status = handle.early_status(block)?;
+    match handle.as_fd().try_clone_to_owned() {
+        Ok(pidfd) => super::reap::later(pidfd),
+        // Without a second pidfd, wait for the init here, as before the record existed.
+        Err(_) => {
+            let _ = nix::sys::wait::waitid(
+                nix::sys::wait::Id::PIDFd(handle.as_fd()),
+                nix::sys::wait::WaitPidFlag::WEXITED,
+            );
+        }
+    }
+    Some(status)
+}
+
+/// Reaps the inits of earlier commands that have exited since ([`super::reap`]); with
+/// `block`, waits for them.
+pub(super) fn reap_earlier(block: bool) {
+    super::reap::reap(block);
+}
+
 /// The program's exit status, from the init's report when there is one.
 pub(super) fn exit_status(handle: &Handle, raw: libc::c_int) -> std::process::ExitStatus {
     handle.exit_status(raw)
@@ -355,6 +380,21 @@ impl Child {
     /// Linux only (pidfds are a Linux interface).
     pub fn pidfd(&self) -> BorrowedFd<'_> {
         self.handle.as_fd()
+    }
+
+    /// An fd that becomes readable when [`Child::try_wait`] has news: the init's status
+    /// pipe while it may still carry the program's status (which the init writes before its
+    /// own exit, see [`Child::wait`]), else [`Child::pidfd`]. For event loops (`poll`,
+    /// `epoll`): after a `try_wait` that returned `None`, ask again, since the fd may have
+    /// changed (a pipe that ended without a status stays readable).
+    ///
+    /// # Platform
+    ///
+    /// Linux only.
+    pub fn wait_fd(&self) -> BorrowedFd<'_> {
+        self.handle
+            .status_fd()
+            .unwrap_or_else(|| self.handle.as_fd())
     }
 }
 

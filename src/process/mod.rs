@@ -32,6 +32,8 @@ mod tmp;
 mod launch_fork;
 #[cfg(target_os = "linux")]
 mod launch_linux;
+#[cfg(target_os = "linux")]
+mod reap;
 
 #[cfg(not(target_os = "linux"))]
 use launch_fork as launch;

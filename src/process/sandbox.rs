@@ -34,12 +34,26 @@ use crate::probe::Capabilities;
 /// So until the first spawn, [`Sandbox::layer`] and [`Sandbox::degradation`] report what
 /// is assumed, and a policy that no weaker layer can satisfy (a data dir that Landlock
 /// cannot hide) fails at that spawn rather than here.
+///
+/// # Dropping
+///
+/// A command waited for has ended with everything it started, but on Linux its init may
+/// still be tearing the sandbox's namespaces down (see [`Child::wait`](crate::Child::wait)),
+/// to be reaped by a later spawn or wait. Dropping a `Sandbox` (any clone) reaps every
+/// such init of the process, waiting for those still exiting (a fraction of a millisecond
+/// each), so that none is left as a zombie.
 #[derive(Clone, Debug)]
 pub struct Sandbox {
     shared: Arc<ArcSwap<Inner>>,
     /// The redactor of the host's known secret values: built once per `set_secrets`,
     /// shared by every child's redactor.
     secrets: Arc<ArcSwap<crate::Redactor>>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        launch::reap_earlier(true);
+    }
 }
 
 #[derive(Debug)]
