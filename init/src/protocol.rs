@@ -74,7 +74,7 @@ pub mod flag {
     pub const SCOPE_SIGNALS: u32 = 4;
     /// Two bits: 0, or 1 + the stdio fd (0, 1 or 2) whose terminal the program takes as
     /// its controlling terminal after its `setsid` (`TIOCSCTTY`); see
-    /// [`super::Config::controlling_terminal`] and [`controlling_terminal`].
+    /// [`terminal`] and [`controlling_terminal`].
     pub const CONTROLLING_TERMINAL: u32 = 0b11 << CONTROLLING_TERMINAL_SHIFT;
     /// The position of [`CONTROLLING_TERMINAL`]'s bits.
     pub const CONTROLLING_TERMINAL_SHIFT: u32 = 3;
