@@ -964,6 +964,55 @@ fn root_only_layer_two_reads_no_private_file_through_a_host_bind_mount() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n1\n0\n", "{text}");
 }
 
+/// The same bind, beneath the host's temporary directory, where each command's `TMPDIR` is
+/// made: the layer a root host's commands share grants only the sandbox's own directory
+/// there (which holds their `TMPDIR`s), so `/etc/shadow` stays out of reach through the
+/// bind, while the command's own `TMPDIR` stays writable. And the run leaves the
+/// temporary directory as it found it.
+#[test]
+fn root_only_layer_two_reads_no_private_file_through_a_bind_beneath_the_temporary_directory() {
+    require!(Feature::Root);
+    let (_d, top) = common::var_tempdir();
+    let (ws, tmp) = (top.join("ws"), top.join("tmp"));
+    let etc = tmp.join("etc-bind");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&etc).unwrap();
+    let exe = common::stockade_exe();
+    let inside = format!(
+        "for f in {e}/shadow /etc/shadow; do head -c1 $f >/dev/null 2>&1; echo $?; done; \
+         echo x > \"$TMPDIR/mine\" && cat \"$TMPDIR/mine\"; \
+         case $TMPDIR in {t}/*/*) echo nested;; esac",
+        e = etc.display(),
+        t = tmp.display()
+    );
+    // The bind lives in a mount namespace of this test's own, as a host's would.
+    let out = StdCommand::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount --bind /etc {etc} && exec \"$0\" run --workspace {ws} --layer landlock \
+             --min-layer landlock -- sh -c \"$1\"",
+            etc = etc.display(),
+            ws = ws.display()
+        ))
+        .arg(&exe)
+        .arg(&inside)
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1\n1\nx\nnested\n",
+        "{text}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["etc-bind"], "the run left {left:?} behind");
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some()

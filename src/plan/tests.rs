@@ -452,14 +452,18 @@ fn hostile_with_tmp() -> Hostile {
     h
 }
 
-/// Asserts that a command of `plan` (its `TMPDIR` `/tmp/stockade-tmp-a`, its terminal
-/// `/dev/pts/3`) gets the same rights at each of `paths` under the split layers as under
-/// the plan's rules in one ruleset.
+/// The sandbox's own directory for its commands' `TMPDIR`s, in the probes.
+const TMP_PARENT: &str = "/tmp/stockade-sandbox-p";
+
+/// Asserts that a command of `plan` (its `TMPDIR` `/tmp/stockade-sandbox-p/stockade-tmp-a`,
+/// its terminal `/dev/pts/3`) gets the same rights at each of `paths` under the split
+/// layers as under the plan's rules in one ruleset.
 fn assert_split_is_exact(plan: &Plan, paths: &[&str]) {
     let rules = plan.walls.landlock.as_ref().unwrap();
     let split = split_of(plan);
+    let shared = split.shared_with(Path::new(TMP_PARENT));
     let (tmp, tty) = (
-        Path::new("/tmp/stockade-tmp-a"),
+        Path::new("/tmp/stockade-sandbox-p/stockade-tmp-a"),
         PathBuf::from("/dev/pts/3"),
     );
     let exact = rules
@@ -470,7 +474,7 @@ fn assert_split_is_exact(plan: &Plan, paths: &[&str]) {
     let command = rules.for_command(Some(tmp), std::slice::from_ref(&tty));
     for path in paths.iter().map(Path::new) {
         assert_eq!(
-            rights(&command, path) & rights(&split.shared, path),
+            rights(&command, path) & rights(&shared, path),
             rights(&exact, path),
             "{}",
             path.display()
@@ -500,8 +504,10 @@ const PROBES: &[&str] = &[
     "/ws/a/data/x",
     "/srv/shared/x",
     "/srv/other",
-    "/tmp/stockade-tmp-a/f",
-    "/tmp/stockade-tmp-b/f",
+    "/tmp/stockade-sandbox-p/stockade-tmp-a/f",
+    "/tmp/stockade-sandbox-p/stockade-tmp-b/f",
+    "/tmp/stockade-sandbox-p/x",
+    "/tmp/stockade-sandbox-q/stockade-tmp-c/f",
     "/tmp/x",
     "/dev/pts/3",
     "/dev/pts/4",
@@ -530,23 +536,32 @@ fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly
     let listed: Vec<&str> = split.listed.iter().map(|p| p.to_str().unwrap()).collect();
     assert_eq!(listed, ["/etc", "/etc/tls", "/opt"]);
     // The shared layer: the one ruleset's own rules (within the roots granted entry by
-    // entry and elsewhere), and the temporary directory and `/dev/pts` whole for the
-    // commands' TMPDIRs and terminals.
+    // entry and elsewhere), and the sandbox's own directory in the temporary directory
+    // and `/dev/pts` whole for the commands' TMPDIRs and terminals.
     // Never a wider directory: a host bind mount beneath one would reach a private file
-    // through it, past the entry-by-entry rules. Paths only.
+    // through it, past the entry-by-entry rules. Paths only. Not the temporary directory
+    // itself either: a host may bind a read-only root beneath it.
+    let with_parent = split.shared_with(Path::new(TMP_PARENT));
     let shared = |path: &str, grant: Grant| {
-        split.shared.rules.contains(&PathRule {
+        with_parent.rules.contains(&PathRule {
             path: path.into(),
             grant,
         })
     };
     assert!(shared("/etc/tls/ca.pem", Grant::ReadExec) && shared("/opt", Grant::ListDir));
-    assert!(shared("/tmp", Grant::ReadWrite));
-    for rule in &split.shared.rules {
-        // Besides: the temporary directory, and `/dev/pts` for the commands' terminals
+    assert!(shared(TMP_PARENT, Grant::ReadWrite));
+    assert!(
+        !split
+            .shared
+            .rules
+            .iter()
+            .any(|r| r.path.starts_with("/tmp"))
+    );
+    for rule in &with_parent.rules {
+        // Besides: the sandbox's directory, and `/dev/pts` for the commands' terminals
         // (devpts holds no directory a bind mount could sit beneath).
         let single = rules.spec.rules.contains(rule)
-            || rule.path == Path::new("/tmp")
+            || rule.path == Path::new(TMP_PARENT)
             || *rule
                 == PathRule {
                     path: "/dev/pts".into(),
@@ -554,13 +569,9 @@ fn layer_two_for_a_root_host_splits_its_rules_into_two_layers_that_grant_exactly
                 };
         assert!(single, "{rule:?} is not a rule of the single ruleset");
     }
-    for wider in ["/srv", "/dev", "/var", "/"] {
+    for wider in ["/srv", "/dev", "/var", "/tmp", "/"] {
         assert!(
-            !split
-                .shared
-                .rules
-                .iter()
-                .any(|r| r.path == Path::new(wider)),
+            !with_parent.rules.iter().any(|r| r.path == Path::new(wider)),
             "{wider}"
         );
     }

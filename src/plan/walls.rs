@@ -128,20 +128,28 @@ pub struct LandlockRules {
 ///
 /// - [`SplitRules::shared`], built once per sandbox and reused while its inodes are
 ///   current: every rule of the spec, each read-only root entry by entry as there, and,
-///   whole, the directories that hold what a command adds: [`SplitRules::tmp_root`]
-///   read-write and `/dev/pts` as devices;
+///   whole, the directories that hold what a command adds: the sandbox's own directory in
+///   [`SplitRules::tmp_root`], which holds every command's `TMPDIR`, read-write
+///   ([`SplitRules::shared_with`]: its name is only known once it is made) and `/dev/pts`
+///   as devices;
 /// - [`SplitRules::command`], built per command: the spec with every read-only root
 ///   granted whole again (a few rules, as on a user host), plus the command's own
 ///   `TMPDIR` and terminals ([`LandlockRules::for_command`]).
 ///
-/// The read-only roots are narrowed by the shared layer, the temporary directory and
+/// The read-only roots are narrowed by the shared layer, the sandbox's directory and
 /// `/dev/pts` by the command's, every other rule is the same in both. That holds only
 /// while no read-only root overlaps `tmp_root` or `/dev/pts` (the command's layer would
 /// grant such a root whole where the shared one grants more than the spec): the plan
 /// splits only then.
+///
+/// The shared layer grants no directory wider than the one ruleset does: Landlock follows
+/// mounts, so a host bind mount of a read-only root beneath a wider grant would show that
+/// root's private entries through it. Hence a directory of the sandbox's own rather than
+/// the host's temporary directory, where a host may put such a bind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitRules {
-    /// The sandbox's layer: file-system rules only (no TCP rule, no scope).
+    /// The sandbox's layer: file-system rules only (no TCP rule, no scope), without the
+    /// sandbox's directory for the `TMPDIR`s ([`SplitRules::shared_with`] adds it).
     pub shared: RulesetSpec,
     /// The directories of [`SplitRules::shared`] granted entry by entry
     /// ([`Grant::ListDir`]): a rename, creation or removal among their entries makes the
@@ -149,9 +157,9 @@ pub struct SplitRules {
     pub listed: Vec<PathBuf>,
     /// The rules every command's layer starts from.
     pub command: RulesetSpec,
-    /// The canonical directory in which each command's private `TMPDIR` is made (the
-    /// host's temporary directory when the sandbox was made): granted whole by the shared
-    /// layer, so it must hold them all.
+    /// The canonical directory (the host's temporary directory when the sandbox was made)
+    /// in which the sandbox makes a directory of its own, the parent of every command's
+    /// private `TMPDIR`, granted whole by the shared layer.
     pub tmp_root: PathBuf,
 }
 
@@ -298,7 +306,7 @@ impl SplitRules {
         tmp_root: PathBuf,
         own_terminals: bool,
     ) -> SplitRules {
-        let mut shared = host_rules(policy, plan, &plan.roots).with(&tmp_root, Grant::ReadWrite);
+        let mut shared = host_rules(policy, plan, &plan.roots);
         if own_terminals {
             shared = shared.with(DEV_PTS, Grant::Device);
         }
@@ -320,6 +328,15 @@ impl SplitRules {
             tmp_root,
         }
     }
+
+    /// The shared layer of a sandbox whose commands' `TMPDIR`s are made in `tmp_parent`
+    /// (its own directory in [`SplitRules::tmp_root`]): [`SplitRules::shared`] and
+    /// `tmp_parent` read-write.
+    // Plain data, built on every system; only Linux's launcher asks for it.
+    #[cfg_attr(not(any(target_os = "linux", feature = "internals")), allow(dead_code))]
+    pub fn shared_with(&self, tmp_parent: &Path) -> RulesetSpec {
+        self.shared.clone().with(tmp_parent, Grant::ReadWrite)
+    }
 }
 
 impl Plan {
@@ -329,8 +346,9 @@ impl Plan {
         self
     }
 
-    /// The directory in which each command's private `TMPDIR` is made, when the plan fixes
-    /// it ([`SplitRules::tmp_root`]); `None`: the host's temporary directory at the spawn.
+    /// The directory in which the sandbox makes its own directory for its commands'
+    /// private `TMPDIR`s, when the plan needs one ([`SplitRules::tmp_root`]); `None`: each
+    /// `TMPDIR` is made in the host's temporary directory at the spawn.
     pub fn private_tmp_root(&self) -> Option<&Path> {
         let split = self.walls.landlock.as_ref()?.split.as_ref()?;
         Some(&split.tmp_root)

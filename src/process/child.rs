@@ -23,7 +23,7 @@ pub struct Child {
     pub(super) handle: launch::Handle,
     pub(super) status: Option<ExitStatus>,
     /// Layer 2's private temporary directory, removed once the program has been reaped.
-    pub(super) private_tmp: Option<tempfile::TempDir>,
+    pub(super) private_tmp: Option<tmp::PrivateTmp>,
     /// The full layer's `.git` layers, merged back once the program has been reaped.
     pub(super) git: launch::GitSession,
     pub(super) redactor: crate::Redactor,

@@ -23,7 +23,7 @@ use crate::probe::{Capabilities, Refusal};
 type Started = (
     libc::pid_t,
     launch::Handle,
-    Option<tempfile::TempDir>,
+    Option<tmp::PrivateTmp>,
     launch::GitSession,
 );
 
@@ -356,7 +356,7 @@ impl Command {
         warn_unguarded(plan);
         // Layer 2: a private temporary directory per command stands in for /tmp.
         let private_tmp = if plan.private_tmp {
-            Some(tmp::create(&mut env, plan.private_tmp_root())?)
+            Some(tmp::create(&mut env, inner.tmp_parents.as_ref())?)
         } else {
             None
         };
@@ -372,7 +372,8 @@ impl Command {
             pass,
             controlling_terminal,
             terminal,
-            private_tmp: private_tmp.as_ref().map(tempfile::TempDir::path),
+            private_tmp: private_tmp.as_ref().map(tmp::PrivateTmp::path),
+            private_tmp_parent: private_tmp.as_ref().and_then(tmp::PrivateTmp::parent),
             git: &git,
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
@@ -483,6 +484,10 @@ pub(super) struct Request<'a> {
     pub(super) terminal: Option<RawFd>,
     /// The per-command temporary directory, when the layer has one.
     pub(super) private_tmp: Option<&'a Path>,
+    /// The sandbox's directory that holds it, when the plan needs one
+    /// ([`crate::plan::Plan::private_tmp_root`]).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) private_tmp_parent: Option<&'a Path>,
     /// The command's `.git` layers, when the plan has any (only Linux plans do).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) git: &'a launch::GitSession,

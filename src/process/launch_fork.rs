@@ -267,6 +267,7 @@ mod tests {
             controlling_terminal: None,
             terminal: None,
             private_tmp: None,
+            private_tmp_parent: None,
             git: Box::leak(Box::default()),
         }
     }

@@ -123,6 +123,7 @@ pub(super) fn start(
     super::reap::reap(false);
     let plan = &prepared.layout.plan;
     let ruleset = command_ruleset(plan, &req)?;
+    let tmp_parent = req.private_tmp_parent;
     let landlock_fd = ruleset.as_ref().map_or(-1, landlock::Prepared::raw_fd);
     let (report_r, report_w) = backend::report_pipe()?;
     let scoped = prepared
@@ -160,7 +161,7 @@ pub(super) fn start(
         source,
     })?);
     exec.console = console;
-    let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w))?;
+    let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w), tmp_parent)?;
     drop(ruleset);
     // The init holds the status pipe's write end now; the parent keeps the read end only.
     let status_r = status_pipe.map(|(r, _)| r);
@@ -239,8 +240,9 @@ fn clone_and_await(
     layout: &Arc<Layout>,
     exec: Exec,
     report: (OwnedFd, OwnedFd),
+    tmp_parent: Option<&std::path::Path>,
 ) -> Result<backend::Outcome, StartError> {
-    match backend::start(layout, exec, report) {
+    match backend::start(layout, exec, report, tmp_parent) {
         Err(SpawnError::Os {
             call: "clone",
             source,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::{Command, PlanDescription, launch};
+use super::{Command, PlanDescription, launch, tmp};
 use crate::error::{Error, PolicyError};
 use crate::plan::{self, Degradation, Ids, RealFs};
 use crate::policy::{Layer, Mode, Policy};
@@ -68,6 +68,10 @@ pub(super) struct Inner {
     /// [`Capabilities::generation`] when this was prepared: a spawn re-plans when spawns
     /// have learned a refusal since.
     pub(super) knowledge: u64,
+    /// The directory of this state's own for its commands' `TMPDIR`s, when the plan needs
+    /// one ([`plan::Plan::private_tmp_root`]): made at its first command, removed when
+    /// this state and every command's `TMPDIR` in it are gone.
+    pub(super) tmp_parents: Option<tmp::Parents>,
 }
 
 impl Sandbox {
@@ -191,8 +195,10 @@ impl Inner {
         let caps = Capabilities::assumed();
         let ids = Ids::of_caller();
         let selection = plan::select(&policy, &caps, &RealFs, ids)?;
+        let tmp_parents = selection.plan.private_tmp_root().map(tmp::Parents::new);
         let prepared = launch::Prepared::new(selection.plan)?;
         Ok(Inner {
+            tmp_parents,
             policy,
             prepared,
             data_dir: selection.data_dir,

@@ -9,26 +9,164 @@
 //! and the directory stays behind (under the host's temporary directory, named
 //! `stockade-tmp-*`): removing it earlier would pull it from under a program that still
 //! writes there.
+//!
+//! # The sandbox's directory (a root host's layer 2)
+//!
+//! Where the plan splits its Landlock rules ([`crate::plan::SplitRules`]), the commands
+//! share a layer that must grant, whole, a directory holding every command's `TMPDIR`
+//! (each command's own layer narrows it). That directory is not the host's temporary
+//! directory, beneath which a host may bind-mount a read-only root (Landlock follows
+//! mounts: the root's private files would show), but one of the sandbox's own in it:
+//! [`Parents`] makes it at the sandbox's first spawn, not at [`Sandbox::new`](crate::Sandbox::new)
+//! (which writes nothing to the host, and whose policy may never run a command), as
+//! `stockade-sandbox-*` with `mkdir` of a random name, mode `0700` (never through an entry
+//! planted under that name: `mkdir` fails on any existing entry, a symlink included, and
+//! another name is tried), and checks that it is a directory the caller owns that no one
+//! else may enter. The sandbox and each [`PrivateTmp`] made in it hold it ([`Arc`]); the
+//! last one to go removes it, after its `TMPDIR`, so a command that outlives its sandbox
+//! keeps it. Before each command the sandbox checks that its path still names the inode
+//! it made (a cleaner of old files may have removed it), else it makes a new one.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use tempfile::TempDir;
 
 use super::launch;
 use crate::error::SpawnError;
 
-/// Creates the command's private temporary directory in `root` (the plan's, when its
-/// Landlock layers depend on where it is: [`crate::plan::Plan::private_tmp_root`]) or else
-/// in the host's temporary directory, and points `TMPDIR` in `env` at it.
+/// A command's private temporary directory and, when the plan needs one, the sandbox's
+/// directory it lies in ([`Parents`]). Dropped, it removes the tree, then lets go of the
+/// sandbox's directory.
+#[derive(Debug)]
+pub(super) struct PrivateTmp {
+    // Declared first: dropped (and removed) before the parent lets go.
+    dir: TempDir,
+    parent: Option<Arc<Parent>>,
+}
+
+impl PrivateTmp {
+    /// The `TMPDIR`.
+    pub(super) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The sandbox's directory that holds it, when the plan needs one.
+    pub(super) fn parent(&self) -> Option<&Path> {
+        self.parent.as_deref().map(Parent::path)
+    }
+}
+
+/// The sandbox's own directory for its commands' `TMPDIR`s: removed when the last holder
+/// lets go, if its path still names it (see the module docs).
+#[derive(Debug)]
+pub(super) struct Parent {
+    path: PathBuf,
+    /// `(st_dev, st_ino)` when it was made.
+    id: (u64, u64),
+}
+
+impl Parent {
+    /// Makes the directory in `root`.
+    fn create(root: &Path) -> Result<Parent, SpawnError> {
+        let os = |source| SpawnError::Os {
+            call: "create the sandbox's directory for its commands' TMPDIRs",
+            source,
+        };
+        let path = tempfile::Builder::new()
+            .prefix("stockade-sandbox-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(root)
+            .map_err(os)?
+            .keep();
+        let md = std::fs::symlink_metadata(&path).map_err(os)?;
+        let parent = Parent {
+            path,
+            id: (md.dev(), md.ino()),
+        };
+        // `mkdir` made it (no planted entry): it is ours. Anything else, and it is left
+        // alone (the drop checks the inode again, which is still this one).
+        let euid = nix::unistd::geteuid().as_raw();
+        if !md.is_dir() || md.uid() != euid || md.mode() & 0o077 != 0 {
+            return Err(os(std::io::Error::other(format!(
+                "{} is not a private directory of uid {euid} after mkdir",
+                parent.path.display()
+            ))));
+        }
+        Ok(parent)
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Its path still names the directory made (not removed, not replaced).
+    fn is_current(&self) -> bool {
+        std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|md| md.is_dir() && (md.dev(), md.ino()) == self.id)
+    }
+}
+
+impl Drop for Parent {
+    fn drop(&mut self) {
+        if !self.is_current() {
+            return;
+        }
+        // Only when empty: what is left in it is a `TMPDIR` left on purpose (a program
+        // whose end could not be watched), which a warning named already.
+        if let Err(e) = std::fs::remove_dir(&self.path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(path = %self.path.display(), error = %e, "stockade: the sandbox's directory for its commands' TMPDIRs is left in place");
+            }
+        }
+    }
+}
+
+/// Where a sandbox makes its commands' `TMPDIR`s when its plan needs a directory of the
+/// sandbox's own ([`crate::plan::Plan::private_tmp_root`]): made at the first command,
+/// kept while it is current.
+#[derive(Debug)]
+pub(super) struct Parents {
+    /// The host's temporary directory (canonical) as the plan found it.
+    root: PathBuf,
+    current: Mutex<Option<Arc<Parent>>>,
+}
+
+impl Parents {
+    pub(super) fn new(root: &Path) -> Parents {
+        Parents {
+            root: root.to_path_buf(),
+            current: Mutex::new(None),
+        }
+    }
+
+    /// The sandbox's directory, made now when there is none or its path no longer names
+    /// it.
+    fn get(&self) -> Result<Arc<Parent>, SpawnError> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(parent) = current.as_ref().filter(|p| p.is_current()) {
+            return Ok(Arc::clone(parent));
+        }
+        let parent = Arc::new(Parent::create(&self.root)?);
+        *current = Some(Arc::clone(&parent));
+        Ok(parent)
+    }
+}
+
+/// Creates the command's private temporary directory in the sandbox's own directory made
+/// by `parents`, when the plan needs one, else in the host's temporary directory, and
+/// points `TMPDIR` in `env` at it.
 pub(super) fn create(
     env: &mut Vec<(OsString, OsString)>,
-    root: Option<&Path>,
-) -> Result<TempDir, SpawnError> {
+    parents: Option<&Parents>,
+) -> Result<PrivateTmp, SpawnError> {
+    let parent = parents.map(Parents::get).transpose()?;
     let mut builder = tempfile::Builder::new();
     builder.prefix("stockade-tmp-");
-    let dir = match root {
-        Some(root) => builder.tempdir_in(root),
+    let dir = match &parent {
+        Some(parent) => builder.tempdir_in(parent.path()),
         None => builder.tempdir(),
     }
     .map_err(|source| SpawnError::Os {
@@ -37,29 +175,34 @@ pub(super) fn create(
     })?;
     env.retain(|(k, _)| k != "TMPDIR");
     env.push(("TMPDIR".into(), dir.path().as_os_str().to_owned()));
-    Ok(dir)
+    Ok(PrivateTmp { dir, parent })
 }
 
-/// Removes `dir` now: with one `rmdir` when the program left it empty (the common case,
-/// a third of the cost of walking it), else with everything in it.
-pub(super) fn remove(dir: TempDir) {
+/// Removes `tmp` now: with one `rmdir` when the program left it empty (the common case,
+/// a third of the cost of walking it), else with everything in it; then lets go of the
+/// sandbox's directory (which the last holder removes).
+pub(super) fn remove(tmp: PrivateTmp) {
+    let PrivateTmp { dir, parent } = tmp;
     if std::fs::remove_dir(dir.path()).is_ok() {
         // Gone: `TempDir` must not remove a directory made under that name since.
         let _ = dir.keep();
+    } else {
+        // `TempDir`'s drop removes the tree.
+        drop(dir);
     }
-    // Else `TempDir`'s drop removes the tree.
+    drop(parent);
 }
 
 /// Removes `dir` once the unreaped program `pid` (whose launcher handle is `handle`) has
 /// ended, from a thread of its own. When no thread can be started, or the end cannot be
-/// watched, the directory is left in place: a stray directory is better than a program
-/// whose files vanish.
-pub(super) fn remove_after_exit(dir: TempDir, pid: libc::pid_t, handle: &launch::Handle) {
+/// watched, the directory is left in place (and so is the sandbox's directory holding
+/// it): a stray directory is better than a program whose files vanish.
+pub(super) fn remove_after_exit(dir: PrivateTmp, pid: libc::pid_t, handle: &launch::Handle) {
     let Some(watch) = exit_watch(pid, handle) else {
         leave(dir, "cannot watch for the program's end");
         return;
     };
-    let (tx, rx) = std::sync::mpsc::channel::<TempDir>();
+    let (tx, rx) = std::sync::mpsc::channel::<PrivateTmp>();
     let spawned = std::thread::Builder::new()
         .name("stockade-tmp-remove".into())
         .spawn(move || {
@@ -76,9 +219,12 @@ pub(super) fn remove_after_exit(dir: TempDir, pid: libc::pid_t, handle: &launch:
     }
 }
 
-/// Keeps `dir` on the host, with a warning that names it.
-fn leave(dir: TempDir, why: &str) {
+/// Keeps `tmp` on the host, with a warning that names it.
+fn leave(tmp: PrivateTmp, why: &str) {
+    let PrivateTmp { dir, parent } = tmp;
     let path = dir.keep();
+    // Not empty now: it stays (its drop says so).
+    drop(parent);
     tracing::warn!(path = %path.display(), why, "stockade: a dropped command's private tmp dir is left in place");
 }
 

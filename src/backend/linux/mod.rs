@@ -162,20 +162,28 @@ pub fn recv_fds(sock: &OwnedFd) -> std::io::Result<Vec<(u8, OwnedFd)>> {
 
 /// Clones a child that replays `layout` and then `exec`, and reads its report. A layout
 /// with a shared Landlock layer ([`Layout::shared_landlock`]) gives the child its current
-/// build, checked (and rebuilt when stale) here.
+/// build for the sandbox's directory `tmp_parent`, which holds the command's `TMPDIR`,
+/// checked (and rebuilt when stale) here.
 ///
 /// # Errors
 ///
-/// [`SpawnError::Os`] when `clone` fails or the shared Landlock layer cannot be built,
-/// [`SpawnError::Protocol`] on a malformed report (see [`report::await_exec`]).
+/// [`SpawnError::Os`] when `clone` fails or the shared Landlock layer cannot be built
+/// (or has no `tmp_parent`), [`SpawnError::Protocol`] on a malformed report (see
+/// [`report::await_exec`]).
 pub fn start(
     layout: &Arc<Layout>,
     mut exec: Exec,
     report: (OwnedFd, OwnedFd),
+    tmp_parent: Option<&std::path::Path>,
 ) -> Result<Outcome, SpawnError> {
     if let Some(shared) = &layout.shared_landlock {
-        let layer = shared.current().map_err(|e| SpawnError::Os {
-            call: "build the sandbox's shared Landlock layer",
+        const CALL: &str = "build the sandbox's shared Landlock layer";
+        let tmp_parent = tmp_parent.ok_or_else(|| SpawnError::Os {
+            call: CALL,
+            source: std::io::Error::other("no directory for the commands' TMPDIRs"),
+        })?;
+        let layer = shared.current(tmp_parent).map_err(|e| SpawnError::Os {
+            call: CALL,
             source: std::io::Error::other(e),
         })?;
         exec.set_shared_landlock(layer);
@@ -252,7 +260,7 @@ fn run_probe(layout: &Arc<Layout>) -> Result<Outcome, SpawnError> {
         call: "prepare probe",
         source: std::io::Error::other(e.to_string()),
     })?;
-    start(layout, exec, (r, w))
+    start(layout, exec, (r, w), None)
 }
 
 /// What the probe child's ending says: its last step exits 0 instead of exec; a failing
@@ -320,7 +328,7 @@ mod tests {
             -1,
             Vec::new(),
         );
-        match start(&layout, exec.unwrap(), (r, w)).unwrap() {
+        match start(&layout, exec.unwrap(), (r, w), None).unwrap() {
             Outcome::Died(status) => assert_eq!(status.code(), Some(child::SETUP_FAILED)),
             other => panic!("{other:?}"),
         }

@@ -29,9 +29,22 @@
 //!   entry in it changes its times, and replacing the directory itself changes its inode.
 //!   Its entries (the other rules of the entry-by-entry grants) need no check of their own.
 //! - every other path of the layer (the workspace, writable paths, read-only roots
-//!   granted whole, devices, `/proc`, the temporary directory, `/dev/pts`): its `st_dev`
-//!   and `st_ino`, the inode a fresh build would name. A path that does not exist is
-//!   recorded as such: if it appears, the layer is rebuilt to name it.
+//!   granted whole, devices, `/proc`, `/dev/pts`): its `st_dev` and `st_ino`, the inode a
+//!   fresh build would name. A path that does not exist is recorded as such: if it
+//!   appears, the layer is rebuilt to name it.
+//! - the sandbox's directory for its commands' `TMPDIR`s, which the caller names at each
+//!   command ([`SharedLayer::current`]): its path and inode. A sandbox that had to make a
+//!   new one (the old one was removed beneath it) gets a layer that names the new one.
+//!
+//! # The temporary directory
+//!
+//! Each command's `TMPDIR` must lie beneath a directory this layer grants read-write (the
+//! command's own layer then narrows the grant to its `TMPDIR`). That directory is the
+//! sandbox's own, made `0700` in the host's temporary directory by the process layer, not
+//! the host's temporary directory itself: Landlock follows mounts, so a read-only root
+//! that the host bind-mounts beneath a directory granted here would show its private
+//! entries to the commands (their own layer grants the read-only roots whole). Nothing but
+//! the sandbox's commands' `TMPDIR`s lies in the sandbox's directory.
 //!
 //! A change within the file system's timestamp granularity of the build could leave a
 //! directory's times unchanged (git's "racy" index entries). So the stamps are taken
@@ -48,7 +61,7 @@ use std::time::{Duration, SystemTime};
 
 use super::landlock;
 use crate::error::LandlockBuildError;
-use crate::plan::{RulesetSpec, SplitRules};
+use crate::plan::SplitRules;
 
 /// How long a listed directory must have been unchanged when the layer is built for the
 /// build to be trusted: the coarsest timestamp granularity of a file system the host may
@@ -97,6 +110,9 @@ pub struct Built {
     fd: OwnedFd,
     /// One per [`SharedLayer`] watched path, in order, taken before the build.
     stamps: Vec<Option<Stamp>>,
+    /// The sandbox's directory for the `TMPDIR`s that this build grants, and its stamp.
+    tmp_parent: Watched,
+    tmp_parent_stamp: Option<Stamp>,
     /// Some listed directory changed within [`RACY`] of the build: never reused.
     racy: bool,
 }
@@ -112,7 +128,7 @@ impl Built {
 /// The shared layer of one sandbox and its latest build.
 #[derive(Debug)]
 pub struct SharedLayer {
-    spec: RulesetSpec,
+    split: SplitRules,
     watched: Vec<Watched>,
     latest: Mutex<Option<Arc<Built>>>,
 }
@@ -156,30 +172,36 @@ impl SharedLayer {
             }
         }
         SharedLayer {
-            spec: split.shared.clone(),
+            split: split.clone(),
             watched,
             latest: Mutex::new(None),
         }
     }
 
-    /// The layer for the next command: the latest build if every watched path is as it
-    /// was then, else a new one.
+    /// The layer for the next command, whose `TMPDIR` lies in `tmp_parent` (the sandbox's
+    /// own directory in [`SplitRules::tmp_root`]): the latest build if it was made for
+    /// that directory and every watched path is as it was then, else a new one. A failed
+    /// build leaves the latest one in place, and the next command builds again.
     ///
     /// # Errors
     ///
     /// As [`landlock::build`].
-    pub fn current(&self) -> Result<Arc<Built>, LandlockBuildError> {
+    pub fn current(&self, tmp_parent: &Path) -> Result<Arc<Built>, LandlockBuildError> {
         let latest = self
             .latest
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         if let Some(built) = latest {
-            if !built.racy && self.unchanged(&built.stamps) {
+            if !built.racy
+                && built.tmp_parent.path == tmp_parent
+                && built.tmp_parent.stamp() == built.tmp_parent_stamp
+                && self.unchanged(&built.stamps)
+            {
                 return Ok(built);
             }
         }
-        let built = Arc::new(self.build()?);
+        let built = Arc::new(self.build(tmp_parent)?);
         *self.latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&built));
         Ok(built)
     }
@@ -193,9 +215,14 @@ impl SharedLayer {
 
     /// Stamps every watched path, then builds the ruleset: a change after a stamp shows at
     /// the next check.
-    fn build(&self) -> Result<Built, LandlockBuildError> {
+    fn build(&self, tmp_parent: &Path) -> Result<Built, LandlockBuildError> {
         let start = SystemTime::now();
         let stamps: Vec<Option<Stamp>> = self.watched.iter().map(Watched::stamp).collect();
+        let tmp_parent = Watched {
+            path: tmp_parent.to_path_buf(),
+            listed: false,
+        };
+        let tmp_parent_stamp = tmp_parent.stamp();
         let settled = start
             .checked_sub(RACY)
             .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
@@ -211,7 +238,7 @@ impl SharedLayer {
                     (s.times[0], s.times[1]) >= settled || (s.times[2], s.times[3]) >= settled
                 })
         });
-        let (fd, _) = landlock::build(&self.spec)?.into_parts();
+        let (fd, _) = landlock::build(&self.split.shared_with(&tmp_parent.path))?.into_parts();
         // Kept for the sandbox's life: never as 0, 1 or 2 (when the host had a standard
         // stream closed), where a command's stdio step would replace it before its
         // `landlock_restrict_self`.
@@ -227,14 +254,20 @@ impl SharedLayer {
             fd
         };
         BUILDS.with(|b| b.set(b.get() + 1));
-        Ok(Built { fd, stamps, racy })
+        Ok(Built {
+            fd,
+            stamps,
+            tmp_parent,
+            tmp_parent_stamp,
+            racy,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Grant;
+    use crate::plan::{Grant, RulesetSpec};
 
     fn layer(root: &Path) -> SharedLayer {
         let listed = root.join("listed");
