@@ -334,6 +334,224 @@ fn root_only_layer_two_keeps_each_commands_tmpdir_to_itself() {
     assert!(!Path::new(theirs).exists(), "{theirs} outlived its command");
 }
 
+/// A root host's layer-2 commands, spawned from several threads of one sandbox while a
+/// directory granted entry by entry keeps changing (so that nearly every command rebuilds
+/// the shared layer, which the others may be entering): each still reads the public file,
+/// not the private one, and writes its own `TMPDIR`.
+#[test]
+fn root_only_layer_two_spawns_from_several_threads_while_the_shared_layer_rebuilds() {
+    require!(Feature::Root);
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use stockade::backend::linux::shared_layer::builds_on_this_thread;
+    const THREADS: u64 = 4;
+    const EACH: u64 = 12;
+    let (_dirs, opt, sb) = root_layer_two_over_a_private_tree();
+    let tls = opt.join("tls");
+    let stop = AtomicBool::new(false);
+    let script = format!(
+        "for f in {t}/cert.pem {t}/key.pem; do head -c6 $f 2>&1; echo; done; \
+         echo mine > \"$TMPDIR/f\" && cat \"$TMPDIR/f\"",
+        t = tls.display()
+    );
+    let key = tls.join("key.pem");
+    let builds: u64 = std::thread::scope(|s| {
+        let churn = s.spawn(|| {
+            // A new entry, renamed and removed: the directory's times change each round.
+            let (a, b) = (tls.join(".churn"), tls.join("churn"));
+            let mut rounds = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                std::fs::write(&a, "x").unwrap();
+                std::fs::rename(&a, &b).unwrap();
+                std::fs::remove_file(&b).unwrap();
+                rounds += 1;
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            rounds
+        });
+        let spawners: Vec<_> = (0..THREADS)
+            .map(|_| {
+                s.spawn(|| {
+                    let before = builds_on_this_thread();
+                    for _ in 0..EACH {
+                        let out = sh_ok(&sb, &script);
+                        let want = format!(
+                            "PUBLIC\nhead: cannot open '{}' for reading: Permission denied\n\nmine\n",
+                            key.display()
+                        );
+                        assert_eq!(out, want);
+                    }
+                    builds_on_this_thread() - before
+                })
+            })
+            .collect();
+        let results: Vec<_> = spawners.into_iter().map(|t| t.join()).collect();
+        // Stopped before any panic is passed on, or the scope would wait for it forever.
+        stop.store(true, Ordering::Relaxed);
+        assert!(churn.join().unwrap() > 0);
+        results.into_iter().map(|r| r.unwrap()).sum()
+    });
+    // Every build during the churn is untrusted (its directory changed within `RACY`):
+    // the next command builds again.
+    assert!(
+        builds >= 2,
+        "{builds} builds for {} commands",
+        THREADS * EACH
+    );
+}
+
+/// The shared layer of a root host's layer 2 cannot be built while a path it names is a
+/// symlink loop (`ELOOP` is no "does not exist"): the command fails, naming the path, and
+/// leaves nothing behind; once the path is a file again, the next command builds the layer
+/// and runs.
+#[test]
+fn root_only_layer_two_spawns_again_after_a_failed_build_of_the_shared_layer() {
+    require!(Feature::Root);
+    let (_dirs, opt, sb) = root_layer_two_over_a_private_tree();
+    let tls = opt.join("tls");
+    let cert = tls.join("cert.pem");
+    let script = format!("head -c20 {}; echo; echo \"$TMPDIR\"", cert.display());
+    let out = sh_ok(&sb, &script);
+    let (first, tmpdir) = out.split_once('\n').unwrap();
+    assert_eq!(first, "PUBLIC");
+    let parent = Path::new(tmpdir.trim()).parent().unwrap().to_path_buf();
+    // The entry granted by name becomes a link to itself (by rename, so its directory's
+    // times change and the layer is rebuilt).
+    std::os::unix::fs::symlink("cert.pem", tls.join(".loop")).unwrap();
+    std::fs::rename(tls.join(".loop"), &cert).unwrap();
+    for _ in 0..2 {
+        let err = sb.command("true").status().unwrap_err();
+        let mut chain = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(e) = source {
+            chain.push_str(&format!(": {e}"));
+            source = e.source();
+        }
+        assert!(
+            chain.contains("shared Landlock layer")
+                && chain.contains(cert.to_str().unwrap())
+                && chain.contains("Too many levels of symbolic links"),
+            "{chain}"
+        );
+        let left: Vec<_> = std::fs::read_dir(&parent).unwrap().collect();
+        assert!(left.is_empty(), "a failed spawn left {left:?}");
+    }
+    // Mended: a file again, also by rename.
+    use std::os::unix::fs::PermissionsExt;
+    let new = tls.join(".cert.pem.new");
+    std::fs::write(&new, "PUBLIC AGAIN").unwrap();
+    std::fs::set_permissions(&new, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::rename(&new, &cert).unwrap();
+    let out = sh_ok(&sb, &script);
+    assert!(out.starts_with("PUBLIC AGAIN\n"), "{out}");
+    let key = common::py_ok(
+        &sb,
+        &common::try_errno(&format!("open('{}').read()", tls.join("key.pem").display())),
+    );
+    assert_eq!(key.trim(), "EACCES");
+}
+
+/// A layer-2 sandbox leaves the host's temporary directory as it found it: every command's
+/// `TMPDIR` goes with the command and, on a root host, the sandbox's own directory that
+/// holds them (`0700`, the host's) goes with the last of the sandbox and its commands,
+/// also when a command outlives the sandbox, reaped or dropped unreaped. The sandbox runs
+/// in a process of its own whose `TMPDIR` is a fresh directory, which must end empty.
+#[test]
+fn layer_two_leaves_the_hosts_temporary_directory_as_found() {
+    if std::env::var_os("STOCKADE_TEST_TMP_INNER").is_some() {
+        return;
+    }
+    let (_t, tmp) = var_tempdir();
+    let exe = std::env::current_exe().unwrap();
+    let inner = "layer_two_leaves_the_hosts_temporary_directory_as_found_inner";
+    let out = std::process::Command::new(&exe)
+        .args(["--exact", inner, "--nocapture", "--test-threads", "1"])
+        .env("STOCKADE_TEST_TMP_INNER", "1")
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// The inside half of `layer_two_leaves_the_hosts_temporary_directory_as_found`, in a
+/// process whose `TMPDIR` is its own.
+#[test]
+fn layer_two_leaves_the_hosts_temporary_directory_as_found_inner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if std::env::var_os("STOCKADE_TEST_TMP_INNER").is_none() {
+        return;
+    }
+    let tmp = std::fs::canonicalize(std::env::temp_dir()).unwrap();
+    let root = nix::unistd::geteuid().is_root();
+    let entries = || -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        v
+    };
+    let (_w, ws) = var_tempdir();
+    let sb = Sandbox::new(policy(&ws, Layer::Landlock)).unwrap();
+    assert!(entries().is_empty(), "Sandbox::new wrote {:?}", entries());
+    let dir = std::path::PathBuf::from(sh_ok(&sb, r#"echo "$TMPDIR""#).trim());
+    assert!(!dir.exists(), "{}", dir.display());
+    let parent = dir.parent().unwrap().to_path_buf();
+    if root {
+        // The sandbox's own directory, kept for its next commands.
+        assert_eq!(parent.parent(), Some(tmp.as_path()), "{}", dir.display());
+        let name = parent.file_name().unwrap().to_string_lossy();
+        assert!(name.starts_with("stockade-sandbox-"), "{name}");
+        let md = std::fs::symlink_metadata(&parent).unwrap();
+        assert!(md.is_dir() && md.uid() == 0, "{md:?}");
+        assert_eq!(md.permissions().mode() & 0o777, 0o700);
+        assert_eq!(entries(), [parent.clone()]);
+    } else {
+        assert_eq!(parent, tmp);
+        assert!(entries().is_empty(), "{:?}", entries());
+    }
+    // Two commands that outlive the sandbox: one reaped after, one dropped unreaped.
+    let spawn = || {
+        let mut child = sb
+            .command("sh")
+            .args([
+                "-c",
+                r#"echo "$TMPDIR"; read x; echo "$x" > "$TMPDIR/after" && cat "$TMPDIR/after""#,
+            ])
+            .stdin(stockade::Stdio::piped())
+            .stdout(stockade::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        (child, std::path::PathBuf::from(line.trim()))
+    };
+    let (mut reaped, reaped_dir) = spawn();
+    let (dropped, dropped_dir) = spawn();
+    drop(sb);
+    assert!(reaped_dir.is_dir() && dropped_dir.is_dir());
+    std::io::Write::write_all(reaped.stdin.as_mut().unwrap(), b"still mine\n").unwrap();
+    let out = reaped.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", common::output_text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "still mine\n");
+    assert!(!reaped_dir.exists());
+    // The other command still holds the sandbox's directory.
+    assert!(dropped_dir.is_dir());
+    drop(dropped);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !entries().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(entries().is_empty(), "left behind: {:?}", entries());
+}
+
 /// Each layer-2 command's `TMPDIR` goes when the command is reaped, whether the program
 /// left it empty or not.
 #[test]
