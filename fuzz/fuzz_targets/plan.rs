@@ -404,7 +404,10 @@ fn check_split(fs: &Fake, plan: &Plan) {
     let Some(split) = &rules.split else {
         return;
     };
-    let tmp = split.tmp_root.join("stockade-tmp-a");
+    // The sandbox's own directory in the temporary directory holds the commands' TMPDIRs.
+    let parent = split.tmp_root.join("stockade-sandbox-p");
+    let shared = split.shared_with(&parent);
+    let tmp = parent.join("stockade-tmp-a");
     let tty = PathBuf::from("/dev/pts/3");
     let exact = rules
         .spec
@@ -418,11 +421,16 @@ fn check_split(fs: &Fake, plan: &Plan) {
         ["/", "/dev/pts/4", "/dev/null", "/proc/1/mem"]
             .map(PathBuf::from)
             .into_iter()
-            .chain([tmp.join("f"), split.tmp_root.join("stockade-tmp-b/f"), tty]),
+            .chain([
+                tmp.join("f"),
+                parent.join("stockade-tmp-b/f"),
+                split.tmp_root.join("x"),
+                tty,
+            ]),
     );
     for path in &probes {
         assert_eq!(
-            rights(&command, path) & rights(&split.shared, path),
+            rights(&command, path) & rights(&shared, path),
             rights(&exact, path),
             "{} ({plan:#?})",
             path.display()
