@@ -148,7 +148,7 @@ pub struct LandlockRules {
 /// the host's temporary directory, where a host may put such a bind.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SplitRules {
-    /// The sandbox's layer: file-system rules only (no TCP rule, no scope), without the
+    /// The sandbox's layer: file-system rules and the scopes (no TCP rule), without the
     /// sandbox's directory for the `TMPDIR`s ([`SplitRules::shared_with`] adds it).
     pub shared: RulesetSpec,
     /// The directories of [`SplitRules::shared`] granted entry by entry
