@@ -444,6 +444,13 @@ fn run(
         Ok(c) => c,
         Err(code) => return code,
     };
+    // Dropped now, while no command has been waited for: its drop has no init to reap, so
+    // it waits for none. The init may still be tearing the sandbox's namespaces down when
+    // this process exits after the wait below, which does not wait for it (the init's
+    // parent becomes the caller's reaper). Dropped, not forgotten: what the sandbox made
+    // on the host (a root host's layer-2 directory for the TMPDIRs) goes with its last
+    // command.
+    drop(sandbox);
     // A `.git` link whose repository metadata runs without the `.git` layer.
     for u in child.git_unguarded() {
         eprintln!(
@@ -472,10 +479,6 @@ fn run(
             shown(&child, scrub, &d.to_string())
         );
     }
-    // The init may still be tearing the sandbox's namespaces down: this process exits
-    // without waiting for it (dropping the sandbox would), and the init's parent becomes
-    // the caller's reaper.
-    std::mem::forget(sandbox);
     match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),
