@@ -509,6 +509,18 @@ fn layer_two_leaves_the_hosts_temporary_directory_as_found_inner() {
         assert!(md.is_dir() && md.uid() == 0, "{md:?}");
         assert_eq!(md.permissions().mode() & 0o777, 0o700);
         assert_eq!(entries(), std::slice::from_ref(&parent));
+        // Removed beneath the sandbox (a cleaner of old files): the next command gets a
+        // new one, which the shared layer grants.
+        std::fs::remove_dir(&parent).unwrap();
+        let out = sh_ok(
+            &sb,
+            r#"echo x > "$TMPDIR/f" && cat "$TMPDIR/f" && echo "$TMPDIR""#,
+        );
+        let (x, dir) = out.split_once('\n').unwrap();
+        assert_eq!(x, "x");
+        let again = Path::new(dir.trim()).parent().unwrap();
+        assert_ne!(again, parent);
+        assert_eq!(entries(), [again]);
     } else {
         assert_eq!(parent, tmp);
         assert!(entries().is_empty(), "{:?}", entries());
