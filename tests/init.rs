@@ -472,12 +472,15 @@ fn a_layer_2_sandbox_ends_with_its_host_daemons_included() {
     require!(Feature::UserNs);
     let m = marker(line!());
     // The workspace belongs to this test, which outlives the helper (which exits at once,
-    // without running destructors).
+    // without running destructors); so does its temporary directory, where the command's
+    // TMPDIR, which its exit leaves behind, is made.
     let ws = workspace();
+    let tmp = workspace();
     let out = StdCommand::new(std::env::current_exe().unwrap())
         .args(["--exact", "helper_spawn_a_daemon_and_exit", "--nocapture"])
         .env("STOCKADE_TEST_HELPER_MARKER", &m)
         .env("STOCKADE_TEST_HELPER_WORKSPACE", ws.path())
+        .env("TMPDIR", tmp.path())
         .output()
         .unwrap();
     assert!(
