@@ -583,6 +583,16 @@ fn layer_two_removes_each_commands_tmpdir_empty_or_not() {
     }
 }
 
+/// A command's private `TMPDIR` is the program's alone: mode 0700, not the umask's 0755
+/// that would let other users of the host read what the program leaves in it.
+#[test]
+fn layer_two_tmpdir_is_closed_to_other_users() {
+    let (_w, ws) = var_tempdir();
+    let sb = Sandbox::new(policy(&ws, Layer::Landlock)).unwrap();
+    let out = sh_ok(&sb, r#"stat -c %a "$TMPDIR""#);
+    assert_eq!(out.trim(), "700");
+}
+
 #[test]
 fn writable_roots_are_mounted_nosuid() {
     require!(Feature::UserNs);

@@ -164,7 +164,11 @@ pub(super) fn create(
 ) -> Result<PrivateTmp, SpawnError> {
     let parent = parents.map(Parents::get).transpose()?;
     let mut builder = tempfile::Builder::new();
-    builder.prefix("stockade-tmp-");
+    // 0700: tempfile's default follows the umask (0755), which would let every user of
+    // the host list and read what the program leaves in its temporary files.
+    builder
+        .prefix("stockade-tmp-")
+        .permissions(std::fs::Permissions::from_mode(0o700));
     let dir = match &parent {
         Some(parent) => builder.tempdir_in(parent.path()),
         None => builder.tempdir(),
