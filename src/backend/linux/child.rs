@@ -54,7 +54,7 @@ pub use crate::backend::report::extra;
 /// Replays `layout`, then sets up and runs the command described by `exec`. Never returns.
 ///
 /// `spare_stack`: the 16-byte aligned top of the unused far end of this child's stack, for
-/// the program's process that a command with an init starts ([`start`]); nothing else
+/// the program's process that a command with an init starts (`start.rs`); nothing else
 /// uses it until this child execs.
 pub fn run(layout: &Layout, exec: &Exec, spare_stack: *mut u8) -> ! {
     let base = layout.ops.len() as u32;
