@@ -39,6 +39,38 @@ fn async_wait_and_pipes() {
     });
 }
 
+/// A killed sandbox writes no status record: the status pipe ends empty, and the wait
+/// goes on on the pidfd (no busy loop on the ended pipe, no hang), on both layers.
+#[test]
+fn async_wait_of_a_killed_sandbox() {
+    require!(Feature::UserNs);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ws = tempdir();
+        for layer in [stockade::Layer::Full, stockade::Layer::Landlock] {
+            let sb = sandbox(ws.path(), |p| {
+                p.layer = Some(layer);
+                p.min_layer = Some(stockade::Layer::Landlock);
+            });
+            let mut child = sb.command("sleep").arg("100").spawn().unwrap();
+            child.kill().unwrap();
+            let status =
+                tokio::time::timeout(std::time::Duration::from_secs(20), child.wait_async())
+                    .await
+                    .expect("wait_async hangs")
+                    .unwrap();
+            assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&status),
+                Some(libc::SIGKILL),
+                "{layer:?}: {status}"
+            );
+        }
+    });
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

@@ -125,21 +125,30 @@ pub fn main(args: &Args) -> ! {
     let report = pipes.report.as_fd();
     let sfd = match setup(&cfg, &pipes) {
         Ok(fd) => fd,
-        Err(e) => fail(report, cfg.init_step, e, INIT_FAILED),
+        Err(e) => fail_running(&cfg, report, e),
     };
     let program = cfg.program;
     args.clear_arguments();
     if let Err(e) = keep_only(&pipes, sfd.as_fd()) {
-        // The program runs, but the host would wait for an EOF that never comes. In a
-        // PID namespace this exit ends it; on layer 2 it dies with its parent (its
-        // parent-death signal).
-        fail(report, cfg.init_step, e, INIT_FAILED);
+        // The program runs, but the host would wait for an EOF that never comes.
+        fail_running(&cfg, report, e);
     }
     // The host reads EOF on the report pipe once every copy is closed: this one (the
     // program's process closed its own at its exec).
     let Pipes { report, status } = pipes;
     let _ = sys::close(report);
     supervise(&cfg, sfd.as_fd(), status.as_fd(), program)
+}
+
+/// Reports the init's own step failing with `errno` while the program already runs, and
+/// ends the sandbox: in a PID namespace this exit kills every process of it; on layer 2
+/// the init first kills and reaps every descendant (the program would die with it, by its
+/// parent-death signal, but not what it started).
+fn fail_running(cfg: &Config, report: BorrowedFd<'_>, errno: sys::Errno) -> ! {
+    if cfg.has(flag::SUBREAPER) {
+        end_all(cfg.program, &mut None);
+    }
+    fail(report, cfg.init_step, errno, INIT_FAILED)
 }
 
 /// Reports `step` failing with `errno` on the report pipe and exits with `code`.
@@ -184,7 +193,7 @@ fn keep_only(pipes: &Pipes, sfd: BorrowedFd<'_>) -> sys::Result<()> {
         if fd > first {
             // SAFETY: the fds kept are the init's only owned ones; every other fd is one
             // the host passed for the program (stdio, passed fds), which the program's
-            // process, forked before this, holds in its own table. Nothing in the init
+            // process, started before the init's exec, holds in its own table. Nothing in the init
             // uses them again.
             unsafe { sys::close_range(first, fd - 1) }?;
         }

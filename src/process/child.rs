@@ -129,9 +129,14 @@ impl Child {
     /// Linux full and landlock layers: returns when the sandbox's init reports the
     /// program's status, which it does once the program has ended and every other process
     /// of the sandbox has been killed and reaped: nothing the program started runs any
-    /// more. The init's own exit, which on the full layer tears the namespaces down (~0.3
-    /// ms), is not waited for: the init is reaped by a later spawn or wait, or when a
-    /// [`Sandbox`](crate::Sandbox) is dropped. Elsewhere: `waitpid` of the program.
+    /// more (on layer 2 the init finds them in `/proc/thread-self/children`, which kernels
+    /// without `CONFIG_PROC_CHILDREN` lack: there it kills the program and reaps what has
+    /// ended, and descendants that detached may outlive the wait). The init's own exit,
+    /// which on the full layer tears the namespaces down (~0.3 ms), is not waited for: the
+    /// init is reaped by a later spawn or wait, or when the last clone of a
+    /// [`Sandbox`](crate::Sandbox) is dropped. Until then the sandbox's mount namespace may
+    /// still hold its bind mounts of host file systems, so a device the host unmounts right
+    /// after the wait may still be busy for that long. Elsewhere: `waitpid` of the program.
     pub fn wait(&mut self) -> io::Result<ExitStatus> {
         drop(self.stdin.take());
         if let Some(s) = self.status {

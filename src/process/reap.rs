@@ -5,8 +5,8 @@
 //! the init's own exit is left, which in a PID namespace tears the namespaces down (~0.3
 //! ms: unmounting the sandbox's trees, an RCU grace period). The host does not wait for
 //! that. The init stays the host's child until reaped, so its pidfd goes into this list,
-//! and every later spawn and wait reaps what has exited meanwhile, without blocking; a
-//! [`Sandbox`](crate::Sandbox) being dropped waits for them all. So at most the inits of
+//! and every later spawn and wait reaps what has exited meanwhile, without blocking; the
+//! last clone of a [`Sandbox`](crate::Sandbox) being dropped waits for them all. So at most the inits of
 //! the commands waited for since the last spawn or wait linger, as zombies, for a
 //! fraction of a millisecond each.
 //!
@@ -29,11 +29,21 @@ pub(super) fn later(pidfd: OwnedFd) {
     list.push(pidfd);
 }
 
-/// Reaps every init in the list that has exited; with `block`, waits for each.
+/// Reaps every init in the list that has exited; with `block`, waits for each (outside
+/// the list's lock, so that spawns and waits of other threads go on meanwhile).
 pub(super) fn reap(block: bool) {
     let mut list = PENDING.lock().unwrap_or_else(|e| e.into_inner());
-    if !list.is_empty() {
-        list.retain(|fd| !reaped(fd, block));
+    if list.is_empty() {
+        return;
+    }
+    if block {
+        let all = std::mem::take(&mut *list);
+        drop(list);
+        for fd in &all {
+            reaped(fd, true);
+        }
+    } else {
+        list.retain(|fd| !reaped(fd, false));
     }
 }
 

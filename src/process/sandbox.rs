@@ -39,9 +39,9 @@ use crate::probe::Capabilities;
 ///
 /// A command waited for has ended with everything it started, but on Linux its init may
 /// still be tearing the sandbox's namespaces down (see [`Child::wait`](crate::Child::wait)),
-/// to be reaped by a later spawn or wait. Dropping a `Sandbox` (any clone) reaps every
-/// such init of the process, waiting for those still exiting (a fraction of a millisecond
-/// each), so that none is left as a zombie.
+/// to be reaped by a later spawn or wait. Dropping the last clone of a `Sandbox` reaps
+/// every such init of the process, waiting for those still exiting (a fraction of a
+/// millisecond each), so that none is left as a zombie.
 #[derive(Clone, Debug)]
 pub struct Sandbox {
     shared: Arc<ArcSwap<Inner>>,
@@ -52,7 +52,10 @@ pub struct Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        launch::reap_earlier(true);
+        // The last clone only: the others' drops block nothing.
+        if Arc::strong_count(&self.shared) == 1 {
+            launch::reap_earlier(true);
+        }
     }
 }
 

@@ -73,14 +73,19 @@ pub fn launch(
 ) -> Result<(libc::pid_t, OwnedFd), SpawnError> {
     if is_main_thread() {
         let result = MAIN_STACK.with(|cell| {
-            let stack = match cell.get() {
+            let mut slot = cell.borrow_mut();
+            let stack = match slot.take() {
                 Some(stack) => stack,
-                None => {
-                    let made = ChildStack::new()?;
-                    cell.get_or_init(|| made)
-                }
+                None => ChildStack::new()?,
             };
-            clone_child(&layout, &exec, flags, stack)
+            let (result, lent) = clone_child(&layout, &exec, flags, &stack);
+            if lent == Lent::StillInUse {
+                // A new stack for the next spawn; this one, like `exec`, stays as it is.
+                std::mem::forget(exec);
+            } else {
+                *slot = Some(stack);
+            }
+            result
         });
         return result.map_err(|source| SpawnError::Os {
             call: "clone",
@@ -115,7 +120,8 @@ pub fn launch(
 thread_local! {
     /// The main thread's child stack, made at its first spawn. Only the main thread uses
     /// it, and that thread lives as long as the process: the mapping is never freed.
-    static MAIN_STACK: std::cell::OnceCell<ChildStack> = const { std::cell::OnceCell::new() };
+    static MAIN_STACK: std::cell::RefCell<Option<ChildStack>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Whether the calling thread is the process's main thread (its thread id is the process
@@ -185,7 +191,7 @@ impl Pool {
         let started = ChildStack::new().and_then(|stack| {
             std::thread::Builder::new()
                 .name(format!("stockade-spawn-{n}"))
-                .spawn(move || self.serve(&stack))
+                .spawn(move || self.serve(stack))
         });
         match started {
             Ok(_) => Ok(()),
@@ -197,7 +203,7 @@ impl Pool {
         }
     }
 
-    fn serve(&self, stack: &ChildStack) {
+    fn serve(&self, mut stack: ChildStack) {
         // Counted idle from before it waits until it has a job, and again before it
         // replies: the caller's next spawn finds it idle and starts no other thread.
         self.idle.fetch_add(1, Ordering::AcqRel);
@@ -211,10 +217,30 @@ impl Pool {
                 self.started.fetch_sub(1, Ordering::AcqRel);
                 return;
             };
-            let result = clone_child(&job.layout, &job.exec, job.flags, stack);
+            let Job {
+                layout,
+                exec,
+                flags,
+                reply,
+            } = job;
+            let (result, lent) = clone_child(&layout, &exec, flags, &stack);
+            if lent == Lent::StillInUse {
+                // As on the main thread: `exec` and the stack stay as they are.
+                std::mem::forget(exec);
+                match ChildStack::new() {
+                    Ok(new) => stack = new,
+                    Err(e) => {
+                        tracing::error!(error = %e, "stockade: a spawner thread ends: no new child stack");
+                        self.started.fetch_sub(1, Ordering::AcqRel);
+                        let _ = reply.send(result);
+                        return;
+                    }
+                }
+            }
             self.idle.fetch_add(1, Ordering::AcqRel);
-            // The child has exec'd or exited: nothing of `job` is in use any more.
-            let _ = job.reply.send(result);
+            // The child has exec'd or exited: nothing of `job` is in use any more (or it
+            // was left as it is, above).
+            let _ = reply.send(result);
         }
     }
 }
@@ -283,7 +309,39 @@ extern "C" fn child_entry(arg: *mut c_void) -> libc::c_int {
     child::run(args.layout, args.exec, args.spare_stack)
 }
 
-fn clone_child(layout: &Layout, exec: &Exec, flags: libc::c_int, stack: &ChildStack) -> Reply {
+/// Whether the memory a spawn lent its setup child (the `Exec`, the child stack) is free
+/// again when `clone` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lent {
+    /// The setup child has exec'd or exited by itself: nothing uses that memory any more.
+    Free,
+    /// The setup child was killed by a signal before its exec. It may have started the
+    /// program's process, which shares this memory until its own exec and which
+    /// CLONE_VFORK's wait, cut short by the kill, no longer covers: the `Exec` and the
+    /// stack must never be freed or reused.
+    StillInUse,
+}
+
+/// What a setup child that has returned control to its parent left: see [`Lent`].
+fn lent(pidfd: &OwnedFd) -> Lent {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    use std::os::fd::AsFd;
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    // A setup child ends by itself only with exit_group, after the program's process (if
+    // any) has exec'd or ended; an init that exited after its exec may look the same, and
+    // then the memory is kept for nothing (rare, and only memory).
+    match waitid(Id::PIDFd(pidfd.as_fd()), flags) {
+        Ok(WaitStatus::Signaled(..)) => Lent::StillInUse,
+        _ => Lent::Free,
+    }
+}
+
+fn clone_child(
+    layout: &Layout,
+    exec: &Exec,
+    flags: libc::c_int,
+    stack: &ChildStack,
+) -> (Reply, Lent) {
     let args = ChildArgs {
         layout,
         exec,
@@ -315,8 +373,62 @@ fn clone_child(layout: &Layout, exec: &Exec, flags: libc::c_int, stack: &ChildSt
     // SAFETY: `old` was initialized by the pthread_sigmask call above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
     if pid < 0 {
-        return Err(err);
+        return (Err(err), Lent::Free);
     }
     // SAFETY: with CLONE_PIDFD the kernel stored a new pidfd that nothing else owns.
-    Ok((pid, unsafe { OwnedFd::from_raw_fd(pidfd) }))
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let lent = if exec.init.is_some() {
+        lent(&pidfd)
+    } else {
+        Lent::Free
+    };
+    (Ok((pid, pidfd)), lent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pidfd of a child of std's, and the child.
+    fn child(script: &str) -> (std::process::Child, OwnedFd) {
+        let c = std::process::Command::new("sh")
+            .args(["-c", script])
+            .spawn()
+            .unwrap();
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, c.id(), 0) };
+        assert!(raw >= 0, "{}", io::Error::last_os_error());
+        // SAFETY: pidfd_open returned a new fd that nothing else owns.
+        (c, unsafe { OwnedFd::from_raw_fd(raw as i32) })
+    }
+
+    fn wait_nowait(fd: &OwnedFd) {
+        use nix::sys::wait::{Id, WaitPidFlag, waitid};
+        use std::os::fd::AsFd;
+        waitid(
+            Id::PIDFd(fd.as_fd()),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_setup_child_killed_by_a_signal_leaves_its_memory_in_use() {
+        let (mut killed, fd) = child("exec sleep 100");
+        // SAFETY: kill takes a pid and a signal; the pid is this test's unreaped child.
+        assert_eq!(unsafe { libc::kill(killed.id() as i32, libc::SIGKILL) }, 0);
+        wait_nowait(&fd);
+        assert_eq!(lent(&fd), Lent::StillInUse);
+        let _ = killed.wait();
+
+        let (mut exited, fd) = child("exit 125");
+        wait_nowait(&fd);
+        assert_eq!(lent(&fd), Lent::Free);
+        let _ = exited.wait();
+
+        let (mut running, fd) = child("exec sleep 100");
+        assert_eq!(lent(&fd), Lent::Free, "a running (exec'd) child");
+        let _ = running.kill();
+        let _ = running.wait();
+    }
 }

@@ -182,6 +182,21 @@ pub fn sethostname(name: &[u8]) -> Result<()> {
     unsafe { syscall!(libc::SYS_sethostname, name.as_ptr(), name.len()) }.map(drop)
 }
 
+/// `kill(2)`: `sig` to `pid` (a negative `pid`: to that process group).
+pub fn kill(pid: c_int, sig: c_int) -> Result<()> {
+    // SAFETY: `kill` takes two integers.
+    unsafe { syscall!(libc::SYS_kill, pid as isize, sig) }.map(drop)
+}
+
+/// `wait4(pid, &status, options, NULL)`: the pid reaped and its raw wait status.
+pub fn wait4(pid: c_int, options: c_int) -> Result<(c_int, c_int)> {
+    let mut status: c_int = 0;
+    let st = core::ptr::from_mut(&mut status);
+    // SAFETY: the kernel writes one `int` to `st`, a local; the rusage pointer is NULL.
+    let r = unsafe { syscall!(libc::SYS_wait4, pid as isize, st, options, 0usize) }?;
+    Ok((r as c_int, status))
+}
+
 /// `getppid(2)`.
 pub fn getppid() -> c_int {
     // SAFETY: `getppid` takes no argument and cannot fail.

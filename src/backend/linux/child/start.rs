@@ -70,7 +70,23 @@ pub(super) fn program_then_init(init: &Launch, exec: &Exec, stack_top: *mut u8) 
         Ok(pid) => pid,
         Err(e) => return e,
     };
-    exec_init(init, pid)
+    let e = exec_init(init, pid);
+    if init.flags & flag::SUBREAPER != 0 {
+        // The spawn fails, but the program has been exec'd (an init that cannot be
+        // exec'd: a security module refusing memfds, memory). On layer 2 nothing else
+        // ends it: kill it, and its process group, before this child exits. (In a PID
+        // namespace this child's exit kills every process of it.) The program is at best
+        // in its loader by now; see SECURITY.md.
+        end_program(pid);
+    }
+    e
+}
+
+/// Kills the program's process and its process group, and reaps the process.
+fn end_program(pid: c_int) {
+    let _ = sys::kill(pid, libc::SIGKILL);
+    let _ = sys::kill(-pid, libc::SIGKILL);
+    while let Err(Errno(libc::EINTR)) = sys::wait4(pid, libc::__WALL) {}
 }
 
 /// The program's process: its session, parent-death signal, nested domain and terminal,
@@ -103,15 +119,17 @@ extern "C" fn program_entry(arg: *mut c_void) -> ! {
 }
 
 fn prepare(start: &Start<'_>) -> R {
-    let flags = start.init.flags;
-    if flags & flag::NEW_SESSION != 0 {
-        sys::setsid()?;
-    }
-    // The program dies with the init (layer 2 has no namespace to end it). If the setup
-    // child is already gone, its parent is someone else: stop here.
+    // First: the program dies with the init (layer 2 has no namespace to end it). If the
+    // setup child is already gone (killed: CLONE_VFORK's wait ends with it, and the host
+    // then keeps the memory this process still uses, `clone.rs`), its parent is someone
+    // else: stop here.
     sys::prctl_set_pdeathsig(libc::SIGKILL)?;
     if sys::getppid() != start.init_pid {
         sys::exit_group(ORPHANED);
+    }
+    let flags = start.init.flags;
+    if flags & flag::NEW_SESSION != 0 {
+        sys::setsid()?;
     }
     // A nested domain: the program and everything it starts can no longer signal
     // processes outside it, the init included (Landlock ABI 6, on layer 2). The init keeps
