@@ -305,12 +305,7 @@ fn root_only_layer_two_keeps_each_commands_tmpdir_to_itself() {
         .stdout(stockade::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(first.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    let line = first_line(&mut first);
     let theirs = line.trim();
     assert!(Path::new(theirs).join("f").exists(), "{theirs}");
     for (expr, want) in [
@@ -537,12 +532,7 @@ fn layer_two_leaves_the_hosts_temporary_directory_as_found_inner() {
             .stdout(stockade::Stdio::piped())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut line,
-        )
-        .unwrap();
+        let line = first_line(&mut child);
         (child, std::path::PathBuf::from(line.trim()))
     };
     let (mut reaped, reaped_dir) = spawn();
@@ -648,4 +638,15 @@ fn zz_all_tests_pass_as_uid_65534() {
         return;
     }
     common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
+}
+
+/// The first line of `child`'s piped stdout.
+fn first_line(child: &mut stockade::Child) -> String {
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    line
 }

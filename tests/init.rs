@@ -76,6 +76,16 @@ fn wait_for_process(marker: &str) {
     }
 }
 
+/// `sh -c script` with its stdin piped, started.
+fn sh_reading_stdin(sb: &Sandbox, script: &str) -> stockade::Child {
+    sb.command("sh")
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Reads lines from `out` until one equals `want`.
 fn wait_for_line(out: &mut impl BufRead, want: &str) {
     let mut line = String::new();
@@ -371,13 +381,7 @@ fn nothing_the_program_started_is_alive_when_wait_returns() {
     let ws = workspace();
     for (layer, sb) in layers(ws.path()) {
         let m = marker(line!());
-        let mut child = sb
-            .command("sh")
-            .arg("-c")
-            .arg(format!("sleep {m} & read x; exit 3"))
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = sh_reading_stdin(&sb, &format!("sleep {m} & read x; exit 3"));
         // The sleep, not the shell whose command line holds the marker too.
         let sleep = |cmd: &str| cmd.starts_with("sleep ") && cmd.contains(&m);
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -415,13 +419,7 @@ fn a_double_forked_daemon_does_not_survive_the_run() {
     for (layer, sb) in layers(ws.path()) {
         // The program detaches a daemon (new session, re-parented), then exits when told.
         let m = marker(line!());
-        let mut child = sb
-            .command("sh")
-            .arg("-c")
-            .arg(format!("(setsid sleep {m} &); read x; exit 0"))
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = sh_reading_stdin(&sb, &format!("(setsid sleep {m} &); read x; exit 0"));
         wait_for_process(&m);
         drop(child.stdin.take());
         assert_eq!(child.wait().unwrap().code(), Some(0), "{layer}");

@@ -10,14 +10,17 @@ use common::{Feature, sandbox, tempdir};
 use stockade::Stdio;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn async_wait_and_pipes() {
     require!(Feature::UserNs);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let ws = tempdir();
         let sb = sandbox(ws.path(), |_| {});
         let mut child = sb
@@ -44,11 +47,7 @@ fn async_wait_and_pipes() {
 #[test]
 fn async_wait_of_a_killed_sandbox() {
     require!(Feature::UserNs);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime().block_on(async {
         let ws = tempdir();
         for layer in [stockade::Layer::Full, stockade::Layer::Landlock] {
             let sb = sandbox(ws.path(), |p| {

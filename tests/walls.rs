@@ -940,24 +940,11 @@ fn root_only_layer_two_reads_no_private_file_through_a_host_bind_mount() {
     let (ws, etc) = (top.join("ws"), top.join("etc-bind"));
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::create_dir_all(&etc).unwrap();
-    let exe = common::stockade_exe();
     let inside = format!(
         "for f in /etc/shadow {e}/shadow {e}/passwd; do head -c1 $f >/dev/null 2>&1; echo $?; done",
         e = etc.display()
     );
-    // The bind lives in a mount namespace of this test's own, as a host's would.
-    let out = StdCommand::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg(format!(
-            "mount --bind /etc {etc} && exec \"$0\" run --workspace {ws} --layer landlock \
-             --min-layer landlock -- sh -c \"$1\"",
-            etc = etc.display(),
-            ws = ws.display()
-        ))
-        .arg(&exe)
-        .arg(&inside)
-        .output()
-        .unwrap();
+    let out = run_with_etc_bound_at(&etc, &ws, &inside, None);
     let text = common::output_text(&out);
     assert!(out.status.success(), "{text}");
     // Private through either path; a public file through the bind still readable.
@@ -977,7 +964,6 @@ fn root_only_layer_two_reads_no_private_file_through_a_bind_beneath_the_temporar
     let etc = tmp.join("etc-bind");
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::create_dir_all(&etc).unwrap();
-    let exe = common::stockade_exe();
     let inside = format!(
         "for f in {e}/shadow /etc/shadow; do head -c1 $f >/dev/null 2>&1; echo $?; done; \
          echo x > \"$TMPDIR/mine\" && cat \"$TMPDIR/mine\"; \
@@ -985,20 +971,7 @@ fn root_only_layer_two_reads_no_private_file_through_a_bind_beneath_the_temporar
         e = etc.display(),
         t = tmp.display()
     );
-    // The bind lives in a mount namespace of this test's own, as a host's would.
-    let out = StdCommand::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg(format!(
-            "mount --bind /etc {etc} && exec \"$0\" run --workspace {ws} --layer landlock \
-             --min-layer landlock -- sh -c \"$1\"",
-            etc = etc.display(),
-            ws = ws.display()
-        ))
-        .arg(&exe)
-        .arg(&inside)
-        .env("TMPDIR", &tmp)
-        .output()
-        .unwrap();
+    let out = run_with_etc_bound_at(&etc, &ws, &inside, Some(&tmp));
     let text = common::output_text(&out);
     assert!(out.status.success(), "{text}");
     assert_eq!(
@@ -1129,4 +1102,29 @@ fn run_inner(unshare_flags: &str, setup: &str, inner: &str, marker: (&str, &str)
     let text = common::output_text(&out);
     assert!(out.status.success(), "{}: {text}", marker.1);
     assert!(text.contains("1 passed"), "{}: {text}", marker.1);
+}
+
+/// `stockade run --layer landlock -- sh -c inside` over `ws`, with the host's `/etc` bound
+/// at `etc` in a mount namespace of the test's own (as a host's bind would be), and
+/// `TMPDIR` set to `tmp` when given.
+fn run_with_etc_bound_at(
+    etc: &Path,
+    ws: &Path,
+    inside: &str,
+    tmp: Option<&Path>,
+) -> std::process::Output {
+    let mut cmd = StdCommand::new("unshare");
+    cmd.args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount --bind /etc {etc} && exec \"$0\" run --workspace {ws} --layer landlock \
+             --min-layer landlock -- sh -c \"$1\"",
+            etc = etc.display(),
+            ws = ws.display()
+        ))
+        .arg(common::stockade_exe())
+        .arg(inside);
+    if let Some(tmp) = tmp {
+        cmd.env("TMPDIR", tmp);
+    }
+    cmd.output().unwrap()
 }
