@@ -451,13 +451,7 @@ fn run(
     // on the host (a root host's layer-2 directory for the TMPDIRs) goes with its last
     // command.
     drop(sandbox);
-    // A `.git` link whose repository metadata runs without the `.git` layer.
-    for u in child.git_unguarded() {
-        eprintln!(
-            "stockade: warning: {}",
-            shown(&child, scrub, &u.to_string())
-        );
-    }
+    warn_unguarded(&child, scrub);
     let running = match relay.start(cmd, &mut child) {
         Ok(r) => r,
         Err(e) => {
@@ -482,6 +476,13 @@ fn run(
     match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),
+    }
+}
+
+/// A `.git` link whose repository metadata runs without the `.git` layer.
+fn warn_unguarded(child: &stockade::Child, scrub: bool) {
+    for u in child.git_unguarded() {
+        eprintln!("stockade: warning: {}", shown(child, scrub, &u.to_string()));
     }
 }
 
