@@ -444,13 +444,6 @@ fn run(
         Ok(c) => c,
         Err(code) => return code,
     };
-    // Dropped now, while no command has been waited for: its drop has no init to reap, so
-    // it waits for none. The init may still be tearing the sandbox's namespaces down when
-    // this process exits after the wait below, which does not wait for it (the init's
-    // parent becomes the caller's reaper). Dropped, not forgotten: what the sandbox made
-    // on the host (a root host's layer-2 directory for the TMPDIRs) goes with its last
-    // command.
-    drop(sandbox);
     warn_unguarded(&child, scrub);
     let running = match relay.start(cmd, &mut child) {
         Ok(r) => r,
@@ -473,10 +466,18 @@ fn run(
             shown(&child, scrub, &d.to_string())
         );
     }
-    match status {
+    let code = match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),
-    }
+    };
+    // The wait returned at the init's status record; the init may still be tearing the
+    // sandbox's namespaces down. Dropping the sandbox (after the command) reaps it, so that
+    // this process leaves no zombie to the caller's reaper (a subreaper, or PID 1 of a
+    // container, that reaps only its own children), and removes what the sandbox made on
+    // the host (a root host's layer-2 directory for the TMPDIRs).
+    drop(child);
+    drop(sandbox);
+    code
 }
 
 /// A `.git` link whose repository metadata runs without the `.git` layer.

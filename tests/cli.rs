@@ -419,6 +419,47 @@ fn no_die_with_parent_outlives_the_caller() {
     assert!(gone, "the sandbox outlived stockade itself");
 }
 
+/// `stockade run` reaps the sandbox's init before it exits, even though its wait returned
+/// at the init's status record: a caller that is a child subreaper (or PID 1 of a
+/// container) and reaps only its own children must not inherit a zombie per run.
+#[test]
+fn run_leaves_no_zombie_to_a_subreaper_caller() {
+    require!(Feature::UserNs);
+    let ws = outside_tmp();
+    let script = r#"
+import ctypes, os, subprocess, sys
+assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+exe, ws = sys.argv[1], sys.argv[2]
+for layer in ("full", "landlock"):
+    for _ in range(5):
+        subprocess.run([exe, "run", "--workspace", ws, "--layer", layer,
+                        "--min-layer", "landlock", "--", "true"], check=True)
+me = str(os.getpid())
+kids = []
+for p in os.listdir("/proc"):
+    try:
+        stat = open(f"/proc/{p}/stat").read()
+    except OSError:
+        continue
+    fields = stat.rsplit(") ", 1)[1].split()
+    if fields[1] == me:
+        kids.append(p + " " + stat.split(" (", 1)[1].split(")")[0] + " " + fields[0])
+print(len(kids), kids)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(common::stockade_exe())
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("0 "),
+        "children left to the caller: {text}"
+    );
+}
+
 #[test]
 fn unknown_flag_before_the_program_is_a_usage_error() {
     let ws = outside_tmp();
