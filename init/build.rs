@@ -124,6 +124,10 @@ fn build(
             "force-unwind-tables=no",
             "-C",
             "target-feature=+crt-static",
+            // musl targets add their own start files (crt1.o with a `_start`) unless told
+            // not to; the image brings its own `_start` and no libc.
+            "-C",
+            "link-self-contained=no",
         ])
         .args(link)
         .arg("-o")

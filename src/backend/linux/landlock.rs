@@ -47,10 +47,10 @@
 //! `landlock_add_rule` on [`Prepared::raw_fd`] with the access bits from
 //! [`Prepared::access_bits`], which the parent computes in advance.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -335,11 +335,18 @@ fn add_rules(
 
 /// Opens `path` with `O_PATH | O_CLOEXEC` for a rule (following symlinks, like
 /// `landlock::PathFd`).
+///
+/// Not through `OpenOptions::custom_flags`: std masks the flags with `O_ACCMODE`, which on
+/// musl includes `O_PATH` (as `O_SEARCH`), so there the file would be opened for reading,
+/// which fails for a terminal without a session (`/dev/tty`: ENXIO) or a file the caller
+/// may not read.
 fn open_path(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
-        .open(path)
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fd =
+        stockade_sys::linux::openat(stockade_sys::fd::CWD, &c, libc::O_PATH | libc::O_CLOEXEC, 0)
+            .map_err(|e| io::Error::from_raw_os_error(e.raw()))?;
+    Ok(File::from(std::os::fd::OwnedFd::from(fd)))
 }
 
 #[cfg(test)]

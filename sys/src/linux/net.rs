@@ -27,7 +27,8 @@ pub fn send_fd(sock: BorrowedFd<'_>, tag: u8, fd: BorrowedFd<'_>) -> Result<()> 
     // SAFETY: `cmsghdr` is plain old data; all-zero bytes are a valid value (some targets
     // have private padding fields, so it cannot be built field by field).
     let mut hdr: libc::cmsghdr = unsafe { core::mem::zeroed() };
-    hdr.cmsg_len = core::mem::size_of::<libc::cmsghdr>() + core::mem::size_of::<c_int>();
+    // The field is `size_t` on glibc and `socklen_t` on musl; the value is a few bytes.
+    hdr.cmsg_len = (core::mem::size_of::<libc::cmsghdr>() + core::mem::size_of::<c_int>()) as _;
     hdr.cmsg_level = libc::SOL_SOCKET;
     hdr.cmsg_type = libc::SCM_RIGHTS;
     let mut cmsg = CmsgFd {
@@ -40,7 +41,7 @@ pub fn send_fd(sock: BorrowedFd<'_>, tag: u8, fd: BorrowedFd<'_>) -> Result<()> 
     msg.msg_iov = core::ptr::from_mut(&mut iov);
     msg.msg_iovlen = 1;
     msg.msg_control = core::ptr::from_mut(&mut cmsg).cast();
-    msg.msg_controllen = core::mem::size_of::<CmsgFd>();
+    msg.msg_controllen = core::mem::size_of::<CmsgFd>() as _;
     // SAFETY: `msg` points to `iov` (one entry, one byte in `byte`) and to `cmsg`
     // (`msg_controllen` bytes); all are locals that outlive the call, and `sendmsg` only
     // reads them. The kernel takes its own reference to `fd`'s file, which `fd` keeps open
