@@ -13,7 +13,9 @@
 //!    (process start, policy, plan and the one spawn), with `stockade --version` (the
 //!    binary's start-up alone) and `unshare -Urpf --mount-proc /bin/true` (the least any
 //!    command-line tool that makes these namespaces costs) for scale. The CLI is the
-//!    `stockade` binary next to this example (`cargo build --release` builds both).
+//!    `stockade` binary next to this example (`cargo build --release` builds both), and
+//!    also its static musl build when one is in the same target dir (`cargo build
+//!    --release --target x86_64-unknown-linux-musl --bin stockade`).
 //! 2. Growth: the full layout with 1, 8, 32 and 128 writable paths (slope per extra path
 //!    and per extra mount), and a host with 16 MiB, 512 MiB and 2 GiB touched.
 //! 3. Throughput: completed sandboxes per second from 1, 2 and 8 host threads sharing one
@@ -274,6 +276,22 @@ mod linux {
         cli.exists().then_some(cli)
     }
 
+    /// The static musl build of the CLI, when one was built into the same target dir
+    /// (`cargo build --release --target x86_64-unknown-linux-musl --bin stockade`):
+    /// `target/<triple>/<profile>/stockade` beside `target/<profile>`.
+    fn static_cli() -> Option<PathBuf> {
+        let exe = std::env::current_exe().ok()?;
+        let profile_dir = exe.parent()?.parent()?;
+        let profile = profile_dir.file_name()?;
+        let triple = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
+        let cli = profile_dir
+            .parent()?
+            .join(triple)
+            .join(profile)
+            .join("stockade");
+        cli.exists().then_some(cli)
+    }
+
     fn cli_row(name: &str, cli: &Path, args: Vec<String>) -> (String, Run) {
         let cli = cli.to_path_buf();
         (
@@ -352,6 +370,24 @@ mod linux {
                     cli,
                     vec!["--version".into()],
                 ));
+                match static_cli() {
+                    Some(st) => {
+                        rows.push(cli_row(
+                            "CLI, static musl build: stockade run",
+                            &st,
+                            run(&[]),
+                        ));
+                        rows.push(cli_row(
+                            "CLI, static musl build: stockade --version",
+                            &st,
+                            vec!["--version".into()],
+                        ));
+                    }
+                    None => println!(
+                        "(no static musl build of `stockade`: `cargo build --release --target {}-unknown-linux-musl --bin stockade` for its rows)",
+                        std::env::consts::ARCH
+                    ),
+                }
             }
             None => println!(
                 "(no `stockade` binary next to this example: `cargo build --release` for the CLI rows)"
@@ -404,6 +440,13 @@ mod linux {
             if let Some(c) = at("CLI: stockade run") {
                 let r = c.as_secs_f64() / b.as_secs_f64();
                 v.check(format!("CLI run ≤ 0.5× bwrap ({r:.2}×)"), r <= 0.5);
+            }
+            if let Some(c) = at("CLI, static musl build: stockade run") {
+                let r = c.as_secs_f64() / b.as_secs_f64();
+                v.check(
+                    format!("CLI run, static musl build, ≤ 0.5× bwrap ({r:.2}×)"),
+                    r <= 0.5,
+                );
             }
         }
     }

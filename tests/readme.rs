@@ -19,8 +19,10 @@
 //! and not started again. Running the real cargo from inside `cargo test` would wait on the
 //! build directory lock that the running `cargo test` holds, or build the release profile a
 //! second time in another target directory (minutes on a small machine). `.ci/run` runs
-//! the README's run command with the real cargo. Any other command fails this test until a
-//! check for it is added here.
+//! the README's run command with the real cargo, and the static build's `rustup target
+//! add` and `cargo build --target` (which stand-ins here only recognize) for real, then the
+//! run command again with that binary. Any other command fails this test until a check for
+//! it is added here.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -331,10 +333,26 @@ cargo() {
     "$STOCKADE_README_EXE" "$@"
     return
   fi
+  if [ "$*" = "build --release --target $STOCKADE_README_MUSL --bin stockade" ]; then
+    echo "readme: the static build is run for real by .ci/run" >&2
+    return 0
+  fi
   echo "readme: no stand-in for: cargo $*" >&2
   return 97
 }
+rustup() {
+  if [ "$*" = "target add $STOCKADE_README_MUSL" ]; then
+    echo "readme: the static build is run for real by .ci/run" >&2
+    return 0
+  fi
+  echo "readme: no stand-in for: rustup $*" >&2
+  return 97
+}
 "#;
+
+/// The musl target the README's static build names: `.ci/run` builds the CLI for it and
+/// runs the README's run command with that binary.
+const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
 
 #[test]
 fn readme_shell_commands_run_verbatim() {
@@ -343,11 +361,13 @@ fn readme_shell_commands_run_verbatim() {
     assert!(!cmds.is_empty(), "README.md has no ```sh command");
     let ws = outside_tmp();
     let mut ran_the_run_command = false;
+    let mut static_build = 0;
     for cmd in &cmds {
         let out = Command::new("sh")
             .arg("-c")
             .arg(format!("{CARGO_STAND_IN}\n{cmd}"))
             .env("STOCKADE_README_EXE", common::stockade_exe())
+            .env("STOCKADE_README_MUSL", MUSL_TARGET)
             .current_dir(ws.path())
             .output()
             .unwrap();
@@ -362,11 +382,21 @@ fn readme_shell_commands_run_verbatim() {
         } else if cmd.starts_with("cargo run --release -- run -- sh -c 'id; ls /; touch /usr/x") {
             ran_the_run_command = true;
             check_the_run_command(&out, ws.path(), &shown);
+        } else if cmd == &format!("rustup target add {MUSL_TARGET}")
+            || cmd == &format!("cargo build --release --target {MUSL_TARGET} --bin stockade")
+        {
+            static_build += 1;
+            assert!(
+                out.status.success() && err.contains("run for real by .ci/run"),
+                "{shown}"
+            );
         } else {
             panic!("README command without a check in tests/readme.rs: {shown}");
         }
     }
     assert!(ran_the_run_command, "README lost its run command: {cmds:?}");
+    // `.ci/run` finds the static build's two commands by their text.
+    assert_eq!(static_build, 2, "README lost its static build: {cmds:?}");
     assert_eq!(
         std::fs::read_dir(ws.path()).unwrap().count(),
         0,
