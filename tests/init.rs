@@ -465,6 +465,53 @@ fn a_double_forked_daemon_does_not_survive_the_run() {
     }
 }
 
+/// A host without `/proc` (a minimal container image): layer 2's init cannot read its list
+/// of children, and ends what the program left running with a `kill(-1)` that Landlock's
+/// signal scope confines to the command's own processes. The run happens in a private
+/// mount namespace whose `/proc` is an empty tmpfs; the host's processes around it (this
+/// test among them, same uid) must survive, the daemon must not.
+#[test]
+fn layer_2_ends_a_daemon_on_a_host_without_proc() {
+    require!(Feature::Root);
+    let ws = workspace();
+    let m = marker(line!());
+    // Stdin a pipe: a root host's own /dev/null for the program is opened through /proc.
+    // The daemon holds none of the run's pipes, so a surviving one fails the test instead
+    // of keeping its output open.
+    let script = format!("(setsid sleep {m} </dev/null >/dev/null 2>&1 &); sleep 0.3; echo ran");
+    // A host process of the same uid, outside every Landlock domain.
+    let mut witness = StdCommand::new("sleep").arg("100").spawn().unwrap();
+    let stockade = cli(ws.path(), Layer::Landlock, &["sh", "-c", &script]);
+    let mut run = StdCommand::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount -t tmpfs none /proc && exec "$@""#)
+        .arg("sh")
+        .arg(stockade.get_program())
+        .args(stockade.get_args())
+        .stdin(StdStdio::piped())
+        .stdout(StdStdio::piped())
+        .stderr(StdStdio::piped())
+        .spawn()
+        .unwrap();
+    drop(run.stdin.take());
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success() && out.stdout == b"ran\n", "{out:?}");
+    let left = host_processes_with(&m);
+    for pid in &left {
+        // SAFETY: kill takes two integers; the pid is the daemon's, found by its marker.
+        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+    }
+    assert_eq!(left, Vec::<u32>::new(), "the daemon outlived the run");
+    // Everything else of the host lives on: the kill stayed in the command's domain.
+    assert_eq!(
+        witness.try_wait().unwrap(),
+        None,
+        "the host's own sleep was killed"
+    );
+    witness.kill().unwrap();
+    witness.wait().unwrap();
+}
+
 #[test]
 fn a_layer_2_sandbox_ends_with_its_host_daemons_included() {
     require!(Feature::UserNs);

@@ -146,7 +146,7 @@ pub fn main(args: &Args) -> ! {
 /// parent-death signal, but not what it started).
 fn fail_running(cfg: &Config, report: BorrowedFd<'_>, errno: sys::Errno) -> ! {
     if cfg.has(flag::SUBREAPER) {
-        end_all(cfg.program, &mut None);
+        end_all(cfg, cfg.program, &mut None);
     }
     fail(report, cfg.init_step, errno, INIT_FAILED)
 }
@@ -232,7 +232,7 @@ fn supervise(cfg: &Config, sfd: BorrowedFd<'_>, status_fd: BorrowedFd<'_>, progr
         if signo == protocol::SIGCHLD {
             children = reap(program, &mut status);
         } else if signo == protocol::KILL_REQUEST && cfg.has(flag::SUBREAPER) {
-            end_all(program, &mut status);
+            end_all(cfg, program, &mut status);
         } else if status.is_none() && protocol::forwards(signo, code) {
             // Not reaped yet, so the pid still names the program.
             let _ = sys::kill(program, signo);
@@ -299,17 +299,28 @@ fn wait_for(program: i32) -> i32 {
 /// killed process's own children are re-parented to the init (a subreaper) and appear in
 /// its list on the next round; so nothing the program started survives, however it
 /// detached (double fork, `setsid`).
-fn end_all(program: i32, status: &mut Option<i32>) {
+///
+/// The list is `/proc/thread-self/children`. Without it (no `/proc` mounted, as in a
+/// minimal container image, or a kernel without `CONFIG_PROC_CHILDREN`) each round is a
+/// `kill(-1, SIGKILL)` instead, when the init's Landlock domain scopes signals
+/// ([`domain_confines_kill`]): that reaches exactly the processes of this command. With
+/// neither, what has ended is reaped and the rest left, rather than block on a process
+/// that lives on (the host warns of it: `launch_linux::warn_leftovers_survive`).
+fn end_all(cfg: &Config, program: i32, status: &mut Option<i32>) {
     if status.is_none() {
         // Not reaped yet: the pid still names the program.
         let _ = sys::kill(program, protocol::SIGKILL);
     }
+    let mut scoped = None;
     loop {
         if !kill_children() {
-            // No list of children on this kernel (CONFIG_PROC_CHILDREN unset): reap what
-            // has ended and leave the rest, rather than block on a process that lives on.
-            let _ = reap(program, status);
-            return;
+            if !*scoped.get_or_insert_with(|| domain_confines_kill(cfg)) {
+                let _ = reap(program, status);
+                return;
+            }
+            // ESRCH or EPERM alone: nothing of this command is left to signal; the wait
+            // below then says so too.
+            let _ = sys::kill(-1, protocol::SIGKILL);
         }
         match sys::wait4(-1, c::WALL) {
             Ok((pid, st)) => {
@@ -337,6 +348,18 @@ fn end_namespace() {
             Err(_) => return,
         }
     }
+}
+
+/// Whether a `kill(-1)` of the init reaches only the processes of this command: its
+/// Landlock domain scopes signals (`LANDLOCK_SCOPE_SIGNAL`, ABI 6), so it can signal
+/// processes of its own domain and of the domains nested in it, and no other. The init is
+/// the only process of its domain, and every process of the command is in a nested one
+/// (the program's process enters one before its exec, `child/start.rs`, and a domain is
+/// inherited and never left). The host's flag says the ruleset asked for the scope; the
+/// proof that it is in force is that the host, outside every domain, cannot be signalled
+/// (the host runs as the init's uid, or is root: nothing else refuses the signal).
+fn domain_confines_kill(cfg: &Config) -> bool {
+    cfg.has(flag::SCOPE_SIGNALS) && sys::kill(sys::getppid(), 0) == Err(c::EPERM)
 }
 
 /// Sends `SIGKILL` to every child of the init, from `/proc/thread-self/children` (the init
@@ -382,7 +405,7 @@ fn finish(
     if children != Children::None {
         if cfg.has(flag::SUBREAPER) {
             let mut st = Some(status);
-            end_all(program, &mut st);
+            end_all(cfg, program, &mut st);
         } else {
             end_namespace();
         }

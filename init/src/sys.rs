@@ -96,6 +96,7 @@ pub mod nr {
     pub const WAIT4: usize = 61;
     pub const KILL: usize = 62;
     pub const FCNTL: usize = 72;
+    pub const GETPPID: usize = 110;
     pub const PRCTL: usize = 157;
     pub const EXIT_GROUP: usize = 231;
     pub const OPENAT: usize = 257;
@@ -117,6 +118,7 @@ pub mod nr {
     pub const KILL: usize = 129;
     pub const RT_SIGPROCMASK: usize = 135;
     pub const PRCTL: usize = 167;
+    pub const GETPPID: usize = 173;
     pub const WAIT4: usize = 260;
     pub const CLOSE_RANGE: usize = 436;
 }
@@ -127,6 +129,7 @@ compile_error!("the stockade init issues raw system calls on x86_64 and aarch64 
 /// Constants of the generic Linux ABI (the same on x86_64 and aarch64).
 pub mod c {
     #![allow(missing_docs)]
+    pub const EPERM: i32 = 1;
     pub const EINTR: i32 = 4;
     pub const ECHILD: i32 = 10;
     pub const SIG_SETMASK: usize = 2;
@@ -381,6 +384,13 @@ pub fn kill(pid: i32, sig: i32) -> Result<()> {
     unsafe { syscall!(nr::KILL, pid as isize, sig as isize) }.map(drop)
 }
 
+/// `getppid(2)`.
+pub fn getppid() -> i32 {
+    // SAFETY: `getppid` takes no argument and cannot fail.
+    let r = unsafe { syscall!(nr::GETPPID) };
+    r.unwrap_or(0) as i32
+}
+
 /// `exit_group(2)`.
 pub fn exit_group(code: i32) -> ! {
     loop {
@@ -395,13 +405,14 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 12] = [
+        let pairs: [(usize, libc::c_long); 13] = [
             (nr::READ, libc::SYS_read),
             (nr::WRITE, libc::SYS_write),
             (nr::CLOSE, libc::SYS_close),
             (nr::RT_SIGPROCMASK, libc::SYS_rt_sigprocmask),
             (nr::WAIT4, libc::SYS_wait4),
             (nr::KILL, libc::SYS_kill),
+            (nr::GETPPID, libc::SYS_getppid),
             (nr::FCNTL, libc::SYS_fcntl),
             (nr::PRCTL, libc::SYS_prctl),
             (nr::EXIT_GROUP, libc::SYS_exit_group),

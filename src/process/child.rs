@@ -129,9 +129,10 @@ impl Child {
     /// Linux full and landlock layers: returns when the sandbox's init reports the
     /// program's status, which it does once the program has ended and every other process
     /// of the sandbox has been killed and reaped: nothing the program started runs any
-    /// more (on layer 2 the init finds them in `/proc/thread-self/children`, which kernels
-    /// without `CONFIG_PROC_CHILDREN` lack: there it kills the program and reaps what has
-    /// ended, and descendants that detached may outlive the wait). The init's own exit,
+    /// more (on layer 2 the init finds them in `/proc/thread-self/children`, or without it
+    /// kills every process of its Landlock domain, which needs ABI 6; with neither it kills
+    /// the program and reaps what has ended, and descendants that detached may outlive the
+    /// wait: see `SECURITY.md`). The init's own exit,
     /// which on the full layer tears the namespaces down (~0.3 ms), is not waited for: the
     /// init is reaped by a later spawn or wait, or when the last clone of a
     /// [`Sandbox`](crate::Sandbox) is dropped. Until then the sandbox's mount namespace may

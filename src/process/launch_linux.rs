@@ -18,6 +18,7 @@ use crate::backend::linux::{
 use crate::backend::report;
 use crate::error::{Errno, Error, SpawnError};
 use crate::plan::{FilterOptions, LandlockRules, Plan, Step};
+use crate::policy::Layer;
 
 /// A running sandbox's handle besides its pid: a pidfd of its init (or of the program, in
 /// passthrough) and the init's status pipe.
@@ -45,6 +46,13 @@ impl Prepared {
             }
             _ => (None, None),
         };
+        if plan.layer == Layer::Landlock
+            && !landlock
+                .as_ref()
+                .is_some_and(landlock::Status::signals_scoped)
+        {
+            warn_leftovers_survive();
+        }
         let layout = Arc::new(Layout::new(plan, backend::last_cap(), walls)?);
         Ok(Prepared { layout, landlock })
     }
@@ -105,6 +113,23 @@ fn null_tree() -> Option<&'static OwnedFd> {
             .ok()
     })
     .as_ref()
+}
+
+/// Layer 2 ends what a program left running (a daemon it detached, `setsid`, a double
+/// fork) through the init's list of children, `/proc/thread-self/children`, or, when that
+/// cannot be read, with a `kill(-1)` confined by Landlock's signal scope (ABI 6). When the
+/// scope is missing too, such processes outlive the run (still under the sandbox's
+/// walls): say so, once per process.
+fn warn_leftovers_survive() {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if std::fs::File::open("/proc/thread-self/children").is_ok() {
+        return;
+    }
+    WARNED.call_once(|| {
+        tracing::warn!(
+            "stockade: layer 2 cannot end what a program leaves running:              /proc/thread-self/children is not readable (no /proc, or a kernel without              CONFIG_PROC_CHILDREN) and Landlock does not scope signals (ABI < 6)"
+        );
+    });
 }
 
 /// A close-on-exec pipe, atomically (`pipe2`).
