@@ -820,9 +820,16 @@ mod tests {
         let e = LandlockBuildError::Unsupported {
             errno: Errno::EOPNOTSUPP,
         };
+        // The text in parentheses is the C library's `strerror`, which words this errno
+        // differently on glibc and musl.
+        let text = if cfg!(target_env = "musl") {
+            "Not supported"
+        } else {
+            "Operation not supported"
+        };
         assert_eq!(
             e.to_string(),
-            "landlock is not available: EOPNOTSUPP (Operation not supported)"
+            format!("landlock is not available: EOPNOTSUPP ({text})")
         );
         let e = LandlockBuildError::Workspace {
             path: PathBuf::from("/ws"),
