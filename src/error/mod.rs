@@ -16,6 +16,10 @@ use crate::policy::Layer;
 pub use crate::policy::PolicyError;
 
 /// The text of an errno without std's ` (os error N)` suffix: `No such file or directory`.
+///
+/// The text is the C library's (`strerror`), so a few errnos read differently on a musl
+/// build (`ELOOP`: `Symbolic link loop`, not glibc's `Too many levels of symbolic links`);
+/// the symbolic name that [`os_reason`] puts first is the same everywhere.
 pub fn strerror(errno: i32) -> String {
     let text = io::Error::from_raw_os_error(errno).to_string();
     match text.rfind(" (os error ") {
