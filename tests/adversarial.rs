@@ -371,16 +371,20 @@ except OSError as x:
 const SECRET: &str = "s3cret-data-dir";
 
 fn renameat2_exchange(a: &CString, b: &CString) -> i32 {
+    // The raw syscall, not `libc::renameat2`: the musl that Rust's musl target bundles has
+    // no `renameat2` wrapper, so the test would not link there.
     // SAFETY: two valid NUL-terminated paths relative to AT_FDCWD; no memory is retained.
-    unsafe {
-        libc::renameat2(
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
             libc::AT_FDCWD,
             a.as_ptr(),
             libc::AT_FDCWD,
             b.as_ptr(),
             libc::RENAME_EXCHANGE,
         )
-    }
+    };
+    r as i32
 }
 
 /// Swaps `a` and `b` in a tight loop until stopped; leaves them as they started.

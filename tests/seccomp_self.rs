@@ -1015,7 +1015,11 @@ fn layer_two_pid_calls_reach_only_the_caller() {
     // SAFETY: ioprio_get has no memory arguments.
     let ioprio = unsafe { libc::syscall(libc::SYS_ioprio_get, 1, host) };
     assert!(ioprio >= 0);
-    let param = libc::sched_param { sched_priority: 0 };
+    // Zeroed, not a struct literal: musl's `sched_param` has more fields than glibc's
+    // (the SCHED_SPORADIC ones), all of which the kernel ignores.
+    // SAFETY: `sched_param` is plain old data; all-zero bytes are a valid value
+    // (priority 0, as SCHED_OTHER requires).
+    let param: libc::sched_param = unsafe { std::mem::zeroed() };
     let param_p = std::ptr::from_ref(&param) as usize;
     let mut old = libc::rlimit64 {
         rlim_cur: 0,

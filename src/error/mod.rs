@@ -16,6 +16,10 @@ use crate::policy::Layer;
 pub use crate::policy::PolicyError;
 
 /// The text of an errno without std's ` (os error N)` suffix: `No such file or directory`.
+///
+/// The text is the C library's (`strerror`), so a few errnos read differently on a musl
+/// build (`ELOOP`: `Symbolic link loop`, not glibc's `Too many levels of symbolic links`);
+/// the symbolic name that [`os_reason`] puts first is the same everywhere.
 pub fn strerror(errno: i32) -> String {
     let text = io::Error::from_raw_os_error(errno).to_string();
     match text.rfind(" (os error ") {
@@ -820,9 +824,16 @@ mod tests {
         let e = LandlockBuildError::Unsupported {
             errno: Errno::EOPNOTSUPP,
         };
+        // The text in parentheses is the C library's `strerror`, which words this errno
+        // differently on glibc and musl.
+        let text = if cfg!(target_env = "musl") {
+            "Not supported"
+        } else {
+            "Operation not supported"
+        };
         assert_eq!(
             e.to_string(),
-            "landlock is not available: EOPNOTSUPP (Operation not supported)"
+            format!("landlock is not available: EOPNOTSUPP ({text})")
         );
         let e = LandlockBuildError::Workspace {
             path: PathBuf::from("/ws"),

@@ -320,6 +320,14 @@ fn common_require_list_rules() {
     assert_eq!(without_root("userns, root ,seccomp"), "userns,seccomp");
 }
 
+/// The C library's text for `ELOOP`, as std's `io::Error` and stockade's errors render it
+/// (both take it from `strerror`): glibc and musl word it differently.
+pub const ELOOP_TEXT: &str = if cfg!(target_env = "musl") {
+    "Symbolic link loop"
+} else {
+    "Too many levels of symbolic links"
+};
+
 /// A fresh directory under `/var/tmp` and its canonical path: outside the host's `/tmp`,
 /// so the sandbox's private `/tmp` cannot stand in for a grant or a bind that is missing.
 pub fn var_tempdir() -> (tempfile::TempDir, PathBuf) {

@@ -231,7 +231,8 @@ mod tests {
         msg.msg_iov = core::ptr::from_mut(&mut iov);
         msg.msg_iovlen = 1;
         msg.msg_control = cmsg.as_mut_ptr().cast();
-        msg.msg_controllen = core::mem::size_of_val(&cmsg);
+        // `size_t` on glibc, `socklen_t` on musl; the buffer is 32 bytes.
+        msg.msg_controllen = core::mem::size_of_val(&cmsg) as _;
         // SAFETY: `msg` points to live buffers of the sizes it states.
         assert_eq!(unsafe { libc::recvmsg(s1.as_raw_fd(), &mut msg, 0) }, 1);
         assert_eq!(byte[0], 7);
