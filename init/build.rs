@@ -124,11 +124,8 @@ fn build(
             "force-unwind-tables=no",
             "-C",
             "target-feature=+crt-static",
-            // musl targets add their own start files (crt1.o with a `_start`) unless told
-            // not to; the image brings its own `_start` and no libc.
-            "-C",
-            "link-self-contained=no",
         ])
+        .args(self_contained_off())
         .args(link)
         .arg("-o")
         .arg(out)
@@ -140,6 +137,17 @@ fn build(
         Ok(())
     } else {
         Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
+/// musl targets add their own start files (a `crt1.o` with a `_start`) unless told not to;
+/// the image brings its own `_start` and no libc. Other targets take no such option (rustc
+/// 1.87 refuses it for them: "not supported on this target").
+fn self_contained_off() -> &'static [&'static str] {
+    if std::env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("musl") {
+        &["-C", "link-self-contained=no"]
+    } else {
+        &[]
     }
 }
 
