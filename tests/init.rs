@@ -471,7 +471,7 @@ fn a_double_forked_daemon_does_not_survive_the_run() {
 /// mount namespace whose `/proc` is an empty tmpfs; the host's processes around it (this
 /// test among them, same uid) must survive, the daemon must not.
 #[test]
-fn layer_2_ends_a_daemon_on_a_host_without_proc() {
+fn root_only_layer_2_ends_a_daemon_on_a_host_without_proc() {
     require!(Feature::Root);
     let ws = workspace();
     let m = marker(line!());
