@@ -146,6 +146,10 @@ fn writable_roots(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Resu
     let mut writable = Vec::new();
     for p in &policy.writable_paths {
         if is_within(p, &workspace) {
+            // Writable already, and not bound again; but a path that is or passes through
+            // a symlink (which the program may have planted) does not name what the
+            // caller asked for, here as anywhere.
+            no_symlinks(fs, "writable_paths", p)?;
             continue;
         }
         writable.push(existing(fs, "writable_paths", p)?);

@@ -9,6 +9,7 @@ impl Fake {
     fn new() -> Self {
         let mut m = BTreeMap::new();
         for d in [
+            "/",
             "/usr",
             "/etc",
             "/opt",
@@ -700,6 +701,39 @@ fn missing_paths_are_named_in_the_error() {
     let err = Plan::full(&p, &Fake::new(), IDS).unwrap_err();
     assert!(err.to_string().contains("/nope"), "{err}");
     assert!(Plan::full(&Policy::default(), &Fake::new(), IDS).is_err());
+}
+
+/// A program can plant `sub -> /etc` in its workspace for the next run: a policy path that
+/// is or passes through it is refused as it is outside the workspace, on both layers (a
+/// writable path there was once skipped in silence, the caller getting nothing bound).
+#[test]
+fn configured_paths_through_a_symlink_in_the_workspace_are_refused_on_both_layers() {
+    let mut fs = Fake::new();
+    fs.0.insert("/ws/sub".into(), Kind::Symlink("/etc".into()));
+    type Set = fn(&mut Policy, PathBuf);
+    let cases: [(&str, Set); 4] = [
+        ("writable_paths", |p, v| p.writable_paths = vec![v]),
+        ("read_only", |p, v| p.read_only = vec![v]),
+        ("tools_dir", |p, v| p.tools_dir = Some(v)),
+        ("data_dir", |p, v| p.data_dir = Some(v)),
+    ];
+    type Build = fn(&Policy, &dyn HostFs, Ids) -> Result<Plan, PlanError>;
+    let layers: [(&str, Build); 2] = [("full", Plan::full), ("landlock", Plan::landlock)];
+    for (layer, build) in layers {
+        for via in ["/ws/sub", "/ws/sub/x"] {
+            for (key, set) in cases {
+                let mut p = Policy::with_workspace("/ws");
+                set(&mut p, via.into());
+                let err = build(&p, &fs, IDS).unwrap_err();
+                assert!(
+                    matches!(&err, PlanError::Symlink { key: k, path, link, target }
+                        if k == &key && path == Path::new(via) && link == Path::new("/ws/sub")
+                            && target == Path::new("/etc")),
+                    "{layer} {key} {via}: {err:?}"
+                );
+            }
+        }
+    }
 }
 
 #[test]
