@@ -5,9 +5,12 @@
 
 mod common;
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
 use common::{Feature, tempdir};
+use stockade::error::NodeKind;
+use stockade::{Error, Fallback, Layer, PlanError, Policy, Sandbox, Stdio};
 
 fn stockade() -> Command {
     Command::new(common::stockade_exe())
@@ -696,4 +699,137 @@ fn config_policy_is_its_sandbox_table_agents_sandbox_or_top_level() {
         err.contains("at line 3, column 1 (key `sandbox.netwrok`)"),
         "{err}"
     );
+}
+
+/// `unshare` arguments for a private mount namespace: as root plainly, as another user in
+/// a user namespace of its own (which may mount there).
+fn private_mount_ns() -> &'static [&'static str] {
+    if nix::unistd::geteuid().is_root() {
+        &["-m", "--propagation", "private"]
+    } else {
+        &["-Urm", "--propagation", "private"]
+    }
+}
+
+/// Runs `program` with `args` in a private mount namespace after the shell `setup`
+/// (given the fixture directory as `$1`).
+fn in_private_mount_ns(setup: &str, dir: &Path, program: &Path, args: &[&str]) -> Output {
+    Command::new("unshare")
+        .args(private_mount_ns())
+        .args([
+            "sh",
+            "-c",
+            &format!("{setup} && shift && exec \"$@\""),
+            "sh",
+        ])
+        .arg(dir)
+        .arg(program)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A host whose `/dev/null` is a regular file (a minimal image, a broken container): it
+/// was bound as `/dev/null` inside and over `/etc/shadow`, so the program read that file
+/// at both places; a host with an empty `/dev` failed with `mask /etc/shadow: ENOENT`.
+/// Both are refused before anything runs, naming `/dev/null` and what it is.
+#[test]
+fn a_dev_null_that_is_no_null_device_is_refused_by_name() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let (_d, dir) = common::var_tempdir();
+    let posing = "a regular file posing as /dev/null\n";
+    std::fs::write(dir.join("null"), posing).unwrap();
+    let ws_arg = ws.to_str().unwrap();
+    let run = [
+        "run",
+        "--workspace",
+        ws_arg,
+        "--layer",
+        "full",
+        "--fallback",
+        "refuse",
+        "--",
+        "cat",
+        "/dev/null",
+        "/etc/shadow",
+    ];
+    let cases = [
+        (
+            r#"mount --bind "$1/null" /dev/null"#,
+            "stockade: /dev/null is a regular file, not the character device 1:3",
+        ),
+        (
+            "mount -t tmpfs none /dev",
+            "stockade: /dev/null is missing on this host; the sandbox needs it",
+        ),
+    ];
+    for (setup, said) in cases {
+        let out = in_private_mount_ns(setup, &dir, &common::stockade_exe(), &run);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{setup}: {err}");
+        assert!(err.starts_with(said), "{setup}: {err}");
+        assert!(out.stdout.is_empty(), "{setup}: {out:?}");
+    }
+    assert_eq!(std::fs::read_to_string(dir.join("null")).unwrap(), posing);
+    // Stdio::null() on layer 2 (whose /dev is the host's) and a full-layer sandbox, from
+    // this test binary in such a namespace.
+    let exe = std::env::current_exe().unwrap();
+    let inner = [
+        "--exact",
+        "dev_null_inner_a_regular_file_there_is_no_null_device",
+        "--nocapture",
+    ];
+    let out = Command::new("unshare")
+        .args(private_mount_ns())
+        .args([
+            "sh",
+            "-c",
+            r#"mount --bind "$1/null" /dev/null && shift && exec "$@""#,
+        ])
+        .args(["sh"])
+        .arg(&dir)
+        .arg("env")
+        .arg(format!("STOCKADE_TEST_FAKE_NULL={}", ws.display()))
+        .arg(&exe)
+        .args(inner)
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("checked a fake /dev/null"), "{text}");
+    assert_eq!(std::fs::read_to_string(dir.join("null")).unwrap(), posing);
+}
+
+/// The inner half of the test above: runs only where that test set it up.
+#[test]
+fn dev_null_inner_a_regular_file_there_is_no_null_device() {
+    let Some(ws) = std::env::var_os("STOCKADE_TEST_FAKE_NULL") else {
+        return;
+    };
+    let ws = Path::new(&ws);
+    let is_fake_null = |e: &Error| {
+        matches!(e, Error::Plan(PlanError::DeviceNode { path, found: NodeKind::File, .. })
+            if path == Path::new("/dev/null"))
+    };
+    let mut full = Policy::with_workspace(ws);
+    full.layer = Some(Layer::Full);
+    full.fallback = Fallback::Refuse;
+    let err = Sandbox::new(full).unwrap_err();
+    assert!(is_fake_null(&err), "{err:?}");
+    let mut two = Policy::with_workspace(ws);
+    two.layer = Some(Layer::Landlock);
+    two.fallback = Fallback::Refuse;
+    let sb = Sandbox::new(two).unwrap();
+    for stream in 0..3 {
+        let mut cmd = sb.command("cat");
+        match stream {
+            0 => cmd.stdin(Stdio::null()),
+            1 => cmd.stdout(Stdio::null()),
+            _ => cmd.stderr(Stdio::null()),
+        };
+        let err = cmd.status().unwrap_err();
+        assert!(is_fake_null(&err), "{stream}: {err:?}");
+    }
+    println!("checked a fake /dev/null");
 }

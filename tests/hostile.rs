@@ -93,6 +93,41 @@ fn every_configured_path_through_a_symlink_is_refused() {
     expect_symlink_error(Sandbox::new(p), "data_dir", &link);
 }
 
+/// A program plants `sub -> /etc` (or a link to a directory it owns) in its workspace;
+/// the next sandbox names `sub` (or a path through it) in its policy. Inside the workspace
+/// as outside it, every configured path that is or passes through a symlink is refused
+/// with the symlink error, on both layers: a writable path there was once accepted
+/// silently (and bound nothing), a data dir reported `ENOTDIR`.
+#[test]
+fn configured_paths_through_a_symlink_inside_the_workspace_are_refused() {
+    let (_w, ws) = var_tempdir();
+    std::fs::create_dir(ws.join("real")).unwrap();
+    std::fs::create_dir(ws.join("real/data")).unwrap();
+    let to_etc = ws.join("sub");
+    std::os::unix::fs::symlink("/etc", &to_etc).unwrap();
+    let to_real = ws.join("lnk");
+    std::os::unix::fs::symlink("real", &to_real).unwrap();
+    for layer in [Layer::Full, Layer::Landlock] {
+        for (link, via) in [(&to_etc, to_etc.clone()), (&to_real, to_real.join("data"))] {
+            type Set<'a> = Box<dyn Fn(&mut Policy) + 'a>;
+            let cases: Vec<(&str, Set)> = vec![
+                (
+                    "writable_paths",
+                    Box::new(|p| p.writable_paths = vec![via.clone()]),
+                ),
+                ("read_only", Box::new(|p| p.read_only = vec![via.clone()])),
+                ("tools_dir", Box::new(|p| p.tools_dir = Some(via.clone()))),
+                ("data_dir", Box::new(|p| p.data_dir = Some(via.clone()))),
+            ];
+            for (key, f) in cases {
+                let mut p = policy(&ws, layer);
+                f(&mut p);
+                expect_symlink_error(Sandbox::new(p), key, link);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_nested_writable_path_planted_as_a_symlink_binds_nothing() {
     require!(Feature::UserNs);

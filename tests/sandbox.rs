@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Feature, host_processes_with, py_ok, sandbox, sh, sh_ok, tempdir, try_errno};
-use stockade::{Error, Network, PlanError, SetupStep, SpawnError, Stdio};
+use stockade::{Error, Network, PlanError, Policy, Sandbox, SetupStep, SpawnError, Stdio};
 
 fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -317,9 +317,12 @@ fn a_writable_path_planted_as_a_symlink_is_not_followed() {
     let ws = tempdir();
     let outside = tempdir();
     std::fs::write(outside.path().join("f"), "host").unwrap();
-    std::os::unix::fs::symlink(outside.path(), ws.path().join("evil")).unwrap();
     let e = ws.path().join("evil");
+    std::fs::create_dir(&e).unwrap();
     let sb = sandbox(ws.path(), |p| p.writable_paths = vec![e.clone()]);
+    // Replaced by a link after the sandbox was made (as a program can between runs).
+    std::fs::remove_dir(&e).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &e).unwrap();
     let w = std::fs::canonicalize(ws.path()).unwrap();
     let r = py_ok(
         &sb,
@@ -329,6 +332,12 @@ fn a_writable_path_planted_as_a_symlink_is_not_followed() {
     assert_eq!(
         std::fs::read_to_string(outside.path().join("f")).unwrap(),
         "host"
+    );
+    // A new sandbox refuses the policy outright, as for a path outside the workspace.
+    let mut p = Policy::with_workspace(ws.path());
+    p.writable_paths = vec![e.clone()];
+    assert!(
+        matches!(Sandbox::new(p), Err(Error::Plan(PlanError::Symlink { link, .. })) if link == e)
     );
 }
 

@@ -180,7 +180,7 @@ fn mounts(s: &Step) -> Vec<(PathBuf, bool)> {
         | Step::GuardPin { path }
         | Step::GuardName { path }
         | Step::GitLayer { path, .. } => vec![(path.clone(), false)],
-        Step::Dev => vec![("/dev".into(), false)],
+        Step::Dev { .. } => vec![("/dev".into(), false)],
         Step::Proc { .. } => vec![("/proc".into(), false)],
         Step::Mask { path, .. } | Step::HideName { path } => vec![(path.clone(), true)],
         _ => Vec::new(),

@@ -7,9 +7,11 @@ use std::path::PathBuf;
 pub use conflict::Conflict;
 /// The errno type of every error here (nix's): match on it, `Errno::ENOENT`.
 pub use nix::errno::Errno;
+pub use node::NodeKind;
 pub use step::SetupStep;
 
 mod conflict;
+mod node;
 mod step;
 
 use crate::policy::Layer;
@@ -215,6 +217,19 @@ pub enum PlanError {
         link: PathBuf,
         /// Where it points (as read, not resolved).
         target: PathBuf,
+    },
+    /// A device node the full layer binds from the host's `/dev` is not the device its
+    /// name says (`/dev/null is a regular file, not the character device 1:3`), or
+    /// `/dev/null`, which masks and [`Stdio::null`](crate::Stdio::null) use, is missing.
+    /// No node is followed through a symlink.
+    #[error("{}", node::device_node(path, *wanted, found))]
+    DeviceNode {
+        /// The host path (`/dev/null`).
+        path: PathBuf,
+        /// The character device it must be: `(major, minor)`.
+        wanted: (u32, u32),
+        /// What it is instead.
+        found: NodeKind,
     },
     /// A path contains a NUL byte.
     #[error("path {0:?} contains a NUL byte")]
@@ -716,6 +731,34 @@ mod tests {
             wanted: Layer::Full,
             reason: String::new(),
         };
+        let e = PlanError::DeviceNode {
+            path: PathBuf::from("/dev/null"),
+            wanted: (1, 3),
+            found: NodeKind::File,
+        };
+        assert_eq!(
+            e.to_string(),
+            "/dev/null is a regular file, not the character device 1:3"
+        );
+        let e = PlanError::DeviceNode {
+            path: PathBuf::from("/dev/null"),
+            wanted: (1, 3),
+            found: NodeKind::Missing,
+        };
+        assert_eq!(
+            e.to_string(),
+            "/dev/null is missing on this host; the sandbox needs it (the character device 1:3)"
+        );
+        for k in [
+            NodeKind::Symlink(PathBuf::new()),
+            NodeKind::Dir,
+            NodeKind::CharDevice { major: 1, minor: 5 },
+            NodeKind::BlockDevice { major: 8, minor: 0 },
+            NodeKind::Fifo,
+            NodeKind::Socket,
+        ] {
+            assert!(!k.to_string().is_empty());
+        }
         let _ = SpawnError::NotFound {
             program: String::new(),
         };

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::{
     Access, Beneath, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, bind, canonical_workspace,
-    depth, existing, existing_dir, inside_path, is_git_name, is_within, mask, namespace_setup,
+    depth, dev, existing, existing_dir, inside_path, is_git_name, is_within, mask, namespace_setup,
     no_symlinks, owners,
 };
 use crate::error::{Conflict, PlanError};
@@ -59,7 +59,7 @@ impl Plan {
         resolv_conf(&mut layout, fs);
         // Before the policy's paths: at equal depth the later entry is mounted over the
         // earlier, so a policy that names `/tmp` or `/dev/shm` itself gets the host's.
-        private_mounts(&mut layout, policy);
+        private_mounts(&mut layout, policy, fs)?;
         writable_roots(&mut layout, policy, fs)?;
         let tools = extra_read_only(&mut layout, policy, fs)?;
         masks_and_hidden_host_entries(&mut layout, policy, fs, ids);
@@ -146,6 +146,10 @@ fn writable_roots(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Resu
     let mut writable = Vec::new();
     for p in &policy.writable_paths {
         if is_within(p, &workspace) {
+            // Writable already, and not bound again; but a path that is or passes through
+            // a symlink (which the program may have planted) does not name what the
+            // caller asked for, here as anywhere.
+            no_symlinks(fs, "writable_paths", p)?;
             continue;
         }
         writable.push(existing(fs, "writable_paths", p)?);
@@ -217,15 +221,21 @@ fn extra_read_only(
     Ok(tools)
 }
 
-/// Private /tmp, minimal /dev with a private /dev/shm, fresh /proc.
-fn private_mounts(layout: &mut Layout, policy: &Policy) {
+/// Private /tmp, minimal /dev (the host's device nodes checked) with a private /dev/shm,
+/// fresh /proc.
+fn private_mounts(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Result<(), PlanError> {
     let tmpfs = Step::Tmpfs {
         dst: "/tmp".into(),
         size: policy.tmp_size.bytes(),
         mode: 0o1777,
     };
     push(&mut layout.entries, tmpfs, Path::new("/tmp"), 0);
-    push(&mut layout.entries, Step::Dev, Path::new("/dev"), 0);
+    push(
+        &mut layout.entries,
+        dev::dev_step(fs)?,
+        Path::new("/dev"),
+        0,
+    );
     // POSIX shared memory is files too: bounded like /tmp, not by half the host's memory.
     let shm = Step::Tmpfs {
         dst: "/dev/shm".into(),
@@ -237,6 +247,7 @@ fn private_mounts(layout: &mut Layout, policy: &Policy) {
         fallback: policy.proc_fallback,
     };
     push(&mut layout.entries, proc, Path::new("/proc"), 0);
+    Ok(())
 }
 
 /// Masked host files (shadow, host keys), when present and visible; then the host's unix

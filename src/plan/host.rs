@@ -171,10 +171,69 @@ fn scan(dir: &Path) -> (Vec<PathBuf>, Vec<PrivateEntry>) {
     (subdirs, private)
 }
 
+/// What the metadata `md` (of a path not followed, or of an open file) shows: the kind,
+/// with a device's numbers. A symlink's target is not in `md`: it is reported without one.
+pub fn node_kind(md: &std::fs::Metadata) -> crate::error::NodeKind {
+    use crate::error::NodeKind;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let t = md.file_type();
+    let (major, minor) = device_numbers(md.rdev());
+    if t.is_char_device() {
+        NodeKind::CharDevice { major, minor }
+    } else if t.is_block_device() {
+        NodeKind::BlockDevice { major, minor }
+    } else if t.is_dir() {
+        NodeKind::Dir
+    } else if t.is_symlink() {
+        NodeKind::Symlink(PathBuf::new())
+    } else if t.is_fifo() {
+        NodeKind::Fifo
+    } else if t.is_socket() {
+        NodeKind::Socket
+    } else {
+        NodeKind::File
+    }
+}
+
+/// A device's `(major, minor)` from `st_rdev` as Linux encodes it (glibc's and musl's
+/// `major()` and `minor()`); the numbers of [`super::DEV_NODES`] are Linux's too.
+fn device_numbers(rdev: u64) -> (u32, u32) {
+    let major = ((rdev >> 32) & 0xffff_f000) | ((rdev >> 8) & 0x0fff);
+    let minor = ((rdev >> 12) & 0xffff_ff00) | (rdev & 0xff);
+    (major as u32, minor as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    // Linux's device numbers.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn real_nodes_are_told_apart_without_following_symlinks() {
+        use crate::error::NodeKind;
+        use crate::plan::{HostFs, RealFs};
+        let null = RealFs.node(Path::new("/dev/null"));
+        assert_eq!(null, NodeKind::CharDevice { major: 1, minor: 3 });
+        assert_eq!(
+            RealFs.node(Path::new("/dev/urandom")),
+            NodeKind::CharDevice { major: 1, minor: 9 }
+        );
+        let dir = tempfile::Builder::new().tempdir_in("/var/tmp").unwrap();
+        let file = dir.path().join("null");
+        std::fs::write(&file, b"not a device").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        assert_eq!(RealFs.node(&file), NodeKind::File);
+        assert_eq!(RealFs.node(&link), NodeKind::Symlink("/dev/null".into()));
+        assert_eq!(RealFs.node(dir.path()), NodeKind::Dir);
+        assert_eq!(RealFs.node(&dir.path().join("gone")), NodeKind::Missing);
+        // Numbers above 8 bits of minor and 12 of major, as the C library packs them.
+        for (major, minor) in [(1, 3), (5, 0), (0x1234, 0x5_6789), (259, 300)] {
+            assert_eq!(device_numbers(libc::makedev(major, minor)), (major, minor));
+        }
+    }
 
     #[test]
     fn uid_maps_that_make_root_the_hosts() {

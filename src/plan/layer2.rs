@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::walls::{DEV_PTS, SplitRules};
 use super::{
     Access, HostFs, Ids, Kind, Namespaces, Plan, Step, Walls, canonical_workspace, existing,
-    existing_dir, inside_path, is_within,
+    existing_dir, inside_path, is_within, no_symlinks,
 };
 use crate::error::{Conflict, PlanError};
 use crate::policy::{Layer, Policy, SYSTEM_ALLOWLIST};
@@ -41,6 +41,8 @@ impl Plan {
         roots.extend(tools_dir(policy, fs)?.map(|t| (t, Access::ReadOnly)));
         for p in &policy.writable_paths {
             if is_within(p, &workspace) {
+                // Granted with the workspace; refused, as elsewhere, through a symlink.
+                no_symlinks(fs, "writable_paths", p)?;
                 continue;
             }
             roots.push((existing(fs, "writable_paths", p)?, Access::ReadWrite));
@@ -51,6 +53,7 @@ impl Plan {
         }
         let hidden = policy.data_dir.iter().map(|d| ("data_dir", d));
         for (key, path) in hidden {
+            no_symlinks(fs, key, path)?;
             if let Some((root, _)) = roots.iter().find(|(r, _)| is_within(path, r)) {
                 return Err(PlanError::Conflict(Conflict::LandlockCannotHide {
                     key,

@@ -9,6 +9,7 @@
 //! sorted by depth (parents before children) and, at equal depth, masks after binds, so the
 //! data-dir mask always lands on top of the workspace bind that contains it.
 
+mod dev;
 mod full;
 mod host;
 mod layer2;
@@ -20,9 +21,11 @@ mod walls;
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{Conflict, PlanError, errno_of};
+use crate::error::{Conflict, NodeKind, PlanError, errno_of};
 use crate::policy::{Layer, Policy};
 
+pub use dev::{DEV_NODES, NULL};
+pub use host::node_kind;
 pub use seatbelt::SbplInput;
 pub use select::{Degradation, select};
 pub use step::Step;
@@ -30,6 +33,7 @@ pub use walls::Walls;
 // Named by one system's launcher, the tests and `internals` users only.
 #[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use {
+    dev::DevNode,
     seatbelt::{private_alias, seatbelt_path},
     select::Selection,
     walls::{
@@ -115,6 +119,18 @@ pub trait HostFs {
         let _ = dir;
         true
     }
+    /// What `path` is, a final symlink not followed, with a device's numbers: the full
+    /// layer checks its [`DEV_NODES`] with it. The default: the device each of them must
+    /// be (a host with a proper `/dev`), [`NodeKind::Missing`] for any other path.
+    fn node(&self, path: &Path) -> NodeKind {
+        match DEV_NODES.iter().find(|n| Path::new(n.path) == path) {
+            Some(n) => NodeKind::CharDevice {
+                major: n.device.0,
+                minor: n.device.1,
+            },
+            None => NodeKind::Missing,
+        }
+    }
 }
 
 /// A host entry that "others" may not read (see [`HostFs::private_entries`]).
@@ -186,6 +202,16 @@ impl HostFs for RealFs {
     fn others_may_enter(&self, dir: &Path) -> bool {
         use std::os::unix::fs::PermissionsExt;
         std::fs::symlink_metadata(dir).map_or(true, |m| m.permissions().mode() & 0o001 != 0)
+    }
+
+    fn node(&self, path: &Path) -> NodeKind {
+        match std::fs::symlink_metadata(path) {
+            Ok(md) if md.file_type().is_symlink() => {
+                NodeKind::Symlink(std::fs::read_link(path).unwrap_or_default())
+            }
+            Ok(md) => host::node_kind(&md),
+            Err(_) => NodeKind::Missing,
+        }
     }
 }
 
@@ -282,10 +308,6 @@ pub const SYSTEM_PATH: &[&str] = &[
     "/sbin",
     "/bin",
 ];
-
-/// Files under `/dev` bound from the host.
-#[cfg_attr(not(any(target_os = "linux", feature = "internals")), allow(dead_code))]
-pub const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Whether a `guard_names` entry names the repository metadata (`.git` or below it),
 /// which the full layer protects with [`Step::GitLayer`].

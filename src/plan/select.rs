@@ -85,8 +85,10 @@ pub fn select(
     })
 }
 
-/// The data dir's identity. It must be a directory.
+/// The data dir's identity. It must be a directory, named without a symlink (one there is
+/// refused by name, as in every plan, rather than as "not a directory").
 fn pin(fs: &dyn HostFs, d: &std::path::Path) -> Result<(u64, u64), PlanError> {
+    super::no_symlinks(fs, "data_dir", d)?;
     fs.dir_identity(d).map_err(|e| PlanError::Path {
         key: "data_dir",
         path: d.to_path_buf(),
@@ -492,12 +494,16 @@ mod tests {
         assert!(check(&disabled, "freebsd").is_ok());
     }
 
-    /// A host of directories: the workspace, the data dir in it and `/usr`.
+    /// A host of directories (the root, the workspace, the data dir in it and `/usr`) and a
+    /// symlink `/ws/link` to `/etc`.
     struct Host;
 
     impl HostFs for Host {
         fn kind(&self, p: &std::path::Path) -> Option<crate::plan::Kind> {
-            ["/ws", "/ws/data", "/usr"]
+            if p == std::path::Path::new("/ws/link") {
+                return Some(crate::plan::Kind::Symlink("/etc".into()));
+            }
+            ["/", "/ws", "/ws/data", "/usr"]
                 .iter()
                 .any(|d| p == std::path::Path::new(d))
                 .then_some(crate::plan::Kind::Dir)
@@ -543,6 +549,24 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_data_dir_through_a_symlink_is_refused_as_a_symlink_on_every_layer() {
+        // Pinning it looked at the link itself: `ENOTDIR`, not the link named.
+        for layer in [Layer::Full, Layer::Landlock] {
+            for d in ["/ws/link", "/ws/link/data"] {
+                let mut p = Policy::with_workspace("/ws");
+                p.layer = Some(layer);
+                p.data_dir = Some(d.into());
+                let err = select(&p, &linux(true, true), &Host, IDS).unwrap_err();
+                assert!(
+                    matches!(&err, PlanError::Symlink { key: "data_dir", link, .. }
+                        if link == std::path::Path::new("/ws/link")),
+                    "{layer} {d}: {err:?}"
+                );
+            }
+        }
     }
 
     #[test]

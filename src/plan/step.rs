@@ -67,7 +67,11 @@ pub enum Step {
     },
     /// A minimal `/dev`: tmpfs, device nodes bound from the host, a private devpts and the
     /// fd links (`/dev/shm` is a [`Step::Tmpfs`] of its own).
-    Dev,
+    Dev {
+        /// The host's device nodes bound there (the same paths inside): those of
+        /// [`super::DEV_NODES`] the host has, each checked to be its device.
+        nodes: Vec<PathBuf>,
+    },
     /// A fresh procfs of the new PID namespace, with `/proc/sys` and friends read-only.
     Proc {
         /// Bind the host's `/proc` read-only if a fresh one cannot be mounted.
@@ -199,7 +203,7 @@ impl From<&Step> for SetupStep {
                 target: target.clone(),
             },
             Step::Tmpfs { dst, .. } => SetupStep::Tmpfs { path: dst.clone() },
-            Step::Dev => SetupStep::Dev,
+            Step::Dev { .. } => SetupStep::Dev,
             Step::Proc { .. } => SetupStep::Proc,
             Step::Mask { path, identity, .. } => SetupStep::Mask {
                 path: path.clone(),

@@ -1,4 +1,5 @@
 use super::*;
+use crate::error::NodeKind;
 use crate::policy::Network;
 use std::collections::BTreeMap;
 
@@ -9,6 +10,7 @@ impl Fake {
     fn new() -> Self {
         let mut m = BTreeMap::new();
         for d in [
+            "/",
             "/usr",
             "/etc",
             "/opt",
@@ -702,6 +704,39 @@ fn missing_paths_are_named_in_the_error() {
     assert!(Plan::full(&Policy::default(), &Fake::new(), IDS).is_err());
 }
 
+/// A program can plant `sub -> /etc` in its workspace for the next run: a policy path that
+/// is or passes through it is refused as it is outside the workspace, on both layers (a
+/// writable path there was once skipped in silence, the caller getting nothing bound).
+#[test]
+fn configured_paths_through_a_symlink_in_the_workspace_are_refused_on_both_layers() {
+    let mut fs = Fake::new();
+    fs.0.insert("/ws/sub".into(), Kind::Symlink("/etc".into()));
+    type Set = fn(&mut Policy, PathBuf);
+    let cases: [(&str, Set); 4] = [
+        ("writable_paths", |p, v| p.writable_paths = vec![v]),
+        ("read_only", |p, v| p.read_only = vec![v]),
+        ("tools_dir", |p, v| p.tools_dir = Some(v)),
+        ("data_dir", |p, v| p.data_dir = Some(v)),
+    ];
+    type Build = fn(&Policy, &dyn HostFs, Ids) -> Result<Plan, PlanError>;
+    let layers: [(&str, Build); 2] = [("full", Plan::full), ("landlock", Plan::landlock)];
+    for (layer, build) in layers {
+        for via in ["/ws/sub", "/ws/sub/x"] {
+            for (key, set) in cases {
+                let mut p = Policy::with_workspace("/ws");
+                set(&mut p, via.into());
+                let err = build(&p, &fs, IDS).unwrap_err();
+                assert!(
+                    matches!(&err, PlanError::Symlink { key: k, path, link, target }
+                        if k == &key && path == Path::new(via) && link == Path::new("/ws/sub")
+                            && target == Path::new("/etc")),
+                    "{layer} {key} {via}: {err:?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn layer_two_refuses_a_data_dir_it_cannot_hide() {
     let mut p = Policy::with_workspace("/ws");
@@ -937,4 +972,97 @@ fn a_policy_path_at_a_private_mount_is_mounted_over_it() {
             "{named}"
         );
     }
+}
+
+/// A host whose `/dev` holds `nodes` (every other device node missing).
+struct Devs(Fake, BTreeMap<PathBuf, NodeKind>);
+
+impl Devs {
+    /// The proper devices, with `changes` applied (`None` removes the node).
+    fn with(changes: &[(&str, Option<NodeKind>)]) -> Devs {
+        let mut nodes: BTreeMap<PathBuf, NodeKind> = DEV_NODES
+            .iter()
+            .map(|n| {
+                let (major, minor) = n.device;
+                (PathBuf::from(n.path), NodeKind::CharDevice { major, minor })
+            })
+            .collect();
+        for (path, kind) in changes {
+            match kind {
+                Some(k) => nodes.insert(PathBuf::from(path), k.clone()),
+                None => nodes.remove(Path::new(path)),
+            };
+        }
+        Devs(Fake::new(), nodes)
+    }
+}
+
+impl HostFs for Devs {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.0.kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.0.canonicalize(path)
+    }
+    fn node(&self, path: &Path) -> NodeKind {
+        self.1.get(path).cloned().unwrap_or(NodeKind::Missing)
+    }
+}
+
+fn dev_nodes(plan: &Plan) -> Vec<PathBuf> {
+    plan.steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Dev { nodes } => Some(nodes.clone()),
+            _ => None,
+        })
+        .expect("a /dev step")
+}
+
+/// The full layer binds the host's device nodes, and `/dev/null` is what its masks bind
+/// over `/etc/shadow`: each node must be its character device (a regular file at
+/// `/dev/null` was bound there and over every masked file, an empty `/dev` failed the
+/// spawn naming `/etc/shadow`). A missing node other than `/dev/null` is left out.
+#[test]
+fn device_nodes_must_be_their_devices_and_only_null_is_required() {
+    let p = Policy::with_workspace("/ws");
+    let all: Vec<PathBuf> = DEV_NODES.iter().map(|n| PathBuf::from(n.path)).collect();
+    let plan = Plan::full(&p, &Devs::with(&[]), IDS).unwrap();
+    assert_eq!(dev_nodes(&plan), all);
+    // A container's /dev without tty, full and random: left out, as on the host.
+    let minimal = Devs::with(&[
+        ("/dev/tty", None),
+        ("/dev/full", None),
+        ("/dev/random", None),
+    ]);
+    let plan = Plan::full(&p, &minimal, IDS).unwrap();
+    assert_eq!(
+        dev_nodes(&plan),
+        ["/dev/null", "/dev/zero", "/dev/urandom"].map(PathBuf::from)
+    );
+    let refused: [(&str, NodeKind); 8] = [
+        ("/dev/null", NodeKind::Missing),
+        ("/dev/null", NodeKind::File),
+        ("/dev/null", NodeKind::Symlink("/dev/zero".into())),
+        ("/dev/null", NodeKind::CharDevice { major: 1, minor: 5 }),
+        ("/dev/null", NodeKind::BlockDevice { major: 1, minor: 3 }),
+        ("/dev/urandom", NodeKind::File),
+        ("/dev/zero", NodeKind::Fifo),
+        ("/dev/tty", NodeKind::Dir),
+    ];
+    for (path, found) in refused {
+        let kind = (found != NodeKind::Missing).then(|| found.clone());
+        let host = Devs::with(&[(path, kind)]);
+        let err = Plan::full(&p, &host, IDS).unwrap_err();
+        let wanted = DEV_NODES.iter().find(|n| n.path == path).unwrap().device;
+        assert!(
+            matches!(&err, PlanError::DeviceNode { path: p, wanted: w, found: f }
+                if p == Path::new(path) && *w == wanted && *f == found),
+            "{path} as {found}: {err:?}"
+        );
+        assert!(err.to_string().starts_with(path), "{err}");
+    }
+    // Layer 2 binds nothing: its /dev is the host's own.
+    let host = Devs::with(&[("/dev/null", None)]);
+    assert!(Plan::landlock(&p, &host, IDS).is_ok());
 }

@@ -158,7 +158,8 @@ pub(super) fn start(
     let init_flags = init::flags(plan, scoped, req.controlling_terminal);
     let status_pipe = init_flags.map(|_| init::status_pipe()).transpose()?;
     // A `/dev` of the sandbox's own hides the host's name of the program's terminal.
-    let console = console(&req).filter(|_| plan.steps.contains(&Step::Dev));
+    let console =
+        console(&req).filter(|_| plan.steps.iter().any(|s| matches!(s, Step::Dev { .. })));
     let spec = ExecSpec {
         program: req.program,
         args: req.args,

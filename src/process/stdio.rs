@@ -3,6 +3,10 @@
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::path::Path;
+
+use crate::error::{Error, SpawnError};
+use crate::plan::{self, HostFs};
 
 /// How a stdio stream of the program is set up (std's `Stdio`, which is opaque and so
 /// cannot be inspected by another crate).
@@ -38,13 +42,25 @@ impl Stdio {
     /// another source.
     /// A file descriptor given with [`Stdio::from`] stays the command's (a duplicate goes
     /// to the child), so that the command can be spawned again, as std's can.
-    pub(crate) fn setup(&self, is_stdin: bool) -> io::Result<(Option<OwnedFd>, Option<OwnedFd>)> {
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::Os`] when an fd cannot be opened or duplicated;
+    /// [`PlanError::DeviceNode`] when `/dev/null` is not the null device.
+    pub(crate) fn setup(
+        &self,
+        is_stdin: bool,
+    ) -> Result<(Option<OwnedFd>, Option<OwnedFd>), Error> {
         match &self.0 {
-            Kind::Inherit => Ok((None, None)),
-            Kind::Null => Ok((
-                Some(above_stdio(super::launch::open_null(!is_stdin)?)?),
-                None,
-            )),
+            Kind::Null => Ok((Some(null(!is_stdin)?), None)),
+            _ => self.setup_fds(is_stdin).map_err(|e| stdio_err(e).into()),
+        }
+    }
+
+    /// [`Stdio::setup`] for every kind but [`Kind::Null`] (none for that one).
+    fn setup_fds(&self, is_stdin: bool) -> io::Result<(Option<OwnedFd>, Option<OwnedFd>)> {
+        match &self.0 {
+            Kind::Inherit | Kind::Null => Ok((None, None)),
             Kind::Piped => {
                 let (r, w) = super::launch::pipe_cloexec()?;
                 if is_stdin {
@@ -56,6 +72,39 @@ impl Stdio {
             Kind::Fd(fd) => Ok((Some(dup_above_stdio(fd.as_fd())?), None)),
         }
     }
+}
+
+fn stdio_err(source: io::Error) -> SpawnError {
+    SpawnError::Os {
+        call: "set up stdio",
+        source,
+    }
+}
+
+/// `/dev/null` for a program's stdio, numbered 3 or above, refused when it is not the
+/// null device: a regular file there would hand the program the host's file to read and
+/// write. The fd opened is checked, on Linux, whose device numbers [`plan::NULL`] names;
+/// when the open itself fails, the node is looked at (a missing one, or a file that a
+/// root host opens for writing through a read-only mount, fails there) so that the
+/// error says what it is.
+fn null(write: bool) -> Result<OwnedFd, Error> {
+    let linux = cfg!(target_os = "linux");
+    let fd = match super::launch::open_null(write) {
+        Ok(fd) => fd,
+        Err(e) => {
+            if linux {
+                plan::NULL.check(plan::RealFs.node(Path::new(plan::NULL.path)))?;
+            }
+            return Err(stdio_err(e).into());
+        }
+    };
+    if linux {
+        let md = File::from(fd.try_clone().map_err(stdio_err)?)
+            .metadata()
+            .map_err(stdio_err)?;
+        plan::NULL.check(plan::node_kind(&md))?;
+    }
+    Ok(above_stdio(fd).map_err(stdio_err)?)
 }
 
 fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {

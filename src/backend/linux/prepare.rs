@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::shared_layer::{Built, SharedLayer};
 use crate::error::{Conflict, PlanError, SetupStep};
-use crate::plan::{Access, DEV_NODES, Plan, Step};
+use crate::plan::{Access, Plan, Step};
 
 mod console;
 mod git_link;
@@ -360,7 +360,7 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             mkdirs: mkdirs(link, false)?,
         },
         Step::Tmpfs { dst, size, mode } => prepare_tmpfs(dst, *size, *mode)?,
-        Step::Dev => prepare_dev()?,
+        Step::Dev { nodes } => prepare_dev(nodes)?,
         Step::Proc { fallback } => Op::Proc {
             fallback: *fallback,
         },
@@ -445,15 +445,12 @@ fn prepare_tmpfs(dst: &Path, size: u64, mode: u32) -> Result<Op, PlanError> {
     })
 }
 
-/// `/dev`, with each of the host's [`DEV_NODES`] that exists.
-fn prepare_dev() -> Result<Op, PlanError> {
-    let mut nodes = Vec::new();
-    for n in DEV_NODES {
-        let host = Path::new("/dev").join(n);
-        if host.exists() {
-            nodes.push((cstr(&under(OLD_ROOT, &host))?, inside(&host)?));
-        }
-    }
+/// `/dev`, with the host's device nodes the plan checked ([`Step::Dev`]).
+fn prepare_dev(nodes: &[PathBuf]) -> Result<Op, PlanError> {
+    let nodes = nodes
+        .iter()
+        .map(|host| Ok((cstr(&under(OLD_ROOT, host))?, inside(host)?)))
+        .collect::<Result<_, PlanError>>()?;
     Ok(Op::Dev { nodes })
 }
 
