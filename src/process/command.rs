@@ -277,18 +277,15 @@ impl Command {
         let (stdin_child, stdin_parent) = match &self.stdin {
             Some(s) => s.setup(true),
             None => def_in().setup(true),
-        }
-        .map_err(stdio_err)?;
+        }?;
         let (stdout_child, stdout_parent) = match &self.stdout {
             Some(s) => s.setup(false),
             None => def_out().setup(false),
-        }
-        .map_err(stdio_err)?;
+        }?;
         let (stderr_child, stderr_parent) = match &self.stderr {
             Some(s) => s.setup(false),
             None => def_out().setup(false),
-        }
-        .map_err(stdio_err)?;
+        }?;
         let stdio_fds = [
             stdio::raw(&stdin_child),
             stdio::raw(&stdout_child),
@@ -503,13 +500,6 @@ fn terminal_among(sources: [Option<std::os::fd::BorrowedFd<'_>>; 3]) -> Option<R
         .zip(sources.into_iter().zip(host))
         .find(|(_, (src, host))| nix::unistd::isatty(src.unwrap_or(*host)).unwrap_or(false))
         .map(|(target, _)| target)
-}
-
-fn stdio_err(source: io::Error) -> SpawnError {
-    SpawnError::Os {
-        call: "set up stdio",
-        source,
-    }
 }
 
 /// Says when a guarded name or a directory above it is a symlink: the child does not

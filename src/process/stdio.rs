@@ -4,6 +4,8 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
+use crate::error::SpawnError;
+
 /// How a stdio stream of the program is set up (std's `Stdio`, which is opaque and so
 /// cannot be inspected by another crate).
 #[derive(Debug)]
@@ -38,22 +40,34 @@ impl Stdio {
     /// another source.
     /// A file descriptor given with [`Stdio::from`] stays the command's (a duplicate goes
     /// to the child), so that the command can be spawned again, as std's can.
-    pub(crate) fn setup(&self, is_stdin: bool) -> io::Result<(Option<OwnedFd>, Option<OwnedFd>)> {
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::Path`] when `/dev/null` cannot be opened (naming the path opened),
+    /// else [`SpawnError::Os`] for `set up stdio`.
+    pub(crate) fn setup(
+        &self,
+        is_stdin: bool,
+    ) -> Result<(Option<OwnedFd>, Option<OwnedFd>), SpawnError> {
+        let os = |source| SpawnError::Os {
+            call: "set up stdio",
+            source,
+        };
         match &self.0 {
             Kind::Inherit => Ok((None, None)),
-            Kind::Null => Ok((
-                Some(above_stdio(super::launch::open_null(!is_stdin)?)?),
-                None,
-            )),
+            Kind::Null => {
+                let null = super::launch::open_null(!is_stdin)?;
+                Ok((Some(above_stdio(null).map_err(os)?), None))
+            }
             Kind::Piped => {
-                let (r, w) = super::launch::pipe_cloexec()?;
+                let (r, w) = super::launch::pipe_cloexec().map_err(os)?;
                 if is_stdin {
-                    Ok((Some(above_stdio(r)?), Some(w)))
+                    Ok((Some(above_stdio(r).map_err(os)?), Some(w)))
                 } else {
-                    Ok((Some(above_stdio(w)?), Some(r)))
+                    Ok((Some(above_stdio(w).map_err(os)?), Some(r)))
                 }
             }
-            Kind::Fd(fd) => Ok((Some(dup_above_stdio(fd.as_fd())?), None)),
+            Kind::Fd(fd) => Ok((Some(dup_above_stdio(fd.as_fd()).map_err(os)?), None)),
         }
     }
 }
