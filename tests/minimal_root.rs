@@ -26,6 +26,9 @@ struct Root {
     proc: bool,
     /// Entered with `chroot` rather than `pivot_root`.
     chroot: bool,
+    /// A `/dev` of a few nodes (null, zero, full, random, urandom, tty): no `/dev/ptmx`,
+    /// no `/dev/pts`.
+    dev_min: bool,
 }
 
 #[derive(Clone, Copy, Default, PartialEq)]
@@ -48,6 +51,12 @@ for d in usr bin sbin lib lib32 lib64 libx32 etc; do
 done
 mkdir "$B/dev" "$B/proc" "$B/ws"
 mount --rbind /dev "$B/dev"
+if [ "$DEVMIN" = 1 ]; then
+    mount -t tmpfs -o mode=0755 none "$B/dev"
+    for n in null zero full random urandom tty; do
+        touch "$B/dev/$n" && mount --bind "/dev/$n" "$B/dev/$n"
+    done
+fi
 mount --bind "$WS" "$B/ws"
 touch "$B/stockade" && mount --bind "$EXE" "$B/stockade"
 # Bound even when the root has none: umount(8) reads /proc/self/mountinfo.
@@ -96,6 +105,7 @@ fn run_in(root: Root, ws: &Path, stdin: StdStdio, args: &[&str]) -> Output {
         .env("TMP", tmp)
         .env("VARTMP", if root.var_tmp { "1" } else { "0" })
         .env("CHROOT", if root.chroot { "1" } else { "0" })
+        .env("DEVMIN", if root.dev_min { "1" } else { "0" })
         .stdin(stdin)
         .output()
         .expect("run unshare")
@@ -283,6 +293,34 @@ fn under_chroot_the_refusal_names_the_chroot() {
     assert!(
         text.contains("runs under chroot") && text.contains("pivot_root"),
         "{text}"
+    );
+}
+
+/// A terminal as stdin, and no `/dev/ptmx` for the program's own pseudo-terminal: the
+/// error names the path (and says how to do without).
+#[test]
+fn without_dev_ptmx_the_terminal_error_names_it() {
+    require!(Feature::UserNs);
+    let (master, slave, _) = common::openpty();
+    let root = Root {
+        tmp: Tmp::Dir,
+        proc: true,
+        dev_min: true,
+        ..Root::default()
+    };
+    let out = run_with_stdin(
+        root,
+        StdStdio::from(slave),
+        &["--layer", "full"],
+        "echo ran",
+    );
+    drop(master);
+    assert_eq!(out.status.code(), Some(125), "{}", output_text(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("pseudo-terminal: open /dev/ptmx: ENOENT (No such file or directory)")
+            && err.contains("--no-pty"),
+        "{err}"
     );
 }
 
