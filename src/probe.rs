@@ -189,6 +189,7 @@ impl Capabilities {
 
 /// Why an `ENOENT` from a path under `/proc/self` happened, when the reason is that
 /// `/proc` is not mounted (a minimal container image, a chroot): the note an error adds.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn proc_note(errno: i32) -> Option<&'static str> {
     (errno == libc::ENOENT && !std::path::Path::new("/proc/self").exists())
         .then_some(PROC_NOT_MOUNTED)
@@ -224,6 +225,7 @@ fn root_is_no_mount(mountinfo: &str) -> bool {
 }
 
 /// The note of [`proc_note`].
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) const PROC_NOT_MOUNTED: &str = "/proc is not mounted";
 
 /// The cheap facts, computed once per process.

@@ -7,6 +7,7 @@
 //! host's system directories bound into it, the workspace at `/ws` and the `stockade`
 //! binary at `/stockade`; then it enters that root as a container runtime does
 //! (`pivot_root`), or with `chroot`. Nothing of it reaches the host.
+#![cfg(target_os = "linux")]
 
 mod common;
 
