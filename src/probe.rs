@@ -187,6 +187,47 @@ impl Capabilities {
     }
 }
 
+/// Why an `ENOENT` from a path under `/proc/self` happened, when the reason is that
+/// `/proc` is not mounted (a minimal container image, a chroot): the note an error adds.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) fn proc_note(errno: i32) -> Option<&'static str> {
+    (errno == libc::ENOENT && !std::path::Path::new("/proc/self").exists())
+        .then_some(PROC_NOT_MOUNTED)
+}
+
+/// Whether this process runs under `chroot(2)`, where the kernel refuses new user
+/// namespaces (`EPERM`: `current_chrooted()` in `create_user_ns`): its root is not the
+/// root of its mount namespace. `None` when that cannot be told cheaply.
+///
+/// Two cheap reads: in the mount namespace of PID 1, a root other than PID 1's is a
+/// chroot (systemd's test); elsewhere, a root that is no mount's root (no line of
+/// `/proc/self/mountinfo` has the mount point `/`) is one too. A chroot into a mount's
+/// root in a mount namespace of its own, or a host without `/proc`, stays unknown.
+#[cfg(target_os = "linux")]
+pub(crate) fn chrooted() -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    if let (Some(init), Some(own)) = (id("/proc/1/ns/mnt"), id("/proc/self/ns/mnt")) {
+        if init == own {
+            return Some(id("/proc/1/root")? != id("/")?);
+        }
+    }
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    root_is_no_mount(&info).then_some(true)
+}
+
+/// Whether no mount in `mountinfo` (its text) is mounted on `/`: the process's root is
+/// then a plain directory, the sign of a chroot (mount points outside the root are not
+/// listed at all).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn root_is_no_mount(mountinfo: &str) -> bool {
+    !mountinfo.lines().any(|l| l.split(' ').nth(4) == Some("/"))
+}
+
+/// The note of [`proc_note`].
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) const PROC_NOT_MOUNTED: &str = "/proc is not mounted";
+
 /// The cheap facts, computed once per process.
 fn cheap() -> &'static Capabilities {
     static CHEAP: OnceLock<Capabilities> = OnceLock::new();
@@ -278,6 +319,17 @@ fn sandbox_availability() -> Availability {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_root_that_is_no_mount_is_a_chroot() {
+        let pivoted = "22 1 0:21 / / rw - tmpfs none rw\n23 22 0:5 / /proc rw - proc proc rw\n";
+        assert!(!super::root_is_no_mount(pivoted));
+        let chrooted =
+            "25 24 0:30 / /usr ro - ext4 /dev/sda1 ro\n26 24 0:5 / /proc rw - proc proc rw\n";
+        assert!(super::root_is_no_mount(chrooted));
+        // A mount point such as `/usr` is not `/`.
+        assert!(super::root_is_no_mount(""));
+    }
+
     use super::*;
 
     fn caps(os: &'static str) -> Capabilities {

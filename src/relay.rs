@@ -314,22 +314,53 @@ fn spawn<T: Send + 'static>(
 
 /// A new pseudo-terminal whose slave starts with `modes` and `size`: (master, slave), both
 /// close-on-exec. The slave is opened with `O_NOCTTY`: it becomes the program's
-/// controlling terminal, never stockade's.
+/// controlling terminal, never stockade's. A failing open names its path (a minimal image
+/// may have no `/dev/ptmx`, or no devpts at `/dev/pts`).
 fn open_pty(modes: &Termios, size: termios::Winsize) -> io::Result<(OwnedFd, OwnedFd)> {
-    use rustix::pty::OpenptFlags;
-    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY)?;
-    rustix::io::fcntl_setfd(&master, rustix::io::FdFlags::CLOEXEC)?;
+    let master = open_terminal(PTMX)?;
     rustix::pty::grantpt(&master)?;
     rustix::pty::unlockpt(&master)?;
     let name = rustix::pty::ptsname(&master, Vec::new())?;
-    let slave = rustix::fs::open(
-        name.as_c_str(),
-        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )?;
+    let slave = open_terminal(&name)?;
     termios::tcsetattr(&slave, OptionalActions::Now, modes)?;
     termios::tcsetwinsize(&slave, size)?;
     Ok((master, slave))
+}
+
+/// The pseudo-terminal multiplexer (what `posix_openpt` opens on Linux).
+const PTMX: &std::ffi::CStr = c"/dev/ptmx";
+
+/// Opens a terminal device read-write, close-on-exec, without making it stockade's
+/// controlling terminal; the error names `path`: `open /dev/ptmx: ENOENT (No such file or
+/// directory)`.
+fn open_terminal(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC;
+    rustix::fs::open(path, flags, Mode::empty()).map_err(|e| {
+        let source = io::Error::from(e);
+        let path = std::path::PathBuf::from(path.to_string_lossy().into_owned());
+        io::Error::new(source.kind(), OpenError { path, source })
+    })
+}
+
+/// A failed open of a named path: printed as `open <path>`, with the OS error as its
+/// source, so that `Report` writes `open /dev/ptmx: ENOENT (No such file or directory)`.
+#[derive(Debug)]
+struct OpenError {
+    path: std::path::PathBuf,
+    source: io::Error,
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "open {}", self.path.display())
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
 }
 
 /// The caller's terminal while the program has a pseudo-terminal.
@@ -619,5 +650,31 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.restore();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A minimal image without `/dev/ptmx`: the CLI's error names the path, as every
+    /// error of the crate does (`stockade: pseudo-terminal: open /dev/ptmx: ENOENT …`).
+    #[test]
+    fn a_terminal_that_cannot_be_opened_is_named() {
+        let e = open_terminal(c"/nonexistent-dir/ptmx").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        assert_eq!(
+            stockade::error::Report(&e).to_string(),
+            "open /nonexistent-dir/ptmx: ENOENT (No such file or directory)"
+        );
+        assert_eq!(PTMX, c"/dev/ptmx");
+        // The real one, where the host has it: a master whose slave opens the same way.
+        if std::path::Path::new("/dev/ptmx").exists() {
+            let master = open_terminal(PTMX).unwrap();
+            rustix::pty::grantpt(&master).unwrap();
+            rustix::pty::unlockpt(&master).unwrap();
+            let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+            open_terminal(&name).unwrap();
+        }
     }
 }

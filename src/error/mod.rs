@@ -298,6 +298,25 @@ pub enum SpawnError {
         #[source]
         source: io::Error,
     },
+    /// A parent-side operation on a host path failed, named with the path:
+    /// `create the private tmp dir in /tmp: ENOENT (No such file or directory)`, followed
+    /// by what the error means where stockade can tell (`(/proc is not mounted)`).
+    #[error(
+        "{what} {}: {}{}",
+        path.display(),
+        os_reason(*errno as i32),
+        note.map(|n| format!(" ({n})")).unwrap_or_default()
+    )]
+    Path {
+        /// What was done (`create the private tmp dir in`).
+        what: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The errno.
+        errno: Errno,
+        /// What the error means here, when known.
+        note: Option<&'static str>,
+    },
     /// The child ended during its setup, before running the program, without reporting
     /// a step (killed by a signal, or it exited on its own): the program never ran.
     #[error("the sandbox's setup ended before the program ran ({status})")]
@@ -320,6 +339,7 @@ impl SpawnError {
         match self {
             SpawnError::Setup { errno, .. } => Some(*errno),
             SpawnError::NotFound { .. } => Some(Errno::ENOENT),
+            SpawnError::Path { errno, .. } => Some(*errno),
             SpawnError::Os { source, .. } => source.raw_os_error().map(Errno::from_raw),
             _ => None,
         }
@@ -651,6 +671,32 @@ mod tests {
     }
 
     #[test]
+    fn a_path_error_names_the_path_the_errno_and_the_note() {
+        let e = SpawnError::Path {
+            what: "create the private tmp dir in",
+            path: "/tmp".into(),
+            errno: Errno::ENOENT,
+            note: None,
+        };
+        assert_eq!(
+            Report(&e).to_string(),
+            "create the private tmp dir in /tmp: ENOENT (No such file or directory)"
+        );
+        assert_eq!(e.errno(), Some(Errno::ENOENT));
+        let e = SpawnError::Path {
+            what: "set up stdio: open /dev/null's read-only copy as",
+            path: "/proc/self/fd/5".into(),
+            errno: Errno::ENOENT,
+            note: Some("/proc is not mounted"),
+        };
+        assert_eq!(
+            e.to_string(),
+            "set up stdio: open /dev/null's read-only copy as /proc/self/fd/5: ENOENT (No such \
+             file or directory) (/proc is not mounted)"
+        );
+    }
+
+    #[test]
     fn errno_names_and_reasons() {
         assert_eq!(errno_name(libc::ENOENT), Some("ENOENT"));
         assert_eq!(errno_name(libc::EACCES), Some("EACCES"));
@@ -763,6 +809,12 @@ mod tests {
             program: String::new(),
         };
         let _ = SpawnError::Protocol(3);
+        let _ = SpawnError::Path {
+            what: "w",
+            path: PathBuf::new(),
+            errno: Errno::ENOENT,
+            note: None,
+        };
         let _ = SpawnError::DiedBeforeExec {
             status: std::process::ExitStatus::default(),
         };

@@ -23,8 +23,12 @@ pub enum SetupStep {
     IdMaps,
     /// Stopping mount propagation to and from the host.
     MountsPrivate,
-    /// Building the empty new root.
-    BaseRoot,
+    /// Building the empty new root, on a tmpfs mounted on `stage` during the setup.
+    BaseRoot {
+        /// The host directory the setup tmpfs is mounted on (`/tmp` where it is a
+        /// directory).
+        stage: PathBuf,
+    },
     /// Binding a host path.
     Bind {
         /// The host path.
@@ -137,7 +141,8 @@ impl SetupStep {
             | SetupStep::HideName { path }
             | SetupStep::GuardName { path }
             | SetupStep::GitLayer { path }
-            | SetupStep::Chdir { path } => Some(path),
+            | SetupStep::Chdir { path }
+            | SetupStep::BaseRoot { stage: path } => Some(path),
             _ => None,
         }
     }
@@ -151,8 +156,10 @@ impl fmt::Display for SetupStep {
             SetupStep::CloseFds => f.write_str("close inherited fds"),
             SetupStep::ResetSignals => f.write_str("reset signal handlers"),
             SetupStep::IdMaps => f.write_str("write /proc/self/uid_map and gid_map"),
-            SetupStep::MountsPrivate => f.write_str("make / a slave mount"),
-            SetupStep::BaseRoot => f.write_str("build the new root"),
+            SetupStep::MountsPrivate => f.write_str("make / a private mount"),
+            SetupStep::BaseRoot { stage } => {
+                write!(f, "build the new root on a tmpfs at {}", stage.display())
+            }
             SetupStep::Bind {
                 source,
                 target,

@@ -72,11 +72,12 @@ impl Plan {
         let entries = order(layout.entries)?;
         let roots = grants(&entries, &workspace);
         let net = policy.network == Network::None;
+        let stage = super::setup_stage(fs, Some(&workspace));
         Ok(Plan {
             layer: Layer::Full,
             namespaces: Namespaces { base: true, net },
             workspace,
-            steps: full_steps(policy, ids, entries),
+            steps: full_steps(policy, ids, stage, entries),
             path: inside_path(tools),
             roots,
             private_tmp: false,
@@ -548,8 +549,8 @@ fn grants(entries: &[Entry], workspace: &Path) -> Vec<(PathBuf, Access)> {
 }
 
 /// The whole step list: namespace setup, the ordered layout, then the process steps.
-fn full_steps(policy: &Policy, ids: Ids, entries: Vec<Entry>) -> Vec<Step> {
-    let mut steps = namespace_setup(ids);
+fn full_steps(policy: &Policy, ids: Ids, stage: PathBuf, entries: Vec<Entry>) -> Vec<Step> {
+    let mut steps = namespace_setup(ids, stage);
     steps.extend(entries.into_iter().map(|e| e.step));
     steps.push(Step::PivotRoot);
     steps.push(Step::RootReadOnly);

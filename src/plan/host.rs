@@ -36,6 +36,29 @@ fn parse_unix(text: &str) -> Vec<PathBuf> {
     out
 }
 
+/// The host's directory for temporary files: `$TMPDIR` when set and not empty (as
+/// `std::env::temp_dir`), else the first of [`TEMP_DIRS`] that is a directory, else
+/// `/tmp` (whose absence the error that follows then names).
+pub(super) fn temp_dir() -> PathBuf {
+    temp_dir_of(std::env::var_os("TMPDIR"), |p| p.is_dir())
+}
+
+/// Where temporary files go without `$TMPDIR`, in the order Python's `tempfile` and most
+/// Unix tools look: a minimal image (a `FROM scratch` container) may lack `/tmp`.
+const TEMP_DIRS: &[&str] = &["/tmp", "/var/tmp", "/usr/tmp"];
+
+fn temp_dir_of(tmpdir: Option<std::ffi::OsString>, is_dir: impl Fn(&Path) -> bool) -> PathBuf {
+    if let Some(dir) = tmpdir.filter(|d| !d.is_empty()) {
+        return dir.into();
+    }
+    TEMP_DIRS
+        .iter()
+        .map(Path::new)
+        .find(|p| is_dir(p))
+        .unwrap_or(Path::new("/tmp"))
+        .to_path_buf()
+}
+
 /// Whether this process's user namespace maps uid 0 to its parent's uid 0 (the initial
 /// namespace maps every uid to itself). Unreadable: assumed so, the stricter answer.
 pub(super) fn uid_zero_maps_to_zero() -> bool {
@@ -233,6 +256,27 @@ mod tests {
         for (major, minor) in [(1, 3), (5, 0), (0x1234, 0x5_6789), (259, 300)] {
             assert_eq!(device_numbers(libc::makedev(major, minor)), (major, minor));
         }
+    }
+
+    #[test]
+    fn the_temp_dir_is_tmpdir_else_the_first_existing_of_the_usual_ones() {
+        let only =
+            |dirs: &'static [&'static str]| move |p: &Path| dirs.iter().any(|d| p == Path::new(d));
+        let all = only(&["/tmp", "/var/tmp", "/usr/tmp"]);
+        assert_eq!(temp_dir_of(Some("/w/t".into()), all), Path::new("/w/t"));
+        assert_eq!(temp_dir_of(Some("".into()), all), Path::new("/tmp"));
+        assert_eq!(temp_dir_of(None, all), Path::new("/tmp"));
+        // A minimal image without /tmp.
+        assert_eq!(
+            temp_dir_of(None, only(&["/var/tmp"])),
+            Path::new("/var/tmp")
+        );
+        assert_eq!(
+            temp_dir_of(None, only(&["/usr/tmp"])),
+            Path::new("/usr/tmp")
+        );
+        // None at all: /tmp, which the error then names.
+        assert_eq!(temp_dir_of(None, only(&[])), Path::new("/tmp"));
     }
 
     #[test]

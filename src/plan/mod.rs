@@ -67,8 +67,9 @@ pub trait HostFs {
         let _ = dir;
         Vec::new()
     }
-    /// The host's directory for temporary files (`$TMPDIR`, else `/tmp`), where layer 2
-    /// makes each command's private `TMPDIR`. The default: `/tmp`.
+    /// The host's directory for temporary files (`$TMPDIR`, else `/tmp`, else `/var/tmp`
+    /// or `/usr/tmp` where a minimal image has no `/tmp`), where layer 2 makes each
+    /// command's private `TMPDIR`. The default: `/tmp`.
     fn temp_dir(&self) -> PathBuf {
         PathBuf::from("/tmp")
     }
@@ -169,7 +170,7 @@ impl HostFs for RealFs {
     }
 
     fn temp_dir(&self) -> PathBuf {
-        std::env::temp_dir()
+        host::temp_dir()
     }
 
     fn unix_sockets(&self) -> Vec<PathBuf> {
@@ -327,8 +328,8 @@ impl Plan {
     /// failure alone means "namespaces work, a fresh `/proc` does not".
     // Plain data, built on every system; only Linux's backend runs it.
     #[cfg_attr(not(any(target_os = "linux", feature = "internals")), allow(dead_code))]
-    pub fn namespace_probe(ids: Ids) -> (Plan, u32) {
-        let mut steps = namespace_setup(ids);
+    pub fn namespace_probe(ids: Ids, fs: &dyn HostFs) -> (Plan, u32) {
+        let mut steps = namespace_setup(ids, setup_stage(fs, None));
         steps.push(bind(
             Path::new("/"),
             Path::new("/probe"),
@@ -363,8 +364,9 @@ fn depth(p: &Path) -> usize {
 }
 
 /// The first steps of every plan with namespaces: die with the parent, reset signals,
-/// map the ids, stop mount propagation, build an empty root.
-fn namespace_setup(ids: Ids) -> Vec<Step> {
+/// map the ids, stop mount propagation, build an empty root on a tmpfs mounted on `stage`
+/// ([`setup_stage`]).
+fn namespace_setup(ids: Ids, stage: PathBuf) -> Vec<Step> {
     vec![
         Step::DieWithParent,
         Step::ResetSignals,
@@ -373,8 +375,29 @@ fn namespace_setup(ids: Ids) -> Vec<Step> {
             gid: ids.gid,
         },
         Step::MountsPrivate,
-        Step::BaseRoot,
+        Step::BaseRoot { stage },
     ]
+}
+
+/// Where the child mounts its setup tmpfs ([`Step::BaseRoot`]): the first of these that
+/// is a directory (not a symlink) on the host, then `workspace`. The mount happens in the
+/// child's own mount namespace, made private (`MS_REC | MS_PRIVATE`) the step before, so
+/// the host never sees it; `pivot_root` then moves the tmpfs to `/`, and the directory's
+/// own contents show again under `/oldroot` (sources below it stay bindable). A minimal
+/// image may lack `/tmp` (a `FROM scratch` container) or have a file there; a container
+/// runtime always makes `/dev` and `/proc`.
+const SETUP_STAGES: &[&str] = &["/tmp", "/dev", "/proc", "/run", "/mnt"];
+
+/// The directory for [`Step::BaseRoot`] on the host `fs` (see [`SETUP_STAGES`]); `/tmp`
+/// when none is one, so that the failing step names it.
+pub(crate) fn setup_stage(fs: &dyn HostFs, workspace: Option<&Path>) -> PathBuf {
+    SETUP_STAGES
+        .iter()
+        .map(Path::new)
+        .chain(workspace)
+        .find(|p| fs.kind(p) == Some(Kind::Dir))
+        .unwrap_or(Path::new("/tmp"))
+        .to_path_buf()
 }
 
 fn inside_path(tools: Option<PathBuf>) -> Vec<PathBuf> {

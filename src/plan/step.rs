@@ -26,11 +26,17 @@ pub enum Step {
         /// The caller's gid, inside and out.
         gid: u32,
     },
-    /// Stop mount propagation to and from the host (`MS_REC | MS_SLAVE` on `/`).
+    /// Stop mount propagation to and from the host (`MS_REC | MS_PRIVATE` on `/`).
     MountsPrivate,
-    /// Build an empty root: a tmpfs base, pivot into it, host root kept at `/oldroot`, and
-    /// a fresh tmpfs at `/newroot` for the sandbox's tree.
-    BaseRoot,
+    /// Build an empty root: a tmpfs base mounted on `stage`, pivot into it, host root kept
+    /// at `/oldroot`, and a fresh tmpfs at `/newroot` for the sandbox's tree.
+    BaseRoot {
+        /// An existing directory of the host that the setup tmpfs is mounted on, in the
+        /// child's private mount namespace (so the host's own stays untouched), until
+        /// `pivot_root` moves that tmpfs to `/` and shows the host's directory again under
+        /// `/oldroot` (see [`setup_stage`](super::setup_stage)).
+        stage: PathBuf,
+    },
     /// Bind a host path.
     Bind {
         /// Host path.
@@ -185,7 +191,9 @@ impl From<&Step> for SetupStep {
             Step::ResetSignals => SetupStep::ResetSignals,
             Step::IdMaps { .. } => SetupStep::IdMaps,
             Step::MountsPrivate => SetupStep::MountsPrivate,
-            Step::BaseRoot => SetupStep::BaseRoot,
+            Step::BaseRoot { stage } => SetupStep::BaseRoot {
+                stage: stage.clone(),
+            },
             Step::Bind {
                 src,
                 dst,

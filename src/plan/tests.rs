@@ -1066,3 +1066,45 @@ fn device_nodes_must_be_their_devices_and_only_null_is_required() {
     let host = Devs::with(&[("/dev/null", None)]);
     assert!(Plan::landlock(&p, &host, IDS).is_ok());
 }
+
+/// The setup root is staged on `/tmp` where it is a directory, else on another directory
+/// the host has (a `FROM scratch` image has no `/tmp`), else on the workspace.
+#[test]
+fn the_setup_root_is_staged_on_an_existing_directory() {
+    let stage = |fake: &Fake| -> PathBuf {
+        let plan = Plan::full(&Policy::with_workspace("/ws"), fake, IDS).unwrap();
+        match plan
+            .steps
+            .iter()
+            .find(|s| matches!(s, Step::BaseRoot { .. }))
+        {
+            Some(Step::BaseRoot { stage }) => stage.clone(),
+            _ => panic!("no BaseRoot step"),
+        }
+    };
+    let mut fake = Fake::new();
+    // Fake::new has none of the candidates: the workspace, the one directory there is.
+    assert_eq!(stage(&fake), Path::new("/ws"));
+    fake.0.insert("/proc".into(), Kind::Dir);
+    assert_eq!(stage(&fake), Path::new("/proc"));
+    fake.0.insert("/dev".into(), Kind::Dir);
+    assert_eq!(stage(&fake), Path::new("/dev"));
+    // A file or a symlink at /tmp is passed over.
+    fake.0.insert("/tmp".into(), Kind::File);
+    assert_eq!(stage(&fake), Path::new("/dev"));
+    fake.0
+        .insert("/tmp".into(), Kind::Symlink("/var/tmp".into()));
+    assert_eq!(stage(&fake), Path::new("/dev"));
+    fake.0.insert("/tmp".into(), Kind::Dir);
+    assert_eq!(stage(&fake), Path::new("/tmp"));
+    // The probe has no workspace: /tmp, named by the failing step, when nothing exists.
+    let (probe, _) = Plan::namespace_probe(IDS, &Fake(BTreeMap::new()));
+    assert!(probe.steps.contains(&Step::BaseRoot {
+        stage: "/tmp".into()
+    }));
+    let named = crate::error::SetupStep::from(&Step::BaseRoot {
+        stage: "/dev".into(),
+    });
+    assert_eq!(named.path(), Some(Path::new("/dev")));
+    assert_eq!(named.to_string(), "build the new root on a tmpfs at /dev");
+}

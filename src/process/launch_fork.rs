@@ -73,19 +73,29 @@ impl Prepared {
     }
 }
 
+/// `/dev/null` for the program's stdio ([`super::Stdio::null`]), close-on-exec. (A root
+/// host's program could change the node through it: see `SECURITY.md`.)
+///
+/// # Errors
+///
+/// [`SpawnError::Path`] naming `/dev/null`.
+pub(super) fn open_null(write: bool) -> Result<OwnedFd, SpawnError> {
+    std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .open("/dev/null")
+        .map(OwnedFd::from)
+        .map_err(|e| SpawnError::Path {
+            what: "set up stdio: open",
+            path: "/dev/null".into(),
+            errno: crate::error::errno_of(&e),
+            note: None,
+        })
+}
+
 /// A close-on-exec pipe. macOS has no `pipe2`: the flag is set right after `pipe`, as std
 /// does there; a concurrent `fork` + `exec` in another thread of the host could inherit
 /// the pipe in between (it would then only delay EOF until that program exits).
-/// `/dev/null` for the program's stdio ([`super::Stdio::null`]), close-on-exec. (A root
-/// host's program could change the node through it: see `SECURITY.md`.)
-pub(super) fn open_null(write: bool) -> io::Result<OwnedFd> {
-    Ok(std::fs::OpenOptions::new()
-        .read(!write)
-        .write(write)
-        .open("/dev/null")?
-        .into())
-}
-
 pub(super) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     use nix::fcntl::{FcntlArg, FdFlag, fcntl};
     let (r, w) = nix::unistd::pipe()?;

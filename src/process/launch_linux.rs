@@ -71,17 +71,39 @@ impl Prepared {
 /// calls fail with `EROFS` and reading and writing the device go on. A host without
 /// `CAP_SYS_ADMIN` cannot make the copy and opens the node plainly (`SECURITY.md`); any
 /// other host cannot change a root-owned node anyway.
-pub(super) fn open_null(write: bool) -> io::Result<OwnedFd> {
-    let path = match null_tree() {
-        // Reopening through the fd's magic link keeps its mount: the read-only copy.
-        Some(tree) => format!("/proc/self/fd/{}", tree.as_raw_fd()),
-        None => "/dev/null".to_string(),
+///
+/// # Errors
+///
+/// [`SpawnError::Path`] naming the path opened: `/proc/self/fd/N` for the copy, with a
+/// note when `/proc` is not mounted (a minimal image): the copy cannot be reopened then,
+/// and the node is not opened plainly instead, which would hand a root program the host's
+/// node.
+pub(super) fn open_null(write: bool) -> Result<OwnedFd, SpawnError> {
+    let open = |path: &std::path::Path| {
+        std::fs::OpenOptions::new()
+            .read(!write)
+            .write(write)
+            .open(path)
+            .map(OwnedFd::from)
+            .map_err(|e| crate::error::errno_of(&e))
     };
-    Ok(std::fs::OpenOptions::new()
-        .read(!write)
-        .write(write)
-        .open(path)?
-        .into())
+    let Some(tree) = null_tree() else {
+        let path = std::path::PathBuf::from("/dev/null");
+        return open(&path).map_err(|errno| SpawnError::Path {
+            what: "set up stdio: open",
+            path,
+            errno,
+            note: None,
+        });
+    };
+    // Reopening through the fd's magic link keeps its mount: the read-only copy.
+    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", tree.as_raw_fd()));
+    open(&path).map_err(|errno| SpawnError::Path {
+        what: "set up stdio: open /dev/null's read-only copy as",
+        path,
+        errno,
+        note: crate::probe::proc_note(errno as i32),
+    })
 }
 
 /// For a root host: an `O_PATH` fd of `/dev/null` on a detached read-only copy of its

@@ -45,8 +45,9 @@ impl Stdio {
     ///
     /// # Errors
     ///
-    /// [`SpawnError::Os`] when an fd cannot be opened or duplicated;
-    /// [`PlanError::DeviceNode`] when `/dev/null` is not the null device.
+    /// [`SpawnError::Path`] when `/dev/null` cannot be opened (naming the path opened),
+    /// [`PlanError::DeviceNode`](crate::error::PlanError::DeviceNode) when it is not the
+    /// null device, else [`SpawnError::Os`] for `set up stdio`.
     pub(crate) fn setup(
         &self,
         is_stdin: bool,
@@ -95,7 +96,7 @@ fn null(write: bool) -> Result<OwnedFd, Error> {
             if linux {
                 plan::NULL.check(plan::RealFs.node(Path::new(plan::NULL.path)))?;
             }
-            return Err(stdio_err(e).into());
+            return Err(e.into());
         }
     };
     if linux {

@@ -79,7 +79,12 @@ impl Parent {
             .prefix("stockade-sandbox-")
             .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir_in(root)
-            .map_err(os)?
+            .map_err(|e| SpawnError::Path {
+                what: "create the sandbox's directory for its commands' TMPDIRs in",
+                path: root.to_path_buf(),
+                errno: errno_in(&e, root),
+                note: None,
+            })?
             .keep();
         let md = std::fs::symlink_metadata(&path).map_err(os)?;
         let parent = Parent {
@@ -169,17 +174,40 @@ pub(super) fn create(
     builder
         .prefix("stockade-tmp-")
         .permissions(std::fs::Permissions::from_mode(0o700));
-    let dir = match &parent {
-        Some(parent) => builder.tempdir_in(parent.path()),
-        None => builder.tempdir(),
-    }
-    .map_err(|source| SpawnError::Os {
-        call: "create the private tmp dir",
-        source,
+    // Not `tempdir()`: `std::env::temp_dir` is `/tmp` without `$TMPDIR`, which a minimal
+    // image may lack. The plan's view of the host finds the same directory.
+    let root = match &parent {
+        Some(parent) => parent.path().to_path_buf(),
+        None => crate::plan::HostFs::temp_dir(&crate::plan::RealFs),
+    };
+    let dir = builder.tempdir_in(&root).map_err(|e| SpawnError::Path {
+        what: "create the private tmp dir in",
+        errno: errno_in(&e, &root),
+        path: root,
+        note: None,
     })?;
     env.retain(|(k, _)| k != "TMPDIR");
     env.push(("TMPDIR".into(), dir.path().as_os_str().to_owned()));
     Ok(PrivateTmp { dir, parent })
+}
+
+/// The errno of `tempfile`'s failure to make a directory in `dir`. Its error wraps the
+/// OS error with the path and keeps only its kind, so the errno comes from `access(2)` on
+/// `dir` (`ENOENT`, `ENOTDIR`, `EACCES`, `EROFS`: the usual causes), else from the kind.
+fn errno_in(e: &std::io::Error, dir: &Path) -> crate::error::Errno {
+    use crate::error::Errno;
+    use nix::unistd::AccessFlags;
+    if let Some(errno) = e.raw_os_error() {
+        return Errno::from_raw(errno);
+    }
+    match nix::unistd::access(dir, AccessFlags::W_OK | AccessFlags::X_OK) {
+        Err(errno) => errno,
+        Ok(()) => match e.kind() {
+            std::io::ErrorKind::AlreadyExists => Errno::EEXIST,
+            std::io::ErrorKind::StorageFull => Errno::ENOSPC,
+            _ => Errno::EIO,
+        },
+    }
 }
 
 /// Removes `tmp` now: with one `rmdir` when the program left it empty (the common case,

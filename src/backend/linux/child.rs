@@ -105,7 +105,7 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
         Op::ResetSignals => reset_signals(),
         Op::IdMaps { uid_map, gid_map } => id_maps(uid_map, gid_map),
         Op::MountsPrivate => mounts::make_private(),
-        Op::BaseRoot => mounts::base_root(),
+        Op::BaseRoot { stage } => mounts::base_root(stage),
         Op::Bind {
             src,
             dst,

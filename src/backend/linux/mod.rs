@@ -27,25 +27,58 @@ use prepare::{Exec, ExecSpec, Layout};
 
 /// The errors with which a host refuses the namespace `clone` or the id-map write:
 /// `EPERM` (a seccomp profile such as Docker's default, AppArmor's
-/// `apparmor_restrict_unprivileged_userns`, no `CAP_SETUID` over the new namespace),
-/// `ENOSPC` (`user.max_user_namespaces`, here or in an ancestor), `EUSERS` (nesting deeper
-/// than 32), `EINVAL` (no user namespaces in this kernel, or a chroot).
+/// `apparmor_restrict_unprivileged_userns`, a process under `chroot(2)`, no `CAP_SETUID`
+/// over the new namespace), `ENOSPC` (`user.max_user_namespaces`, here or in an
+/// ancestor), `EUSERS` (nesting deeper than 32), `EINVAL` (no user namespaces in this
+/// kernel).
 const REFUSED: [i32; 4] = [libc::EPERM, libc::ENOSPC, libc::EUSERS, libc::EINVAL];
 
-/// The hint added to a refused namespace clone.
-const RESTRICTED_HINT: &str = " (user namespaces restricted: kernel.apparmor_restrict_unprivileged_userns=1, user.max_user_namespaces=0, or a seccomp profile?)";
+/// The hint added to a namespace clone refused with `EPERM`, by what is known of a chroot
+/// ([`crate::probe::chrooted`]).
+fn eperm_hint(chrooted: Option<bool>) -> &'static str {
+    match chrooted {
+        Some(true) => {
+            " (this process runs under chroot, where the kernel refuses user namespaces: \
+             enter the root with pivot_root, as container runtimes do, instead of chroot)"
+        }
+        Some(false) => {
+            " (user namespaces restricted: kernel.apparmor_restrict_unprivileged_userns=1 \
+             or a seccomp profile?)"
+        }
+        None => {
+            " (user namespaces refused: under chroot (the kernel refuses them there: enter \
+             the root with pivot_root, as container runtimes do), \
+             kernel.apparmor_restrict_unprivileged_userns=1, or a seccomp profile?)"
+        }
+    }
+}
+
+/// The hint added to a namespace clone refused with `ENOSPC`.
+const ENOSPC_HINT: &str = " (user namespaces restricted: user.max_user_namespaces=0, or its \
+     limit reached here or in an ancestor namespace?)";
 
 /// Whether the failed `clone` of a child with namespaces `ns` means the host refuses
-/// namespaces (rather than, say, running out of memory), and why.
+/// namespaces (rather than, say, running out of memory), and why. `stockade detect`
+/// prints the same reason ([`probe_namespaces`]).
 pub(crate) fn clone_refusal(ns: Namespaces, err: &std::io::Error) -> Option<Refusal> {
+    clone_refusal_in(ns, err, crate::probe::chrooted)
+}
+
+/// [`clone_refusal`], with what is known of a chroot from `chrooted` (asked only for
+/// `EPERM`).
+fn clone_refusal_in(
+    ns: Namespaces,
+    err: &std::io::Error,
+    chrooted: impl FnOnce() -> Option<bool>,
+) -> Option<Refusal> {
     let errno = err.raw_os_error()?;
     if !ns.base || !REFUSED.contains(&errno) {
         return None;
     }
-    let hint = if matches!(errno, libc::EPERM | libc::ENOSPC) {
-        RESTRICTED_HINT
-    } else {
-        ""
+    let hint = match errno {
+        libc::EPERM => eperm_hint(chrooted()),
+        libc::ENOSPC => ENOSPC_HINT,
+        _ => "",
     };
     Some(Refusal::Namespaces(format!(
         "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {}{hint}",
@@ -57,16 +90,37 @@ pub(crate) fn clone_refusal(ns: Namespaces, err: &std::io::Error) -> Option<Refu
 /// a fresh `/proc`, and why: the id maps and the first mounts of a new namespace (the same
 /// for every policy), or `/proc` without the policy's fallback. A step that depends on the
 /// policy's paths is never a refusal: it is the policy's error.
+///
+/// The id maps failing with `ENOENT` are a refusal too: `/proc` is not mounted (a minimal
+/// image), and without it no user namespace can get its maps, as the probe behind
+/// `stockade detect` finds. The policy then decides as for any refusal (fall back to a
+/// layer it allows, with a warning that names the reason, or refuse), rather than the run
+/// failing where `detect` reports the layer unavailable.
 pub(crate) fn step_refusal(step: &Step, errno: i32) -> Option<Refusal> {
-    let what = || format!("{step}: {}", crate::error::strerror(errno));
+    let what = || failure(step, errno);
     match step {
-        Step::IdMaps { .. } if REFUSED.contains(&errno) => Some(Refusal::Namespaces(what())),
-        Step::MountsPrivate | Step::BaseRoot if matches!(errno, libc::EPERM | libc::EACCES) => {
+        Step::IdMaps { .. } if REFUSED.contains(&errno) || errno == libc::ENOENT => {
+            Some(Refusal::Namespaces(what()))
+        }
+        Step::MountsPrivate | Step::BaseRoot { .. }
+            if matches!(errno, libc::EPERM | libc::EACCES) =>
+        {
             Some(Refusal::Namespaces(what()))
         }
         Step::Proc { fallback: false } => Some(Refusal::FreshProc(what())),
         _ => None,
     }
+}
+
+/// `step` failed with `errno`, as a refusal's reason says it: `write /proc/self/uid_map
+/// and gid_map: No such file or directory (/proc is not mounted)`.
+fn failure(step: &Step, errno: i32) -> String {
+    let note = match step {
+        Step::IdMaps { .. } => crate::probe::proc_note(errno),
+        _ => None,
+    };
+    let note = note.map(|n| format!(" ({n})")).unwrap_or_default();
+    format!("{step}: {}{note}", crate::error::strerror(errno))
 }
 
 /// `clone` flags for the namespaces of a plan.
@@ -218,7 +272,7 @@ pub fn last_cap() -> u32 {
 /// (user namespaces, fresh proc).
 pub fn probe_namespaces() -> (Availability, Availability) {
     let ids = crate::plan::Ids::of_caller();
-    let (plan, proc_step) = Plan::namespace_probe(ids);
+    let (plan, proc_step) = Plan::namespace_probe(ids, &crate::plan::RealFs);
     let layout = match Layout::new(plan, last_cap(), None) {
         Ok(l) => Arc::new(l),
         Err(e) => return refused(e.to_string(), "not probed"),
@@ -278,11 +332,14 @@ fn probe_outcome(plan: &Plan, proc_step: u32, outcome: Outcome) -> (Availability
             }
         }
         Outcome::Failed { step, errno } => {
-            let what = format!(
-                "{}: {}",
-                report::describe_step(plan, step, None, "", -1),
-                crate::error::strerror(errno)
-            );
+            let what = match plan.steps.get(step as usize) {
+                Some(s) => failure(s, errno),
+                None => format!(
+                    "{}: {}",
+                    report::describe_step(plan, step, None, "", -1),
+                    crate::error::strerror(errno)
+                ),
+            };
             if step == proc_step {
                 (Availability::yes(), Availability::no(what))
             } else {
@@ -354,6 +411,33 @@ mod tests {
     }
 
     #[test]
+    fn a_clone_refused_with_eperm_names_a_chroot_when_one_may_be_the_cause() {
+        let eperm = std::io::Error::from_raw_os_error(libc::EPERM);
+        let why = |chrooted: Option<bool>| match clone_refusal_in(BASE, &eperm, || chrooted) {
+            Some(Refusal::Namespaces(why)) => why,
+            other => panic!("{other:?}"),
+        };
+        let known = why(Some(true));
+        assert!(known.contains("runs under chroot"), "{known}");
+        assert!(known.contains("pivot_root"), "{known}");
+        assert!(!known.contains("seccomp"), "{known}");
+        let unknown = why(None);
+        for part in ["chroot", "pivot_root", "apparmor", "seccomp"] {
+            assert!(unknown.contains(part), "{part}: {unknown}");
+        }
+        let not = why(Some(false));
+        assert!(!not.contains("chroot") && not.contains("seccomp"), "{not}");
+        // ENOSPC is the namespace limit, never a chroot (nor asked about one).
+        let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        match clone_refusal_in(BASE, &enospc, || panic!("asked")) {
+            Some(Refusal::Namespaces(why)) => {
+                assert!(why.contains("user.max_user_namespaces"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn only_the_namespace_steps_and_a_fresh_proc_are_refusals() {
         let ids = Step::IdMaps { uid: 0, gid: 0 };
         assert!(matches!(
@@ -361,7 +445,15 @@ mod tests {
             Some(Refusal::Namespaces(w)) if w.contains("uid_map")
         ));
         assert_eq!(step_refusal(&ids, libc::EIO), None);
-        for step in [Step::MountsPrivate, Step::BaseRoot] {
+        // No /proc: no id maps, so no user namespace; the policy decides, as for EPERM.
+        assert!(matches!(
+            step_refusal(&ids, libc::ENOENT),
+            Some(Refusal::Namespaces(w)) if w.contains("uid_map")
+        ));
+        let base_root = Step::BaseRoot {
+            stage: "/tmp".into(),
+        };
+        for step in [Step::MountsPrivate, base_root] {
             assert!(matches!(
                 step_refusal(&step, libc::EPERM),
                 Some(Refusal::Namespaces(_))

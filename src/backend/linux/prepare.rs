@@ -42,7 +42,10 @@ pub enum Op {
     /// See [`Step::MountsPrivate`].
     MountsPrivate,
     /// See [`Step::BaseRoot`].
-    BaseRoot,
+    BaseRoot {
+        /// The directory the setup tmpfs is mounted on.
+        stage: CString,
+    },
     /// A bind from a host path (under `/oldroot`) to a path under `/newroot`.
     Bind {
         /// `/oldroot/<src>`.
@@ -345,7 +348,9 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
         },
         Step::MountsPrivate => Op::MountsPrivate,
-        Step::BaseRoot => Op::BaseRoot,
+        Step::BaseRoot { stage } => Op::BaseRoot {
+            stage: cstr(stage)?,
+        },
         Step::Bind {
             src,
             dst,

@@ -27,20 +27,23 @@ pub(super) fn make_private() -> R {
 /// The empty regular file on the setup tmpfs that hides an existing denied file.
 const EMPTY_FILE: &CStr = c"/empty";
 
-/// A tmpfs on `/tmp` becomes the root, the host's root moves to `/oldroot`, and a second
-/// tmpfs at `/newroot` receives the sandbox's tree. Sources stay reachable under
-/// `/oldroot` with their host paths, even the ones below the host's `/tmp`, until
-/// [`pivot_root`] detaches it all. The setup tmpfs also holds [`EMPTY_FILE`].
-pub(super) fn base_root() -> R {
+/// A tmpfs on `stage` (an existing directory the plan chose: `/tmp`, else `/dev`, …)
+/// becomes the root, the host's root moves to `/oldroot`, and a second tmpfs at `/newroot`
+/// receives the sandbox's tree. The mount namespace is private by now
+/// ([`make_private`]), so the mount on `stage` never reaches the host; `pivot_root` moves
+/// the tmpfs away from `stage`, so sources stay reachable under `/oldroot` with their host
+/// paths, even the ones below `stage`, until [`pivot_root`] detaches it all. The setup
+/// tmpfs also holds [`EMPTY_FILE`].
+pub(super) fn base_root(stage: &CStr) -> R {
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
     sys::mount(
         Some(c"tmpfs"),
-        c"/tmp",
+        stage,
         Some(c"tmpfs"),
         flags,
         Some(c"mode=0755,size=1m"),
     )?;
-    sys::chdir(c"/tmp")?;
+    sys::chdir(stage)?;
     sys::mkdirat(CWD, c"newroot", 0o755)?;
     sys::mkdirat(CWD, c"oldroot", 0o755)?;
     let fd = sys::openat(
