@@ -34,7 +34,8 @@ pub enum Step {
         /// An existing directory of the host that the setup tmpfs is mounted on, in the
         /// child's private mount namespace (so the host's own stays untouched), until
         /// `pivot_root` moves that tmpfs to `/` and shows the host's directory again under
-        /// `/oldroot` (see [`setup_stage`](super::setup_stage)).
+        /// `/oldroot` (chosen by the plan: `/tmp` where it is a directory, else another
+        /// directory every image has).
         stage: PathBuf,
     },
     /// Bind a host path.
