@@ -149,7 +149,9 @@ fn warn_leftovers_survive() {
     }
     WARNED.call_once(|| {
         tracing::warn!(
-            "stockade: layer 2 cannot end what a program leaves running:              /proc/thread-self/children is not readable (no /proc, or a kernel without              CONFIG_PROC_CHILDREN) and Landlock does not scope signals (ABI < 6)"
+            "stockade: layer 2 cannot end what a program leaves running: \
+             /proc/thread-self/children is not readable (no /proc, or a kernel without \
+             CONFIG_PROC_CHILDREN) and Landlock does not scope signals (ABI < 6)"
         );
     });
 }
