@@ -512,6 +512,42 @@ fn root_only_layer_2_ends_a_daemon_on_a_host_without_proc() {
     witness.wait().unwrap();
 }
 
+/// Layer 2 grants the program its device nodes by path: a `/dev/tty` that is a symlink to
+/// a host file (a host whose `/dev` is not what it should be) must not grant that file.
+/// The run happens in a private mount namespace with a `/dev` of three real nodes and such
+/// a symlink; the program appends to the file by its own path, which no rule grants.
+#[test]
+fn root_only_layer_2_grants_no_file_through_a_symlink_at_a_device_name() {
+    require!(Feature::Root);
+    let ws = workspace();
+    let outside = workspace();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "orig\n").unwrap();
+    let script = format!("echo INJECTED >> {}", victim.display());
+    let stockade = cli(ws.path(), Layer::Landlock, &["sh", "-c", &script]);
+    let setup = r#"d=$(mktemp -d /var/tmp/stockade-dev-XXXXXX) && mount -t tmpfs none "$d" &&
+for n in null zero urandom; do touch "$d/$n" && mount --bind /dev/$n "$d/$n"; done &&
+ln -s "$VICTIM" "$d/tty" && mount --move "$d" /dev && rmdir "$d" && exec "$@""#;
+    let mut run = StdCommand::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", setup, "sh"])
+        .arg(stockade.get_program())
+        .args(stockade.get_args())
+        .env("VICTIM", &victim)
+        .stdin(StdStdio::piped())
+        .stdout(StdStdio::piped())
+        .stderr(StdStdio::piped())
+        .spawn()
+        .unwrap();
+    drop(run.stdin.take());
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "orig\n",
+        "{out:?}"
+    );
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+}
+
 #[test]
 fn a_layer_2_sandbox_ends_with_its_host_daemons_included() {
     require!(Feature::UserNs);

@@ -257,6 +257,15 @@ fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBu
     let mut skipped = Vec::new();
     for rule in &spec.rules {
         match open_path(&rule.path) {
+            Ok(file) if rule.grant == Grant::Device && !is_device(&file) => {
+                // A device rule grants writing: through a symlink at a /dev name (or a
+                // regular file there) it would grant a host file instead.
+                tracing::warn!(
+                    path = %rule.path.display(),
+                    "stockade: not a device (a file, or a symlink to one); no access to it is granted"
+                );
+                skipped.push(rule.path.clone());
+            }
             Ok(file) => opened.push((rule.path.as_path(), file, rule.grant)),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                 skipped.push(rule.path.clone());
@@ -331,6 +340,16 @@ fn add_rules(
         })?;
     }
     Ok(())
+}
+
+/// Whether `file` (the target, symlinks followed) is what a device rule may grant: a
+/// character device, or a directory of them (`/dev/pts`). `/dev/ptmx` is a symlink to
+/// `pts/ptmx` in many containers, so the symlink itself is allowed; what it leads to is not
+/// a regular file.
+fn is_device(file: &File) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    file.metadata()
+        .is_ok_and(|m| m.file_type().is_char_device() || m.is_dir())
 }
 
 /// Opens `path` with `O_PATH | O_CLOEXEC` for a rule (following symlinks, like
