@@ -465,6 +465,31 @@ fn a_double_forked_daemon_does_not_survive_the_run() {
     }
 }
 
+/// Runs `stockade` (a `cli` command) in a private mount namespace after the shell commands
+/// `setup` (root only: `unshare -m`), with `$VICTIM` set to `victim`, stdin an empty pipe
+/// (a root host's own `/dev/null` for the program would be reopened through `/proc`).
+fn in_private_mount_ns(
+    setup: &str,
+    stockade: &StdCommand,
+    victim: Option<&Path>,
+) -> std::process::Output {
+    let mut run = StdCommand::new("unshare");
+    run.args(["-m", "--propagation", "private", "sh", "-c"])
+        .arg(format!("{setup} && exec \"$@\""))
+        .arg("sh")
+        .arg(stockade.get_program())
+        .args(stockade.get_args())
+        .stdin(StdStdio::piped())
+        .stdout(StdStdio::piped())
+        .stderr(StdStdio::piped());
+    if let Some(v) = victim {
+        run.env("VICTIM", v);
+    }
+    let mut run = run.spawn().unwrap();
+    drop(run.stdin.take());
+    run.wait_with_output().unwrap()
+}
+
 /// A host without `/proc` (a minimal container image): layer 2's init cannot read its list
 /// of children, and ends what the program left running with a `kill(-1)` that Landlock's
 /// signal scope confines to the command's own processes. The run happens in a private
@@ -482,19 +507,7 @@ fn root_only_layer_2_ends_a_daemon_on_a_host_without_proc() {
     // A host process of the same uid, outside every Landlock domain.
     let mut witness = StdCommand::new("sleep").arg("100").spawn().unwrap();
     let stockade = cli(ws.path(), Layer::Landlock, &["sh", "-c", &script]);
-    let mut run = StdCommand::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c"])
-        .arg(r#"mount -t tmpfs none /proc && exec "$@""#)
-        .arg("sh")
-        .arg(stockade.get_program())
-        .args(stockade.get_args())
-        .stdin(StdStdio::piped())
-        .stdout(StdStdio::piped())
-        .stderr(StdStdio::piped())
-        .spawn()
-        .unwrap();
-    drop(run.stdin.take());
-    let out = run.wait_with_output().unwrap();
+    let out = in_private_mount_ns("mount -t tmpfs none /proc", &stockade, None);
     assert!(out.status.success() && out.stdout == b"ran\n", "{out:?}");
     let left = host_processes_with(&m);
     for pid in &left {
@@ -527,19 +540,8 @@ fn root_only_layer_2_grants_no_file_through_a_symlink_at_a_device_name() {
     let stockade = cli(ws.path(), Layer::Landlock, &["sh", "-c", &script]);
     let setup = r#"d=$(mktemp -d /var/tmp/stockade-dev-XXXXXX) && mount -t tmpfs none "$d" &&
 for n in null zero urandom; do touch "$d/$n" && mount --bind /dev/$n "$d/$n"; done &&
-ln -s "$VICTIM" "$d/tty" && mount --move "$d" /dev && rmdir "$d" && exec "$@""#;
-    let mut run = StdCommand::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", setup, "sh"])
-        .arg(stockade.get_program())
-        .args(stockade.get_args())
-        .env("VICTIM", &victim)
-        .stdin(StdStdio::piped())
-        .stdout(StdStdio::piped())
-        .stderr(StdStdio::piped())
-        .spawn()
-        .unwrap();
-    drop(run.stdin.take());
-    let out = run.wait_with_output().unwrap();
+ln -s "$VICTIM" "$d/tty" && mount --move "$d" /dev && rmdir "$d""#;
+    let out = in_private_mount_ns(setup, &stockade, Some(&victim));
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),
         "orig\n",
