@@ -28,6 +28,7 @@ const SOURCES: &[&str] = &[
     "image.rs",
     "src/protocol.rs",
     "src/run.rs",
+    "src/start.rs",
     "src/sys.rs",
     "build.rs",
 ];

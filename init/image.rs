@@ -10,6 +10,8 @@
 mod protocol;
 #[path = "src/run.rs"]
 mod run;
+#[path = "src/start.rs"]
+mod start;
 #[path = "src/sys.rs"]
 mod sys;
 
@@ -43,7 +45,8 @@ core::arch::global_asm!(
     entry = sym entry,
 );
 
-/// Reads `argc` and `argv` from the initial stack at `sp` and runs the init.
+/// Reads `argc`, `argv` and `envp` from the initial stack at `sp` and runs the init, or
+/// the starter when `argv[0]` says so ([`protocol::start`]).
 ///
 /// # Safety
 ///
@@ -57,6 +60,13 @@ unsafe extern "C" fn entry(sp: *const usize) -> ! {
     // SAFETY: the kernel lays out `argc` argument pointers and a NULL, all pointing to
     // strings on this stack, which lives as long as the process.
     let args = unsafe { run::Args::new(argc, argv) };
+    if args.get(0) == Some(protocol::start::ARGV0.to_bytes()) {
+        // The environment array follows argv's NULL.
+        let envp = argv.wrapping_add(argc.wrapping_add(1));
+        // SAFETY: `envp` is the kernel's NULL-terminated environment array, right after
+        // argv's terminating NULL on the initial stack, valid for the process's life.
+        unsafe { start::main(&args, envp) }
+    }
     run::main(&args)
 }
 

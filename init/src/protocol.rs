@@ -1,10 +1,17 @@
 //! What the host and the init say to each other. Both sides compile this file: the host as
 //! part of `stockade-init`'s library, the init image by `#[path]` from its own crate root.
 //!
+//! # The image's two roles
+//!
+//! The one image runs as the init (`argv[0]` = [`ARGV0`]) and as the program's *starter*
+//! (`argv[0]` = [`start::ARGV0`]): the program's process execs the image as the starter
+//! first, so that it leaves the host's memory at once, and the starter execs the program
+//! only when the init has told it to go (see [`start`]).
+//!
 //! # Start: argv
 //!
 //! The host's setup child starts the program's process first (a `CLONE_VM | CLONE_VFORK`
-//! child of its own that execs the program), then execs the init with this argv (every
+//! child of its own, which execs the starter), then execs the init with this argv (every
 //! number in decimal ASCII) and an empty environment:
 //!
 //! | index | content |
@@ -14,12 +21,25 @@
 //! | [`arg::REPORT_FD`] | write end of the setup report pipe (the host reads to EOF) |
 //! | [`arg::STATUS_FD`] | write end of the status pipe (one [`STATUS_SIZE`]-byte record) |
 //! | [`arg::INIT_STEP`] | step index reported when the init's own setup fails |
+//! | [`arg::GO_FD`] | write end of the go pipe: one byte lets the starter exec the program |
 //! | [`arg::PROGRAM`] | pid of the program's process, the init's child |
 //!
 //! The fixed arguments are the host's own, built before `clone`; the pid is the setup
 //! child's, which it writes on its own stack. The init only parses numbers. Nothing of the
-//! sandboxed program reaches the init: the program is already running when the init
-//! starts, and the init only waits for it, signals it and reaps.
+//! sandboxed program reaches the init: the init only releases the starter, waits for the
+//! program, signals it and reaps.
+//!
+//! # The go byte: why the program waits for the init
+//!
+//! Until the init's exec, PID 1 (or layer 2's subreaper) is the setup child, which shares
+//! the host's memory and holds the host's pipes; until the init's `PR_SET_DUMPABLE(0)` its
+//! `/proc/1/{mem,fd,environ}` are open to processes of its uid. So the program must not run
+//! a single instruction before both have happened. The init writes the go byte after
+//! both (and after it has closed every fd but its pipes), and the starter execs the
+//! program only on that byte: the order holds by construction, not by timing. (The
+//! program's process also sits in a Landlock domain nested inside the init's, where
+//! Landlock is in force, which on its own keeps it from tracing or opening `/proc/1/…` of
+//! the init.)
 //!
 //! # While running: signals
 //!
@@ -36,8 +56,11 @@
 //! - The status pipe carries one [`STATUS_SIZE`]-byte record with the program's raw wait
 //!   status when it has ended and every other process of the sandbox has been killed and
 //!   reaped: the host's wait returns there, without waiting for the init's own exit (and
-//!   reaps the init later). No record means the init itself was killed (`SIGKILL` from the
-//!   host): then the init's own status is the sandbox's.
+//!   reaps the init later); what must not run beside a live sandbox (the `.git` merge)
+//!   waits for the init's exit instead. No record means the init itself was killed
+//!   (`SIGKILL` from the host): then the init's own status is the sandbox's. Neither
+//!   pipe's write end is ever within the program's reach: the init holds them, and the
+//!   program can neither trace the init nor open its `/proc/1/fd`.
 
 use core::ffi::CStr;
 
@@ -54,10 +77,99 @@ pub mod arg {
     pub const STATUS_FD: usize = 3;
     /// The step index for a failure of the init's own setup.
     pub const INIT_STEP: usize = 4;
+    /// The go pipe's write end ([`super::start`]).
+    pub const GO_FD: usize = 5;
     /// The pid of the program's process.
-    pub const PROGRAM: usize = 5;
+    pub const PROGRAM: usize = 6;
     /// The number of arguments.
-    pub const COUNT: usize = 6;
+    pub const COUNT: usize = 7;
+}
+
+/// The starter: the role the program's process execs the image in before the program.
+///
+/// Its argv (numbers in decimal ASCII), then the program's own argv; its environment is
+/// the program's:
+///
+/// | index | content |
+/// | --- | --- |
+/// | 0 | [`ARGV0`] |
+/// | [`REPORT_FD`] | write end of the setup report pipe, for a failed exec of the program |
+/// | [`GO_FD`] | read end of the go pipe |
+/// | [`EXEC_STEP`] | step index reported when the program cannot be exec'd |
+/// | [`CANDIDATES`] | the number N of candidate paths that follow |
+/// | [`FIRST_CANDIDATE`] … | N candidate paths, tried in order as `execvp` does |
+/// | then | the program's `argv[0]`, its arguments |
+///
+/// The starter waits for one byte on the go pipe, closes it, marks the report pipe
+/// close-on-exec, unblocks every signal and execs the first candidate that can be
+/// executed. EOF instead of the byte means the init is gone: the starter exits with
+/// [`ORPHANED`] and runs nothing.
+pub mod start {
+    use core::ffi::CStr;
+
+    /// `argv[0]` of the starter.
+    pub const ARGV0: &CStr = c"stockade-start";
+    /// The report pipe's write end.
+    pub const REPORT_FD: usize = 1;
+    /// The go pipe's read end.
+    pub const GO_FD: usize = 2;
+    /// The step index of a failed exec of the program.
+    pub const EXEC_STEP: usize = 3;
+    /// The number of candidate paths.
+    pub const CANDIDATES: usize = 4;
+    /// The first candidate path.
+    pub const FIRST_CANDIDATE: usize = 5;
+    /// The most candidate paths accepted (more `PATH` directories than any real one has).
+    pub const MAX_CANDIDATES: u32 = 4096;
+    /// Exit status when the program could not be exec'd (the host has the record).
+    pub const EXEC_FAILED: i32 = 127;
+    /// Exit status when the init went away before it said go.
+    pub const ORPHANED: i32 = 125;
+
+    /// The starter's settings, parsed from its arguments.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Config {
+        /// The setup report pipe's write end.
+        pub report_fd: i32,
+        /// The go pipe's read end.
+        pub go_fd: i32,
+        /// Step index of a failed exec.
+        pub exec_step: u32,
+        /// The number of candidate paths, from [`FIRST_CANDIDATE`].
+        pub candidates: usize,
+    }
+
+    impl Config {
+        /// Parses the arguments; `arg(i)` returns argument `i` without its NUL. The
+        /// program's `argv[0]` must follow the candidates; `None` otherwise.
+        pub fn parse<'a>(argc: usize, arg: impl Fn(usize) -> Option<&'a [u8]>) -> Option<Config> {
+            let num = |i| arg(i).and_then(super::parse_u32);
+            let fd = |i| num(i).and_then(|v| i32::try_from(v).ok());
+            if arg(0)? != ARGV0.to_bytes() {
+                return None;
+            }
+            let n = num(CANDIDATES).filter(|&n| n <= MAX_CANDIDATES)? as usize;
+            let program = FIRST_CANDIDATE.checked_add(n)?;
+            if argc <= program {
+                return None;
+            }
+            let (report_fd, go_fd) = (fd(REPORT_FD)?, fd(GO_FD)?);
+            if report_fd == go_fd {
+                return None;
+            }
+            Some(Config {
+                report_fd,
+                go_fd,
+                exec_step: num(EXEC_STEP)?,
+                candidates: n,
+            })
+        }
+
+        /// The index of the program's `argv[0]` in the starter's argv.
+        pub fn program_argv(&self) -> usize {
+            FIRST_CANDIDATE + self.candidates
+        }
+    }
 }
 
 /// Bits of the flags argument. The init acts on [`flag::SUBREAPER`]; the others tell the
@@ -235,6 +347,8 @@ pub struct Config {
     pub status_fd: i32,
     /// Step index of the init's own setup.
     pub init_step: u32,
+    /// The go pipe's write end.
+    pub go_fd: i32,
     /// The program's process (a pid, never 0).
     pub program: i32,
 }
@@ -255,6 +369,7 @@ impl Config {
             report_fd: positive(arg::REPORT_FD)?,
             status_fd: positive(arg::STATUS_FD)?,
             init_step: num(arg::INIT_STEP)?,
+            go_fd: positive(arg::GO_FD)?,
             program,
         })
     }
@@ -384,7 +499,7 @@ mod tests {
 
     #[test]
     fn config_parses_the_fixed_arguments() {
-        let a = ["stockade-init", "3", "5", "6", "40", "2"];
+        let a = ["stockade-init", "3", "5", "6", "40", "7", "2"];
         let c = Config::parse(a.len(), argv(&a)).unwrap();
         assert_eq!(
             c,
@@ -393,6 +508,7 @@ mod tests {
                 report_fd: 5,
                 status_fd: 6,
                 init_step: 40,
+                go_fd: 7,
                 program: 2,
             }
         );
@@ -410,14 +526,67 @@ mod tests {
             assert!(c.has(flag::NEW_SESSION) && !c.has(flag::SCOPE_SIGNALS));
         }
         // Unknown flags, another argv[0], pid 0, a missing or an extra argument: refused.
-        for (i, v) in [(1, "64"), (0, "init"), (5, "0"), (5, "-2"), (5, "")] {
+        for (i, v) in [
+            (1, "64"),
+            (0, "init"),
+            (6, "0"),
+            (6, "-2"),
+            (6, ""),
+            (5, "x"),
+        ] {
             let mut b = a;
             b[i] = v;
             assert_eq!(Config::parse(b.len(), argv(&b)), None, "{i}: {v:?}");
         }
-        assert_eq!(Config::parse(5, argv(&a[..5])), None);
-        let b = ["stockade-init", "3", "5", "6", "40", "2", "sh"];
+        assert_eq!(Config::parse(6, argv(&a[..6])), None);
+        let b = ["stockade-init", "3", "5", "6", "40", "7", "2", "sh"];
         assert_eq!(Config::parse(b.len(), argv(&b)), None);
+    }
+
+    #[test]
+    fn the_starter_parses_its_arguments() {
+        let a = [
+            "stockade-start",
+            "5",
+            "6",
+            "41",
+            "2",
+            "/bin/sh",
+            "/usr/bin/sh",
+            "sh",
+            "-c",
+            "x",
+        ];
+        let c = start::Config::parse(a.len(), argv(&a)).unwrap();
+        assert_eq!(
+            c,
+            start::Config {
+                report_fd: 5,
+                go_fd: 6,
+                exec_step: 41,
+                candidates: 2,
+            }
+        );
+        assert_eq!(a[c.program_argv()], "sh");
+        // No candidate is allowed (a program that is not found): argv[0] must still follow.
+        let b = ["stockade-start", "5", "6", "41", "0", "sh"];
+        assert_eq!(
+            start::Config::parse(b.len(), argv(&b))
+                .unwrap()
+                .program_argv(),
+            5
+        );
+        // The program's argv[0] missing, a count past the arguments, a huge count, the
+        // init's argv[0], one fd for both pipes: refused.
+        assert_eq!(start::Config::parse(5, argv(&b[..5])), None);
+        let c = ["stockade-start", "5", "6", "41", "3", "/bin/sh", "sh"];
+        assert_eq!(start::Config::parse(c.len(), argv(&c)), None);
+        let d = ["stockade-start", "5", "6", "41", "4294967295", "sh"];
+        assert_eq!(start::Config::parse(d.len(), argv(&d)), None);
+        let e = ["stockade-init", "5", "6", "41", "0", "sh"];
+        assert_eq!(start::Config::parse(e.len(), argv(&e)), None);
+        let f = ["stockade-start", "5", "5", "41", "0", "sh"];
+        assert_eq!(start::Config::parse(f.len(), argv(&f)), None);
     }
 
     #[test]

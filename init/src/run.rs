@@ -2,17 +2,21 @@
 //!
 //! The host's setup child has already started the program's process (its own
 //! `CLONE_VM | CLONE_VFORK` child, which took its session and terminal, entered the
-//! program's nested domain and exec'd the program) before it exec'd this image: the
-//! program is running, or has even ended, when the init starts. So the init forks nothing
-//! and execs nothing; it:
+//! program's nested domain and exec'd this image as the starter, `start.rs`) before it
+//! exec'd this image as the init. The starter waits for the init's go byte; the init forks
+//! nothing and execs nothing. It:
 //!
 //! 1. Sets up: names itself, becomes non-dumpable, blocks every signal and opens a
 //!    signalfd for them, marks the host's pipes close-on-exec; on layer 2 (again: the setup
 //!    child did it before starting the program) becomes a child subreaper and makes the
 //!    host's death a request to end the sandbox ([`protocol::KILL_REQUEST`]).
-//! 2. Clears its own arguments but `argv[0]`, and closes everything but the status pipe
-//!    and the signalfd (the report pipe's copy included, so the host reads EOF; stdio and
-//!    passed fds belong to the program, which has its own copies).
+//! 2. Clears its own arguments but `argv[0]`, and closes everything but the status pipe,
+//!    the go pipe and the signalfd (stdio and passed fds belong to the program, which has
+//!    its own copies). Only then does it write the go byte and close the go pipe: the
+//!    program runs from here, and finds a PID 1 (or a parent, on layer 2) that maps no
+//!    host memory, is not dumpable and holds no fd but its own pipes
+//!    ([`protocol`]'s "go byte"). Then it closes the report pipe's copy (the host reads
+//!    EOF once the program has exec'd, too).
 //! 3. Loops on the signalfd: `SIGCHLD` reaps every child that has ended (orphans included);
 //!    a signal of [`protocol::FORWARDED`] goes to the program, unless the kernel sent it to
 //!    a whole process group (a terminal's `^C` with `keep_session`), which the program is
@@ -21,7 +25,8 @@
 //!    init's descendants, in a PID namespace every process of it); write the program's raw
 //!    wait status to the status pipe; exit. The host's wait returns at the record, so
 //!    nothing of the sandbox runs any more then; the namespaces' teardown in this
-//!    process's exit goes on without the host waiting for it.
+//!    process's exit goes on without the host waiting for it (what must not run beside a
+//!    live sandbox, the `.git` merge, waits for this exit).
 //!
 //! Signals stay blocked in the init from before its exec (the setup child blocks them all
 //! around `clone` and never unblocks them), so no signal can end it before the signalfd
@@ -54,8 +59,29 @@ impl Args {
         Args { argc, argv }
     }
 
+    /// The number of arguments.
+    pub fn argc(&self) -> usize {
+        self.argc
+    }
+
+    /// Argument `i` as the kernel's pointer (NULL past the end).
+    pub fn ptr(&self, i: usize) -> *const u8 {
+        if i >= self.argc {
+            return core::ptr::null();
+        }
+        // SAFETY: `i < argc`, so this is `argv[i]`, inside the array `new`'s caller vouched
+        // for.
+        unsafe { *self.argv.wrapping_add(i) }
+    }
+
+    /// The argv array from argument `i` on: a NULL-terminated array of pointers, as
+    /// `execve` takes it (`i <= argc`: the terminating NULL is `argv[argc]`).
+    pub fn from(&self, i: usize) -> *const *const u8 {
+        self.argv.wrapping_add(i.min(self.argc))
+    }
+
     /// Argument `i`, without its NUL.
-    fn get(&self, i: usize) -> Option<&[u8]> {
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
         if i >= self.argc {
             return None;
         }
@@ -104,6 +130,8 @@ struct Pipes {
     report: OwnedFd,
     /// The program's wait status goes here at the end.
     status: OwnedFd,
+    /// One byte here lets the starter exec the program.
+    go: OwnedFd,
 }
 
 /// Runs the init. Never returns.
@@ -111,7 +139,7 @@ pub fn main(args: &Args) -> ! {
     let Some(cfg) = Config::parse(args.argc, |i| args.get(i)) else {
         sys::exit_group(INIT_FAILED)
     };
-    if cfg.report_fd == cfg.status_fd {
+    if cfg.report_fd == cfg.status_fd || cfg.go_fd == cfg.report_fd || cfg.go_fd == cfg.status_fd {
         // Two owners of one fd: not what the host sends.
         sys::exit_group(INIT_FAILED)
     }
@@ -121,7 +149,9 @@ pub fn main(args: &Args) -> ! {
     let report = unsafe { OwnedFd::from_raw(cfg.report_fd) };
     // SAFETY: as for `report`, the status pipe, which is another fd (just checked).
     let status = unsafe { OwnedFd::from_raw(cfg.status_fd) };
-    let pipes = Pipes { report, status };
+    // SAFETY: as for `report`, the go pipe's write end, a third fd (just checked).
+    let go = unsafe { OwnedFd::from_raw(cfg.go_fd) };
+    let pipes = Pipes { report, status, go };
     let report = pipes.report.as_fd();
     let sfd = match setup(&cfg, &pipes) {
         Ok(fd) => fd,
@@ -133,9 +163,13 @@ pub fn main(args: &Args) -> ! {
         // The program runs, but the host would wait for an EOF that never comes.
         fail_running(&cfg, report, e);
     }
+    // Go: from here on the program may run. An error (the starter is gone: EPIPE) changes
+    // nothing; its end is reaped as any.
+    let Pipes { report, status, go } = pipes;
+    let _ = sys::write(go.as_fd(), &[1]);
+    let _ = sys::close(go);
     // The host reads EOF on the report pipe once every copy is closed: this one (the
-    // program's process closed its own at its exec).
-    let Pipes { report, status } = pipes;
+    // program's process closes its own at the program's exec).
     let _ = sys::close(report);
     supervise(&cfg, sfd.as_fd(), status.as_fd(), program)
 }
@@ -168,6 +202,7 @@ fn setup(cfg: &Config, pipes: &Pipes) -> sys::Result<OwnedFd> {
     let sfd = sys::signalfd(!0)?;
     sys::fcntl_setfd(pipes.report.as_fd(), c::FD_CLOEXEC)?;
     sys::fcntl_setfd(pipes.status.as_fd(), c::FD_CLOEXEC)?;
+    sys::fcntl_setfd(pipes.go.as_fd(), c::FD_CLOEXEC)?;
     if cfg.has(flag::SUBREAPER) {
         sys::prctl_set_child_subreaper()?;
         // Until here the parent-death signal was the setup child's SIGKILL, armed while the
@@ -178,12 +213,13 @@ fn setup(cfg: &Config, pipes: &Pipes) -> sys::Result<OwnedFd> {
     Ok(sfd)
 }
 
-/// Closes every fd but the two pipes and the signalfd (the report pipe follows in `main`,
-/// once nothing can fail any more that it would have to report).
+/// Closes every fd but the three pipes and the signalfd (the go and report pipes follow
+/// in `main`, once nothing can fail any more that the report pipe would have to carry).
 fn keep_only(pipes: &Pipes, sfd: BorrowedFd<'_>) -> sys::Result<()> {
     let keep = sorted([
         pipes.report.as_fd().raw(),
         pipes.status.as_fd().raw(),
+        pipes.go.as_fd().raw(),
         sfd.raw(),
     ]);
     let mut first = 0u32;
@@ -203,13 +239,23 @@ fn keep_only(pipes: &Pipes, sfd: BorrowedFd<'_>) -> sys::Result<()> {
     unsafe { sys::close_range(first, u32::MAX) }
 }
 
-/// The three values in ascending order (without `sort`, which would bring its machinery
-/// into the image).
-fn sorted([a, b, c]: [i32; 3]) -> [i32; 3] {
-    let (a, b) = (a.min(b), a.max(b));
-    let (b, c) = (b.min(c), b.max(c));
-    let (a, b) = (a.min(b), a.max(b));
-    [a, b, c]
+/// The values in ascending order (an insertion sort, without `sort`, which would bring
+/// its machinery into the image).
+fn sorted<const N: usize>(mut v: [i32; N]) -> [i32; N] {
+    for i in 1..N {
+        let mut j = i;
+        while j > 0 {
+            let (Some(&a), Some(&b)) = (v.get(j - 1), v.get(j)) else {
+                break;
+            };
+            if a <= b {
+                break;
+            }
+            v.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+    v
 }
 
 /// Step 3. Never returns.
@@ -431,6 +477,8 @@ mod tests {
             assert_eq!(sorted(v), [1, 2, 3]);
         }
         assert_eq!(sorted([5, 0, 5]), [0, 5, 5]);
+        assert_eq!(sorted([9, 4, 7, 1]), [1, 4, 7, 9]);
+        assert_eq!(sorted([3, 3, 0, 3]), [0, 3, 3, 3]);
     }
 
     #[test]

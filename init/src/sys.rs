@@ -96,6 +96,7 @@ pub mod nr {
     pub const WAIT4: usize = 61;
     pub const KILL: usize = 62;
     pub const FCNTL: usize = 72;
+    pub const EXECVE: usize = 59;
     pub const GETPPID: usize = 110;
     pub const PRCTL: usize = 157;
     pub const EXIT_GROUP: usize = 231;
@@ -115,6 +116,7 @@ pub mod nr {
     pub const WRITE: usize = 64;
     pub const SIGNALFD4: usize = 74;
     pub const EXIT_GROUP: usize = 94;
+    pub const EXECVE: usize = 221;
     pub const KILL: usize = 129;
     pub const RT_SIGPROCMASK: usize = 135;
     pub const PRCTL: usize = 167;
@@ -130,8 +132,13 @@ compile_error!("the stockade init issues raw system calls on x86_64 and aarch64 
 pub mod c {
     #![allow(missing_docs)]
     pub const EPERM: i32 = 1;
+    pub const ENOENT: i32 = 2;
     pub const EINTR: i32 = 4;
+    pub const ENOEXEC: i32 = 8;
     pub const ECHILD: i32 = 10;
+    pub const EACCES: i32 = 13;
+    pub const ENOTDIR: i32 = 20;
+    pub const ESTALE: i32 = 116;
     pub const SIG_SETMASK: usize = 2;
     pub const SFD_CLOEXEC: usize = 0o2000000;
     pub const O_RDONLY: usize = 0;
@@ -391,6 +398,21 @@ pub fn getppid() -> i32 {
     r.unwrap_or(0) as i32
 }
 
+/// `execve(2)`. Returns only on failure, with the errno.
+///
+/// # Safety
+///
+/// `argv` and `envp` must be NULL-terminated arrays of pointers to NUL-terminated strings,
+/// all valid for the call (the kernel copies them before it replaces the process).
+pub unsafe fn execve(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> Errno {
+    // SAFETY: `path` is a NUL-terminated string and `argv`, `envp` NULL-terminated arrays
+    // of them, valid for the call (the caller's guarantee); the kernel only reads them.
+    match unsafe { syscall!(nr::EXECVE, path, argv, envp) } {
+        Ok(_) => c::ENOEXEC,
+        Err(e) => e,
+    }
+}
+
 /// `exit_group(2)`.
 pub fn exit_group(code: i32) -> ! {
     loop {
@@ -405,7 +427,8 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 13] = [
+        let pairs: [(usize, libc::c_long); 14] = [
+            (nr::EXECVE, libc::SYS_execve),
             (nr::READ, libc::SYS_read),
             (nr::WRITE, libc::SYS_write),
             (nr::CLOSE, libc::SYS_close),
@@ -429,6 +452,15 @@ mod tests {
     fn constants_match_the_kernel() {
         assert_eq!(c::EINTR, libc::EINTR);
         assert_eq!(c::ECHILD, libc::ECHILD);
+        for (ours, theirs) in [
+            (c::ENOENT, libc::ENOENT),
+            (c::ENOEXEC, libc::ENOEXEC),
+            (c::EACCES, libc::EACCES),
+            (c::ENOTDIR, libc::ENOTDIR),
+            (c::ESTALE, libc::ESTALE),
+        ] {
+            assert_eq!(ours, theirs);
+        }
         assert_eq!(c::SIG_SETMASK as i32, libc::SIG_SETMASK);
         assert_eq!(c::SFD_CLOEXEC as i32, libc::SFD_CLOEXEC);
         assert_eq!(c::O_RDONLY as i32, libc::O_RDONLY);

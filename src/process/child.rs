@@ -186,14 +186,23 @@ impl Child {
         }
     }
 
-    /// Records the program's status `s` once every process of the sandbox is gone.
+    /// Records the program's status `s`, then cleans up after the sandbox once it is gone.
+    ///
+    /// The status may come from the init's record, written when the program and every
+    /// other process have been reaped; what reads or removes what the program wrote (the
+    /// private `TMPDIR`, the `.git` layers) waits for the init's own exit as well, never
+    /// trusting a record alone (`launch::wait_gone`).
     fn ended(&mut self, s: ExitStatus) -> ExitStatus {
         self.status = Some(s);
         if let Some(dir) = self.private_tmp.take() {
-            tmp::remove(dir);
+            if launch::wait_gone(&self.handle) {
+                tmp::remove(dir);
+            } else {
+                tmp::remove_after_exit(dir, self.pid, &self.handle);
+            }
         }
-        // The program and every process of its namespace are gone: the `.git` layers are
-        // written no more.
+        // Waits for the init's exit itself: every process of its namespace is gone then,
+        // and the `.git` layers are written no more.
         self.git.finish();
         s
     }

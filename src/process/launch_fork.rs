@@ -206,6 +206,12 @@ fn fork_child(exec: &prepare::Exec, confine: Option<&Confine>) -> io::Result<lib
     Ok(pid)
 }
 
+/// The program has been reaped when its status is known: nothing is left to wait for.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub(super) fn wait_gone(_handle: &Handle) -> bool {
+    true
+}
+
 /// No init here: the program's own wait status is its status.
 #[cfg_attr(target_os = "linux", allow(dead_code))]
 pub(super) fn early_status(_handle: &mut Handle, _block: bool) -> Option<std::process::ExitStatus> {

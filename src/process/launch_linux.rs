@@ -277,6 +277,7 @@ fn init_launch(
         init::image_fd()?,
         report_w,
         status_w.as_raw_fd(),
+        init::go_pipe()?,
         flags,
         init::Steps {
             init: base + backend::child::extra::INIT,
@@ -396,6 +397,12 @@ pub(super) fn early_status(handle: &mut Handle, block: bool) -> Option<std::proc
         }
     }
     Some(status)
+}
+
+/// Blocks until the sandbox of `handle` is gone: its init (or, in passthrough, the
+/// program) has exited. False when that cannot be awaited.
+pub(super) fn wait_gone(handle: &Handle) -> bool {
+    init::wait_exited(handle.as_fd())
 }
 
 /// Reaps the inits of earlier commands that have exited since ([`super::reap`]); with

@@ -239,8 +239,11 @@ pub(super) fn remove_after_exit(dir: PrivateTmp, pid: libc::pid_t, handle: &laun
         .name("stockade-tmp-remove".into())
         .spawn(move || {
             let Ok(dir) = rx.recv() else { return };
-            watch.wait();
-            remove(dir);
+            if watch.wait() {
+                remove(dir);
+            } else {
+                leave(dir, "cannot wait for the program's end");
+            }
         });
     match spawned {
         Ok(_) => {
@@ -277,8 +280,8 @@ impl ExitWatch {
     /// Returns once the sandbox's first process (its init) has exited. The init ends
     /// every descendant of the program before it exits, so nothing uses the directory
     /// after this.
-    fn wait(&self) {
-        super::gitlayer::merge::wait_for_exit(&self.0);
+    fn wait(&self) -> bool {
+        crate::backend::linux::init::wait_exited(std::os::fd::AsFd::as_fd(&self.0))
     }
 }
 
@@ -296,7 +299,7 @@ fn exit_watch(pid: libc::pid_t, _handle: &launch::Handle) -> Option<ExitWatch> {
 impl ExitWatch {
     /// Returns once the program has exited (left a zombie for its reaper), or once
     /// someone else has reaped it (`ECHILD`): either way it has ended.
-    fn wait(&self) {
+    fn wait(&self) -> bool {
         loop {
             // SAFETY: all-zero is a valid `siginfo_t` (plain integers and pointers the
             // kernel fills in).
@@ -312,7 +315,7 @@ impl ExitWatch {
                 )
             };
             if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return;
+                return true;
             }
         }
     }

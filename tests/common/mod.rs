@@ -7,7 +7,7 @@
 //! failures, for the features it names (a comma list):
 //!
 //! - `all`: every kernel feature and tool (`userns`, `landlock`, `seccomp`, `setpriv`,
-//!   `strace`). A machine of the kind CI runs on has them all, whoever runs the suite.
+//!   `strace`, `cc`). A machine of the kind CI runs on has them all, whoever runs the suite.
 //! - `root`: running as root. It is a property of the run, not of the machine, so `all`
 //!   does not include it: it must be listed (`STOCKADE_TEST_REQUIRE=all,root`).
 //!
@@ -37,6 +37,8 @@ pub enum Feature {
     Setpriv,
     /// The `strace` tool, to count the system calls of a run.
     Strace,
+    /// A C compiler (`cc`), to build freestanding test programs.
+    Cc,
 }
 
 impl Feature {
@@ -46,6 +48,7 @@ impl Feature {
             Feature::Root => "root",
             Feature::Setpriv => "setpriv",
             Feature::Strace => "strace",
+            Feature::Cc => "cc",
         }
     }
 
@@ -63,6 +66,8 @@ impl Feature {
                 .then(|| "setpriv not found (apt-get install util-linux)".into()),
             Feature::Strace => (!Path::new("/usr/bin/strace").exists())
                 .then(|| "strace not found (apt-get install strace)".into()),
+            Feature::Cc => (!Path::new("/usr/bin/cc").exists())
+                .then(|| "cc not found (apt-get install gcc)".into()),
         }
     }
 }
@@ -73,7 +78,7 @@ pub fn required(f: Feature) -> bool {
 }
 
 /// Whether `STOCKADE_TEST_REQUIRE` demands the feature `name` (`userns`, `landlock`,
-/// `seccomp`, `setpriv`, `strace`, or `root`, which `all` leaves out).
+/// `seccomp`, `setpriv`, `strace`, `cc`, or `root`, which `all` leaves out).
 pub fn required_name(name: &str) -> bool {
     let list = std::env::var("STOCKADE_TEST_REQUIRE").unwrap_or_default();
     demands(&list, name)

@@ -19,20 +19,33 @@
 //! the vDSO. The init does tini's job: forward signals, reap orphans, report the program's
 //! exact wait status, exit (see `init/src/run.rs`).
 //!
-//! # DESIGN: the setup child starts the program, then becomes the init
+//! # DESIGN: the setup child starts the program, which waits for the init
 //!
 //! The program's process is not a fork of the init. Just before its own exec, the setup
 //! child (PID 1 of the new namespace, or on layer 2 a subreaper) starts it as a
 //! `CLONE_VM | CLONE_VFORK` child of its own, on the spare end of its stack, as
-//! `posix_spawn` does (`child/start.rs`): that child takes its session and terminal,
-//! enters the program's nested Landlock domain on layer 2, unblocks signals and execs the
-//! program. Then the setup child execs the init, which finds its child running and only
-//! supervises it ([`protocol::arg::PROGRAM`] names its pid). So the program's exec does not
-//! wait for the init's exec, nor for a fork of it: the two execs overlap, and a command
-//! takes one process creation less (about 0.1 ms of a spawn, `bench/README.md`).
+//! `posix_spawn` does (`child/start.rs`): that child takes its session, enters a Landlock
+//! domain nested inside the setup child's, takes its terminal and execs this same image
+//! as the *starter* ([`protocol::start`]), which leaves the host's memory at once. Then the
+//! setup child execs the init, which finds its child there and only supervises it
+//! ([`protocol::arg::PROGRAM`] names its pid). The starter execs the program only when the
+//! init, non-dumpable and holding nothing but its own pipes, writes the go byte.
+//!
+//! The order is the point (DESIGN's "doors back to the host"). Until its exec the setup
+//! child shares the host's memory, is dumpable and holds the host's pipes; a program that
+//! ran before it had become the init could read the host's memory through `/proc/1/mem`,
+//! write a forged status record through `/proc/1/fd/N`, or (with `allow_ptrace`) trace PID
+//! 1 and rewrite the host's memory. An earlier design exec'd the program first and the
+//! init second, to overlap the two execs, and lost that race in up to half of the runs of
+//! a freestanding program (`tests/init_window.rs`). Now the program's first instruction
+//! comes after the go byte by construction, and the nested domain alone would already
+//! keep the program from tracing the init or opening its `/proc` files. The starter's exec
+//! overlaps the init's; the wait for the go costs the init's exec and setup
+//! (`bench/README.md`).
 //! Nothing runs outside the walls in between: both processes are made after every wall
 //! is up. Signals are blocked in the setup child from before `clone` to the init's
-//! signalfd, so what the host sends meanwhile waits, queued, for the init to forward it.
+//! signalfd (and in the starter until the program's exec), so what the host sends
+//! meanwhile waits, queued, for the init to forward it.
 //!
 //! On layer 2 there is no PID namespace: the same init runs as a child subreaper and, when
 //! the program ends (or the host asks, or dies), kills and reaps every descendant, so a
@@ -63,7 +76,8 @@
 //!
 //! The test `the_init_is_under_the_programs_walls` (tests/init.rs) checks from inside that
 //! PID 1 reports `Seccomp: 2`, `NoNewPrivs: 1` and no capability, and that the program,
-//! its child, is confined by Landlock.
+//! its child, is confined by Landlock. The program's own domain is nested one level deeper
+//! (`child/start.rs`), so that it can never trace the init or open its `/proc` files.
 //!
 //! # The image fd
 //!
@@ -209,8 +223,25 @@ pub fn status_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
     Ok((r, above_stdio(w).map_err(os)?))
 }
 
+/// The go pipe ([`protocol`]'s "go byte"): (read end for the starter, write end for the
+/// init), both close-on-exec and above the stdio fds; the setup child and the program's
+/// process clear the flag on the end their exec must keep.
+///
+/// # Errors
+///
+/// [`SpawnError::Os`] when `pipe2` or `fcntl` fails.
+pub fn go_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
+    let os = |e: nix::Error| SpawnError::Os {
+        call: "pipe2 (init go)",
+        source: e.into(),
+    };
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(os)?;
+    Ok((above_stdio(r).map_err(os)?, above_stdio(w).map_err(os)?))
+}
+
 /// How the setup child starts the program's process and then execs the init: the image
-/// fd, the two pipe ends the init inherits, the flags and the init's fixed arguments.
+/// fd, the pipe ends the init and the starter inherit, the flags and the init's fixed
+/// arguments.
 #[derive(Debug)]
 pub struct Launch {
     /// The sealed memfd ([`image_fd`]).
@@ -219,6 +250,9 @@ pub struct Launch {
     pub report_fd: RawFd,
     /// The status pipe's write end.
     pub status_fd: RawFd,
+    /// The go pipe ([`go_pipe`]): the starter's read end, the init's write end. Held until
+    /// the setup child has exec'd or exited.
+    pub go: (OwnedFd, OwnedFd),
     /// Bits of [`flag`]: how the program's process starts, and whether the init is a
     /// subreaper.
     pub flags: u32,
@@ -227,6 +261,48 @@ pub struct Launch {
     /// The init's arguments before the program's pid, which the setup child adds on its
     /// own stack ([`Launch::argv`]).
     header: [CString; protocol::arg::PROGRAM],
+}
+
+/// The starter's argv ([`protocol::start`]): its own arguments, the program's candidate
+/// paths and the program's argv, as one NULL-terminated array built before `clone`.
+#[derive(Debug)]
+pub struct Starter {
+    /// Backing storage of the starter's own arguments: read through `argv` only.
+    #[allow(dead_code)]
+    header: [CString; protocol::start::FIRST_CANDIDATE],
+    /// NULL-terminated argv: pointers into `header` and into the program's strings.
+    pub argv: Vec<*const c_char>,
+}
+
+// SAFETY: the pointers in `argv` point into `header` (owned here) and into the `CString`s
+// of the `Program` that the same `Exec` owns; their heap buffers do not move when the
+// values do and are never mutated, and the setup child reads them while the owning thread
+// keeps both alive (as for `Program`).
+unsafe impl Send for Starter {}
+
+impl Starter {
+    /// The starter's argv for `program`, reporting on `report_fd`, waiting on `go_fd`.
+    pub(crate) fn new(
+        program: &crate::backend::program::Program,
+        report_fd: RawFd,
+        go_fd: RawFd,
+        exec_step: u32,
+    ) -> Self {
+        // Decimal digits never contain a NUL byte.
+        let num = |v: i64| CString::new(v.to_string()).unwrap_or_default();
+        let header = [
+            protocol::start::ARGV0.to_owned(),
+            num(report_fd.into()),
+            num(go_fd.into()),
+            num(exec_step.into()),
+            num(program.candidates.len() as i64),
+        ];
+        let mut argv: Vec<*const c_char> = header.iter().map(|s| s.as_ptr()).collect();
+        argv.extend(program.candidates.iter().map(|s| s.as_ptr()));
+        // The program's argv, its NULL included.
+        argv.extend_from_slice(&program.argv);
+        Starter { header, argv }
+    }
 }
 
 /// Step indices of the program's start.
@@ -246,6 +322,7 @@ impl Launch {
         image_fd: RawFd,
         report_fd: RawFd,
         status_fd: RawFd,
+        go: (OwnedFd, OwnedFd),
         flags: u32,
         steps: Steps,
     ) -> Self {
@@ -257,11 +334,13 @@ impl Launch {
             num(report_fd.into()),
             num(status_fd.into()),
             num(steps.init.into()),
+            num(go.1.as_raw_fd().into()),
         ];
         Launch {
             image_fd,
             report_fd,
             status_fd,
+            go,
             flags,
             steps,
             header,
@@ -282,16 +361,45 @@ impl Launch {
         for (dst, src) in pid_buf.iter_mut().zip(digits.iter().skip(start)) {
             *dst = *src;
         }
-        let [a0, a1, a2, a3, a4] = &self.header;
+        let [a0, a1, a2, a3, a4, a5] = &self.header;
         [
             a0.as_ptr(),
             a1.as_ptr(),
             a2.as_ptr(),
             a3.as_ptr(),
             a4.as_ptr(),
+            a5.as_ptr(),
             pid_buf.as_ptr().cast(),
             std::ptr::null(),
         ]
+    }
+}
+
+/// Blocks until the process of `pidfd` has exited (a zombie, or reaped since), without
+/// reaping it. For a sandbox's init this is the sandbox's end: a PID namespace's init is
+/// reported exited only once the kernel has killed and reaped every other process of the
+/// namespace, and layer 2's init exits only after it has ended every descendant it could
+/// find. False when the pidfd cannot be polled (then nothing may treat the sandbox as
+/// gone).
+pub fn wait_exited(pidfd: BorrowedFd<'_>) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    loop {
+        let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(n) if n > 0 => {
+                let revents = fds[0].revents().unwrap_or(PollFlags::empty());
+                if revents.contains(PollFlags::POLLNVAL) {
+                    return false;
+                }
+                if revents.intersects(PollFlags::POLLIN | PollFlags::POLLHUP) {
+                    return true;
+                }
+            }
+            Ok(_) | Err(nix::Error::EINTR) => {}
+            // Out of memory for the poll table: try again shortly.
+            Err(nix::Error::ENOMEM) => std::thread::sleep(std::time::Duration::from_millis(1)),
+            Err(_) => return false,
+        }
     }
 }
 
@@ -416,6 +524,44 @@ impl AsRawFd for Handle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `wait_exited` returns only once the process has exited (it is a zombie then, not
+    /// reaped), and at once for one that has.
+    #[test]
+    fn wait_exited_returns_once_the_process_has_exited() {
+        use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+        use std::os::fd::FromRawFd;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "read x; exit 7"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id(), 0) };
+        assert!(raw >= 0, "{}", io::Error::last_os_error());
+        // SAFETY: the fd was just returned by pidfd_open, and nothing else owns it.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(raw as RawFd) };
+        let exited = || {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            matches!(
+                waitid(Id::PIDFd(pidfd.as_fd()), flags),
+                Ok(WaitStatus::Exited(_, 7))
+            )
+        };
+        assert!(!exited());
+        let closer = std::thread::spawn({
+            let stdin = child.stdin.take();
+            move || {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                drop(stdin);
+            }
+        });
+        assert!(wait_exited(pidfd.as_fd()));
+        assert!(exited(), "wait_exited returned before the exit");
+        assert!(wait_exited(pidfd.as_fd()));
+        closer.join().unwrap();
+        assert_eq!(child.wait().unwrap().code(), Some(7));
+    }
     use std::ffi::CStr;
 
     #[test]
@@ -450,7 +596,9 @@ mod tests {
 
     #[test]
     fn the_argv_carries_the_fixed_arguments_and_the_pid() {
-        let l = Launch::new(9, 5, 6, 3, Steps { init: 41, exec: 40 });
+        let go = go_pipe().unwrap();
+        let go_w = go.1.as_raw_fd().to_string();
+        let l = Launch::new(9, 5, 6, go, 3, Steps { init: 41, exec: 40 });
         let mut buf = [b'x'; 11];
         let argv = l.argv(4_194_304, &mut buf);
         let args: Vec<&str> = argv[..argv.len() - 1]
@@ -459,16 +607,56 @@ mod tests {
             // which `argv` NUL-terminated.
             .map(|&p| unsafe { CStr::from_ptr(p) }.to_str().unwrap())
             .collect();
-        assert_eq!(args, ["stockade-init", "3", "5", "6", "41", "4194304"]);
+        assert_eq!(
+            args,
+            ["stockade-init", "3", "5", "6", "41", &go_w, "4194304"]
+        );
         assert!(argv.last().unwrap().is_null());
         let parsed = protocol::Config::parse(args.len(), |i| args.get(i).map(|s| s.as_bytes()));
         assert_eq!(
-            parsed.map(|c| (c.program, c.init_step)),
-            Some((4_194_304, 41))
+            parsed.map(|c| (c.program, c.init_step, c.go_fd.to_string())),
+            Some((4_194_304, 41, go_w))
         );
         // A shorter pid after a longer one leaves no digit behind.
         let argv = l.argv(2, &mut buf);
         // SAFETY: as above.
-        assert_eq!(unsafe { CStr::from_ptr(argv[5]) }, c"2");
+        assert_eq!(unsafe { CStr::from_ptr(argv[6]) }, c"2");
+    }
+
+    #[test]
+    fn the_starter_argv_carries_the_candidates_then_the_programs_argv() {
+        let program = crate::backend::program::Program::new(
+            std::ffi::OsStr::new("prog"),
+            vec!["prog".into(), "-x".into()],
+            vec![("PATH".into(), "/a:/b".into())],
+            &[],
+        )
+        .unwrap();
+        let s = Starter::new(&program, 5, 8, 40);
+        assert!(s.argv.last().unwrap().is_null());
+        let args: Vec<&str> = s.argv[..s.argv.len() - 1]
+            .iter()
+            // SAFETY: every pointer but the last points into a live CString of `s` or
+            // `program`.
+            .map(|&p| unsafe { CStr::from_ptr(p) }.to_str().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "stockade-start",
+                "5",
+                "8",
+                "40",
+                "2",
+                "/a/prog",
+                "/b/prog",
+                "prog",
+                "-x"
+            ]
+        );
+        let c = protocol::start::Config::parse(args.len(), |i| args.get(i).map(|s| s.as_bytes()))
+            .unwrap();
+        assert_eq!((c.report_fd, c.go_fd, c.exec_step), (5, 8, 40));
+        assert_eq!(args[c.program_argv()], "prog");
     }
 }

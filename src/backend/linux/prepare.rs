@@ -565,9 +565,12 @@ pub struct Exec {
     pub controlling_terminal: RawFd,
     /// The program, argv and envp as C arrays.
     pub(crate) program: crate::backend::program::Program,
-    /// The init to exec instead of the program (which the init then starts), when the
-    /// layer has one ([`super::init`]).
+    /// The init to exec after the program's process has started, when the layer has one
+    /// ([`super::init`]).
     pub init: Option<super::init::Launch>,
+    /// The starter's argv, which the program's process execs before the program, with
+    /// an init ([`super::init::Starter`]).
+    pub starter: Option<super::init::Starter>,
     /// One entry per [`Op::GitLayer`] of the layout, in order: this command's layer, or
     /// `None` when `.git` was not a directory when the command was prepared.
     pub git: Vec<Option<GitMount>>,
@@ -633,6 +636,7 @@ impl Exec {
             controlling_terminal: spec.controlling_terminal.unwrap_or(-1),
             program,
             init: None,
+            starter: None,
             git: Vec::new(),
             git_socket: -1,
             trees: Vec::new(),
@@ -640,12 +644,22 @@ impl Exec {
         })
     }
 
-    /// Execs the init of `launch` instead of the program: its image fd and the status
-    /// pipe's write end survive the setup's `CloseFds`.
+    /// Execs the init of `launch` after starting the program's process, which execs the
+    /// starter first: the image fd, the status pipe's write end and both ends of the go
+    /// pipe survive the setup's `CloseFds`.
     pub fn set_init(&mut self, launch: super::init::Launch) {
-        self.keep.extend([launch.image_fd, launch.status_fd]);
+        use std::os::fd::AsRawFd;
+        let go = (launch.go.0.as_raw_fd(), launch.go.1.as_raw_fd());
+        self.keep
+            .extend([launch.image_fd, launch.status_fd, go.0, go.1]);
         self.keep.sort_unstable();
         self.keep.dedup();
+        self.starter = Some(super::init::Starter::new(
+            &self.program,
+            launch.report_fd,
+            go.0,
+            launch.steps.exec,
+        ));
         self.init = Some(launch);
     }
 

@@ -48,7 +48,6 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
 use super::{GitDrop, GitDropReason, GitUnguarded};
@@ -217,7 +216,18 @@ impl Session {
             return;
         }
         self.done = true;
-        self.pidfd = None;
+        // Never at the init's record alone: only once the init has exited (in a PID
+        // namespace, its exit waits for every other process of it), so that nothing of
+        // the sandbox writes the layers while they are read.
+        if let Some(pidfd) = self.pidfd.take() {
+            if !wait_for_exit(&pidfd) {
+                tracing::warn!(
+                    "stockade: the end of a sandbox could not be awaited; its changes under .git are not merged back"
+                );
+                self.layers.clear();
+                return;
+            }
+        }
         self.dropped = finish_layers(std::mem::take(&mut self.layers));
     }
 
@@ -246,8 +256,9 @@ impl Drop for Session {
         let spawned = std::thread::Builder::new()
             .name("stockade-git-merge".into())
             .spawn(move || {
-                wait_for_exit(&pidfd);
-                finish_layers(layers);
+                if wait_for_exit(&pidfd) {
+                    finish_layers(layers);
+                }
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "stockade: cannot start the thread that merges a dropped command's .git layer; its changes are lost");
@@ -271,17 +282,8 @@ fn packs(git: &Path) -> Vec<PathBuf> {
 /// Polls the pidfd until the program has exited. With its PID namespace gone, nothing
 /// writes the layer any more: the kernel kills and reaps every other process of the
 /// namespace before PID 1's exit is reported.
-pub(in crate::process) fn wait_for_exit(pidfd: &OwnedFd) {
-    loop {
-        let mut fds = [nix::poll::PollFd::new(
-            pidfd.as_fd(),
-            nix::poll::PollFlags::POLLIN,
-        )];
-        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
-            Err(Errno::EINTR) => continue,
-            _ => return,
-        }
-    }
+pub(in crate::process) fn wait_for_exit(pidfd: &OwnedFd) -> bool {
+    crate::backend::linux::init::wait_exited(pidfd.as_fd())
 }
 
 /// Merges each layer, logs each drop, returns the drops. The layers (and their file

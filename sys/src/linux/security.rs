@@ -186,11 +186,16 @@ pub fn landlock_abi_version() -> Result<c_int> {
 /// `LANDLOCK_SCOPE_SIGNAL` (ABI 6): a domain's processes cannot signal processes outside it.
 pub const LANDLOCK_SCOPE_SIGNAL: u64 = 1 << 1;
 
-/// `landlock_create_ruleset(2)` for a ruleset that handles no access right and only
-/// restricts the scopes in `scoped` (`LANDLOCK_SCOPE_*`, ABI 6).
-pub fn landlock_create_scoped_ruleset(scoped: u64) -> Result<OwnedFd> {
+/// `LANDLOCK_ACCESS_FS_MAKE_BLOCK` (ABI 1): create a block device.
+pub const LANDLOCK_ACCESS_FS_MAKE_BLOCK: u64 = 1 << 11;
+
+/// `landlock_create_ruleset(2)` for a ruleset that handles the file-system rights in
+/// `handled_fs` (`LANDLOCK_ACCESS_FS_*`) and no network right, and restricts the scopes in
+/// `scoped` (`LANDLOCK_SCOPE_*`, ABI 6; 0 on older kernels, which then accept the larger
+/// attribute because its extra bytes are zero).
+pub fn landlock_create_ruleset(handled_fs: u64, scoped: u64) -> Result<OwnedFd> {
     let attr = LandlockRulesetAttr {
-        handled_access_fs: 0,
+        handled_access_fs: handled_fs,
         handled_access_net: 0,
         scoped,
     };

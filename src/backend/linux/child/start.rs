@@ -1,7 +1,25 @@
 //! Child side of a command with an init: start the program's process, then exec the init
 //! ([`init`](crate::backend::linux::init), DESIGN). Runs in the setup child, after every
-//! wall is up; the program's process runs here too until its `execve`, under the same
-//! rules ([`super`]): it shares the host's memory.
+//! wall is up; the program's process runs here too until it execs the starter, under the
+//! same rules ([`super`]): it shares the host's memory.
+//!
+//! # The order, and why it holds by construction
+//!
+//! 1. The program's process (a `CLONE_VM | CLONE_VFORK` child on the spare end of this
+//!    child's stack) arms its parent-death signal, takes its session, enters a Landlock
+//!    domain nested inside this child's (where Landlock is in force), takes its terminal,
+//!    and execs the init image as the *starter* (`stockade_init::protocol::start`): it has
+//!    left the host's memory before this child runs again (CLONE_VFORK).
+//! 2. This child execs the init. The init makes itself non-dumpable, closes every fd but
+//!    its pipes and only then writes the go byte that the starter waits for.
+//! 3. The starter execs the program.
+//!
+//! So at the program's first instruction PID 1 (layer 2: its parent, the init) maps no
+//! host memory, is not dumpable and holds no fd but its own pipes, whatever the scheduler
+//! does; and the nested domain alone already keeps the program from tracing it or opening
+//! its `/proc/1/{mem,fd,environ}` (a Landlock domain may not trace its parent domain's
+//! processes), on every Landlock ABI. The cost is the starter's exec, which overlaps the
+//! init's, and the wait for the init's go.
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -10,22 +28,22 @@
 )]
 
 use core::ffi::{c_char, c_int, c_void};
+use std::os::fd::AsRawFd;
 
 use stockade_init::protocol::{self, flag};
 use stockade_sys::linux as sys;
 use stockade_sys::{BorrowedFd, Errno};
 
 use super::R;
-use super::exec::exec_program;
 use crate::backend::linux::init::Launch;
 use crate::backend::linux::prepare::Exec;
 use crate::backend::report::{self, Record};
 
 /// Exit status of the program's process when the program could not be started (the host
 /// has the record).
-const EXEC_FAILED: c_int = 127;
+const EXEC_FAILED: c_int = protocol::start::EXEC_FAILED;
 /// Exit status of the program's process whose parent is gone before it could start.
-const ORPHANED: c_int = 125;
+const ORPHANED: c_int = protocol::start::ORPHANED;
 
 /// What the program's process reads from the setup child's frame.
 struct Start<'a> {
@@ -90,7 +108,7 @@ fn end_program(pid: c_int) {
 }
 
 /// The program's process: its session, parent-death signal, nested domain and terminal,
-/// then the program. Never returns.
+/// then the starter, which execs the program on the init's go. Never returns.
 extern "C" fn program_entry(arg: *mut c_void) -> ! {
     // SAFETY: `arg` is the `Start` of `program_then_init`, whose frame CLONE_VFORK keeps
     // alive until this process execs or ends.
@@ -114,8 +132,8 @@ extern "C" fn program_entry(arg: *mut c_void) -> ! {
             );
         }
     }
-    let e = exec_program(exec);
-    fail(exec, steps.exec, e)
+    let e = exec_starter(start);
+    fail(exec, steps.init, e)
 }
 
 fn prepare(start: &Start<'_>) -> R {
@@ -131,18 +149,84 @@ fn prepare(start: &Start<'_>) -> R {
     if flags & flag::NEW_SESSION != 0 {
         sys::setsid()?;
     }
-    // A nested domain: the program and everything it starts can no longer signal
-    // processes outside it, the init included (Landlock ABI 6, on layer 2). The init keeps
-    // signalling the program. The sandbox's shared layer, when the command has one, is
-    // that domain (it scopes signals); else a ruleset that only scopes.
-    let shared = super::walls::shared_landlock(start.exec)?;
-    if !shared && flags & flag::SCOPE_SIGNALS != 0 {
-        let ruleset = sys::landlock_create_scoped_ruleset(sys::LANDLOCK_SCOPE_SIGNAL)?;
-        let r = sys::landlock_restrict_self(ruleset.as_fd(), 0);
-        let _ = sys::close(ruleset);
-        r?;
+    nest(start.exec, flags)
+}
+
+/// Puts the program's process into a Landlock domain nested inside the one the setup child
+/// (and so the init) is in, whenever the command is under Landlock: a process may trace, or
+/// open `/proc/PID/{mem,fd,environ,…}` of, only processes of its own domain or of domains
+/// nested in it, so the program can never reach the init (nor, on layer 2, the setup child
+/// or the host), whatever the seccomp filter's ptrace setting. The sandbox's shared layer,
+/// when the command has one, is that domain. Else, a domain that restricts nothing new:
+/// it handles one right, creating block devices, and grants it beneath `/` (on ABI 6 and
+/// later with the signal scope that keeps the program from signalling the init on layer
+/// 2, `flag::SCOPE_SIGNALS`).
+fn nest(exec: &Exec, flags: u32) -> R {
+    if super::walls::shared_landlock(exec)? || exec.landlock_fd < 0 {
+        return Ok(());
     }
-    Ok(())
+    let scoped = if flags & flag::SCOPE_SIGNALS != 0 {
+        sys::LANDLOCK_SCOPE_SIGNAL
+    } else {
+        0
+    };
+    let ruleset = sys::landlock_create_ruleset(sys::LANDLOCK_ACCESS_FS_MAKE_BLOCK, scoped)?;
+    let r =
+        grant_root(ruleset.as_fd()).and_then(|()| sys::landlock_restrict_self(ruleset.as_fd(), 0));
+    let _ = sys::close(ruleset);
+    r
+}
+
+/// Grants creating block devices beneath `/` in `ruleset`.
+fn grant_root(ruleset: BorrowedFd<'_>) -> R {
+    let root = sys::openat(
+        sys::CWD,
+        c"/",
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        0,
+    )?;
+    let r = sys::landlock_add_rule_path_beneath(
+        ruleset,
+        root.as_fd(),
+        sys::LANDLOCK_ACCESS_FS_MAKE_BLOCK,
+    );
+    let _ = sys::close(root);
+    r
+}
+
+/// Execs the init image as the starter ([`protocol::start`]), with the program's
+/// environment; the report pipe and the go pipe's read end survive this one exec (the
+/// starter takes care of both). Signals stay blocked, as since before `clone`: the starter
+/// unblocks them right before the program's exec. Returns only on failure.
+fn exec_starter(start: &Start<'_>) -> Errno {
+    let (Some(starter), init) = (&start.exec.starter, start.init) else {
+        return Errno(libc::EINVAL);
+    };
+    for fd in [init.report_fd, init.go.0.as_raw_fd()] {
+        // SAFETY: the parent keeps the report pipe and the go pipe open in `exec` until the
+        // setup child has exec'd or exited, `close_fds` keeps them, and this process's fd
+        // table is its own (no CLONE_FILES): the flag changes here only.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        if let Err(e) = sys::fcntl_setfd(fd, 0) {
+            return e;
+        }
+    }
+    // SAFETY: the sealed memfd is held open for the process's life (`init::image_fd`), and
+    // `close_fds` keeps it.
+    let image = unsafe { BorrowedFd::borrow_raw(init.image_fd) };
+    // SAFETY: `starter.argv` and the program's `envp` are NULL-terminated arrays of
+    // pointers into `CString`s owned by `exec` (the starter's own and the program's), kept
+    // alive by the parent until the setup child has exec'd, which CLONE_VFORK holds back
+    // until this exec.
+    unsafe {
+        sys::execveat(
+            image,
+            c"",
+            starter.argv.as_ptr(),
+            start.exec.program.envp.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    }
 }
 
 /// Reports `step` failing with `errno` from the program's process and ends it.
@@ -151,15 +235,15 @@ fn fail(exec: &Exec, step: u32, errno: Errno) -> ! {
     sys::exit_group(EXEC_FAILED)
 }
 
-/// Execs the init from its sealed memfd, naming the program's process `pid`. The report
-/// and status pipes must survive this one exec (the program's process, started before,
-/// has its own copies close-on-exec): the init marks them close-on-exec again first thing.
+/// Execs the init from its sealed memfd, naming the program's process `pid`. The report,
+/// status and go pipes must survive this one exec (the program's process, started before,
+/// has its own fd table): the init marks them close-on-exec again first thing.
 /// Signals stay blocked: the init inherits the mask, so none can end it before it has its
 /// signalfd. Its environment is empty: it needs none.
 fn exec_init(init: &Launch, pid: c_int) -> Errno {
-    for fd in [init.report_fd, init.status_fd] {
-        // SAFETY: the parent keeps the init's report and status fds open in `init` until
-        // this child has exec'd or exited, and `close_fds` keeps them.
+    for fd in [init.report_fd, init.status_fd, init.go.1.as_raw_fd()] {
+        // SAFETY: the parent keeps the init's report, status and go fds open in `init`
+        // until this child has exec'd or exited, and `close_fds` keeps them.
         let fd = unsafe { BorrowedFd::borrow_raw(fd) };
         if let Err(e) = sys::fcntl_setfd(fd, 0) {
             return e;
