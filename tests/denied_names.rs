@@ -84,7 +84,7 @@ fn a_denied_name_that_is_a_symlink_into_the_workspace_refuses_the_spawn() {
     let e = sb.command("true").current_dir(&w).status().unwrap_err();
     assert!(
         e.to_string().contains(&format!(
-            "the denied name {} cannot be hidden: it is a symbolic link (to config/prod.env)",
+            "the denied name {} cannot be hidden: it is a symbolic link (to \"config/prod.env\")",
             w.join(".env").display()
         )),
         "{e}"

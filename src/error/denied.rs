@@ -40,7 +40,9 @@ impl Unhidable {
 impl fmt::Display for Unhidable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Unhidable::Symlink(Some(t)) => write!(f, "it is a symbolic link (to {})", t.display()),
+            // The target is the program's text: quoted, with control characters escaped,
+            // so it cannot forge a line or send escapes to a terminal or log.
+            Unhidable::Symlink(Some(t)) => write!(f, "it is a symbolic link (to {t:?})"),
             Unhidable::Symlink(None) => f.write_str("it is a symbolic link"),
             Unhidable::HardLinks(Some(n)) => write!(f, "it has {n} hard links"),
             Unhidable::HardLinks(None) => f.write_str("it has more than one hard link"),
@@ -61,6 +63,7 @@ pub(super) fn message(path: &Path, reason: &Unhidable) -> String {
 /// of the refusals of the child's hiding step (`ELOOP`: a symlink; `EMLINK`: a file with
 /// more than one hard link). The target or link count is read again here, for the message
 /// only: the child's check on the fd it was about to cover is the one that refused.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn refusal(path: &Path, errno: i32) -> Option<SpawnError> {
     let reason = match errno {
         libc::ELOOP => Unhidable::Symlink(std::fs::read_link(path).ok()),
@@ -74,6 +77,7 @@ pub(crate) fn refusal(path: &Path, errno: i32) -> Option<SpawnError> {
 }
 
 #[cfg(unix)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn nlink(path: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     std::fs::symlink_metadata(path)
@@ -99,7 +103,13 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "the denied name /ws/.env cannot be hidden: it is a symbolic link (to config/prod.env); put the file itself there (or remove the link)"
+            "the denied name /ws/.env cannot be hidden: it is a symbolic link (to \"config/prod.env\"); put the file itself there (or remove the link)"
+        );
+        let planted = Unhidable::Symlink(Some("x\n\u{1b}]52;c;eA==\u{7}\u{202e}".into()));
+        let text = planted.to_string();
+        assert!(
+            !text.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{text:?}"
         );
         let e = SpawnError::DeniedName {
             path: "/ws/.env".into(),
