@@ -549,6 +549,7 @@ fn command(
 fn spawn(cmd: &mut stockade::Command, sandbox: &Sandbox) -> Result<stockade::Child, ExitCode> {
     let spawned = cmd.spawn();
     warn_degraded(sandbox);
+    warn_unhidden(sandbox);
     match spawned {
         Ok(c) => Ok(c),
         Err(Error::Spawn(e @ SpawnError::NotFound { .. })) => Err(fail_with(127, &e)),
@@ -565,6 +566,17 @@ fn spawn(cmd: &mut stockade::Command, sandbox: &Sandbox) -> Result<stockade::Chi
 fn warn_degraded(sandbox: &Sandbox) {
     if let Some(d) = sandbox.degradation() {
         eprintln!("stockade: warning: {d}");
+    }
+}
+
+/// Says on stderr which denied names the layer leaves readable (layer 2 hides none).
+fn warn_unhidden(sandbox: &Sandbox) {
+    for p in sandbox.unhidden_names() {
+        eprintln!(
+            "stockade: warning: layer `{}` does not hide the denied name {}: the program can read it",
+            sandbox.layer(),
+            p.display()
+        );
     }
 }
 

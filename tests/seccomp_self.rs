@@ -260,6 +260,13 @@ fn listed_calls_fail_with_eperm() {
         case("move_pages", libc::SYS_move_pages, [0, 0, 0, 0, 0, bad]),
         // old_nodes at address 1: EFAULT (ENOSYS without NUMA).
         case("migrate_pages", libc::SYS_migrate_pages, [0, 64, 1, 1, 0, 0]),
+        // NUMA memory policy, invalid flags or mode: EINVAL (ENOSYS without NUMA).
+        case("mbind", libc::SYS_mbind, [0, 0, 0, 0, 0, bad]),
+        case("set_mempolicy", libc::SYS_set_mempolicy, [0xffff, 0, 0, 0, 0, 0]),
+        case("get_mempolicy", libc::SYS_get_mempolicy, [0, 0, 0, 0, bad, 0]),
+        case("set_mempolicy_home_node", libc::SYS_set_mempolicy_home_node, [0, 0, 0, bad, 0, 0]),
+        // FAN_REPORT_FID (allowed without privilege) plus an unknown flag: EINVAL.
+        case("fanotify_init", libc::SYS_fanotify_init, [0x200 | 0x4000_0000, 0, 0, 0, 0, 0]),
         #[cfg(target_arch = "x86_64")]
         case("modify_ldt", libc::SYS_modify_ldt, [0xff, 0, 0, 0, 0, 0]),
         #[cfg(target_arch = "x86_64")]

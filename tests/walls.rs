@@ -74,6 +74,11 @@ const DENIED: &[(&str, i64, &[i64], &str)] = &[
     ("uselib", 134, &[0], "EPERM"),
     ("move_pages", 279, &[0, 0, 0, 0, 0, -1], "EPERM"),
     ("migrate_pages", 256, &[0, 64, 1, 1], "EPERM"),
+    ("mbind", 237, &[0, 0, 0, 0, 0, -1], "EPERM"),
+    ("set_mempolicy", 238, &[0xffff, 0, 0], "EPERM"),
+    ("get_mempolicy", 239, &[0, 0, 0, 0, 0], "EPERM"),
+    ("set_mempolicy_home_node", 450, &[0, 0, 0, -1], "EPERM"),
+    ("fanotify_init", 300, &[0x4000_0200, 0], "EPERM"),
     ("kcmp", 312, &[0, 0, 0xff, 0, 0], "EPERM"),
     ("pidfd_getfd", 438, &[-1, 0, 0], "EPERM"),
     ("process_madvise", 440, &[-1, 0, 0, 0, 0], "EPERM"),
@@ -125,6 +130,11 @@ const DENIED_LAYER_TWO: &[(&str, i64, &[i64], &str)] = &[
     ("modify_ldt", 154, &[0xff, 0, 0], "EPERM"),
     ("move_pages", 279, &[0, 0, 0, 0, 0, -1], "EPERM"),
     ("migrate_pages", 256, &[0, 64, 1, 1], "EPERM"),
+    ("mbind", 237, &[0, 0, 0, 0, 0, -1], "EPERM"),
+    ("set_mempolicy", 238, &[0xffff, 0, 0], "EPERM"),
+    ("get_mempolicy", 239, &[0, 0, 0, 0, 0], "EPERM"),
+    ("set_mempolicy_home_node", 450, &[0, 0, 0, -1], "EPERM"),
+    ("fanotify_init", 300, &[0x4000_0200, 0], "EPERM"),
     ("kcmp", 312, &[0, 0, 0xff, 0, 0], "EPERM"),
     ("pidfd_getfd", 438, &[-1, 0, 0], "EPERM"),
     ("process_madvise", 440, &[-1, 0, 0, 0, 0], "EPERM"),
@@ -1127,4 +1137,53 @@ fn run_with_etc_bound_at(
         cmd.env("TMPDIR", tmp);
     }
     cmd.output().unwrap()
+}
+
+/// NUMA-aware programs run unbound: they ask the kernel for the memory policy, take the
+/// `EPERM` as "no NUMA" and carry on. A C program in the style of libnuma's
+/// `numa_available()` on both layers, and `numactl` itself where it is installed.
+#[test]
+fn numa_aware_programs_run_unbound_on_both_layers() {
+    require!(Feature::UserNs);
+    let ws = fixture_dir();
+    std::fs::write(
+        ws.path().join("numa.c"),
+        "#include <errno.h>\n#include <stdio.h>\n#include <string.h>\n#include <unistd.h>\n#include <sys/syscall.h>\n\
+         int main(void) {\n\
+           int mode = -1;\n\
+           if (syscall(SYS_get_mempolicy, &mode, 0, 0, 0, 0) == 0) printf(\"policy %d\\n\", mode);\n\
+           else printf(\"unbound (%s)\\n\", strerror(errno));\n\
+           long sum = 0; for (int i = 0; i < 1000; i++) sum += i;\n\
+           printf(\"%ld\\n\", sum);\n\
+           return 0;\n\
+         }\n",
+    )
+    .unwrap();
+    let numactl = Path::new("/usr/bin/numactl").exists();
+    if !numactl {
+        common::skip(
+            "numa_aware_programs_run_unbound_on_both_layers",
+            "numactl not installed (apt-get install numactl): only the C program runs",
+        );
+    }
+    let w = std::fs::canonicalize(ws.path()).unwrap();
+    for (layer, sb) in both_layers(&w, |_| {}) {
+        let out = sh_ok(
+            &sb,
+            &format!("cd {} && cc -o numa numa.c && ./numa", w.display()),
+        );
+        assert_eq!(
+            out, "unbound (Operation not permitted)\n499500\n",
+            "{layer:?}"
+        );
+        if numactl {
+            let out = sh(&sb, "numactl --show 2>/dev/null; echo rc=$?");
+            let text = common::output_text(&out);
+            // It warns about each refused query and shows the default policy.
+            assert!(
+                text.contains("policy: default") && text.ends_with("rc=0\n"),
+                "{layer:?}: {text}"
+            );
+        }
+    }
 }

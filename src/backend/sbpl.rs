@@ -38,7 +38,9 @@ use std::path::{Component, Path, PathBuf};
 
 pub use crate::error::SbplError;
 pub use crate::plan::SbplInput;
+pub use denied::check_denied_names;
 
+mod denied;
 #[cfg(test)]
 mod reader;
 mod sections;

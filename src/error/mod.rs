@@ -5,12 +5,14 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 pub use conflict::Conflict;
+pub use denied::Unhidable;
 /// The errno type of every error here (nix's): match on it, `Errno::ENOENT`.
 pub use nix::errno::Errno;
 pub use node::NodeKind;
 pub use step::SetupStep;
 
 mod conflict;
+pub(crate) mod denied;
 mod node;
 mod step;
 
@@ -283,6 +285,16 @@ pub enum SpawnError {
         /// The errno the child saw.
         errno: Errno,
     },
+    /// A `deny_names` entry at the top of a writable root exists and cannot be hidden (a
+    /// symbolic link, or a file with more than one hard link), so the command was not
+    /// run; the message says how to fix it.
+    #[error("{}", denied::message(path, reason))]
+    DeniedName {
+        /// The entry (its path inside, the same as on the host).
+        path: PathBuf,
+        /// Why it cannot be hidden.
+        reason: Unhidable,
+    },
     /// The program was not found on the sandbox's `PATH`.
     #[error("{program}: command not found in the sandbox")]
     NotFound {
@@ -472,6 +484,7 @@ impl From<Error> for io::Error {
     fn from(e: Error) -> io::Error {
         let kind = match &e {
             Error::Spawn(SpawnError::NotFound { .. }) => io::ErrorKind::NotFound,
+            Error::Spawn(SpawnError::DeniedName { .. }) => io::ErrorKind::PermissionDenied,
             Error::Spawn(s) => match s.errno() {
                 Some(errno) => io::Error::from(errno).kind(),
                 None => io::ErrorKind::Other,
@@ -809,6 +822,13 @@ mod tests {
             program: String::new(),
         };
         let _ = SpawnError::Protocol(3);
+        let _ = SpawnError::DeniedName {
+            path: PathBuf::new(),
+            reason: Unhidable::HardLinks(None),
+        };
+        for u in [Unhidable::Symlink(None), Unhidable::HardLinks(Some(3))] {
+            assert!(!u.to_string().is_empty());
+        }
         let _ = SpawnError::Path {
             what: "w",
             path: PathBuf::new(),

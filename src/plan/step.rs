@@ -110,7 +110,10 @@ pub enum Step {
     /// non-directory) by an empty read-only regular file, so `cat .env` reads nothing while
     /// `ls`, `git status` and `git add -A` keep working. A missing name is left missing:
     /// nothing is created on the host, and the program may create it (nothing can hide
-    /// what is not there yet). A symlink is left alone: what it names lives elsewhere.
+    /// what is not there yet). A symlink, or a file with more than one hard link, cannot
+    /// be hidden by covering the name (what it names, or its other names, stay
+    /// readable): the step fails and the spawn returns
+    /// [`SpawnError::DeniedName`](crate::error::SpawnError::DeniedName).
     HideName {
         /// Path inside (the same as on the host).
         path: PathBuf,

@@ -324,6 +324,11 @@ fn setup_failure(
     if let Some(r) = refused.and_then(|s| backend::step_refusal(s, errno)) {
         return StartError::Refused(r);
     }
+    if let Some(Step::HideName { path }) = refused {
+        if let Some(e) = crate::error::denied::refusal(path, errno) {
+            return Error::from(e).into();
+        }
+    }
     let program = program.to_string_lossy().into_owned();
     let exec_step = plan.steps.len() as u32 + backend::child::extra::EXEC;
     if step == exec_step && errno == libc::ENOENT {

@@ -22,6 +22,7 @@ mod gitlayer;
 mod sandbox;
 mod stdio;
 mod tmp;
+mod unhidden;
 
 // The launcher is the one part that differs between systems; both modules offer the
 // same items (see `launch_linux`). Linux clones and replays its plan; macOS and the other

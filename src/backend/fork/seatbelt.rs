@@ -16,7 +16,8 @@ pub type Confine = macos::Prepared;
 /// # Errors
 ///
 /// [`Conflict::NoProfileInput`] for a plan without the profile's input, [`Error::Profile`] when
-/// a path cannot be written into the profile.
+/// a path cannot be written into the profile, [`SpawnError::DeniedName`](crate::error::SpawnError::DeniedName) for a denied name
+/// the profile cannot hide (`crate::backend::sbpl::check_denied_names`).
 pub fn confine(plan: &Plan, tmpdir: Option<&Path>) -> Result<Confine, Error> {
     let mut input = plan
         .walls
@@ -24,6 +25,8 @@ pub fn confine(plan: &Plan, tmpdir: Option<&Path>) -> Result<Confine, Error> {
         .clone()
         .ok_or(PlanError::Conflict(Conflict::NoProfileInput))?;
     input.tmpdir = tmpdir.map(|t| seatbelt_path(&RealFs, t));
+    // Per spawn: a program can plant a link under a denied name between two commands.
+    crate::backend::sbpl::check_denied_names(&input)?;
     Ok(macos::Prepared::from_input(&input)?)
 }
 

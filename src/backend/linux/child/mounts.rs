@@ -335,12 +335,22 @@ fn mask_fs(fs: BorrowedFd<'_>, target: BorrowedFd<'_>, mode: &CStr) -> R {
 
 /// Hides a name at the top of a writable root (see `Step::HideName`): an existing entry is
 /// covered by an empty read-only entry of the same kind; a missing one is left missing
-/// (nothing is created on the host), and a symlink is left alone: what it names lives
-/// elsewhere, under that path's own rules.
+/// (nothing is created on the host).
+///
+/// Two kinds of entry cannot be hidden by covering the name, and fail the step instead, so
+/// the command does not run: a symbolic link (`ELOOP`: covering the link would leave what
+/// it names readable under that name, and following a link the program may have planted
+/// could name anything, `/etc/shadow` or a file the host reads), and a regular file with
+/// more than one hard link (`EMLINK`: its other names, which a program can plant in one
+/// run, show what the user writes into it before the next). The check is made here, on the
+/// fd that is covered, so no swap between a check in the parent and the mount can slip a
+/// link past it.
 pub(super) fn hide_name(path: &CStr) -> R {
     let fd = match open_no_symlinks(path, libc::O_PATH) {
         Ok(fd) => fd,
-        Err(Errno(libc::ELOOP | libc::ENOENT | libc::ENOTDIR)) => return Ok(()),
+        // The root's own path has no symlink (the parent made those directories), so
+        // `ELOOP` means that the name itself is one.
+        Err(Errno(libc::ENOENT | libc::ENOTDIR)) => return Ok(()),
         Err(e) => return Err(e),
     };
     let r = hide_fd(fd.as_fd());
@@ -355,6 +365,8 @@ fn hide_fd(fd: BorrowedFd<'_>) -> R {
     if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
         // An empty directory that can be listed: `ls` and `git status` see nothing there.
         mask_fd(fd, None, c"555")
+    } else if st.st_nlink > 1 {
+        Err(Errno(libc::EMLINK))
     } else {
         // An empty regular file (made by `base_root` on the setup tmpfs): `cat` reads
         // nothing, and git sees an ordinary file.

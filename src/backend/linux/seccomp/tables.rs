@@ -64,6 +64,18 @@ pub(super) const DENIED: &[i64] = &[
     // physical placement that nothing stockade runs needs).
     libc::SYS_move_pages,
     libc::SYS_migrate_pages,
+    // NUMA memory policy (Docker's default profile and flatpak deny these too): the
+    // placement of the program's own pages, which nothing stockade runs needs, and a
+    // window on the host's node layout; libnuma and numactl take the refusal as "no NUMA"
+    // and run unbound.
+    libc::SYS_mbind,
+    libc::SYS_set_mempolicy,
+    libc::SYS_get_mempolicy,
+    libc::SYS_set_mempolicy_home_node,
+    // fanotify: open to unprivileged callers since Linux 5.13 (file-handle events), a
+    // kernel surface nothing stockade runs needs; Docker's default profile and flatpak
+    // deny it. inotify stays allowed.
+    libc::SYS_fanotify_init,
     // The clock is not namespaced (time namespaces cover monotonic/boottime offsets only).
     libc::SYS_settimeofday,
     libc::SYS_clock_settime,

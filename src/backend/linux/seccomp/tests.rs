@@ -267,6 +267,28 @@ fn denies_the_list_and_allows_the_rest() {
     assert_eq!(run(p, NATIVE, nr(libc::SYS_openat2), [0; 6]), ENOSYS);
 }
 
+/// Docker's default profile and flatpak deny NUMA memory policy and fanotify; so does
+/// stockade, under every set of options (issue 22, point 12).
+#[test]
+fn numa_policy_and_fanotify_are_denied_under_every_option() {
+    for o in all_options() {
+        let f = build(&o).unwrap();
+        for n in [
+            libc::SYS_mbind,
+            libc::SYS_set_mempolicy,
+            libc::SYS_get_mempolicy,
+            libc::SYS_set_mempolicy_home_node,
+            libc::SYS_fanotify_init,
+        ] {
+            assert_eq!(
+                run(f.instructions(), NATIVE, nr(n), [0; 6]),
+                EPERM,
+                "syscall {n} under {o:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn foreign_abis_are_killed() {
     let p = build(&FilterOptions::default()).unwrap();
