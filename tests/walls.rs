@@ -1161,6 +1161,10 @@ fn numa_aware_programs_run_unbound_on_both_layers() {
     .unwrap();
     let numactl = Path::new("/usr/bin/numactl").exists();
     if !numactl {
+        assert!(
+            !common::required_name("numactl"),
+            "numactl not installed (apt-get install numactl), and STOCKADE_TEST_REQUIRE demands it"
+        );
         common::skip(
             "numa_aware_programs_run_unbound_on_both_layers",
             "numactl not installed (apt-get install numactl): only the C program runs",
