@@ -11,4 +11,5 @@ pub mod leak;
 pub mod path;
 pub mod redact;
 pub mod tools;
+pub mod terminal;
 pub mod url;

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io::{self, Write};
 
+use super::view::{self, Scan, View};
 use super::{REDACTED, Redactor};
 use crate::guard::leak::{Finding, StreamScanner};
 
@@ -39,6 +40,9 @@ pub struct RedactingWriter<W: Write> {
     inner: W,
     /// Input not yet written: a possible start of a secret.
     held: Vec<u8>,
+    /// The terminal's state at the start of `held`, and the view of `held`.
+    scan: Scan,
+    view: View,
     out: Vec<u8>,
     scanner: Option<StreamScanner>,
     findings: Vec<Finding>,
@@ -51,6 +55,8 @@ impl<W: Write> RedactingWriter<W> {
             redactor,
             inner,
             held: Vec::new(),
+            scan: Scan::default(),
+            view: View::default(),
             out: Vec::new(),
             scanner: Some(StreamScanner::new()),
             findings: Vec::new(),
@@ -100,27 +106,22 @@ impl<W: Write> RedactingWriter<W> {
             return self.emit(data);
         }
         self.held.extend_from_slice(data);
-        let hold = if last {
-            self.held.len()
-        } else {
-            self.redactor.hold_from(&self.held)
-        };
-        // A match that starts before `hold` cannot grow with more input, and no match can
-        // start earlier than it once more input arrives: it is final. The first match at
-        // or after `hold` may still change.
         self.out.clear();
         let mut at = 0;
         let (held, out) = (&self.held, &mut self.out);
-        self.redactor.for_each_match(held, |start, end| {
-            if start >= hold {
-                return false;
-            }
-            out.extend_from_slice(&held[at..start]);
-            out.extend_from_slice(REDACTED.as_bytes());
-            at = end;
-            true
-        });
+        let (hold, plain) =
+            self.redactor
+                .matches_in(self.scan, held, last, &mut self.view, |start, end| {
+                    out.extend_from_slice(&held[at..start]);
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    at = end;
+                });
         let cut = at.max(hold);
+        self.scan = if plain {
+            view::after_plain(self.scan, &held[..cut])
+        } else {
+            view::at_cut(self.scan, held, &self.view, cut)
+        };
         self.out.extend_from_slice(&self.held[at..cut]);
         self.held.drain(..cut);
         let out = std::mem::take(&mut self.out);
