@@ -10,6 +10,6 @@
 pub mod leak;
 pub mod path;
 pub mod redact;
-pub mod tools;
 pub mod terminal;
+pub mod tools;
 pub mod url;

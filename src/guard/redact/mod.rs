@@ -486,7 +486,12 @@ mod tests {
         let s = secret(1);
         let r = Redactor::new([&s]).with_secrets([secret(2)]);
         for sep in SILENT {
-            let text = [b"ok \x1b[1m".as_slice(), &interleave(s.as_bytes(), sep), b"\x1b[m ok"].concat();
+            let text = [
+                b"ok \x1b[1m".as_slice(),
+                &interleave(s.as_bytes(), sep),
+                b"\x1b[m ok",
+            ]
+            .concat();
             let out = stream_bytes_equals_one_shot(&r, &text);
             assert_eq!(out, b"ok \x1b[1m[REDACTED]\x1b[m ok", "{sep:?}");
             // One escape, after each character in turn.
@@ -505,7 +510,11 @@ mod tests {
     fn a_secret_in_a_strings_body_is_redacted_and_the_string_still_ends() {
         let s = secret(1);
         let r = Redactor::new([&s]);
-        for (open, end) in [("\x1b]2;", "\x07"), ("\x1b]8;;", "\x1b\\"), ("\x1bP", "\x1b\\")] {
+        for (open, end) in [
+            ("\x1b]2;", "\x07"),
+            ("\x1b]8;;", "\x1b\\"),
+            ("\x1bP", "\x1b\\"),
+        ] {
             let text = format!("a{open}t {s} t{end}b");
             let out = stream_bytes_equals_one_shot(&r, text.as_bytes());
             assert_eq!(out, format!("a{open}t {REDACTED} t{end}b").as_bytes());
@@ -524,9 +533,17 @@ mod tests {
         let (a, b) = s.split_at(5);
         // Text on both sides of a string's body is not one text.
         let text = format!("\x1b]2;{a}\x07{b}");
-        assert_eq!(stream_bytes_equals_one_shot(&r, text.as_bytes()), text.as_bytes());
+        assert_eq!(
+            stream_bytes_equals_one_shot(&r, text.as_bytes()),
+            text.as_bytes()
+        );
         // More than MAX_GAP bytes that draw nothing between two characters break it.
-        let text = [a.as_bytes(), &b"\x1b[m".repeat(MAX_GAP / 3 + 1), b.as_bytes()].concat();
+        let text = [
+            a.as_bytes(),
+            &b"\x1b[m".repeat(MAX_GAP / 3 + 1),
+            b.as_bytes(),
+        ]
+        .concat();
         assert_eq!(stream_bytes_equals_one_shot(&r, &text), text);
         let text = [a.as_bytes(), &b"\x1b[m".repeat(MAX_GAP / 3), b.as_bytes()].concat();
         assert_eq!(stream_bytes_equals_one_shot(&r, &text), REDACTED.as_bytes());

@@ -116,54 +116,57 @@ fn special(b: u8) -> bool {
 
 /// Whether `raw` holds no [`special`] byte: read from text (not inside a sequence), it is
 /// its own view.
+///
+/// Most text is printable ASCII and newlines: 64 bytes at a time are tested for that
+/// alone, and only a block with some other byte is looked at byte by byte.
 pub(super) fn is_plain(raw: &[u8]) -> bool {
-    let mut chunks = raw.chunks_exact(16);
-    for c in &mut chunks {
-        if any_special_16(c.try_into().expect("16 bytes")) {
+    let mut blocks = raw.chunks_exact(64);
+    for block in &mut blocks {
+        if !ascii_text_64(block.try_into().expect("64 bytes")) && block.iter().any(|&b| special(b))
+        {
             return false;
         }
     }
-    !chunks.remainder().iter().any(|&b| special(b))
+    !blocks.remainder().iter().any(|&b| special(b))
 }
 
-/// [`special`] for 16 bytes at once.
+/// Whether all 64 bytes are printable ASCII or LF.
 #[inline(always)]
-fn any_special_16(c: &[u8; 16]) -> bool {
+fn ascii_text_64(block: &[u8; 64]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         // SAFETY: SSE2 is part of the x86_64 baseline, every x86_64 CPU has it.
-        unsafe { any_special_sse2(c) }
+        unsafe { ascii_text_64_sse2(block) }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        c.iter().any(|&b| special(b))
+        block
+            .iter()
+            .all(|&b| (0x20..0x7F).contains(&b) || b == b'\n')
     }
 }
 
-/// [`special`] with three range tests and one equality test on a vector, and
-/// `pmovmskb` to see whether any byte matched.
+/// [`ascii_text_64`] with one range test and one equality test per vector, and one
+/// `pmovmskb` per block.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse2")]
-fn any_special_sse2(c: &[u8; 16]) -> bool {
+fn ascii_text_64_sse2(block: &[u8; 64]) -> bool {
     use std::arch::x86_64::{
-        _mm_add_epi8, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128, _mm_movemask_epi8,
-        _mm_or_si128, _mm_set1_epi8,
+        _mm_add_epi8, _mm_and_si128, _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_loadu_si128,
+        _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
     };
-    // Shifted so that the range starts at i8::MIN: one signed comparison tests it.
-    let range = |v, lo: u8, n: u8| {
-        let shifted = _mm_add_epi8(v, _mm_set1_epi8(0x80u8.wrapping_sub(lo) as i8));
-        _mm_cmplt_epi8(shifted, _mm_set1_epi8(i8::MIN.wrapping_add(n as i8)))
-    };
-    // SAFETY: `c` is 16 readable bytes, and `loadu` needs no alignment.
-    let v = unsafe { _mm_loadu_si128(c.as_ptr().cast()) };
-    let any = _mm_or_si128(
-        _mm_or_si128(range(v, 0x00, 0x08), range(v, 0x0E, 0x12)),
-        _mm_or_si128(
-            range(v, 0x7F, 0x21),
-            _mm_cmpeq_epi8(v, _mm_set1_epi8(0xC2u8 as i8)),
-        ),
-    );
-    _mm_movemask_epi8(any) != 0
+    // 0x20..=0x7E shifted to start at i8::MIN: one signed comparison tests it.
+    let shift = _mm_set1_epi8(0x80u8.wrapping_sub(0x20) as i8);
+    let below = _mm_set1_epi8(i8::MIN.wrapping_add(0x5F));
+    let lf = _mm_set1_epi8(b'\n' as i8);
+    let mut all = _mm_set1_epi8(-1);
+    for c in block.chunks_exact(16) {
+        // SAFETY: `c` is 16 readable bytes, and `loadu` needs no alignment.
+        let v = unsafe { _mm_loadu_si128(c.as_ptr().cast()) };
+        let text = _mm_cmplt_epi8(_mm_add_epi8(v, shift), below);
+        all = _mm_and_si128(all, _mm_or_si128(text, _mm_cmpeq_epi8(v, lf)));
+    }
+    _mm_movemask_epi8(all) == 0xFFFF
 }
 
 /// The scan state after `raw`, a plain piece ([`is_plain`]) read from `scan`: in text, no

@@ -258,9 +258,7 @@ impl Lexer {
     /// Ends a begun `ESC` or CSI sequence that something else cut off.
     fn cut(&mut self, f: &mut impl FnMut(Ev, usize)) {
         match self.state {
-            State::EscInter | State::Csi | State::Str | State::StrEsc => {
-                self.end(End::Abort, f)
-            }
+            State::EscInter | State::Csi | State::Str | State::StrEsc => self.end(End::Abort, f),
             State::Ground | State::Esc => {}
         }
     }
@@ -464,7 +462,12 @@ mod tests {
             .collect();
         use super::End as E;
         assert_eq!(ends, [E::Bel, E::St, E::Abort, E::Final, E::St, E::St]);
-        assert!(e.contains(&C1 { code: 0x9C, wide: false }) == false);
+        assert!(
+            e.contains(&C1 {
+                code: 0x9C,
+                wide: false
+            }) == false
+        );
     }
 
     #[test]
@@ -475,11 +478,24 @@ mod tests {
             kinds("Пр".as_bytes()),
             [Text(0xD0), Text(0x9F), Text(0xD1), Text(0x80)]
         );
-        assert_eq!(kinds(b"a\x85b"), [Text(b'a'), C1 { code: 0x85, wide: false }, Text(b'b')]);
+        assert_eq!(
+            kinds(b"a\x85b"),
+            [
+                Text(b'a'),
+                C1 {
+                    code: 0x85,
+                    wide: false
+                },
+                Text(b'b')
+            ]
+        );
         assert_eq!(
             kinds(b"\xc2\x85\xc2\xa9\xc2"),
             [
-                C1 { code: 0x85, wide: true },
+                C1 {
+                    code: 0x85,
+                    wide: true
+                },
                 Text(0xC2),
                 Text(0xA9),
                 Text(0xC2)
@@ -516,7 +532,8 @@ mod tests {
 
     #[test]
     fn events_do_not_depend_on_where_the_input_is_split() {
-        let input: &[u8] = b"a\x1b[1;31mb\xc2\x9b2Jc\x1b]52;c;QUJD\x07\x1bP$q m\x1b\\\xd0\x9f\x9b6n\
+        let input: &[u8] =
+            b"a\x1b[1;31mb\xc2\x9b2Jc\x1b]52;c;QUJD\x07\x1bP$q m\x1b\\\xd0\x9f\x9b6n\
                              \x1b(B\x1b\x1b[c\x18\x1b]0;\xc2\xa9\x9c\x1b]8;;u\x1b\\d\xc2";
         let whole = events(input);
         for k in 0..=input.len() {

@@ -108,7 +108,10 @@ impl TerminalFilter {
         while !rest.is_empty() {
             // Plain text, the bulk of any output, is copied in runs.
             if lexer.in_text() {
-                let n = rest.iter().position(|&b| !is_plain(b)).unwrap_or(rest.len());
+                let n = rest
+                    .iter()
+                    .position(|&b| !is_plain(b))
+                    .unwrap_or(rest.len());
                 out.extend_from_slice(&rest[..n]);
                 if n > 0 {
                     lexer.set_cont(0);
@@ -224,10 +227,7 @@ fn keep_csi(seq: &[u8]) -> bool {
         Some(&p @ 0x3C..=0x3F) => (Some(p), &body[1..]),
         _ => (None, body),
     };
-    let split = body
-        .iter()
-        .position(|&b| b < 0x30)
-        .unwrap_or(body.len());
+    let split = body.iter().position(|&b| b < 0x30).unwrap_or(body.len());
     let (params, inter) = body.split_at(split);
     // A private marker after the first byte, or a parameter after an intermediate: the
     // terminal ignores the sequence.
@@ -434,7 +434,10 @@ mod tests {
             same_at_every_split(b"\x1b]0;t\x1b[31mx\x1b]2;u\x1b]52;c;QQ==\x07y"),
             b"\x1b[31mxy"
         );
-        assert_eq!(same_at_every_split(b"\x1b]0;t\x18x\x1b[1\x1am"), b"\x18x\x1am");
+        assert_eq!(
+            same_at_every_split(b"\x1b]0;t\x18x\x1b[1\x1am"),
+            b"\x18x\x1am"
+        );
     }
 
     #[test]
@@ -448,7 +451,11 @@ mod tests {
         long.extend(std::iter::repeat_n(b'A', MAX_SEQUENCE));
         long.extend_from_slice(b"\ntext after\n");
         let out = filter(&long);
-        assert!(out.ends_with(b"\ntext after\n"), "{:?}", &out[out.len() - 20..]);
+        assert!(
+            out.ends_with(b"\ntext after\n"),
+            "{:?}",
+            &out[out.len() - 20..]
+        );
         assert!(!out.starts_with(b"\x1b"));
         assert!(out.len() < long.len());
         // What it holds meanwhile is bounded.
