@@ -144,6 +144,12 @@ impl TerminalFilter {
         seq.clear();
     }
 
+    /// How many bytes of an unfinished sequence the filter holds (at most
+    /// [`MAX_SEQUENCE`]).
+    pub fn held(&self) -> usize {
+        self.seq.len()
+    }
+
     /// How many sequences and controls were dropped so far.
     pub fn dropped(&self) -> u64 {
         self.dropped
