@@ -229,6 +229,8 @@ fn on_terminal(mut cmd: StdCommand) -> Vec<u8> {
                     out.extend_from_slice(&buf[..n]);
                 }
                 let status: std::process::ExitStatus = status;
+                // Reaped already (try_wait); this only returns its status again.
+                let _ = child.wait();
                 assert!(status.success(), "{}", String::from_utf8_lossy(&out));
                 return out;
             }
@@ -241,6 +243,7 @@ fn on_terminal(mut cmd: StdCommand) -> Vec<u8> {
         }
         if Instant::now() > end {
             let _ = child.kill();
+            let _ = child.wait();
             panic!("timed out: {}", String::from_utf8_lossy(&out));
         }
     }

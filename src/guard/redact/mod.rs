@@ -7,6 +7,14 @@
 //! pattern finding. It runs first; [`Redactor::scrub`] and [`RedactingWriter`] then scan
 //! what remains for the secrets the host did not know about.
 //!
+//! Matching follows the text as a terminal draws it: escape sequences and controls that
+//! draw nothing between a secret's characters (`s\e[mE\e[mC…`, a NUL, a C1 CSI) do not
+//! hide it, and are replaced together with it; a secret in a string's body (a window
+//! title) is matched there. Text overwritten on the screen (backspace, carriage return,
+//! cursor movement) is not followed, nor a secret with more than 256 bytes of escapes
+//! between two of its characters: redaction is for accidental leaks, not a program that
+//! means to show a secret (SECURITY.md has the list).
+//!
 //! [`RedactingWriter`] does the same on a stream (a child's stdout or stderr): a secret split
 //! across two writes is still redacted, and memory stays bounded whatever the length of the
 //! stream.

@@ -73,7 +73,9 @@ impl Seen {
 
     fn push(&mut self, b: u8, at: usize) {
         debug_assert!(at != usize::MAX, "a late C2 from before the piece");
-        if self.gap_before + (at - self.next) > MAX_GAP {
+        // Two breaks can stand at one byte (an `ESC ]` that cuts a string off and starts
+        // the next).
+        if self.gap_before + at.saturating_sub(self.next) > MAX_GAP {
             self.text.push(BREAK);
             self.at.push(at);
         }
@@ -85,7 +87,7 @@ impl Seen {
 
     /// The gap at raw index `end`.
     fn gap_at(&self, end: usize) -> usize {
-        self.gap_before + (end - self.next)
+        self.gap_before + end.saturating_sub(self.next)
     }
 
     /// The gap at `cut` after a piece read from a gap of `gap`.
@@ -297,6 +299,16 @@ mod tests {
         );
         assert_eq!(view(b"a\tb\r\nc\x08d"), b"a\tb\r\nc\x08d");
         assert_eq!(view("Привет\u{a9}".as_bytes()), "Привет\u{a9}".as_bytes());
+    }
+
+    /// Found by the fuzzer: `ESC ]` that cuts a string off and starts another puts two
+    /// breaks at one byte.
+    #[test]
+    fn a_string_cut_off_by_the_next_string() {
+        assert_eq!(
+            views(b"a\x1b]5;x\x1b]5;y\x07b"),
+            (b"ab".to_vec(), b"\x1b5;x\x1b\x1b5;y\x1b".to_vec())
+        );
     }
 
     #[test]
