@@ -85,6 +85,16 @@ impl Seen {
         self.gap_before = 0;
     }
 
+    /// Pushes `run`, the raw bytes from `at` on, all drawn.
+    fn push_run(&mut self, run: &[u8], at: usize) {
+        if let Some((&first, rest)) = run.split_first() {
+            self.push(first, at);
+            self.text.extend_from_slice(rest);
+            self.at.extend(at + 1..at + run.len());
+            self.next = at + run.len();
+        }
+    }
+
     /// The gap at raw index `end`.
     fn gap_at(&self, end: usize) -> usize {
         self.gap_before + end.saturating_sub(self.next)
@@ -171,6 +181,47 @@ fn ascii_text_64_sse2(block: &[u8; 64]) -> bool {
     _mm_movemask_epi8(all) == 0xFFFF
 }
 
+/// What [`lex`] reports.
+enum Piece {
+    /// `raw[start..end]`: text with no [`special`] byte, all drawn.
+    Run(usize, usize),
+    /// An event of the lexer, at its raw index.
+    Ev(Ev, usize),
+}
+
+/// Feeds `raw` to `lexer`, reporting runs of plain text in one piece: text between
+/// escapes is most of any output, and needs no event per byte.
+fn lex(lexer: &mut Lexer, raw: &[u8], mut f: impl FnMut(Piece)) {
+    let mut i = 0;
+    while i < raw.len() {
+        if lexer.in_text() {
+            let n = raw[i..]
+                .iter()
+                .position(|&b| special(b))
+                .unwrap_or(raw.len() - i);
+            if n > 0 {
+                f(Piece::Run(i, i + n));
+                // The run leaves the lexer in text; its last 4 bytes decide the UTF-8
+                // state (a lead byte there, or none, which is fine).
+                let from = (i + n).saturating_sub(4).max(i);
+                if from > i {
+                    *lexer = Lexer::new(usize::MAX);
+                }
+                lexer.feed(&raw[from..i + n], |_, _| {});
+                i += n;
+                continue;
+            }
+        }
+        // Up to the next byte that may start a run again.
+        let end = raw[i + 1..]
+            .iter()
+            .position(|&b| !special(b) && b != 0x1B)
+            .map_or(raw.len(), |k| i + 1 + k);
+        lexer.feed(&raw[i..end], |ev, at| f(Piece::Ev(ev, at.wrapping_add(i))));
+        i = end;
+    }
+}
+
 /// The scan state after `raw`, a plain piece ([`is_plain`]) read from `scan`: in text, no
 /// gap, and the UTF-8 state of its last bytes (which only its last 4 bytes decide).
 pub(super) fn after_plain(scan: Scan, raw: &[u8]) -> Scan {
@@ -200,18 +251,21 @@ pub(super) fn build(scan: &mut Scan, raw: &[u8], last: bool, view: &mut View) ->
     view.body.start(scan.body_gap);
     let mut string = scan.lexer.in_string();
     let View { text, body } = view;
-    scan.lexer.feed(raw, |ev, at| match ev {
-        Ev::Text(b) | Ev::Control(b @ 0x08..=0x0D) => text.push(b, at),
-        Ev::Byte(b) if string => body.push(b, at),
-        Ev::Begin(kind) if kind.is_string() => {
-            string = true;
-            body.push(BREAK, at);
-        }
-        Ev::End(_) if string => {
-            string = false;
-            body.push(BREAK, at);
-        }
-        _ => {}
+    lex(&mut scan.lexer, raw, |piece| match piece {
+        Piece::Run(start, end) => text.push_run(&raw[start..end], start),
+        Piece::Ev(ev, at) => match ev {
+            Ev::Text(b) | Ev::Control(b @ 0x08..=0x0D) => text.push(b, at),
+            Ev::Byte(b) if string => body.push(b, at),
+            Ev::Begin(kind) if kind.is_string() => {
+                string = true;
+                body.push(BREAK, at);
+            }
+            Ev::End(_) if string => {
+                string = false;
+                body.push(BREAK, at);
+            }
+            _ => {}
+        },
     });
     let mut decided = raw.len();
     if scan.lexer.c2_pending() {
@@ -235,7 +289,7 @@ pub(super) fn build(scan: &mut Scan, raw: &[u8], last: bool, view: &mut View) ->
 /// The scan state at `cut` of a piece whose views are `view`, read from `scan`.
 pub(super) fn at_cut(scan: Scan, raw: &[u8], view: &View, cut: usize) -> Scan {
     let mut lexer = scan.lexer;
-    lexer.feed(&raw[..cut], |_, _| {});
+    lex(&mut lexer, &raw[..cut], |_| {});
     // A `C2` just before the cut was decided by the byte after it: not a C1 control.
     lexer.resolve_c2();
     Scan {
