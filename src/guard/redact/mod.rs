@@ -189,8 +189,9 @@ impl Redactor {
 
     /// Calls `f(start, end)` with the raw range of each match in `raw` (the next piece of
     /// a stream, read from `scan`) that no more input can change, in order; returns where
-    /// the bytes that must wait for more input start (`raw.len()` when `last`), and
-    /// whether `raw` was its own view (then `view` is not filled).
+    /// the bytes that must wait for more input start (`raw.len()` when `last`), and,
+    /// unless `raw` was its own view (then `view` is not filled), how many bytes are
+    /// decided and the scan state after them.
     ///
     /// The matches are those of the view; each covers the raw bytes from its first drawn
     /// byte to its last. A match that starts before the returned point cannot grow with
@@ -202,7 +203,7 @@ impl Redactor {
         last: bool,
         view: &mut View,
         mut f: impl FnMut(usize, usize),
-    ) -> (usize, bool) {
+    ) -> (usize, Option<(usize, Scan)>) {
         if scan.lexer.in_text() && scan.gap <= MAX_GAP && view::is_plain(raw) {
             let hold = if last { raw.len() } else { self.hold_from(raw) };
             self.for_each_match(raw, |start, end| {
@@ -212,7 +213,7 @@ impl Redactor {
                 f(start, end);
                 true
             });
-            return (hold, true);
+            return (hold, None);
         }
         let mut scan = scan;
         let decided = view::build(&mut scan, raw, last, view);
@@ -249,7 +250,7 @@ impl Redactor {
                 done = end;
             }
         }
-        (hold, false)
+        (hold, Some((decided, scan)))
     }
 
     /// Calls `f(start, end)` for each match of any needle of any set, leftmost longest and

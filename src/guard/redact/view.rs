@@ -212,13 +212,8 @@ fn lex(lexer: &mut Lexer, raw: &[u8], mut f: impl FnMut(Piece)) {
                 continue;
             }
         }
-        // Up to the next byte that may start a run again.
-        let end = raw[i + 1..]
-            .iter()
-            .position(|&b| !special(b) && b != 0x1B)
-            .map_or(raw.len(), |k| i + 1 + k);
-        lexer.feed(&raw[i..end], |ev, at| f(Piece::Ev(ev, at.wrapping_add(i))));
-        i = end;
+        // Up to where the lexer is in text again.
+        i += lexer.feed_until_text(&raw[i..], |ev, at| f(Piece::Ev(ev, at.wrapping_add(i))));
     }
 }
 

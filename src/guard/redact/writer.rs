@@ -109,7 +109,7 @@ impl<W: Write> RedactingWriter<W> {
         self.out.clear();
         let mut at = 0;
         let (held, out) = (&self.held, &mut self.out);
-        let (hold, plain) =
+        let (hold, pass) =
             self.redactor
                 .matches_in(self.scan, held, last, &mut self.view, |start, end| {
                     out.extend_from_slice(&held[at..start]);
@@ -117,10 +117,12 @@ impl<W: Write> RedactingWriter<W> {
                     at = end;
                 });
         let cut = at.max(hold);
-        self.scan = if plain {
-            view::after_plain(self.scan, &held[..cut])
-        } else {
-            view::at_cut(self.scan, held, &self.view, cut)
+        self.scan = match pass {
+            None => view::after_plain(self.scan, &held[..cut]),
+            // Nothing kept back: the state after the view is the state at the cut (unless
+            // a `C2` waits: it stays held, and is read again).
+            Some((decided, end)) if cut == decided && !end.lexer.c2_pending() => end,
+            Some(_) => view::at_cut(self.scan, held, &self.view, cut),
         };
         self.out.extend_from_slice(&self.held[at..cut]);
         self.held.drain(..cut);

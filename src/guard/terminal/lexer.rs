@@ -163,6 +163,18 @@ impl Lexer {
         }
     }
 
+    /// [`feed`](Self::feed) until the lexer is back in text with nothing pending;
+    /// returns how many bytes of `input` it read.
+    pub(crate) fn feed_until_text(&mut self, input: &[u8], mut f: impl FnMut(Ev, usize)) -> usize {
+        for (i, &b) in input.iter().enumerate() {
+            self.byte(b, i, &mut f);
+            if self.in_text() {
+                return i + 1;
+            }
+        }
+        input.len()
+    }
+
     /// The end of the stream: a waiting `C2` is what it would be before any other byte
     /// (text, or a byte of a string's body); an open sequence is cut off.
     pub(crate) fn finish(&mut self, mut f: impl FnMut(Ev, usize)) {
