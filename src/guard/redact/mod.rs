@@ -219,8 +219,10 @@ impl Redactor {
         let decided = view::build(&mut scan, raw, last, view);
         // The drawn text and the strings' bodies are searched apart; a match in the text
         // covers whole strings, so a match in a body is either inside it or apart.
-        let hold_in = |seen: &view::Seen| {
-            let hold = if last {
+        // After more than MAX_GAP bytes that drew nothing (an endless sequence), the next
+        // drawn byte follows a break: no match under way can go on, and nothing is held.
+        let hold_in = |seen: &view::Seen, gap: usize| {
+            let hold = if last || gap > MAX_GAP {
                 seen.text.len()
             } else {
                 self.hold_from(&seen.text)
@@ -228,8 +230,8 @@ impl Redactor {
             let raw_hold = seen.at.get(hold).copied().unwrap_or(decided);
             (hold, raw_hold)
         };
-        let (text_hold, text_raw_hold) = hold_in(&view.text);
-        let (body_hold, body_raw_hold) = hold_in(&view.body);
+        let (text_hold, text_raw_hold) = hold_in(&view.text, scan.gap);
+        let (body_hold, body_raw_hold) = hold_in(&view.body, scan.body_gap);
         let hold = text_raw_hold.min(body_raw_hold);
         let mut ranges = Vec::new();
         for (seen, seen_hold) in [(&view.text, text_hold), (&view.body, body_hold)] {
@@ -561,6 +563,29 @@ mod tests {
         assert_eq!(r.redact_str(&text), text);
         let text = format!("xxxxx{b}\r{a}");
         assert_eq!(r.redact_str(&text), text);
+    }
+
+    /// A start of a secret followed by a sequence that never ends is let go once the
+    /// sequence is longer than MAX_GAP: what the stream holds back stays bounded.
+    #[test]
+    fn an_endless_sequence_after_a_secrets_start_is_not_held() {
+        let s = secret(1);
+        let r = Redactor::new([&s]);
+        for open in ["\x1b[", "\x1b]0;", "\x1bP"] {
+            let mut w = RedactingWriter::without_scan(r.clone(), Vec::new());
+            w.write_all(&s.as_bytes()[..6]).unwrap();
+            w.write_all(open.as_bytes()).unwrap();
+            for _ in 0..1000 {
+                w.write_all(&[b'1'; 100]).unwrap();
+                assert!(w.held_len() <= s.len() + MAX_GAP + 100, "{open:?}");
+            }
+            w.write_all(&s.as_bytes()[6..]).unwrap();
+            let (out, _) = w.finish().unwrap();
+            let mut text = [&s.as_bytes()[..6], open.as_bytes()].concat();
+            text.extend_from_slice(&[b'1'; 100_000]);
+            text.extend_from_slice(&s.as_bytes()[6..]);
+            assert_eq!(out, r.redact(&text).into_owned(), "{open:?}");
+        }
     }
 
     #[test]

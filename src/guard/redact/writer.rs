@@ -11,7 +11,9 @@ use crate::guard::leak::{Finding, StreamScanner};
 /// writes for unknown ones: put it between a child's stdout or stderr and its destination.
 ///
 /// Bytes that could be the start of a known secret are held back until the next write
-/// shows whether they are (at most the longest encoded secret, less one byte), so a secret
+/// shows whether they are (at most the longest encoded secret less one byte, with up to
+/// 256 bytes of escapes and silent controls between two of its characters, as the
+/// terminal view of the [module](super) allows), so a secret
 /// split across writes is still redacted, and the output equals what
 /// [`Redactor::redact`] makes of the whole stream. [`flush`](Write::flush) keeps those
 /// bytes too: releasing them would let a secret through in two halves.
@@ -79,6 +81,12 @@ impl<W: Write> RedactingWriter<W> {
     /// Takes the findings so far, leaving none.
     pub fn take_findings(&mut self) -> Vec<Finding> {
         std::mem::take(&mut self.findings)
+    }
+
+    /// How many bytes are held back.
+    #[cfg(test)]
+    pub(super) fn held_len(&self) -> usize {
+        self.held.len()
     }
 
     /// The wrapped writer.
