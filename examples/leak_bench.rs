@@ -19,11 +19,20 @@
 //! (`with_secrets`, a small automaton beside the shared one) or without (a clone), next to
 //! a rebuild of all 17 values, which every spawn did before; then the redaction speed of
 //! the shared-plus-own redactor on 1 MiB of clean text.
+//!
+//! A third table (`escapes`) gives what escape sequences cost: redaction of 1 MiB of
+//! coloured text (an SGR sequence around every few words, as `ls --color` or a compiler
+//! prints), which is matched through the terminal view, not as plain text; the CLI's
+//! terminal filter on clean and on coloured text; and a streaming redactor fed 4 KiB
+//! writes.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use stockade::{Redactor, scan};
+use std::io::Write;
+
+use stockade::guard::terminal::TerminalFilter;
+use stockade::{RedactingWriter, Redactor, scan};
 
 /// splitmix64.
 struct Gen(u64);
@@ -192,6 +201,67 @@ fn build_costs(secrets: &[String], g: &mut Gen) {
     }
 }
 
+/// Clean text with an SGR colour around every few words.
+fn coloured(len: usize, g: &mut Gen) -> Vec<u8> {
+    let text = clean(len, g);
+    let mut out = Vec::with_capacity(len + len / 4);
+    for (i, word) in text.split_inclusive(|&b| b == b' ').enumerate() {
+        if i % 3 == 0 {
+            out.extend_from_slice(b"\x1b[1;32m");
+            out.extend_from_slice(word);
+            out.extend_from_slice(b"\x1b[0m");
+        } else {
+            out.extend_from_slice(word);
+        }
+    }
+    out
+}
+
+/// What escape sequences cost the redactor and the terminal filter.
+fn escape_costs(redactor: &Redactor, g: &mut Gen) {
+    let clean_text = clean(1 << 20, g);
+    let coloured_text = coloured(1 << 20, g);
+    println!();
+    println!("| 1 MiB | MB/s |");
+    println!("| --- | ---: |");
+    let mut buf = Vec::with_capacity(2 << 20);
+    let rows: [(&str, &[u8], u8); 6] = [
+        ("redact, clean text", &clean_text, 0),
+        ("redact, coloured text", &coloured_text, 0),
+        ("RedactingWriter (4 KiB writes), clean text", &clean_text, 1),
+        (
+            "RedactingWriter (4 KiB writes), coloured text",
+            &coloured_text,
+            1,
+        ),
+        ("TerminalFilter, clean text", &clean_text, 2),
+        ("TerminalFilter, coloured text", &coloured_text, 2),
+    ];
+    for (what, input, how) in rows {
+        let rate = measure(input.len(), || match how {
+            0 => {
+                black_box(redactor.redact(black_box(input)));
+            }
+            1 => {
+                buf.clear();
+                let mut w = RedactingWriter::without_scan(redactor.clone(), &mut buf);
+                for chunk in input.chunks(4096) {
+                    w.write_all(chunk).unwrap();
+                }
+                black_box(w.finish().unwrap());
+            }
+            _ => {
+                buf.clear();
+                let mut f = TerminalFilter::new();
+                f.push(black_box(input), &mut buf);
+                f.finish(&mut buf);
+                black_box(&buf);
+            }
+        });
+        println!("| {what} | {rate:.0} |");
+    }
+}
+
 fn main() {
     let max_mib: usize = std::env::args()
         .nth(1)
@@ -250,6 +320,9 @@ fn main() {
             };
             println!("| {kind} | {label} | {scan_rate} | {redact_rate} |");
         }
+    }
+    if what.as_deref().is_none_or(|w| w == "escapes") {
+        escape_costs(&redactor, &mut g);
     }
     if run_build {
         build_costs(&secrets, &mut g);

@@ -42,6 +42,19 @@
 //! caller's terminal as its controlling terminal, so a pseudo-terminal could be bypassed
 //! through `/dev/tty` anyway.
 //!
+//! # What reaches the caller's terminal
+//!
+//! Output copied to one of the caller's fds that is a terminal (the pseudo-terminal's
+//! output, and with `--scrub` the piped stdout and stderr) goes through a
+//! [`TerminalFilter`]: escape sequences that write the clipboard (OSC 52) or make the
+//! terminal answer with text the program could choose (title reports, DECRQSS,
+//! XTGETTCAP, colour queries, …) are dropped; colours, cursor movement, erase, scroll
+//! regions, the alternate screen, bracketed paste and mouse modes, titles and hyperlinks
+//! pass. An answer lands in the terminal's input, which after the run is the caller's
+//! shell. With `--scrub` the filtered stream is then redacted. Output to a file or a pipe
+//! is not filtered, and with `--no-pty` or `--keep-session` the program writes to the
+//! caller's terminal itself.
+//!
 //! # Threads and signals
 //!
 //! One thread copies every output stream (the pseudo-terminal's master and the pipes of
@@ -65,6 +78,7 @@ use std::thread::JoinHandle;
 
 use rustix::fs::FileType;
 use rustix::termios::{self, OptionalActions, Termios};
+use stockade::guard::terminal::TerminalFilter;
 use stockade::{Child, Command, Finding, RedactingWriter, Stdio};
 
 /// How `stockade run` hands over the program's stdio.
@@ -146,6 +160,8 @@ pub struct Relay {
     pty: Option<Pty>,
     /// Which of the program's fds 0, 1, 2 are pipes relayed to or from the caller's.
     piped: [bool; 3],
+    /// Which of the caller's fds 0, 1, 2 are terminals: output copied there is filtered.
+    terminals: [bool; 3],
     scrub: bool,
 }
 
@@ -228,6 +244,7 @@ impl Relay {
         Ok(Relay {
             pty,
             piped,
+            terminals: kinds.map(|k| k == Kind::Terminal),
             scrub: opts.scrub,
         })
     }
@@ -243,11 +260,23 @@ impl Relay {
     pub fn start(self, cmd: Command, child: &mut Child) -> io::Result<Running> {
         drop(cmd);
         let redactor = self.scrub.then(|| child.redactor().clone());
+        // Output bound for a terminal is filtered first, then redacted: the redactor
+        // then sees the sequences in the form the terminal gets them.
+        let terminals = self.terminals;
         let writer = |i: usize| -> io::Result<Box<dyn Finish>> {
             let f = dup_caller(i)?;
-            Ok(match &redactor {
+            let to: Box<dyn Finish> = match &redactor {
                 Some(r) => Box::new(RedactingWriter::new(r.clone(), f)),
                 None => Box::new(Plain(f)),
+            };
+            Ok(if terminals[i] {
+                Box::new(Filtered {
+                    filter: TerminalFilter::new(),
+                    buf: Vec::new(),
+                    to,
+                })
+            } else {
+                to
             })
         };
         let mut outputs: Vec<Output> = Vec::new();
@@ -486,6 +515,35 @@ impl Write for Plain {
     }
     fn flush(&mut self) -> io::Result<()> {
         self.0.flush()
+    }
+}
+
+/// Output bound for the caller's terminal: the escape sequences that write its clipboard
+/// or make it answer are dropped on the way (`stockade::guard::terminal` has the lists).
+struct Filtered {
+    filter: TerminalFilter,
+    buf: Vec<u8>,
+    to: Box<dyn Finish>,
+}
+
+impl Write for Filtered {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.clear();
+        self.filter.push(data, &mut self.buf);
+        self.to.write_all(&self.buf)?;
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.to.flush()
+    }
+}
+
+impl Finish for Filtered {
+    fn finish_stream(mut self: Box<Self>) -> Vec<Finding> {
+        self.buf.clear();
+        self.filter.finish(&mut self.buf);
+        let _ = self.to.write_all(&self.buf);
+        self.to.finish_stream()
     }
 }
 

@@ -5,10 +5,14 @@
 //! - [`url`]: fetch tools reach no private, loopback or metadata address (SSRF).
 //! - [`tools`]: the tools dir listing for a host's dashboard.
 //! - [`leak`]: find secrets in a worker's output, raw or encoded.
-//! - [`redact`]: replace the secrets the host knows, in one pass or in a stream.
+//! - [`redact`]: replace the secrets the host knows, in one pass or in a stream, matched
+//!   in the text as a terminal draws it.
+//! - [`terminal`]: drop the escape sequences that write a terminal's clipboard or make it
+//!   answer, from output bound for a terminal.
 
 pub mod leak;
 pub mod path;
 pub mod redact;
+pub mod terminal;
 pub mod tools;
 pub mod url;

@@ -7,6 +7,14 @@
 //! pattern finding. It runs first; [`Redactor::scrub`] and [`RedactingWriter`] then scan
 //! what remains for the secrets the host did not know about.
 //!
+//! Matching follows the text as a terminal draws it: escape sequences and controls that
+//! draw nothing between a secret's characters (`s\e[mE\e[mC…`, a NUL, a C1 CSI) do not
+//! hide it, and are replaced together with it; a secret in a string's body (a window
+//! title) is matched there. Text overwritten on the screen (backspace, carriage return,
+//! cursor movement) is not followed, nor a secret with more than 256 bytes of escapes
+//! between two of its characters: redaction is for accidental leaks, not a program that
+//! means to show a secret (SECURITY.md has the list).
+//!
 //! [`RedactingWriter`] does the same on a stream (a child's stdout or stderr): a secret split
 //! across two writes is still redacted, and memory stays bounded whatever the length of the
 //! stream.
@@ -25,9 +33,11 @@ use crate::guard::leak::{Finding, scan};
 
 mod encode;
 mod set;
+mod view;
 mod writer;
 
 use set::NeedleSet;
+use view::{MAX_GAP, Scan, View};
 pub use writer::RedactingWriter;
 
 /// What a redacted secret is replaced with.
@@ -150,23 +160,99 @@ impl Redactor {
 
     /// `input` with every known secret replaced by [`REDACTED`]; borrowed when nothing
     /// matched.
+    ///
+    /// Secrets are matched in the text as a terminal draws it: escape sequences and
+    /// controls that draw nothing between a secret's characters (`s\e[mE\e[mC…`) do not
+    /// hide it, and are replaced with it (see the [module](self) docs for what is and is
+    /// not followed).
     pub fn redact<'a>(&self, input: &'a [u8]) -> Cow<'a, [u8]> {
+        if self.is_empty() {
+            return Cow::Borrowed(input);
+        }
         let mut out = Vec::new();
         let mut at = 0;
-        self.for_each_match(input, |start, end| {
+        let mut view = View::default();
+        self.matches_in(Scan::default(), input, true, &mut view, |start, end| {
             if out.is_empty() {
                 out.reserve(input.len());
             }
             out.extend_from_slice(&input[at..start]);
             out.extend_from_slice(REDACTED.as_bytes());
             at = end;
-            true
         });
         if at == 0 && out.is_empty() {
             return Cow::Borrowed(input);
         }
         out.extend_from_slice(&input[at..]);
         Cow::Owned(out)
+    }
+
+    /// Calls `f(start, end)` with the raw range of each match in `raw` (the next piece of
+    /// a stream, read from `scan`) that no more input can change, in order; returns where
+    /// the bytes that must wait for more input start (`raw.len()` when `last`), and,
+    /// unless `raw` was its own view (then `view` is not filled), how many bytes are
+    /// decided and the scan state after them.
+    ///
+    /// The matches are those of the view; each covers the raw bytes from its first drawn
+    /// byte to its last. A match that starts before the returned point cannot grow with
+    /// more input, and none can start earlier once more input arrives.
+    fn matches_in(
+        &self,
+        scan: Scan,
+        raw: &[u8],
+        last: bool,
+        view: &mut View,
+        mut f: impl FnMut(usize, usize),
+    ) -> (usize, Option<(usize, Scan)>) {
+        if scan.lexer.in_text() && scan.gap <= MAX_GAP && view::is_plain(raw) {
+            let hold = if last { raw.len() } else { self.hold_from(raw) };
+            self.for_each_match(raw, |start, end| {
+                if start >= hold {
+                    return false;
+                }
+                f(start, end);
+                true
+            });
+            return (hold, None);
+        }
+        let mut scan = scan;
+        let decided = view::build(&mut scan, raw, last, view);
+        // The drawn text and the strings' bodies are searched apart; a match in the text
+        // covers whole strings, so a match in a body is either inside it or apart.
+        // After more than MAX_GAP bytes that drew nothing (an endless sequence), the next
+        // drawn byte follows a break: no match under way can go on, and nothing is held.
+        let hold_in = |seen: &view::Seen, gap: usize| {
+            let hold = if last || gap > MAX_GAP {
+                seen.text.len()
+            } else {
+                self.hold_from(&seen.text)
+            };
+            let raw_hold = seen.at.get(hold).copied().unwrap_or(decided);
+            (hold, raw_hold)
+        };
+        let (text_hold, text_raw_hold) = hold_in(&view.text, scan.gap);
+        let (body_hold, body_raw_hold) = hold_in(&view.body, scan.body_gap);
+        let hold = text_raw_hold.min(body_raw_hold);
+        let mut ranges = Vec::new();
+        for (seen, seen_hold) in [(&view.text, text_hold), (&view.body, body_hold)] {
+            self.for_each_match(&seen.text, |start, end| {
+                let range = (seen.at[start], seen.at[end - 1] + 1);
+                if start >= seen_hold || range.0 >= hold {
+                    return false;
+                }
+                ranges.push(range);
+                true
+            });
+        }
+        ranges.sort_unstable();
+        let mut done = 0;
+        for (start, end) in ranges {
+            if start >= done {
+                f(start, end);
+                done = end;
+            }
+        }
+        (hold, Some((decided, scan)))
     }
 
     /// Calls `f(start, end)` for each match of any needle of any set, leftmost longest and
@@ -345,6 +431,172 @@ mod tests {
             let (out, _) = w.finish().unwrap();
             assert_eq!(out, whole, "split at {split}");
         }
+    }
+
+    /// Streaming `text` in two writes split at every point, and byte by byte, gives the
+    /// one-shot output; returns it.
+    fn stream_bytes_equals_one_shot(r: &Redactor, text: &[u8]) -> Vec<u8> {
+        let whole = r.redact(text).into_owned();
+        for split in 0..=text.len() {
+            let mut w = RedactingWriter::without_scan(r.clone(), Vec::new());
+            w.write_all(&text[..split]).unwrap();
+            w.flush().unwrap();
+            w.write_all(&text[split..]).unwrap();
+            let (out, _) = w.finish().unwrap();
+            assert_eq!(out, whole, "split at {split} of {text:?}");
+        }
+        let mut w = RedactingWriter::without_scan(r.clone(), Vec::new());
+        for b in text {
+            w.write_all(std::slice::from_ref(b)).unwrap();
+        }
+        assert_eq!(w.finish().unwrap().0, whole, "byte by byte: {text:?}");
+        whole
+    }
+
+    /// Every kind of sequence or control that draws nothing on the screen.
+    const SILENT: &[&[u8]] = &[
+        b"\x1b[m",
+        b"\x1b[1;38;5;208m",
+        b"\x1b[K",
+        b"\x1b[?25l",
+        b"\x1b]0;title\x07",
+        b"\x1b]8;;https://example.org/\x1b\\",
+        b"\x1bP$q m\x1b\\",
+        b"\x1bXsos\x1b\\",
+        b"\x1b^pm\x1b\\",
+        b"\x1b_Gapc\x1b\\",
+        b"\x1b(B",
+        b"\x1b7",
+        b"\x1b\\",
+        b"\x00",
+        b"\x07",
+        b"\x0e\x0f",
+        b"\x1b[1\x00m",
+        b"\x7f",
+        b"\xc2\x9b0m",
+        b"\x9b0m",
+        b"\xc2\x80",
+        b"\x9d0;t\x9c",
+        b"\xc2\x90q\xc2\x9c",
+    ];
+
+    /// `value` with `sep` between every two of its bytes.
+    fn interleave(value: &[u8], sep: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, b) in value.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(sep);
+            }
+            out.push(*b);
+        }
+        out
+    }
+
+    #[test]
+    fn escapes_between_a_secrets_characters_are_redacted_with_it_at_every_split() {
+        let s = secret(1);
+        let r = Redactor::new([&s]).with_secrets([secret(2)]);
+        for sep in SILENT {
+            let text = [
+                b"ok \x1b[1m".as_slice(),
+                &interleave(s.as_bytes(), sep),
+                b"\x1b[m ok",
+            ]
+            .concat();
+            let out = stream_bytes_equals_one_shot(&r, &text);
+            assert_eq!(out, b"ok \x1b[1m[REDACTED]\x1b[m ok", "{sep:?}");
+            // One escape, after each character in turn.
+            for k in 1..s.len() {
+                let text = [&s.as_bytes()[..k], sep, &s.as_bytes()[k..]].concat();
+                assert_eq!(r.redact(&text), REDACTED.as_bytes(), "{sep:?} at {k}");
+            }
+        }
+        // Encoded forms too.
+        let hex = hex::encode(secret(2));
+        let text = interleave(hex.as_bytes(), b"\x1b[3m");
+        assert_eq!(stream_bytes_equals_one_shot(&r, &text), REDACTED.as_bytes());
+    }
+
+    #[test]
+    fn a_secret_in_a_strings_body_is_redacted_and_the_string_still_ends() {
+        let s = secret(1);
+        let r = Redactor::new([&s]);
+        for (open, end) in [
+            ("\x1b]2;", "\x07"),
+            ("\x1b]8;;", "\x1b\\"),
+            ("\x1bP", "\x1b\\"),
+        ] {
+            let text = format!("a{open}t {s} t{end}b");
+            let out = stream_bytes_equals_one_shot(&r, text.as_bytes());
+            assert_eq!(out, format!("a{open}t {REDACTED} t{end}b").as_bytes());
+            // Controls a terminal ignores inside the string.
+            let hidden = interleave(s.as_bytes(), b"\x00");
+            let text = [open.as_bytes(), &hidden, end.as_bytes()].concat();
+            let out = stream_bytes_equals_one_shot(&r, &text);
+            assert_eq!(out, [open, REDACTED, end].concat().as_bytes());
+        }
+    }
+
+    #[test]
+    fn what_the_view_does_not_follow() {
+        let s = secret(1);
+        let r = Redactor::new([&s]);
+        let (a, b) = s.split_at(5);
+        // Text on both sides of a string's body is not one text.
+        let text = format!("\x1b]2;{a}\x07{b}");
+        assert_eq!(
+            stream_bytes_equals_one_shot(&r, text.as_bytes()),
+            text.as_bytes()
+        );
+        // More than MAX_GAP bytes that draw nothing between two characters break it.
+        let text = [
+            a.as_bytes(),
+            &b"\x1b[m".repeat(MAX_GAP / 3 + 1),
+            b.as_bytes(),
+        ]
+        .concat();
+        assert_eq!(stream_bytes_equals_one_shot(&r, &text), text);
+        let text = [a.as_bytes(), &b"\x1b[m".repeat(MAX_GAP / 3), b.as_bytes()].concat();
+        assert_eq!(stream_bytes_equals_one_shot(&r, &text), REDACTED.as_bytes());
+        // Overwriting (backspace, carriage return, cursor movement) is not followed.
+        let text = format!("{a}x\x08{b}");
+        assert_eq!(r.redact_str(&text), text);
+        let text = format!("xxxxx{b}\r{a}");
+        assert_eq!(r.redact_str(&text), text);
+    }
+
+    /// A start of a secret followed by a sequence that never ends is let go once the
+    /// sequence is longer than MAX_GAP: what the stream holds back stays bounded.
+    #[test]
+    fn an_endless_sequence_after_a_secrets_start_is_not_held() {
+        let s = secret(1);
+        let r = Redactor::new([&s]);
+        for open in ["\x1b[", "\x1b]0;", "\x1bP"] {
+            let mut w = RedactingWriter::without_scan(r.clone(), Vec::new());
+            w.write_all(&s.as_bytes()[..6]).unwrap();
+            w.write_all(open.as_bytes()).unwrap();
+            for _ in 0..1000 {
+                w.write_all(&[b'1'; 100]).unwrap();
+                assert!(w.held_len() <= s.len() + MAX_GAP + 100, "{open:?}");
+            }
+            w.write_all(&s.as_bytes()[6..]).unwrap();
+            let (out, _) = w.finish().unwrap();
+            let mut text = [&s.as_bytes()[..6], open.as_bytes()].concat();
+            text.extend_from_slice(&[b'1'; 100_000]);
+            text.extend_from_slice(&s.as_bytes()[6..]);
+            assert_eq!(out, r.redact(&text).into_owned(), "{open:?}");
+        }
+    }
+
+    #[test]
+    fn a_value_with_escapes_in_it_is_found_by_what_it_draws() {
+        let v = b"\x1b[1mpass\x07word-1234\x1b[m";
+        let r = Redactor::new([v]);
+        // The value's own escapes before its first and after its last drawn byte stay.
+        assert_eq!(r.redact(v), b"\x1b[1m[REDACTED]\x1b[m".as_slice());
+        assert_eq!(r.redact(b"x password-1234 y"), b"x [REDACTED] y".as_slice());
+        let held = interleave(b"password-1234", b"\x1b[4m");
+        assert_eq!(stream_bytes_equals_one_shot(&r, &held), REDACTED.as_bytes());
     }
 
     #[test]

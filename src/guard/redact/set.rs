@@ -7,6 +7,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 
 use super::MIN_SECRET_LEN;
 use super::encode::encodings;
+use super::view;
 
 /// The needles of some secret values, and what searching for them takes.
 pub(super) struct NeedleSet {
@@ -42,6 +43,12 @@ impl NeedleSet {
         let mut needles = Vec::with_capacity(values.len() * 11);
         for v in &values {
             encodings(v, &mut needles);
+            // Text is searched as a terminal draws it: a value with escapes or silent
+            // controls in it is found by what it draws.
+            let drawn = view::of_value(v);
+            if drawn != *v {
+                needles.push(drawn);
+            }
         }
         needles.retain(|n| n.len() >= MIN_SECRET_LEN);
         needles.sort_unstable();

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io::{self, Write};
 
+use super::view::{self, Scan, View};
 use super::{REDACTED, Redactor};
 use crate::guard::leak::{Finding, StreamScanner};
 
@@ -10,7 +11,9 @@ use crate::guard::leak::{Finding, StreamScanner};
 /// writes for unknown ones: put it between a child's stdout or stderr and its destination.
 ///
 /// Bytes that could be the start of a known secret are held back until the next write
-/// shows whether they are (at most the longest encoded secret, less one byte), so a secret
+/// shows whether they are (at most the longest encoded secret less one byte, with up to
+/// 256 bytes of escapes and silent controls between two of its characters, as the
+/// terminal view of the [module](super) allows), so a secret
 /// split across writes is still redacted, and the output equals what
 /// [`Redactor::redact`] makes of the whole stream. [`flush`](Write::flush) keeps those
 /// bytes too: releasing them would let a secret through in two halves.
@@ -39,6 +42,9 @@ pub struct RedactingWriter<W: Write> {
     inner: W,
     /// Input not yet written: a possible start of a secret.
     held: Vec<u8>,
+    /// The terminal's state at the start of `held`, and the view of `held`.
+    scan: Scan,
+    view: View,
     out: Vec<u8>,
     scanner: Option<StreamScanner>,
     findings: Vec<Finding>,
@@ -51,6 +57,8 @@ impl<W: Write> RedactingWriter<W> {
             redactor,
             inner,
             held: Vec::new(),
+            scan: Scan::default(),
+            view: View::default(),
             out: Vec::new(),
             scanner: Some(StreamScanner::new()),
             findings: Vec::new(),
@@ -73,6 +81,12 @@ impl<W: Write> RedactingWriter<W> {
     /// Takes the findings so far, leaving none.
     pub fn take_findings(&mut self) -> Vec<Finding> {
         std::mem::take(&mut self.findings)
+    }
+
+    /// How many bytes are held back.
+    #[cfg(test)]
+    pub(super) fn held_len(&self) -> usize {
+        self.held.len()
     }
 
     /// The wrapped writer.
@@ -100,27 +114,24 @@ impl<W: Write> RedactingWriter<W> {
             return self.emit(data);
         }
         self.held.extend_from_slice(data);
-        let hold = if last {
-            self.held.len()
-        } else {
-            self.redactor.hold_from(&self.held)
-        };
-        // A match that starts before `hold` cannot grow with more input, and no match can
-        // start earlier than it once more input arrives: it is final. The first match at
-        // or after `hold` may still change.
         self.out.clear();
         let mut at = 0;
         let (held, out) = (&self.held, &mut self.out);
-        self.redactor.for_each_match(held, |start, end| {
-            if start >= hold {
-                return false;
-            }
-            out.extend_from_slice(&held[at..start]);
-            out.extend_from_slice(REDACTED.as_bytes());
-            at = end;
-            true
-        });
+        let (hold, pass) =
+            self.redactor
+                .matches_in(self.scan, held, last, &mut self.view, |start, end| {
+                    out.extend_from_slice(&held[at..start]);
+                    out.extend_from_slice(REDACTED.as_bytes());
+                    at = end;
+                });
         let cut = at.max(hold);
+        self.scan = match pass {
+            None => view::after_plain(self.scan, &held[..cut]),
+            // Nothing kept back: the state after the view is the state at the cut (unless
+            // a `C2` waits: it stays held, and is read again).
+            Some((decided, end)) if cut == decided && !end.lexer.c2_pending() => end,
+            Some(_) => view::at_cut(self.scan, held, &self.view, cut),
+        };
         self.out.extend_from_slice(&self.held[at..cut]);
         self.held.drain(..cut);
         let out = std::mem::take(&mut self.out);

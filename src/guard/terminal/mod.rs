@@ -1,0 +1,481 @@
+//! Escape sequences in output bound for a terminal: [`TerminalFilter`].
+//!
+//! A program's output drawn on a terminal can do more than draw. Some sequences make the
+//! terminal write the system clipboard (OSC 52); others make it *answer*: it types a reply
+//! into its own input, which is whatever reads the terminal next. While the program runs
+//! that is the program itself, but after it has ended it is the caller's shell, and some
+//! replies carry text the program chose (a window title it set, reported back by
+//! `CSI 21 t`; a DECRQSS or XTGETTCAP reply echoing its request). A title such as
+//! `` `rm -rf ~` `` followed by a newline, reported into the shell's input, runs.
+//!
+//! [`TerminalFilter`] passes what full-screen programs (vim, less, htop) need and drops the
+//! rest. It keeps:
+//!
+//! - text, and the C0 controls (BS, HT, LF, CR, BEL, SO, SI, …) except ENQ, whose reply
+//!   is the terminal's answerback message;
+//! - CSI sequences that draw or set modes: cursor movement, erase, insert and delete,
+//!   scrolling and scroll regions, SGR colours and attributes, DECSET/DECRST modes
+//!   (alternate screen, bracketed paste, mouse reporting, cursor visibility), the cursor
+//!   style, soft reset, rectangle editing, the title stack (`CSI 22 t`, `CSI 23 t`),
+//!   keyboard protocol switches (`CSI > … m`, `CSI > … u`, `CSI < u`, `CSI = … u`);
+//! - two queries whose reply holds nothing the program chose: the cursor position
+//!   (`CSI 6 n`, `CSI ? 6 n`: digits only, which programs use to find the cursor) and the
+//!   status report (`CSI 5 n`), and the primary device attributes (`CSI c`, `CSI 0 c`, a
+//!   fixed reply programs use as the end of their queries);
+//! - OSC 0, 1 and 2 (set the title; reporting it is dropped) and OSC 8 (hyperlinks);
+//! - `ESC` sequences that save or restore the cursor, index, select keypad modes or
+//!   character sets, reset the terminal (`ESC c`), or test the screen alignment.
+//!
+//! It drops every other sequence, among them: OSC 52 (clipboard), every other OSC (colour
+//! queries and changes OSC 4/10/11/12…, fonts OSC 50, notifications, file transfers
+//! OSC 1337/5113, …); every DCS (DECRQSS `DCS $ q`, XTGETTCAP `DCS + q`, DECUDK, sixel
+//! images, …), SOS, PM and APC (kitty's graphics, which can read files); DA2 and DA3
+//! (`CSI > c`, `CSI = c`), XTVERSION (`CSI > q`), DECRQM (`CSI ? … $ p`), window
+//! operations and reports (`CSI … t` other than 22 and 23), the other device status
+//! reports, DECREQTPARM, DECRQCRA checksums of the screen, locator reports, `CSI ? u`,
+//! `CSI ? … S`, and `ESC Z` (DECID) and its C1 form. ST on its own, ENQ and DECID are
+//! dropped as well.
+//!
+//! The filter reads the C1 controls in their UTF-8 form (`C2 9B` is CSI) and, for a
+//! terminal in an 8-bit mode, as single bytes that do not continue a UTF-8 character
+//! (`0x9B`). A kept sequence is written in its 7-bit form (`ESC [`, `ESC ]`), so that any
+//! terminal reads it as the filter did; a kept string ends with the terminator it had
+//! (BEL or `ESC \`); a string cut off by another sequence, CAN or SUB is dropped.
+//!
+//! The filter holds an unfinished sequence until it ends, and at most
+//! [`MAX_SEQUENCE`] bytes of it: a longer one is dropped and what follows is text again,
+//! so an unterminated sequence cannot swallow the rest of the output.
+
+pub(crate) mod lexer;
+
+use lexer::{End, Ev, Kind, Lexer};
+
+/// The longest sequence the filter holds, introducer aside (a hyperlink's URI fits).
+pub const MAX_SEQUENCE: usize = 4096;
+
+/// Streaming filter of the escape sequences that write the clipboard or make the
+/// terminal answer (see the [module](self) for the lists).
+///
+/// Output is the same wherever the input is split; a sequence split across two calls is
+/// held (at most [`MAX_SEQUENCE`] bytes) until it ends.
+///
+/// ```
+/// use stockade::guard::terminal::TerminalFilter;
+///
+/// let mut f = TerminalFilter::new();
+/// let mut out = Vec::new();
+/// f.push(b"\x1b[1;31mred\x1b[m \x1b]52;c;ZWNobyBoaQ==\x07", &mut out);
+/// f.push(b"\x1bP$q m\x1b\\done\n", &mut out);
+/// f.finish(&mut out);
+/// assert_eq!(out, b"\x1b[1;31mred\x1b[m done\n");
+/// ```
+#[derive(Clone, Debug)]
+pub struct TerminalFilter {
+    lexer: Lexer,
+    /// The open sequence's kind and bytes (after its introducer).
+    kind: Kind,
+    seq: Vec<u8>,
+    dropped: u64,
+}
+
+impl Default for TerminalFilter {
+    fn default() -> Self {
+        TerminalFilter::new()
+    }
+}
+
+impl TerminalFilter {
+    /// A filter at the start of a stream.
+    pub fn new() -> TerminalFilter {
+        TerminalFilter {
+            lexer: Lexer::new(MAX_SEQUENCE),
+            kind: Kind::Esc,
+            seq: Vec::new(),
+            dropped: 0,
+        }
+    }
+
+    /// Appends to `out` what may reach the terminal of `input`, the next bytes of the
+    /// stream.
+    pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        let TerminalFilter {
+            lexer,
+            kind,
+            seq,
+            dropped,
+        } = self;
+        let mut rest = input;
+        while !rest.is_empty() {
+            // Plain text, the bulk of any output, is copied in runs.
+            if lexer.in_text() {
+                let n = rest
+                    .iter()
+                    .position(|&b| !is_plain(b))
+                    .unwrap_or(rest.len());
+                out.extend_from_slice(&rest[..n]);
+                if n > 0 {
+                    lexer.set_cont(0);
+                }
+                rest = &rest[n..];
+                if rest.is_empty() {
+                    break;
+                }
+            }
+            // Up to the next byte that may start plain text again.
+            let n = rest
+                .iter()
+                .skip(1)
+                .position(|&b| is_plain(b))
+                .map_or(rest.len(), |k| k + 1);
+            lexer.feed(&rest[..n], |ev, _| on_event(ev, kind, seq, dropped, out));
+            rest = &rest[n..];
+        }
+    }
+
+    /// The end of the stream: an unfinished sequence is dropped.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        let TerminalFilter {
+            lexer,
+            kind,
+            seq,
+            dropped,
+        } = self;
+        lexer.finish(|ev, _| on_event(ev, kind, seq, dropped, out));
+        seq.clear();
+    }
+
+    /// How many bytes of an unfinished sequence the filter holds (at most
+    /// [`MAX_SEQUENCE`]).
+    pub fn held(&self) -> usize {
+        self.seq.len()
+    }
+
+    /// How many sequences and controls were dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
+/// Printable ASCII, LF, CR, HT: text whatever the state (in text, with no `C2` waiting).
+fn is_plain(b: u8) -> bool {
+    (0x20..0x7F).contains(&b) || b == b'\n' || b == b'\r' || b == b'\t'
+}
+
+fn on_event(ev: Ev, kind: &mut Kind, seq: &mut Vec<u8>, dropped: &mut u64, out: &mut Vec<u8>) {
+    match ev {
+        Ev::Text(b) => out.push(b),
+        // ENQ: the terminal answers with its answerback message.
+        Ev::Control(0x05) => *dropped += 1,
+        Ev::Control(b) => out.push(b),
+        // DECID (the terminal answers as to DA) and a lone ST.
+        Ev::C1 {
+            code: 0x9A | 0x9C, ..
+        } => *dropped += 1,
+        Ev::C1 { code, wide } => {
+            if wide {
+                out.push(0xC2);
+            }
+            out.push(code);
+        }
+        Ev::Begin(k) => {
+            *kind = k;
+            seq.clear();
+        }
+        Ev::Byte(b) => seq.push(b),
+        Ev::End(how) => {
+            let kept = match (*kind, how) {
+                (Kind::Esc, End::Final) => keep_esc(seq),
+                (Kind::Csi, End::Final) => keep_csi(seq),
+                (Kind::Osc, End::Bel | End::St) => keep_osc(seq),
+                _ => false,
+            };
+            if !kept {
+                *dropped += 1;
+            } else {
+                out.push(0x1B);
+                match *kind {
+                    Kind::Csi => out.push(b'['),
+                    Kind::Osc => out.push(b']'),
+                    _ => {}
+                }
+                out.extend_from_slice(seq);
+                match how {
+                    End::Bel => out.push(0x07),
+                    End::St => out.extend_from_slice(b"\x1b\\"),
+                    _ => {}
+                }
+            }
+            seq.clear();
+        }
+    }
+}
+
+/// `ESC` sequences (intermediates and final byte) that are kept.
+fn keep_esc(seq: &[u8]) -> bool {
+    match seq {
+        // DECSC, DECRC, keypad modes, IND, NEL, HTS, RI, SS2, SS3, RIS, locking shifts.
+        [b'7' | b'8' | b'=' | b'>' | b'D' | b'E' | b'H' | b'M' | b'N' | b'O' | b'c'] => true,
+        [b'n' | b'o' | b'|' | b'}' | b'~'] => true,
+        // Character set designation: G0..G3, 94 or 96 characters.
+        [b'(' | b')' | b'*' | b'+' | b'-' | b'.' | b'/', .., _] => true,
+        // Double height and width lines, DECALN.
+        [b'#', b'3' | b'4' | b'5' | b'6' | b'8'] => true,
+        _ => false,
+    }
+}
+
+/// CSI sequences (parameters, intermediates, final byte) that are kept.
+fn keep_csi(seq: &[u8]) -> bool {
+    let Some((&last, body)) = seq.split_last() else {
+        return false;
+    };
+    let (prefix, body) = match body.first() {
+        Some(&p @ 0x3C..=0x3F) => (Some(p), &body[1..]),
+        _ => (None, body),
+    };
+    let split = body.iter().position(|&b| b < 0x30).unwrap_or(body.len());
+    let (params, inter) = body.split_at(split);
+    // A private marker after the first byte, or a parameter after an intermediate: the
+    // terminal ignores the sequence.
+    if params.iter().any(|&b| b > 0x3B) || inter.iter().any(|&b| b >= 0x30) {
+        return false;
+    }
+    let first = |p: &[u8]| p.split(|&b| b == b';').next().unwrap_or(&[]).to_vec();
+    match (prefix, inter, last) {
+        (None, [], b'n') => params == b"5" || params == b"6",
+        (None, [], b'c') => params.is_empty() || params == b"0",
+        (None, [], b't') => matches!(&first(params)[..], b"22" | b"23"),
+        (None, [], f) => b"@ABCDEFGHIJKLMPSTXZ`abdefghjklmrsu".contains(&f),
+        (Some(b'?'), [], b'n') => params == b"6",
+        (Some(b'?'), [], f) => b"hlJKrs".contains(&f),
+        (Some(b'>'), [], f) => b"mnpstTu".contains(&f),
+        (Some(b'<' | b'='), [], b'u') => true,
+        (None, [b' '], f) => b"q@A".contains(&f),
+        (None, [b'!'], b'p') => true,
+        (None, [b'"'], b'q') => true,
+        (None, [b'$'], f) => b"rtvxz{|".contains(&f),
+        (None, [b'*'], b'x') => true,
+        (None, [b'\''], f) => b"}~".contains(&f),
+        _ => false,
+    }
+}
+
+/// OSC strings (the body, without introducer and terminator) that are kept: titles and
+/// hyperlinks.
+fn keep_osc(seq: &[u8]) -> bool {
+    let number = seq.split(|&b| b == b';').next().unwrap_or(&[]);
+    matches!(number, b"0" | b"1" | b"2" | b"8")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(input: &[u8]) -> Vec<u8> {
+        let mut f = TerminalFilter::new();
+        let mut out = Vec::new();
+        f.push(input, &mut out);
+        f.finish(&mut out);
+        out
+    }
+
+    /// Every split point (two pushes) and byte-by-byte pushes give the one-shot output.
+    fn same_at_every_split(input: &[u8]) -> Vec<u8> {
+        let whole = filter(input);
+        for k in 0..=input.len() {
+            let mut f = TerminalFilter::new();
+            let mut out = Vec::new();
+            f.push(&input[..k], &mut out);
+            f.push(&input[k..], &mut out);
+            f.finish(&mut out);
+            assert_eq!(out, whole, "split at {k} of {input:?}");
+        }
+        let mut f = TerminalFilter::new();
+        let mut out = Vec::new();
+        for b in input {
+            f.push(std::slice::from_ref(b), &mut out);
+        }
+        f.finish(&mut out);
+        assert_eq!(out, whole, "byte by byte: {input:?}");
+        whole
+    }
+
+    const KEPT: &[&[u8]] = &[
+        b"\x1b[m",
+        b"\x1b[1;31m",
+        b"\x1b[38;2;10;20;30m",
+        b"\x1b[38:5:208m",
+        b"\x1b[H",
+        b"\x1b[12;40H",
+        b"\x1b[2J",
+        b"\x1b[K",
+        b"\x1b[3A",
+        b"\x1b[5;20r",
+        b"\x1b[?1049h",
+        b"\x1b[?1049l",
+        b"\x1b[?2004h",
+        b"\x1b[?25l",
+        b"\x1b[?1000;1006h",
+        b"\x1b[2 q",
+        b"\x1b[!p",
+        b"\x1b[22;0t",
+        b"\x1b[23;0t",
+        b"\x1b[>4;2m",
+        b"\x1b[>1u",
+        b"\x1b[<u",
+        b"\x1b[6n",
+        b"\x1b[?6n",
+        b"\x1b[5n",
+        b"\x1b[c",
+        b"\x1b[0c",
+        b"\x1b[4@",
+        b"\x1b[S",
+        b"\x1b]0;title\x07",
+        b"\x1b]2;my title\x1b\\",
+        b"\x1b]1;icon\x07",
+        b"\x1b]8;;https://example.org/\x1b\\",
+        b"\x1b]8;;\x1b\\",
+        b"\x1b7",
+        b"\x1b8",
+        b"\x1b=",
+        b"\x1b>",
+        b"\x1bM",
+        b"\x1b(B",
+        b"\x1b(0",
+        b"\x1bc",
+        b"\x1b#8",
+        b"\x07",
+        b"\x08",
+        b"\x0e\x0f",
+    ];
+
+    const DROPPED: &[&[u8]] = &[
+        b"\x1b]52;c;ZWNobyBoaQ==\x07",
+        b"\x1b]52;c;?\x1b\\",
+        b"\x1b]10;?\x07",
+        b"\x1b]11;?\x1b\\",
+        b"\x1b]4;1;?\x07",
+        b"\x1b]4;1;#ff0000\x07",
+        b"\x1b]50;?\x07",
+        b"\x1b]1337;File=name=eA==:eA==\x07",
+        b"\x1b]9;notify\x07",
+        b"\x1bP$q m\x1b\\",
+        b"\x1bP$qr\x1b\\",
+        b"\x1bP+q544e\x1b\\",
+        b"\x1bP0|17/7e\x1b\\",
+        b"\x1bPq#0;2;0;0;0#0~~\x1b\\",
+        b"\x1bXsos\x1b\\",
+        b"\x1b^pm\x1b\\",
+        b"\x1b_Ga=q,i=1;AAAA\x1b\\",
+        b"\x1b[21t",
+        b"\x1b[20t",
+        b"\x1b[14t",
+        b"\x1b[18t",
+        b"\x1b[9;1t",
+        b"\x1b[>c",
+        b"\x1b[>0c",
+        b"\x1b[=c",
+        b"\x1b[>q",
+        b"\x1b[?2004$p",
+        b"\x1b[4$p",
+        b"\x1b[?4m",
+        b"\x1b[?u",
+        b"\x1b[?1;1S",
+        b"\x1b[x",
+        b"\x1b[1;1;1;1*y",
+        b"\x1b[15n",
+        b"\x1b[?15n",
+        b"\x1b[1'|",
+        b"\x1b[1$w",
+        b"\x1b[i",
+        b"\x1b[1;2?m",
+        b"\x1bZ",
+        b"\x1b G",
+        b"\x1b%@",
+        b"\x05",
+        b"\xc2\x9a",
+        b"\x9a",
+        b"\xc2\x9d52;c;QUJD\x07",
+        b"\x9d52;c;QUJD\xc2\x9c",
+        b"\x9d52;c;QUJD\x9c",
+        b"\xc2\x90$q m\xc2\x9c",
+        b"\x90+q544e\x9c",
+        b"\xc2\x9b21t",
+        b"\x9b>c",
+        b"\x9f_G;AAAA\x9c",
+    ];
+
+    #[test]
+    fn display_sequences_are_kept_whole() {
+        for seq in KEPT {
+            let text = [b"a", *seq, b"b"].concat();
+            assert_eq!(same_at_every_split(&text), text, "{:?}", seq);
+        }
+    }
+
+    #[test]
+    fn clipboard_writes_and_answered_requests_are_dropped() {
+        for seq in DROPPED {
+            let text = [b"a", *seq, b"b"].concat();
+            assert_eq!(same_at_every_split(&text), b"ab", "{:?}", seq);
+        }
+    }
+
+    #[test]
+    fn kept_c1_sequences_are_written_in_7_bit_form() {
+        assert_eq!(same_at_every_split(b"\xc2\x9b1m\x9b2J"), b"\x1b[1m\x1b[2J");
+        assert_eq!(
+            same_at_every_split(b"\x9d0;t\x9c\xc2\x9d2;u\xc2\x9c"),
+            b"\x1b]0;t\x1b\\\x1b]2;u\x1b\\"
+        );
+        // Other C1 controls pass as they came; UTF-8 text is untouched.
+        assert_eq!(same_at_every_split(b"\xc2\x85\x84"), b"\xc2\x85\x84");
+        let text = "Привет, ©, 日本, ☃\n".as_bytes();
+        assert_eq!(same_at_every_split(text), text);
+    }
+
+    #[test]
+    fn a_string_cut_off_by_another_sequence_is_dropped_and_the_other_one_judged() {
+        assert_eq!(
+            same_at_every_split(b"\x1b]0;t\x1b[31mx\x1b]2;u\x1b]52;c;QQ==\x07y"),
+            b"\x1b[31mxy"
+        );
+        assert_eq!(
+            same_at_every_split(b"\x1b]0;t\x18x\x1b[1\x1am"),
+            b"\x18x\x1am"
+        );
+    }
+
+    #[test]
+    fn controls_inside_a_csi_come_before_it() {
+        assert_eq!(same_at_every_split(b"\x1b[1\n;3\x05\rm"), b"\n\r\x1b[1;3m");
+    }
+
+    #[test]
+    fn an_unterminated_sequence_does_not_swallow_the_rest() {
+        let mut long = b"\x1b]52;c;".to_vec();
+        long.extend(std::iter::repeat_n(b'A', MAX_SEQUENCE));
+        long.extend_from_slice(b"\ntext after\n");
+        let out = filter(&long);
+        assert!(
+            out.ends_with(b"\ntext after\n"),
+            "{:?}",
+            &out[out.len() - 20..]
+        );
+        assert!(!out.starts_with(b"\x1b"));
+        assert!(out.len() < long.len());
+        // What it holds meanwhile is bounded.
+        let mut f = TerminalFilter::new();
+        let mut out = Vec::new();
+        f.push(b"\x1bP", &mut out);
+        for _ in 0..10 * MAX_SEQUENCE / 64 {
+            f.push(&[b'x'; 64], &mut out);
+            assert!(f.seq.len() <= MAX_SEQUENCE);
+        }
+        assert_eq!(out.len(), 10 * MAX_SEQUENCE - MAX_SEQUENCE);
+        // An unfinished sequence at the end of the stream is dropped.
+        assert_eq!(filter(b"a\x1b[3"), b"a");
+        assert_eq!(filter(b"a\x1b"), b"a");
+        assert_eq!(filter(b"a\xc2"), b"a\xc2");
+    }
+}

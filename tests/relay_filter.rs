@@ -1,0 +1,240 @@
+//! `stockade run` on a terminal: the escape sequences that write the caller's clipboard or
+//! make the caller's terminal answer (an answer lands in its input: after the run, the
+//! caller's shell) never reach it; colours, cursor movement and titles do. The program
+//! writes them in pieces of 3 bytes, so that the relay reads every sequence split.
+//!
+//! The test plays the caller's terminal: a pseudo-terminal whose slave is `stockade`'s
+//! stdio and controlling terminal, and whose master the test reads.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Feature;
+
+/// What the program prints, as a Python bytes literal, in order.
+const KEPT: &[(&str, &[u8])] = &[
+    (r"b'\x1b[1;31mred\x1b[m'", b"\x1b[1;31mred\x1b[m"),
+    (r"b'\x1b[38;5;208mo\x1b[0m'", b"\x1b[38;5;208mo\x1b[0m"),
+    (
+        r"b'\x1b[2;5H\x1b[K\x1b[?25l\x1b[?25h'",
+        b"\x1b[2;5H\x1b[K\x1b[?25l\x1b[?25h",
+    ),
+    (r"b'\x1b[?1049h\x1b[?1049l'", b"\x1b[?1049h\x1b[?1049l"),
+    (r"b'\x1b[?2004h\x1b[?2004l'", b"\x1b[?2004h\x1b[?2004l"),
+    (r"b'\x1b]2;a title\x07'", b"\x1b]2;a title\x07"),
+    (
+        r"b'\x1b]8;;https://example.org/\x1b\\link\x1b]8;;\x1b\\'",
+        b"\x1b]8;;https://example.org/\x1b\\link\x1b]8;;\x1b\\",
+    ),
+];
+
+/// Each with a marker that must not reach the terminal.
+const DROPPED: &[(&str, &[u8])] = &[
+    (r"b'\x1b]52;c;cm0gLXJmIH4K\x07'", b"cm0gLXJmIH4K"),
+    (r"b'\x1b]52;p;cm0gLXJmIH4K\x1b\\'", b"52;p"),
+    (r"b'\xc2\x9d52;c;Y2xpcDI=\xc2\x9c'", b"Y2xpcDI="),
+    (r"b'\x1bP$qm\x1b\\'", b"$qm"),
+    (r"b'\x1bP+q544e\x1b\\'", b"+q544e"),
+    (r"b'\x1b[21t\x1b[20t'", b"0t"),
+    (r"b'\x1b[>c\x1b[=c'", b"c\x1b"),
+    (r"b'\x1b]11;?\x07\x1b]4;1;?\x07'", b";?"),
+    (r"b'\x1b[?2004$p'", b"$p"),
+    (r"b'\x1b]50;?\x07'", b"50;"),
+    (r"b'\x1bZ\x05'", b"\x1bZ"),
+    (r"b'\x05'", b"\x05"),
+];
+
+/// A program that prints every sequence, each after a line `--`, to `target` (`1`:
+/// stdout, `tty`: `/dev/tty`), 3 bytes at a time.
+fn script(target: &str) -> String {
+    let all: Vec<&str> = KEPT.iter().chain(DROPPED).map(|(p, _)| *p).collect();
+    let out = if target == "tty" {
+        "open('/dev/tty', 'wb', buffering=0)"
+    } else {
+        "sys.stdout.buffer"
+    };
+    format!(
+        "import sys\n\
+         out = {out}\n\
+         data = b''.join(b'--' + s for s in [{}]) + b'--end\\n'\n\
+         for i in range(0, len(data), 3):\n\
+         \x20   out.write(data[i:i + 3])\n\
+         \x20   out.flush()\n",
+        all.join(", ")
+    )
+}
+
+fn workspace() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("stockade-filter-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .or_else(|_| {
+            tempfile::Builder::new()
+                .prefix("stockade-filter-")
+                .tempdir_in("/var/tmp")
+        })
+        .expect("temp dir outside /tmp");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn stockade(ws: &Path, flags: &[&str], target: &str) -> StdCommand {
+    let mut cmd = StdCommand::new(common::stockade_exe());
+    cmd.arg("run")
+        .arg("--workspace")
+        .arg(ws)
+        .args(flags)
+        .arg("--")
+        .args(["python3", "-c", &script(target)]);
+    cmd
+}
+
+fn openpty() -> (File, OwnedFd) {
+    use rustix::pty::OpenptFlags;
+    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    rustix::pty::grantpt(&master).unwrap();
+    rustix::pty::unlockpt(&master).unwrap();
+    let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+    let slave = rustix::fs::open(
+        name.as_c_str(),
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let flags = rustix::fs::fcntl_getfl(&master).unwrap();
+    rustix::fs::fcntl_setfl(&master, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    (File::from(master), slave)
+}
+
+/// Runs `cmd` on a new terminal (stdin, stdout, stderr and controlling terminal, as a
+/// shell's foreground job) and returns what appeared there, without carriage returns.
+fn on_terminal(mut cmd: StdCommand) -> Vec<u8> {
+    let (mut master, slave) = openpty();
+    cmd.stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave.try_clone().unwrap());
+    // SAFETY: the closure runs in the forked child before exec and only makes two system
+    // calls (setsid, ioctl), which allocate nothing and take no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(slave);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = Instant::now() + Duration::from_secs(60);
+    let mut exited = None;
+    loop {
+        match master.read(&mut buf) {
+            Ok(n) if n > 0 => out.extend_from_slice(&buf[..n]),
+            _ => std::thread::sleep(Duration::from_millis(10)),
+        }
+        match exited {
+            Some((status, at)) if Instant::now() > at + Duration::from_millis(200) => {
+                while let Ok(n @ 1..) = master.read(&mut buf) {
+                    out.extend_from_slice(&buf[..n]);
+                }
+                let status: std::process::ExitStatus = status;
+                // Reaped already (try_wait); this only returns its status again.
+                let _ = child.wait();
+                assert!(status.success(), "{}", String::from_utf8_lossy(&out));
+                out.retain(|&b| b != b'\r');
+                return out;
+            }
+            Some(_) => {}
+            None => {
+                if let Some(s) = child.try_wait().unwrap() {
+                    exited = Some((s, Instant::now()));
+                }
+            }
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("timed out: {}", String::from_utf8_lossy(&out));
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The terminal got every kept sequence whole and none of the dropped ones.
+fn check(out: &[u8]) {
+    let shown = String::from_utf8_lossy(out);
+    let mut want = Vec::new();
+    for (_, kept) in KEPT {
+        assert!(contains(out, kept), "{kept:?} missing: {shown:?}");
+        want.extend_from_slice(b"--");
+        want.extend_from_slice(kept);
+    }
+    for (_, marker) in DROPPED {
+        assert!(
+            !contains(out, marker),
+            "{marker:?} reached the terminal: {shown:?}"
+        );
+        want.extend_from_slice(b"--");
+    }
+    want.extend_from_slice(b"--end\n");
+    assert!(contains(out, &want), "{shown:?}");
+}
+
+#[test]
+fn the_callers_terminal_gets_colours_and_titles_but_no_clipboard_write_or_request() {
+    require!(Feature::UserNs);
+    let ws = workspace();
+    // The program's own terminal (stdout is the slave), and /dev/tty.
+    for target in ["1", "tty"] {
+        check(&on_terminal(stockade(ws.path(), &[], target)));
+    }
+}
+
+#[test]
+fn with_scrub_the_piped_output_bound_for_a_terminal_is_filtered_too() {
+    require!(Feature::UserNs);
+    let ws = workspace();
+    for target in ["1", "tty"] {
+        check(&on_terminal(stockade(ws.path(), &["--scrub"], target)));
+    }
+}
+
+/// Output to a pipe is no terminal's: it is passed as the program wrote it.
+#[test]
+fn output_to_a_pipe_is_not_filtered() {
+    require!(Feature::UserNs);
+    let ws = workspace();
+    let out = stockade(ws.path(), &[], "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (_, marker) in DROPPED {
+        assert!(contains(&out.stdout, marker), "{marker:?}");
+    }
+}
+
+#[test]
+fn zz_all_tests_pass_as_uid_65534() {
+    if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
+        return;
+    }
+    common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
+}
