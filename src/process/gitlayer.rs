@@ -102,6 +102,16 @@ pub enum GitDropReason {
     /// `.gitmodules`). `git restore` on the host would write that entry outside the
     /// workspace or into `.git`; the host keeps its index.
     UnsafeIndexPath,
+    /// A replacement ref (`refs/replace/…`, its reflog `logs/refs/replace/…`, or such a
+    /// line of `packed-refs`): git on the host would read other content for an object
+    /// (`git show v1:a`) while `git fsck` passes. Never merged.
+    ReplaceRef,
+    /// `HEAD`, a loose ref, `packed-refs` or a `*_HEAD` file whose name or content git's
+    /// own rules refuse (a `HEAD` that is no ref makes git on the host walk up to an
+    /// enclosing repository): the host keeps its own.
+    InvalidRef,
+    /// Larger than the merge reads of a file it checks (the index, a ref file).
+    TooLarge,
     /// Merging it failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
@@ -137,6 +147,15 @@ impl fmt::Display for GitDropReason {
             GitDropReason::UnsafeIndexPath => f.write_str(
                 "the index lists a path git refuses (.., .git, absolute): git restore on the host would write outside the workspace or into .git; the host's index is kept",
             ),
+            GitDropReason::ReplaceRef => f.write_str(
+                "a replacement ref (refs/replace/): git on the host would show other content for an object; never merged",
+            ),
+            GitDropReason::InvalidRef => f.write_str(
+                "a ref, HEAD or packed-refs that git's rules refuse (name or content); the host keeps its own",
+            ),
+            GitDropReason::TooLarge => {
+                f.write_str("larger than the merge reads to check it; the host keeps its own")
+            }
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))
             }

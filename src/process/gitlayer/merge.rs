@@ -40,9 +40,13 @@
 mod classify;
 pub(super) mod index;
 mod read;
+pub(super) mod refs;
 pub(super) mod submodule;
 mod walk;
 mod write;
+
+#[cfg(test)]
+mod tests;
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
