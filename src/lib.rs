@@ -152,6 +152,10 @@ pub(crate) mod probe;
 mod process;
 #[cfg(all(test, unix))]
 mod test_alloc;
+/// The `.git` merge's parsers of the bytes a program leaves in `.git`, for the fuzz
+/// targets (unstable `internals` feature).
+#[cfg(all(feature = "internals", target_os = "linux"))]
+pub use process::git_fuzzing;
 
 /// What a sandbox's Landlock ruleset enforces on this kernel
 /// ([`Sandbox::landlock_status`]).

@@ -31,6 +31,12 @@
 //!   (`ORIG_HEAD`, `FETCH_HEAD`, `MERGE_HEAD`, …), the `*_EDITMSG` messages, and the
 //!   merge-state messages `MERGE_MSG`, `MERGE_MODE`, `SQUASH_MSG`, `AUTO_MERGE`.
 //!
+//! Each of these files that git reads as refs is held to git's own rules before it lands
+//! (`merge/refs.rs`): `HEAD` and each loose ref are an object id of the host's hash or a
+//! symbolic ref to a valid name under `refs/`, `packed-refs` and the `*_HEAD` files are in
+//! git's format; replacement refs (`refs/replace/`) never land. Each file the merge checks
+//! is read once, and exactly the bytes checked are written.
+//!
 //! Every other change is dropped and reported ([`Child::git_dropped`], and a `tracing`
 //! warning each): config, hooks, `commondir`, `config.worktree`, `info/`, `worktrees/`,
 //! `modules/`, an unfinished rebase's todo list (whose `exec` lines git would run), lock
