@@ -267,6 +267,7 @@ fn refs_git_refuses_are_dropped_and_the_rest_merges() {
          echo $h > .git/refs/heads/dots..x\n\
          printf \"$h\\033[2J\\n\" > .git/refs/tags/esc\n\
          mkdir .git/refs/heads/-rf && echo $h > .git/refs/heads/-rf/x\n\
+         mkdir .git/refs/heads/d.lock && echo $h > .git/refs/heads/d.lock/y\n\
          echo $h > .git/refs/heads/.hidden\n\
          echo not-an-oid > .git/ORIG_HEAD\n\
          printf \"$h\\n\\n\" > .git/MERGE_HEAD\n\
@@ -279,6 +280,7 @@ fn refs_git_refuses_are_dropped_and_the_rest_merges() {
         ("refs/heads/dots..x", GitDropReason::InvalidRef),
         ("refs/tags/esc", GitDropReason::InvalidRef),
         ("refs/heads/-rf/x", GitDropReason::InvalidRef),
+        ("refs/heads/d.lock/y", GitDropReason::InvalidRef),
         ("refs/heads/.hidden", GitDropReason::InvalidRef),
         ("ORIG_HEAD", GitDropReason::InvalidRef),
         ("MERGE_HEAD", GitDropReason::InvalidRef),
@@ -290,6 +292,7 @@ fn refs_git_refuses_are_dropped_and_the_rest_merges() {
         );
     }
     assert!(!gd.join("refs/heads/-rf").exists());
+    assert!(!gd.join("refs/heads/d.lock").exists());
     // The valid ones merged.
     assert_eq!(
         git(&ws, &["rev-parse", "ok"]),

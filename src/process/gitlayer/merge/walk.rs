@@ -240,7 +240,7 @@ impl Merge {
         if area == Area::Refs
             && rel.starts_with("refs")
             && !matches!(kind(st), Kind::Whiteout)
-            && !temporary(name.as_bytes(), Some(area))
+            && !(matches!(kind(st), Kind::File) && temporary(name.as_bytes(), Some(area)))
             && refs::component(name.as_bytes()).is_err()
         {
             return match kind(st) {
