@@ -94,7 +94,8 @@
 //! the object database, refs, reflogs, the index, `HEAD` and git's `*_HEAD` and message
 //! files reach the host; every other change is dropped and reported by
 //! [`Child::git_dropped`], as is an index that lists a submodule the host's did not (git on
-//! the host runs git in every submodule checkout). A `.git` symlink or `gitdir:` file is
+//! the host runs git in every submodule checkout), a ref, `HEAD` or `packed-refs` that
+//! git's own rules refuse, and any replacement ref (`refs/replace/`). A `.git` symlink or `gitdir:` file is
 //! followed into the same root (and pinned); one naming metadata elsewhere is reported by
 //! [`Child::git_unguarded`]. The `.git` of each submodule checkout the host's index lists
 //! is kept read-only. Layer 2 cannot do this (see `SECURITY.md`).
