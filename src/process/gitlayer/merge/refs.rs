@@ -57,7 +57,13 @@ impl RefFile {
             b"FETCH_HEAD" => Some(RefFile::FetchHead),
             b"MERGE_HEAD" => Some(RefFile::MergeHead),
             b"AUTO_MERGE" => Some(RefFile::Oid),
-            n if n.len() > 5 && n.ends_with(b"_HEAD") => Some(RefFile::Oid),
+            // `[A-Z_]+_HEAD`, as git names its pseudo-refs (and `classify::top` takes them).
+            n if n.len() > 5
+                && n.ends_with(b"_HEAD")
+                && n.iter().all(|b| b.is_ascii_uppercase() || *b == b'_') =>
+            {
+                Some(RefFile::Oid)
+            }
             _ => None,
         }
     }
@@ -403,6 +409,8 @@ mod tests {
         assert_eq!(RefFile::of(b"FETCH_HEAD"), Some(RefFile::FetchHead));
         assert_eq!(RefFile::of(b"HEAD"), Some(RefFile::Head));
         assert_eq!(RefFile::of(b"index"), None);
+        assert_eq!(RefFile::of(b"refs/heads/x_HEAD"), None);
+        assert_eq!(RefFile::of(b"evil_HEAD"), None);
         assert_eq!(RefFile::of(b"MERGE_MSG"), None);
     }
 
