@@ -338,5 +338,21 @@ mod tests {
             GitDropReason::More(3).to_string(),
             "3 more changes, not listed"
         );
+        for (reason, starts) in [
+            (
+                GitDropReason::ReplaceRef,
+                "a replacement ref (refs/replace/)",
+            ),
+            (
+                GitDropReason::InvalidRef,
+                "a ref, HEAD or packed-refs that git's rules refuse",
+            ),
+            (
+                GitDropReason::TooLarge,
+                "larger than the merge reads to check it",
+            ),
+        ] {
+            assert!(reason.to_string().starts_with(starts), "{reason:?}");
+        }
     }
 }
