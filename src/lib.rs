@@ -94,7 +94,8 @@
 //! the object database, refs, reflogs, the index, `HEAD` and git's `*_HEAD` and message
 //! files reach the host; every other change is dropped and reported by
 //! [`Child::git_dropped`], as is an index that lists a submodule the host's did not (git on
-//! the host runs git in every submodule checkout). A `.git` symlink or `gitdir:` file is
+//! the host runs git in every submodule checkout), a ref, `HEAD` or `packed-refs` that
+//! git's own rules refuse, and any replacement ref (`refs/replace/`). A `.git` symlink or `gitdir:` file is
 //! followed into the same root (and pinned); one naming metadata elsewhere is reported by
 //! [`Child::git_unguarded`]. The `.git` of each submodule checkout the host's index lists
 //! is kept read-only. Layer 2 cannot do this (see `SECURITY.md`).
@@ -152,6 +153,10 @@ pub(crate) mod probe;
 mod process;
 #[cfg(all(test, unix))]
 mod test_alloc;
+/// The `.git` merge's parsers of the bytes a program leaves in `.git`, for the fuzz
+/// targets (unstable `internals` feature).
+#[cfg(all(feature = "internals", target_os = "linux"))]
+pub use process::git_fuzzing;
 
 /// What a sandbox's Landlock ruleset enforces on this kernel
 /// ([`Sandbox::landlock_status`]).

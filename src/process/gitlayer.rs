@@ -31,6 +31,12 @@
 //!   (`ORIG_HEAD`, `FETCH_HEAD`, `MERGE_HEAD`, …), the `*_EDITMSG` messages, and the
 //!   merge-state messages `MERGE_MSG`, `MERGE_MODE`, `SQUASH_MSG`, `AUTO_MERGE`.
 //!
+//! Each of these files that git reads as refs is held to git's own rules before it lands
+//! (`merge/refs.rs`): `HEAD` and each loose ref are an object id of the host's hash or a
+//! symbolic ref to a valid name under `refs/`, `packed-refs` and the `*_HEAD` files are in
+//! git's format; replacement refs (`refs/replace/`) never land. Each file the merge checks
+//! is read once, and exactly the bytes checked are written.
+//!
 //! Every other change is dropped and reported ([`Child::git_dropped`], and a `tracing`
 //! warning each): config, hooks, `commondir`, `config.worktree`, `info/`, `worktrees/`,
 //! `modules/`, an unfinished rebase's todo list (whose `exec` lines git would run), lock
@@ -102,6 +108,16 @@ pub enum GitDropReason {
     /// `.gitmodules`). `git restore` on the host would write that entry outside the
     /// workspace or into `.git`; the host keeps its index.
     UnsafeIndexPath,
+    /// A replacement ref (`refs/replace/…`, its reflog `logs/refs/replace/…`, or such a
+    /// line of `packed-refs`): git on the host would read other content for an object
+    /// (`git show v1:a`) while `git fsck` passes. Never merged.
+    ReplaceRef,
+    /// `HEAD`, a loose ref, `packed-refs` or a `*_HEAD` file whose name or content git's
+    /// own rules refuse (a `HEAD` that is no ref makes git on the host walk up to an
+    /// enclosing repository): the host keeps its own.
+    InvalidRef,
+    /// Larger than the merge reads of a file it checks (the index, a ref file).
+    TooLarge,
     /// Merging it failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
@@ -137,6 +153,15 @@ impl fmt::Display for GitDropReason {
             GitDropReason::UnsafeIndexPath => f.write_str(
                 "the index lists a path git refuses (.., .git, absolute): git restore on the host would write outside the workspace or into .git; the host's index is kept",
             ),
+            GitDropReason::ReplaceRef => f.write_str(
+                "a replacement ref (refs/replace/): git on the host would show other content for an object; never merged",
+            ),
+            GitDropReason::InvalidRef => f.write_str(
+                "a ref, HEAD or packed-refs that git's rules refuse (name or content); the host keeps its own",
+            ),
+            GitDropReason::TooLarge => {
+                f.write_str("larger than the merge reads to check it; the host keeps its own")
+            }
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))
             }
@@ -313,5 +338,21 @@ mod tests {
             GitDropReason::More(3).to_string(),
             "3 more changes, not listed"
         );
+        for (reason, starts) in [
+            (
+                GitDropReason::ReplaceRef,
+                "a replacement ref (refs/replace/)",
+            ),
+            (
+                GitDropReason::InvalidRef,
+                "a ref, HEAD or packed-refs that git's rules refuse",
+            ),
+            (
+                GitDropReason::TooLarge,
+                "larger than the merge reads to check it",
+            ),
+        ] {
+            assert!(reason.to_string().starts_with(starts), "{reason:?}");
+        }
     }
 }

@@ -45,6 +45,8 @@ pub use crate::plan::Degradation;
 pub use child::Child;
 pub use command::Command;
 pub use describe::{PlanDescription, PlanNamespaces, macos_profile};
+#[cfg(all(feature = "internals", target_os = "linux"))]
+pub use gitlayer::merge::fuzzing as git_fuzzing;
 pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};

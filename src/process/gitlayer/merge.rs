@@ -35,14 +35,29 @@
 //! layer and reports the drops, `read` opens and compares without following symlinks,
 //! `write` makes the host's directories and copies files into place, and `submodule`
 //! (with `index`, which reads git's index format) keeps an index that gained a submodule
-//! out.
+//! out; `refs` holds git's rules for ref names, `HEAD`, loose refs, `packed-refs` and the
+//! `*_HEAD` files.
+//!
+//! # Read once
+//!
+//! Every file the merge checks (the index files, `HEAD`, each loose ref, `packed-refs`,
+//! the `*_HEAD` files) is read once into memory, bounded, from one open of the upper
+//! file; the check looks at those bytes and the host gets exactly them (`write_bytes`),
+//! never a second read of the layer. So even a layer still written during the merge (a
+//! forged end of the run) cannot put on the host bytes other than those checked.
 
 mod classify;
+#[cfg(feature = "internals")]
+pub mod fuzzing;
 pub(super) mod index;
 mod read;
+pub(super) mod refs;
 pub(super) mod submodule;
 mod walk;
 mod write;
+
+#[cfg(test)]
+mod tests;
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;

@@ -433,7 +433,7 @@ fn split(base: Vec<Entry>, own: Vec<Entry>, delete: &[usize], replace: &[usize])
         .collect())
 }
 
-mod path;
+pub(super) mod path;
 
 #[cfg(test)]
 mod tests;

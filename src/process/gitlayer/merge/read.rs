@@ -48,6 +48,39 @@ pub(super) fn unchanged(upper: &OwnedFd, host: Option<&OwnedFd>, name: &OsStr) -
     matches!((read(upper), read(host)), (Some(a), Some(b)) if a == b)
 }
 
+/// The host's regular file `name` under `host`, when it has at most `max` bytes.
+pub(super) fn read_host(host: &OwnedFd, name: &OsStr, max: usize) -> Option<Vec<u8>> {
+    let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let fd = openat(host, name, flags, Mode::empty()).ok()?;
+    let st = nix::sys::stat::fstat(&fd).ok()?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    bounded(fd, max).ok()
+}
+
+/// Why a file of the upper layer was not read into memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Unread {
+    /// Longer than the bound.
+    TooLarge,
+    /// Reading failed with this errno.
+    Failed(Errno),
+}
+
+/// Reads `fd` to its end, refusing more than `max` bytes: never allocates more than what
+/// was read (plus the vector's doubling), whatever size the file claims.
+pub(super) fn bounded(fd: OwnedFd, max: usize) -> Result<Vec<u8>, Unread> {
+    let mut data = Vec::new();
+    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    io::Read::read_to_end(&mut io::Read::take(File::from(fd), limit), &mut data)
+        .map_err(|e| Unread::Failed(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))?;
+    if data.len() > max {
+        return Err(Unread::TooLarge);
+    }
+    Ok(data)
+}
+
 /// Opens an absolute path as a directory without following any symlink on the way.
 pub(super) fn open_beneath_root(path: &Path) -> Result<OwnedFd, Errno> {
     let how = OpenHow::new()

@@ -1,32 +1,63 @@
 //! The index check of the merge: the program's index is merged back only when it lists no
 //! gitlink (submodule) path that the host's index did not (see `index.rs` for why).
 
-use std::ffi::OsStr;
-use std::fs::File;
-use std::io::Read;
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag, openat};
-use nix::sys::stat::{Mode, fstat, fstatat};
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{FileStat, Mode, fstat};
 
 use super::GitDropReason;
 use super::classify::{Kind, kind};
 use super::index::{Gitlinks, Malformed, UNSAFE_PATH, gitlinks};
-use super::write::open_upper_file;
 
 /// An index (or shared index, or config) larger than this is not read: the check fails.
-const MAX_INDEX: u64 = 1 << 30;
+const MAX_INDEX: usize = 1 << 30;
 
 /// Whether a name at the top of `.git` is the index or a part of it.
 pub(super) fn is_index(name: &[u8]) -> bool {
     name == b"index" || name.starts_with(b"sharedindex.")
 }
 
-/// Whether the index that the upper layer `upper` leaves over the host's `.git` (`host`)
-/// may replace the host's: `Ok` when its gitlink paths are among the host's index's,
-/// else why not. A host index that cannot be read counts as listing none.
-pub(super) fn check(upper: &OwnedFd, host: &OwnedFd) -> Result<(), GitDropReason> {
+/// An index file of the upper layer (`index`, `sharedindex.*`), read once: the check
+/// looks at these bytes and the merge writes exactly them.
+pub(super) enum Load {
+    /// A regular file's contents, and its `fstat` from the same open.
+    Bytes(Vec<u8>, FileStat),
+    /// A whiteout: the program deleted the host's file.
+    Gone,
+    /// Not read: not a regular file, too large, or reading failed.
+    Refused(GitDropReason),
+}
+
+/// The index files of one upper layer, by name.
+pub(super) type Loaded = BTreeMap<OsString, Load>;
+
+/// Reads each index file among the top-level entries `list` of the upper layer once.
+pub(super) fn load(upper: &OwnedFd, list: &[(OsString, FileStat)]) -> Loaded {
+    list.iter()
+        .filter(|(n, _)| is_index(n.as_bytes()))
+        .map(|(name, st)| {
+            let load = match kind(st) {
+                Kind::File => match super::write::load(upper, name, MAX_INDEX) {
+                    Ok((data, st)) => Load::Bytes(data, st),
+                    Err(reason) => Load::Refused(reason),
+                },
+                Kind::Whiteout => Load::Gone,
+                Kind::Dir | Kind::Other => Load::Refused(GitDropReason::NotAFile),
+            };
+            (name.clone(), load)
+        })
+        .collect()
+}
+
+/// Whether the index that the upper layer leaves over the host's `.git` (`host`), as read
+/// into `upper`, may replace the host's: `Ok` when its gitlink paths are among the host's
+/// index's, else why not. A host index that cannot be read counts as listing none.
+pub(super) fn check(upper: &Loaded, host: &OwnedFd) -> Result<(), GitDropReason> {
     let unreadable = |m: Malformed| {
         if m == UNSAFE_PATH {
             return GitDropReason::UnsafeIndexPath;
@@ -68,7 +99,7 @@ pub(in crate::process) fn host_gitlinks(git: &std::path::Path) -> Result<Gitlink
 
 /// The gitlinks of the index seen through `upper` (when given) over `host`. No index:
 /// none.
-fn read_view(upper: Option<&OwnedFd>, host: &OwnedFd, hash: usize) -> Result<Gitlinks, Malformed> {
+fn read_view(upper: Option<&Loaded>, host: &OwnedFd, hash: usize) -> Result<Gitlinks, Malformed> {
     let Some(data) = read(upper, host, OsStr::new("index"))? else {
         return Ok(Gitlinks::new());
     };
@@ -77,29 +108,18 @@ fn read_view(upper: Option<&OwnedFd>, host: &OwnedFd, hash: usize) -> Result<Git
     })
 }
 
-/// The file `name` of `.git` as seen through `upper` over `host`: the upper layer's file,
-/// nothing for a whiteout, else the host's file. `None` when missing.
+/// The file `name` of `.git` as seen through `upper` over `host`: the bytes read from the
+/// upper layer, nothing for a whiteout, else the host's file. `None` when missing.
 fn read(
-    upper: Option<&OwnedFd>,
+    upper: Option<&Loaded>,
     host: &OwnedFd,
     name: &OsStr,
 ) -> Result<Option<Vec<u8>>, Malformed> {
-    if let Some(upper) = upper {
-        match fstatat(upper, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-            Ok(st) => {
-                return match kind(&st) {
-                    Kind::Whiteout => Ok(None),
-                    Kind::File => {
-                        let fd = open_upper_file(upper, name)
-                            .map_err(|_| Malformed("cannot open the upper file"))?;
-                        read_fd(fd).map(Some)
-                    }
-                    Kind::Dir | Kind::Other => Err(Malformed("not a regular file")),
-                };
-            }
-            Err(Errno::ENOENT) => {}
-            Err(_) => return Err(Malformed("cannot stat the upper file")),
-        }
+    match upper.and_then(|u| u.get(name)) {
+        Some(Load::Bytes(data, _)) => return Ok(Some(data.clone())),
+        Some(Load::Gone) => return Ok(None),
+        Some(Load::Refused(_)) => return Err(Malformed("the upper file cannot be read")),
+        None => {}
     }
     let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
     match openat(host, name, flags, Mode::empty()) {
@@ -115,22 +135,17 @@ fn read_fd(fd: OwnedFd) -> Result<Vec<u8>, Malformed> {
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Err(Malformed("not a regular file"));
     }
-    let mut data = Vec::new();
-    File::from(fd)
-        .take(MAX_INDEX + 1)
-        .read_to_end(&mut data)
-        .map_err(|_| Malformed("cannot read"))?;
-    if data.len() as u64 > MAX_INDEX {
-        return Err(Malformed("too large"));
-    }
-    Ok(data)
+    super::read::bounded(fd, MAX_INDEX).map_err(|e| match e {
+        super::read::Unread::TooLarge => Malformed("too large"),
+        super::read::Unread::Failed(_) => Malformed("cannot read"),
+    })
 }
 
 /// The size of the repository's object names: 32 bytes when the host's `config` sets
 /// `extensions.objectFormat = sha256`, 20 without one (or without a config). Git reads
 /// this key from the repository's own config, without includes; the program's config
 /// is never merged, so the host's is the one git will use.
-fn hash_size(host: &OwnedFd) -> Result<usize, Malformed> {
+pub(super) fn hash_size(host: &OwnedFd) -> Result<usize, Malformed> {
     let config = read(None, host, OsStr::new("config"))?.unwrap_or_default();
     match object_format(&config).as_deref() {
         None | Some(b"sha1") => Ok(20),

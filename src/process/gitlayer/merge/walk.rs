@@ -10,9 +10,12 @@ use nix::errno::Errno;
 use nix::sys::stat::{FileStat, fstat};
 
 use super::classify::{Area, Kind, MAX_DEPTH, R, Top, failed, kind, temporary, top};
-use super::read::{entries, is_opaque, open_beneath_root, open_dir_at, open_upper_dir, unchanged};
-use super::submodule;
-use super::write::{host_dir, remove, write_file};
+use super::read::{
+    entries, is_opaque, open_beneath_root, open_dir_at, open_upper_dir, read_host, unchanged,
+};
+use super::refs::{self, RefFile};
+use super::submodule::{self, Load};
+use super::write::{host_dir, load, remove, write_bytes, write_file};
 use super::{GitDrop, GitDropReason, Layer};
 
 impl Layer {
@@ -81,18 +84,28 @@ impl Merge {
             _ if name == "packed-refs" => 1,
             _ => 2,
         });
-        // An index that lists a submodule the host's did not stays out, with its shared
-        // index files (`submodule.rs`); everything else still merges.
-        let index = if list.iter().any(|(n, _)| submodule::is_index(n.as_bytes())) {
-            submodule::check(&upper, &host)
-        } else {
+        // Every file the merge checks is read once, checked, and exactly those bytes are
+        // written: nothing is opened on the layer again after its check. An index that
+        // lists a submodule the host's did not stays out, with its shared index files
+        // (`submodule.rs`); everything else still merges.
+        let loaded = submodule::load(&upper, &list);
+        let index = if loaded.is_empty() {
             Ok(())
+        } else {
+            submodule::check(&loaded, &host)
         };
+        // Refs are checked against the host's object format (its config: the program's
+        // is never merged).
+        let hash = submodule::hash_size(&host).ok();
         for (name, st) in list {
             let rel = PathBuf::from(&name);
-            let r = match &index {
-                Err(reason) if submodule::is_index(name.as_bytes()) => Err(*reason),
-                _ => self.top_entry(&upper, &host, &name, &st, &rel),
+            let r = match (loaded.get(&name), &index) {
+                (Some(Load::Refused(reason)), _) | (Some(_), Err(reason)) => Err(*reason),
+                (Some(Load::Bytes(data, st)), Ok(())) => {
+                    write_bytes(&host, &name, data, st, None).map(drop)
+                }
+                (Some(Load::Gone), Ok(())) => remove(&host, &name, 0).map_err(failed),
+                (None, _) => self.top_entry(&upper, &host, &name, &st, &rel, hash),
             };
             if let Err(reason) = r {
                 self.drop(&rel, reason);
@@ -108,6 +121,7 @@ impl Merge {
         name: &OsStr,
         st: &FileStat,
         rel: &Path,
+        hash: Option<usize>,
     ) -> R {
         let class = top(name.as_bytes());
         match (kind(st), class) {
@@ -116,13 +130,24 @@ impl Merge {
             (Kind::Dir, Top::Area(area)) => {
                 let u = open_upper_dir(upper, name, st).map_err(failed)?;
                 let h = host_dir(host, name, st, area).map_err(failed)?;
-                self.dir(&u, &h, rel, area, 1);
+                self.dir(&u, &h, rel, area, 1, hash);
                 Ok(())
             }
-            (Kind::File, Top::File | Top::Head) => write_file(upper, host, name, None).map(drop),
+            (Kind::File, Top::File | Top::Head) => match RefFile::of(name.as_bytes()) {
+                Some(file) => checked_top(upper, host, name, file, hash),
+                None => write_file(upper, host, name, None).map(drop),
+            },
             (Kind::Whiteout, Top::File) => remove(host, name, 0).map_err(failed),
             (Kind::Dir, _) => {
-                self.drop_tree(upper, Some(host), name, st, rel, 0);
+                self.drop_tree(
+                    upper,
+                    Some(host),
+                    name,
+                    st,
+                    rel,
+                    0,
+                    GitDropReason::NotMerged,
+                );
                 Ok(())
             }
             (Kind::File, _) if unchanged(upper, Some(host), name) => Ok(()),
@@ -132,14 +157,22 @@ impl Merge {
 
     /// Merges the upper directory `upper` into the host directory `host` (`rel` below
     /// `.git`, in `area`, `depth` levels down).
-    fn dir(&mut self, upper: &OwnedFd, host: &OwnedFd, rel: &Path, area: Area, depth: usize) {
+    fn dir(
+        &mut self,
+        upper: &OwnedFd,
+        host: &OwnedFd,
+        rel: &Path,
+        area: Area,
+        depth: usize,
+        hash: Option<usize>,
+    ) {
         let list = match entries(upper) {
             Ok(l) => l,
             Err(e) => return self.drop(rel, failed(e)),
         };
         for (name, st) in &list {
             let rel = rel.join(name);
-            let r = self.entry(upper, host, name, st, &rel, area, depth);
+            let r = self.entry(upper, host, name, st, &rel, area, depth, hash);
             if let Err(reason) = r {
                 self.drop(&rel, reason);
             }
@@ -178,12 +211,67 @@ impl Merge {
         rel: &Path,
         area: Area,
         depth: usize,
+        hash: Option<usize>,
     ) -> R {
+        // Replacement refs and their reflogs: never merged, whatever they hold (a
+        // deletion included: the host's own stay as they are).
+        if area == Area::Refs
+            && (rel.starts_with("refs/replace") || rel.starts_with("logs/refs/replace"))
+        {
+            return match kind(st) {
+                Kind::Dir => {
+                    self.drop_tree(
+                        upper,
+                        Some(host),
+                        name,
+                        st,
+                        rel,
+                        depth,
+                        GitDropReason::ReplaceRef,
+                    );
+                    Ok(())
+                }
+                Kind::File if unchanged(upper, Some(host), name) => Ok(()),
+                _ => Err(GitDropReason::ReplaceRef),
+            };
+        }
+        // A loose ref's name: each directory and file under `refs/` is a component git
+        // would take.
+        if area == Area::Refs
+            && rel.starts_with("refs")
+            && !matches!(kind(st), Kind::Whiteout)
+            && !(matches!(kind(st), Kind::File) && temporary(name.as_bytes(), Some(area)))
+            && refs::component(name.as_bytes()).is_err()
+        {
+            return match kind(st) {
+                Kind::Dir => {
+                    self.drop_tree(
+                        upper,
+                        Some(host),
+                        name,
+                        st,
+                        rel,
+                        depth,
+                        GitDropReason::InvalidRef,
+                    );
+                    Ok(())
+                }
+                _ => Err(GitDropReason::InvalidRef),
+            };
+        }
         // `objects/info/`: alternates (objects from elsewhere), commit-graph chains.
         if area == Area::Objects && depth == 1 && name == "info" {
             return match kind(st) {
                 Kind::Dir => {
-                    self.drop_tree(upper, Some(host), name, st, rel, depth);
+                    self.drop_tree(
+                        upper,
+                        Some(host),
+                        name,
+                        st,
+                        rel,
+                        depth,
+                        GitDropReason::NotMerged,
+                    );
                     Ok(())
                 }
                 Kind::Other => Err(GitDropReason::NotAFile),
@@ -201,10 +289,18 @@ impl Merge {
             Kind::Dir => {
                 let u = open_upper_dir(upper, name, st).map_err(failed)?;
                 let h = host_dir(host, name, st, area).map_err(failed)?;
-                self.dir(&u, &h, rel, area, depth + 1);
+                self.dir(&u, &h, rel, area, depth + 1, hash);
                 Ok(())
             }
             Kind::File if temporary(name.as_bytes(), Some(area)) => Err(GitDropReason::Temporary),
+            // A loose ref: read once, checked (`<oid>` or `ref: <name>`), those bytes written.
+            Kind::File if area == Area::Refs && rel.starts_with("refs") => {
+                let (data, st) = load(upper, name, MAX_REF)?;
+                refs::refname(&ref_name(rel)).map_err(|_| GitDropReason::InvalidRef)?;
+                let hash = hash.ok_or(GitDropReason::InvalidRef)?;
+                refs::loose(&data, hash).map_err(|_| GitDropReason::InvalidRef)?;
+                write_bytes(host, name, &data, &st, Some(area)).map(drop)
+            }
             Kind::File => write_file(upper, host, name, Some(area)).map(drop),
         }
     }
@@ -213,6 +309,7 @@ impl Merge {
     /// directory that holds the same name, when there is one). A file identical to the
     /// host's (git rewrites `config` on `git branch -D` even when nothing changes) is no
     /// change. A new empty directory, or one too deep, is reported itself.
+    #[allow(clippy::too_many_arguments)]
     fn drop_tree(
         &mut self,
         upper: &OwnedFd,
@@ -221,9 +318,10 @@ impl Merge {
         st: &FileStat,
         rel: &Path,
         depth: usize,
+        reason: GitDropReason,
     ) {
         if depth >= MAX_DEPTH {
-            return self.drop(rel, GitDropReason::NotMerged);
+            return self.drop(rel, reason);
         }
         let dir = match open_upper_dir(upper, name, st) {
             Ok(d) => d,
@@ -235,19 +333,63 @@ impl Merge {
             Err(e) => return self.drop(rel, failed(e)),
         };
         if list.is_empty() && host.is_none() {
-            return self.drop(rel, GitDropReason::NotMerged);
+            return self.drop(rel, reason);
         }
         for (n, s) in &list {
             let rel = rel.join(n);
             match kind(s) {
-                Kind::Dir => self.drop_tree(&dir, host.as_ref(), n, s, &rel, depth + 1),
+                Kind::Dir => self.drop_tree(&dir, host.as_ref(), n, s, &rel, depth + 1, reason),
                 Kind::Other => self.drop(&rel, GitDropReason::NotAFile),
                 Kind::File if temporary(n.as_bytes(), None) => {
                     self.drop(&rel, GitDropReason::Temporary)
                 }
                 Kind::File if unchanged(&dir, host.as_ref(), n) => {}
-                Kind::File | Kind::Whiteout => self.drop(&rel, GitDropReason::NotMerged),
+                Kind::File | Kind::Whiteout => self.drop(&rel, reason),
             }
         }
     }
+}
+
+/// A loose ref, `HEAD` or `*_HEAD` file larger than this is not read: git writes one
+/// object id or one symbolic ref (`MERGE_HEAD`: one id per merged head).
+const MAX_REF: usize = 1 << 20;
+/// `packed-refs` and `FETCH_HEAD` list every ref of a repository or a fetch.
+const MAX_REF_LIST: usize = 256 << 20;
+
+/// The ref name of the path `rel` below `.git` (`refs/heads/main`).
+fn ref_name(rel: &Path) -> Vec<u8> {
+    rel.as_os_str().as_bytes().to_vec()
+}
+
+/// `HEAD`, `packed-refs` or a `*_HEAD` file of the upper layer: read once, checked by
+/// git's rules for its kind ([`refs`]), and exactly those bytes written. `packed-refs`
+/// goes without the replacement refs the host's does not have. Bytes equal to the host's
+/// file are no change (a repository of the reftable format keeps a `HEAD` that names no
+/// valid ref on purpose).
+fn checked_top(
+    upper: &OwnedFd,
+    host: &OwnedFd,
+    name: &OsStr,
+    file: RefFile,
+    hash: Option<usize>,
+) -> R {
+    let max = match file {
+        RefFile::Packed | RefFile::FetchHead => MAX_REF_LIST,
+        _ => MAX_REF,
+    };
+    let (data, st) = load(upper, name, max)?;
+    let host_data = read_host(host, name, max);
+    if host_data.as_deref() == Some(&data[..]) {
+        return write_bytes(host, name, &data, &st, None).map(drop);
+    }
+    let hash = hash.ok_or(GitDropReason::InvalidRef)?;
+    refs::check_top(file, &data, hash).map_err(|_| GitDropReason::InvalidRef)?;
+    if file == RefFile::Packed {
+        let host_data = host_data.unwrap_or_default();
+        if let Some(kept) = refs::without_new_replacements(&data, &host_data) {
+            write_bytes(host, name, &kept, &st, None)?;
+            return Err(GitDropReason::ReplaceRef);
+        }
+    }
+    write_bytes(host, name, &data, &st, None).map(drop)
 }

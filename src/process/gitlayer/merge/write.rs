@@ -136,6 +136,70 @@ pub(super) fn write_file(
     r.map(|()| true).map_err(failed)
 }
 
+/// Writes `data`, the bytes of the upper file `name` that the merge read once and checked,
+/// into `host` as `<name>.lock`, renamed over the host's file (never an object), with the
+/// mode and times of `st`, the upper file's `fstat` at that read. Returns whether the host
+/// changed: bytes equal to the host's file of the same mode are left as they are.
+pub(super) fn write_bytes(
+    host: &OwnedFd,
+    name: &OsStr,
+    data: &[u8],
+    st: &FileStat,
+    area: Option<Area>,
+) -> R<bool> {
+    if same_as_host(host, name, data, st) {
+        return Ok(false);
+    }
+    let mut tmp = name.to_os_string();
+    tmp.push(".lock");
+    let dst = match openat(
+        host,
+        tmp.as_os_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o600),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::EEXIST) => return Err(GitDropReason::Locked),
+        Err(e) => return Err(failed(e)),
+    };
+    let mut dst = File::from(dst);
+    let r = io::Write::write_all(&mut dst, data)
+        .map_err(errno)
+        .and_then(|()| finish(&dst, host, st))
+        .and_then(|()| replace(host, &tmp, name, area));
+    if r.is_err() {
+        let _ = unlinkat(host, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+    }
+    r.map(|()| true).map_err(failed)
+}
+
+/// Whether the host's regular file `name` has `data` and the mode of `st` already.
+fn same_as_host(host: &OwnedFd, name: &OsStr, data: &[u8], st: &FileStat) -> bool {
+    let Ok(h) = fstatat(host, name, AtFlags::AT_SYMLINK_NOFOLLOW) else {
+        return false;
+    };
+    if h.st_mode != st.st_mode || usize::try_from(h.st_size).ok() != Some(data.len()) {
+        return false;
+    }
+    super::read::read_host(host, name, data.len()).is_some_and(|h| h == data)
+}
+
+/// Reads the regular file `name` of the upper layer once, whole, refusing more than `max`
+/// bytes: the bytes the merge checks and then writes, and the `fstat` of the same open
+/// (whose mode and times the host's copy gets).
+pub(super) fn load(upper: &OwnedFd, name: &OsStr, max: usize) -> R<(Vec<u8>, FileStat)> {
+    let fd = open_upper_file(upper, name)?;
+    let st = fstat(&fd).map_err(failed)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(GitDropReason::NotAFile);
+    }
+    match super::read::bounded(fd, max) {
+        Ok(data) => Ok((data, st)),
+        Err(super::read::Unread::TooLarge) => Err(GitDropReason::TooLarge),
+        Err(super::read::Unread::Failed(e)) => Err(failed(e)),
+    }
+}
+
 /// Opens a regular file of the upper layer for reading (owner read access given back if
 /// the program removed it), never following a symlink or blocking on a fifo.
 pub(super) fn open_upper_file(upper: &OwnedFd, name: &OsStr) -> R<OwnedFd> {
@@ -178,18 +242,26 @@ pub(super) fn fill(
     sync: bool,
 ) -> Result<(), Errno> {
     let (mut src, mut dst) = (File::from(src), File::from(dst));
-    let errno = |e: io::Error| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO));
     io::copy(&mut src, &mut dst).map_err(errno)?;
     if sync {
         dst.sync_data().map_err(errno)?;
     }
+    finish(&dst, dir, st)
+}
+
+fn errno(e: io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// Gives the written file `dst` the source's mode and times (see [`fill`]).
+fn finish(dst: &File, dir: &OwnedFd, st: &FileStat) -> Result<(), Errno> {
     let group_write = nix::sys::stat::fstat(dir).map_or(0, |d| d.st_mode & 0o020);
     fchmod(
-        &dst,
+        dst,
         Mode::from_bits_truncate((st.st_mode & (0o755 | group_write)) as libc::mode_t),
     )?;
     futimens(
-        &dst,
+        dst,
         &TimeSpec::new(st.st_atime, st.st_atime_nsec),
         &TimeSpec::new(st.st_mtime, st.st_mtime_nsec),
     )

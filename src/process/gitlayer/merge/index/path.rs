@@ -16,7 +16,7 @@ const SYMLINK: u32 = 0o120000;
 /// trailing dots and spaces, an NTFS stream (`:…`), the `git~1` short name, or HFS's
 /// ignorable code points inside; and a symlink whose last piece is `.gitmodules` in those
 /// spellings or its NTFS short names (`gitmod~1`…`gitmod~4`, `gi7eba~N`).
-pub(super) fn checkout_safe(path: &[u8], mode: u32) -> bool {
+pub(in crate::process) fn checkout_safe(path: &[u8], mode: u32) -> bool {
     if path.first() == Some(&b'/') {
         return false;
     }

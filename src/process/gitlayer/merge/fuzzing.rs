@@ -1,0 +1,67 @@
+//! The `.git` merge's parsers of bytes a sandboxed program wrote, for the fuzz targets
+//! (feature `internals` only; no compatibility promise).
+
+/// The gitlink paths of the index `data` (object names of `hash` bytes), `shared` being
+/// the contents of the shared index a split index names (`None`: missing), or why the
+/// index is refused.
+///
+/// # Errors
+///
+/// Why the index cannot be read: a format the reader does not follow, or a path git
+/// refuses.
+pub fn index_gitlinks(
+    data: &[u8],
+    hash: usize,
+    shared: Option<&[u8]>,
+) -> Result<Vec<Vec<u8>>, &'static str> {
+    super::index::gitlinks(data, hash, |_| Ok(shared.map(<[u8]>::to_vec)))
+        .map(|set| set.into_iter().collect())
+        .map_err(|m| m.0)
+}
+
+/// Whether git would take an index entry `path` of `mode` (its `verify_path`).
+pub fn index_path_safe(path: &[u8], mode: u32) -> bool {
+    super::index::path::checkout_safe(path, mode)
+}
+
+/// Whether `name` is a ref name the merge takes (git's `check_refname_format`, under
+/// `refs/`).
+///
+/// # Errors
+///
+/// Why not.
+pub fn refname(name: &[u8]) -> Result<(), &'static str> {
+    super::refs::refname(name).map_err(|i| i.0)
+}
+
+/// Checks the file `name` of `.git` (`HEAD`, `packed-refs`, a `*_HEAD` file, or a loose
+/// ref `refs/…`) holding `data`, for object ids of `hash` bytes, as the merge does.
+///
+/// # Errors
+///
+/// Why the merge would refuse it.
+pub fn ref_file(name: &[u8], data: &[u8], hash: usize) -> Result<(), &'static str> {
+    use super::refs;
+    match refs::RefFile::of(name) {
+        Some(kind) => refs::check_top(kind, data, hash),
+        None => refs::refname(name).and_then(|()| refs::loose(data, hash)),
+    }
+    .map_err(|i| i.0)
+}
+
+/// The ref names of a `packed-refs` file, in order.
+///
+/// # Errors
+///
+/// Why it is not git's format.
+pub fn packed_refs(data: &[u8], hash: usize) -> Result<Vec<Vec<u8>>, &'static str> {
+    super::refs::packed(data, hash)
+        .map(|v| v.into_iter().map(|(_, n)| n.to_vec()).collect())
+        .map_err(|i| i.0)
+}
+
+/// `packed-refs` without the replacement refs the host's (`host`) does not list; `None`
+/// when nothing is left out.
+pub fn packed_without_new_replacements(data: &[u8], host: &[u8]) -> Option<Vec<u8>> {
+    super::refs::without_new_replacements(data, host)
+}
