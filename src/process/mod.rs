@@ -44,6 +44,10 @@ pub use crate::plan::Degradation;
 pub use child::Child;
 pub use command::Command;
 pub use describe::{PlanDescription, PlanNamespaces, macos_profile};
+/// Git's object formats as the merge of the `.git` layer reads them (for fuzzing).
+#[cfg(all(feature = "internals", target_os = "linux"))]
+#[doc(hidden)]
+pub use gitlayer::merge::objects as gitobjects;
 pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};

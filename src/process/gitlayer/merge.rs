@@ -35,10 +35,13 @@
 //! layer and reports the drops, `read` opens and compares without following symlinks,
 //! `write` makes the host's directories and copies files into place, and `submodule`
 //! (with `index`, which reads git's index format) keeps an index that gained a submodule
-//! out.
+//! out; `history` (with `objects`, which reads git's objects and packs) keeps out a ref
+//! update whose new commits bring one.
 
 mod classify;
+mod history;
 pub(super) mod index;
+pub mod objects;
 mod read;
 pub(super) mod submodule;
 mod walk;

@@ -130,7 +130,7 @@ fn read_fd(fd: OwnedFd) -> Result<Vec<u8>, Malformed> {
 /// `extensions.objectFormat = sha256`, 20 without one (or without a config). Git reads
 /// this key from the repository's own config, without includes; the program's config
 /// is never merged, so the host's is the one git will use.
-fn hash_size(host: &OwnedFd) -> Result<usize, Malformed> {
+pub(super) fn hash_size(host: &OwnedFd) -> Result<usize, Malformed> {
     let config = read(None, host, OsStr::new("config"))?.unwrap_or_default();
     match object_format(&config).as_deref() {
         None | Some(b"sha1") => Ok(20),

@@ -11,9 +11,9 @@ use nix::sys::stat::{FileStat, fstat};
 
 use super::classify::{Area, Kind, MAX_DEPTH, R, Top, failed, kind, temporary, top};
 use super::read::{entries, is_opaque, open_beneath_root, open_dir_at, open_upper_dir, unchanged};
-use super::submodule;
 use super::write::{host_dir, remove, write_file};
 use super::{GitDrop, GitDropReason, Layer};
+use super::{history, submodule};
 
 impl Layer {
     pub(super) fn merge(&self) -> Vec<GitDrop> {
@@ -24,6 +24,7 @@ impl Layer {
             git: self.git.clone(),
             dropped: Vec::new(),
             more: 0,
+            refused: Vec::new(),
         };
         if let Err(e) = m.run(self, upper) {
             m.drop(Path::new(""), e);
@@ -43,6 +44,8 @@ pub(super) struct Merge {
     git: PathBuf,
     dropped: Vec<GitDrop>,
     more: usize,
+    /// The ref files whose history has a new submodule or cannot be read (`history.rs`).
+    refused: Vec<(PathBuf, GitDropReason)>,
 }
 
 impl Merge {
@@ -88,6 +91,9 @@ impl Merge {
         } else {
             Ok(())
         };
+        // Before any object is merged (the walk trusts what the host has): the ref files
+        // whose new ids reach a new submodule stay out (`history.rs`).
+        self.refused = history::check(&upper, &host, &layer.git);
         for (name, st) in list {
             let rel = PathBuf::from(&name);
             let r = match &index {
@@ -101,6 +107,14 @@ impl Merge {
         Ok(())
     }
 
+    /// `Err` for a ref file the history check refused.
+    fn history(&self, rel: &Path) -> R {
+        match self.refused.iter().find(|(p, _)| p == rel) {
+            Some((_, reason)) => Err(*reason),
+            None => Ok(()),
+        }
+    }
+
     fn top_entry(
         &mut self,
         upper: &OwnedFd,
@@ -109,6 +123,7 @@ impl Merge {
         st: &FileStat,
         rel: &Path,
     ) -> R {
+        self.history(rel)?;
         let class = top(name.as_bytes());
         match (kind(st), class) {
             (Kind::Other, _) => Err(GitDropReason::NotAFile),
@@ -179,6 +194,7 @@ impl Merge {
         area: Area,
         depth: usize,
     ) -> R {
+        self.history(rel)?;
         // `objects/info/`: alternates (objects from elsewhere), commit-graph chains.
         if area == Area::Objects && depth == 1 && name == "info" {
             return match kind(st) {
