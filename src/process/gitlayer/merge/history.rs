@@ -65,7 +65,8 @@ pub(super) fn refused(
     gitlinks: &Gitlinks,
 ) -> Vec<(PathBuf, GitDropReason)> {
     let mut files = Vec::new();
-    collect(upper, Path::new(""), 0, &mut files);
+    let mut deleted = Vec::new();
+    collect(upper, Path::new(""), 0, &mut files, &mut deleted);
     if files.is_empty() {
         return Vec::new();
     }
@@ -85,14 +86,26 @@ pub(super) fn refused(
             }),
         };
         if let Err(reason) = verdict {
+            // `pack-refs` moves loose refs into `packed-refs` and deletes them: with
+            // `packed-refs` kept out, their deletions are too, or the host would lose them.
+            if rel == Path::new("packed-refs") {
+                out.extend(deleted.iter().map(|d: &PathBuf| (d.clone(), reason)));
+            }
             out.push((rel, reason));
         }
     }
     out
 }
 
-/// The ref files of the upper directory `dir` (`rel` below `.git`), opened.
-fn collect(dir: &OwnedFd, rel: &Path, depth: usize, out: &mut Vec<(PathBuf, OwnedFd)>) {
+/// The ref files of the upper directory `dir` (`rel` below `.git`), opened, and the
+/// deleted ones (whiteouts) below `refs/`.
+fn collect(
+    dir: &OwnedFd,
+    rel: &Path,
+    depth: usize,
+    out: &mut Vec<(PathBuf, OwnedFd)>,
+    deleted: &mut Vec<PathBuf>,
+) {
     if depth >= MAX_DEPTH {
         return;
     }
@@ -118,7 +131,7 @@ fn collect(dir: &OwnedFd, rel: &Path, depth: usize, out: &mut Vec<(PathBuf, Owne
         match kind(&st) {
             Kind::Dir => {
                 if let Ok(d) = open_dir_at(dir, &name) {
-                    collect(&d, &path, depth + 1, out);
+                    collect(&d, &path, depth + 1, out, deleted);
                 }
             }
             Kind::File if !bytes.ends_with(b".lock") => {
@@ -126,6 +139,7 @@ fn collect(dir: &OwnedFd, rel: &Path, depth: usize, out: &mut Vec<(PathBuf, Owne
                     out.push((path, fd));
                 }
             }
+            Kind::Whiteout if path.starts_with("refs") => deleted.push(path),
             _ => {}
         }
     }
