@@ -407,3 +407,38 @@ fn zz_all_tests_pass_as_uid_65534() {
     }
     common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
 }
+
+/// A repository that keeps its refs in reftable: the check does not read reftable's
+/// blocks, so a ref update made inside is not merged (fail closed), and says so.
+#[test]
+fn reftable_updates_are_refused() {
+    require!(Feature::UserNs);
+    let repo = Repo::new();
+    let (w, ws) = var_tempdir();
+    git(&ws, &["init", "-q", "--ref-format=reftable", "-b", "main"]);
+    std::fs::write(ws.join("README"), "hello\n").unwrap();
+    git(&ws, &["add", "README"]);
+    git(&ws, &["commit", "-qm", "host"]);
+    let before = git(&ws, &["rev-parse", "HEAD"]);
+    let sb = full(&ws);
+    let (_, drops) = run(
+        &sb,
+        &format!(
+            "set -e\n{}g update-index --add --cacheinfo 160000,$SUB,sub && g commit -qm link\n\
+             g rm -q --cached sub\n",
+            repo.plant_submodule()
+        ),
+    );
+    assert!(
+        drops
+            .iter()
+            .any(|d| d.path.starts_with(ws.join(".git/reftable"))
+                && d.reason == GitDropReason::UnreadableHistory),
+        "{drops:#?}"
+    );
+    assert_eq!(git(&ws, &["rev-parse", "HEAD"]), before);
+    let _ = git_out(&ws, &["reset", "--hard"]);
+    let _ = git_out(&ws, &["status", "--porcelain"]);
+    repo.assert_no_marker("reset --hard in a reftable repository");
+    drop(w);
+}

@@ -10,7 +10,8 @@
 //!
 //! So before anything is merged, every object id that a ref file of the upper layer
 //! names (loose refs and reflogs below `refs/` and `logs/`, `packed-refs`, `HEAD`, the
-//! `*_HEAD` files, `AUTO_MERGE`) is walked: commits to their tree and parents, tags to
+//! `*_HEAD` files, `AUTO_MERGE`) is walked (a changed file of `reftable/`, whose blocks
+//! this does not read, is refused): commits to their tree and parents, tags to
 //! their object, trees to their subtrees, down to objects the host's object database
 //! already has (trusted). The objects walked are the upper layer's, loose or packed
 //! (`objects.rs` reads them). A file whose walk finds a new gitlink, or that cannot be
@@ -67,14 +68,22 @@ pub(super) fn refused(
     let mut files = Vec::new();
     let mut deleted = Vec::new();
     collect(upper, Path::new(""), 0, &mut files, &mut deleted);
+    let mut out = Vec::new();
+    // Reftable's blocks are not read: none of its changes are merged, deletions neither
+    // (the host's `tables.list` names the tables it has).
+    let reftable = |p: &PathBuf| p.starts_with("reftable");
+    for d in deleted.iter().filter(|p| reftable(p)) {
+        out.push((d.clone(), GitDropReason::UnreadableHistory));
+    }
+    deleted.retain(|p| !reftable(p));
     if files.is_empty() {
-        return Vec::new();
+        return out;
     }
     let mut store = Store::open(upper, host, hash);
     let mut done: HashMap<Vec<u8>, Result<(), GitDropReason>> = HashMap::new();
-    let mut out = Vec::new();
     for (rel, fd) in files {
         let verdict = match read_bounded(fd) {
+            _ if rel.starts_with("reftable") => Err(GitDropReason::UnreadableHistory),
             None => Err(GitDropReason::UnreadableHistory),
             Some(data) => ids(&data, hash).into_iter().try_for_each(|id| {
                 if let Some(r) = done.get(&id) {
@@ -116,7 +125,7 @@ fn collect(
         let bytes = name.as_bytes();
         if depth == 0 {
             let wanted = match top(bytes) {
-                Top::Area(_) => bytes == b"refs" || bytes == b"logs",
+                Top::Area(_) => bytes == b"refs" || bytes == b"logs" || bytes == b"reftable",
                 Top::Head => true,
                 Top::File => {
                     bytes == b"packed-refs" || bytes == b"AUTO_MERGE" || bytes.ends_with(b"_HEAD")
@@ -139,7 +148,9 @@ fn collect(
                     out.push((path, fd));
                 }
             }
-            Kind::Whiteout if path.starts_with("refs") => deleted.push(path),
+            Kind::Whiteout if path.starts_with("refs") || path.starts_with("reftable") => {
+                deleted.push(path)
+            }
             _ => {}
         }
     }
