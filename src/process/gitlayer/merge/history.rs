@@ -408,3 +408,23 @@ fn read_pack(objects: Option<&OwnedFd>, dir: &OsStr, name: &OsStr) -> Result<Vec
     }
     Ok(data)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ids_a_ref_file_names_are_found() {
+        let a = "0123456789abcdef0123456789abcdef01234567";
+        let b = "89ABCDEF0123456789abcdef0123456789abcdef";
+        let zero = "0".repeat(40);
+        let text = format!(
+            "{a}\nref: refs/heads/main\n# pack-refs with: peeled\n{b} refs/tags/v1\n^{a}\n\
+             {zero} {b} inside <i@x> 1 +0000\tcommit: x\n{a}\t\tbranch 'x' of y\n{a}x\n"
+        );
+        let hex: Vec<String> = ids(text.as_bytes(), 20).iter().map(hex::encode).collect();
+        let (a, b) = (a.to_string(), b.to_ascii_lowercase());
+        assert_eq!(hex, [&a, &b, &a, &b, &a].map(String::clone));
+        assert!(ids(a.as_bytes(), 32).is_empty() && ids(b"", 20).is_empty());
+    }
+}
