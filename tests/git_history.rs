@@ -259,7 +259,9 @@ fn a_gitlink_committed_with_a_clean_index_is_not_merged() {
     }
 }
 
-/// Ordinary commits (loose, then packed by `git gc`) still reach the host, with no drop.
+/// Ordinary commits (loose, then packed by `git repack -d`, which deletes the loose objects:
+/// 400 new trees, so that some lie in a directory of `objects/` the deletion removed) still
+/// reach the host, with no drop beyond the deletions in `objects/`.
 #[test]
 fn ordinary_commits_merge() {
     require!(Feature::UserNs);
@@ -270,16 +272,22 @@ fn ordinary_commits_merge() {
         "set -e\necho a > a.txt && g add a.txt && g commit -qm one\n\
          g checkout -qb topic && echo b > b.txt && g add b.txt && g commit -qm two\n\
          g tag -a -m t v1 && g checkout -q main && g merge -q --no-ff -m merged topic\n\
-         g repack -q && echo c > c.txt && g add c.txt && g stash -q\n",
+         for i in $(seq 400); do mkdir d$i && echo $i > d$i/f; done && g add . && g commit -qm many\n\
+         g repack -qd && echo c > c.txt && g add c.txt && g stash -q\n",
     );
-    // (`repack` also writes `objects/info/packs` and `info/refs`, never merged.)
+    // (`repack` also writes `objects/info/packs` and `info/refs`, never merged, and
+    // `-d` deletes the loose objects it packed: deletions in `objects/` are not applied.)
     assert!(
         drops.iter().all(|d| d.reason == GitDropReason::NotMerged
             && d.path.starts_with(repo.git_dir().join("objects/info"))
-            || d.path == repo.git_dir().join("info/refs")),
+            || d.path == repo.git_dir().join("info/refs")
+            || d.reason == GitDropReason::ObjectChange),
         "{drops:#?}\n{out}"
     );
-    assert_eq!(git(&repo.ws, &["log", "-1", "--format=%s"]), "merged\n");
+    assert_eq!(
+        git(&repo.ws, &["log", "-2", "--format=%s"]),
+        "many\nmerged\n"
+    );
     assert_eq!(git(&repo.ws, &["log", "-1", "--format=%s", "v1"]), "two\n");
     git(&repo.ws, &["stash", "pop", "--index"]);
     assert!(repo.ws.join("c.txt").exists());

@@ -27,8 +27,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::AtFlags;
-use nix::sys::stat::fstatat;
+use nix::fcntl::{AtFlags, OFlag, openat};
+use nix::sys::stat::{Mode, fstatat};
 
 use super::GitDropReason;
 use super::classify::{Kind, MAX_DEPTH, Top, kind, top};
@@ -216,7 +216,10 @@ impl Store {
         {
             for (name, st) in entries(&pack).unwrap_or_default() {
                 if matches!(kind(&st), Kind::File) && name.as_bytes().ends_with(b".idx") {
-                    if let Ok(fd) = open_upper_file(&pack, &name) {
+                    // (Not `open_upper_file`: the host's files are never made readable.)
+                    let flags =
+                        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+                    if let Ok(fd) = openat(&pack, name.as_os_str(), flags, Mode::empty()) {
                         host_idx.push(File::from(fd));
                     }
                 }
@@ -286,9 +289,24 @@ impl Store {
         let mut copies = Vec::new();
         let hex = hex::encode(id);
         if let Some(objects) = &self.upper_objects {
-            let dir = open_dir_at(objects, OsStr::new(&hex[..2]));
+            // A whiteout (git deleted the loose objects it packed), a symlink or anything
+            // else the merge does not copy is no copy.
+            let dir = match fstatat(objects, &hex[..2], AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) if matches!(kind(&st), Kind::Dir) => {
+                    open_dir_at(objects, OsStr::new(&hex[..2]))
+                }
+                Ok(_) => Err(Errno::ENOENT),
+                Err(e) => Err(e),
+            };
+            let file = |dir: &OwnedFd| match fstatat(dir, &hex[2..], AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) if matches!(kind(&st), Kind::File) => {
+                    open_upper_file(dir, OsStr::new(&hex[2..]))
+                }
+                Ok(_) => Err(GitDropReason::Failed(Errno::ENOENT as i32)),
+                Err(e) => Err(GitDropReason::Failed(e as i32)),
+            };
             match dir {
-                Ok(dir) => match open_upper_file(&dir, OsStr::new(&hex[2..])) {
+                Ok(dir) => match file(&dir) {
                     Ok(fd) => {
                         let mut data = Vec::new();
                         File::from(fd)
