@@ -163,6 +163,9 @@ pub use process::git_fuzzing;
 #[cfg(target_os = "linux")]
 pub use backend::linux::landlock::Status as LandlockStatus;
 pub use probe::{Availability, Capabilities};
+#[cfg(all(feature = "internals", target_os = "linux"))]
+#[doc(hidden)]
+pub use process::gitobjects;
 #[cfg(unix)]
 pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,

@@ -118,6 +118,16 @@ pub enum GitDropReason {
     InvalidRef,
     /// Larger than the merge reads of a file it checks (the index, a ref file).
     TooLarge,
+    /// A ref, `packed-refs`, `HEAD`, a `*_HEAD` file, `AUTO_MERGE` or a reflog: an id it
+    /// names reaches a new tree with a gitlink (submodule) at a path that is not one in the
+    /// host's index. A later `git reset --hard`, `stash pop`, `checkout` or `merge` on the
+    /// host would bring it into the index, and `git status` would run git in that checkout
+    /// with a config the program wrote; the host keeps its ref.
+    NewSubmoduleInHistory,
+    /// A ref file as [`GitDropReason::NewSubmoduleInHistory`]: an object it reaches that
+    /// the host does not have cannot be found or read (or is beyond the check's bounds),
+    /// so whether it brings a new submodule is unknown; the host keeps its ref.
+    UnreadableHistory,
     /// Merging it failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
@@ -162,6 +172,12 @@ impl fmt::Display for GitDropReason {
             GitDropReason::TooLarge => {
                 f.write_str("larger than the merge reads to check it; the host keeps its own")
             }
+            GitDropReason::NewSubmoduleInHistory => f.write_str(
+                "a commit it names brings a submodule the host's index does not list (a later checkout would run the program's config in it); the host keeps its ref",
+            ),
+            GitDropReason::UnreadableHistory => f.write_str(
+                "an object it names cannot be read to check it for new submodules; the host keeps its ref",
+            ),
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))
             }

@@ -47,6 +47,10 @@ pub use command::Command;
 pub use describe::{PlanDescription, PlanNamespaces, macos_profile};
 #[cfg(all(feature = "internals", target_os = "linux"))]
 pub use gitlayer::merge::fuzzing as git_fuzzing;
+/// Git's object formats as the merge of the `.git` layer reads them (for fuzzing).
+#[cfg(all(feature = "internals", target_os = "linux"))]
+#[doc(hidden)]
+pub use gitlayer::merge::objects as gitobjects;
 pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};

@@ -35,8 +35,9 @@
 //! layer and reports the drops, `read` opens and compares without following symlinks,
 //! `write` makes the host's directories and copies files into place, and `submodule`
 //! (with `index`, which reads git's index format) keeps an index that gained a submodule
-//! out; `refs` holds git's rules for ref names, `HEAD`, loose refs, `packed-refs` and the
-//! `*_HEAD` files.
+//! out; `history` (with `objects`, which reads git's objects and packs) keeps out a ref
+//! update whose new commits bring one; `refs` holds git's rules for ref names, `HEAD`,
+//! loose refs, `packed-refs` and the `*_HEAD` files.
 //!
 //! # Read once
 //!
@@ -49,7 +50,9 @@
 mod classify;
 #[cfg(feature = "internals")]
 pub mod fuzzing;
+mod history;
 pub(super) mod index;
+pub mod objects;
 mod read;
 pub(super) mod refs;
 pub(super) mod submodule;

@@ -17,6 +17,7 @@ use super::refs::{self, RefFile};
 use super::submodule::{self, Load};
 use super::write::{host_dir, load, remove, write_bytes, write_file};
 use super::{GitDrop, GitDropReason, Layer};
+use super::history;
 
 impl Layer {
     pub(super) fn merge(&self) -> Vec<GitDrop> {
@@ -27,6 +28,7 @@ impl Layer {
             git: self.git.clone(),
             dropped: Vec::new(),
             more: 0,
+            refused: Vec::new(),
         };
         if let Err(e) = m.run(self, upper) {
             m.drop(Path::new(""), e);
@@ -46,6 +48,8 @@ pub(super) struct Merge {
     git: PathBuf,
     dropped: Vec<GitDrop>,
     more: usize,
+    /// The ref files whose history has a new submodule or cannot be read (`history.rs`).
+    refused: Vec<(PathBuf, GitDropReason)>,
 }
 
 impl Merge {
@@ -97,13 +101,16 @@ impl Merge {
         // Refs are checked against the host's object format (its config: the program's
         // is never merged).
         let hash = submodule::hash_size(&host).ok();
+        // Before any object is merged (the walk trusts what the host has): the ref files
+        // whose new ids reach a new submodule stay out (`history.rs`).
+        self.refused = history::check(&upper, &host, &layer.git);
         for (name, st) in list {
             let rel = PathBuf::from(&name);
             let r = match (loaded.get(&name), &index) {
                 (Some(Load::Refused(reason)), _) | (Some(_), Err(reason)) => Err(*reason),
-                (Some(Load::Bytes(data, st)), Ok(())) => {
-                    write_bytes(&host, &name, data, st, None).map(drop)
-                }
+                (Some(Load::Bytes(data, st)), Ok(())) => self
+                    .history(&rel)
+                    .and_then(|()| write_bytes(&host, &name, data, st, None).map(drop)),
                 (Some(Load::Gone), Ok(())) => remove(&host, &name, 0).map_err(failed),
                 (None, _) => self.top_entry(&upper, &host, &name, &st, &rel, hash),
             };
@@ -112,6 +119,14 @@ impl Merge {
             }
         }
         Ok(())
+    }
+
+    /// `Err` for a ref file the history check refused.
+    fn history(&self, rel: &Path) -> R {
+        match self.refused.iter().find(|(p, _)| p == rel) {
+            Some((_, reason)) => Err(*reason),
+            None => Ok(()),
+        }
     }
 
     fn top_entry(
@@ -123,6 +138,7 @@ impl Merge {
         rel: &Path,
         hash: Option<usize>,
     ) -> R {
+        self.history(rel)?;
         let class = top(name.as_bytes());
         match (kind(st), class) {
             (Kind::Other, _) => Err(GitDropReason::NotAFile),
@@ -213,6 +229,7 @@ impl Merge {
         depth: usize,
         hash: Option<usize>,
     ) -> R {
+        self.history(rel)?;
         // Replacement refs and their reflogs: never merged, whatever they hold (a
         // deletion included: the host's own stay as they are).
         if area == Area::Refs
