@@ -102,7 +102,11 @@ pub enum GitDropReason {
     /// `.gitmodules`). `git restore` on the host would write that entry outside the
     /// workspace or into `.git`; the host keeps its index.
     UnsafeIndexPath,
-    /// Merging it failed with this errno.
+    /// Layer 2 (no `.git` layer): the program changed, made or removed this control file
+    /// or directory (config, hooks, `commondir`, `info/`, `worktrees/`, `modules/`,
+    /// alternates, a `gitdir:` file); after the run it was put back as it was before.
+    Restored,
+    /// Merging it (or, on layer 2, putting it back) failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
     /// repository.
@@ -136,6 +140,9 @@ impl fmt::Display for GitDropReason {
             ),
             GitDropReason::UnsafeIndexPath => f.write_str(
                 "the index lists a path git refuses (.., .git, absolute): git restore on the host would write outside the workspace or into .git; the host's index is kept",
+            ),
+            GitDropReason::Restored => f.write_str(
+                "changed during the run (layer 2 has no .git layer); put back as it was before",
             ),
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))

@@ -42,6 +42,10 @@ impl GitSession {
         Ok(GitSession)
     }
 
+    pub(super) fn snapshot(&mut self, _gits: &[std::path::PathBuf]) -> Result<(), Error> {
+        Ok(())
+    }
+
     pub(super) fn started(&mut self, _handle: &Handle) {}
 
     pub(super) fn finish(&mut self) {}

@@ -40,6 +40,7 @@
 mod classify;
 pub(super) mod index;
 mod read;
+pub(super) mod snapshot;
 pub(super) mod submodule;
 mod walk;
 mod write;
@@ -68,6 +69,9 @@ pub(in crate::process) struct Session {
     unguarded: Vec<GitUnguarded>,
     /// The program's pidfd, for a merge after a `Child` dropped unreaped.
     pidfd: Option<OwnedFd>,
+    /// Layer 2: the writable roots' `.git` control files as they were before the run
+    /// ([`snapshot`]), put back once every process of the run has ended.
+    snapshots: Vec<snapshot::Snapshot>,
     done: bool,
 }
 
@@ -148,6 +152,20 @@ impl Session {
         Ok(session)
     }
 
+    /// Layer 2: snapshots the control files of each `.git` in `gits`
+    /// ([`Plan::git_snapshots`]), to be put back after the run ([`snapshot`]).
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::Path`] naming the `.git`: `E2BIG` when its control files exceed the
+    /// snapshot's bounds, or the errno of reading them.
+    pub(in crate::process) fn snapshot(&mut self, gits: &[PathBuf]) -> Result<(), Error> {
+        for git in gits {
+            self.snapshots.push(snapshot::Snapshot::take(git)?);
+        }
+        Ok(())
+    }
+
     /// What the child needs: one entry per [`Step::GitLayer`], and its end of the socket
     /// (-1 without any layer).
     ///
@@ -205,7 +223,7 @@ impl Session {
         for layer in self.layers.iter().flatten().filter(missing) {
             tracing::warn!(git = %layer.git.display(), "stockade: no copy-on-write layer over this .git in this run (no overlayfs in this kernel, or .git replaced since the spawn was prepared): it was read-only");
         }
-        if self.layers.iter().flatten().any(|l| l.upper.is_some()) {
+        if self.layers.iter().flatten().any(|l| l.upper.is_some()) || !self.snapshots.is_empty() {
             self.pidfd = std::os::fd::AsFd::as_fd(handle).try_clone_to_owned().ok();
         }
     }
@@ -217,8 +235,18 @@ impl Session {
             return;
         }
         self.done = true;
-        self.pidfd = None;
+        let pidfd = self.pidfd.take();
         self.dropped = finish_layers(std::mem::take(&mut self.layers));
+        if !self.snapshots.is_empty() {
+            // Layer 2: the init writes its record once it has killed and reaped every
+            // descendant; its exit (the pidfd readable) comes after. Nothing of the run
+            // writes `.git` any more once it has exited.
+            if let Some(pidfd) = &pidfd {
+                wait_for_exit(pidfd);
+            }
+            self.dropped
+                .extend(restore(std::mem::take(&mut self.snapshots)));
+        }
     }
 
     /// The changes left out by [`Session::finish`].
@@ -234,10 +262,14 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if self.done || !self.layers.iter().flatten().any(|l| l.upper.is_some()) {
+        if self.done
+            || (!self.layers.iter().flatten().any(|l| l.upper.is_some())
+                && self.snapshots.is_empty())
+        {
             return;
         }
         let layers = std::mem::take(&mut self.layers);
+        let snapshots = std::mem::take(&mut self.snapshots);
         let Some(pidfd) = self.pidfd.take() else {
             return;
         };
@@ -248,6 +280,7 @@ impl Drop for Session {
             .spawn(move || {
                 wait_for_exit(&pidfd);
                 finish_layers(layers);
+                restore(snapshots);
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "stockade: cannot start the thread that merges a dropped command's .git layer; its changes are lost");
@@ -282,6 +315,18 @@ pub(in crate::process) fn wait_for_exit(pidfd: &OwnedFd) {
             _ => return,
         }
     }
+}
+
+/// Layer 2: puts back each snapshot, logs each restoration, returns them.
+fn restore(snapshots: Vec<snapshot::Snapshot>) -> Vec<GitDrop> {
+    let mut restored = Vec::new();
+    for s in snapshots {
+        for d in s.restore() {
+            tracing::warn!(path = %d.path.display(), reason = %d.reason, "stockade: a change under .git was undone (layer 2)");
+            restored.push(d);
+        }
+    }
+    restored
 }
 
 /// Merges each layer, logs each drop, returns the drops. The layers (and their file
