@@ -358,6 +358,58 @@ fn a_git_dir_over_the_snapshot_bounds_is_refused_by_name() {
 }
 
 #[test]
+fn the_git_dirs_of_submodules_and_worktrees_the_host_has_are_put_back() {
+    let repo = Repo::new();
+    let ws = &repo.ws;
+    let (l, linked) = var_tempdir();
+    git(
+        ws,
+        &["worktree", "add", "-q", linked.join("wt").to_str().unwrap()],
+    );
+    let sub = ws.join(".git/modules/sub");
+    std::fs::create_dir_all(sub.join("hooks")).unwrap();
+    std::fs::create_dir_all(sub.join("objects/info")).unwrap();
+    std::fs::write(sub.join("config"), "[core]\n\tbare = false\n").unwrap();
+    std::fs::write(sub.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    let before = repo.control_files();
+    let sb = layer2(ws);
+    let evil = ws.join("evil");
+    let (_, drops) = run(
+        &sb,
+        &format!(
+            "set -e\n{}\
+             printf '[core]\\n\\tfsmonitor = {e}/run.sh\\n' >> .git/modules/sub/config\n\
+             echo {ws}/evilgit > .git/modules/sub/objects/info/alternates\n\
+             rm -r .git/modules/sub/hooks && ln -s ../../../evil/hooks .git/modules/sub/hooks\n\
+             mkdir -p .git/modules/sub/modules/nested && cp .git/config .git/modules/sub/modules/nested/config\n\
+             ln -s ../../evil .git/modules/evil\n\
+             printf '[core]\\n\\tfsmonitor = {e}/run.sh\\n' > .git/worktrees/wt/config.worktree\n\
+             echo {ws}/evilgit > .git/worktrees/wt/commondir\n",
+            repo.plant_script(),
+            e = evil.display(),
+            ws = ws.display(),
+        ),
+    );
+    assert_eq!(repo.control_files(), before, "{drops:#?}");
+    let g = ws.join(".git");
+    for p in [
+        "modules/sub/config",
+        "modules/sub/objects/info/alternates",
+        "modules/sub/hooks",
+        "modules/sub/modules",
+        "modules/evil",
+        "worktrees/wt/config.worktree",
+        "worktrees/wt/commondir",
+    ] {
+        assert_restored(&drops, &g.join(p));
+    }
+    host_git_work(&repo);
+    git(&linked.join("wt"), &["status"]);
+    assert!(!repo.marker().exists());
+    drop(l);
+}
+
+#[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
         return;

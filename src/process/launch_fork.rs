@@ -42,7 +42,11 @@ impl GitSession {
         Ok(GitSession)
     }
 
-    pub(super) fn snapshot(&mut self, _gits: &[std::path::PathBuf]) -> Result<(), Error> {
+    pub(super) fn snapshot(
+        &mut self,
+        _plan: &Plan,
+        _gits: &[std::path::PathBuf],
+    ) -> Result<(), Error> {
         Ok(())
     }
 

@@ -159,9 +159,27 @@ impl Session {
     ///
     /// [`SpawnError::Path`] naming the `.git`: `E2BIG` when its control files exceed the
     /// snapshot's bounds, or the errno of reading them.
-    pub(in crate::process) fn snapshot(&mut self, gits: &[PathBuf]) -> Result<(), Error> {
+    /// A `.git` symlink or `gitdir:` file is restored itself, and the directory it names
+    /// is snapshotted too when it lies inside the same root and is reached without a
+    /// further symlink ([`super::target`]); any other target is reported
+    /// ([`Child::git_unguarded`](crate::Child::git_unguarded)).
+    pub(in crate::process) fn snapshot(
+        &mut self,
+        plan: &Plan,
+        gits: &[PathBuf],
+    ) -> Result<(), Error> {
         for git in gits {
             self.snapshots.push(snapshot::Snapshot::take(git)?);
+            match super::target::find(plan, git) {
+                super::target::Found::Layer(t) if t.link.is_some() => {
+                    self.snapshots.push(snapshot::Snapshot::take(&t.dir)?);
+                }
+                super::target::Found::Unguarded(u) => {
+                    tracing::warn!("stockade: {u}");
+                    self.unguarded.push(u);
+                }
+                _ => {}
+            }
         }
         Ok(())
     }

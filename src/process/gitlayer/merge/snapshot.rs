@@ -121,7 +121,8 @@ enum Top {
 }
 
 impl Snapshot {
-    /// Snapshots `git` (`<root>/.git`, a canonical path).
+    /// Snapshots `git`: `<root>/.git`, or the directory a `.git` symlink or `gitdir:` file
+    /// names inside the root (a canonical path, reached without a symlink).
     ///
     /// # Errors
     ///
@@ -140,12 +141,16 @@ impl Snapshot {
             entries: MAX_ENTRIES,
             bytes: MAX_BYTES,
         };
-        let root = git.parent().ok_or_else(|| err(Errno::EINVAL))?;
+        let (Some(root), Some(name)) = (git.parent(), git.file_name()) else {
+            return Err(err(Errno::EINVAL));
+        };
         let root = open_beneath_root(root).map_err(err)?;
-        let top = match read_node(&root, OsStr::new(".git"), &mut budget, 0).map_err(err)? {
-            Node::Missing => Top::Missing,
-            Node::Dir { .. } => {
-                let dir = open_dir_at(&root, OsStr::new(".git")).map_err(err)?;
+        let st = fstatat(&root, name, AtFlags::AT_SYMLINK_NOFOLLOW);
+        let top = match st {
+            Err(Errno::ENOENT) => Top::Missing,
+            Err(e) => return Err(err(e)),
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {
+                let dir = open_dir_at(&root, name).map_err(err)?;
                 let mut files = BTreeMap::new();
                 let mut nested = BTreeSet::new();
                 for key in keys(&dir, &mut nested).map_err(err)? {
@@ -165,7 +170,7 @@ impl Snapshot {
                 }
                 Top::Dir { files, nested }
             }
-            other => Top::Entry(other),
+            Ok(_) => Top::Entry(read_node(&root, name, &mut budget, 0).map_err(err)?),
         };
         Ok(Snapshot {
             git: git.to_path_buf(),
@@ -184,7 +189,7 @@ impl Snapshot {
             };
             out.push(GitDrop { path, reason });
         };
-        let Some(root) = self.git.parent() else {
+        let (Some(root), Some(git)) = (self.git.parent(), self.git.file_name()) else {
             return out;
         };
         let root = match open_beneath_root(root) {
@@ -194,7 +199,6 @@ impl Snapshot {
                 return out;
             }
         };
-        let git = OsStr::new(".git");
         match &self.top {
             Top::Missing => {}
             Top::Entry(node) => {
