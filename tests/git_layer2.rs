@@ -410,6 +410,35 @@ fn the_git_dirs_of_submodules_and_worktrees_the_host_has_are_put_back() {
 }
 
 #[test]
+fn a_child_dropped_without_waiting_still_puts_back_when_it_ends() {
+    let repo = Repo::new();
+    let ws = &repo.ws;
+    let before = repo.control_files();
+    let sb = layer2(ws);
+    let child = sb
+        .command("sh")
+        .arg("-c")
+        .arg(
+            "echo /elsewhere > .git/commondir && cp .git/config .git/hooks/pre-commit && sleep 0.3",
+        )
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    drop(child);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while repo.control_files() != before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not put back 20 s after the end: {:?}",
+            std::fs::read_to_string(ws.join(".git/commondir"))
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // It was written: the first sample saw it, or the run was over already.
+    assert!(!ws.join(".git/commondir").exists());
+}
+
+#[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
         return;

@@ -45,6 +45,18 @@
 //! submodule path the host's did not (`merge/submodule.rs`, reading git's index format in
 //! `merge/index.rs`), and the checkouts the host's index lists are kept from change for
 //! the run (`checkouts.rs`).
+//!
+//! # Layer 2
+//!
+//! Without namespaces there is no overlay, and Landlock cannot keep part of a writable
+//! workspace read-only: the program writes the host's `.git` itself. So the control files
+//! (config, `config.worktree`, `commondir`, `gitdir`, hooks, `info/`, alternates, the same
+//! in every git dir under `worktrees/` and `modules/`, a `.git` symlink or `gitdir:` file
+//! and the directory it names inside the root) are snapshotted before each command and put
+//! back once the init has exited, every process of the run with it
+//! (`merge/snapshot.rs`); each restoration is reported ([`GitDropReason::Restored`]).
+//! Objects, refs, the index and `HEAD` are the program's to write, as on the full layer.
+//! Host git run while the command runs sees the program's changes (SECURITY.md).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -243,7 +255,8 @@ impl Child {
     ///
     /// # Platform
     ///
-    /// Linux, full layer only: elsewhere nothing is layered and this is always empty.
+    /// Linux, full layer and layer 2 (whose snapshot follows a `.git` link the same way):
+    /// elsewhere this is always empty.
     pub fn git_unguarded(&self) -> &[GitUnguarded] {
         self.git.unguarded()
     }
@@ -260,8 +273,9 @@ impl Child {
     ///
     /// # Platform
     ///
-    /// Linux, full layer only: elsewhere nothing is layered and this is always empty.
-    /// Layer 2 cannot keep `.git` apart (see SECURITY.md).
+    /// Linux, full layer; and layer 2, which cannot keep `.git` apart during the run: its
+    /// control files are put back after it, each listed as [`GitDropReason::Restored`]
+    /// (see SECURITY.md). Elsewhere this is always empty.
     pub fn git_dropped(&self) -> &[GitDrop] {
         self.git.dropped()
     }

@@ -221,6 +221,10 @@ impl Session {
     /// before `execve`, so they wait in the socket), and keeps a pidfd of the program so
     /// that a `Child` dropped unreaped still merges when the program ends.
     pub(in crate::process) fn started(&mut self, handle: &crate::backend::linux::init::Handle) {
+        if !self.snapshots.is_empty() {
+            // Layer 2: the restore waits for the init's exit.
+            self.pidfd = std::os::fd::AsFd::as_fd(handle).try_clone_to_owned().ok();
+        }
         let Some((parent, _child)) = self.socket.take() else {
             return;
         };
@@ -241,7 +245,7 @@ impl Session {
         for layer in self.layers.iter().flatten().filter(missing) {
             tracing::warn!(git = %layer.git.display(), "stockade: no copy-on-write layer over this .git in this run (no overlayfs in this kernel, or .git replaced since the spawn was prepared): it was read-only");
         }
-        if self.layers.iter().flatten().any(|l| l.upper.is_some()) || !self.snapshots.is_empty() {
+        if self.layers.iter().flatten().any(|l| l.upper.is_some()) {
             self.pidfd = std::os::fd::AsFd::as_fd(handle).try_clone_to_owned().ok();
         }
     }

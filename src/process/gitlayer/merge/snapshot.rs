@@ -144,7 +144,17 @@ impl Snapshot {
         let (Some(root), Some(name)) = (git.parent(), git.file_name()) else {
             return Err(err(Errno::EINVAL));
         };
-        let root = open_beneath_root(root).map_err(err)?;
+        let root = match open_beneath_root(root) {
+            Ok(fd) => fd,
+            // A writable path that is a file, or gone: no `.git` under it.
+            Err(Errno::ENOTDIR | Errno::ENOENT) => {
+                return Ok(Snapshot {
+                    git: git.to_path_buf(),
+                    top: Top::Missing,
+                });
+            }
+            Err(e) => return Err(err(e)),
+        };
         let st = fstatat(&root, name, AtFlags::AT_SYMLINK_NOFOLLOW);
         let top = match st {
             Err(Errno::ENOENT) => Top::Missing,
@@ -192,6 +202,10 @@ impl Snapshot {
         let (Some(root), Some(git)) = (self.git.parent(), self.git.file_name()) else {
             return out;
         };
+        if matches!(self.top, Top::Missing) {
+            // What the program makes there is its own, as on the full layer.
+            return out;
+        }
         let root = match open_beneath_root(root) {
             Ok(fd) => fd,
             Err(e) => {
