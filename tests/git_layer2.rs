@@ -271,6 +271,13 @@ fn hooks_made_a_symlink_are_put_back_and_the_target_is_untouched() {
     assert_restored(&drops, &ws.join(".git/hooks"));
     assert_restored(&drops, &ws.join(".git/hooks/pre-push.sample"));
     assert_eq!(repo.control_files(), before, "{drops:#?}");
+    // A hook planted in a hooks dir then made unreadable: entered and put back all the same.
+    let (_, drops) = run(
+        &sb,
+        "set -e\ncp evil/run.sh .git/hooks/pre-commit && chmod 000 .git/hooks\n",
+    );
+    assert_restored(&drops, &ws.join(".git/hooks/pre-commit"));
+    assert_eq!(repo.control_files(), before, "{drops:#?}");
     host_git_work(&repo);
 }
 

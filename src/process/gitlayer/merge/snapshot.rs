@@ -548,10 +548,21 @@ fn put_back(
                 nix::sys::stat::mkdirat(dir, name, Mode::from_bits_truncate(0o700))?;
                 report(rel, GitDropReason::Restored);
             }
-            let sub = open_dir_at(dir, name)?;
-            if fstat(&sub)?.st_mode & 0o7777 != *mode {
-                fchmod(&sub, Mode::from_bits_truncate(*mode as libc::mode_t))?;
+            // A directory (checked above; every process of the run is gone, so it stays
+            // one): its mode first, so that one the program made unreadable is entered.
+            let now = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+            if now.st_mode & 0o7777 != *mode {
+                nix::sys::stat::fchmodat(
+                    dir,
+                    name,
+                    Mode::from_bits_truncate(*mode as libc::mode_t),
+                    nix::sys::stat::FchmodatFlags::FollowSymlink,
+                )?;
                 report(rel, GitDropReason::Restored);
+            }
+            let sub = open_dir_at(dir, name)?;
+            if fstat(&sub)?.st_mode & libc::S_IFMT != libc::S_IFDIR {
+                return Err(Errno::ENOTDIR);
             }
             for (n, _) in entries(&sub)? {
                 if !kids.contains_key(&n) {
