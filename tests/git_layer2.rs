@@ -433,6 +433,11 @@ fn a_child_dropped_without_waiting_still_puts_back_when_it_ends() {
         .expect("spawn");
     drop(child);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    // Written (the program sleeps 0.3 s after), then put back.
+    while !ws.join(".git/hooks/pre-commit").exists() {
+        assert!(std::time::Instant::now() < deadline, "never written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     while repo.control_files() != before {
         assert!(
             std::time::Instant::now() < deadline,
@@ -441,8 +446,46 @@ fn a_child_dropped_without_waiting_still_puts_back_when_it_ends() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // It was written: the first sample saw it, or the run was over already.
     assert!(!ws.join(".git/commondir").exists());
+}
+
+#[test]
+fn a_command_started_during_another_does_not_put_back_what_that_one_wrote() {
+    let repo = Repo::new();
+    let ws = &repo.ws;
+    let before = repo.control_files();
+    let sb = layer2(ws);
+    let spawn = |script: &str| {
+        sb.command("sh")
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn")
+    };
+    let mut first = spawn(&format!(
+        "{}printf '[core]\\n\\tfsmonitor = {}/evil/run.sh\\n' >> .git/config && sleep 0.5",
+        repo.plant_script(),
+        ws.display()
+    ));
+    // The second command starts once the first has written the host's config.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(ws.join(".git/config"))
+        .unwrap()
+        .contains("fsmonitor")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first never wrote"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut second = spawn("sleep 1.5");
+    assert!(first.wait().unwrap().success());
+    assert_restored(first.git_dropped(), &ws.join(".git/config"));
+    assert!(second.wait().unwrap().success());
+    assert_eq!(repo.control_files(), before);
+    host_git_work(&repo);
 }
 
 #[test]

@@ -71,7 +71,7 @@ pub(in crate::process) struct Session {
     pidfd: Option<OwnedFd>,
     /// Layer 2: the writable roots' `.git` control files as they were before the run
     /// ([`snapshot`]), put back once every process of the run has ended.
-    snapshots: Vec<snapshot::Snapshot>,
+    snapshots: Vec<snapshot::Held>,
     done: bool,
 }
 
@@ -169,10 +169,10 @@ impl Session {
         gits: &[PathBuf],
     ) -> Result<(), Error> {
         for git in gits {
-            self.snapshots.push(snapshot::Snapshot::take(git)?);
+            self.snapshots.push(snapshot::Held::take(git)?);
             match super::target::find(plan, git) {
                 super::target::Found::Layer(t) if t.link.is_some() => {
-                    self.snapshots.push(snapshot::Snapshot::take(&t.dir)?);
+                    self.snapshots.push(snapshot::Held::take(&t.dir)?);
                 }
                 super::target::Found::Unguarded(u) => {
                     tracing::warn!("stockade: {u}");
@@ -340,7 +340,7 @@ pub(in crate::process) fn wait_for_exit(pidfd: &OwnedFd) {
 }
 
 /// Layer 2: puts back each snapshot, logs each restoration, returns them.
-fn restore(snapshots: Vec<snapshot::Snapshot>) -> Vec<GitDrop> {
+fn restore(snapshots: Vec<snapshot::Held>) -> Vec<GitDrop> {
     let mut restored = Vec::new();
     for s in snapshots {
         for d in s.restore() {

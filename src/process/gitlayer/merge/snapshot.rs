@@ -30,6 +30,7 @@ use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
@@ -65,6 +66,52 @@ const NESTED: &[&str] = &["worktrees", "modules"];
 const DATA: &[&str] = &[
     "objects", "refs", "logs", "hooks", "info", "lfs", "rr-cache",
 ];
+
+/// The snapshots of the commands running now, by `.git` path, with how many hold each:
+/// a command that starts while another one runs on the same `.git` shares the first one's
+/// snapshot (taken before either program could write), so that its restore never puts
+/// back what the first program wrote.
+static ACTIVE: Mutex<BTreeMap<PathBuf, (Arc<Snapshot>, usize)>> = Mutex::new(BTreeMap::new());
+
+/// A command's hold on the snapshot of one `.git` ([`ACTIVE`]); released when dropped.
+#[derive(Debug)]
+pub(in crate::process) struct Held(Arc<Snapshot>);
+
+impl Held {
+    /// The snapshot of `git` that this command restores: the one a command running on the
+    /// same `.git` already holds, else a new one ([`Snapshot::take`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Snapshot::take`].
+    pub(in crate::process) fn take(git: &Path) -> Result<Held, SpawnError> {
+        let mut active = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((snap, n)) = active.get_mut(git) {
+            *n += 1;
+            return Ok(Held(Arc::clone(snap)));
+        }
+        let snap = Arc::new(Snapshot::take(git)?);
+        active.insert(git.to_path_buf(), (Arc::clone(&snap), 1));
+        Ok(Held(snap))
+    }
+
+    /// Puts back what the run changed ([`Snapshot::restore`]), then releases the hold.
+    pub(in crate::process) fn restore(self) -> Vec<GitDrop> {
+        self.0.restore()
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut active = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, n)) = active.get_mut(&self.0.git) {
+            *n -= 1;
+            if *n == 0 {
+                active.remove(&self.0.git);
+            }
+        }
+    }
+}
 
 /// What was at a path before the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
