@@ -489,6 +489,33 @@ fn a_command_started_during_another_does_not_put_back_what_that_one_wrote() {
 }
 
 #[test]
+fn a_git_dir_replaced_by_a_gitdir_file_is_removed_and_reported() {
+    let repo = Repo::new();
+    let ws = &repo.ws;
+    let sb = layer2(ws);
+    let (_, drops) = run(
+        &sb,
+        &format!(
+            "set -e\n{}mv .git moved && mkdir evilgit && cp -r moved/. evilgit/\n\
+             printf '[core]\\n\\tfsmonitor = {}/evil/run.sh\\n' >> evilgit/config\n\
+             echo 'gitdir: evilgit' > .git\n",
+            repo.plant_script(),
+            ws.display()
+        ),
+    );
+    assert!(
+        drops
+            .iter()
+            .any(|d| d.path == ws.join(".git") && d.reason == GitDropReason::Replaced),
+        "{drops:#?}"
+    );
+    assert!(std::fs::symlink_metadata(ws.join(".git")).is_err());
+    // Host git finds no repository there any more, and runs nothing of the program's.
+    let _ = git_out(ws, &["status"]);
+    assert!(!repo.marker().exists());
+}
+
+#[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
         return;
