@@ -4,7 +4,9 @@
 //! cargo run --release --example spawn_bench [-- ITERATIONS]
 //! ```
 //!
-//! Rows: std::process::Command (no sandbox); stockade passthrough; stockade full layout;
+//! Rows: std::process::Command (no sandbox); stockade passthrough; layer 2, and layer 2
+//! over a workspace that is a git repository (its `.git` control files snapshotted before
+//! and put back after each command); stockade full layout;
 //! the full layout over a workspace that is a git repository (its `.git` gets a
 //! per-command copy-on-write layer, merged back after the run); full + network none;
 //! bwrap with the same layout when `bwrap` is installed (comparison only, never a
@@ -89,6 +91,13 @@ fn rows(ws: &Path, repo: &Path) -> Vec<(&'static str, Run)> {
             "stockade layer 2 (landlock)",
             mk(&|p| p.layer = Some(stockade::Layer::Landlock)),
         ),
+        ("stockade layer 2, .git in ws", {
+            // Its control files snapshotted before each command, compared (and put back)
+            // after it.
+            let mut p = Policy::with_workspace(repo);
+            p.layer = Some(stockade::Layer::Landlock);
+            Sandbox::new(p).unwrap()
+        }),
         ("stockade full", mk(&|_| {})),
         ("stockade full, .git in ws", {
             let mut p = Policy::with_workspace(repo);

@@ -1388,12 +1388,13 @@ fn known_limit_a_missing_submodule_checkout_is_the_programs() {
     );
 }
 
-/// Layer 2 cannot keep any part of `.git` read-only under a writable workspace: a Landlock
-/// rule grants its rights to the whole tree beneath it, with no exceptions. SECURITY.md
-/// documents the cost; this test pins the documented limit, so that the text changes if
-/// the behaviour does.
+/// Layer 2 cannot keep any part of `.git` read-only under a writable workspace (a Landlock
+/// rule grants its rights to the whole tree beneath it) and has no overlay: the program
+/// writes `.git` during the run, and its control files are put back after it
+/// (`tests/git_layer2.rs` has the rest). SECURITY.md documents the window; this test pins
+/// it, so that the text changes if the behaviour does.
 #[test]
-fn layer_two_leaves_git_as_writable_as_the_workspace() {
+fn layer_two_writes_git_during_the_run_and_puts_it_back_after() {
     let repo = Repo::new();
     let mut p = Policy::with_workspace(&repo.ws);
     p.layer = Some(Layer::Landlock);
@@ -1408,19 +1409,23 @@ fn layer_two_leaves_git_as_writable_as_the_workspace() {
     assert!(!git_layer(&sb), "{}", sb.plan());
     // The same policy on the full layer has the step (a plan is made without a spawn).
     assert!(git_layer(&full(&repo.ws)), "{}", full(&repo.ws).plan());
-    sh_ok(&sb, "echo /elsewhere > .git/commondir");
+    // Written during the run (host git run meanwhile would see it), gone after.
     assert_eq!(
-        std::fs::read_to_string(repo.git_dir().join("commondir")).unwrap(),
+        sh_ok(
+            &sb,
+            "echo /elsewhere > .git/commondir && cat .git/commondir"
+        ),
         "/elsewhere\n"
     );
-    // The same through a `.git` symlink into the workspace: what it names is as writable
-    // as the workspace, like a `.git` directory there.
+    assert!(!repo.git_dir().join("commondir").exists());
+    // The same through a `.git` symlink into the workspace: what it names is snapshotted
+    // and put back like a `.git` directory there.
     let real = move_git(&repo, "realgit", Path::new("realgit"));
-    sh_ok(&sb, "echo /again > .git/commondir");
     assert_eq!(
-        std::fs::read_to_string(real.join("commondir")).unwrap(),
+        sh_ok(&sb, "echo /again > .git/commondir && cat .git/commondir"),
         "/again\n"
     );
+    assert!(!real.join("commondir").exists());
     // A `.git` symlink out of the workspace leads nowhere writable.
     let outside = Repo::new();
     std::fs::remove_file(repo.git_dir()).unwrap();

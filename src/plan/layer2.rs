@@ -84,6 +84,24 @@ impl Plan {
         .with_split_walls(policy, &whole, fs))
     }
 
+    /// Layer 2's answer to `guard_names` under `.git` (the full layer's
+    /// [`Step::GitLayer`]): `<root>/.git` for each writable root, whose control files
+    /// (config, hooks, `commondir`, `info/`, `worktrees/`, `modules/`, alternates) are
+    /// snapshotted before each command and put back after it. Empty on other layers, and
+    /// when no guard name lies under `.git`.
+    pub fn git_snapshots(&self, policy: &Policy) -> Vec<PathBuf> {
+        if self.layer != Layer::Landlock
+            || !policy.guard_names.iter().any(|n| super::is_git_name(n))
+        {
+            return Vec::new();
+        }
+        self.roots
+            .iter()
+            .filter(|(_, a)| *a == Access::ReadWrite)
+            .map(|(r, _)| r.join(".git"))
+            .collect()
+    }
+
     /// Layer 2 whose read-only roots were granted entry by entry (`whole`: the roots
     /// before that): its Landlock rules in two layers ([`SplitRules`]), so that the
     /// entry-by-entry part is built once per sandbox. Unchanged when nothing was granted

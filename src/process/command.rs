@@ -359,6 +359,8 @@ impl Command {
         };
         // The full layer: a copy-on-write layer over each writable root's `.git`.
         let mut git = launch::GitSession::prepare(plan)?;
+        // Layer 2: the control files of each writable root's `.git`, put back after.
+        git.snapshot(plan, &plan.git_snapshots(&inner.policy))?;
         let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
         let req = Request {
             program: &self.program,

@@ -51,6 +51,18 @@
 //! submodule path the host's did not (`merge/submodule.rs`, reading git's index format in
 //! `merge/index.rs`), and the checkouts the host's index lists are kept from change for
 //! the run (`checkouts.rs`).
+//!
+//! # Layer 2
+//!
+//! Without namespaces there is no overlay, and Landlock cannot keep part of a writable
+//! workspace read-only: the program writes the host's `.git` itself. So the control files
+//! (config, `config.worktree`, `commondir`, `gitdir`, hooks, `info/`, alternates, the same
+//! in every git dir under `worktrees/` and `modules/`, a `.git` symlink or `gitdir:` file
+//! and the directory it names inside the root) are snapshotted before each command and put
+//! back once the init has exited, every process of the run with it
+//! (`merge/snapshot.rs`); each restoration is reported ([`GitDropReason::Restored`]).
+//! Objects, refs, the index and `HEAD` are the program's to write, as on the full layer.
+//! Host git run while the command runs sees the program's changes (SECURITY.md).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -128,7 +140,11 @@ pub enum GitDropReason {
     /// the host does not have cannot be found or read (or is beyond the check's bounds),
     /// so whether it brings a new submodule is unknown; the host keeps its ref.
     UnreadableHistory,
-    /// Merging it failed with this errno.
+    /// Layer 2 (no `.git` layer): the program changed, made or removed this control file
+    /// or directory (config, hooks, `commondir`, `info/`, `worktrees/`, `modules/`,
+    /// alternates, a `gitdir:` file); after the run it was put back as it was before.
+    Restored,
+    /// Merging it (or, on layer 2, putting it back) failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
     /// repository.
@@ -177,6 +193,9 @@ impl fmt::Display for GitDropReason {
             ),
             GitDropReason::UnreadableHistory => f.write_str(
                 "an object it names cannot be read to check it for new submodules; the host keeps its ref",
+            ),
+            GitDropReason::Restored => f.write_str(
+                "changed during the run (layer 2 has no .git layer); put back as it was before",
             ),
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))
@@ -277,7 +296,8 @@ impl Child {
     ///
     /// # Platform
     ///
-    /// Linux, full layer only: elsewhere nothing is layered and this is always empty.
+    /// Linux, full layer and layer 2 (whose snapshot follows a `.git` link the same way):
+    /// elsewhere this is always empty.
     pub fn git_unguarded(&self) -> &[GitUnguarded] {
         self.git.unguarded()
     }
@@ -294,8 +314,9 @@ impl Child {
     ///
     /// # Platform
     ///
-    /// Linux, full layer only: elsewhere nothing is layered and this is always empty.
-    /// Layer 2 cannot keep `.git` apart (see SECURITY.md).
+    /// Linux, full layer; and layer 2, which cannot keep `.git` apart during the run: its
+    /// control files are put back after it, each listed as [`GitDropReason::Restored`]
+    /// (see SECURITY.md). Elsewhere this is always empty.
     pub fn git_dropped(&self) -> &[GitDrop] {
         self.git.dropped()
     }

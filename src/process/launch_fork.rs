@@ -42,6 +42,14 @@ impl GitSession {
         Ok(GitSession)
     }
 
+    pub(super) fn snapshot(
+        &mut self,
+        _plan: &Plan,
+        _gits: &[std::path::PathBuf],
+    ) -> Result<(), Error> {
+        Ok(())
+    }
+
     pub(super) fn started(&mut self, _handle: &Handle) {}
 
     pub(super) fn finish(&mut self) {}

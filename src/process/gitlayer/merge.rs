@@ -55,6 +55,7 @@ pub(super) mod index;
 pub mod objects;
 mod read;
 pub(super) mod refs;
+pub(super) mod snapshot;
 pub(super) mod submodule;
 mod walk;
 mod write;
@@ -85,6 +86,9 @@ pub(in crate::process) struct Session {
     unguarded: Vec<GitUnguarded>,
     /// The program's pidfd, for a merge after a `Child` dropped unreaped.
     pidfd: Option<OwnedFd>,
+    /// Layer 2: the writable roots' `.git` control files as they were before the run
+    /// ([`snapshot`]), put back once every process of the run has ended.
+    snapshots: Vec<snapshot::Held>,
     done: bool,
 }
 
@@ -165,6 +169,38 @@ impl Session {
         Ok(session)
     }
 
+    /// Layer 2: snapshots the control files of each `.git` in `gits`
+    /// ([`Plan::git_snapshots`]), to be put back after the run ([`snapshot`]).
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::Path`] naming the `.git`: `E2BIG` when its control files exceed the
+    /// snapshot's bounds, or the errno of reading them.
+    /// A `.git` symlink or `gitdir:` file is restored itself, and the directory it names
+    /// is snapshotted too when it lies inside the same root and is reached without a
+    /// further symlink ([`super::target`]); any other target is reported
+    /// ([`Child::git_unguarded`](crate::Child::git_unguarded)).
+    pub(in crate::process) fn snapshot(
+        &mut self,
+        plan: &Plan,
+        gits: &[PathBuf],
+    ) -> Result<(), Error> {
+        for git in gits {
+            self.snapshots.push(snapshot::Held::take(git)?);
+            match super::target::find(plan, git) {
+                super::target::Found::Layer(t) if t.link.is_some() => {
+                    self.snapshots.push(snapshot::Held::take(&t.dir)?);
+                }
+                super::target::Found::Unguarded(u) => {
+                    tracing::warn!("stockade: {u}");
+                    self.unguarded.push(u);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// What the child needs: one entry per [`Step::GitLayer`], and its end of the socket
     /// (-1 without any layer).
     ///
@@ -202,6 +238,10 @@ impl Session {
     /// before `execve`, so they wait in the socket), and keeps a pidfd of the program so
     /// that a `Child` dropped unreaped still merges when the program ends.
     pub(in crate::process) fn started(&mut self, handle: &crate::backend::linux::init::Handle) {
+        if !self.snapshots.is_empty() {
+            // Layer 2: the restore waits for the init's exit.
+            self.pidfd = std::os::fd::AsFd::as_fd(handle).try_clone_to_owned().ok();
+        }
         let Some((parent, _child)) = self.socket.take() else {
             return;
         };
@@ -235,18 +275,24 @@ impl Session {
         }
         self.done = true;
         // Never at the init's record alone: only once the init has exited (in a PID
-        // namespace, its exit waits for every other process of it), so that nothing of
-        // the sandbox writes the layers while they are read.
-        if let Some(pidfd) = self.pidfd.take() {
-            if !wait_for_exit(&pidfd) {
-                tracing::warn!(
-                    "stockade: the end of a sandbox could not be awaited; its changes under .git are not merged back"
-                );
-                self.layers.clear();
-                return;
-            }
+        // namespace, its exit waits for every other process of it; on layer 2 the init
+        // exits after it has killed and reaped every descendant), so that nothing of the
+        // sandbox writes the layers, or `.git`, while they are read.
+        let gone = self.pidfd.take().is_none_or(|pidfd| wait_for_exit(&pidfd));
+        if gone {
+            self.dropped = finish_layers(std::mem::take(&mut self.layers));
+        } else {
+            tracing::warn!(
+                "stockade: the end of a sandbox could not be awaited; its changes under .git are not merged back"
+            );
+            self.layers.clear();
         }
-        self.dropped = finish_layers(std::mem::take(&mut self.layers));
+        if !self.snapshots.is_empty() {
+            // Layer 2: put back even when the end could not be awaited (what is put back
+            // is the host's own).
+            self.dropped
+                .extend(restore(std::mem::take(&mut self.snapshots)));
+        }
     }
 
     /// The changes left out by [`Session::finish`].
@@ -262,10 +308,14 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        if self.done || !self.layers.iter().flatten().any(|l| l.upper.is_some()) {
+        if self.done
+            || (!self.layers.iter().flatten().any(|l| l.upper.is_some())
+                && self.snapshots.is_empty())
+        {
             return;
         }
         let layers = std::mem::take(&mut self.layers);
+        let snapshots = std::mem::take(&mut self.snapshots);
         let Some(pidfd) = self.pidfd.take() else {
             return;
         };
@@ -277,6 +327,7 @@ impl Drop for Session {
                 if wait_for_exit(&pidfd) {
                     finish_layers(layers);
                 }
+                restore(snapshots);
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "stockade: cannot start the thread that merges a dropped command's .git layer; its changes are lost");
@@ -302,6 +353,18 @@ fn packs(git: &Path) -> Vec<PathBuf> {
 /// namespace before PID 1's exit is reported.
 pub(in crate::process) fn wait_for_exit(pidfd: &OwnedFd) -> bool {
     crate::backend::linux::init::wait_exited(pidfd.as_fd())
+}
+
+/// Layer 2: puts back each snapshot, logs each restoration, returns them.
+fn restore(snapshots: Vec<snapshot::Held>) -> Vec<GitDrop> {
+    let mut restored = Vec::new();
+    for s in snapshots {
+        for d in s.restore() {
+            tracing::warn!(path = %d.path.display(), reason = %d.reason, "stockade: a change under .git was undone (layer 2)");
+            restored.push(d);
+        }
+    }
+    restored
 }
 
 /// Merges each layer, logs each drop, returns the drops. The layers (and their file
