@@ -161,6 +161,6 @@ pub use probe::{Availability, Capabilities};
 #[cfg(unix)]
 pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,
-    GitUnguarded, GitUnguardedReason, PlanDescription, PlanNamespaces, Sandbox, Stdio,
-    macos_profile,
+    GitUnguarded, GitUnguardedReason, NestedOutcome, NestedRepository, PlanDescription,
+    PlanNamespaces, Sandbox, Stdio, macos_profile,
 };

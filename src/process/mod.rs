@@ -19,6 +19,7 @@ mod data_dir;
 mod describe;
 mod env;
 mod gitlayer;
+mod nested;
 mod sandbox;
 mod stdio;
 mod tmp;
@@ -45,6 +46,7 @@ pub use child::Child;
 pub use command::Command;
 pub use describe::{PlanDescription, PlanNamespaces, macos_profile};
 pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
+pub use nested::{NestedOutcome, NestedRepository};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 
