@@ -364,6 +364,65 @@ fn the_cli_reports_nested_repositories_escaped_and_scrubbed() {
 }
 
 #[test]
+fn a_repository_below_the_depth_bound_is_reported_unchecked() {
+    require!(Feature::UserNs);
+    for layer in layers() {
+        let repo = Repo::new();
+        let sb = Sandbox::new(policy(&repo.ws, layer)).unwrap();
+        let deep = "d/".repeat(NestedRepository::MAX_DEPTH + 1);
+        let found = run(
+            &sb,
+            &repo.ws,
+            &format!("mkdir -p {deep}; git init -q {deep}lib"),
+        );
+        assert_eq!(found.len(), 1, "{layer:?}: {found:#?}");
+        assert_eq!(found[0].outcome, NestedOutcome::Unchecked(libc::E2BIG));
+        assert!(
+            repo.ws.join(&deep).starts_with(&found[0].path),
+            "{found:#?}"
+        );
+        assert!(
+            found[0]
+                .to_string()
+                .contains("a bound of the walk was reached"),
+            "{}",
+            found[0]
+        );
+    }
+}
+
+#[test]
+fn the_check_can_be_turned_off_by_the_policy() {
+    require!(Feature::UserNs);
+    let p = Policy::from_toml("check_nested_repositories = false\n").unwrap();
+    assert!(!p.check_nested_repositories);
+    assert!(Policy::default().check_nested_repositories);
+    let e = Policy::from_toml("\ncheck_nested_repositories = \"no\"\n").unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("check_nested_repositories") && text.contains("line 2"),
+        "{text}"
+    );
+    for layer in layers() {
+        let repo = Repo::new();
+        let mut p = policy(&repo.ws, layer);
+        p.check_nested_repositories = false;
+        let sb = Sandbox::new(p).unwrap();
+        let found = run(
+            &sb,
+            &repo.ws,
+            "git init -q vendor/lib; git -C vendor/lib config core.fsmonitor false",
+        );
+        assert_eq!(found, [], "{layer:?}");
+        assert!(
+            std::fs::read_to_string(repo.ws.join("vendor/lib/.git/config"))
+                .unwrap()
+                .contains("fsmonitor")
+        );
+    }
+}
+
+#[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
         return;

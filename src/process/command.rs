@@ -363,7 +363,7 @@ impl Command {
         let mut git = launch::GitSession::prepare(plan)?;
         // The repositories in the writable roots now are the host's.
         #[allow(unused_mut)]
-        let mut nested = super::nested::Watch::start(plan);
+        let mut nested = super::nested::Watch::start(plan, inner.policy.check_nested_repositories);
         let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
         let req = Request {
             program: &self.program,

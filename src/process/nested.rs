@@ -53,13 +53,6 @@ use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
 use super::Child;
 use crate::plan::{Access, Plan};
 
-/// Directories deeper than this below a writable root are not walked.
-pub const MAX_DEPTH: usize = 64;
-/// At most this many directory entries are examined per walk of all writable roots.
-pub const MAX_ENTRIES: usize = 2_000_000;
-/// At most this many nested repositories are treated and listed per run.
-pub const MAX_REPORTED: usize = 1000;
-
 /// A repository the program created in a writable root (see
 /// [`Child::nested_repositories`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,11 +85,25 @@ pub enum NestedOutcome {
     /// Treating it failed with this errno: git on the host may run what the program
     /// wrote there.
     Failed(i32),
-    /// A bound of the walk ([`MAX_DEPTH`], [`MAX_ENTRIES`], [`MAX_REPORTED`]) was reached
+    /// A bound of the walk ([`NestedRepository::MAX_DEPTH`], [`NestedRepository::MAX_ENTRIES`],
+    /// [`NestedRepository::MAX_REPORTED`]) was reached
     /// here, or the directory could not be opened (the errno): repositories below it were
     /// not looked for. Treat it as the program's.
     Unchecked(i32),
 }
+
+impl NestedRepository {
+    /// Directories deeper than this below a writable root are not walked.
+    pub const MAX_DEPTH: usize = 64;
+    /// At most this many directory entries are examined per walk of all writable roots.
+    pub const MAX_ENTRIES: usize = 2_000_000;
+    /// At most this many nested repositories are treated and listed per run.
+    pub const MAX_REPORTED: usize = 1000;
+}
+
+const MAX_DEPTH: usize = NestedRepository::MAX_DEPTH;
+const MAX_ENTRIES: usize = NestedRepository::MAX_ENTRIES;
+const MAX_REPORTED: usize = NestedRepository::MAX_REPORTED;
 
 impl fmt::Display for NestedRepository {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -167,7 +174,11 @@ pub(super) struct Watch {
 impl Watch {
     /// Notes the repositories in `plan`'s writable roots (the directories among its
     /// read-write roots, a root inside another walked once).
-    pub(super) fn start(plan: &Plan) -> Watch {
+    /// Without `enabled` (the policy's `check_nested_repositories`), walks nothing.
+    pub(super) fn start(plan: &Plan, enabled: bool) -> Watch {
+        if !enabled {
+            return Watch::default();
+        }
         let mut roots: Vec<PathBuf> = plan
             .roots
             .iter()
