@@ -307,6 +307,9 @@ impl Walk {
     fn root(&mut self, root: &Path, visit: &mut Visit<'_>) {
         match open_root(root) {
             Ok(fd) => self.dir(fd, root, 0, visit),
+            // A writable path that is a file, or gone (a program on layer 2 may remove
+            // one): nothing there can hold a repository.
+            Err(Errno::ENOTDIR | Errno::ENOENT) => {}
             Err(e) => self.unchecked(root, e as i32),
         }
     }
