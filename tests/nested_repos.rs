@@ -423,6 +423,35 @@ fn the_check_can_be_turned_off_by_the_policy() {
 }
 
 #[test]
+fn a_child_dropped_without_waiting_is_still_checked_when_it_ends() {
+    require!(Feature::UserNs);
+    for layer in layers() {
+        let repo = Repo::new();
+        let sb = Sandbox::new(policy(&repo.ws, layer)).unwrap();
+        let child = sb
+            .command("sh")
+            .arg("-c")
+            .arg(format!(
+                "cd {} && git init -q vendor/lib && git -C vendor/lib config core.fsmonitor false && sleep 0.3",
+                repo.ws.display()
+            ))
+            .spawn()
+            .unwrap();
+        drop(child);
+        let aside = repo.ws.join("vendor/lib/.git/stockade-disabled-config");
+        let start = std::time::Instant::now();
+        while !aside.exists() && start.elapsed() < std::time::Duration::from_secs(20) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(aside.exists(), "{layer:?}: not neutralized after the end");
+        // The new config is written right after the rename.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let config = std::fs::read_to_string(repo.ws.join("vendor/lib/.git/config")).unwrap();
+        assert!(!config.contains("fsmonitor"), "{config}");
+    }
+}
+
+#[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
         return;
