@@ -306,7 +306,7 @@ type Visit<'a> = dyn FnMut(BorrowedFd<'_>, &OsStr, &Path, &FileStat) + 'a;
 impl Walk {
     fn root(&mut self, root: &Path, visit: &mut Visit<'_>) {
         match open_root(root) {
-            Ok(fd) => self.dir(fd, root, 0, visit),
+            Ok(fd) => self.dir(None, fd, root, 0, visit),
             // A writable path that is a file, or gone (a program on layer 2 may remove
             // one): nothing there can hold a repository.
             Err(Errno::ENOTDIR | Errno::ENOENT) => {}
@@ -323,8 +323,16 @@ impl Walk {
         }
     }
 
-    /// Visits the repositories in directory `fd` (host path `path`) and below.
-    fn dir(&mut self, fd: OwnedFd, path: &Path, depth: usize, visit: &mut Visit<'_>) {
+    /// Visits the repositories in directory `fd` (host path `path`, `name` in `parent`
+    /// below a root) and below.
+    fn dir(
+        &mut self,
+        parent: Option<(BorrowedFd<'_>, &OsStr)>,
+        fd: OwnedFd,
+        path: &Path,
+        depth: usize,
+        visit: &mut Visit<'_>,
+    ) {
         let dup = match fd.try_clone() {
             Ok(d) => d,
             Err(e) => return self.unchecked(path, e.raw_os_error().unwrap_or(libc::EIO)),
@@ -374,15 +382,13 @@ impl Walk {
         drop(dir);
         // A directory with HEAD, objects/ and refs/ is one git takes as a (bare)
         // repository when run inside it: report it, and do not look into it.
-        if git_parts == 7 && depth > 0 {
-            if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
-                if let Ok(pfd) = open_root(parent) {
-                    if let Ok(st) = fstatat(&pfd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-                        visit(pfd.as_fd(), name, path, &st);
-                    }
+        if git_parts == 7 {
+            if let Some((pfd, name)) = parent {
+                if let Ok(st) = fstatat(pfd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    visit(pfd, name, path, &st);
                 }
+                return;
             }
-            return;
         }
         if depth >= MAX_DEPTH {
             if !subdirs.is_empty() {
@@ -398,7 +404,13 @@ impl Walk {
                 OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
                 Mode::empty(),
             ) {
-                Ok(sub) => self.dir(sub, &child, depth + 1, visit),
+                Ok(sub) => self.dir(
+                    Some((fd.as_fd(), name.as_os_str())),
+                    sub,
+                    &child,
+                    depth + 1,
+                    visit,
+                ),
                 // Replaced since the listing (the sandbox is gone: by the host itself).
                 Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => {}
                 Err(e) => self.unchecked(&child, e as i32),
