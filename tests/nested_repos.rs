@@ -452,6 +452,24 @@ fn a_child_dropped_without_waiting_is_still_checked_when_it_ends() {
 }
 
 #[test]
+fn the_passthrough_layer_treats_nothing() {
+    let repo = Repo::new();
+    let sb = Sandbox::new(policy(&repo.ws, Layer::Passthrough)).unwrap();
+    let found = run(
+        &sb,
+        &repo.ws,
+        "git init -q vendor/lib; git -C vendor/lib config core.fsmonitor false",
+    );
+    assert_eq!(found, []);
+    assert!(
+        !repo
+            .ws
+            .join("vendor/lib/.git/stockade-disabled-config")
+            .exists()
+    );
+}
+
+#[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
         return;

@@ -174,9 +174,12 @@ pub(super) struct Watch {
 impl Watch {
     /// Notes the repositories in `plan`'s writable roots (the directories among its
     /// read-write roots, a root inside another walked once).
-    /// Without `enabled` (the policy's `check_nested_repositories`), walks nothing.
+    /// Without `enabled` (the policy's `check_nested_repositories`), or on the
+    /// passthrough layer, walks nothing: a program without walls can write the host's
+    /// own git config (`~/.gitconfig`), so treating its repositories would protect
+    /// nothing and only change the user's clones.
     pub(super) fn start(plan: &Plan, enabled: bool) -> Watch {
-        if !enabled {
+        if !enabled || plan.layer == crate::policy::Layer::Passthrough {
             return Watch::default();
         }
         let mut roots: Vec<PathBuf> = plan
