@@ -169,6 +169,6 @@ pub use process::gitobjects;
 #[cfg(unix)]
 pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,
-    GitUnguarded, GitUnguardedReason, PlanDescription, PlanNamespaces, Sandbox, Stdio,
-    macos_profile,
+    GitUnguarded, GitUnguardedReason, NestedOutcome, NestedRepository, PlanDescription,
+    PlanNamespaces, Sandbox, Stdio, macos_profile,
 };

@@ -466,6 +466,13 @@ fn run(
             shown(&child, scrub, &d.to_string())
         );
     }
+    // Repositories the program created in the writable roots, neutralized or refused.
+    for n in child.nested_repositories() {
+        eprintln!(
+            "stockade: warning: {}",
+            shown(&child, scrub, &n.to_string())
+        );
+    }
     let code = match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),

@@ -148,6 +148,13 @@ pub struct Policy {
     pub guard_names: Vec<String>,
     /// File names the in-process write guard refuses to write (case-insensitive).
     pub protected: Vec<String>,
+    /// After each command, find the repositories the program created in the writable
+    /// roots and neutralize them, so that git on the host runs nothing from them (see
+    /// [`crate::NestedRepository`]). Default `true`. Each command then walks its writable
+    /// roots twice (at the spawn and after the run), which costs about as much as `find`
+    /// over them: turn it off only for large workspaces where the host runs no git after a
+    /// run, or runs it in a way that reads no repository config and runs no hook.
+    pub check_nested_repositories: bool,
 }
 
 impl Default for Policy {
@@ -172,6 +179,7 @@ impl Default for Policy {
             deny_names: DEFAULT_DENY_NAMES.iter().map(|s| s.to_string()).collect(),
             guard_names: DEFAULT_GUARD_NAMES.iter().map(|s| s.to_string()).collect(),
             protected: DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
+            check_nested_repositories: true,
         }
     }
 }
@@ -197,6 +205,7 @@ pub const POLICY_KEYS: &[&str] = &[
     "deny_names",
     "guard_names",
     "protected",
+    "check_nested_repositories",
 ];
 
 /// The system directories bound read-only when present on the host.
@@ -547,6 +556,7 @@ mod tests {
             deny_names: _,
             guard_names: _,
             protected: _,
+            check_nested_repositories: _,
         } = Policy::default();
         let full = Policy {
             workspace: Some("/w".into()),

@@ -26,6 +26,9 @@ pub struct Child {
     pub(super) private_tmp: Option<tmp::PrivateTmp>,
     /// The full layer's `.git` layers, merged back once the program has been reaped.
     pub(super) git: launch::GitSession,
+    /// The repositories in the writable roots at the spawn; the program's are treated at
+    /// the end.
+    pub(super) nested: super::nested::Watch,
     pub(super) redactor: crate::Redactor,
     /// The program's stdin, when piped.
     pub stdin: Option<ChildStdin>,
@@ -204,6 +207,9 @@ impl Child {
         // Waits for the init's exit itself: every process of its namespace is gone then,
         // and the `.git` layers are written no more.
         self.git.finish();
+        // Nothing writes the writable roots any more: the repositories the program made
+        // there are found and neutralized.
+        self.nested.finish();
         s
     }
 

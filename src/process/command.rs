@@ -25,6 +25,7 @@ type Started = (
     launch::Handle,
     Option<tmp::PrivateTmp>,
     launch::GitSession,
+    super::nested::Watch,
 );
 
 /// A sandboxed process builder, with `std::process::Command`'s API.
@@ -325,7 +326,7 @@ impl Command {
         };
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        let (pid, handle, private_tmp, git) = started?;
+        let (pid, handle, private_tmp, git, nested) = started?;
         Ok(Child {
             pid,
             handle,
@@ -333,6 +334,7 @@ impl Command {
             redactor: self.redactor.with_secrets(&self.secrets),
             private_tmp,
             git,
+            nested,
             stdin: stdin_parent.map(ChildStdin::from),
             stdout: stdout_parent.map(ChildStdout::from),
             stderr: stderr_parent.map(ChildStderr::from),
@@ -361,6 +363,9 @@ impl Command {
         let mut git = launch::GitSession::prepare(plan)?;
         // Layer 2: the control files of each writable root's `.git`, put back after.
         git.snapshot(plan, &plan.git_snapshots(&inner.policy))?;
+        // The repositories in the writable roots now are the host's.
+        #[allow(unused_mut)]
+        let mut nested = super::nested::Watch::start(plan, inner.policy.check_nested_repositories);
         let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
         let req = Request {
             program: &self.program,
@@ -377,7 +382,9 @@ impl Command {
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
         git.started(&handle);
-        Ok((pid, handle, private_tmp, git))
+        #[cfg(target_os = "linux")]
+        nested.started(&handle);
+        Ok((pid, handle, private_tmp, git, nested))
     }
 
     /// Prepares this command's policy again from what the process knows now, and makes

@@ -19,6 +19,7 @@ mod data_dir;
 mod describe;
 mod env;
 mod gitlayer;
+mod nested;
 mod sandbox;
 mod stdio;
 mod tmp;
@@ -52,6 +53,7 @@ pub use gitlayer::merge::fuzzing as git_fuzzing;
 #[doc(hidden)]
 pub use gitlayer::merge::objects as gitobjects;
 pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
+pub use nested::{NestedOutcome, NestedRepository};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 

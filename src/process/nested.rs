@@ -1,0 +1,588 @@
+//! Nested repositories a run created: found after the run, and made harmless to the
+//! host's git.
+//!
+//! # The hole it closes
+//!
+//! Git on the host recurses into every repository embedded in the one it runs in
+//! (`git add -A`, `git status` and `git commit` look into `vendor/lib/.git`), and runs
+//! git there with that repository's config and hooks: `core.fsmonitor`, `core.hooksPath`,
+//! filter drivers, `include.path`, hooks. A program that creates `vendor/lib/.git` (a
+//! directory, a `gitdir:` file or a symlink) or a bare repository would have the host run
+//! its commands. The `.git` layer keeps only the repository that existed at the top of a
+//! writable root.
+//!
+//! # The design
+//!
+//! At the spawn, every writable root is walked and the identity (device, inode) of each
+//! `.git` entry and bare repository in it is noted: those are the host's own, and stay
+//! untouched. Once every process of the run has ended, the roots are walked again; each
+//! repository not seen at the spawn is the program's, and it is reported
+//! ([`Child::nested_repositories`]) and treated so that the host's git can still work in
+//! it while running nothing the program chose:
+//!
+//! - a `.git` directory or a bare repository keeps its objects, refs, index and `HEAD`;
+//!   its `config` is set aside (renamed to `stockade-disabled-config`, a name git never
+//!   reads) and replaced by one holding only plain allowlisted keys (`config.rs`: the
+//!   repository format, `remote.<name>.url`/`fetch`, `branch.<name>.remote`/`merge`);
+//!   `config.worktree`, `hooks/`, `commondir`, `worktrees/`, `modules/` and
+//!   `objects/info/{alternates,http-alternates}` are set aside the same way;
+//! - a `.git` file (`gitdir:`) or symlink can point git anywhere, so it is refused: renamed
+//!   to `.git.stockade-refused`, and git then sees a plain directory.
+//!
+//! The walks never resolve a path the program could have planted: each root is opened
+//! with `openat2(RESOLVE_NO_SYMLINKS)`, each directory relative to its parent with
+//! `O_NOFOLLOW | O_DIRECTORY`, each entry examined with `fstatat(AT_SYMLINK_NOFOLLOW)`.
+//! They are bounded ([`MAX_DEPTH`], [`MAX_ENTRIES`]); what a bound leaves unwalked is
+//! reported ([`NestedOutcome::Unchecked`]) and the host must treat it as the program's.
+
+mod config;
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use nix::dir::{Dir, Type};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat, renameat};
+use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
+
+use super::Child;
+use crate::plan::{Access, Plan};
+
+/// A repository the program created in a writable root (see
+/// [`Child::nested_repositories`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NestedRepository {
+    /// The host path of the `.git` entry (`<root>/vendor/lib/.git`), of the bare
+    /// repository's directory, or of the directory a bound stopped the walk at.
+    pub path: PathBuf,
+    /// What was done with it.
+    pub outcome: NestedOutcome,
+}
+
+/// What stockade did with a nested repository the program created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NestedOutcome {
+    /// A `.git` directory or bare repository: these names in it were set aside (renamed
+    /// to `stockade-disabled-<name>`, which git never reads); `config` was replaced by its
+    /// allowlisted keys.
+    Neutralized {
+        /// The names set aside, relative to the git directory (`config`, `hooks`,
+        /// `objects/info/alternates`, …).
+        set_aside: Vec<String>,
+    },
+    /// A `.git` file or symlink, which can point git anywhere: renamed to this name
+    /// beside it.
+    Refused {
+        /// The name it now has (`.git.stockade-refused`).
+        renamed_to: OsString,
+    },
+    /// Treating it failed with this errno: git on the host may run what the program
+    /// wrote there.
+    Failed(i32),
+    /// A bound of the walk ([`NestedRepository::MAX_DEPTH`], [`NestedRepository::MAX_ENTRIES`],
+    /// [`NestedRepository::MAX_REPORTED`]) was reached
+    /// here, or the directory could not be opened (the errno): repositories below it were
+    /// not looked for. Treat it as the program's.
+    Unchecked(i32),
+}
+
+impl NestedRepository {
+    /// Directories deeper than this below a writable root are not walked.
+    pub const MAX_DEPTH: usize = 64;
+    /// At most this many directory entries are examined per walk of all writable roots.
+    pub const MAX_ENTRIES: usize = 2_000_000;
+    /// At most this many nested repositories are treated and listed per run.
+    pub const MAX_REPORTED: usize = 1000;
+}
+
+const MAX_DEPTH: usize = NestedRepository::MAX_DEPTH;
+const MAX_ENTRIES: usize = NestedRepository::MAX_ENTRIES;
+const MAX_REPORTED: usize = NestedRepository::MAX_REPORTED;
+
+impl fmt::Display for NestedRepository {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = self.path.display();
+        match &self.outcome {
+            NestedOutcome::Neutralized { set_aside } => write!(
+                f,
+                "nested repository {path} created by the program: set aside {} (git runs nothing from it)",
+                set_aside.join(", ")
+            ),
+            NestedOutcome::Refused { renamed_to } => write!(
+                f,
+                "nested repository link {path} created by the program: renamed to {} (git does not follow it)",
+                Path::new(renamed_to).display()
+            ),
+            NestedOutcome::Failed(errno) => write!(
+                f,
+                "nested repository {path} created by the program could not be neutralized: {}; do not run git in or above it",
+                crate::error::strerror(*errno)
+            ),
+            NestedOutcome::Unchecked(errno) => write!(
+                f,
+                "{path}: not searched for nested repositories ({}); do not run git in or above it",
+                if *errno == libc::E2BIG {
+                    "a bound of the walk was reached".to_owned()
+                } else {
+                    crate::error::strerror(*errno).to_string()
+                }
+            ),
+        }
+    }
+}
+
+impl Child {
+    /// The repositories the program created in the writable roots (the workspace and the
+    /// writable paths), and what was done with each so that git on the host runs nothing
+    /// the program chose; known once the program has been waited for ([`Child::wait`],
+    /// [`Child::try_wait`] returning a status, [`Child::wait_with_output`]). Each is also
+    /// logged as a `tracing` warning.
+    ///
+    /// A `.git` directory or bare repository keeps its history, refs and index, with its
+    /// config reduced to plain keys and its hooks and redirections set aside
+    /// ([`NestedOutcome::Neutralized`]); a `.git` file or symlink is renamed
+    /// ([`NestedOutcome::Refused`]). Repositories that existed when the command started
+    /// are the host's and are left alone. An [`NestedOutcome::Unchecked`] or
+    /// [`NestedOutcome::Failed`] entry means part of a root may hold a repository of the
+    /// program's: run no git there.
+    ///
+    /// # Platform
+    ///
+    /// Linux, every layer; macOS and other Unix systems: the same walk and treatment once
+    /// the program has been waited for (a `Child` dropped unreaped is not checked there).
+    pub fn nested_repositories(&self) -> &[NestedRepository] {
+        &self.nested.found
+    }
+}
+
+/// The nested repositories of one command: the host's at the spawn, the program's after.
+#[derive(Debug, Default)]
+pub(super) struct Watch {
+    roots: Vec<PathBuf>,
+    known: HashSet<(u64, u64)>,
+    found: Vec<NestedRepository>,
+    pidfd: Option<OwnedFd>,
+    done: bool,
+}
+
+impl Watch {
+    /// Notes the repositories in `plan`'s writable roots (the directories among its
+    /// read-write roots, a root inside another walked once).
+    /// Without `enabled` (the policy's `check_nested_repositories`), or on the
+    /// passthrough layer, walks nothing: a program without walls can write the host's
+    /// own git config (`~/.gitconfig`), so treating its repositories would protect
+    /// nothing and only change the user's clones.
+    pub(super) fn start(plan: &Plan, enabled: bool) -> Watch {
+        if !enabled || plan.layer == crate::policy::Layer::Passthrough {
+            return Watch::default();
+        }
+        let mut roots: Vec<PathBuf> = plan
+            .roots
+            .iter()
+            .filter(|(_, a)| *a == Access::ReadWrite)
+            .map(|(p, _)| p.clone())
+            .collect();
+        roots.sort();
+        roots.dedup();
+        let all = roots.clone();
+        roots.retain(|r| !all.iter().any(|o| o != r && r.starts_with(o)));
+        let mut known = HashSet::new();
+        let mut walk = Walk::default();
+        for root in &roots {
+            walk.root(root, &mut |_, _, _, st| {
+                known.insert(identity(st));
+            });
+        }
+        Watch {
+            roots,
+            known,
+            found: Vec::new(),
+            pidfd: None,
+            done: false,
+        }
+    }
+
+    /// Keeps a pidfd of the sandbox, so that a `Child` dropped unreaped is still
+    /// checked when the sandbox is gone.
+    pub(super) fn started(&mut self, handle: &impl AsFd) {
+        self.pidfd = handle.as_fd().try_clone_to_owned().ok();
+    }
+
+    /// Walks the roots again once every process of the run has ended, and treats each
+    /// repository that was not there at the spawn.
+    pub(super) fn finish(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        // Only once the sandbox is gone (the init's exit, not its record): nothing writes
+        // the roots then. Should the end not be awaitable, the roots are still checked:
+        // setting a repository's config aside is the safe side.
+        if let Some(pidfd) = self.pidfd.take() {
+            let _ = wait_for_exit(&pidfd);
+        }
+        self.found = check(&self.roots, &self.known);
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let Some(pidfd) = self.pidfd.take() else {
+            return;
+        };
+        let (roots, known) = (
+            std::mem::take(&mut self.roots),
+            std::mem::take(&mut self.known),
+        );
+        // A `Child` dropped unreaped: check once the sandbox is gone, from a thread.
+        let spawned = std::thread::Builder::new()
+            .name("stockade-nested".into())
+            .spawn(move || {
+                wait_for_exit(&pidfd);
+                check(&roots, &known);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "stockade: cannot start the thread that checks a dropped command's writable roots for nested repositories");
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+use super::gitlayer::merge::wait_for_exit;
+
+/// Waits for the program's end (no pidfd here: the watch never holds one).
+#[cfg(not(target_os = "linux"))]
+fn wait_for_exit(_pidfd: &OwnedFd) {}
+
+/// `(st_dev, st_ino)`, whose types differ between systems.
+#[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+fn identity(st: &FileStat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
+/// Walks `roots` and treats every repository whose identity is not in `known`.
+fn check(roots: &[PathBuf], known: &HashSet<(u64, u64)>) -> Vec<NestedRepository> {
+    let mut found = Vec::new();
+    let mut walk = Walk::default();
+    for root in roots {
+        walk.root(root, &mut |dir, name, path, st| {
+            if known.contains(&identity(st)) {
+                return;
+            }
+            if found.len() >= MAX_REPORTED {
+                if found.len() == MAX_REPORTED {
+                    found.push(NestedRepository {
+                        path: path.to_owned(),
+                        outcome: NestedOutcome::Unchecked(libc::E2BIG),
+                    });
+                }
+                return;
+            }
+            found.push(NestedRepository {
+                path: path.to_owned(),
+                outcome: treat(dir, name, st),
+            });
+        });
+    }
+    found.extend(walk.unchecked);
+    for n in &found {
+        tracing::warn!("stockade: {n}");
+    }
+    found
+}
+
+/// One walk of all roots: the entries it has examined, and the directories it left.
+#[derive(Default)]
+struct Walk {
+    entries: usize,
+    unchecked: Vec<NestedRepository>,
+}
+
+/// What a walk reports: the directory holding the repository, its name there, its host
+/// path, and its `lstat`.
+type Visit<'a> = dyn FnMut(BorrowedFd<'_>, &OsStr, &Path, &FileStat) + 'a;
+
+impl Walk {
+    fn root(&mut self, root: &Path, visit: &mut Visit<'_>) {
+        match open_root(root) {
+            Ok(fd) => self.dir(None, fd, root, 0, visit),
+            // A writable path that is a file, or gone (a program on layer 2 may remove
+            // one): nothing there can hold a repository.
+            Err(Errno::ENOTDIR | Errno::ENOENT) => {}
+            Err(e) => self.unchecked(root, e as i32),
+        }
+    }
+
+    fn unchecked(&mut self, path: &Path, errno: i32) {
+        if self.unchecked.len() < MAX_REPORTED {
+            self.unchecked.push(NestedRepository {
+                path: path.to_owned(),
+                outcome: NestedOutcome::Unchecked(errno),
+            });
+        }
+    }
+
+    /// Visits the repositories in directory `fd` (host path `path`, `name` in `parent`
+    /// below a root) and below.
+    fn dir(
+        &mut self,
+        parent: Option<(BorrowedFd<'_>, &OsStr)>,
+        fd: OwnedFd,
+        path: &Path,
+        depth: usize,
+        visit: &mut Visit<'_>,
+    ) {
+        let dup = match fd.try_clone() {
+            Ok(d) => d,
+            Err(e) => return self.unchecked(path, e.raw_os_error().unwrap_or(libc::EIO)),
+        };
+        let mut dir = match Dir::from_fd(dup) {
+            Ok(d) => d,
+            Err(e) => return self.unchecked(path, e as i32),
+        };
+        let mut subdirs: Vec<OsString> = Vec::new();
+        let mut git_parts = 0u8;
+        for entry in dir.iter() {
+            let Ok(entry) = entry else {
+                return self.unchecked(path, libc::EIO);
+            };
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            self.entries += 1;
+            if self.entries > MAX_ENTRIES {
+                return self.unchecked(path, libc::E2BIG);
+            }
+            match name.as_bytes() {
+                b".git" => {
+                    if let Ok(st) = fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                        visit(fd.as_fd(), name, &path.join(name), &st);
+                    }
+                    continue;
+                }
+                b"HEAD" => git_parts |= 1,
+                b"objects" => git_parts |= 2,
+                b"refs" => git_parts |= 4,
+                _ => {}
+            }
+            match entry.file_type() {
+                Some(Type::Directory) => subdirs.push(name.to_owned()),
+                Some(_) => {}
+                None => {
+                    if fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                        SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+                    }) {
+                        subdirs.push(name.to_owned());
+                    }
+                }
+            }
+        }
+        drop(dir);
+        // A directory with HEAD, objects/ and refs/ is one git takes as a (bare)
+        // repository when run inside it: report it, and do not look into it.
+        if git_parts == 7 {
+            if let Some((pfd, name)) = parent {
+                if let Ok(st) = fstatat(pfd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    visit(pfd, name, path, &st);
+                }
+                return;
+            }
+        }
+        if depth >= MAX_DEPTH {
+            if !subdirs.is_empty() {
+                self.unchecked(path, libc::E2BIG);
+            }
+            return;
+        }
+        for name in subdirs {
+            let child = path.join(&name);
+            match openat(
+                &fd,
+                name.as_os_str(),
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(sub) => self.dir(
+                    Some((fd.as_fd(), name.as_os_str())),
+                    sub,
+                    &child,
+                    depth + 1,
+                    visit,
+                ),
+                // Replaced since the listing (the sandbox is gone: by the host itself).
+                Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => {}
+                Err(e) => self.unchecked(&child, e as i32),
+            }
+        }
+    }
+}
+
+/// Opens a root (a canonical host path) as a directory without following any symlink.
+#[cfg(target_os = "linux")]
+fn open_root(root: &Path) -> Result<OwnedFd, Errno> {
+    let path = std::ffi::CString::new(root.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    let how = stockade_sys::linux::open_how(
+        (libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) as u64,
+        0,
+        libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+    );
+    stockade_sys::linux::openat2(stockade_sys::fd::CWD, &path, &how)
+        .map(OwnedFd::from)
+        .map_err(|e| Errno::from_raw(e.raw()))
+}
+
+/// Opens a root (a canonical host path) as a directory, its last component not followed
+/// if it is a symlink (no `openat2` here).
+#[cfg(not(target_os = "linux"))]
+fn open_root(root: &Path) -> Result<OwnedFd, Errno> {
+    nix::fcntl::open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// The names in a git directory that can make git run a program or read config, hooks
+/// or objects from elsewhere: set aside.
+const SET_ASIDE: &[&str] = &[
+    "config",
+    "config.worktree",
+    "hooks",
+    "commondir",
+    "worktrees",
+    "modules",
+    "objects/info/alternates",
+    "objects/info/http-alternates",
+];
+
+/// Treats the repository `name` in `dir`, whose `lstat` is `st`.
+fn treat(dir: BorrowedFd<'_>, name: &OsStr, st: &FileStat) -> NestedOutcome {
+    if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFDIR {
+        // A `gitdir:` file or a symlink: git would follow it.
+        let mut to = name.to_owned();
+        to.push(".stockade-refused");
+        return match set_aside(dir, name, &to) {
+            Ok(to) => NestedOutcome::Refused { renamed_to: to },
+            Err(e) => NestedOutcome::Failed(e as i32),
+        };
+    }
+    let git = match openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(g) => g,
+        Err(e) => return NestedOutcome::Failed(e as i32),
+    };
+    match neutralize(&git) {
+        Ok(set_aside) => NestedOutcome::Neutralized { set_aside },
+        Err(e) => NestedOutcome::Failed(e as i32),
+    }
+}
+
+/// Sets aside every [`SET_ASIDE`] name in the git directory `git` and writes the
+/// allowlisted config in place of its config.
+fn neutralize(git: &OwnedFd) -> Result<Vec<String>, Errno> {
+    let mut done = Vec::new();
+    for rel in SET_ASIDE {
+        let (parent, name) = match rel.rsplit_once('/') {
+            Some((p, n)) => (Some(p), n),
+            None => (None, *rel),
+        };
+        let pfd = match parent {
+            None => git.try_clone().map_err(|_| Errno::EMFILE)?,
+            Some(p) => match open_below(git, p) {
+                Ok(fd) => fd,
+                Err(Errno::ENOENT) => continue,
+                // objects/ or objects/info as a symlink or file: git refuses or ignores
+                // it; alternates cannot be read through it.
+                Err(Errno::ENOTDIR | Errno::ELOOP) => continue,
+                Err(e) => return Err(e),
+            },
+        };
+        let st = match fstatat(&pfd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::ENOENT) => continue,
+            Err(e) => return Err(e),
+        };
+        let mut text = Vec::new();
+        if *rel == "config"
+            && SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
+        {
+            let fd = openat(
+                &pfd,
+                name,
+                OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )?;
+            std::fs::File::from(fd)
+                .take(config::MAX_CONFIG as u64 + 1)
+                .read_to_end(&mut text)
+                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        }
+        let aside = format!("stockade-disabled-{name}");
+        set_aside(pfd.as_fd(), OsStr::new(name), OsStr::new(&aside))?;
+        done.push((*rel).to_owned());
+        if *rel == "config" {
+            let fd = openat(
+                &pfd,
+                "config",
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o644),
+            )?;
+            std::fs::File::from(fd)
+                .write_all(&config::filter(&text))
+                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        }
+    }
+    Ok(done)
+}
+
+/// Opens the directory `rel` (plain names separated by `/`) below `dir` without
+/// following symlinks.
+fn open_below(dir: &OwnedFd, rel: &str) -> Result<OwnedFd, Errno> {
+    let mut fd = dir.try_clone().map_err(|_| Errno::EMFILE)?;
+    for part in rel.split('/') {
+        fd = openat(
+            &fd,
+            part,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+    }
+    Ok(fd)
+}
+
+/// Renames `name` in `dir` to `to`, or to `to.1` … `to.99` when that exists; never over
+/// an existing entry. Returns the name used.
+fn set_aside(dir: BorrowedFd<'_>, name: &OsStr, to: &OsStr) -> Result<OsString, Errno> {
+    for n in 0..100 {
+        let mut target = to.to_owned();
+        if n > 0 {
+            target.push(format!(".{n}"));
+        }
+        match fstatat(dir, target.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Err(Errno::ENOENT) => {}
+            Ok(_) => continue,
+            Err(e) => return Err(e),
+        }
+        renameat(dir, name, dir, target.as_os_str())?;
+        return Ok(target);
+    }
+    Err(Errno::EEXIST)
+}
