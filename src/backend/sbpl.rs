@@ -39,10 +39,16 @@ use std::path::{Component, Path, PathBuf};
 pub use crate::error::SbplError;
 pub use crate::plan::SbplInput;
 // Used by the fork launcher on macOS; elsewhere only by the tests and fuzz targets.
-#[cfg_attr(not(any(target_os = "macos", feature = "internals")), allow(unused_imports))]
+#[cfg_attr(
+    not(any(target_os = "macos", feature = "internals")),
+    allow(unused_imports)
+)]
 pub use denied::check_denied_names;
 
-#[cfg_attr(not(any(target_os = "macos", feature = "internals", test)), allow(dead_code))]
+#[cfg_attr(
+    not(any(target_os = "macos", feature = "internals", test)),
+    allow(dead_code)
+)]
 mod denied;
 #[cfg(test)]
 mod reader;

@@ -210,6 +210,7 @@ impl Watch {
 
     /// Keeps a pidfd of the sandbox, so that a `Child` dropped unreaped is still
     /// checked when the sandbox is gone.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) fn started(&mut self, handle: &impl AsFd) {
         self.pidfd = handle.as_fd().try_clone_to_owned().ok();
     }
@@ -261,7 +262,9 @@ use super::gitlayer::merge::wait_for_exit;
 
 /// Waits for the program's end (no pidfd here: the watch never holds one).
 #[cfg(not(target_os = "linux"))]
-fn wait_for_exit(_pidfd: &OwnedFd) {}
+fn wait_for_exit(_pidfd: &OwnedFd) -> bool {
+    true
+}
 
 /// `(st_dev, st_ino)`, whose types differ between systems.
 #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]

@@ -10,6 +10,7 @@ use nix::errno::Errno;
 use nix::sys::stat::{FileStat, fstat};
 
 use super::classify::{Area, Kind, MAX_DEPTH, R, Top, failed, kind, temporary, top};
+use super::history;
 use super::read::{
     entries, is_opaque, open_beneath_root, open_dir_at, open_upper_dir, read_host, unchanged,
 };
@@ -17,7 +18,6 @@ use super::refs::{self, RefFile};
 use super::submodule::{self, Load};
 use super::write::{host_dir, load, remove, write_bytes, write_file};
 use super::{GitDrop, GitDropReason, Layer};
-use super::history;
 
 impl Layer {
     pub(super) fn merge(&self) -> Vec<GitDrop> {
