@@ -92,18 +92,18 @@ pub mod arg {
 ///
 /// | index | content |
 /// | --- | --- |
-/// | 0 | [`ARGV0`] |
-/// | [`REPORT_FD`] | write end of the setup report pipe, for a failed exec of the program |
-/// | [`GO_FD`] | read end of the go pipe |
-/// | [`EXEC_STEP`] | step index reported when the program cannot be exec'd |
-/// | [`CANDIDATES`] | the number N of candidate paths that follow |
-/// | [`FIRST_CANDIDATE`] … | N candidate paths, tried in order as `execvp` does |
+/// | 0 | [`ARGV0`](start::ARGV0) |
+/// | [`REPORT_FD`](start::REPORT_FD) | write end of the setup report pipe, for a failed exec of the program |
+/// | [`GO_FD`](start::GO_FD) | read end of the go pipe |
+/// | [`EXEC_STEP`](start::EXEC_STEP) | step index reported when the program cannot be exec'd |
+/// | [`CANDIDATES`](start::CANDIDATES) | the number N of candidate paths that follow |
+/// | [`FIRST_CANDIDATE`](start::FIRST_CANDIDATE) … | N candidate paths, tried in order as `execvp` does |
 /// | then | the program's `argv[0]`, its arguments |
 ///
 /// The starter waits for one byte on the go pipe, closes it, marks the report pipe
 /// close-on-exec, unblocks every signal and execs the first candidate that can be
 /// executed. EOF instead of the byte means the init is gone: the starter exits with
-/// [`ORPHANED`] and runs nothing.
+/// [`ORPHANED`](start::ORPHANED) and runs nothing.
 pub mod start {
     use core::ffi::CStr;
 
