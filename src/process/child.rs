@@ -204,12 +204,14 @@ impl Child {
                 tmp::remove_after_exit(dir, self.pid, &self.handle);
             }
         }
-        // Waits for the init's exit itself: every process of its namespace is gone then,
-        // and the `.git` layers are written no more.
-        self.git.finish();
-        // Nothing writes the writable roots any more: the repositories the program made
-        // there are found and neutralized.
+        // Both wait for the init's exit themselves: every process of its namespace is gone
+        // then, and nothing writes the writable roots or the `.git` layers any more.
+        // First the repositories the program made in the writable roots are found and
+        // neutralized, then the `.git` layers are merged and layer 2's `.git` control files
+        // put back (a put-back `.git` file is a new inode, which the nested check would
+        // otherwise take for one the program made).
         self.nested.finish();
+        self.git.finish();
         s
     }
 

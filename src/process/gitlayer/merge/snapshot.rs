@@ -282,6 +282,10 @@ impl Snapshot {
                             if let Err(e) = r {
                                 report(&mut out, Path::new(""), GitDropReason::Failed(e as i32));
                             }
+                        } else if e == nix::errno::Errno::ENOENT {
+                            // Gone: the program removed it, or it made a `.git` file that
+                            // the nested-repository check set aside (`process::nested`).
+                            report(&mut out, Path::new(""), GitDropReason::Replaced);
                         } else {
                             report(&mut out, Path::new(""), GitDropReason::Failed(e as i32));
                         }
