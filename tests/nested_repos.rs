@@ -277,6 +277,67 @@ fn a_nested_repository_that_existed_before_is_left_alone() {
     }
 }
 
+/// A repository the host already had below a root (not the root's own `.git`, which has
+/// the `.git` layer): what the program writes to its config and hooks is put back after
+/// the run and reported, on both layers, so the host's git in the superproject and in it
+/// runs nothing the program chose.
+#[test]
+fn a_nested_repository_that_existed_before_gets_its_control_files_back() {
+    require!(Feature::UserNs);
+    for layer in layers() {
+        let repo = Repo::new();
+        let old = repo.ws.join("vendor/old");
+        git(&repo.ws, &["init", "-q", "vendor/old"]);
+        std::fs::write(old.join("f"), "x\n").unwrap();
+        git(&old, &["add", "f"]);
+        git(
+            &old,
+            &[
+                "-c",
+                "user.email=h@e.invalid",
+                "-c",
+                "user.name=h",
+                "commit",
+                "-qm",
+                "host",
+            ],
+        );
+        let config = std::fs::read(old.join(".git/config")).unwrap();
+        let sb = Sandbox::new(policy(&repo.ws, layer)).unwrap();
+        let h = repo.host.display();
+        let mut child = sb
+            .command("sh")
+            .arg("-c")
+            .arg(format!(
+                "set -e; cd {}; git -C vendor/old config core.fsmonitor 'touch {h}/fsmonitor; false'; \
+                 printf '#!/bin/sh\\ntouch {h}/hook\\n' > vendor/old/.git/hooks/pre-commit; \
+                 chmod +x vendor/old/.git/hooks/pre-commit",
+                repo.ws.display()
+            ))
+            .spawn()
+            .expect("spawn");
+        assert!(child.wait().unwrap().success(), "{layer:?}");
+        let git_dir = old.join(".git");
+        assert!(
+            child
+                .git_dropped()
+                .iter()
+                .any(|d| d.path.starts_with(&git_dir)
+                    && d.reason == stockade::GitDropReason::Restored),
+            "{layer:?}: {:#?}",
+            child.git_dropped()
+        );
+        assert_eq!(
+            std::fs::read(git_dir.join("config")).unwrap(),
+            config,
+            "{layer:?}"
+        );
+        assert!(!git_dir.join("hooks/pre-commit").exists(), "{layer:?}");
+        repo.host_git_everywhere("vendor/old");
+        assert_eq!(repo.markers(), Vec::<String>::new(), "{layer:?}");
+    }
+}
+
 #[test]
 fn a_clone_made_inside_stays_usable() {
     require!(Feature::UserNs);

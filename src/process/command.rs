@@ -366,6 +366,8 @@ impl Command {
         // The repositories in the writable roots now are the host's.
         #[allow(unused_mut)]
         let mut nested = super::nested::Watch::start(plan, inner.policy.check_nested_repositories);
+        // Theirs are put back after the run, on every layer.
+        git.snapshot_nested(nested.host_repositories())?;
         let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
         let req = Request {
             program: &self.program,

@@ -50,6 +50,10 @@ impl GitSession {
         Ok(())
     }
 
+    pub(super) fn snapshot_nested(&mut self, _repos: &[std::path::PathBuf]) -> Result<(), Error> {
+        Ok(())
+    }
+
     pub(super) fn started(&mut self, _handle: &Handle) {}
 
     pub(super) fn finish(&mut self) {}

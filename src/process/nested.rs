@@ -166,6 +166,10 @@ impl Child {
 pub(super) struct Watch {
     roots: Vec<PathBuf>,
     known: HashSet<(u64, u64)>,
+    /// The host's repositories below the roots' top level at the spawn (host paths of
+    /// their `.git` entries and bare repository directories), whose control files are
+    /// snapshotted and put back after the run (`gitlayer::merge::Session::snapshot_nested`).
+    host: Vec<PathBuf>,
     found: Vec<NestedRepository>,
     pidfd: Option<OwnedFd>,
     done: bool,
@@ -193,19 +197,33 @@ impl Watch {
         let all = roots.clone();
         roots.retain(|r| !all.iter().any(|o| o != r && r.starts_with(o)));
         let mut known = HashSet::new();
+        let mut host = Vec::new();
         let mut walk = Walk::default();
         for root in &roots {
-            walk.root(root, &mut |_, _, _, st| {
+            walk.root(root, &mut |_, _, path, st| {
                 known.insert(identity(st));
+                // A root's own `.git` has the full layer's `.git` layer or layer 2's
+                // snapshot already.
+                if path.parent() != Some(root.as_path())
+                    || path.file_name() != Some(OsStr::new(".git"))
+                {
+                    host.push(path.to_path_buf());
+                }
             });
         }
         Watch {
             roots,
             known,
+            host,
             found: Vec::new(),
             pidfd: None,
             done: false,
         }
+    }
+
+    /// The host's nested repositories found at the spawn (see [`Watch::start`]).
+    pub(super) fn host_repositories(&self) -> &[PathBuf] {
+        &self.host
     }
 
     /// Keeps a pidfd of the sandbox, so that a `Child` dropped unreaped is still

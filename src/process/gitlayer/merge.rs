@@ -201,6 +201,22 @@ impl Session {
         Ok(())
     }
 
+    /// Snapshots the control files of the repositories already nested in the writable
+    /// roots (`process::nested`: their `.git` directories, `.git` files or symlinks, and
+    /// bare repositories), to be put back after the run like layer 2's top `.git`, on
+    /// every layer: only a root's top `.git` gets a layer, so the program could otherwise
+    /// rewrite `vendor/lib/.git/config` for the host's next `git add -A && git status`.
+    ///
+    /// # Errors
+    ///
+    /// [`SpawnError::Path`] as [`snapshot::Held::take`].
+    pub(in crate::process) fn snapshot_nested(&mut self, repos: &[PathBuf]) -> Result<(), Error> {
+        for repo in repos {
+            self.snapshots.push(snapshot::Held::take(repo)?);
+        }
+        Ok(())
+    }
+
     /// What the child needs: one entry per [`Step::GitLayer`], and its end of the socket
     /// (-1 without any layer).
     ///

@@ -177,7 +177,7 @@ impl Snapshot {
     /// [`MAX_BYTES`], or the errno of reading them.
     pub(in crate::process) fn take(git: &Path) -> Result<Snapshot, SpawnError> {
         let err = |errno| SpawnError::Path {
-            what: "snapshot the .git control files (layer 2) of",
+            what: "snapshot the git control files of",
             path: git.to_path_buf(),
             errno,
             note: (errno == Errno::E2BIG).then_some(
