@@ -173,6 +173,47 @@ struct PolicyArgs {
     /// Let the program ptrace its own sandboxed processes (strace, gdb).
     #[arg(long)]
     allow_ptrace: bool,
+    /// Memory of the whole sandbox, swap included (`2GiB`; needs a usable cgroup).
+    #[arg(long, value_parser = parse_size)]
+    memory: Option<stockade::ByteSize>,
+    /// Processes of the whole sandbox at once.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    processes: Option<u64>,
+    /// CPU of the whole sandbox, in cores (`1.5`; needs a usable cgroup).
+    #[arg(long, value_parser = parse_cores)]
+    cpu: Option<f64>,
+    /// Kill the whole sandbox after this long (`90s`, `10m`); exit status 124.
+    #[arg(long, value_parser = parse_time)]
+    wall_time: Option<std::time::Duration>,
+    /// CPU time of each process (`RLIMIT_CPU`; `5m`).
+    #[arg(long, value_parser = parse_time)]
+    cpu_time: Option<std::time::Duration>,
+    /// Open files of each process (`RLIMIT_NOFILE`).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    open_files: Option<u64>,
+    /// The largest file each process may write (`RLIMIT_FSIZE`; `4GiB`).
+    #[arg(long, value_parser = parse_size)]
+    file_size: Option<stockade::ByteSize>,
+}
+
+fn parse_size(s: &str) -> Result<stockade::ByteSize, String> {
+    stockade::ByteSize::parse(s).ok_or_else(|| format!("invalid size {s:?} (e.g. 512MiB, 2GiB)"))
+}
+
+fn parse_time(s: &str) -> Result<std::time::Duration, String> {
+    match stockade::policy::parse_duration(s) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("invalid duration {s:?} (e.g. 90s, 10m, 1h30m)")),
+    }
+}
+
+fn parse_cores(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(c) if c.is_finite() && c >= 0.01 => Ok(c),
+        _ => Err(format!(
+            "invalid cpu {s:?} (a number of cores of at least 0.01, e.g. 1.5)"
+        )),
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -254,6 +295,14 @@ impl PolicyArgs {
         if let Some(l) = self.min_layer {
             p.min_layer = Some(layer(l));
         }
+        let l = &mut p.limits;
+        l.memory = self.memory.or(l.memory);
+        l.processes = self.processes.or(l.processes);
+        l.cpu = self.cpu.or(l.cpu);
+        l.wall_time = self.wall_time.or(l.wall_time);
+        l.cpu_time = self.cpu_time.or(l.cpu_time);
+        l.open_files = self.open_files.or(l.open_files);
+        l.file_size = self.file_size.or(l.file_size);
         if let Some(f) = self.fallback {
             p.fallback = match f {
                 FallbackArg::Degrade => stockade::Fallback::Degrade,

@@ -107,6 +107,8 @@ pub enum SetupStep {
     DropCapabilities,
     /// `PR_SET_NO_NEW_PRIVS`.
     NoNewPrivs,
+    /// Setting the resource limits of `[limits]` (`setrlimit`).
+    ResourceLimits,
     /// Adding the Landlock rules for the sandbox's own mounts.
     LandlockRules,
     /// `landlock_restrict_self`.
@@ -213,6 +215,7 @@ impl fmt::Display for SetupStep {
             }
             SetupStep::DropCapabilities => f.write_str("drop capabilities"),
             SetupStep::NoNewPrivs => f.write_str("prctl(PR_SET_NO_NEW_PRIVS)"),
+            SetupStep::ResourceLimits => f.write_str("set resource limits (setrlimit)"),
             SetupStep::LandlockRules => {
                 f.write_str("add Landlock rules for the sandbox's own mounts")
             }

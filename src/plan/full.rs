@@ -560,8 +560,13 @@ fn full_steps(policy: &Policy, ids: Ids, stage: PathBuf, entries: Vec<Entry>) ->
     if !policy.keep_session {
         steps.push(Step::NewSession);
     }
+    let nproc = super::processes_bounded_without_cgroup(Layer::Full, ids);
+    let limits = super::rlimits(policy, nproc);
+    steps.push(Step::NewKeyring);
+    if !limits.is_empty() {
+        steps.push(Step::ResourceLimits(limits));
+    }
     steps.extend([
-        Step::NewKeyring,
         Step::DropCapabilities,
         Step::NoNewPrivs,
         Step::LandlockRules,

@@ -176,6 +176,10 @@ fn hygiene_steps(policy: &Policy) -> Vec<Step> {
     if !policy.keep_session {
         steps.push(Step::NewSession);
     }
+    let limits = super::rlimits(policy, false);
+    if !limits.is_empty() {
+        steps.push(Step::ResourceLimits(limits));
+    }
     steps
 }
 

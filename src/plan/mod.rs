@@ -13,6 +13,7 @@ mod dev;
 mod full;
 mod host;
 mod layer2;
+mod limits;
 mod owners;
 mod seatbelt;
 mod select;
@@ -26,6 +27,7 @@ use crate::policy::{Layer, Policy};
 
 pub use dev::{DEV_NODES, NULL};
 pub use host::node_kind;
+pub use limits::{INIT_PROCESSES, Rlimit, USER_COUNTS, processes_bounded_without_cgroup, rlimits};
 pub use seatbelt::SbplInput;
 pub use select::{Degradation, select};
 pub use step::Step;

@@ -169,6 +169,10 @@ pub enum Step {
     DropCapabilities,
     /// `PR_SET_NO_NEW_PRIVS`.
     NoNewPrivs,
+    /// Set these resource limits, soft and hard, each no higher than the hard limit
+    /// inherited (the policy's `[limits]`: `cpu_time`, `open_files`, `file_size`,
+    /// `core_dumps`, and `processes` where `RLIMIT_NPROC` bounds the sandbox alone).
+    ResourceLimits(Vec<super::Rlimit>),
     /// Add Landlock rules for the file systems the child mounted itself (the root, /tmp,
     /// /dev/pts, /dev/shm, /proc): their inodes do not exist before the child creates them.
     LandlockRules,
@@ -236,6 +240,7 @@ impl From<&Step> for SetupStep {
             Step::ControllingTerminal(fd) => SetupStep::ControllingTerminal { fd: *fd },
             Step::DropCapabilities => SetupStep::DropCapabilities,
             Step::NoNewPrivs => SetupStep::NoNewPrivs,
+            Step::ResourceLimits(_) => SetupStep::ResourceLimits,
             Step::LandlockRules => SetupStep::LandlockRules,
             Step::Landlock => SetupStep::Landlock,
             Step::Seccomp => SetupStep::Seccomp,

@@ -6,6 +6,7 @@
 //! ([`Sandbox::plan`](crate::Sandbox::plan) shows it).
 
 mod error;
+mod limits;
 mod size;
 
 #[cfg(test)]
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use error::PolicyError;
+pub use limits::{LIMITS_KEYS, Limits, ShownDuration, parse_duration};
 pub use size::ByteSize;
 
 /// Whether containment is applied at all.
@@ -155,6 +157,8 @@ pub struct Policy {
     /// over them: turn it off only for large workspaces where the host runs no git after a
     /// run, or runs it in a way that reads no repository config and runs no hook.
     pub check_nested_repositories: bool,
+    /// Resource limits: memory, processes, CPU and time (`[sandbox.limits]`).
+    pub limits: Limits,
 }
 
 impl Default for Policy {
@@ -180,6 +184,7 @@ impl Default for Policy {
             guard_names: DEFAULT_GUARD_NAMES.iter().map(|s| s.to_string()).collect(),
             protected: DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
             check_nested_repositories: true,
+            limits: Limits::default(),
         }
     }
 }
@@ -206,6 +211,7 @@ pub const POLICY_KEYS: &[&str] = &[
     "guard_names",
     "protected",
     "check_nested_repositories",
+    "limits",
 ];
 
 /// The system directories bound read-only when present on the host.
@@ -557,6 +563,7 @@ mod tests {
             guard_names: _,
             protected: _,
             check_nested_repositories: _,
+            limits: _,
         } = Policy::default();
         let full = Policy {
             workspace: Some("/w".into()),

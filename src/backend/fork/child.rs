@@ -43,6 +43,32 @@ fn errno() -> i32 {
     nix::errno::Errno::last_raw()
 }
 
+/// Sets `resource`'s soft and hard limit to `value`, or to the inherited hard limit when
+/// that is lower (async-signal-safe: `getrlimit` and `setrlimit` are plain system calls).
+fn set_rlimit(resource: i32, value: u64) -> Result<(), i32> {
+    let mut old = MaybeUninit::<libc::rlimit>::uninit();
+    // The resource's C type differs between systems (`c_int`, glibc's enum); the plan's
+    // numbers come from the same `libc` constants.
+    #[allow(clippy::useless_conversion, clippy::unnecessary_cast)]
+    let res = resource as _;
+    // SAFETY: `old` is a writable `rlimit` that lives across the call.
+    if unsafe { libc::getrlimit(res, old.as_mut_ptr()) } < 0 {
+        return Err(errno());
+    }
+    // SAFETY: `getrlimit` succeeded and filled `old`.
+    let hard = unsafe { old.assume_init() }.rlim_max;
+    let value = (value as libc::rlim_t).min(hard);
+    let new = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: `new` is an initialized `rlimit` the call only reads.
+    if unsafe { libc::setrlimit(res, &new) } < 0 {
+        return Err(errno());
+    }
+    Ok(())
+}
+
 /// Replays `exec` and runs the program. Never returns. `confine` is the prepared sandbox
 /// for the `SandboxInit` step (`None` when the plan has none).
 pub fn run(exec: &Exec, confine: Option<&Confine>) -> ! {
@@ -59,6 +85,13 @@ pub fn run(exec: &Exec, confine: Option<&Confine>) -> ! {
                 // leader, so it succeeds unless the system refuses.
                 if unsafe { libc::setsid() } < 0 {
                     fail(exec, Record::new(step, errno()));
+                }
+            }
+            Op::ResourceLimits { list, len } => {
+                for &(resource, value) in list.iter().take(*len) {
+                    if let Err(e) = set_rlimit(resource, value) {
+                        fail(exec, Record::new(step, e));
+                    }
                 }
             }
             Op::SandboxInit => {

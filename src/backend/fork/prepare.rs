@@ -21,7 +21,17 @@ pub enum Op {
     NewSession,
     /// See [`Step::SandboxInit`].
     SandboxInit,
+    /// See [`Step::ResourceLimits`]: the first `len` `(RLIMIT_*, value)` pairs of `list`.
+    ResourceLimits {
+        /// The limits.
+        list: [(i32, u64); MAX_RLIMITS],
+        /// How many of `list` are used.
+        len: usize,
+    },
 }
+
+/// The most rlimits one [`Step::ResourceLimits`] sets (the policy has five).
+pub const MAX_RLIMITS: usize = 8;
 
 /// What a command asks for, before preparation.
 #[derive(Debug)]
@@ -99,6 +109,16 @@ impl Exec {
                 Step::ResetSignals => Ok(Op::ResetSignals),
                 Step::NewSession => Ok(Op::NewSession),
                 Step::SandboxInit => Ok(Op::SandboxInit),
+                Step::ResourceLimits(limits) if limits.len() <= MAX_RLIMITS => {
+                    let mut list = [(0, 0); MAX_RLIMITS];
+                    for (slot, l) in list.iter_mut().zip(limits) {
+                        *slot = (l.resource, l.value);
+                    }
+                    Ok(Op::ResourceLimits {
+                        list,
+                        len: limits.len(),
+                    })
+                }
                 other => Err(PlanError::Conflict(Conflict::NotInForkedChild {
                     step: SetupStep::from(other),
                     os: std::env::consts::OS,

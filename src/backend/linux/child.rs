@@ -127,7 +127,7 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
             mounts::dev(nodes)?;
             console::bind(exec.console.as_ref())
         }
-        Op::Proc { fallback } => mounts::proc(*fallback),
+        Op::Proc { fallback, counts } => mounts::proc(*fallback, counts),
         Op::MaskDir {
             path,
             beneath,
@@ -148,6 +148,7 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
         Op::NewKeyring => caps::new_keyring(),
         Op::DropCapabilities { last_cap } => caps::drop_capabilities(*last_cap),
         Op::NoNewPrivs => sys::prctl_set_no_new_privs(),
+        Op::ResourceLimits(list) => resource_limits(list),
         Op::LandlockRules => walls::landlock_rules(layout.walls.as_ref(), exec),
         Op::Landlock => walls::landlock(exec),
         Op::Seccomp => walls::seccomp(layout.walls.as_ref()),
@@ -186,7 +187,7 @@ fn reset_signals() -> R {
     Ok(())
 }
 
-fn write_file(path: &CStr, data: &[u8]) -> R {
+pub(super) fn write_file(path: &CStr, data: &[u8]) -> R {
     let fd = sys::openat(CWD, path, libc::O_WRONLY | libc::O_CLOEXEC, 0)?;
     let r = sys::write(fd.as_fd(), data);
     let _ = sys::close(fd);
@@ -206,6 +207,16 @@ fn id_maps(uid_map: &[u8], gid_map: &[u8]) -> R {
     }
     write_file(c"/proc/self/uid_map", uid_map)?;
     write_file(c"/proc/self/gid_map", gid_map)
+}
+
+/// Each `(RLIMIT_*, value)`, soft and hard, no higher than the hard limit inherited.
+fn resource_limits(list: &[(i32, u64)]) -> R {
+    for &(resource, value) in list {
+        let (_, hard) = sys::getrlimit(resource)?;
+        let value = value.min(hard);
+        sys::setrlimit(resource, value, value)?;
+    }
+    Ok(())
 }
 
 /// `lo` up in the new network namespace; already up is fine.

@@ -97,6 +97,10 @@ pub enum Op {
     Proc {
         /// Bind the host's `/proc` read-only when a fresh one is refused.
         fallback: bool,
+        /// `(/newroot/proc/sys/user/<name>, value)`: the per-user-namespace counts
+        /// ([`crate::plan::USER_COUNTS`]) written into a fresh `/proc` before its `sys` is
+        /// made read-only.
+        counts: Vec<(CString, Vec<u8>)>,
     },
     /// An empty read-only tmpfs (mode 000) over a directory.
     MaskDir {
@@ -166,6 +170,8 @@ pub enum Op {
     },
     /// See [`Step::NoNewPrivs`].
     NoNewPrivs,
+    /// See [`Step::ResourceLimits`]: `(RLIMIT_*, value)` pairs.
+    ResourceLimits(Vec<(i32, u64)>),
     /// See [`Step::LandlockRules`]: the rules are in [`Walls::child_rules`].
     LandlockRules,
     /// See [`Step::Landlock`]: the ruleset fd is in [`Exec::landlock_fd`].
@@ -368,6 +374,14 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::Dev { nodes } => prepare_dev(nodes)?,
         Step::Proc { fallback } => Op::Proc {
             fallback: *fallback,
+            counts: crate::plan::USER_COUNTS
+                .iter()
+                .map(|(name, value)| {
+                    let path = format!("{NEW_ROOT}/proc/sys/user/{name}");
+                    let path = CString::new(path).expect("a constant name has no NUL");
+                    (path, value.to_string().into_bytes())
+                })
+                .collect(),
         },
         Step::Mask {
             path,
@@ -394,6 +408,9 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::NewKeyring => Op::NewKeyring,
         Step::DropCapabilities => Op::DropCapabilities { last_cap },
         Step::NoNewPrivs => Op::NoNewPrivs,
+        Step::ResourceLimits(limits) => {
+            Op::ResourceLimits(limits.iter().map(|l| (l.resource, l.value)).collect())
+        }
         Step::LandlockRules => Op::LandlockRules,
         Step::Landlock => Op::Landlock,
         Step::Seccomp => Op::Seccomp,

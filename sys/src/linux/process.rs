@@ -357,3 +357,30 @@ mod tests {
         );
     }
 }
+
+/// `prlimit64(0, resource, NULL, &old)` (`getrlimit(2)`): the caller's soft and hard limit
+/// of `resource`.
+pub fn getrlimit(resource: c_int) -> Result<(u64, u64)> {
+    let mut old = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let out = core::ptr::from_mut(&mut old);
+    // SAFETY: pid 0 is the caller; the new-limit pointer is NULL (nothing is read) and
+    // `out` points to a writable `rlimit64` that lives across the call.
+    unsafe { syscall!(libc::SYS_prlimit64, 0, resource, 0usize, out) }?;
+    Ok((old.rlim_cur, old.rlim_max))
+}
+
+/// `prlimit64(0, resource, &new, NULL)` (`setrlimit(2)`): sets the caller's soft and hard
+/// limit of `resource`. Raising a hard limit needs `CAP_SYS_RESOURCE` (`EPERM`).
+pub fn setrlimit(resource: c_int, soft: u64, hard: u64) -> Result<()> {
+    let new = libc::rlimit64 {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    let arg = core::ptr::from_ref(&new);
+    // SAFETY: pid 0 is the caller; `arg` points to an initialized `rlimit64` that lives
+    // across the call and that the kernel only reads; the old-limit pointer is NULL.
+    unsafe { syscall!(libc::SYS_prlimit64, 0, resource, arg, 0usize) }.map(drop)
+}

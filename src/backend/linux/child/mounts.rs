@@ -255,14 +255,23 @@ pub(super) fn dev(nodes: &[(CString, CString)]) -> R {
 }
 
 /// A procfs of the new PID namespace; the kernel knobs under it read-only.
-pub(super) fn proc(fallback: bool) -> R {
+/// With a fresh `/proc`, `counts` are written into its `sys/user/` first: they are this
+/// child's user namespace's own maxima (the kernel picks the table of the writer's
+/// namespace, and the namespace's root holds `CAP_SYS_RESOURCE` in it until the
+/// capabilities are dropped). The host's `/proc` of the fallback is bound read-only and
+/// left as it is: its counts are the host user's.
+pub(super) fn proc(fallback: bool, counts: &[(std::ffi::CString, Vec<u8>)]) -> R {
     match sys::mkdirat(CWD, c"/newroot/proc", 0o555) {
         Ok(()) | Err(Errno(libc::EEXIST)) => {}
         Err(e) => return Err(e),
     }
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     match sys::mount(Some(c"proc"), c"/newroot/proc", Some(c"proc"), flags, None) {
-        Ok(()) => {}
+        Ok(()) => {
+            for (path, value) in counts {
+                super::write_file(path, value)?;
+            }
+        }
         Err(_) if fallback => {
             return bind_tree(CWD, c"/oldroot/proc", CWD, c"/newroot/proc", true);
         }
