@@ -84,6 +84,8 @@ pub mod extra {
     /// ([`crate::plan::Step::ControllingTerminal`]): in the setup child, or in the init's
     /// fork of the program, which reports it as the step after [`INIT`].
     pub const CONTROLLING_TERMINAL: u32 = 5;
+    /// Joining the command's cgroups (Linux only).
+    pub const CGROUP: u32 = 6;
 }
 
 // The init reports a failed TIOCSCTTY as its own step + 1.
@@ -346,6 +348,7 @@ pub fn describe_step(
         Some(extra::CONTROLLING_TERMINAL) => SetupStep::ControllingTerminal {
             fd: controlling_terminal,
         },
+        Some(extra::CGROUP) => SetupStep::JoinCgroup,
         _ => SetupStep::Unknown(index),
     }
 }

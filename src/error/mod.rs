@@ -252,6 +252,15 @@ pub enum PlanError {
         /// What the probe found.
         reason: String,
     },
+    /// Resource limits of the policy cannot be enforced here (no cgroup the host may use)
+    /// and the policy refuses to degrade (`fallback = "refuse"`).
+    #[error("limits {limits} cannot be enforced here: {reason}")]
+    LimitsUnavailable {
+        /// The limits that would not hold (`memory 2GiB, cpu 1.5`).
+        limits: String,
+        /// Why (what cgroup delegation is missing).
+        reason: String,
+    },
     /// The data dir is not the directory the sandbox pinned when it was created.
     #[error("data dir {0:?} was replaced since the sandbox was created; refusing to spawn")]
     DataDirChanged(PathBuf),
@@ -790,6 +799,14 @@ mod tests {
             wanted: Layer::Full,
             reason: String::new(),
         };
+        let e = PlanError::LimitsUnavailable {
+            limits: "memory 2GiB".into(),
+            reason: "no cgroup".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "limits memory 2GiB cannot be enforced here: no cgroup"
+        );
         let e = PlanError::DeviceNode {
             path: PathBuf::from("/dev/null"),
             wanted: (1, 3),

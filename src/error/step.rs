@@ -109,6 +109,8 @@ pub enum SetupStep {
     NoNewPrivs,
     /// Setting the resource limits of `[limits]` (`setrlimit`).
     ResourceLimits,
+    /// Joining the command's cgroups (its `memory`, `processes` and `cpu` limits).
+    JoinCgroup,
     /// Adding the Landlock rules for the sandbox's own mounts.
     LandlockRules,
     /// `landlock_restrict_self`.
@@ -216,6 +218,7 @@ impl fmt::Display for SetupStep {
             SetupStep::DropCapabilities => f.write_str("drop capabilities"),
             SetupStep::NoNewPrivs => f.write_str("prctl(PR_SET_NO_NEW_PRIVS)"),
             SetupStep::ResourceLimits => f.write_str("set resource limits (setrlimit)"),
+            SetupStep::JoinCgroup => f.write_str("join the sandbox's cgroup"),
             SetupStep::LandlockRules => {
                 f.write_str("add Landlock rules for the sandbox's own mounts")
             }

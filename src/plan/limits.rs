@@ -9,15 +9,19 @@ use crate::policy::{Layer, Policy};
 
 use super::Ids;
 
-/// One resource limit the child sets for itself (and so for the init and the program):
-/// soft and hard both, never above the hard limit it inherited (raising one needs a
-/// privilege the sandbox has not got, and a lower host limit is the stricter one).
+/// One resource limit the child sets for itself (and so for the init and the program),
+/// never above the hard limit it inherited (raising one needs a privilege the sandbox
+/// has not got, and a lower host limit is the stricter one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rlimit {
     /// `RLIMIT_*`.
     pub resource: i32,
-    /// The limit.
-    pub value: u64,
+    /// The soft limit.
+    pub soft: u64,
+    /// The hard limit: the soft one, but for `RLIMIT_CPU`, one second more, so that the
+    /// kernel's `SIGXCPU` at the soft limit names the cause before its `SIGKILL` (at a
+    /// shared limit only the `SIGKILL` comes).
+    pub hard: u64,
 }
 
 /// The per-user-namespace counts the full layer's setup child writes into its own user
@@ -38,9 +42,11 @@ pub fn rlimits(policy: &Policy, nproc: bool) -> Vec<Rlimit> {
     let mut out = Vec::new();
     let mut push = |resource: u32, value: Option<u64>| {
         if let Some(value) = value {
+            let cpu = resource == libc::RLIMIT_CPU as u32;
             out.push(Rlimit {
                 resource: resource as i32,
-                value,
+                soft: value,
+                hard: if cpu { value.saturating_add(1) } else { value },
             });
         }
     };

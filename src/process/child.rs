@@ -29,6 +29,8 @@ pub struct Child {
     /// The repositories in the writable roots at the spawn; the program's are treated at
     /// the end.
     pub(super) nested: super::nested::Watch,
+    /// Its limits: cgroup, wall-time timer, and how it ended.
+    pub(super) run: super::limits::Run,
     pub(super) redactor: crate::Redactor,
     /// The program's stdin, when piped.
     pub stdin: Option<ChildStdin>,
@@ -79,7 +81,44 @@ impl Child {
         if self.status.is_some() {
             return Ok(());
         }
-        launch::kill(self.pid, &self.handle)
+        let r = launch::kill(self.pid, &self.handle);
+        self.run.kill_all();
+        r
+    }
+
+    /// How the program ended, and whether one of its [limits](crate::policy::Limits)
+    /// ended it (wall time, memory, processes, CPU time, file size); `None` until it has
+    /// been waited for.
+    ///
+    /// ```no_run
+    /// # let sandbox = stockade::Sandbox::new(stockade::Policy::with_workspace("/tmp")).unwrap();
+    /// let mut child = sandbox.command("make").spawn().unwrap();
+    /// child.wait().unwrap();
+    /// if let Some(t) = child.termination().filter(|t| t.by_limit()) {
+    ///     eprintln!("stopped: {t}"); // "wall time 10m reached"
+    /// }
+    /// ```
+    pub fn termination(&self) -> Option<super::Termination> {
+        self.run.termination()
+    }
+
+    /// What the whole sandbox used: wall time, user and system CPU time, peak memory, and
+    /// the limit events of its cgroup; `None` until the program has been waited for.
+    ///
+    /// Waits for the sandbox's last process (its init) to be gone, which
+    /// [`Child::wait`] does not (see there): a fraction of a millisecond.
+    ///
+    /// # Platform
+    ///
+    /// With a cgroup (Linux, `memory`, `processes` or `cpu` set and a cgroup the host may
+    /// use): the cgroup's figures, peak memory of the whole sandbox at once. Otherwise the
+    /// `rusage` of the init (Linux full and landlock layers), which counts every process
+    /// of the sandbox, or of the program (elsewhere: the program and the children it
+    /// waited for); peak memory is then the largest resident set of any one process.
+    pub fn usage(&mut self) -> Option<super::Usage> {
+        self.status?;
+        launch::reap_now(&self.handle, &self.run.rusage);
+        self.run.usage()
     }
 
     /// Delivers signal `sig` to the program.
@@ -168,17 +207,43 @@ impl Child {
         launch::reap_earlier(false);
         // The init's record: the program and every process of the sandbox are gone; the
         // init's own exit is left, reaped later.
-        if let Some(s) = launch::early_status(&mut self.handle, flags & libc::WNOHANG == 0) {
+        let block = flags & libc::WNOHANG == 0;
+        if let Some(s) = launch::early_status(&mut self.handle, block, &self.run.rusage) {
             return Ok(Some(self.ended(s)));
         }
-        let mut status: libc::c_int = 0;
+        // Wait without reaping, then reap under the lock the wall-time watchdog takes
+        // to signal the pid: it never signals a pid reused after the reap.
         loop {
-            // SAFETY: `status` is a valid out-pointer; `self.pid` is our unreaped child.
-            let r = unsafe { libc::waitpid(self.pid, &mut status, flags) };
+            // SAFETY: an all-zero `siginfo_t` is a valid value of this plain C struct.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            let options = libc::WEXITED | libc::WNOWAIT | (flags & libc::WNOHANG);
+            // SAFETY: `info` is a valid out-pointer; `self.pid` is our unreaped child.
+            let r = unsafe { libc::waitid(libc::P_PID, self.pid as libc::id_t, &mut info, options) };
             if r == 0 {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        let reaped = std::sync::Arc::clone(&self.run.reaped);
+        let mut reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());
+        let mut status: libc::c_int = 0;
+        // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: `status` and `usage` are valid out-pointers; `self.pid` is our
+            // unreaped child.
+            let r = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut usage) };
+            if r == 0 {
+                // Not exited after all (only without `WNOHANG` would waitid have waited).
                 return Ok(None);
             }
             if r > 0 {
+                *reaped = true;
+                drop(reaped);
+                *self.run.rusage.lock().unwrap_or_else(|e| e.into_inner()) = Some(usage);
                 let s = launch::exit_status(&self.handle, status);
                 return Ok(Some(self.ended(s)));
             }
@@ -197,6 +262,9 @@ impl Child {
     /// trusting a record alone (`launch::wait_gone`).
     fn ended(&mut self, s: ExitStatus) -> ExitStatus {
         self.status = Some(s);
+        // A cgroup to read and remove, a timer to stop: after every process is gone.
+        let gone = self.run.needs_finish() && launch::wait_gone(&self.handle);
+        self.run.finish(s, gone);
         if let Some(dir) = self.private_tmp.take() {
             if launch::wait_gone(&self.handle) {
                 tmp::remove(dir);

@@ -26,6 +26,7 @@ type Started = (
     Option<tmp::PrivateTmp>,
     launch::GitSession,
     super::nested::Watch,
+    super::limits::Run,
 );
 
 /// A sandboxed process builder, with `std::process::Command`'s API.
@@ -326,10 +327,11 @@ impl Command {
         };
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        let (pid, handle, private_tmp, git, nested) = started?;
+        let (pid, handle, private_tmp, git, nested, run) = started?;
         Ok(Child {
             pid,
             handle,
+            run,
             status: None,
             redactor: self.redactor.with_secrets(&self.secrets),
             private_tmp,
@@ -369,6 +371,8 @@ impl Command {
         // Theirs are put back after the run, on every layer.
         git.snapshot_nested(nested.host_repositories())?;
         let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
+        // Its cgroup, when the limits need one: joined by the setup child first.
+        let mut run = inner.limits.run()?;
         let req = Request {
             program: &self.program,
             args: self.args.clone(),
@@ -381,12 +385,25 @@ impl Command {
             private_tmp: private_tmp.as_ref().map(tmp::PrivateTmp::path),
             private_tmp_parent: private_tmp.as_ref().and_then(tmp::PrivateTmp::parent),
             git: &git,
+            #[cfg(target_os = "linux")]
+            cgroup: run.join_fds(),
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
+        let ender = launch::ender(pid, &handle, std::sync::Arc::clone(&run.reaped));
+        if let Err(source) = ender.and_then(|end| run.started(end)) {
+            // A limit that cannot be armed is not silently dropped: end the sandbox.
+            let _ = launch::kill(pid, &handle);
+            run.kill_all();
+            return Err(SpawnError::Os {
+                call: "arm the wall-time limit",
+                source,
+            }
+            .into());
+        }
         git.started(&handle);
         #[cfg(target_os = "linux")]
         nested.started(&handle);
-        Ok((pid, handle, private_tmp, git, nested))
+        Ok((pid, handle, private_tmp, git, nested, run))
     }
 
     /// Prepares this command's policy again from what the process knows now, and makes
@@ -499,6 +516,9 @@ pub(super) struct Request<'a> {
     /// The command's `.git` layers, when the plan has any (only Linux plans do).
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) git: &'a launch::GitSession,
+    /// `cgroup.procs` of the command's cgroup, for the setup child to join (Linux).
+    #[cfg(target_os = "linux")]
+    pub(super) cgroup: Vec<RawFd>,
 }
 
 /// The first of the program's fds 0, 1 and 2 that will be a terminal (its source fd, or

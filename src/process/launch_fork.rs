@@ -226,8 +226,40 @@ pub(super) fn wait_gone(_handle: &Handle) -> bool {
 
 /// No init here: the program's own wait status is its status.
 #[cfg_attr(target_os = "linux", allow(dead_code))]
-pub(super) fn early_status(_handle: &mut Handle, _block: bool) -> Option<std::process::ExitStatus> {
+pub(super) fn early_status(
+    _handle: &mut Handle,
+    _block: bool,
+    _rusage: &super::limits::RusageSlot,
+) -> Option<std::process::ExitStatus> {
     None
+}
+
+/// No init here: the program was reaped with its `rusage` by the wait.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub(super) fn reap_now(_handle: &Handle, _slot: &super::limits::RusageSlot) {}
+
+/// How the watchdog ends this program when its wall time is up: `SIGKILL` to its process
+/// group (it leads one, after its `setsid`) and to itself, under the lock that the wait
+/// takes to reap it, so that the pid still names it.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub(super) fn ender(
+    pid: libc::pid_t,
+    _handle: &Handle,
+    reaped: std::sync::Arc<std::sync::Mutex<bool>>,
+) -> io::Result<impl FnOnce() + Send + 'static> {
+    Ok(move || {
+        let reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());
+        if !*reaped {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(-pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    })
 }
 
 /// No init here, so none to reap later.

@@ -211,6 +211,7 @@ pub(super) fn start(
         source,
     })?);
     exec.console = console;
+    exec.cgroup = req.cgroup;
     let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w), tmp_parent)?;
     drop(ruleset);
     // The init holds the status pipe's write end now; the parent keeps the read end only.
@@ -389,19 +390,42 @@ pub(super) fn signal(_pid: libc::pid_t, handle: &Handle, sig: libc::c_int) -> io
 /// The program's exit status from the init's status record, without waiting for the
 /// init's own end ([`Handle::early_status`]); the init is then reaped later
 /// ([`super::reap`]). `None`: not yet (without `block`), or no record will come.
-pub(super) fn early_status(handle: &mut Handle, block: bool) -> Option<std::process::ExitStatus> {
+pub(super) fn early_status(
+    handle: &mut Handle,
+    block: bool,
+    rusage: &super::limits::RusageSlot,
+) -> Option<std::process::ExitStatus> {
     let status = handle.early_status(block)?;
     match handle.as_fd().try_clone_to_owned() {
-        Ok(pidfd) => super::reap::later(pidfd),
+        Ok(pidfd) => super::reap::later(pidfd, Arc::clone(rusage)),
         // Without a second pidfd, wait for the init here, as before the record existed.
         Err(_) => {
-            let _ = nix::sys::wait::waitid(
-                nix::sys::wait::Id::PIDFd(handle.as_fd()),
-                nix::sys::wait::WaitPidFlag::WEXITED,
-            );
+            super::reap::reap_into(handle.as_fd(), rusage, true);
         }
     }
     Some(status)
+}
+
+/// Reaps the init of `handle` once it has exited, its `rusage` into `slot`, unless the
+/// reaper of inits waited for ([`super::reap`]) has done so.
+pub(super) fn reap_now(handle: &Handle, slot: &super::limits::RusageSlot) {
+    if slot.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        return;
+    }
+    super::reap::reap_into(handle.as_fd(), slot, true);
+}
+
+/// How the watchdog ends this sandbox when its wall time is up: the init's own kill,
+/// through a pidfd of its own (which names no other process, ever).
+pub(super) fn ender(
+    _pid: libc::pid_t,
+    handle: &Handle,
+    _reaped: Arc<std::sync::Mutex<bool>>,
+) -> io::Result<impl FnOnce() + Send + 'static> {
+    let killer = handle.killer()?;
+    Ok(move || {
+        let _ = killer.kill();
+    })
 }
 
 /// Blocks until the sandbox of `handle` is gone: its init (or, in passthrough, the

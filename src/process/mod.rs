@@ -19,11 +19,13 @@ mod data_dir;
 mod describe;
 mod env;
 mod gitlayer;
+mod limits;
 mod nested;
 mod sandbox;
 mod stdio;
 mod tmp;
 mod unhidden;
+mod watchdog;
 
 // The launcher is the one part that differs between systems; both modules offer the
 // same items (see `launch_linux`). Linux clones and replays its plan; macOS and the other
@@ -52,6 +54,7 @@ pub use gitlayer::merge::fuzzing as git_fuzzing;
 #[cfg(all(feature = "internals", target_os = "linux"))]
 #[doc(hidden)]
 pub use gitlayer::merge::objects as gitobjects;
+pub use limits::{Termination, Usage};
 pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
 pub use nested::{NestedOutcome, NestedRepository};
 pub use sandbox::Sandbox;

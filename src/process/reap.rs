@@ -17,16 +17,19 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Mutex;
 
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use super::limits::RusageSlot;
 
-static PENDING: Mutex<Vec<OwnedFd>> = Mutex::new(Vec::new());
+/// An init to reap, and where its `rusage` goes (its run's [`super::limits::Run`]).
+type Pending = (OwnedFd, RusageSlot);
+
+static PENDING: Mutex<Vec<Pending>> = Mutex::new(Vec::new());
 
 /// Reaps `pidfd`'s process later ([`reap`]): a child of this process that has ended, or
-/// is ending, on its own.
-pub(super) fn later(pidfd: OwnedFd) {
+/// is ending, on its own. Its `rusage` lands in `slot`.
+pub(super) fn later(pidfd: OwnedFd, slot: RusageSlot) {
     let mut list = PENDING.lock().unwrap_or_else(|e| e.into_inner());
-    list.retain(|fd| !reaped(fd, false));
-    list.push(pidfd);
+    list.retain(|p| !reaped(p, false));
+    list.push((pidfd, slot));
 }
 
 /// Reaps every init in the list that has exited; with `block`, waits for each (outside
@@ -39,25 +42,38 @@ pub(super) fn reap(block: bool) {
     if block {
         let all = std::mem::take(&mut *list);
         drop(list);
-        for fd in &all {
-            reaped(fd, true);
+        for p in &all {
+            reaped(p, true);
         }
     } else {
-        list.retain(|fd| !reaped(fd, false));
+        list.retain(|p| !reaped(p, false));
     }
 }
 
-/// Whether `pidfd`'s process is reaped now (or was reaped by someone else).
-fn reaped(pidfd: &OwnedFd, block: bool) -> bool {
-    let mut flags = WaitPidFlag::WEXITED;
+/// Whether the process of `pending` is reaped now (or was reaped by someone else).
+fn reaped(pending: &Pending, block: bool) -> bool {
+    let (pidfd, slot) = pending;
+    reap_into(pidfd.as_fd(), slot, block)
+}
+
+/// Reaps the process of `pidfd` if it has exited (with `block`, once it has) and stores
+/// its `rusage` in `slot`: true when it is reaped now, or was reaped by someone else.
+/// The slot's lock is held across the reap, so that whoever finds the slot empty after
+/// a failed reap knows nobody will fill it.
+pub(super) fn reap_into(pidfd: std::os::fd::BorrowedFd<'_>, slot: &RusageSlot, block: bool) -> bool {
+    let mut options = libc::WEXITED;
     if !block {
-        flags |= WaitPidFlag::WNOHANG;
+        options |= libc::WNOHANG;
     }
+    let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        match waitid(Id::PIDFd(pidfd.as_fd()), flags) {
-            Ok(WaitStatus::StillAlive) => return false,
-            Ok(_) => return true,
-            Err(nix::Error::EINTR) => {}
+        match stockade_sys::linux::waitid_pidfd_rusage(pidfd.into(), options) {
+            Ok(None) => return false,
+            Ok(Some(usage)) => {
+                *slot = Some(usage);
+                return true;
+            }
+            Err(stockade_sys::Errno(libc::EINTR)) => {}
             // ECHILD: reaped elsewhere. Anything else cannot be retried usefully.
             Err(_) => return true,
         }
@@ -79,10 +95,13 @@ mod tests {
         assert!(raw >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
         // SAFETY: pidfd_open returned a new fd that nothing else owns.
         let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw as i32) };
-        assert!(!reaped(&fd, false), "a running child is not reaped");
-        assert!(reaped(&fd, true), "waits for it");
+        let p = (fd, RusageSlot::default());
+        assert!(!reaped(&p, false), "a running child is not reaped");
+        assert!(p.1.lock().unwrap().is_none());
+        assert!(reaped(&p, true), "waits for it");
+        assert!(p.1.lock().unwrap().is_some(), "its rusage is kept");
         // Reaped already: ECHILD, which counts as reaped (std's own wait now fails).
-        assert!(reaped(&fd, false));
+        assert!(reaped(&p, false));
         assert!(running.try_wait().is_err());
     }
 }

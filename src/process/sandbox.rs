@@ -75,6 +75,8 @@ pub(super) struct Inner {
     /// one ([`plan::Plan::private_tmp_root`]): made at its first command, removed when
     /// this state and every command's `TMPDIR` in it are gone.
     pub(super) tmp_parents: Option<tmp::Parents>,
+    /// How the policy's limits hold: whether each command gets a cgroup.
+    pub(super) limits: super::limits::Enforcement,
 }
 
 impl Sandbox {
@@ -198,6 +200,9 @@ impl Inner {
         let caps = Capabilities::assumed();
         let ids = Ids::of_caller();
         let selection = plan::select(&policy, &caps, &RealFs, ids)?;
+        let (limits, unenforced) =
+            super::limits::Enforcement::decide(&policy, &selection.plan, ids)?;
+        let degraded = degraded_with(selection.degradation, &selection.plan, unenforced);
         let tmp_parents = selection.plan.private_tmp_root().map(tmp::Parents::new);
         let prepared = launch::Prepared::new(selection.plan)?;
         Ok(Inner {
@@ -205,8 +210,30 @@ impl Inner {
             policy,
             prepared,
             data_dir: selection.data_dir,
-            degraded: selection.degradation,
+            degraded,
             knowledge,
+            limits,
         })
+    }
+}
+
+/// The layer's degradation, with the limits that will not hold (`unenforced`) added to its
+/// reason; or a degradation of the layer it runs on for those limits alone.
+fn degraded_with(
+    layer: Option<Degradation>,
+    plan: &plan::Plan,
+    unenforced: Option<String>,
+) -> Option<Degradation> {
+    match (layer, unenforced) {
+        (layer, None) => layer,
+        (Some(mut d), Some(limits)) => {
+            d.reason = format!("{}; also, {limits}", d.reason);
+            Some(d)
+        }
+        (None, Some(limits)) => Some(Degradation {
+            wanted: plan.layer,
+            running: plan.layer,
+            reason: limits,
+        }),
     }
 }

@@ -43,9 +43,9 @@ fn errno() -> i32 {
     nix::errno::Errno::last_raw()
 }
 
-/// Sets `resource`'s soft and hard limit to `value`, or to the inherited hard limit when
-/// that is lower (async-signal-safe: `getrlimit` and `setrlimit` are plain system calls).
-fn set_rlimit(resource: i32, value: u64) -> Result<(), i32> {
+/// Sets `resource`'s soft and hard limit, each no higher than the inherited hard limit
+/// (async-signal-safe: `getrlimit` and `setrlimit` are plain system calls).
+fn set_rlimit(resource: i32, soft: u64, hard: u64) -> Result<(), i32> {
     let mut old = MaybeUninit::<libc::rlimit>::uninit();
     // The resource's C type differs between systems (`c_int`, glibc's enum); the plan's
     // numbers come from the same `libc` constants.
@@ -56,11 +56,10 @@ fn set_rlimit(resource: i32, value: u64) -> Result<(), i32> {
         return Err(errno());
     }
     // SAFETY: `getrlimit` succeeded and filled `old`.
-    let hard = unsafe { old.assume_init() }.rlim_max;
-    let value = (value as libc::rlim_t).min(hard);
+    let inherited = unsafe { old.assume_init() }.rlim_max;
     let new = libc::rlimit {
-        rlim_cur: value,
-        rlim_max: value,
+        rlim_cur: (soft as libc::rlim_t).min(inherited),
+        rlim_max: (hard as libc::rlim_t).min(inherited),
     };
     // SAFETY: `new` is an initialized `rlimit` the call only reads.
     if unsafe { libc::setrlimit(res, &new) } < 0 {
@@ -88,8 +87,8 @@ pub fn run(exec: &Exec, confine: Option<&Confine>) -> ! {
                 }
             }
             Op::ResourceLimits { list, len } => {
-                for &(resource, value) in list.iter().take(*len) {
-                    if let Err(e) = set_rlimit(resource, value) {
+                for &(resource, soft, hard) in list.iter().take(*len) {
+                    if let Err(e) = set_rlimit(resource, soft, hard) {
                         fail(exec, Record::new(step, e));
                     }
                 }

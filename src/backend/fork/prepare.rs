@@ -21,10 +21,10 @@ pub enum Op {
     NewSession,
     /// See [`Step::SandboxInit`].
     SandboxInit,
-    /// See [`Step::ResourceLimits`]: the first `len` `(RLIMIT_*, value)` pairs of `list`.
+    /// See [`Step::ResourceLimits`]: the first `len` `(RLIMIT_*, soft, hard)` of `list`.
     ResourceLimits {
         /// The limits.
-        list: [(i32, u64); MAX_RLIMITS],
+        list: [(i32, u64, u64); MAX_RLIMITS],
         /// How many of `list` are used.
         len: usize,
     },
@@ -110,9 +110,9 @@ impl Exec {
                 Step::NewSession => Ok(Op::NewSession),
                 Step::SandboxInit => Ok(Op::SandboxInit),
                 Step::ResourceLimits(limits) if limits.len() <= MAX_RLIMITS => {
-                    let mut list = [(0, 0); MAX_RLIMITS];
+                    let mut list = [(0, 0, 0); MAX_RLIMITS];
                     for (slot, l) in list.iter_mut().zip(limits) {
-                        *slot = (l.resource, l.value);
+                        *slot = (l.resource, l.soft, l.hard);
                     }
                     Ok(Op::ResourceLimits {
                         list,

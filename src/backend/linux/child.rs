@@ -58,6 +58,10 @@ pub use crate::backend::report::extra;
 /// uses it until this child execs.
 pub fn run(layout: &Layout, exec: &Exec, spare_stack: *mut u8) -> ! {
     let base = layout.ops.len() as u32;
+    // First: every process of the sandbox, and every page it touches, is the cgroup's.
+    if let Err(e) = join_cgroups(exec) {
+        fail(exec, base + extra::CGROUP, e);
+    }
     if let Err(e) = stdio(exec) {
         fail(exec, base + extra::STDIO, e);
     }
@@ -88,6 +92,23 @@ pub fn run(layout: &Layout, exec: &Exec, spare_stack: *mut u8) -> ! {
     }
     let e = exec_program(exec);
     fail(exec, base + extra::EXEC, e)
+}
+
+/// Writes `0` (the writer) to each `cgroup.procs` fd the host opened. The kernel checks
+/// the permission against the credentials the fd was opened with (since Linux 5.16 on
+/// both cgroup versions), so this works from the new user namespace.
+fn join_cgroups(exec: &Exec) -> R {
+    for &fd in &exec.cgroup {
+        // SAFETY: the host keeps the fds of `exec.cgroup` open until this child has exec'd
+        // or exited.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        match sys::write(fd, b"0") {
+            Ok(1) => {}
+            Ok(_) => return Err(Errno(libc::EIO)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Reports `step` failing with `errno` and exits.
@@ -209,12 +230,11 @@ fn id_maps(uid_map: &[u8], gid_map: &[u8]) -> R {
     write_file(c"/proc/self/gid_map", gid_map)
 }
 
-/// Each `(RLIMIT_*, value)`, soft and hard, no higher than the hard limit inherited.
-fn resource_limits(list: &[(i32, u64)]) -> R {
-    for &(resource, value) in list {
-        let (_, hard) = sys::getrlimit(resource)?;
-        let value = value.min(hard);
-        sys::setrlimit(resource, value, value)?;
+/// Each limit, no higher than the hard limit inherited.
+fn resource_limits(list: &[crate::plan::Rlimit]) -> R {
+    for l in list {
+        let (_, inherited) = sys::getrlimit(l.resource)?;
+        sys::setrlimit(l.resource, l.soft.min(inherited), l.hard.min(inherited))?;
     }
     Ok(())
 }

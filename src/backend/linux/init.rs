@@ -450,6 +450,20 @@ impl Handle {
         self.send(sig)
     }
 
+    /// A second handle that can only end the sandbox, for another thread to keep
+    /// (the wall-time watchdog).
+    ///
+    /// # Errors
+    ///
+    /// The error of duplicating the pidfd.
+    pub fn killer(&self) -> io::Result<Handle> {
+        Ok(Handle {
+            pidfd: self.pidfd.try_clone()?,
+            status: None,
+            kill_signal: self.kill_signal,
+        })
+    }
+
     fn send(&self, sig: libc::c_int) -> io::Result<()> {
         stockade_sys::linux::pidfd_send_signal(self.pidfd.as_fd().into(), sig)
             .map_err(|e| io::Error::from_raw_os_error(e.0))

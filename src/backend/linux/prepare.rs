@@ -170,8 +170,8 @@ pub enum Op {
     },
     /// See [`Step::NoNewPrivs`].
     NoNewPrivs,
-    /// See [`Step::ResourceLimits`]: `(RLIMIT_*, value)` pairs.
-    ResourceLimits(Vec<(i32, u64)>),
+    /// See [`Step::ResourceLimits`].
+    ResourceLimits(Vec<crate::plan::Rlimit>),
     /// See [`Step::LandlockRules`]: the rules are in [`Walls::child_rules`].
     LandlockRules,
     /// See [`Step::Landlock`]: the ruleset fd is in [`Exec::landlock_fd`].
@@ -408,9 +408,7 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::NewKeyring => Op::NewKeyring,
         Step::DropCapabilities => Op::DropCapabilities { last_cap },
         Step::NoNewPrivs => Op::NoNewPrivs,
-        Step::ResourceLimits(limits) => {
-            Op::ResourceLimits(limits.iter().map(|l| (l.resource, l.value)).collect())
-        }
+        Step::ResourceLimits(limits) => Op::ResourceLimits(limits.clone()),
         Step::LandlockRules => Op::LandlockRules,
         Step::Landlock => Op::Landlock,
         Step::Seccomp => Op::Seccomp,
@@ -600,6 +598,10 @@ pub struct Exec {
     /// The program's terminal, bound onto `/dev/console` by the [`Op::Dev`] step so that
     /// it has a name inside ([`Console`]).
     pub console: Option<Console>,
+    /// `cgroup.procs` of each of the command's cgroups (write-only, close-on-exec, opened
+    /// by the host): the child writes `0`, itself, to each before anything else, so that
+    /// every process of the sandbox is born in them.
+    pub cgroup: Vec<RawFd>,
 }
 
 /// What a command asks for, before preparation.
@@ -658,6 +660,7 @@ impl Exec {
             git_socket: -1,
             trees: Vec::new(),
             console: None,
+            cgroup: Vec::new(),
         })
     }
 
