@@ -228,17 +228,19 @@ impl Cgroups {
         let members = proc::memberships(&cgroup_text);
         let mounts = proc::mounts(&mountinfo);
         let v1 = discover_v1(fs.as_ref(), &members, &mounts);
-        let layout = if v1.iter().any(|(c, r)| *c != "cpuacct" && r.is_ok()) {
+        // Where a limit's controller is a v1 hierarchy, v2 cannot have it (a controller
+        // is in one hierarchy at a time): the answer is v1's.
+        let limits_v1 = |(c, _): &&(&str, Result<Place, String>)| *c != "cpuacct";
+        let layout = if v1.iter().filter(limits_v1).any(|(_, r)| r.is_ok()) {
             Layout::V1(v1)
+        } else if let Some((_, Err(why))) = v1.iter().find(limits_v1) {
+            return Err(why.clone());
         } else if let Some(base) = discover_v2(fs.as_ref(), &members, &mounts)? {
             Layout::V2(base)
         } else {
-            // v1 hierarchies exist but none is ours: the first reason says why.
-            let why = v1
-                .into_iter()
-                .find_map(|(_, r)| r.err())
-                .unwrap_or_else(|| "no cgroup hierarchy is mounted".into());
-            return Err(why);
+            return Err("no cgroup hierarchy is mounted (neither v1 nor v2 in \
+                        /proc/self/mountinfo)"
+                .into());
         };
         let found = Cgroups { fs, layout };
         found.remove_stale();
@@ -617,11 +619,18 @@ fn discover_v2(
             }
         }
     }
+    if m.path == "/" {
+        return Err(format!(
+            "cgroup v2: the root cgroup {} is not writable by uid {} (not delegated); {V2_SETUP}",
+            own.dir.display(),
+            euid()
+        ));
+    }
     Err(format!(
-        "cgroup v2: the caller's cgroup {} is not delegated (no write access to its \
-         cgroup.subtree_control as uid {}, and its parent {} is not a delegated cgroup); {V2_SETUP}",
+        "cgroup v2: the caller's cgroup {} is not delegated (it holds the caller, and its \
+         parent {} is not a delegated cgroup writable by uid {}); {V2_SETUP}",
         m.path,
-        euid(),
-        parent_path
+        parent_path,
+        euid()
     ))
 }
