@@ -8,6 +8,7 @@
 //! layers that `execve` is the `execveat` of the sandbox's init ([`init`]), which starts
 //! the program.
 
+pub mod cgroup;
 pub mod child;
 pub mod clone;
 pub mod init;
