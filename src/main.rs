@@ -84,6 +84,13 @@ enum Cmd {
         /// reads the same terminal (`stockade run … | less`). --keep-session implies it.
         #[arg(long)]
         no_pty: bool,
+        /// After the run, print on stderr what the whole sandbox used: wall time, user and
+        /// system CPU time, peak memory.
+        #[arg(long)]
+        stats: bool,
+        /// After the run, write the same figures, and how the run ended, to FILE as JSON.
+        #[arg(long, value_name = "FILE")]
+        stats_json: Option<PathBuf>,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true)]
         program: Vec<OsString>,
@@ -335,6 +342,8 @@ fn main() -> ExitCode {
             scrub,
             no_die_with_parent,
             no_pty,
+            stats,
+            stats_json,
             program,
         } => {
             if !no_die_with_parent {
@@ -342,7 +351,19 @@ fn main() -> ExitCode {
                     return fail(125, format_args!("prctl(PR_SET_PDEATHSIG): {}", Report(&e)));
                 }
             }
-            run(&policy, cwd, &env, &secret_env, scrub, no_pty, &program)
+            let stats = Stats {
+                print: stats,
+                json: stats_json,
+            };
+            run(
+                &policy,
+                cwd,
+                &env,
+                &secret_env,
+                (scrub, no_pty),
+                &stats,
+                &program,
+            )
         }
         Cmd::Scan { json } => {
             match stockade::scan_stream(std::io::stdin().lock(), json, std::io::stdout().lock()) {
@@ -447,13 +468,19 @@ fn fail_with(code: u8, e: &(dyn std::error::Error + 'static)) -> ExitCode {
     fail(code, Report(e))
 }
 
+/// `--stats` and `--stats-json`.
+struct Stats {
+    print: bool,
+    json: Option<PathBuf>,
+}
+
 fn run(
     args: &PolicyArgs,
     cwd: Option<PathBuf>,
     env: &[String],
     secret_env: &[String],
-    scrub: bool,
-    no_pty: bool,
+    (scrub, no_pty): (bool, bool),
+    stats: &Stats,
     program: &[OsString],
 ) -> ExitCode {
     // Before anything starts a thread: the signals to forward stay blocked in all of them.
@@ -522,10 +549,25 @@ fn run(
             shown(&child, scrub, &n.to_string())
         );
     }
-    let code = match status {
+    let mut code = match status {
         Ok(status) => exit_code(status),
         Err(e) => fail_with(125, &e),
     };
+    // A limit that ended the run says so; wall time exits 124, as timeout(1) does.
+    let termination = child.termination();
+    if let Some(t) = termination.filter(stockade::Termination::by_limit) {
+        eprintln!("stockade: {t}");
+        if matches!(t, stockade::Termination::WallTime(_)) {
+            code = ExitCode::from(124);
+        }
+    }
+    if stats.print || stats.json.is_some() {
+        if let Some(usage) = child.usage() {
+            if let Err(c) = report_stats(stats, &usage, termination) {
+                code = c;
+            }
+        }
+    }
     // The wait returned at the init's status record; the init may still be tearing the
     // sandbox's namespaces down. Dropping the sandbox (after the command) reaps it, so that
     // this process leaves no zombie to the caller's reaper (a subreaper, or PID 1 of a
@@ -534,6 +576,65 @@ fn run(
     drop(child);
     drop(sandbox);
     code
+}
+
+/// Prints the run's usage (`--stats`) and writes it with its end as JSON
+/// (`--stats-json`); exit code 125 when the file cannot be written.
+fn report_stats(
+    stats: &Stats,
+    u: &stockade::Usage,
+    end: Option<stockade::Termination>,
+) -> Result<(), ExitCode> {
+    use stockade::Termination as T;
+    let secs = |d: std::time::Duration| d.as_secs_f64();
+    let scope = if u.from_cgroup {
+        "sandbox"
+    } else {
+        "largest process"
+    };
+    if stats.print {
+        let peak = u.peak_memory.map_or("unknown".to_string(), |b| {
+            format!("{:.1} MiB ({scope})", b as f64 / 1048576.0)
+        });
+        eprintln!(
+            "stockade: wall {:.3}s, user {:.3}s, system {:.3}s, peak memory {peak}",
+            secs(u.wall_time),
+            secs(u.user_cpu),
+            secs(u.system_cpu),
+        );
+    }
+    let Some(path) = &stats.json else {
+        return Ok(());
+    };
+    let (kind, code, signal, limit) = match end {
+        Some(T::Exited(c)) => ("exited", Some(c), None, None),
+        Some(T::Signaled(s)) => ("signaled", None, Some(s), None),
+        Some(T::WallTime(d)) => ("wall_time", None, None, Some(format!("{:?}", secs(d)))),
+        Some(T::Memory(m)) => ("memory", None, None, Some(m.bytes().to_string())),
+        Some(T::Processes(n)) => ("processes", None, None, Some(n.to_string())),
+        Some(T::CpuTime(d)) => ("cpu_time", None, None, Some(format!("{:?}", secs(d)))),
+        Some(T::FileSize(s)) => ("file_size", None, None, Some(s.bytes().to_string())),
+        _ => ("unknown", None, None, None),
+    };
+    let value = serde_json::json!({
+        "termination": kind,
+        "exit_code": code,
+        "signal": signal,
+        "limit": limit.and_then(|l| l.parse::<f64>().ok()),
+        "wall_time_s": secs(u.wall_time),
+        "user_cpu_s": secs(u.user_cpu),
+        "system_cpu_s": secs(u.system_cpu),
+        "peak_memory_bytes": u.peak_memory,
+        "peak_memory_scope": if u.from_cgroup { "sandbox" } else { "largest_process" },
+        "oom_kills": u.oom_kills,
+        "process_limit_hits": u.process_limit_hits,
+    });
+    std::fs::write(path, format!("{value}\n")).map_err(|e| {
+        fail(
+            125,
+            format_args!("--stats-json {}: {}", path.display(), Report(&e)),
+        )
+    })
 }
 
 /// A `.git` link whose repository metadata runs without the `.git` layer.

@@ -218,7 +218,8 @@ impl Child {
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
             let options = libc::WEXITED | libc::WNOWAIT | (flags & libc::WNOHANG);
             // SAFETY: `info` is a valid out-pointer; `self.pid` is our unreaped child.
-            let r = unsafe { libc::waitid(libc::P_PID, self.pid as libc::id_t, &mut info, options) };
+            let r =
+                unsafe { libc::waitid(libc::P_PID, self.pid as libc::id_t, &mut info, options) };
             if r == 0 {
                 break;
             }

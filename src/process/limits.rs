@@ -106,10 +106,7 @@ pub(super) type RusageSlot = Arc<Mutex<Option<libc::rusage>>>;
 impl Run {
     /// A run of `limits` starting now, in `leaf` when there is one.
     #[cfg(target_os = "linux")]
-    pub(super) fn new(
-        limits: &Limits,
-        leaf: Option<crate::backend::linux::cgroup::Leaf>,
-    ) -> Run {
+    pub(super) fn new(limits: &Limits, leaf: Option<crate::backend::linux::cgroup::Leaf>) -> Run {
         Run {
             started: Instant::now(),
             limits: limits.clone(),
@@ -212,22 +209,20 @@ impl Run {
             usage.oom_kills = e.oom_kills;
             usage.process_limit_hits = e.process_limit_hits;
             usage.from_cgroup = true;
-            match Arc::try_unwrap(leaf) {
-                Ok(leaf) => leaf.remove(),
-                // The watchdog's thread holds the other reference for a moment; the last
-                // one dropped removes the cgroup (`Leaf`'s `Drop`).
-                Err(_) => {}
-            }
+            remove_when_alone(leaf);
         }
         let _ = gone;
         let failed = status.code() != Some(0);
         let l = &self.limits;
         let termination = if self.timer.as_ref().is_some_and(watchdog::Timer::fired) {
-            Termination::WallTime(self.timer.as_ref().map_or(wall_time, watchdog::Timer::limit))
+            Termination::WallTime(
+                self.timer
+                    .as_ref()
+                    .map_or(wall_time, watchdog::Timer::limit),
+            )
         } else if let (true, true, Some(m)) = (failed, usage.oom_kills > 0, l.memory) {
             Termination::Memory(m)
-        } else if let (true, true, Some(n)) = (failed, usage.process_limit_hits > 0, l.processes)
-        {
+        } else if let (true, true, Some(n)) = (failed, usage.process_limit_hits > 0, l.processes) {
             Termination::Processes(n)
         } else {
             match (status.code(), status.signal()) {
@@ -263,6 +258,26 @@ impl Run {
             }
         }
         Some(usage)
+    }
+}
+
+/// Removes the cgroup once this is its last reference. The watchdog's thread holds the
+/// other one until it drops a disarmed timer, or while it ends a sandbox whose time is
+/// up: moments, which are waited for here, so that the cgroup is gone when the wait
+/// returns (a CLI that exits right after would otherwise leave it behind).
+#[cfg(target_os = "linux")]
+fn remove_when_alone(mut leaf: Arc<crate::backend::linux::cgroup::Leaf>) {
+    let start = Instant::now();
+    loop {
+        match Arc::try_unwrap(leaf) {
+            Ok(leaf) => return leaf.remove(),
+            // Past that, the last reference dropped removes it (`Leaf`'s `Drop`).
+            Err(shared) if start.elapsed() > Duration::from_secs(10) => return drop(shared),
+            Err(shared) => {
+                leaf = shared;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
     }
 }
 
@@ -348,7 +363,12 @@ impl Enforcement {
                 reason,
             });
         }
-        let message = format!("limits {unbounded} are not enforced: {reason}");
+        let (noun, verb) = if unbounded.contains(',') {
+            ("limits", "are")
+        } else {
+            ("limit", "is")
+        };
+        let message = format!("{noun} {unbounded} {verb} not enforced: {reason}");
         tracing::warn!("stockade: {message}");
         Ok((enforcement, Some(message)))
     }
@@ -372,12 +392,12 @@ impl Enforcement {
                             .map(|n| n.saturating_add(crate::plan::INIT_PROCESSES)),
                         cpu: l.cpu,
                     };
-                    let leaf = c.create(&wanted).map_err(|source| {
-                        crate::error::SpawnError::Os {
-                            call: "make the sandbox's cgroup",
-                            source,
-                        }
-                    })?;
+                    let leaf =
+                        c.create(&wanted)
+                            .map_err(|source| crate::error::SpawnError::Os {
+                                call: "make the sandbox's cgroup",
+                                source,
+                            })?;
                     Some(leaf)
                 }
                 None => None,
@@ -395,7 +415,10 @@ impl Enforcement {
 fn cgroups(limits: &Limits) -> Result<&'static crate::backend::linux::cgroup::Cgroups, String> {
     use crate::backend::linux::cgroup::{Cgroups, Wanted};
     static FOUND: std::sync::OnceLock<Result<Cgroups, String>> = std::sync::OnceLock::new();
-    let c = FOUND.get_or_init(Cgroups::discover).as_ref().map_err(Clone::clone)?;
+    let c = FOUND
+        .get_or_init(Cgroups::discover)
+        .as_ref()
+        .map_err(Clone::clone)?;
     c.check(&Wanted {
         memory: limits.memory.map(ByteSize::bytes),
         processes: limits.processes,

@@ -54,8 +54,8 @@ pub use gitlayer::merge::fuzzing as git_fuzzing;
 #[cfg(all(feature = "internals", target_os = "linux"))]
 #[doc(hidden)]
 pub use gitlayer::merge::objects as gitobjects;
-pub use limits::{Termination, Usage};
 pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
+pub use limits::{Termination, Usage};
 pub use nested::{NestedOutcome, NestedRepository};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};

@@ -60,7 +60,11 @@ fn reaped(pending: &Pending, block: bool) -> bool {
 /// its `rusage` in `slot`: true when it is reaped now, or was reaped by someone else.
 /// The slot's lock is held across the reap, so that whoever finds the slot empty after
 /// a failed reap knows nobody will fill it.
-pub(super) fn reap_into(pidfd: std::os::fd::BorrowedFd<'_>, slot: &RusageSlot, block: bool) -> bool {
+pub(super) fn reap_into(
+    pidfd: std::os::fd::BorrowedFd<'_>,
+    slot: &RusageSlot,
+    block: bool,
+) -> bool {
     let mut options = libc::WEXITED;
     if !block {
         options |= libc::WNOHANG;

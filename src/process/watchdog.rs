@@ -41,13 +41,14 @@ impl Timer {
 
     /// Stops the timer (the sandbox has ended); a timer that fired stays fired.
     pub(super) fn disarm(&self) {
-        let _ = self.state.compare_exchange(
-            ARMED,
-            DISARMED,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-        watchdog().wake.notify_one();
+        let _ = self
+            .state
+            .compare_exchange(ARMED, DISARMED, Ordering::AcqRel, Ordering::Acquire);
+        // Under the lock: the thread checks the states under it before it sleeps, so
+        // this wake-up cannot fall between its check and its wait.
+        let dog = watchdog();
+        let _entries = lock(&dog.entries);
+        dog.wake.notify_one();
     }
 }
 
