@@ -767,8 +767,16 @@ fn detect(json: bool) -> ExitCode {
         .into_iter()
         .map(|l| serde_json::json!({"layer": l, "status": caps.layer(l)}))
         .collect();
-        let out =
-            serde_json::json!({"capabilities": caps, "layers": layers, "best": caps.best_layer()});
+        let limits: serde_json::Map<String, serde_json::Value> = stockade::cgroup_limits()
+            .into_iter()
+            .map(|(l, a)| (l.to_string(), serde_json::json!(a)))
+            .collect();
+        let out = serde_json::json!({
+            "capabilities": caps,
+            "layers": layers,
+            "best": caps.best_layer(),
+            "cgroup_limits": limits,
+        });
         out!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
@@ -793,6 +801,10 @@ fn detect(json: bool) -> ExitCode {
         rows.push(Some((format!("layer {l}"), avail(&caps.layer(l)))));
     }
     rows.push(Some(("best layer".into(), caps.best_layer().to_string())));
+    rows.push(None);
+    for (limit, a) in stockade::cgroup_limits() {
+        rows.push(Some((format!("limit {limit} (cgroup)"), avail(&a))));
+    }
     // One value column for all rows: the longest label plus two spaces.
     let width = rows
         .iter()

@@ -4,6 +4,8 @@
 //! user namespace (any other user), the per-sandbox inotify count, how a run ended and
 //! what it used, and the degradation when a limit cannot hold.
 
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

@@ -2,6 +2,8 @@
 //! after runs of the CLI. Alone in its binary, so that no other test's live cgroup is
 //! counted.
 
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use std::path::Path;

@@ -196,7 +196,18 @@ fn no_allocation_between_clone_and_exec_in_the_full_layer() {
     p.tools_dir = Some(tools.path().to_path_buf());
     p.writable_paths = vec![extra.path().to_path_buf(), linked.path().to_path_buf()];
     p.network = Network::None;
+    // Limits: rlimits, RLIMIT_NPROC (not root) or the cgroup's join (root), the inotify
+    // counts of the fresh /proc.
+    p.limits.open_files = Some(512);
+    p.limits.cpu_time = Some(std::time::Duration::from_secs(60));
+    p.limits.processes = Some(100);
+    p.limits.wall_time = Some(std::time::Duration::from_secs(60));
+    if nix::unistd::geteuid().is_root() {
+        p.limits.memory = Some(stockade::ByteSize::mib(1024));
+        p.limits.cpu = Some(1.5);
+    }
     let sb = Sandbox::new(p).unwrap();
+    assert_eq!(sb.degradation(), None);
     for _ in 0..20 {
         let out = sb.command("sh").args(["-c", "exit 3"]).output().unwrap();
         assert_eq!(

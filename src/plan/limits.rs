@@ -29,38 +29,42 @@ pub struct Rlimit {
 /// parents'): charged to every level up to the host user's, so without them one sandbox
 /// can take all of the host user's inotify instances (128 by default) and break the
 /// host's own file watchers. With them it takes at most this many.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub const USER_COUNTS: &[(&str, u32)] =
     &[("max_inotify_instances", 32), ("max_inotify_watches", 8192)];
 
 /// The processes the sandbox's own setup adds to the program's count: its init.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub const INIT_PROCESSES: u64 = 1;
 
 /// The rlimits `policy` asks for; with `nproc`, `RLIMIT_NPROC` for `processes` as well
 /// (see [`processes_bounded_without_cgroup`]).
+// `RLIMIT_*` are `u32` on glibc and `c_int` on musl: the casts are needed on one of them.
+#[allow(clippy::unnecessary_cast)]
 pub fn rlimits(policy: &Policy, nproc: bool) -> Vec<Rlimit> {
     let l = &policy.limits;
     let mut out = Vec::new();
-    let mut push = |resource: u32, value: Option<u64>| {
+    let mut push = |resource: i32, value: Option<u64>| {
         if let Some(value) = value {
-            let cpu = resource == libc::RLIMIT_CPU as u32;
+            let cpu = resource == libc::RLIMIT_CPU as i32;
             out.push(Rlimit {
-                resource: resource as i32,
+                resource,
                 soft: value,
                 hard: if cpu { value.saturating_add(1) } else { value },
             });
         }
     };
     push(
-        libc::RLIMIT_CPU as u32,
+        libc::RLIMIT_CPU as i32,
         l.cpu_time
             .map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0)),
     );
-    push(libc::RLIMIT_NOFILE as u32, l.open_files);
-    push(libc::RLIMIT_FSIZE as u32, l.file_size.map(|s| s.bytes()));
-    push(libc::RLIMIT_CORE as u32, (!l.core_dumps).then_some(0));
+    push(libc::RLIMIT_NOFILE as i32, l.open_files);
+    push(libc::RLIMIT_FSIZE as i32, l.file_size.map(|s| s.bytes()));
+    push(libc::RLIMIT_CORE as i32, (!l.core_dumps).then_some(0));
     if nproc {
         push(
-            libc::RLIMIT_NPROC as u32,
+            libc::RLIMIT_NPROC as i32,
             l.processes.map(|n| n.saturating_add(INIT_PROCESSES)),
         );
     }

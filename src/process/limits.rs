@@ -192,6 +192,7 @@ impl Run {
         if let Some(t) = &self.timer {
             t.disarm();
         }
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut usage = Usage {
             wall_time,
             ..Usage::default()
@@ -337,21 +338,25 @@ impl Enforcement {
         ids: crate::plan::Ids,
     ) -> Result<(Enforcement, Option<String>), crate::error::PlanError> {
         let limits = policy.limits.clone();
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut enforcement = Enforcement {
             limits: limits.clone(),
-            ..Enforcement::default()
+            #[cfg(target_os = "linux")]
+            cgroups: None,
         };
         if !limits.wants_cgroup() {
             return Ok((enforcement, None));
         }
+        #[cfg(target_os = "linux")]
         let reason = match cgroups(&limits) {
-            #[cfg(target_os = "linux")]
             Ok(c) => {
                 enforcement.cgroups = Some(c);
                 return Ok((enforcement, None));
             }
             Err(reason) => reason,
         };
+        #[cfg(not(target_os = "linux"))]
+        let reason = no_cgroups();
         let nproc = crate::plan::processes_bounded_without_cgroup(plan.layer, ids);
         let unbounded = listed(&limits, !nproc);
         if unbounded.is_empty() {
@@ -409,6 +414,37 @@ impl Enforcement {
     }
 }
 
+/// Whether this process's sandboxes can hold their whole-sandbox limits (`memory`,
+/// `processes`, `cpu`) through a cgroup of their own, each one on its own: for `stockade
+/// detect`. `processes` holds on the full layer of a host that is not root without one
+/// (see [`Limits::processes`]).
+pub fn cgroup_limits() -> [(&'static str, crate::Availability); 3] {
+    let probe = |memory: bool, processes: bool, cpu: bool| {
+        let l = Limits {
+            memory: memory.then_some(ByteSize(1 << 30)),
+            processes: processes.then_some(64),
+            cpu: cpu.then_some(1.0),
+            ..Limits::default()
+        };
+        #[cfg(target_os = "linux")]
+        let r = cgroups(&l).map(drop);
+        #[cfg(not(target_os = "linux"))]
+        let r = {
+            let _ = l;
+            Err::<(), String>(no_cgroups())
+        };
+        match r {
+            Ok(()) => crate::Availability::yes(),
+            Err(reason) => crate::Availability::no(reason),
+        }
+    };
+    [
+        ("memory", probe(true, false, false)),
+        ("processes", probe(false, true, false)),
+        ("cpu", probe(false, false, true)),
+    ]
+}
+
 /// The cgroups this process may use for `limits`, discovered once per process; else why
 /// not.
 #[cfg(target_os = "linux")]
@@ -427,11 +463,11 @@ fn cgroups(limits: &Limits) -> Result<&'static crate::backend::linux::cgroup::Cg
     Ok(c)
 }
 
-/// No cgroups here.
+/// Why there are no cgroups here.
 #[cfg(not(target_os = "linux"))]
-fn cgroups(_limits: &Limits) -> Result<std::convert::Infallible, String> {
-    Err(format!(
+fn no_cgroups() -> String {
+    format!(
         "limits of a whole sandbox need Linux cgroups, which {} has not got",
         std::env::consts::OS
-    ))
+    )
 }

@@ -55,7 +55,7 @@ pub use gitlayer::merge::fuzzing as git_fuzzing;
 #[doc(hidden)]
 pub use gitlayer::merge::objects as gitobjects;
 pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
-pub use limits::{Termination, Usage};
+pub use limits::{Termination, Usage, cgroup_limits};
 pub use nested::{NestedOutcome, NestedRepository};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
