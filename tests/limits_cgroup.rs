@@ -14,11 +14,11 @@ mod common;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::Feature;
-use stockade::backend::linux::cgroup::{Cgroups, Leaf, Version, Wanted};
+use stockade::backend::linux::cgroup::{Cgroups, Leaf, RealFs, Version, Wanted};
 
 const LIMITS: Wanted = Wanted {
     memory: Some(64 << 20),
@@ -224,6 +224,41 @@ fn root_only_two_hundred_leaves_leave_no_directory_behind() {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
             assert!(!name.starts_with(&mine), "{}/{name} left", p.display());
         }
+    }
+}
+
+#[test]
+fn root_only_discovery_removes_the_leaves_of_dead_hosts_only() {
+    require!(Feature::Root);
+    let _l = serial();
+    let cg = cgroups();
+    // A pid that no longer runs, and one that always does.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let leaf = cg.create(&Wanted::default()).unwrap();
+    let parents: Vec<PathBuf> = leaf
+        .dirs()
+        .iter()
+        .map(|d| d.parent().unwrap().to_owned())
+        .collect();
+    drop(leaf);
+    let stale: Vec<PathBuf> = parents
+        .iter()
+        .map(|p| p.join(format!("stockade-{dead}-0")))
+        .collect();
+    let live: Vec<PathBuf> = parents.iter().map(|p| p.join("stockade-1-0")).collect();
+    for d in stale.iter().chain(&live) {
+        std::fs::create_dir(d).unwrap();
+    }
+    // `discover` works once per process; `discover_with` every time.
+    Cgroups::discover_with(Arc::new(RealFs)).unwrap();
+    for d in &stale {
+        assert!(!d.exists(), "{} left", d.display());
+    }
+    for d in &live {
+        assert!(d.exists(), "{} removed", d.display());
+        std::fs::remove_dir(d).unwrap();
     }
 }
 

@@ -303,3 +303,94 @@ fn leaf_names_parse_back_to_their_host_pid() {
         Some(3)
     );
 }
+
+/// A v1 host: memory under `/ctr` (a container's part of the hierarchy), pids, and cpu
+/// co-mounted with cpuacct; the unified hierarchy without controllers. `writable` are
+/// the directories (with their `cgroup.procs`) this user may write.
+fn v1_host(writable: &[&str]) -> State {
+    let cgroup = "5:pids:/\n4:memory:/ctr/job\n2:cpu,cpuacct:/\n0::/\n";
+    let mountinfo = "\
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 /ctr /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw
+";
+    let mut paths = std::collections::BTreeSet::new();
+    for w in writable {
+        paths.insert(PathBuf::from(w));
+        paths.insert(Path::new(w).join("cgroup.procs"));
+    }
+    let mut s = State::new(&[], "/");
+    s.v1 = Some((cgroup.into(), mountinfo.into(), paths));
+    s
+}
+
+const V1_DIRS: [&str; 3] = [
+    "/sys/fs/cgroup/memory/job",
+    "/sys/fs/cgroup/pids",
+    "/sys/fs/cgroup/cpu,cpuacct",
+];
+
+#[test]
+fn v1_hierarchies_are_found_under_the_mounts_root_and_co_mounted_cpu_counts_once() {
+    let (_fake, found) = discover(v1_host(&V1_DIRS));
+    let cg = found.unwrap();
+    assert_eq!(cg.version(), Version::V1);
+    cg.check(&LIMITS).unwrap();
+    let Layout::V1(found) = &cg.layout else {
+        panic!("not v1")
+    };
+    let place = |c: &str| {
+        found
+            .iter()
+            .find(|(h, _)| *h == c)
+            .unwrap()
+            .1
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(place("memory").dir, Path::new("/sys/fs/cgroup/memory/job"));
+    assert_eq!(place("memory").cgroup, "/ctr/job");
+    assert_eq!(place("cpu"), place("cpuacct"));
+}
+
+#[test]
+fn a_v1_hierarchy_that_is_not_delegated_is_named_by_check() {
+    let (_fake, found) = discover(v1_host(&V1_DIRS[1..]));
+    let cg = found.unwrap();
+    cg.check(&Wanted {
+        processes: Some(3),
+        cpu: Some(1.0),
+        ..Wanted::default()
+    })
+    .unwrap();
+    let why = cg.check(&LIMITS).unwrap_err();
+    let uid = nix::unistd::geteuid();
+    assert_eq!(
+        why,
+        format!(
+            "cgroup v1 memory hierarchy: /sys/fs/cgroup/memory/job is not writable by uid \
+             {uid} (not delegated)"
+        )
+    );
+    let err = cg.create(&LIMITS).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+}
+
+#[test]
+fn a_v1_host_with_no_hierarchy_of_ours_gets_v1s_reason_not_the_empty_unified_ones() {
+    let why = discover(v1_host(&[])).1.unwrap_err();
+    assert!(why.starts_with("cgroup v1 memory hierarchy: "), "{why}");
+    assert!(why.contains("not delegated"), "{why}");
+    // A cgroup outside the part of the hierarchy that is mounted.
+    let mut s = v1_host(&V1_DIRS);
+    if let Some((text, _, _)) = &mut s.v1 {
+        *text = text.replace("/ctr/job", "/elsewhere");
+    }
+    let (_f, found) = discover(s);
+    let why = found.unwrap().check(&LIMITS).unwrap_err();
+    assert!(
+        why.contains("/elsewhere is not under the part mounted at"),
+        "{why}"
+    );
+}
