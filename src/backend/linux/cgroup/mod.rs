@@ -46,11 +46,13 @@
 //! DelegateSubgroup=supervisor
 //! ```
 //!
-//! (for a user session, the same in a `systemd-run --user --scope -p Delegate=yes`
-//! scope is not enough: the caller must move itself into a sub-group, which
-//! `DelegateSubgroup=` does for services). Limits: `memory.max` and
-//! `memory.swap.max = 0` (memory and swap together stay within the limit), `pids.max`,
-//! `cpu.max = "<quota> 100000"`. The kill is `cgroup.kill`.
+//! or for a one-off command, `systemd-run [--user] -p Delegate=yes -p
+//! DelegateSubgroup=supervisor <host>`. A scope with `Delegate=yes` alone does not do: it
+//! puts the caller in the delegated cgroup itself, which then cannot hand out
+//! controllers.
+//!
+//! v2 limits: `memory.max` and `memory.swap.max = 0` (memory and swap together stay
+//! within the limit), `pids.max`, `cpu.max = "<quota> 100000"`. The kill is `cgroup.kill`.
 //!
 //! # Stale leaves
 //!
@@ -372,12 +374,7 @@ impl Cgroups {
                     cpu_quota(cores).to_string(),
                 )?;
             }
-            let procs = part.dir.join("cgroup.procs");
-            let fd = self
-                .fs
-                .open_write(&procs)
-                .map_err(|e| failed("open", &procs, &e))?;
-            leaf.procs.push(fd);
+            leaf.procs.push(self.open_join(&part)?);
         }
         Ok(leaf)
     }
@@ -450,18 +447,21 @@ impl Cgroups {
                 format!("{} {CPU_PERIOD_US}", cpu_quota(cores)),
             )?;
         }
-        let procs = part.dir.join("cgroup.procs");
-        let fd = self
-            .fs
-            .open_write(&procs)
-            .map_err(|e| failed("open", &procs, &e))?;
-        leaf.procs.push(fd);
+        leaf.procs.push(self.open_join(&part)?);
         leaf.dir = Some(
             self.fs
                 .open_dir(&part.dir)
                 .map_err(|e| failed("open", &part.dir, &e))?,
         );
         Ok(leaf)
+    }
+
+    /// The join fd of leaf `part`: its `cgroup.procs`, open for writing.
+    fn open_join(&self, part: &Place) -> io::Result<std::os::fd::OwnedFd> {
+        let procs = part.dir.join("cgroup.procs");
+        self.fs
+            .open_write(&procs)
+            .map_err(|e| failed("open", &procs, &e))
     }
 
     /// Writes `value` to the control file `path`.
