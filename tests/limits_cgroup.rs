@@ -42,6 +42,17 @@ fn join(fd: std::os::fd::RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Copies `fd` to `to` without close-on-exec, in the forked child, for the program to
+/// inherit.
+fn inherit(fd: std::os::fd::RawFd, to: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: dup2 takes no pointer; `fd` is open (as in `join`), and `to` is a number
+    // above stdio that nothing in this child uses, so replacing it closes nothing in use.
+    if unsafe { libc::dup2(fd, to) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Starts `sh -c script` inside `leaf`.
 fn spawn_in(leaf: &Leaf, script: &str) -> Child {
     let fds = leaf.join_fds();
@@ -171,6 +182,56 @@ fn root_only_a_fork_loop_hits_the_process_limit_and_kill_all_empties_the_leaf() 
     assert_eq!(members(&leaf), Vec::<String>::new());
     assert!(start.elapsed() < Duration::from_secs(1));
     let _ = child.wait();
+}
+
+/// As the setup child will: a process in new user and PID namespaces joins every leaf by
+/// writing `0` to `cgroup.procs` fds that its parent opened (here inherited as fds 10…, which bash can name and dash cannot).
+#[test]
+fn root_only_a_process_in_new_user_and_pid_namespaces_joins_through_its_parents_fds() {
+    require!(Feature::Root);
+    require!(Feature::UserNs);
+    let _l = serial();
+    let leaf = cgroups().create(&LIMITS).unwrap();
+    let fds = leaf.join_fds();
+    let script: String = (0..fds.len())
+        .map(|i| format!("echo 0 >&{} && ", 10 + i))
+        .collect();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--user", "--map-root-user", "--pid", "--fork", "bash", "-c"])
+        .arg(format!("{script}cat /proc/self/cgroup"));
+    // SAFETY: the closure runs between fork and exec and makes only dup2(2) calls on the
+    // leaf's fds, which the parent keeps open (no allocation: the Vec was built before).
+    unsafe {
+        cmd.pre_exec(move || {
+            for (to, fd) in (10..).zip(&fds) {
+                inherit(*fd, to)?;
+            }
+            Ok(())
+        })
+    };
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for d in leaf.dirs() {
+        let name = d.file_name().unwrap().to_string_lossy();
+        let hierarchy = d
+            .strip_prefix("/sys/fs/cgroup")
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        let hierarchy = hierarchy.to_string_lossy();
+        assert!(
+            text.lines()
+                .any(|l| l.split(':').nth(1) == Some(&*hierarchy) && l.ends_with(&*name)),
+            "not in {}: {text}",
+            d.display()
+        );
+    }
 }
 
 #[test]
