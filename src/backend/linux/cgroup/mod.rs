@@ -57,7 +57,10 @@
 //! # Stale leaves
 //!
 //! A host killed with `SIGKILL` leaves its leaves behind. [`Cgroups::discover`] removes
-//! every `stockade-<pid>-*` under the bases whose `<pid>` no longer runs, once per process.
+//! every `stockade-<pid>-*` under the bases whose `<pid>` no longer runs, once per process,
+//! and those named after its own pid when it has made no leaf yet (an earlier host with
+//! the same pid, as a restarted container's often has); a name still taken is skipped.
+//! A leaf whose host pid was reused by an unrelated process stays until that one ends.
 //! A pid is looked up in this process's PID namespace: a host sharing the cgroup from
 //! another PID namespace is not seen and its empty leaves may be removed (ones with
 //! processes are refused by the kernel with `EBUSY`).
@@ -245,7 +248,7 @@ impl Cgroups {
                 .into());
         };
         let found = Cgroups { fs, layout };
-        found.remove_stale();
+        found.remove_stale(SEQ.load(Ordering::Relaxed) == 0);
         Ok(found)
     }
 
@@ -311,14 +314,23 @@ impl Cgroups {
     /// The first step that failed, with its path; the directories made so far are
     /// removed.
     pub fn create(&self, wanted: &Wanted) -> io::Result<Leaf> {
-        let name = format!(
-            "stockade-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        match &self.layout {
-            Layout::V1(_) => self.create_v1(&name, wanted),
-            Layout::V2(base) => self.create_v2(base, &name, wanted),
+        let mut tries = 0;
+        loop {
+            let name = format!(
+                "stockade-{}-{}",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            );
+            let made = match &self.layout {
+                Layout::V1(_) => self.create_v1(&name, wanted),
+                Layout::V2(base) => self.create_v2(base, &name, wanted),
+            };
+            // A name taken by a leaf that outlived its host (one whose cleanup failed)
+            // is skipped; the partial leaf was removed when it dropped.
+            match made {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+                made => return made,
+            }
         }
     }
 
@@ -471,8 +483,10 @@ impl Cgroups {
             .map_err(|e| failed(&format!("write {value:?} to"), path, &e))
     }
 
-    /// Removes the leaves of hosts that no longer run.
-    fn remove_stale(&self) {
+    /// Removes the leaves of hosts that no longer run. `fresh`: this process has made no
+    /// leaf yet, so one named after its own pid is an earlier process's with the same pid
+    /// (a restarted container's host often gets the same small pid).
+    fn remove_stale(&self, fresh: bool) {
         let bases: Vec<Place> = match &self.layout {
             Layout::V1(found) => {
                 let mut out: Vec<Place> = Vec::new();
@@ -491,9 +505,8 @@ impl Cgroups {
                 continue;
             };
             for name in names {
-                match leaf::owner(&name) {
-                    Some(pid) if pid != me && !self.fs.pid_alive(pid) => {}
-                    _ => continue,
+                if !self.stale(&name, me, fresh) {
+                    continue;
                 }
                 let mut stale = Leaf::new(Arc::clone(&self.fs), self.version());
                 stale.parts.push(base.child(&name));
@@ -503,6 +516,18 @@ impl Cgroups {
                 );
                 stale.remove();
             }
+        }
+    }
+}
+
+impl Cgroups {
+    /// Whether leaf `name` is stale: its host pid no longer runs, or it is this
+    /// process's (`me`) and this process has made no leaf yet (`fresh`).
+    fn stale(&self, name: &str, me: u32, fresh: bool) -> bool {
+        match leaf::owner(name) {
+            Some(pid) if pid == me => fresh,
+            Some(pid) => !self.fs.pid_alive(pid),
+            None => false,
         }
     }
 }

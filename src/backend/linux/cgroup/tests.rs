@@ -394,3 +394,49 @@ fn a_v1_host_with_no_hierarchy_of_ours_gets_v1s_reason_not_the_empty_unified_one
         "{why}"
     );
 }
+
+#[test]
+fn a_leaf_named_after_this_pid_is_stale_only_before_this_process_made_one() {
+    let mut s = delegated_subgroup("trusted.delegate");
+    s.alive.insert(4242);
+    let (_fake, found) = discover(s);
+    let cg = found.unwrap();
+    let me = std::process::id();
+    let own = format!("stockade-{me}-3");
+    assert!(cg.stale(&own, me, true));
+    assert!(!cg.stale(&own, me, false));
+    assert!(cg.stale("stockade-999999-0", me, false));
+    assert!(!cg.stale("stockade-4242-0", me, true));
+    assert!(!cg.stale("unrelated", me, true));
+}
+
+#[test]
+fn a_name_left_by_an_earlier_host_is_skipped() {
+    let mut s = delegated_subgroup("trusted.delegate");
+    let me = std::process::id();
+    // Not fresh: the discovery must leave this pid's leaves alone here.
+    SEQ.fetch_add(1, Ordering::Relaxed);
+    let next = SEQ.load(Ordering::Relaxed);
+    // Taken names for the next few sequence numbers (other tests may take some).
+    for seq in next..next + 4 {
+        s.groups.insert(
+            format!("/system.slice/app.service/stockade-{me}-{seq}"),
+            fake::Group::default(),
+        );
+    }
+    let (fake, found) = discover(s);
+    let leaf = found.unwrap().create(&LIMITS).unwrap();
+    let seq: u64 = leaf_cgroup(&leaf)
+        .rsplit('-')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(seq >= next + 4 || seq < next, "{seq}");
+    // The taken ones are untouched.
+    assert!(
+        fake.lock()
+            .groups
+            .contains_key(&format!("/system.slice/app.service/stockade-{me}-{next}"))
+    );
+}
