@@ -49,6 +49,8 @@ pub struct State {
     /// A v1 host instead: the text of `/proc/self/cgroup` and of `/proc/self/mountinfo`,
     /// and the paths this process may write (the tree itself is not emulated for v1).
     pub v1: Option<(String, String, BTreeSet<PathBuf>)>,
+    /// Interface files whose writes fail `EINVAL` (a value the kernel refuses).
+    pub refuse: BTreeSet<String>,
 }
 
 /// The fake hierarchy.
@@ -208,6 +210,9 @@ impl CgroupFs for FakeFs {
         }
         let text = String::from_utf8_lossy(data).into_owned();
         s.writes.push((path.to_owned(), text.clone()));
+        if s.refuse.contains(&name) {
+            return Err(err(libc::EINVAL));
+        }
         let is_root = cg == "/";
         match name.as_str() {
             "cgroup.subtree_control" => {

@@ -209,13 +209,19 @@ fn dropping_a_leaf_removes_it() {
 #[test]
 fn a_failed_create_leaves_no_directory() {
     let mut s = delegated_subgroup("trusted.delegate");
-    // pids is on in the base already, cpu cannot be: the error comes after the mkdir.
-    s.group("/system.slice/app.service").subtree = vec!["memory".into(), "pids".into()];
-    s.group("/system.slice").subtree = vec!["memory".into(), "pids".into()];
+    // The kernel refuses the CPU limit (as it does a quota above the parent's), after
+    // the leaf was made and its memory and pids limits written.
+    s.refuse.insert("cpu.max".into());
     let (fake, found) = discover(s);
     let cg = found.unwrap();
-    assert!(cg.create(&LIMITS).is_err());
+    let err = cg.create(&LIMITS).unwrap_err().to_string();
+    assert!(
+        err.starts_with("write \"50000 100000\" to /sys/fs/cgroup/"),
+        "{err}"
+    );
+    assert!(err.contains("/cpu.max: Invalid argument"), "{err}");
     let s = fake.lock();
+    assert!(s.writes.iter().any(|(p, _)| p.ends_with("pids.max")));
     assert!(
         !s.groups.keys().any(|k| k.contains("stockade-")),
         "{:?}",
@@ -439,4 +445,43 @@ fn a_name_left_by_an_earlier_host_is_skipped() {
             .groups
             .contains_key(&format!("/system.slice/app.service/stockade-{me}-{next}"))
     );
+}
+
+/// The fake holds the kernel's rules that the tests above rely on.
+#[test]
+fn the_fake_refuses_what_the_kernel_refuses() {
+    let mut s = State::new(ALL, "/a/b");
+    s.group("/").subtree = vec!["memory".into()];
+    s.group("/a").writable = true;
+    s.group("/a/b").writable = true;
+    let fake = FakeFs::new(s);
+    let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
+    let control = |cg: &str| dir(cg).join("cgroup.subtree_control");
+    // /a does not have pids (the root did not enable it), nor /a/b memory (/a did not).
+    assert_eq!(
+        errno(fake.write(&control("/a"), b"+pids")),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(
+        errno(fake.write(&control("/a/b"), b"+memory")),
+        Some(libc::ENOENT)
+    );
+    fake.write(&control("/a"), b"+memory").unwrap();
+    // /a/b has memory now but holds this process: it cannot hand it out.
+    assert_eq!(
+        errno(fake.write(&control("/a/b"), b"+memory")),
+        Some(libc::EBUSY)
+    );
+    // Now /a hands out memory: no process may join it, and /a/b has memory's files.
+    let procs = dir("/a").join("cgroup.procs");
+    assert_eq!(errno(fake.write(&procs, b"0")), Some(libc::EBUSY));
+    fake.read(&dir("/a/b").join("memory.max")).unwrap();
+    assert_eq!(
+        fake.read(&dir("/a/b").join("pids.max"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(errno(fake.rmdir(&dir("/a/b"))), Some(libc::EBUSY));
+    assert_eq!(errno(fake.rmdir(&dir("/a"))), Some(libc::EBUSY));
 }
