@@ -14,11 +14,11 @@ mod common;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use common::Feature;
-use stockade::backend::linux::cgroup::{Cgroups, Leaf, Version, Wanted};
+use stockade::backend::linux::cgroup::{Cgroups, Leaf, RealFs, Version, Wanted};
 
 const LIMITS: Wanted = Wanted {
     memory: Some(64 << 20),
@@ -39,6 +39,17 @@ fn join(fd: std::os::fd::RawFd) -> std::io::Result<()> {
     // spawn; fork copied it into this child's table, where nothing closes it before exec.
     let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
     nix::unistd::write(fd, b"0")?;
+    Ok(())
+}
+
+/// Copies `fd` to `to` without close-on-exec, in the forked child, for the program to
+/// inherit.
+fn inherit(fd: std::os::fd::RawFd, to: std::os::fd::RawFd) -> std::io::Result<()> {
+    // SAFETY: dup2 takes no pointer; `fd` is open (as in `join`), and `to` is a number
+    // above stdio that nothing in this child uses, so replacing it closes nothing in use.
+    if unsafe { libc::dup2(fd, to) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
     Ok(())
 }
 
@@ -173,6 +184,56 @@ fn root_only_a_fork_loop_hits_the_process_limit_and_kill_all_empties_the_leaf() 
     let _ = child.wait();
 }
 
+/// As the setup child will: a process in new user and PID namespaces joins every leaf by
+/// writing `0` to `cgroup.procs` fds that its parent opened (here inherited as fds 10…, which bash can name and dash cannot).
+#[test]
+fn root_only_a_process_in_new_user_and_pid_namespaces_joins_through_its_parents_fds() {
+    require!(Feature::Root);
+    require!(Feature::UserNs);
+    let _l = serial();
+    let leaf = cgroups().create(&LIMITS).unwrap();
+    let fds = leaf.join_fds();
+    let script: String = (0..fds.len())
+        .map(|i| format!("echo 0 >&{} && ", 10 + i))
+        .collect();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--user", "--map-root-user", "--pid", "--fork", "bash", "-c"])
+        .arg(format!("{script}cat /proc/self/cgroup"));
+    // SAFETY: the closure runs between fork and exec and makes only dup2(2) calls on the
+    // leaf's fds, which the parent keeps open (no allocation: the Vec was built before).
+    unsafe {
+        cmd.pre_exec(move || {
+            for (to, fd) in (10..).zip(&fds) {
+                inherit(*fd, to)?;
+            }
+            Ok(())
+        })
+    };
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for d in leaf.dirs() {
+        let name = d.file_name().unwrap().to_string_lossy();
+        let hierarchy = d
+            .strip_prefix("/sys/fs/cgroup")
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        let hierarchy = hierarchy.to_string_lossy();
+        assert!(
+            text.lines()
+                .any(|l| l.split(':').nth(1) == Some(&*hierarchy) && l.ends_with(&*name)),
+            "not in {}: {text}",
+            d.display()
+        );
+    }
+}
+
 #[test]
 fn root_only_usage_reports_the_cpu_time_of_a_busy_loop() {
     require!(Feature::Root);
@@ -224,6 +285,41 @@ fn root_only_two_hundred_leaves_leave_no_directory_behind() {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
             assert!(!name.starts_with(&mine), "{}/{name} left", p.display());
         }
+    }
+}
+
+#[test]
+fn root_only_discovery_removes_the_leaves_of_dead_hosts_only() {
+    require!(Feature::Root);
+    let _l = serial();
+    let cg = cgroups();
+    // A pid that no longer runs, and one that always does.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let leaf = cg.create(&Wanted::default()).unwrap();
+    let parents: Vec<PathBuf> = leaf
+        .dirs()
+        .iter()
+        .map(|d| d.parent().unwrap().to_owned())
+        .collect();
+    drop(leaf);
+    let stale: Vec<PathBuf> = parents
+        .iter()
+        .map(|p| p.join(format!("stockade-{dead}-0")))
+        .collect();
+    let live: Vec<PathBuf> = parents.iter().map(|p| p.join("stockade-1-0")).collect();
+    for d in stale.iter().chain(&live) {
+        std::fs::create_dir(d).unwrap();
+    }
+    // `discover` works once per process; `discover_with` every time.
+    Cgroups::discover_with(Arc::new(RealFs)).unwrap();
+    for d in &stale {
+        assert!(!d.exists(), "{} left", d.display());
+    }
+    for d in &live {
+        assert!(d.exists(), "{} removed", d.display());
+        std::fs::remove_dir(d).unwrap();
     }
 }
 

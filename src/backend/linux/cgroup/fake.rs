@@ -46,6 +46,11 @@ pub struct State {
     pub alive: BTreeSet<u32>,
     /// Every write, in order: (path, data).
     pub writes: Vec<(PathBuf, String)>,
+    /// A v1 host instead: the text of `/proc/self/cgroup` and of `/proc/self/mountinfo`,
+    /// and the paths this process may write (the tree itself is not emulated for v1).
+    pub v1: Option<(String, String, BTreeSet<PathBuf>)>,
+    /// Interface files whose writes fail `EINVAL` (a value the kernel refuses).
+    pub refuse: BTreeSet<String>,
 }
 
 /// The fake hierarchy.
@@ -205,6 +210,9 @@ impl CgroupFs for FakeFs {
         }
         let text = String::from_utf8_lossy(data).into_owned();
         s.writes.push((path.to_owned(), text.clone()));
+        if s.refuse.contains(&name) {
+            return Err(err(libc::EINVAL));
+        }
         let is_root = cg == "/";
         match name.as_str() {
             "cgroup.subtree_control" => {
@@ -317,6 +325,9 @@ impl CgroupFs for FakeFs {
 
     fn writable(&self, path: &Path) -> bool {
         let s = self.lock();
+        if let Some((_, _, writable)) = &s.v1 {
+            return writable.contains(path);
+        }
         let dir = match cgroup_of(path) {
             Some(cg) if s.groups.contains_key(&cg) => cg,
             _ => match path.parent().and_then(cgroup_of) {
@@ -333,10 +344,16 @@ impl CgroupFs for FakeFs {
     }
 
     fn self_cgroup(&self) -> io::Result<String> {
+        if let Some((text, _, _)) = &self.lock().v1 {
+            return Ok(text.clone());
+        }
         Ok(format!("0::{}\n", self.lock().caller))
     }
 
     fn mountinfo(&self) -> io::Result<String> {
+        if let Some((_, text, _)) = &self.lock().v1 {
+            return Ok(text.clone());
+        }
         Ok(format!(
             "30 23 0:26 / {MOUNT} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
         ))

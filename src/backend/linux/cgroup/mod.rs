@@ -46,16 +46,21 @@
 //! DelegateSubgroup=supervisor
 //! ```
 //!
-//! (for a user session, the same in a `systemd-run --user --scope -p Delegate=yes`
-//! scope is not enough: the caller must move itself into a sub-group, which
-//! `DelegateSubgroup=` does for services). Limits: `memory.max` and
-//! `memory.swap.max = 0` (memory and swap together stay within the limit), `pids.max`,
-//! `cpu.max = "<quota> 100000"`. The kill is `cgroup.kill`.
+//! or for a one-off command, `systemd-run [--user] -p Delegate=yes -p
+//! DelegateSubgroup=supervisor <host>`. A scope with `Delegate=yes` alone does not do: it
+//! puts the caller in the delegated cgroup itself, which then cannot hand out
+//! controllers.
+//!
+//! v2 limits: `memory.max` and `memory.swap.max = 0` (memory and swap together stay
+//! within the limit), `pids.max`, `cpu.max = "<quota> 100000"`. The kill is `cgroup.kill`.
 //!
 //! # Stale leaves
 //!
 //! A host killed with `SIGKILL` leaves its leaves behind. [`Cgroups::discover`] removes
-//! every `stockade-<pid>-*` under the bases whose `<pid>` no longer runs, once per process.
+//! every `stockade-<pid>-*` under the bases whose `<pid>` no longer runs, once per process,
+//! and those named after its own pid when it has made no leaf yet (an earlier host with
+//! the same pid, as a restarted container's often has); a name still taken is skipped.
+//! A leaf whose host pid was reused by an unrelated process stays until that one ends.
 //! A pid is looked up in this process's PID namespace: a host sharing the cgroup from
 //! another PID namespace is not seen and its empty leaves may be removed (ones with
 //! processes are refused by the kernel with `EBUSY`).
@@ -243,7 +248,7 @@ impl Cgroups {
                 .into());
         };
         let found = Cgroups { fs, layout };
-        found.remove_stale();
+        found.remove_stale(SEQ.load(Ordering::Relaxed) == 0);
         Ok(found)
     }
 
@@ -309,14 +314,23 @@ impl Cgroups {
     /// The first step that failed, with its path; the directories made so far are
     /// removed.
     pub fn create(&self, wanted: &Wanted) -> io::Result<Leaf> {
-        let name = format!(
-            "stockade-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        match &self.layout {
-            Layout::V1(_) => self.create_v1(&name, wanted),
-            Layout::V2(base) => self.create_v2(base, &name, wanted),
+        let mut tries = 0;
+        loop {
+            let name = format!(
+                "stockade-{}-{}",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            );
+            let made = match &self.layout {
+                Layout::V1(_) => self.create_v1(&name, wanted),
+                Layout::V2(base) => self.create_v2(base, &name, wanted),
+            };
+            // A name taken by a leaf that outlived its host (one whose cleanup failed)
+            // is skipped; the partial leaf was removed when it dropped.
+            match made {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+                made => return made,
+            }
         }
     }
 
@@ -372,12 +386,7 @@ impl Cgroups {
                     cpu_quota(cores).to_string(),
                 )?;
             }
-            let procs = part.dir.join("cgroup.procs");
-            let fd = self
-                .fs
-                .open_write(&procs)
-                .map_err(|e| failed("open", &procs, &e))?;
-            leaf.procs.push(fd);
+            leaf.procs.push(self.open_join(&part)?);
         }
         Ok(leaf)
     }
@@ -450,18 +459,21 @@ impl Cgroups {
                 format!("{} {CPU_PERIOD_US}", cpu_quota(cores)),
             )?;
         }
-        let procs = part.dir.join("cgroup.procs");
-        let fd = self
-            .fs
-            .open_write(&procs)
-            .map_err(|e| failed("open", &procs, &e))?;
-        leaf.procs.push(fd);
+        leaf.procs.push(self.open_join(&part)?);
         leaf.dir = Some(
             self.fs
                 .open_dir(&part.dir)
                 .map_err(|e| failed("open", &part.dir, &e))?,
         );
         Ok(leaf)
+    }
+
+    /// The join fd of leaf `part`: its `cgroup.procs`, open for writing.
+    fn open_join(&self, part: &Place) -> io::Result<std::os::fd::OwnedFd> {
+        let procs = part.dir.join("cgroup.procs");
+        self.fs
+            .open_write(&procs)
+            .map_err(|e| failed("open", &procs, &e))
     }
 
     /// Writes `value` to the control file `path`.
@@ -471,8 +483,10 @@ impl Cgroups {
             .map_err(|e| failed(&format!("write {value:?} to"), path, &e))
     }
 
-    /// Removes the leaves of hosts that no longer run.
-    fn remove_stale(&self) {
+    /// Removes the leaves of hosts that no longer run. `fresh`: this process has made no
+    /// leaf yet, so one named after its own pid is an earlier process's with the same pid
+    /// (a restarted container's host often gets the same small pid).
+    fn remove_stale(&self, fresh: bool) {
         let bases: Vec<Place> = match &self.layout {
             Layout::V1(found) => {
                 let mut out: Vec<Place> = Vec::new();
@@ -491,9 +505,8 @@ impl Cgroups {
                 continue;
             };
             for name in names {
-                match leaf::owner(&name) {
-                    Some(pid) if pid != me && !self.fs.pid_alive(pid) => {}
-                    _ => continue,
+                if !self.stale(&name, me, fresh) {
+                    continue;
                 }
                 let mut stale = Leaf::new(Arc::clone(&self.fs), self.version());
                 stale.parts.push(base.child(&name));
@@ -503,6 +516,18 @@ impl Cgroups {
                 );
                 stale.remove();
             }
+        }
+    }
+}
+
+impl Cgroups {
+    /// Whether leaf `name` is stale: its host pid no longer runs, or it is this
+    /// process's (`me`) and this process has made no leaf yet (`fresh`).
+    fn stale(&self, name: &str, me: u32, fresh: bool) -> bool {
+        match leaf::owner(name) {
+            Some(pid) if pid == me => fresh,
+            Some(pid) => !self.fs.pid_alive(pid),
+            None => false,
         }
     }
 }

@@ -138,9 +138,8 @@ pub fn dir_of(mount: &Mount, path: &str) -> Option<PathBuf> {
     })
 }
 
-/// Whether `/proc/<pid>/cgroup` (`text`) puts the process in `dir`'s cgroup of the
-/// hierarchy with `controllers` (v2 when empty), `dir` being the directory of cgroup
-/// path `cgroup` as [`dir_of`] found it.
+/// Whether `/proc/<pid>/cgroup` (`text`) puts the process in cgroup `cgroup` (a path as
+/// that file shows it) of the hierarchy with `controllers` (the unified one when empty).
 pub fn is_member(text: &str, controllers: &[String], cgroup: &Path) -> bool {
     memberships(text).iter().any(|m| {
         let same = if controllers.is_empty() {

@@ -209,13 +209,19 @@ fn dropping_a_leaf_removes_it() {
 #[test]
 fn a_failed_create_leaves_no_directory() {
     let mut s = delegated_subgroup("trusted.delegate");
-    // pids is on in the base already, cpu cannot be: the error comes after the mkdir.
-    s.group("/system.slice/app.service").subtree = vec!["memory".into(), "pids".into()];
-    s.group("/system.slice").subtree = vec!["memory".into(), "pids".into()];
+    // The kernel refuses the CPU limit (as it does a quota above the parent's), after
+    // the leaf was made and its memory and pids limits written.
+    s.refuse.insert("cpu.max".into());
     let (fake, found) = discover(s);
     let cg = found.unwrap();
-    assert!(cg.create(&LIMITS).is_err());
+    let err = cg.create(&LIMITS).unwrap_err().to_string();
+    assert!(
+        err.starts_with("write \"50000 100000\" to /sys/fs/cgroup/"),
+        "{err}"
+    );
+    assert!(err.contains("/cpu.max: Invalid argument"), "{err}");
     let s = fake.lock();
+    assert!(s.writes.iter().any(|(p, _)| p.ends_with("pids.max")));
     assert!(
         !s.groups.keys().any(|k| k.contains("stockade-")),
         "{:?}",
@@ -302,4 +308,180 @@ fn leaf_names_parse_back_to_their_host_pid() {
         leaf::field("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", "oom_kill"),
         Some(3)
     );
+}
+
+/// A v1 host: memory under `/ctr` (a container's part of the hierarchy), pids, and cpu
+/// co-mounted with cpuacct; the unified hierarchy without controllers. `writable` are
+/// the directories (with their `cgroup.procs`) this user may write.
+fn v1_host(writable: &[&str]) -> State {
+    let cgroup = "5:pids:/\n4:memory:/ctr/job\n2:cpu,cpuacct:/\n0::/\n";
+    let mountinfo = "\
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 /ctr /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw
+";
+    let mut paths = std::collections::BTreeSet::new();
+    for w in writable {
+        paths.insert(PathBuf::from(w));
+        paths.insert(Path::new(w).join("cgroup.procs"));
+    }
+    let mut s = State::new(&[], "/");
+    s.v1 = Some((cgroup.into(), mountinfo.into(), paths));
+    s
+}
+
+const V1_DIRS: [&str; 3] = [
+    "/sys/fs/cgroup/memory/job",
+    "/sys/fs/cgroup/pids",
+    "/sys/fs/cgroup/cpu,cpuacct",
+];
+
+#[test]
+fn v1_hierarchies_are_found_under_the_mounts_root_and_co_mounted_cpu_counts_once() {
+    let (_fake, found) = discover(v1_host(&V1_DIRS));
+    let cg = found.unwrap();
+    assert_eq!(cg.version(), Version::V1);
+    cg.check(&LIMITS).unwrap();
+    let Layout::V1(found) = &cg.layout else {
+        panic!("not v1")
+    };
+    let place = |c: &str| {
+        found
+            .iter()
+            .find(|(h, _)| *h == c)
+            .unwrap()
+            .1
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(place("memory").dir, Path::new("/sys/fs/cgroup/memory/job"));
+    assert_eq!(place("memory").cgroup, "/ctr/job");
+    assert_eq!(place("cpu"), place("cpuacct"));
+}
+
+#[test]
+fn a_v1_hierarchy_that_is_not_delegated_is_named_by_check() {
+    let (_fake, found) = discover(v1_host(&V1_DIRS[1..]));
+    let cg = found.unwrap();
+    cg.check(&Wanted {
+        processes: Some(3),
+        cpu: Some(1.0),
+        ..Wanted::default()
+    })
+    .unwrap();
+    let why = cg.check(&LIMITS).unwrap_err();
+    let uid = nix::unistd::geteuid();
+    assert_eq!(
+        why,
+        format!(
+            "cgroup v1 memory hierarchy: /sys/fs/cgroup/memory/job is not writable by uid \
+             {uid} (not delegated)"
+        )
+    );
+    let err = cg.create(&LIMITS).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+}
+
+#[test]
+fn a_v1_host_with_no_hierarchy_of_ours_gets_v1s_reason_not_the_empty_unified_ones() {
+    let why = discover(v1_host(&[])).1.unwrap_err();
+    assert!(why.starts_with("cgroup v1 memory hierarchy: "), "{why}");
+    assert!(why.contains("not delegated"), "{why}");
+    // A cgroup outside the part of the hierarchy that is mounted.
+    let mut s = v1_host(&V1_DIRS);
+    if let Some((text, _, _)) = &mut s.v1 {
+        *text = text.replace("/ctr/job", "/elsewhere");
+    }
+    let (_f, found) = discover(s);
+    let why = found.unwrap().check(&LIMITS).unwrap_err();
+    assert!(
+        why.contains("/elsewhere is not under the part mounted at"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_leaf_named_after_this_pid_is_stale_only_before_this_process_made_one() {
+    let mut s = delegated_subgroup("trusted.delegate");
+    s.alive.insert(4242);
+    let (_fake, found) = discover(s);
+    let cg = found.unwrap();
+    let me = std::process::id();
+    let own = format!("stockade-{me}-3");
+    assert!(cg.stale(&own, me, true));
+    assert!(!cg.stale(&own, me, false));
+    assert!(cg.stale("stockade-999999-0", me, false));
+    assert!(!cg.stale("stockade-4242-0", me, true));
+    assert!(!cg.stale("unrelated", me, true));
+}
+
+#[test]
+fn a_name_left_by_an_earlier_host_is_skipped() {
+    let mut s = delegated_subgroup("trusted.delegate");
+    let me = std::process::id();
+    // Not fresh: the discovery must leave this pid's leaves alone here.
+    SEQ.fetch_add(1, Ordering::Relaxed);
+    let next = SEQ.load(Ordering::Relaxed);
+    // Taken names for the next few sequence numbers (other tests may take some).
+    for seq in next..next + 4 {
+        s.groups.insert(
+            format!("/system.slice/app.service/stockade-{me}-{seq}"),
+            fake::Group::default(),
+        );
+    }
+    let (fake, found) = discover(s);
+    let leaf = found.unwrap().create(&LIMITS).unwrap();
+    let seq: u64 = leaf_cgroup(&leaf)
+        .rsplit('-')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(seq >= next + 4 || seq < next, "{seq}");
+    // The taken ones are untouched.
+    assert!(
+        fake.lock()
+            .groups
+            .contains_key(&format!("/system.slice/app.service/stockade-{me}-{next}"))
+    );
+}
+
+/// The fake holds the kernel's rules that the tests above rely on.
+#[test]
+fn the_fake_refuses_what_the_kernel_refuses() {
+    let mut s = State::new(ALL, "/a/b");
+    s.group("/").subtree = vec!["memory".into()];
+    s.group("/a").writable = true;
+    s.group("/a/b").writable = true;
+    let fake = FakeFs::new(s);
+    let errno = |r: io::Result<()>| r.unwrap_err().raw_os_error();
+    let control = |cg: &str| dir(cg).join("cgroup.subtree_control");
+    // /a does not have pids (the root did not enable it), nor /a/b memory (/a did not).
+    assert_eq!(
+        errno(fake.write(&control("/a"), b"+pids")),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(
+        errno(fake.write(&control("/a/b"), b"+memory")),
+        Some(libc::ENOENT)
+    );
+    fake.write(&control("/a"), b"+memory").unwrap();
+    // /a/b has memory now but holds this process: it cannot hand it out.
+    assert_eq!(
+        errno(fake.write(&control("/a/b"), b"+memory")),
+        Some(libc::EBUSY)
+    );
+    // Now /a hands out memory: no process may join it, and /a/b has memory's files.
+    let procs = dir("/a").join("cgroup.procs");
+    assert_eq!(errno(fake.write(&procs, b"0")), Some(libc::EBUSY));
+    fake.read(&dir("/a/b").join("memory.max")).unwrap();
+    assert_eq!(
+        fake.read(&dir("/a/b").join("pids.max"))
+            .unwrap_err()
+            .raw_os_error(),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(errno(fake.rmdir(&dir("/a/b"))), Some(libc::EBUSY));
+    assert_eq!(errno(fake.rmdir(&dir("/a"))), Some(libc::EBUSY));
 }
