@@ -81,6 +81,7 @@ impl Leaf {
     }
 
     /// Which interface this leaf uses.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn version(&self) -> Version {
         self.version
     }
@@ -94,17 +95,20 @@ impl Leaf {
 
     /// v2: the leaf's directory, `O_PATH | O_DIRECTORY`, for `CLONE_INTO_CGROUP`; `None`
     /// on v1.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn dir_fd(&self) -> Option<BorrowedFd<'_>> {
         self.dir.as_ref().map(AsFd::as_fd)
     }
 
     /// The leaves' directories.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn dirs(&self) -> Vec<&std::path::Path> {
         self.parts.iter().map(|p| p.dir.as_path()).collect()
     }
 
     /// Whether the memory limit covers memory and swap together (v1 with swap
     /// accounting, v2 with `memory.swap.max`); without it swap is not limited.
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn swap_included(&self) -> bool {
         self.swap_included
     }

@@ -65,9 +65,6 @@
 //! another PID namespace is not seen and its empty leaves may be removed (ones with
 //! processes are refused by the kernel with `EBUSY`).
 
-// Until the spawn path uses it (issue 23), only the crate's tests and `internals` do.
-#![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
-
 mod fs;
 mod leaf;
 mod proc;
@@ -83,6 +80,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 pub use fs::{CgroupFs, RealFs};
+// `Events` and `Usage` are named by `internals` users and the tests.
+#[cfg_attr(not(feature = "internals"), allow(unused_imports))]
 pub use leaf::{Events, Leaf, Usage};
 
 /// What a sandbox asks of the cgroup controllers.
