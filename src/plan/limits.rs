@@ -80,3 +80,17 @@ pub fn rlimits(policy: &Policy, nproc: bool) -> Vec<Rlimit> {
 pub fn processes_bounded_without_cgroup(layer: Layer, ids: Ids) -> bool {
     layer == Layer::Full && !ids.host_root
 }
+
+impl super::Plan {
+    /// Whether this plan bounds the sandbox's processes by itself, without a cgroup: it
+    /// sets `RLIMIT_NPROC` (see [`processes_bounded_without_cgroup`]).
+    #[allow(clippy::unnecessary_cast)] // `RLIMIT_NPROC` is `u32` on glibc, `c_int` on musl.
+    pub fn bounds_processes(&self) -> bool {
+        self.steps.iter().any(|s| match s {
+            super::Step::ResourceLimits(l) => {
+                l.iter().any(|r| r.resource == libc::RLIMIT_NPROC as i32)
+            }
+            _ => false,
+        })
+    }
+}

@@ -1108,3 +1108,67 @@ fn the_setup_root_is_staged_on_an_existing_directory() {
     assert_eq!(named.path(), Some(Path::new("/dev")));
     assert_eq!(named.to_string(), "build the new root on a tmpfs at /dev");
 }
+
+#[test]
+fn rlimits_are_planned_and_nproc_only_where_it_bounds_the_sandbox() {
+    let mut p = Policy::with_workspace("/ws");
+    p.limits.processes = Some(10);
+    p.limits.open_files = Some(64);
+    let root = Ids {
+        uid: 0,
+        gid: 0,
+        host_root: true,
+    };
+    let limits = |plan: &Plan| -> Vec<Rlimit> {
+        plan.steps
+            .iter()
+            .find_map(|s| match s {
+                Step::ResourceLimits(l) => Some(l.clone()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    };
+    // The full layer of a user: RLIMIT_NPROC counts in its own user namespace (+1: the
+    // init), before the capabilities go.
+    let full = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    assert!(full.bounds_processes());
+    let l = limits(&full);
+    assert!(l.contains(&Rlimit {
+        resource: libc::RLIMIT_NPROC as i32,
+        soft: 11,
+        hard: 11
+    }));
+    assert!(
+        position(&full, |s| matches!(s, Step::ResourceLimits(_)))
+            < position(&full, |s| matches!(s, Step::DropCapabilities))
+    );
+    // Root: the kernel never applies RLIMIT_NPROC to global uid 0.
+    assert!(
+        !Plan::full(&p, &Fake::new(), root)
+            .unwrap()
+            .bounds_processes()
+    );
+    // No user namespace: it would count every process of the user.
+    for layer in [Layer::Landlock, Layer::Passthrough] {
+        let plan = Plan::for_layer(&p, layer, "linux", &Fake::new(), IDS).unwrap();
+        assert!(!plan.bounds_processes(), "{layer}");
+        assert!(
+            limits(&plan)
+                .iter()
+                .any(|r| r.resource == libc::RLIMIT_NOFILE as i32)
+        );
+    }
+    // macOS's full layer is a Seatbelt profile: no user namespace either.
+    let mac = Plan::for_layer(&p, Layer::Full, "macos", &Fake::new(), IDS).unwrap();
+    assert!(!mac.bounds_processes());
+    // Core dumps off by default, as the only default limit.
+    let plain = Plan::full(&Policy::with_workspace("/ws"), &Fake::new(), IDS).unwrap();
+    assert_eq!(
+        limits(&plain),
+        vec![Rlimit {
+            resource: libc::RLIMIT_CORE as i32,
+            soft: 0,
+            hard: 0
+        }]
+    );
+}

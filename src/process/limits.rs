@@ -324,7 +324,7 @@ fn listed(l: &Limits, processes: bool) -> String {
 }
 
 impl Enforcement {
-    /// Decides how `policy`'s limits hold on `plan`'s layer for a caller with `ids`.
+    /// Decides how `policy`'s limits hold on `plan`'s layer.
     /// `Ok` with a reason when some of them will not (the sandbox runs degraded, which
     /// [`Sandbox::degradation`](crate::Sandbox::degradation) lists).
     ///
@@ -335,7 +335,6 @@ impl Enforcement {
     pub(super) fn decide(
         policy: &crate::Policy,
         plan: &crate::plan::Plan,
-        ids: crate::plan::Ids,
     ) -> Result<(Enforcement, Option<String>), crate::error::PlanError> {
         let limits = policy.limits.clone();
         #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
@@ -357,8 +356,7 @@ impl Enforcement {
         };
         #[cfg(not(target_os = "linux"))]
         let reason = no_cgroups();
-        let nproc = crate::plan::processes_bounded_without_cgroup(plan.layer, ids);
-        let unbounded = listed(&limits, !nproc);
+        let unbounded = listed(&limits, !plan.bounds_processes());
         if unbounded.is_empty() {
             return Ok((enforcement, None));
         }

@@ -200,8 +200,7 @@ impl Inner {
         let caps = Capabilities::assumed();
         let ids = Ids::of_caller();
         let selection = plan::select(&policy, &caps, &RealFs, ids)?;
-        let (limits, unenforced) =
-            super::limits::Enforcement::decide(&policy, &selection.plan, ids)?;
+        let (limits, unenforced) = super::limits::Enforcement::decide(&policy, &selection.plan)?;
         let degraded = degraded_with(selection.degradation, &selection.plan, unenforced);
         let tmp_parents = selection.plan.private_tmp_root().map(tmp::Parents::new);
         let prepared = launch::Prepared::new(selection.plan)?;

@@ -51,6 +51,9 @@ pub struct State {
     pub v1: Option<(String, String, BTreeSet<PathBuf>)>,
     /// Interface files whose writes fail `EINVAL` (a value the kernel refuses).
     pub refuse: BTreeSet<String>,
+    /// `/` is the root of a cgroup namespace (a container's), not the hierarchy's root:
+    /// it has `cgroup.type`, and the "no internal processes" rule holds for it.
+    pub ns_root: bool,
 }
 
 /// The fake hierarchy.
@@ -134,6 +137,9 @@ impl State {
     /// Whether interface file `name` exists in `cg`.
     fn exists(&self, cg: &str, name: &str) -> bool {
         if name.starts_with("cgroup.") || name == "cpu.stat" {
+            if name == "cgroup.type" {
+                return cg != "/" || self.ns_root;
+            }
             return matches!(
                 name,
                 "cgroup.procs" | "cgroup.controllers" | "cgroup.subtree_control" | "cgroup.kill"
@@ -194,6 +200,7 @@ impl CgroupFs for FakeFs {
             "cgroup.subtree_control" => g.subtree.join(" ") + "\n",
             "cgroup.procs" => g.procs.iter().map(|p| format!("{p}\n")).collect(),
             "cgroup.kill" => return Err(err(libc::EINVAL)),
+            "cgroup.type" => "domain\n".into(),
             other => g
                 .files
                 .get(other)
@@ -213,7 +220,7 @@ impl CgroupFs for FakeFs {
         if s.refuse.contains(&name) {
             return Err(err(libc::EINVAL));
         }
-        let is_root = cg == "/";
+        let is_root = cg == "/" && !s.ns_root;
         match name.as_str() {
             "cgroup.subtree_control" => {
                 for tok in text.split_whitespace() {

@@ -485,3 +485,15 @@ fn the_fake_refuses_what_the_kernel_refuses() {
     assert_eq!(errno(fake.rmdir(&dir("/a/b"))), Some(libc::EBUSY));
     assert_eq!(errno(fake.rmdir(&dir("/a"))), Some(libc::EBUSY));
 }
+
+#[test]
+fn the_root_of_a_cgroup_namespace_with_processes_is_not_taken_for_the_root() {
+    // A container with a private cgroup namespace: `/` is its own cgroup, with `cgroup.type`
+    // and its processes; enabling controllers there would fail EBUSY at every spawn.
+    let mut s = State::new(ALL, "/");
+    s.ns_root = true;
+    s.group("/").writable = true;
+    let (_fake, found) = discover(s);
+    let err = found.unwrap_err();
+    assert!(err.contains("root of its cgroup namespace"), "{err}");
+}
