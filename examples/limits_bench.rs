@@ -11,7 +11,7 @@
 //! limits `memory`, `processes` and `cpu` (a leaf made, limited, joined and removed per
 //! command: root, or a delegated cgroup); (c') `memory` alone, to split (c) per
 //! hierarchy; all of them together. Without a usable cgroup, (c) runs degraded and says so.
-//! The rows run twice: back to back, the order rotating each round; then off, (b) and the
+//! The rows run twice: back to back, in a shuffled order each round; then off, (b) and the
 //! cgroup rows again, a third as many times, with 100 ms idle before each spawn, as a host
 //! that starts a command now and then (a cgroup migration after an idle spell waits for
 //! an RCU grace period: `bench/README.md`).
@@ -107,7 +107,7 @@ mod linux {
     }
 
     /// Runs the rows `only` (all when empty) interleaved `iters` times after a warm-up,
-    /// the order rotating each round; with `gap`, a pause before each sample. Median and
+    /// in a shuffled order each round; with `gap`, a pause before each sample. Median and
     /// p90 per row measured.
     fn measure(
         rows: &mut [(String, Run)],
@@ -127,9 +127,19 @@ mod linux {
         }
         let n = picked.len();
         let mut samples = vec![Vec::with_capacity(iters); n];
-        for round in 0..iters {
-            for k in 0..n {
-                let j = (round + k) % n;
+        // A new order each round (xorshift, fixed seed), so that no row always follows the
+        // same one: a cgroup row right after rows without a cgroup pays what the next
+        // cgroup row would not (see `bench/README.md`).
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut order: Vec<usize> = (0..n).collect();
+        for _ in 0..iters {
+            for k in (1..n).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                order.swap(k, (seed % (k as u64 + 1)) as usize);
+            }
+            for &j in &order {
                 if let Some(g) = gap {
                     std::thread::sleep(g);
                 }
