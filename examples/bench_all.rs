@@ -1118,9 +1118,9 @@ int main(int argc, char **argv) {
                 5 => println!(
                     "\n## 5. leak scan and redaction: cargo run --release --example leak_bench"
                 ),
-                6 => println!(
-                    "\n## 6. resource limits: cargo run --release --example limits_bench"
-                ),
+                6 => {
+                    println!("\n## 6. resource limits: cargo run --release --example limits_bench")
+                }
                 other => println!("\nno table {other}"),
             }
         }

@@ -41,6 +41,8 @@ mod linux {
     use stockade::{ByteSize, Layer, Policy, Sandbox};
 
     type Run = Box<dyn FnMut()>;
+    /// A row's name and how it sets its limits.
+    type Variant<'a> = (&'a str, &'a dyn Fn(&mut Limits));
 
     /// Median and p90 of `v`.
     fn stats(v: &mut [Duration]) -> (Duration, Duration) {
@@ -65,7 +67,7 @@ mod linux {
                 assert!(StdCommand::new("/bin/true").status().unwrap().success());
             }),
         )];
-        let variants: [(&str, &dyn Fn(&mut Limits)); 6] = [
+        let variants: [Variant; 6] = [
             ("full, no limits", &|_| {}),
             ("(a) full, rlimits only", &|l| {
                 l.open_files = Some(1024);
@@ -248,7 +250,11 @@ mod linux {
         );
         let mut r = rows(&ws);
         let res = measure(&mut r, &[], iters, None);
-        print("back to back (one spawn after the other, rows interleaved)", &r, &res);
+        print(
+            "back to back (one spawn after the other, rows interleaved)",
+            &r,
+            &res,
+        );
         // The first migration into a cgroup after an idle spell waits for an RCU grace
         // period (see bench/README.md): a host that spawns now and then pays it each time.
         let spaced: Vec<usize> = r
