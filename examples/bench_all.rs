@@ -25,7 +25,8 @@
 //!    its Landlock ruleset only, in passthrough, on layer 2 and on the full layer.
 //!
 //! Rows of a table run interleaved (A B C A B C …) and each figure is a median, because
-//! the machine is shared. Leak-scan throughput (table 5) is `examples/leak_bench.rs`.
+//! the machine is shared. Leak-scan throughput (table 5) is `examples/leak_bench.rs`; what
+//! resource limits add to a spawn (table 6), `examples/limits_bench.rs`.
 
 #[cfg(target_os = "linux")]
 fn main() {
@@ -1117,6 +1118,9 @@ int main(int argc, char **argv) {
                 5 => println!(
                     "\n## 5. leak scan and redaction: cargo run --release --example leak_bench"
                 ),
+                6 => {
+                    println!("\n## 6. resource limits: cargo run --release --example limits_bench")
+                }
                 other => println!("\nno table {other}"),
             }
         }
