@@ -329,6 +329,8 @@ mod tests {
             private_tmp: None,
             private_tmp_parent: None,
             git: Box::leak(Box::default()),
+            #[cfg(target_os = "linux")]
+            cgroup: Vec::new(),
         }
     }
 

@@ -214,7 +214,11 @@ impl Run {
         let _ = gone;
         let failed = status.code() != Some(0);
         let l = &self.limits;
-        let termination = if self.timer.as_ref().is_some_and(watchdog::Timer::fired) {
+        // A timer that fired after the program had ended on its own (a host that waits
+        // late: the watchdog's kill then reaches a sandbox already gone) did not end it:
+        // only a run that died of the watchdog's `SIGKILL` ran out of its time.
+        let killed = status.signal() == Some(libc::SIGKILL);
+        let termination = if killed && self.timer.as_ref().is_some_and(watchdog::Timer::fired) {
             Termination::WallTime(
                 self.timer
                     .as_ref()
