@@ -226,6 +226,132 @@ fn a_daemon_that_left_the_tree_ends_with_the_sandbox() {
     }
 }
 
+/// A process that keeps changing its pid (forks a child, exits; the child does the same)
+/// is always one step ahead of a kill that reads a list of pids and then signals them: it
+/// must still end at the wall time, and at the program's own end.
+#[test]
+fn a_process_that_keeps_changing_its_pid_ends_with_the_sandbox() {
+    require!(Feature::UserNs);
+    let (_d, ws) = common::var_tempdir();
+    for layer in LAYERS {
+        for wall in [Some(Duration::from_secs(2)), None] {
+            let marker = format!(
+                "migr{}x{}x{}",
+                std::process::id(),
+                layer as u8,
+                wall.is_some()
+            );
+            let sb = sandbox_on(&ws, layer, |p| {
+                p.limits.wall_time = wall;
+                p.limits.processes = Some(32);
+            });
+            let script = if wall.is_some() {
+                "f() { f & exit; }; f & sleep 30"
+            } else {
+                "f() { f & exit; }; f & sleep 0.5; exit 0"
+            };
+            let start = Instant::now();
+            let mut child = sb
+                .command("bash")
+                .args(["-c", script, &marker])
+                .spawn()
+                .unwrap();
+            child.wait().unwrap();
+            let took = start.elapsed();
+            let left = common::host_processes_with(&marker);
+            for &pid in &left {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            assert_eq!(left, Vec::<u32>::new(), "{layer} wall {wall:?}");
+            assert!(
+                took < Duration::from_secs(4),
+                "{layer} wall {wall:?}: {took:?}"
+            );
+            if wall.is_some() {
+                assert_eq!(
+                    child.termination(),
+                    Some(Termination::WallTime(Duration::from_secs(2))),
+                    "{layer}"
+                );
+            }
+        }
+    }
+}
+
+/// Like std's, dropping a `Child` neither kills nor reaps it (`Child`'s docs): with a
+/// cgroup too. Its limits hold meanwhile, and its leaf goes once it has ended.
+#[test]
+fn root_only_a_dropped_child_runs_on_under_its_limits() {
+    require!(Feature::Root);
+    require!(Feature::UserNs);
+    let (_d, ws) = common::var_tempdir();
+    for layer in LAYERS {
+        let done = ws.join(format!("done-{}", layer as u8));
+        let cg = ws.join(format!("cgroup-{}", layer as u8));
+        let sb = sandbox_on(&ws, layer, |p| p.limits.memory = Some(ByteSize::mib(64)));
+        let script = format!(
+            "cat /proc/self/cgroup > {}; sleep 1; \
+             python3 -c 'b = bytearray(256 << 20)' 2>/dev/null; echo $? > {}",
+            cg.display(),
+            done.display()
+        );
+        let child = sb.command("sh").args(["-c", &script]).spawn().unwrap();
+        let start = Instant::now();
+        while !cg.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{layer}: no start"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let start = Instant::now();
+        drop(child);
+        let dropped_in = start.elapsed();
+        let leaf = std::fs::read_to_string(&cg)
+            .unwrap()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("4:memory:")
+                    .or_else(|| l.split_once(":memory:").map(|(_, p)| p))
+            })
+            .map(|p| PathBuf::from(format!("/sys/fs/cgroup/memory{p}")))
+            .expect("a memory cgroup");
+        assert!(
+            leaf.exists(),
+            "{layer}: {} gone at the drop",
+            leaf.display()
+        );
+        let start = Instant::now();
+        while !done.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{layer}: the program of a dropped Child was killed (drop took {dropped_in:?})"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let code = std::fs::read_to_string(&done).unwrap();
+        assert_ne!(
+            code.trim(),
+            "0",
+            "{layer}: 256MiB under 64MiB after the drop"
+        );
+        // The sandbox has ended: its leaf goes.
+        let start = Instant::now();
+        while leaf.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{layer}: {} left after the dropped Child ended",
+                leaf.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// The report is the host's, not the program's: an exit code of 137 is not an OOM kill,
 /// a `SIGKILL` the program sends itself is not one either, and its own `SIGXCPU` without
 /// a `cpu_time` limit is a plain signal.

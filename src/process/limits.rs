@@ -244,6 +244,41 @@ impl Run {
         self.end = Some((termination, usage));
     }
 
+    /// The host dropped the run's `Child` before waiting: the program runs on (as
+    /// std's), and so its cgroup must stay, with its limits, until the sandbox has ended
+    /// (`pidfd`: its init's, a duplicate), then go. A thread waits for that; without one
+    /// (the thread cannot start) the cgroup goes now, and every process in it with it.
+    #[cfg(target_os = "linux")]
+    pub(super) fn detach(&mut self, pidfd: std::io::Result<std::os::fd::OwnedFd>) {
+        let Some(leaf) = self.leaf.take() else {
+            return;
+        };
+        let Ok(pidfd) = pidfd else {
+            tracing::warn!("stockade: a dropped command's cgroup cannot outlive it: ending it");
+            return remove_when_alone(leaf);
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<Arc<crate::backend::linux::cgroup::Leaf>>();
+        let spawned = std::thread::Builder::new()
+            .name("stockade-cgroup-remove".into())
+            .spawn(move || {
+                let Ok(leaf) = rx.recv() else { return };
+                let _ = crate::backend::linux::init::wait_exited(std::os::fd::AsFd::as_fd(&pidfd));
+                remove_when_alone(leaf);
+            });
+        match spawned {
+            // The thread owns the cgroup from here; it cannot fail to receive it.
+            Ok(_) => {
+                let _ = tx.send(leaf);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "stockade: a dropped command's cgroup cannot outlive it ({e}): ending it"
+                );
+                remove_when_alone(leaf);
+            }
+        }
+    }
+
     /// How the run ended, once [`Run::finish`] has recorded it.
     pub(super) fn termination(&self) -> Option<Termination> {
         self.end.map(|(t, _)| t)
