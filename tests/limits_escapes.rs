@@ -293,8 +293,8 @@ fn root_only_a_dropped_child_runs_on_under_its_limits() {
         let cg = ws.join(format!("cgroup-{}", layer as u8));
         let sb = sandbox_on(&ws, layer, |p| p.limits.memory = Some(ByteSize::mib(64)));
         let script = format!(
-            "cat /proc/self/cgroup > {}; sleep 1; \
-             python3 -c 'b = bytearray(256 << 20)' 2>/dev/null; echo $? > {}",
+            "cat /proc/self/cgroup > {0}.tmp; mv {0}.tmp {0}; sleep 1; \
+             python3 -c 'b = bytearray(256 << 20)' 2>/dev/null; echo $? > {1}.tmp; mv {1}.tmp {1}",
             cg.display(),
             done.display()
         );
@@ -313,10 +313,7 @@ fn root_only_a_dropped_child_runs_on_under_its_limits() {
         let leaf = std::fs::read_to_string(&cg)
             .unwrap()
             .lines()
-            .find_map(|l| {
-                l.strip_prefix("4:memory:")
-                    .or_else(|| l.split_once(":memory:").map(|(_, p)| p))
-            })
+            .find_map(|l| l.split_once(":memory:").map(|(_, p)| p))
             .map(|p| PathBuf::from(format!("/sys/fs/cgroup/memory{p}")))
             .expect("a memory cgroup");
         assert!(
@@ -558,7 +555,8 @@ fn root_only_stale_leaves_of_a_killed_host_are_removed() {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(!leaves_of(pid).is_empty(), "{layer}: the run has no leaf");
+        let stale = leaves_of(pid);
+        assert!(!stale.is_empty(), "{layer}: the run has no leaf");
         host.kill().unwrap();
         host.wait().unwrap();
         // The sandbox dies with its host.
@@ -570,11 +568,7 @@ fn root_only_stale_leaves_of_a_killed_host_are_removed() {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        let stale = leaves_of(pid);
-        assert!(
-            !stale.is_empty(),
-            "{layer}: the killed host left no leaf to clean"
-        );
+        // (Another test's CLI, starting meanwhile, may have removed them already.)
         // The next host removes them.
         let out = cli(&ws).args(["--", "true"]).output().unwrap();
         assert!(out.status.success(), "{}", common::output_text(&out));
