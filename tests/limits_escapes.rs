@@ -402,6 +402,74 @@ fn a_late_wait_is_not_a_wall_time_kill() {
     }
 }
 
+/// Python: two children burn 0.8 s of CPU each at once, then are waited for (`wait`)
+/// or, with `ign`, reaped by the kernel (`SIGCHLD` ignored); prints the CPU time the
+/// children used as they measured it.
+const TWO_BURNERS: &str = r#"
+import os, signal, time, sys
+if sys.argv[1] == "ign":
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+r, w = os.pipe()
+for _ in range(2):
+    if os.fork() == 0:
+        os.close(r)
+        t = time.process_time()
+        while time.process_time() - t < 0.8:
+            pass
+        os._exit(0)
+os.close(w)
+os.read(r, 1)
+if sys.argv[1] != "ign":
+    for _ in range(2):
+        os.wait()
+"#;
+
+fn burn(sb: &Sandbox, mode: &str) -> stockade::Usage {
+    let mut child = sb
+        .command("python3")
+        .args(["-c", TWO_BURNERS, mode])
+        .spawn()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    child.usage().unwrap()
+}
+
+/// The CPU time of a run is what its processes used: 1.6 s for two children that each
+/// burnt 0.8 s, with the cgroup (root) or the init's `rusage` (uid 65534).
+#[test]
+fn usage_counts_every_cpu_second() {
+    require!(Feature::UserNs);
+    let (_d, ws) = common::var_tempdir();
+    for layer in LAYERS {
+        let sb = sandbox_on(&ws, layer, |p| {
+            if is_root() {
+                p.limits.memory = Some(ByteSize::mib(1024));
+            }
+        });
+        let u = burn(&sb, "wait");
+        assert_eq!(u.from_cgroup, is_root(), "{layer}");
+        let cpu = u.user_cpu + u.system_cpu;
+        assert!(cpu >= Duration::from_millis(1500), "{layer}: {u:?}");
+    }
+}
+
+/// Without a cgroup, processes the kernel reaps by itself (their parent ignores
+/// `SIGCHLD`) add nothing to the init's `rusage`: a program can hide its CPU time.
+/// Known, not fixable without a cgroup; `Usage`'s docs must say the figures are then a
+/// lower bound. Run with `--ignored` to see it.
+#[test]
+#[ignore = "known hole: without a cgroup, auto-reaped children's CPU time is not counted"]
+fn usage_counts_auto_reaped_children() {
+    require!(Feature::UserNs);
+    let (_d, ws) = common::var_tempdir();
+    for layer in LAYERS {
+        let sb = sandbox_on(&ws, layer, |_| {});
+        let u = burn(&sb, "ign");
+        let cpu = u.user_cpu + u.system_cpu;
+        assert!(cpu >= Duration::from_millis(1500), "{layer}: {u:?}");
+    }
+}
+
 /// This process's open fds.
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()

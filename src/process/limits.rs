@@ -78,8 +78,9 @@ pub struct Usage {
     /// Times `fork` failed at the `processes` limit (cgroup only; 0 without one).
     pub process_limit_hits: u64,
     /// The figures are the sandbox's cgroup's (else the init's `rusage`, which counts
-    /// every process it reaped: on the full and landlock layers, every process of the
-    /// sandbox).
+    /// every process reaped by a wait in the sandbox: a lower bound, since a process the
+    /// kernel reaps by itself, its parent ignoring `SIGCHLD`, adds nothing, so a program
+    /// can hide CPU time from it).
     pub from_cgroup: bool,
 }
 
