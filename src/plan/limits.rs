@@ -37,6 +37,9 @@ pub const INIT_PROCESSES: u64 = 1;
 
 /// The rlimits `policy` asks for; with `nproc`, `RLIMIT_NPROC` for `processes` as well
 /// (see [`processes_bounded_without_cgroup`]).
+// `RLIMIT_*` are `u32` in glibc's `libc` and `c_int` in musl's: the casts are not
+// redundant everywhere.
+#[allow(clippy::unnecessary_cast)]
 pub fn rlimits(policy: &Policy, nproc: bool) -> Vec<Rlimit> {
     let l = &policy.limits;
     let mut out = Vec::new();

@@ -290,6 +290,65 @@ pub unsafe fn clone_vm_vfork(
     super::check(ret).map(|pid| pid as c_int)
 }
 
+/// `prlimit64(0, resource, NULL, &old)` (`getrlimit(2)`): the caller's soft and hard limit
+/// of `resource`.
+pub fn getrlimit(resource: c_int) -> Result<(u64, u64)> {
+    let mut old = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let out = core::ptr::from_mut(&mut old);
+    // SAFETY: pid 0 is the caller; the new-limit pointer is NULL (nothing is read) and
+    // `out` points to a writable `rlimit64` that lives across the call.
+    unsafe { syscall!(libc::SYS_prlimit64, 0, resource, 0usize, out) }?;
+    Ok((old.rlim_cur, old.rlim_max))
+}
+
+/// `prlimit64(0, resource, &new, NULL)` (`setrlimit(2)`): sets the caller's soft and hard
+/// limit of `resource`. Raising a hard limit needs `CAP_SYS_RESOURCE` (`EPERM`).
+pub fn setrlimit(resource: c_int, soft: u64, hard: u64) -> Result<()> {
+    let new = libc::rlimit64 {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    let arg = core::ptr::from_ref(&new);
+    // SAFETY: pid 0 is the caller; `arg` points to an initialized `rlimit64` that lives
+    // across the call and that the kernel only reads; the old-limit pointer is NULL.
+    unsafe { syscall!(libc::SYS_prlimit64, 0, resource, arg, 0usize) }.map(drop)
+}
+
+/// `waitid(P_PIDFD, pidfd, &info, options, &usage)`: waits for the process of `pidfd`
+/// (`WEXITED` and more in `options`; `WNOHANG`: returns `Ok(None)` when it has not changed
+/// state) and returns the resources it and its reaped descendants used (`RUSAGE_BOTH`).
+/// With `WNOWAIT` the process stays a zombie.
+pub fn waitid_pidfd_rusage(pidfd: BorrowedFd<'_>, options: c_int) -> Result<Option<libc::rusage>> {
+    // SAFETY: an all-zero `siginfo_t` and `rusage` are valid values of these plain C
+    // structs (integers and unions of integers).
+    let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
+    // SAFETY: as above.
+    let mut usage: libc::rusage = unsafe { core::mem::zeroed() };
+    let (ip, up) = (
+        core::ptr::from_mut(&mut info),
+        core::ptr::from_mut(&mut usage),
+    );
+    // SAFETY: the kernel writes one `siginfo_t` to `ip` and one `rusage` to `up`, both
+    // locals that live across the call; the other arguments are integers.
+    unsafe {
+        syscall!(
+            libc::SYS_waitid,
+            libc::P_PIDFD,
+            pidfd.as_raw_fd(),
+            ip,
+            options,
+            up
+        )
+    }?;
+    // With WNOHANG and no change, the kernel leaves `si_pid` 0.
+    // SAFETY: `si_pid` is read from the siginfo the kernel filled (or left zeroed).
+    let pid = unsafe { info.si_pid() };
+    Ok((pid != 0).then_some(usage))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,63 +415,4 @@ mod tests {
             "{status:#x}"
         );
     }
-}
-
-/// `prlimit64(0, resource, NULL, &old)` (`getrlimit(2)`): the caller's soft and hard limit
-/// of `resource`.
-pub fn getrlimit(resource: c_int) -> Result<(u64, u64)> {
-    let mut old = libc::rlimit64 {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    let out = core::ptr::from_mut(&mut old);
-    // SAFETY: pid 0 is the caller; the new-limit pointer is NULL (nothing is read) and
-    // `out` points to a writable `rlimit64` that lives across the call.
-    unsafe { syscall!(libc::SYS_prlimit64, 0, resource, 0usize, out) }?;
-    Ok((old.rlim_cur, old.rlim_max))
-}
-
-/// `prlimit64(0, resource, &new, NULL)` (`setrlimit(2)`): sets the caller's soft and hard
-/// limit of `resource`. Raising a hard limit needs `CAP_SYS_RESOURCE` (`EPERM`).
-pub fn setrlimit(resource: c_int, soft: u64, hard: u64) -> Result<()> {
-    let new = libc::rlimit64 {
-        rlim_cur: soft,
-        rlim_max: hard,
-    };
-    let arg = core::ptr::from_ref(&new);
-    // SAFETY: pid 0 is the caller; `arg` points to an initialized `rlimit64` that lives
-    // across the call and that the kernel only reads; the old-limit pointer is NULL.
-    unsafe { syscall!(libc::SYS_prlimit64, 0, resource, arg, 0usize) }.map(drop)
-}
-
-/// `waitid(P_PIDFD, pidfd, &info, options, &usage)`: waits for the process of `pidfd`
-/// (`WEXITED` and more in `options`; `WNOHANG`: returns `Ok(None)` when it has not changed
-/// state) and returns the resources it and its reaped descendants used (`RUSAGE_BOTH`).
-/// With `WNOWAIT` the process stays a zombie.
-pub fn waitid_pidfd_rusage(pidfd: BorrowedFd<'_>, options: c_int) -> Result<Option<libc::rusage>> {
-    // SAFETY: an all-zero `siginfo_t` and `rusage` are valid values of these plain C
-    // structs (integers and unions of integers).
-    let mut info: libc::siginfo_t = unsafe { core::mem::zeroed() };
-    // SAFETY: as above.
-    let mut usage: libc::rusage = unsafe { core::mem::zeroed() };
-    let (ip, up) = (
-        core::ptr::from_mut(&mut info),
-        core::ptr::from_mut(&mut usage),
-    );
-    // SAFETY: the kernel writes one `siginfo_t` to `ip` and one `rusage` to `up`, both
-    // locals that live across the call; the other arguments are integers.
-    unsafe {
-        syscall!(
-            libc::SYS_waitid,
-            libc::P_PIDFD,
-            pidfd.as_raw_fd(),
-            ip,
-            options,
-            up
-        )
-    }?;
-    // With WNOHANG and no change, the kernel leaves `si_pid` 0.
-    // SAFETY: `si_pid` is read from the siginfo the kernel filled (or left zeroed).
-    let pid = unsafe { info.si_pid() };
-    Ok((pid != 0).then_some(usage))
 }

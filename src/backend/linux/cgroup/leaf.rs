@@ -342,6 +342,12 @@ fn split_total(
     (Some(user), Some(total - user))
 }
 
+impl Drop for Leaf {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
 #[cfg(test)]
 mod split_tests {
     use super::split_total;
@@ -357,19 +363,10 @@ mod split_tests {
             (Some(1000), Some(0))
         );
         assert_eq!(split_total(None, Some(3), Some(4)), (Some(3), Some(4)));
-        assert_eq!(
-            split_total(Some(u64::MAX), Some(u64::MAX), Some(1))
-                .0
-                .map(|u| u <= u64::MAX),
-            Some(true)
-        );
+        // No overflow at the extremes, and the parts add up.
+        let (u, s) = split_total(Some(u64::MAX), Some(u64::MAX), Some(1));
+        assert_eq!(u.unwrap().checked_add(s.unwrap()), Some(u64::MAX));
         let (u, s) = split_total(Some(10), Some(1), Some(2));
         assert_eq!(u.unwrap() + s.unwrap(), 10);
-    }
-}
-
-impl Drop for Leaf {
-    fn drop(&mut self) {
-        self.teardown();
     }
 }
