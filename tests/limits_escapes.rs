@@ -470,6 +470,56 @@ fn usage_counts_auto_reaped_children() {
     }
 }
 
+/// `stockade run --stats-json FILE` writes FILE after the run: when FILE is in the
+/// workspace, the program may have replaced it with a symlink to any file of the host
+/// user (for a root host, `/etc/shadow`). The host must not write through it.
+#[test]
+fn the_stats_file_is_not_written_through_a_link_the_program_planted() {
+    require!(Feature::UserNs);
+    let (_d, ws) = common::var_tempdir();
+    let (_v, victims) = common::var_tempdir();
+    for layer in ["full", "landlock"] {
+        let victim = victims.join(format!("precious-{layer}"));
+        std::fs::write(&victim, "precious\n").unwrap();
+        let json = ws.join(format!("stats-{layer}.json"));
+        let out = std::process::Command::new(common::stockade_exe())
+            .args([
+                "run",
+                "--no-pty",
+                "--layer",
+                layer,
+                "--min-layer",
+                "landlock",
+            ])
+            .arg("--stats-json")
+            .arg(&json)
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--", "sh", "-c"])
+            .arg(format!(
+                "rm -f {0}; ln -s {1} {0}",
+                json.display(),
+                victim.display()
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "precious\n",
+            "{layer}: the host wrote its stats through the program's symlink: {}",
+            common::output_text(&out)
+        );
+        // The host says it could not write the stats where asked.
+        assert_eq!(
+            out.status.code(),
+            Some(125),
+            "{}",
+            common::output_text(&out)
+        );
+        let _ = std::fs::remove_file(&json);
+    }
+}
+
 /// This process's open fds.
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
