@@ -520,6 +520,53 @@ fn the_stats_file_is_not_written_through_a_link_the_program_planted() {
     }
 }
 
+/// Layer 2 has no user namespace of its own, so no per-sandbox inotify maximum: a program
+/// that opens inotify instances in a loop takes every one the host user has (128 by
+/// default) and the host's own file watchers fail while it runs. Known; the issue's
+/// bound holds on the full layer only (`limits.rs::an_inotify_loop_leaves_the_hosts_
+/// watchers_working`). Run with `--ignored` to see it.
+#[test]
+#[ignore = "known hole: layer 2 cannot bound the host user's inotify instances"]
+fn layer_two_inotify_loop_leaves_the_hosts_watchers_working() {
+    require!(Feature::UserNs);
+    let (_d, ws) = common::var_tempdir();
+    let sb = sandbox_on(&ws, Layer::Landlock, |_| {});
+    let code = "import ctypes, time\n\
+                libc = ctypes.CDLL(None, use_errno=True)\n\
+                fds = []\n\
+                while len(fds) < 100000:\n\
+                \x20   fd = libc.inotify_init()\n\
+                \x20   if fd < 0: break\n\
+                \x20   fds.append(fd)\n\
+                print(len(fds), flush=True)\n\
+                time.sleep(3)\n";
+    let mut child = sb
+        .command("python3")
+        .args(["-c", code])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // SAFETY: inotify_init1 takes flags and returns a new fd or -1.
+    let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
+    let err = std::io::Error::last_os_error();
+    if fd >= 0 {
+        // SAFETY: `fd` is the fd just opened, owned here.
+        unsafe { libc::close(fd) };
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        fd >= 0,
+        "the sandbox took {} instances; the host's: {err}",
+        line.trim()
+    );
+}
+
 /// This process's open fds.
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
