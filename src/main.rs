@@ -351,10 +351,16 @@ fn main() -> ExitCode {
                     return fail(125, format_args!("prctl(PR_SET_PDEATHSIG): {}", Report(&e)));
                 }
             }
-            let stats = Stats {
-                print: stats,
-                json: stats_json,
+            // Opened now, before the program runs: a FILE in the workspace could
+            // otherwise be a symlink the program planted by the time it is written.
+            let json = match stats_json
+                .map(|p| open_stats(&p).map(|f| (p, f)))
+                .transpose()
+            {
+                Ok(json) => json,
+                Err(code) => return code,
             };
+            let stats = Stats { print: stats, json };
             run(
                 &policy,
                 cwd,
@@ -468,10 +474,28 @@ fn fail_with(code: u8, e: &(dyn std::error::Error + 'static)) -> ExitCode {
     fail(code, Report(e))
 }
 
-/// `--stats` and `--stats-json`.
+/// `--stats` and `--stats-json` (its path, and the file opened before the run).
 struct Stats {
     print: bool,
-    json: Option<PathBuf>,
+    json: Option<(PathBuf, std::fs::File)>,
+}
+
+/// Creates (or truncates) the `--stats-json` file before the run, never through a
+/// symlink at its name; exit code 125 when it cannot.
+fn open_stats(path: &std::path::Path) -> Result<std::fs::File, ExitCode> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| {
+            fail(
+                125,
+                format_args!("--stats-json {}: {}", path.display(), Report(&e)),
+            )
+        })
 }
 
 fn run(
@@ -603,7 +627,7 @@ fn report_stats(
             secs(u.system_cpu),
         );
     }
-    let Some(path) = &stats.json else {
+    let Some((path, file)) = &stats.json else {
         return Ok(());
     };
     let (kind, code, signal, limit) = match end {
@@ -629,7 +653,21 @@ fn report_stats(
         "oom_kills": u.oom_kills,
         "process_limit_hits": u.process_limit_hits,
     });
-    std::fs::write(path, format!("{value}\n")).map_err(|e| {
+    // Into the file opened before the run; and if the program replaced its name
+    // meanwhile (it is in the workspace), the stats are not where the caller looks: say so.
+    let written = (|| {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        file.set_len(0)?;
+        file.write_all_at(format!("{value}\n").as_bytes(), 0)?;
+        let (ours, named) = (file.metadata()?, std::fs::symlink_metadata(path)?);
+        if (ours.dev(), ours.ino()) != (named.dev(), named.ino()) {
+            return Err(std::io::Error::other(
+                "replaced during the run (by the program?): the stats were not written there",
+            ));
+        }
+        Ok(())
+    })();
+    written.map_err(|e: std::io::Error| {
         fail(
             125,
             format_args!("--stats-json {}: {}", path.display(), Report(&e)),

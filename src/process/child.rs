@@ -324,6 +324,10 @@ impl Drop for Child {
             if let Some(dir) = self.private_tmp.take() {
                 tmp::remove_after_exit(dir, self.pid, &self.handle);
             }
+            // Its cgroup stays while it runs (its limits with it), then goes.
+            #[cfg(target_os = "linux")]
+            self.run
+                .detach(std::os::fd::AsFd::as_fd(&self.handle).try_clone_to_owned());
         }
     }
 }

@@ -64,7 +64,8 @@ impl fmt::Display for Termination {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Usage {
-    /// From the spawn to the end of the last process of the sandbox.
+    /// From the spawn until a wait saw the sandbox's end ([`Child::wait`](crate::Child::wait),
+    /// `try_wait`): a host that waits late counts its own delay too.
     pub wall_time: Duration,
     /// User CPU time of every process of the sandbox.
     pub user_cpu: Duration,
@@ -78,8 +79,9 @@ pub struct Usage {
     /// Times `fork` failed at the `processes` limit (cgroup only; 0 without one).
     pub process_limit_hits: u64,
     /// The figures are the sandbox's cgroup's (else the init's `rusage`, which counts
-    /// every process it reaped: on the full and landlock layers, every process of the
-    /// sandbox).
+    /// every process reaped by a wait in the sandbox: a lower bound, since a process the
+    /// kernel reaps by itself, its parent ignoring `SIGCHLD`, adds nothing, so a program
+    /// can hide CPU time from it).
     pub from_cgroup: bool,
 }
 
@@ -147,17 +149,10 @@ impl Run {
         let Some(limit) = self.limits.wall_time else {
             return Ok(());
         };
-        #[cfg(target_os = "linux")]
-        let leaf = self.leaf.clone();
-        let end = move || {
-            end();
-            // The cgroup ends what the init's kill cannot reach (layer 2's processes
-            // that left the program's tree).
-            #[cfg(target_os = "linux")]
-            if let Some(leaf) = leaf {
-                let _ = leaf.kill_all();
-            }
-        };
+        // Only the init's kill, which sends and returns: the one watchdog thread serves
+        // every sandbox, so it must not wait for one to empty. What the kill cannot reach
+        // (layer 2's processes that left the program's tree) the cgroup's `kill_all`
+        // ends when the run is finished or its cgroup removed.
         self.timer = Some(watchdog::arm(self.started, limit, Box::new(end))?);
         Ok(())
     }
@@ -215,7 +210,11 @@ impl Run {
         let _ = gone;
         let failed = status.code() != Some(0);
         let l = &self.limits;
-        let termination = if self.timer.as_ref().is_some_and(watchdog::Timer::fired) {
+        // A timer that fired after the program had ended on its own (a host that waits
+        // late: the watchdog's kill then reaches a sandbox already gone) did not end it:
+        // only a run that died of the watchdog's `SIGKILL` ran out of its time.
+        let killed = status.signal() == Some(libc::SIGKILL);
+        let termination = if killed && self.timer.as_ref().is_some_and(watchdog::Timer::fired) {
             Termination::WallTime(
                 self.timer
                     .as_ref()
@@ -239,6 +238,41 @@ impl Run {
             }
         };
         self.end = Some((termination, usage));
+    }
+
+    /// The host dropped the run's `Child` before waiting: the program runs on (as
+    /// std's), and so its cgroup must stay, with its limits, until the sandbox has ended
+    /// (`pidfd`: its init's, a duplicate), then go. A thread waits for that; without one
+    /// (the thread cannot start) the cgroup goes now, and every process in it with it.
+    #[cfg(target_os = "linux")]
+    pub(super) fn detach(&mut self, pidfd: std::io::Result<std::os::fd::OwnedFd>) {
+        let Some(leaf) = self.leaf.take() else {
+            return;
+        };
+        let Ok(pidfd) = pidfd else {
+            tracing::warn!("stockade: a dropped command's cgroup cannot outlive it: ending it");
+            return remove_when_alone(leaf);
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<Arc<crate::backend::linux::cgroup::Leaf>>();
+        let spawned = std::thread::Builder::new()
+            .name("stockade-cgroup-remove".into())
+            .spawn(move || {
+                let Ok(leaf) = rx.recv() else { return };
+                let _ = crate::backend::linux::init::wait_exited(std::os::fd::AsFd::as_fd(&pidfd));
+                remove_when_alone(leaf);
+            });
+        match spawned {
+            // The thread owns the cgroup from here; it cannot fail to receive it.
+            Ok(_) => {
+                let _ = tx.send(leaf);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "stockade: a dropped command's cgroup cannot outlive it ({e}): ending it"
+                );
+                remove_when_alone(leaf);
+            }
+        }
     }
 
     /// How the run ended, once [`Run::finish`] has recorded it.

@@ -145,11 +145,20 @@ impl Leaf {
                 } else {
                     "memory.max_usage_in_bytes"
                 };
-                let ns = |f| self.number("cpuacct", f).map(Duration::from_nanos);
+                // `cpuacct.usage_user` and `usage_sys` are sampled at the tick and can miss
+                // half of the time of busy processes (seen here: 0.8 s of 1.8 s);
+                // `cpuacct.usage` is the scheduler's exact total. So the total is that,
+                // split as the samples split it (as the kernel does for a task's times).
+                let ns = |f| self.number("cpuacct", f);
+                let (user, sys) = split_total(
+                    ns("cpuacct.usage"),
+                    ns("cpuacct.usage_user"),
+                    ns("cpuacct.usage_sys"),
+                );
                 Usage {
                     peak_memory: self.number("memory", peak),
-                    user_cpu: ns("cpuacct.usage_user"),
-                    system_cpu: ns("cpuacct.usage_sys"),
+                    user_cpu: user.map(Duration::from_nanos),
+                    system_cpu: sys.map(Duration::from_nanos),
                 }
             }
             Version::V2 => {
@@ -317,8 +326,51 @@ impl Leaf {
     }
 }
 
+/// User and system time from an exact `total` and sampled `user` and `sys`: the total
+/// split in the samples' proportion (all user time when nothing was sampled); the samples
+/// alone without a total.
+fn split_total(
+    total: Option<u64>,
+    user: Option<u64>,
+    sys: Option<u64>,
+) -> (Option<u64>, Option<u64>) {
+    let Some(total) = total else {
+        return (user, sys);
+    };
+    let (u, s) = (u128::from(user.unwrap_or(0)), u128::from(sys.unwrap_or(0)));
+    if u + s == 0 {
+        return (Some(total), Some(0));
+    }
+    // At most `total`: the quotient of total * u by at least u.
+    let user = (u128::from(total) * u / (u + s)) as u64;
+    (Some(user), Some(total - user))
+}
+
 impl Drop for Leaf {
     fn drop(&mut self) {
         self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod split_tests {
+    use super::split_total;
+
+    #[test]
+    fn the_exact_total_is_split_as_the_samples_are() {
+        assert_eq!(
+            split_total(Some(1800), Some(400), Some(400)),
+            (Some(900), Some(900))
+        );
+        assert_eq!(
+            split_total(Some(1000), Some(0), Some(0)),
+            (Some(1000), Some(0))
+        );
+        assert_eq!(split_total(None, Some(3), Some(4)), (Some(3), Some(4)));
+        // No overflow at the extremes, and the parts add up.
+        let (u, s) = split_total(Some(u64::MAX), Some(u64::MAX), Some(1));
+        assert_eq!(u.unwrap().checked_add(s.unwrap()), Some(u64::MAX));
+        let (u, s) = split_total(Some(10), Some(1), Some(2));
+        assert_eq!(u.unwrap() + s.unwrap(), 10);
     }
 }
