@@ -184,10 +184,7 @@ fn kill_ends_grandchildren_and_the_reader_sees_the_end() {
         let m = marker();
         let mut child = sb
             .command("sh")
-            .args([
-                "-c",
-                &format!("sleep {m} & sleep {m} & echo started; wait"),
-            ])
+            .args(["-c", &format!("sleep {m} & sleep {m} & echo started; wait")])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -223,7 +220,10 @@ fn sigstop_pauses_the_sandbox_and_sigcont_resumes_it() {
         let sb = sandbox_for(ws.path(), setup);
         let mut child = sb
             .command("sh")
-            .args(["-c", "i=0; while :; do i=$((i+1)); echo $i; sleep 0.01; done"])
+            .args([
+                "-c",
+                "i=0; while :; do i=$((i+1)); echo $i; sleep 0.01; done",
+            ])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -246,7 +246,10 @@ fn sigstop_pauses_the_sandbox_and_sigcont_resumes_it() {
         std::thread::sleep(Duration::from_millis(100));
         while rx.try_recv().is_ok() {}
         let quiet = rx.recv_timeout(Duration::from_millis(400));
-        assert!(quiet.is_err(), "{setup:?}: counts on while stopped: {quiet:?}");
+        assert!(
+            quiet.is_err(),
+            "{setup:?}: counts on while stopped: {quiet:?}"
+        );
         assert_eq!(child.try_wait().unwrap(), None, "{setup:?}");
         child.signal(libc::SIGCONT).unwrap();
         for _ in 0..3 {
@@ -330,4 +333,3 @@ fn zz_all_tests_pass_as_uid_65534() {
     }
     common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
 }
-

@@ -314,7 +314,11 @@ impl ProgramProcess {
     /// The caller has not reaped the program, so its pid still names its group (see
     /// [`ProgramProcess::kill_group`]).
     pub(super) fn signal_group(&self, sig: libc::c_int) -> io::Result<()> {
-        let target = if self.leads_group { -self.pid } else { self.pid };
+        let target = if self.leads_group {
+            -self.pid
+        } else {
+            self.pid
+        };
         let sig = nix::sys::signal::Signal::try_from(sig)?;
         match nix::sys::signal::kill(nix::unistd::Pid::from_raw(target), sig) {
             Ok(()) | Err(nix::Error::ESRCH) => Ok(()),

@@ -648,7 +648,10 @@ pub(super) fn await_news(handle: &Handle, timeout: std::time::Duration) -> io::R
     let fd = handle.status_fd().unwrap_or_else(|| handle.as_fd());
     let ms = timeout.as_millis().saturating_add(1).min(i32::MAX as u128) as i32;
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-    match poll(&mut fds, PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX)) {
+    match poll(
+        &mut fds,
+        PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+    ) {
         Ok(_) | Err(nix::Error::EINTR) => Ok(()),
         Err(e) => Err(e.into()),
     }
@@ -656,11 +659,7 @@ pub(super) fn await_news(handle: &Handle, timeout: std::time::Duration) -> io::R
 
 /// Reaps the sandbox's first process later ([`super::reap`]), for a `Child` dropped after
 /// its kill: its pidfd names it even once reaped by someone else.
-pub(super) fn reap_later(
-    _pid: libc::pid_t,
-    handle: &Handle,
-    rusage: &super::limits::RusageSlot,
-) {
+pub(super) fn reap_later(_pid: libc::pid_t, handle: &Handle, rusage: &super::limits::RusageSlot) {
     if let Ok(pidfd) = handle.as_fd().try_clone_to_owned() {
         super::reap::later(pidfd, Arc::clone(rusage));
     }
