@@ -211,7 +211,8 @@ fn kill_ends_grandchildren_and_the_reader_sees_the_end() {
     }
 }
 
-/// `SIGSTOP` pauses a counting loop (its `sleep` children too), `SIGCONT` resumes it.
+/// `SIGSTOP` pauses a counting loop, `SIGCONT` resumes it. The loop runs in a child of the
+/// program (a background subshell): stopping the program alone would not stop it.
 #[test]
 fn sigstop_pauses_the_sandbox_and_sigcont_resumes_it() {
     require!(Feature::UserNs);
@@ -222,7 +223,7 @@ fn sigstop_pauses_the_sandbox_and_sigcont_resumes_it() {
             .command("sh")
             .args([
                 "-c",
-                "i=0; while :; do i=$((i+1)); echo $i; sleep 0.01; done",
+                "(i=0; while :; do i=$((i+1)); echo $i; sleep 0.01; done) & wait",
             ])
             .stdout(Stdio::piped())
             .spawn()
