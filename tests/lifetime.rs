@@ -211,6 +211,31 @@ fn kill_ends_grandchildren_and_the_reader_sees_the_end() {
     }
 }
 
+/// The wall-time limit ends the tree in passthrough too (its watchdog kills the program's
+/// group, as `kill()` does): no background `sleep` is left.
+#[test]
+fn wall_time_in_passthrough_ends_grandchildren() {
+    let ws = common::tempdir();
+    let m = marker();
+    let sb = common::sandbox(ws.path(), |p| {
+        p.mode = Mode::Disabled;
+        p.limits.wall_time = Some(Duration::from_millis(500));
+    });
+    let mut child = sb
+        .command("sh")
+        .args(["-c", &format!("sleep {m} & sleep {m}")])
+        .spawn()
+        .unwrap();
+    let status = child.wait().unwrap();
+    let gone = within(Duration::from_millis(300), || {
+        common::host_processes_with(&m).is_empty()
+    });
+    kill_leftovers(&m);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    assert!(gone.is_some(), "grandchildren outlived the wall time");
+}
+
 /// `SIGSTOP` pauses a counting loop, `SIGCONT` resumes it. The loop runs in a child of the
 /// program (a background subshell): stopping the program alone would not stop it.
 #[test]

@@ -170,9 +170,11 @@ impl Child {
     /// [`Child::wait`] reports the signal.
     ///
     /// `SIGSTOP` pauses the program and every process of its process group, `SIGCONT`
-    /// resumes them; `SIGTSTP` asks the same of them, and a program may catch or ignore it
-    /// (shells do). The host sends these to the program's process group itself, not
-    /// through the init, which keeps running and answering. A process that left the
+    /// resumes them. `SIGTSTP` reaches the same processes, but only a handler acts on it
+    /// (an editor's, which suspends itself cleanly): the program's group is alone in its
+    /// session, an orphaned group for the kernel, which discards a `SIGTSTP` whose action
+    /// would be the default stop. The host sends these to the program's process group
+    /// itself, not through the init, which keeps running and answering. A process that left the
     /// program's group (`setsid`, `setpgid`, a daemon's double fork) is not paused; with
     /// the policy's `keep_session` the program has no group of its own and is signalled
     /// alone.

@@ -414,7 +414,13 @@ impl Command {
             cgroup: run.join_fds(),
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
-        let ender = launch::ender(pid, &handle, std::sync::Arc::clone(&run.reaped));
+        let program = launch::ProgramProcess::find(
+            pid,
+            &handle,
+            plan.layer == Layer::Passthrough,
+            plan.steps.contains(&Step::NewSession),
+        );
+        let ender = launch::ender(pid, &handle, Arc::clone(&run.reaped), &program);
         if let Err(source) = ender.and_then(|end| run.started(end)) {
             // A limit that cannot be armed is not silently dropped: end the sandbox.
             let _ = launch::kill(pid, &handle);
@@ -428,12 +434,6 @@ impl Command {
         git.started(&handle);
         #[cfg(target_os = "linux")]
         nested.started(&handle);
-        let program = launch::ProgramProcess::find(
-            pid,
-            &handle,
-            plan.layer == Layer::Passthrough,
-            plan.steps.contains(&Step::NewSession),
-        );
         Ok((pid, handle, private_tmp, git, nested, run, program))
     }
 

@@ -246,6 +246,7 @@ pub(super) fn ender(
     pid: libc::pid_t,
     _handle: &Handle,
     reaped: std::sync::Arc<std::sync::Mutex<bool>>,
+    _program: &ProgramProcess,
 ) -> io::Result<impl FnOnce() + Send + 'static> {
     Ok(move || {
         let reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());

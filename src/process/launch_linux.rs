@@ -416,14 +416,26 @@ pub(super) fn reap_now(handle: &Handle, slot: &super::limits::RusageSlot) {
 }
 
 /// How the watchdog ends this sandbox when its wall time is up: the init's own kill,
-/// through a pidfd of its own (which names no other process, ever).
+/// through a pidfd of its own (which names no other process, ever). In passthrough
+/// (`program`: the program leads its own group there) its process group first, as
+/// [`Child::kill`] does, under the lock that the wait takes to reap the program: while
+/// the lock shows it unreaped, its pid is its group's id and no other's
+/// ([`ProgramProcess::kill_group`]).
 pub(super) fn ender(
-    _pid: libc::pid_t,
+    pid: libc::pid_t,
     handle: &Handle,
-    _reaped: Arc<std::sync::Mutex<bool>>,
+    reaped: Arc<std::sync::Mutex<bool>>,
+    program: &ProgramProcess,
 ) -> io::Result<impl FnOnce() + Send + 'static> {
     let killer = handle.killer()?;
+    let group = program.passthrough && program.leads_group;
     Ok(move || {
+        if group {
+            let reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());
+            if !*reaped {
+                let _ = stockade_sys::linux::kill(-pid, libc::SIGKILL);
+            }
+        }
         let _ = killer.kill();
     })
 }
