@@ -118,7 +118,13 @@ impl Child {
         if self.status.is_some() {
             return Ok(());
         }
-        // Passthrough: the group first, while the unreaped program still holds its number.
+        self.end()
+    }
+
+    /// Ends the unreaped sandbox: the program's group in passthrough first, while the
+    /// program, not reaped (its status is unknown, and a reap needs `&mut self`), still
+    /// holds its number; then the sandbox's own kill; then its cgroup, if any.
+    fn end(&self) -> io::Result<()> {
         let group = self.program.kill_group(self.pid);
         let r = launch::kill(self.pid, &self.handle);
         self.run.kill_all();
@@ -200,7 +206,7 @@ impl Child {
             return Ok(());
         }
         if sig == libc::SIGKILL {
-            return launch::kill(self.pid, &self.handle);
+            return self.end();
         }
         if matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGCONT) {
             return self.program.signal_group(sig);
