@@ -70,6 +70,63 @@ fn async_wait_of_a_killed_sandbox() {
     });
 }
 
+/// `wait_timeout_async`: `None` on time (the program runs on), then the exact status, on
+/// every layer and in passthrough; a wait cancelled at its timeout loses no status (the
+/// program ends while the first wait is being dropped, and a later wait still reports it).
+#[test]
+fn wait_timeout_async_returns_none_on_time_and_the_exact_status_otherwise() {
+    use std::time::{Duration, Instant};
+    require!(Feature::UserNs);
+    runtime().block_on(async {
+        let ws = tempdir();
+        for setup in ["full", "landlock", "disabled"] {
+            let sb = sandbox(ws.path(), |p| match setup {
+                "full" => p.layer = Some(stockade::Layer::Full),
+                "landlock" => {
+                    p.layer = Some(stockade::Layer::Landlock);
+                    p.min_layer = Some(stockade::Layer::Landlock);
+                }
+                _ => p.mode = stockade::Mode::Disabled,
+            });
+            let mut child = sb
+                .command("sh")
+                .args(["-c", "sleep 0.6; exit 7"])
+                .spawn()
+                .unwrap();
+            let start = Instant::now();
+            let early = child
+                .wait_timeout_async(Duration::from_millis(100))
+                .await
+                .unwrap();
+            let waited = start.elapsed();
+            assert_eq!(early, None, "{setup}");
+            assert!(
+                waited >= Duration::from_millis(100) && waited < Duration::from_millis(500),
+                "{setup}: {waited:?}"
+            );
+            let status = child
+                .wait_timeout_async(Duration::from_secs(20))
+                .await
+                .unwrap();
+            assert_eq!(status.and_then(|s| s.code()), Some(7), "{setup}");
+
+            // A wait dropped by an outer timeout, the program ending meanwhile: the next
+            // wait has its status.
+            let mut child = sb
+                .command("sh")
+                .args(["-c", "sleep 0.2; exit 3"])
+                .spawn()
+                .unwrap();
+            let cancelled =
+                tokio::time::timeout(Duration::from_millis(50), child.wait_async()).await;
+            assert!(cancelled.is_err(), "{setup}");
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let status = child.wait_timeout_async(Duration::ZERO).await.unwrap();
+            assert_eq!(status.and_then(|s| s.code()), Some(3), "{setup}");
+        }
+    });
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

@@ -36,6 +36,34 @@ impl Child {
     }
 }
 
+impl Child {
+    /// [`Child::wait_timeout`] without blocking a thread: the program's exit status, or
+    /// `Ok(None)` when it still runs after `timeout` (it is not killed then).
+    ///
+    /// Cancel-safe: the status is taken from the kernel only by a synchronous
+    /// [`Child::try_wait`] inside, and kept in the `Child`, so dropping this future (or
+    /// the timeout firing) never loses it; a later wait returns it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Child::wait_async`].
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime with the time driver enabled (`enable_time`, or
+    /// `enable_all`), as `tokio::time::timeout` does.
+    pub async fn wait_timeout_async(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> io::Result<Option<ExitStatus>> {
+        match tokio::time::timeout(timeout, self.wait_async()).await {
+            Ok(r) => r.map(Some),
+            // The status may have come with the deadline: ask once more.
+            Err(_) => self.try_wait(),
+        }
+    }
+}
+
 fn nonblocking(fd: &OwnedFd) -> io::Result<()> {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     let flags = OFlag::from_bits_truncate(fcntl(fd, FcntlArg::F_GETFL)?);

@@ -2,12 +2,14 @@
 
 use std::io::{self, Read};
 use std::process::{ExitStatus, Output};
+use std::time::{Duration, Instant};
 
 use super::{ChildStderr, ChildStdin, ChildStdout, launch, tmp};
 
 /// A running (or finished) sandboxed program, with `std::process::Child`'s API.
 ///
-/// Like std's, dropping a `Child` neither kills nor reaps it. What the program still uses
+/// Like std's, dropping a `Child` neither kills nor reaps it, unless the command asked for
+/// it ([`Command::kill_on_drop`](crate::Command::kill_on_drop)). What the program still uses
 /// stays until it ends: layer 2's private `TMPDIR` is removed, and the `.git` layers are
 /// merged back, from a thread that waits for the program's end.
 ///
@@ -21,6 +23,10 @@ pub struct Child {
     pub(super) pid: libc::pid_t,
     /// The launcher's handle (a pidfd on Linux).
     pub(super) handle: launch::Handle,
+    /// The program's own process, as the host sees it.
+    pub(super) program: launch::ProgramProcess,
+    /// Whether dropping this `Child` unwaited ends the sandbox.
+    pub(super) kill_on_drop: bool,
     pub(super) status: Option<ExitStatus>,
     /// Layer 2's private temporary directory, removed once the program has been reaped.
     pub(super) private_tmp: Option<tmp::PrivateTmp>,
@@ -44,13 +50,39 @@ impl Child {
     /// The pid, in the host's PID namespace, of the sandbox's first process: its init on
     /// the Linux layers that have one (full and landlock), else the program itself.
     ///
+    /// This is the process the host waits for and [`Child::kill`] ends; it stays the
+    /// host's child, its number reserved, until it is reaped. It is not the program: for
+    /// the program's own pid (a process list, `/proc/<pid>`) see [`Child::program_id`].
+    ///
     /// # Platform
     ///
-    /// Linux full and landlock layers: the init's pid (inside, the init is PID 1 on the full
-    /// layer and the program is its child). Passthrough, macOS and other Unix systems: the
-    /// program's pid.
+    /// Linux full layer: the init, PID 1 inside the sandbox's PID namespace, where the
+    /// program is its child (usually PID 2 there, which is what the program sees as its
+    /// own pid, `$$`). Linux landlock layer: the init, a subreaper whose child is the
+    /// program (no PID namespace: the program sees its host pid). Passthrough, macOS and
+    /// other Unix systems: the program's pid.
     pub fn id(&self) -> u32 {
         self.pid as u32
+    }
+
+    /// The program's pid as the host sees it (in the host's PID namespace), for hosts that
+    /// show process lists: `/proc/<pid>` on the host is the program's. `None` when it
+    /// could not be found at the spawn.
+    ///
+    /// Found once, right after the spawn, and kept: the number names the program only
+    /// while it runs. Once the program has ended, its parent (the init) reaps it and the
+    /// number may be reused by any process; the host cannot hold it, as it holds
+    /// [`Child::id`].
+    ///
+    /// # Platform
+    ///
+    /// Linux full and landlock layers: the init's first child, read from
+    /// `/proc/<init>/task/<init>/children` (`None` without `/proc`, or when the program
+    /// had already ended and been reaped). On the full layer this differs from the pid
+    /// the program sees inside, in its own PID namespace. Passthrough, macOS and other
+    /// Unix systems: [`Child::id`].
+    pub fn program_id(&self) -> Option<u32> {
+        self.program.id()
     }
 
     /// A redactor for this program's output: the host's secrets ([`Sandbox::set_secrets`](crate::Sandbox::set_secrets))
@@ -76,14 +108,27 @@ impl Child {
     /// kernel kills every process of the namespace with it. Linux landlock layer: a kill
     /// request to the init, a child subreaper, which kills and reaps every descendant of
     /// the program before it exits. Passthrough, macOS and other Unix systems: `SIGKILL` to
-    /// the program only.
+    /// the program's process group (the program leads its own session and group unless the
+    /// policy sets `keep_session`), then to the program. Nothing contains the program
+    /// there: a descendant that left the group (`setsid`, `setpgid`, a daemon's double
+    /// fork) escapes, and with `keep_session` only the program itself is killed. With a
+    /// cgroup (Linux, limits that need one), every process in it is killed as well
+    /// (`cgroup.kill`), wherever it moved its session or group.
     pub fn kill(&mut self) -> io::Result<()> {
         if self.status.is_some() {
             return Ok(());
         }
+        self.end()
+    }
+
+    /// Ends the unreaped sandbox: the program's group in passthrough first, while the
+    /// program, not reaped (its status is unknown, and a reap needs `&mut self`), still
+    /// holds its number; then the sandbox's own kill; then its cgroup, if any.
+    fn end(&self) -> io::Result<()> {
+        let group = self.program.kill_group(self.pid);
         let r = launch::kill(self.pid, &self.handle);
         self.run.kill_all();
-        r
+        r.and(group)
     }
 
     /// How the program ended, and whether one of its [limits](crate::policy::Limits)
@@ -124,36 +169,55 @@ impl Child {
     /// Delivers signal `sig` to the program.
     ///
     /// `sig` is one of `SIGTERM`, `SIGINT`, `SIGHUP`, `SIGQUIT`, `SIGUSR1`, `SIGUSR2`,
-    /// `SIGWINCH`, `SIGCONT` (the signals the init forwards), or `SIGKILL`, which ends the
-    /// whole sandbox as [`Child::kill`] does. The program's handlers run as usual: a
-    /// program that traps `SIGTERM` may exit with a code of its own, one that does not dies
-    /// of it and [`Child::wait`] reports the signal.
+    /// `SIGWINCH` (the signals the init forwards), `SIGSTOP`, `SIGTSTP`, `SIGCONT` (job
+    /// control: pause and resume the sandbox), or `SIGKILL`, which ends the whole sandbox
+    /// as [`Child::kill`] does. The program's handlers run as usual: a program that traps
+    /// `SIGTERM` may exit with a code of its own, one that does not dies of it and
+    /// [`Child::wait`] reports the signal.
+    ///
+    /// `SIGSTOP` pauses the program and every process of its process group, `SIGCONT`
+    /// resumes them. `SIGTSTP` reaches the same processes, but only a handler acts on it
+    /// (an editor's, which suspends itself cleanly): the program's group is alone in its
+    /// session, an orphaned group for the kernel, which discards a `SIGTSTP` whose action
+    /// would be the default stop. The host sends these to the program's process group
+    /// itself, not through the init, which keeps running and answering. A process that left the
+    /// program's group (`setsid`, `setpgid`, a daemon's double fork) is not paused; with
+    /// the policy's `keep_session` the program has no group of its own and is signalled
+    /// alone.
     ///
     /// # Errors
     ///
     /// [`io::ErrorKind::InvalidInput`] for any other signal; the error of
     /// `pidfd_send_signal` (Linux) or `kill` (elsewhere). None when the sandbox has
-    /// already been reaped.
+    /// already been reaped. [`io::ErrorKind::Unsupported`] for the job-control signals
+    /// when the program's process was not found at the spawn ([`Child::program_id`] is
+    /// `None`).
     ///
     /// # Platform
     ///
     /// Linux full and landlock layers: sent to the sandbox's init, which forwards it to the
-    /// program (the program's own children are the program's business, as under a shell).
-    /// Passthrough, macOS and other Unix systems: sent to the program directly.
+    /// program (the program's own children are the program's business, as under a shell);
+    /// the job-control signals go from the host to the program's process group (with a
+    /// pidfd of the program, which cannot name a reused number on Linux 6.9 and later).
+    /// Passthrough, macOS and other Unix systems: sent to the program directly, the
+    /// job-control signals to its process group.
     pub fn signal(&self, sig: i32) -> io::Result<()> {
         if self.status.is_some() {
             return Ok(());
         }
         if sig == libc::SIGKILL {
-            return launch::kill(self.pid, &self.handle);
+            return self.end();
+        }
+        if matches!(sig, libc::SIGSTOP | libc::SIGTSTP | libc::SIGCONT) {
+            return self.program.signal_group(sig);
         }
         if !stockade_init::protocol::FORWARDED.contains(&sig) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "signal {sig} is not delivered to sandboxed programs (SIGTERM, SIGINT, \
-                     SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT are; SIGKILL ends \
-                     the sandbox)"
+                     SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGSTOP, SIGTSTP, SIGCONT \
+                     are; SIGKILL ends the sandbox)"
                 ),
             ));
         }
@@ -189,6 +253,36 @@ impl Child {
             .waitpid(0)?
             .ok_or_else(|| io::Error::other("waitpid returned no status"))?;
         Ok(s)
+    }
+
+    /// Waits for the program to exit for at most `timeout`: `Ok(None)` when it is still
+    /// running then, else its exit status (the same as [`Child::wait`]'s, with the same
+    /// guarantees). Closes stdin first, as [`Child::wait`] does. The program is not
+    /// killed on the timeout: call [`Child::kill`] for that.
+    ///
+    /// # Errors
+    ///
+    /// The error of `poll` or `waitpid`.
+    ///
+    /// # Platform
+    ///
+    /// Linux: polls [`Child::wait_fd`]. Elsewhere: [`Child::try_wait`] every few
+    /// milliseconds.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> io::Result<Option<ExitStatus>> {
+        drop(self.stdin.take());
+        let Some(deadline) = Instant::now().checked_add(timeout) else {
+            return self.wait().map(Some);
+        };
+        loop {
+            if let Some(s) = self.try_wait()? {
+                return Ok(Some(s));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            launch::await_news(&self.handle, left)?;
+        }
     }
 
     /// The exit status if the program has exited, without blocking.
@@ -318,6 +412,10 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
+        if self.kill_on_drop && self.status.is_none() {
+            let _ = self.kill();
+            launch::reap_later(self.pid, &self.handle, &self.run.rusage);
+        }
         // Reaped: `waitpid` has removed the directory already. Unreaped: the program may
         // still run and use it.
         if self.status.is_none() {

@@ -27,6 +27,7 @@ type Started = (
     launch::GitSession,
     super::nested::Watch,
     super::limits::Run,
+    launch::ProgramProcess,
 );
 
 /// A sandboxed process builder, with `std::process::Command`'s API.
@@ -48,6 +49,8 @@ pub struct Command {
     pass: Vec<OwnedFd>,
     /// Whether the program takes the terminal among its stdio as its controlling terminal.
     controlling_terminal: bool,
+    /// Whether dropping the `Child` ends the sandbox.
+    kill_on_drop: bool,
     /// The values of this command's `secret_env` variables.
     secrets: Vec<Vec<u8>>,
     /// The sandbox's redactor of the host's secrets (shared, not rebuilt per command).
@@ -69,6 +72,7 @@ impl Command {
             stderr: None,
             pass: Vec::new(),
             controlling_terminal: false,
+            kill_on_drop: false,
             secrets: Vec::new(),
             redactor: crate::Redactor::default(),
         }
@@ -192,6 +196,25 @@ impl Command {
     /// terminal's signals; in passthrough and on other systems the launcher's child does.
     pub fn controlling_terminal(&mut self, on: bool) -> &mut Command {
         self.controlling_terminal = on;
+        self
+    }
+
+    /// Whether dropping the [`Child`] ends the program and every process it started, as
+    /// [`Child::kill`] does, when it has not been waited for. Default: off, as with std
+    /// (a dropped `Child` runs on); tokio's `Command::kill_on_drop` is the model. For a
+    /// host that drops the `Child` of a cancelled task or timed-out call.
+    ///
+    /// The ended sandbox's first process (its init, or the program in passthrough) is
+    /// reaped later, by a later spawn or wait of this process, or when the last clone
+    /// of the [`Sandbox`](crate::Sandbox) is dropped.
+    ///
+    /// # Platform
+    ///
+    /// As [`Child::kill`]: the whole sandbox on the Linux full and landlock layers, the
+    /// program's process group in passthrough and on other systems (a process that left
+    /// the group escapes), and with a cgroup every process in it.
+    pub fn kill_on_drop(&mut self, on: bool) -> &mut Command {
+        self.kill_on_drop = on;
         self
     }
 
@@ -327,10 +350,12 @@ impl Command {
         };
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        let (pid, handle, private_tmp, git, nested, run) = started?;
+        let (pid, handle, private_tmp, git, nested, run, program) = started?;
         Ok(Child {
             pid,
             handle,
+            program,
+            kill_on_drop: self.kill_on_drop,
             run,
             status: None,
             redactor: self.redactor.with_secrets(&self.secrets),
@@ -389,7 +414,13 @@ impl Command {
             cgroup: run.join_fds(),
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
-        let ender = launch::ender(pid, &handle, std::sync::Arc::clone(&run.reaped));
+        let program = launch::ProgramProcess::find(
+            pid,
+            &handle,
+            plan.layer == Layer::Passthrough,
+            plan.steps.contains(&Step::NewSession),
+        );
+        let ender = launch::ender(pid, &handle, Arc::clone(&run.reaped), &program);
         if let Err(source) = ender.and_then(|end| run.started(end)) {
             // A limit that cannot be armed is not silently dropped: end the sandbox.
             let _ = launch::kill(pid, &handle);
@@ -403,7 +434,7 @@ impl Command {
         git.started(&handle);
         #[cfg(target_os = "linux")]
         nested.started(&handle);
-        Ok((pid, handle, private_tmp, git, nested, run))
+        Ok((pid, handle, private_tmp, git, nested, run, program))
     }
 
     /// Prepares this command's policy again from what the process knows now, and makes

@@ -246,6 +246,7 @@ pub(super) fn ender(
     pid: libc::pid_t,
     _handle: &Handle,
     reaped: std::sync::Arc<std::sync::Mutex<bool>>,
+    _program: &ProgramProcess,
 ) -> io::Result<impl FnOnce() + Send + 'static> {
     Ok(move || {
         let reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());
@@ -282,6 +283,82 @@ pub(super) fn signal(pid: libc::pid_t, _handle: &Handle, sig: libc::c_int) -> io
         nix::unistd::Pid::from_raw(pid),
         sig,
     )?)
+}
+
+/// The program's own process: the host's direct child here (no init).
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+#[derive(Debug)]
+pub(super) struct ProgramProcess {
+    pid: libc::pid_t,
+    /// It leads its own process group (the plan's `NewSession` step).
+    leads_group: bool,
+}
+
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+impl ProgramProcess {
+    /// The program started as `pid`: that process itself.
+    pub(super) fn find(
+        pid: libc::pid_t,
+        _handle: &Handle,
+        _passthrough: bool,
+        leads_group: bool,
+    ) -> ProgramProcess {
+        ProgramProcess { pid, leads_group }
+    }
+
+    /// Its pid.
+    pub(super) fn id(&self) -> Option<u32> {
+        Some(self.pid as u32)
+    }
+
+    /// `sig` to the program's process group (to the program alone when it leads none).
+    /// The caller has not reaped the program, so its pid still names its group (see
+    /// [`ProgramProcess::kill_group`]).
+    pub(super) fn signal_group(&self, sig: libc::c_int) -> io::Result<()> {
+        let target = if self.leads_group {
+            -self.pid
+        } else {
+            self.pid
+        };
+        let sig = nix::sys::signal::Signal::try_from(sig)?;
+        match nix::sys::signal::kill(nix::unistd::Pid::from_raw(target), sig) {
+            Ok(()) | Err(nix::Error::ESRCH) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `SIGKILL` to the program's process group. `pid` is the program, not reaped yet by
+    /// the caller: an unreaped process (a zombie too) keeps its number as its group's id,
+    /// so no other group can have it.
+    pub(super) fn kill_group(&self, pid: libc::pid_t) -> io::Result<()> {
+        if !self.leads_group {
+            return Ok(());
+        }
+        match nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(-pid),
+            nix::sys::signal::Signal::SIGKILL,
+        ) {
+            Ok(()) | Err(nix::Error::ESRCH) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Reaps the killed program of a dropped `Child` from a thread of its own (no pidfds
+/// here): the thread is the only one left that reaps `pid`.
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub(super) fn reap_later(pid: libc::pid_t, _handle: &Handle, _rusage: &super::limits::RusageSlot) {
+    let _ = std::thread::Builder::new()
+        .name("stockade-reap".into())
+        .spawn(move || nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None));
+}
+
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+/// No pollable fd here: waits a few milliseconds (at most `timeout`) before the next
+/// `try_wait`.
+pub(super) fn await_news(_handle: &Handle, timeout: std::time::Duration) -> io::Result<()> {
+    std::thread::sleep(timeout.min(std::time::Duration::from_millis(5)));
+    Ok(())
 }
 
 /// The program's exit status: its own wait status (no init here).

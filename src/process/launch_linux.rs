@@ -416,14 +416,26 @@ pub(super) fn reap_now(handle: &Handle, slot: &super::limits::RusageSlot) {
 }
 
 /// How the watchdog ends this sandbox when its wall time is up: the init's own kill,
-/// through a pidfd of its own (which names no other process, ever).
+/// through a pidfd of its own (which names no other process, ever). In passthrough
+/// (`program`: the program leads its own group there) its process group first, as
+/// [`Child::kill`] does, under the lock that the wait takes to reap the program: while
+/// the lock shows it unreaped, its pid is its group's id and no other's
+/// ([`ProgramProcess::kill_group`]).
 pub(super) fn ender(
-    _pid: libc::pid_t,
+    pid: libc::pid_t,
     handle: &Handle,
-    _reaped: Arc<std::sync::Mutex<bool>>,
+    reaped: Arc<std::sync::Mutex<bool>>,
+    program: &ProgramProcess,
 ) -> io::Result<impl FnOnce() + Send + 'static> {
     let killer = handle.killer()?;
+    let group = program.passthrough && program.leads_group;
     Ok(move || {
+        if group {
+            let reaped = reaped.lock().unwrap_or_else(|e| e.into_inner());
+            if !*reaped {
+                let _ = stockade_sys::linux::kill(-pid, libc::SIGKILL);
+            }
+        }
         let _ = killer.kill();
     })
 }
@@ -510,4 +522,157 @@ fn compile_walls(
         },
         status,
     ))
+}
+
+/// The program's own process as the host sees it ([`Child::program_id`]), found once
+/// right after the spawn.
+#[derive(Debug)]
+pub(super) struct ProgramProcess {
+    /// Its pid in the host's PID namespace.
+    pid: Option<libc::pid_t>,
+    /// A pidfd of it: names that process, and its process group, even after the number
+    /// is reused.
+    pidfd: Option<OwnedFd>,
+    /// It leads its own process group (the plan's `NewSession` step).
+    leads_group: bool,
+    /// No init: the program is the host's own child.
+    passthrough: bool,
+}
+
+impl ProgramProcess {
+    /// The program of the sandbox whose first process is `pid` (`handle`): that process
+    /// itself in passthrough, else the init's first child.
+    ///
+    /// The init's children are read from `/proc/<init>/task/<init>/children` (the setup
+    /// child, whose thread became the init, cloned the program's process before its
+    /// exec, and spawn returns after that exec). The kernel lists children oldest first,
+    /// and orphans the init adopts later come after: the first entry is the program. It
+    /// is checked again after `pidfd_open`, so that a program that ended and was reaped
+    /// in between (its number free for reuse) is not taken for another process.
+    pub(super) fn find(
+        pid: libc::pid_t,
+        handle: &Handle,
+        passthrough: bool,
+        leads_group: bool,
+    ) -> ProgramProcess {
+        if passthrough {
+            return ProgramProcess {
+                pid: Some(pid),
+                pidfd: handle.as_fd().try_clone_to_owned().ok(),
+                leads_group,
+                passthrough,
+            };
+        }
+        let first_child = || {
+            let list = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+            list.split_ascii_whitespace()
+                .next()?
+                .parse::<libc::pid_t>()
+                .ok()
+        };
+        let found = first_child().and_then(|child| {
+            let fd = stockade_sys::linux::pidfd_open(child, 0).ok()?;
+            (first_child() == Some(child)).then(|| (child, OwnedFd::from(fd)))
+        });
+        ProgramProcess {
+            pid: found.as_ref().map(|(p, _)| *p),
+            pidfd: found.map(|(_, fd)| fd),
+            leads_group,
+            passthrough,
+        }
+    }
+
+    /// Its pid in the host's PID namespace, when it was found.
+    pub(super) fn id(&self) -> Option<u32> {
+        self.pid.map(|p| p as u32)
+    }
+
+    /// Sends `sig` to the program's process group (to the program alone when it does not
+    /// lead one), from the host.
+    ///
+    /// Through the program's pidfd with `PIDFD_SIGNAL_PROCESS_GROUP` (Linux 6.9): the
+    /// pidfd holds the group's `struct pid`, so the signal cannot reach a group of a
+    /// reused number. Older kernels: `kill(-pid)` once a poll of the pidfd has shown the
+    /// program still running; a program that ends, is reaped by the init and has its pid
+    /// reused by a new group leader between the poll and the `kill` would be missed for
+    /// that group, a window of a few instructions.
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::Unsupported`] when the program's process was not found at the
+    /// spawn (no `/proc`); the error of `pidfd_send_signal` or `kill`. None when the
+    /// group has ended.
+    pub(super) fn signal_group(&self, sig: libc::c_int) -> io::Result<()> {
+        use stockade_sys::linux as sys;
+        let (Some(pid), Some(pidfd)) = (self.pid, &self.pidfd) else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the program's process was not found at the spawn (is /proc mounted?)",
+            ));
+        };
+        let flags = if self.leads_group {
+            sys::PIDFD_SIGNAL_PROCESS_GROUP
+        } else {
+            0
+        };
+        let r = match sys::pidfd_send_signal_flags(pidfd.as_fd().into(), sig, flags) {
+            Err(stockade_sys::Errno(libc::EINVAL)) if flags != 0 => {
+                if init::exited(pidfd.as_fd()) {
+                    return Ok(());
+                }
+                sys::kill(-pid, sig)
+            }
+            r => r,
+        };
+        match r {
+            Ok(()) | Err(stockade_sys::Errno(libc::ESRCH)) => Ok(()),
+            Err(e) => Err(io::Error::from_raw_os_error(e.0)),
+        }
+    }
+
+    /// Ends the program's process group in passthrough, where nothing else contains what
+    /// the program started (elsewhere the init does, and this does nothing). `pid` is the
+    /// host's own child, the program.
+    ///
+    /// Why `kill(-pid)` cannot reach another group: the caller has not reaped the
+    /// program (its `Child` holds no status, and only the `Child`'s own wait, which needs
+    /// `&mut`, reaps it in passthrough). An unreaped process, even a zombie, keeps its
+    /// `struct pid` attached as the pid and group id of that process (the kernel detaches
+    /// it in `release_task`, at the reap), so the number `pid` names this group and no
+    /// new process can be given it. The group is this program's from its `setsid` before
+    /// its exec, so that the signal reaches the program and every descendant that stayed
+    /// in its group, and only them.
+    pub(super) fn kill_group(&self, pid: libc::pid_t) -> io::Result<()> {
+        if !(self.passthrough && self.leads_group) {
+            return Ok(());
+        }
+        match stockade_sys::linux::kill(-pid, libc::SIGKILL) {
+            Ok(()) | Err(stockade_sys::Errno(libc::ESRCH)) => Ok(()),
+            Err(e) => Err(io::Error::from_raw_os_error(e.0)),
+        }
+    }
+}
+
+/// Waits until [`Child::wait_fd`] is readable or `timeout` has passed: news for
+/// `try_wait`, or none yet.
+pub(super) fn await_news(handle: &Handle, timeout: std::time::Duration) -> io::Result<()> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let fd = handle.status_fd().unwrap_or_else(|| handle.as_fd());
+    let ms = timeout.as_millis().saturating_add(1).min(i32::MAX as u128) as i32;
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    match poll(
+        &mut fds,
+        PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+    ) {
+        Ok(_) | Err(nix::Error::EINTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Reaps the sandbox's first process later ([`super::reap`]), for a `Child` dropped after
+/// its kill: its pidfd names it even once reaped by someone else.
+pub(super) fn reap_later(_pid: libc::pid_t, handle: &Handle, rusage: &super::limits::RusageSlot) {
+    if let Ok(pidfd) = handle.as_fd().try_clone_to_owned() {
+        super::reap::later(pidfd, Arc::clone(rusage));
+    }
 }

@@ -403,6 +403,18 @@ pub fn wait_exited(pidfd: BorrowedFd<'_>) -> bool {
     }
 }
 
+/// Whether the process of `pidfd` has exited (a poll without waiting). A pidfd that
+/// cannot be polled counts as exited: nothing may then be signalled through its number.
+pub fn exited(pidfd: BorrowedFd<'_>) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(pidfd, PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(0) => false,
+        Ok(_) => true,
+        Err(_) => true,
+    }
+}
+
 /// A running sandbox's handle: the pidfd of its first process (the init, or the program
 /// itself in passthrough) and, with an init, the status pipe.
 #[derive(Debug)]

@@ -108,6 +108,27 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: c_int) -> Result<()> {
     .map(drop)
 }
 
+/// `pidfd_send_signal(2)` without `siginfo`, with `flags`: `PIDFD_SIGNAL_PROCESS_GROUP`
+/// (Linux 6.9; older kernels refuse any flag with `EINVAL`) sends `sig` to the process
+/// group whose id is the pidfd's pid. The pidfd holds the kernel's `struct pid`, so a pid
+/// number reused meanwhile is never reached.
+pub fn pidfd_send_signal_flags(pidfd: BorrowedFd<'_>, sig: c_int, flags: c_uint) -> Result<()> {
+    // SAFETY: the `siginfo` pointer is NULL; the other arguments are integers.
+    unsafe {
+        syscall!(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            0usize,
+            flags
+        )
+    }
+    .map(drop)
+}
+
+/// `PIDFD_SIGNAL_PROCESS_GROUP` of `<linux/pidfd.h>` (not in `libc` yet).
+pub const PIDFD_SIGNAL_PROCESS_GROUP: c_uint = 1 << 2;
+
 /// `rt_sigprocmask(2)` with a 64-bit signal set.
 pub fn rt_sigprocmask(how: c_int, set: &u64, old: Option<&mut u64>) -> Result<()> {
     let old = old.map_or(0, |o| core::ptr::from_mut(o) as usize);
