@@ -10,6 +10,9 @@ mod common;
 
 use std::io::Read;
 use std::path::Path;
+use std::process::{Command as StdCommand, Output};
+
+use common::Feature;
 
 use stockade::error::PlanError;
 use stockade::{Error, Layer, Mode, Policy, Sandbox, Stdio};
@@ -91,6 +94,105 @@ fn too_short_secret_env_values_are_refused() {
         assert!(!text.contains("471"), "the error shows the value: {text}");
         assert!(!marker.exists(), "{name}: the command ran");
     }
+}
+
+/// Builds a minimal root at `$R/root` (a plain directory on a tmpfs, the host's system
+/// directories bound, the workspace at `/ws`, the CLI at `/stockade`, no `/proc` unless
+/// asked), then runs `"$@"` in it: with `PID1=1` as PID 1 of a new PID namespace whose
+/// own `/proc` is mounted in the root, then `chroot`, as a container runtime starts a
+/// chroot'ed entrypoint; else through `pivot_root`, as a runtime enters an image.
+const MINIMAL_ROOT: &str = r#"set -e
+mount -t tmpfs -o mode=0755 none "$R"
+B="$R/root"
+mkdir "$B"
+for d in usr bin sbin lib lib32 lib64 libx32 etc; do
+    if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$B/$d"
+    elif [ -d "/$d" ]; then mkdir "$B/$d" && mount --rbind "/$d" "$B/$d"; fi
+done
+mkdir "$B/dev" "$B/proc" "$B/ws" "$B/tmp"
+chmod 1777 "$B/tmp"
+mount --rbind /dev "$B/dev"
+mount --bind "$WS" "$B/ws"
+touch "$B/stockade" && mount --bind "$EXE" "$B/stockade"
+if [ "$PID1" = 1 ]; then
+    exec unshare -pf --mount-proc="$B/proc" chroot "$B" "$@"
+fi
+mount --rbind /proc "$B/proc"
+mount --rbind "$B" "$B"
+cd "$B"
+pivot_root . .
+umount -l .
+cd /
+umount -l /proc
+exec "$@""#;
+
+/// Runs `/stockade ARGS` in the root of [`MINIMAL_ROOT`], stdin from `stdin`.
+fn in_minimal_root(pid1: bool, stdin: std::process::Stdio, args: &[&str]) -> Output {
+    let (_dir, r) = common::var_tempdir();
+    let (_ws, ws) = common::var_tempdir();
+    let unshare = if nix::unistd::geteuid().is_root() {
+        "-m"
+    } else {
+        "-Urm"
+    };
+    StdCommand::new("unshare")
+        .args([
+            unshare,
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            MINIMAL_ROOT,
+            "sh",
+        ])
+        .arg("/stockade")
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+        .env("R", &r)
+        .env("WS", &ws)
+        .env("EXE", common::stockade_exe())
+        .env("PID1", if pid1 { "1" } else { "0" })
+        .stdin(stdin)
+        .output()
+        .expect("run unshare")
+}
+
+/// The CLI as the chroot'ed entrypoint of a container (PID 1 of its PID namespace, with
+/// that namespace's `/proc`): the kernel refuses the user namespace because of the chroot,
+/// and the error says so, instead of blaming AppArmor or seccomp. (The test of "PID 1's
+/// root is mine" compared PID 1 with itself.)
+#[test]
+fn the_cli_as_a_chrooted_pid_1_names_the_chroot() {
+    require!(Feature::UserNs);
+    let out = in_minimal_root(
+        true,
+        std::process::Stdio::null(),
+        &[
+            "run",
+            "--workspace",
+            "/ws",
+            "--layer",
+            "full",
+            "--fallback",
+            "refuse",
+            "--",
+            "sh",
+            "-c",
+            "echo ran",
+        ],
+    );
+    let text = common::output_text(&out);
+    assert_eq!(out.status.code(), Some(125), "{text}");
+    assert!(
+        text.contains("runs under chroot") && text.contains("pivot_root"),
+        "{text}"
+    );
+    assert!(!text.contains("apparmor"), "{text}");
+    // It is PID 1 there: `detect` says the same.
+    let out = in_minimal_root(true, std::process::Stdio::null(), &["detect"]);
+    let text = common::output_text(&out);
+    assert!(text.contains("runs under chroot"), "{text}");
 }
 
 /// Every test above, as uid 65534.
