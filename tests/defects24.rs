@@ -112,6 +112,12 @@ done
 mkdir "$B/dev" "$B/proc" "$B/ws" "$B/tmp"
 chmod 1777 "$B/tmp"
 mount --rbind /dev "$B/dev"
+if [ "$DEVMIN" = 1 ]; then
+    mount -t tmpfs -o mode=0755 none "$B/dev"
+    for n in null zero full random urandom tty; do
+        touch "$B/dev/$n" && mount --bind "/dev/$n" "$B/dev/$n"
+    done
+fi
 mount --bind "$WS" "$B/ws"
 touch "$B/stockade" && mount --bind "$EXE" "$B/stockade"
 if [ "$PID1" = 1 ]; then
@@ -128,6 +134,17 @@ exec "$@""#;
 
 /// Runs `/stockade ARGS` in the root of [`MINIMAL_ROOT`], stdin from `stdin`.
 fn in_minimal_root(pid1: bool, stdin: std::process::Stdio, args: &[&str]) -> Output {
+    in_minimal_root_with(pid1, false, stdin, args)
+}
+
+/// [`in_minimal_root`], with `dev_min`: a `/dev` of a few nodes, each a bind mount of the
+/// host's, as container runtimes make it.
+fn in_minimal_root_with(
+    pid1: bool,
+    dev_min: bool,
+    stdin: std::process::Stdio,
+    args: &[&str],
+) -> Output {
     let (_dir, r) = common::var_tempdir();
     let (_ws, ws) = common::var_tempdir();
     let unshare = if nix::unistd::geteuid().is_root() {
@@ -153,6 +170,7 @@ fn in_minimal_root(pid1: bool, stdin: std::process::Stdio, args: &[&str]) -> Out
         .env("WS", &ws)
         .env("EXE", common::stockade_exe())
         .env("PID1", if pid1 { "1" } else { "0" })
+        .env("DEVMIN", if dev_min { "1" } else { "0" })
         .stdin(stdin)
         .output()
         .expect("run unshare")
@@ -193,6 +211,38 @@ fn the_cli_as_a_chrooted_pid_1_names_the_chroot() {
     let out = in_minimal_root(true, std::process::Stdio::null(), &["detect"]);
     let text = common::output_text(&out);
     assert!(text.contains("runs under chroot"), "{text}");
+}
+
+/// An image without `/proc`, `/dev/null` on stdin: the run degrades as with a pipe on
+/// stdin (the full layer, which needs `/proc` for its id maps, falls back to layer 2) and
+/// runs, also when `/dev/null` is itself a bind mount. A root caller's null stdio is
+/// opened in a read-only copy of `/dev`, not reopened through `/proc/self/fd`.
+#[test]
+fn without_proc_a_null_stdin_degrades_as_a_pipe_does() {
+    require!(Feature::UserNs);
+    for dev_min in [false, true] {
+        for flags in [
+            &["--layer", "landlock", "--min-layer", "landlock"][..],
+            &["--min-layer", "landlock"],
+        ] {
+            let mut args = vec!["run", "--workspace", "/ws"];
+            args.extend(flags);
+            args.extend([
+                "--",
+                "sh",
+                "-c",
+                "echo ran; cat; echo end >/dev/null; echo end",
+            ]);
+            let out = in_minimal_root_with(false, dev_min, std::process::Stdio::null(), &args);
+            let text = common::output_text(&out);
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "ran\nend\n",
+                "{dev_min} {flags:?}: {text}"
+            );
+            assert_eq!(out.status.code(), Some(0), "{dev_min} {flags:?}: {text}");
+        }
+    }
 }
 
 /// Every test above, as uid 65534.
