@@ -15,7 +15,7 @@ use std::process::{Command as StdCommand, Output};
 use common::Feature;
 
 use stockade::error::PlanError;
-use stockade::{Error, Layer, Mode, Policy, Sandbox, Stdio};
+use stockade::{Error, Layer, Mode, Network, Policy, Sandbox, Stdio};
 
 /// Sets a policy's containment.
 type SetMode = fn(&mut Policy);
@@ -241,6 +241,48 @@ fn without_proc_a_null_stdin_degrades_as_a_pipe_does() {
                 "{dev_min} {flags:?}: {text}"
             );
             assert_eq!(out.status.code(), Some(0), "{dev_min} {flags:?}: {text}");
+        }
+    }
+}
+
+/// `network = "full"` is the host's network namespace: a service on the host's
+/// `127.0.0.1` answers the program (SECURITY.md, "Network modes", says so; a restricted
+/// mode is planned, issue 25). `network = "none"` does not reach it, on either layer.
+#[test]
+fn full_network_reaches_the_hosts_loopback_none_does_not() {
+    let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in host.incoming() {
+            let Ok(mut conn) = conn else { break };
+            let _ = std::io::Write::write_all(&mut conn, b"host service answered");
+        }
+    });
+    let code = format!(
+        "import socket, errno\n\
+         try:\n\
+         \x20   c = socket.create_connection(('127.0.0.1', {port}), timeout=5)\n\
+         \x20   print(c.recv(64).decode())\n\
+         except OSError as e:\n\
+         \x20   print('refused', errno.errorcode.get(e.errno, e.errno))\n"
+    );
+    let ws = common::tempdir();
+    for (name, set) in modes() {
+        for network in [Network::Full, Network::None] {
+            if name == "disabled" && network == Network::None {
+                // Disabled mode contains nothing, the network included.
+                continue;
+            }
+            let sb = common::sandbox(ws.path(), |p| {
+                set(p);
+                p.network = network;
+            });
+            let out = common::py_ok(&sb, &code);
+            if network == Network::Full {
+                assert_eq!(out, "host service answered\n", "{name} full");
+            } else {
+                assert!(out.starts_with("refused "), "{name} none: {out}");
+            }
         }
     }
 }
