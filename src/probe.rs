@@ -196,24 +196,54 @@ pub(crate) fn proc_note(errno: i32) -> Option<&'static str> {
 }
 
 /// Whether this process runs under `chroot(2)`, where the kernel refuses new user
-/// namespaces (`EPERM`: `current_chrooted()` in `create_user_ns`): its root is not the
-/// root of its mount namespace. `None` when that cannot be told cheaply.
+/// namespaces (`EPERM`). `None` when that cannot be told cheaply.
 ///
-/// Two cheap reads: in the mount namespace of PID 1, a root other than PID 1's is a
-/// chroot (systemd's test); elsewhere, a root that is no mount's root (no line of
-/// `/proc/self/mountinfo` has the mount point `/`) is one too. A chroot into a mount's
-/// root in a mount namespace of its own, or a host without `/proc`, stays unknown.
+/// The kernel's condition (`current_chrooted()` in `create_user_ns`) is that the
+/// process's root is not the root of its mount namespace (after following what is
+/// mounted over it). No unprivileged read states that, so two cheap signs stand in:
+///
+/// - a root that is no mount's root (no line of `/proc/self/mountinfo` has the mount
+///   point `/`) is a plain directory, never a namespace's root: a chroot, for certain;
+/// - otherwise, in the mount namespace of PID 1, a root other than PID 1's is a chroot
+///   (systemd's test), and the same root as PID 1's is taken for none: PID 1 is assumed
+///   not to be chrooted itself.
+///
+/// The second sign says nothing when this process *is* PID 1 (the entrypoint of a
+/// container, a CLI started by `unshare -pf`): it compares the root with itself, and
+/// used to clear a chroot'ed entrypoint and blame AppArmor or seccomp instead. There,
+/// and for a chroot into a mount's root in a mount namespace of its own, or without
+/// `/proc`, the answer stays unknown.
 #[cfg(target_os = "linux")]
 pub(crate) fn chrooted() -> Option<bool> {
     use std::os::unix::fs::MetadataExt;
     let id = |p: &str| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-    if let (Some(init), Some(own)) = (id("/proc/1/ns/mnt"), id("/proc/self/ns/mnt")) {
-        if init == own {
-            return Some(id("/proc/1/root")? != id("/")?);
-        }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok();
+    let pid1 = || -> Option<(bool, bool)> {
+        let same_ns = id("/proc/1/ns/mnt")? == id("/proc/self/ns/mnt")?;
+        Some((same_ns, id("/proc/1/root")? == id("/")?))
+    };
+    chrooted_by(mountinfo.as_deref(), std::process::id() == 1, pid1)
+}
+
+/// [`chrooted`] from its facts: `mountinfo` (this process's, when readable), whether this
+/// process is PID 1, and (asked only when it is not) whether it shares PID 1's mount
+/// namespace and its root.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn chrooted_by(
+    mountinfo: Option<&str>,
+    is_pid1: bool,
+    pid1: impl FnOnce() -> Option<(bool, bool)>,
+) -> Option<bool> {
+    if mountinfo.is_some_and(root_is_no_mount) {
+        return Some(true);
     }
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    root_is_no_mount(&info).then_some(true)
+    if is_pid1 {
+        return None;
+    }
+    match pid1()? {
+        (true, same_root) => Some(!same_root),
+        (false, _) => None,
+    }
 }
 
 /// Whether no mount in `mountinfo` (its text) is mounted on `/`: the process's root is
@@ -319,6 +349,37 @@ fn sandbox_availability() -> Availability {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pid_1_is_never_cleared_by_comparing_its_root_with_itself() {
+        let mounted = "22 1 0:21 / / rw - tmpfs none rw\n";
+        let plain = "22 1 0:21 /root /proc rw - proc proc rw\n";
+        let never = || -> Option<(bool, bool)> { panic!("PID 1 compared with itself") };
+        // The CLI as a container's entrypoint: PID 1, chrooted into a plain directory.
+        assert_eq!(super::chrooted_by(Some(plain), true, never), Some(true));
+        // PID 1 at a mount's root: unknown, not "no chroot".
+        assert_eq!(super::chrooted_by(Some(mounted), true, never), None);
+        assert_eq!(super::chrooted_by(None, true, never), None);
+        // Any other process: PID 1's root decides, in PID 1's mount namespace only.
+        let other = |facts| move || Some(facts);
+        assert_eq!(
+            super::chrooted_by(Some(mounted), false, other((true, true))),
+            Some(false)
+        );
+        assert_eq!(
+            super::chrooted_by(Some(mounted), false, other((true, false))),
+            Some(true)
+        );
+        assert_eq!(
+            super::chrooted_by(Some(mounted), false, other((false, true))),
+            None
+        );
+        // A plain-directory root is a chroot whatever PID 1's root is.
+        assert_eq!(
+            super::chrooted_by(Some(plain), false, other((true, true))),
+            Some(true)
+        );
+    }
+
     #[test]
     fn a_root_that_is_no_mount_is_a_chroot() {
         let pivoted = "22 1 0:21 / / rw - tmpfs none rw\n23 22 0:5 / /proc rw - proc proc rw\n";

@@ -279,6 +279,21 @@ pub enum PlanError {
     /// A variable the program must not receive (LD_PRELOAD, …) was set on the command.
     #[error("environment variable {0} is not allowed for sandboxed commands")]
     DangerousEnv(String),
+    /// A [`Command::secret_env`](crate::Command::secret_env) value is shorter than
+    /// [`MIN_SECRET_ENV_LEN`](crate::guard::redact::MIN_SECRET_ENV_LEN) bytes: it could not
+    /// be redacted without replacing common text, so the command is not run.
+    #[error(
+        "secret_env {name}: its value has {len} bytes, fewer than the {min} a redacted \
+         secret needs (pass it with env() if it is not a secret)"
+    )]
+    SecretTooShort {
+        /// The variable's name.
+        name: String,
+        /// The value's length in bytes.
+        len: usize,
+        /// The shortest value accepted.
+        min: usize,
+    },
 }
 
 /// Spawning failed.

@@ -299,3 +299,66 @@ fn config_errors_name_the_nested_key_line_and_column() {
         })
     ));
 }
+
+/// A host file with `[[agents]]` arrays: `from_config` says where the policy goes, and the
+/// host hands each agent's table to `from_toml_value`.
+#[test]
+fn an_agents_array_is_explained_and_from_toml_value_reads_each_entry() {
+    let text = "name = \"h\"\n\n[[agents]]\nname = \"a\"\n[agents.sandbox]\nnetwork = \"none\"\n\n\
+                [[agents]]\nname = \"b\"\n[agents.sandbox]\nnetwork = \"full\"\nwritable_paths = [\"/srv\"]\n";
+    let e = Policy::from_config(text).unwrap_err();
+    let shown = e.to_string();
+    for part in [
+        "unknown field `",
+        "[sandbox]",
+        "[agents.sandbox]",
+        "Policy::from_toml_value",
+    ] {
+        assert!(shown.contains(part), "{part}: {shown}");
+    }
+    // Policy keys and a host's table at the top level: the same hint, at the host's key.
+    let e = Policy::from_config("network = \"none\"\n[server]\nport = 1\n").unwrap_err();
+    match &e {
+        PolicyError::Toml {
+            key: Some(k),
+            line: Some(2),
+            ..
+        } => assert_eq!(k, "server"),
+        other => panic!("{other:?}"),
+    }
+    assert!(e.to_string().contains("Policy::from_toml_value"), "{e}");
+    // A misspelt policy key gets no hint about nesting.
+    let e = Policy::from_config("netwrok = \"none\"\n").unwrap_err();
+    assert!(!e.to_string().contains("from_toml_value"), "{e}");
+    let e = Policy::from_config("[sandbox]\nnetwrok = \"none\"\n").unwrap_err();
+    assert!(!e.to_string().contains("from_toml_value"), "{e}");
+
+    let file: toml::Table = toml::from_str(text).unwrap();
+    let agents = file["agents"].as_array().unwrap();
+    let a = Policy::from_toml_value(&agents[0]["sandbox"]).unwrap();
+    let b = Policy::from_toml_value(&agents[1]["sandbox"]).unwrap();
+    assert_eq!(a.network, Network::None);
+    assert_eq!(b.network, Network::Full);
+    assert_eq!(b.writable_paths, [PathBuf::from("/srv")]);
+    assert_eq!(a.deny_names, Policy::default().deny_names);
+    // The same checks as text: unknown keys, wrong types, relative paths.
+    let bad = |t: &str| Policy::from_toml_value(&toml::Value::Table(toml::from_str(t).unwrap()));
+    match bad("netwrok = \"none\"\n") {
+        Err(PolicyError::Toml { message, .. }) => {
+            assert!(message.contains("unknown field `netwrok`"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        bad("network = 5\n"),
+        Err(PolicyError::Toml { .. })
+    ));
+    assert!(matches!(
+        bad("writable_paths = [\"rel\"]\n"),
+        Err(PolicyError::Toml { .. } | PolicyError::RelativePath { .. })
+    ));
+    assert!(matches!(
+        Policy::from_toml_value(&toml::Value::Integer(1)),
+        Err(PolicyError::Toml { .. })
+    ));
+}

@@ -322,8 +322,40 @@ impl Policy {
                 .agents
                 .sandbox
         } else {
-            toml::from_str::<Policy>(text).map_err(parse)?
+            toml::from_str::<Policy>(text).map_err(|e| nest_hint(parse(e), &table))?
         };
+        policy.validate()?;
+        Ok(policy)
+    }
+
+    /// The policy in a TOML value a host has already parsed: the table that holds the
+    /// policy's own keys (`network`, `writable_paths`, …), wherever the host's file keeps
+    /// it. This is the way for a layout [`Policy::from_config`] does not know, such as one
+    /// policy per entry of an `[[agents]]` array.
+    ///
+    /// ```
+    /// let file: toml::Table = toml::from_str(
+    ///     "[[agents]]\nname = \"a\"\n[agents.sandbox]\nnetwork = \"none\"\n\n\
+    ///      [[agents]]\nname = \"b\"\n[agents.sandbox]\nnetwork = \"full\"\n",
+    /// )
+    /// .unwrap();
+    /// let agents = file["agents"].as_array().unwrap();
+    /// let b = stockade::Policy::from_toml_value(&agents[1]["sandbox"]).unwrap();
+    /// assert_eq!(b.network, stockade::Network::Full);
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::Toml`] with toml's message (an unknown key, a wrong type; a value
+    /// holds no positions, so without line and column); [`PolicyError::RelativePath`] and
+    /// [`PolicyError::BadName`] from [`Policy::validate`].
+    pub fn from_toml_value(value: &toml::Value) -> Result<Self, PolicyError> {
+        let policy = Policy::deserialize(value.clone()).map_err(|e| PolicyError::Toml {
+            key: None,
+            line: None,
+            column: None,
+            message: e.message().trim_end().to_string(),
+        })?;
         policy.validate()?;
         Ok(policy)
     }
@@ -389,6 +421,44 @@ impl Policy {
             }
         }
         Ok(())
+    }
+}
+
+/// A config file read as a bare policy whose top level has a table or an array of tables
+/// that is not the policy's (`[server]`, `[[agents]]`) is a host's own file: an unknown
+/// key at its top level gets a note on where the policy goes. (A misspelt key in a bare
+/// policy file gets none.)
+fn nest_hint(e: PolicyError, table: &toml::Table) -> PolicyError {
+    let hosts_file = table.iter().any(|(k, v)| {
+        !POLICY_KEYS.contains(&k.as_str())
+            && (v.is_table()
+                || v.as_array()
+                    .is_some_and(|a| a.iter().all(toml::Value::is_table)))
+    });
+    match e {
+        PolicyError::Toml {
+            key: Some(key),
+            line,
+            column,
+            mut message,
+        } if hosts_file && {
+            let head = key.split(['.', '[']).next().unwrap_or_default();
+            table.contains_key(head) && !POLICY_KEYS.contains(&head)
+        } =>
+        {
+            message.push_str(
+                "; a host's config keeps the policy in a `[sandbox]` or `[agents.sandbox]` \
+                 table, or parses the file itself and passes the policy's table to \
+                 `Policy::from_toml_value` (as for an `[[agents]]` array)",
+            );
+            PolicyError::Toml {
+                key: Some(key),
+                line,
+                column,
+                message,
+            }
+        }
+        other => other,
     }
 }
 

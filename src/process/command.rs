@@ -51,8 +51,8 @@ pub struct Command {
     controlling_terminal: bool,
     /// Whether dropping the `Child` ends the sandbox.
     kill_on_drop: bool,
-    /// The values of this command's `secret_env` variables.
-    secrets: Vec<Vec<u8>>,
+    /// The names and values of this command's `secret_env` variables.
+    secrets: Vec<(OsString, Vec<u8>)>,
     /// The sandbox's redactor of the host's secrets (shared, not rebuilt per command).
     pub(super) redactor: crate::Redactor,
 }
@@ -107,8 +107,16 @@ impl Command {
     /// Sets a variable that holds a secret for this command only: the program receives
     /// it, and its value is registered with this command's [`Child::redactor`], so that the
     /// host can scrub it from the output. Never logged.
+    ///
+    /// A value shorter than [`MIN_SECRET_ENV_LEN`](crate::guard::redact::MIN_SECRET_ENV_LEN)
+    /// (4) bytes makes [`spawn`](Command::spawn) fail with
+    /// [`PlanError::SecretTooShort`]; one of 4 to 7 bytes is redacted (every occurrence of
+    /// those bytes in the output), with a `tracing` warning that names the variable.
     pub fn secret_env(&mut self, key: impl AsRef<OsStr>, val: impl AsRef<OsStr>) -> &mut Command {
-        self.secrets.push(val.as_ref().as_encoded_bytes().to_vec());
+        self.secrets.push((
+            key.as_ref().to_owned(),
+            val.as_ref().as_encoded_bytes().to_vec(),
+        ));
         self.env(key, val)
     }
 
@@ -278,8 +286,8 @@ impl Command {
     ///
     /// # Errors
     ///
-    /// [`Error::Plan`] for a bad working directory, a refused variable or a replaced data
-    /// dir; [`Error::Spawn`] when a setup step fails in the child (the error names the
+    /// [`Error::Plan`] for a bad working directory, a refused variable, a `secret_env`
+    /// value too short to redact ([`PlanError::SecretTooShort`]) or a replaced data dir; [`Error::Spawn`] when a setup step fails in the child (the error names the
     /// step, the path and the errno) or the program is not found.
     pub fn spawn(&mut self) -> Result<Child, Error> {
         self.spawn_with(Stdio::inherit, Stdio::inherit)
@@ -298,6 +306,7 @@ impl Command {
         if let Some((path, id)) = &self.inner.data_dir {
             check_data_dir(path, *id)?;
         }
+        check_secret_lengths(&self.secrets)?;
         // Like std, the command keeps its stdio settings: it can be spawned again.
         let (stdin_child, stdin_parent) = match &self.stdin {
             Some(s) => s.setup(true),
@@ -358,7 +367,9 @@ impl Command {
             kill_on_drop: self.kill_on_drop,
             run,
             status: None,
-            redactor: self.redactor.with_secrets(&self.secrets),
+            redactor: self
+                .redactor
+                .with_env_secrets(self.secrets.iter().map(|(_, v)| v)),
             private_tmp,
             git,
             nested,
@@ -578,4 +589,28 @@ fn warn_unguarded(plan: &Plan) {
             }
         }
     }
+}
+
+/// Refuses a `secret_env` value too short to redact, and warns about one that is redacted
+/// although it is shorter than a host secret may be: every occurrence of its bytes in the
+/// output is replaced, which may hit unrelated text, and that shows where they were.
+fn check_secret_lengths(secrets: &[(OsString, Vec<u8>)]) -> Result<(), PlanError> {
+    use crate::guard::redact::{MIN_SECRET_ENV_LEN, MIN_SECRET_LEN};
+    for (name, value) in secrets {
+        if value.len() < MIN_SECRET_ENV_LEN {
+            return Err(PlanError::SecretTooShort {
+                name: name.to_string_lossy().into_owned(),
+                len: value.len(),
+                min: MIN_SECRET_ENV_LEN,
+            });
+        }
+        if value.len() < MIN_SECRET_LEN {
+            tracing::warn!(
+                variable = %name.to_string_lossy(),
+                len = value.len(),
+                "stockade: a short secret_env value is redacted wherever its bytes appear in the output"
+            );
+        }
+    }
+    Ok(())
 }

@@ -67,50 +67,63 @@ impl Prepared {
 /// The node is the host's, and when the host runs as root the program's uid owns it
 /// (the full layer maps the caller's uid; layer 2 keeps it): through a plain fd the
 /// program could `fchmod` or `futimens` the host's `/dev/null`. A root host therefore
-/// opens it through a detached read-only copy of its mount ([`null_tree`]), where those
-/// calls fail with `EROFS` and reading and writing the device go on. A host without
+/// opens it in a detached read-only copy of the mounts of `/dev` ([`dev_tree`]), where
+/// those calls fail with `EROFS` and reading and writing the device go on. A host without
 /// `CAP_SYS_ADMIN` cannot make the copy and opens the node plainly (`SECURITY.md`); any
 /// other host cannot change a root-owned node anyway.
 ///
+/// The copy is of the directory, not of the node: an `O_PATH` fd of a copied node could
+/// only be reopened through `/proc/self/fd`, which a minimal image does not have, while
+/// `null` is opened beneath the copied directory with `openat2`, `/proc` or not.
+///
 /// # Errors
 ///
-/// [`SpawnError::Path`] naming the path opened: `/proc/self/fd/N` for the copy, with a
-/// note when `/proc` is not mounted (a minimal image): the copy cannot be reopened then,
-/// and the node is not opened plainly instead, which would hand a root program the host's
-/// node.
+/// [`SpawnError::Path`] naming the path opened (`/dev/null`, in the copy for a root
+/// host). A `/dev/null` that is a symbolic link is not followed out of the copy
+/// (`ELOOP`), and the node is not opened plainly instead, which would hand a root program
+/// the host's node.
 pub(super) fn open_null(write: bool) -> Result<OwnedFd, SpawnError> {
-    let open = |path: &std::path::Path| {
-        std::fs::OpenOptions::new()
+    let path = std::path::PathBuf::from("/dev/null");
+    let Some(dev) = dev_tree() else {
+        return std::fs::OpenOptions::new()
             .read(!write)
             .write(write)
-            .open(path)
+            .open(&path)
             .map(OwnedFd::from)
-            .map_err(|e| crate::error::errno_of(&e))
+            .map_err(|e| SpawnError::Path {
+                what: "set up stdio: open",
+                path,
+                errno: crate::error::errno_of(&e),
+                note: None,
+            });
     };
-    let Some(tree) = null_tree() else {
-        let path = std::path::PathBuf::from("/dev/null");
-        return open(&path).map_err(|errno| SpawnError::Path {
-            what: "set up stdio: open",
+    let access = if write {
+        libc::O_WRONLY
+    } else {
+        libc::O_RDONLY
+    };
+    // Beneath the copy, and no symlink, so the file opened is on the read-only copy.
+    let how = stockade_sys::linux::open_how(
+        (access | libc::O_CLOEXEC | libc::O_NOCTTY) as u64,
+        0,
+        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+    );
+    stockade_sys::linux::openat2(dev.as_fd().into(), c"null", &how)
+        .map(OwnedFd::from)
+        .map_err(|e| SpawnError::Path {
+            what: "set up stdio: open, in the read-only copy of /dev,",
             path,
-            errno,
+            errno: crate::error::Errno::from_raw(e.raw()),
             note: None,
-        });
-    };
-    // Reopening through the fd's magic link keeps its mount: the read-only copy.
-    let path = std::path::PathBuf::from(format!("/proc/self/fd/{}", tree.as_raw_fd()));
-    open(&path).map_err(|errno| SpawnError::Path {
-        what: "set up stdio: open /dev/null's read-only copy as",
-        path,
-        errno,
-        note: crate::probe::proc_note(errno as i32),
-    })
+        })
 }
 
-/// For a root host: an `O_PATH` fd of `/dev/null` on a detached read-only copy of its
-/// mount (`open_tree(OPEN_TREE_CLONE)`, `mount_setattr(MOUNT_ATTR_RDONLY)`), made once per
-/// process (some 25 µs) and kept, so that each null stdio costs one `open`. `None` for
-/// other hosts, or when the copy cannot be made (with a `tracing` warning).
-fn null_tree() -> Option<&'static OwnedFd> {
+/// For a root host: a directory fd of a detached read-only copy of `/dev` and the mounts
+/// under it (`open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)`, `mount_setattr(MOUNT_ATTR_RDONLY)`;
+/// recursive, since `/dev/null` itself may be a bind mount, as container runtimes make
+/// it), made once per process and kept, so that each null stdio costs one `openat2`.
+/// `None` for other hosts, or when the copy cannot be made (with a `tracing` warning).
+fn dev_tree() -> Option<&'static OwnedFd> {
     use stockade_sys::linux as sys;
     static TREE: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
     TREE.get_or_init(|| {
@@ -118,10 +131,10 @@ fn null_tree() -> Option<&'static OwnedFd> {
             return None;
         }
         let copy = || -> Result<OwnedFd, stockade_sys::Errno> {
-            let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC;
-            let tree = sys::open_tree(sys::CWD, c"/dev/null", flags)?;
-            let empty = libc::AT_EMPTY_PATH as u32;
-            sys::mount_setattr(tree.as_fd(), c"", empty, libc::MOUNT_ATTR_RDONLY, 0, 0)?;
+            let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32;
+            let tree = sys::open_tree(sys::CWD, c"/dev", flags)?;
+            let at = (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as u32;
+            sys::mount_setattr(tree.as_fd(), c"", at, libc::MOUNT_ATTR_RDONLY, 0, 0)?;
             Ok(tree.into())
         };
         copy()

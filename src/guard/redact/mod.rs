@@ -43,9 +43,18 @@ pub use writer::RedactingWriter;
 /// What a redacted secret is replaced with.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// Values shorter than this are not redacted: replacing every `true` or `1234` would
-/// destroy the output and reveal the value by its absence.
+/// Values shorter than this are not redacted by [`Redactor::new`] and
+/// [`Redactor::with_secrets`]: replacing every `true` or `1234` of a secret store would
+/// destroy the output and reveal the value by its absence. Encoded forms (hex, base64,
+/// percent-encoding) shorter than this are never matched.
 pub const MIN_SECRET_LEN: usize = 8;
+
+/// The shortest value a [`Command::secret_env`](crate::Command::secret_env) variable may
+/// have. A command's own secret of 4 to 7 bytes (a PIN) is redacted, with a `tracing`
+/// warning, since the host named it a secret; a shorter one is refused at spawn
+/// ([`PlanError::SecretTooShort`](crate::error::PlanError::SecretTooShort)): 1 to 3 bytes
+/// would replace common text everywhere and could not be told apart from it.
+pub const MIN_SECRET_ENV_LEN: usize = 4;
 
 /// Replaces known secret values, and their encoded forms, in text.
 ///
@@ -78,8 +87,8 @@ impl fmt::Debug for Redactor {
     }
 }
 
-/// `secrets` at least [`MIN_SECRET_LEN`] long, sorted and deduplicated.
-fn values<I, S>(secrets: I) -> Vec<Vec<u8>>
+/// `secrets` at least `min` bytes long, sorted and deduplicated.
+fn values<I, S>(secrets: I, min: usize) -> Vec<Vec<u8>>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<[u8]>,
@@ -87,7 +96,7 @@ where
     let mut values: Vec<Vec<u8>> = secrets
         .into_iter()
         .map(|s| s.as_ref().to_vec())
-        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .filter(|s| s.len() >= min)
         .collect();
     values.sort_unstable();
     values.dedup();
@@ -108,7 +117,7 @@ impl Redactor {
         S: AsRef<[u8]>,
     {
         Redactor {
-            shared: NeedleSet::build(values(secrets), None).map(Arc::new),
+            shared: NeedleSet::build(values(secrets, MIN_SECRET_LEN), None).map(Arc::new),
             own: None,
         }
     }
@@ -127,7 +136,21 @@ impl Redactor {
         I: IntoIterator<Item = S>,
         S: AsRef<[u8]>,
     {
-        let mut own = values(more);
+        self.with_values(values(more, MIN_SECRET_LEN))
+    }
+
+    /// [`Redactor::with_secrets`] for a command's `secret_env` values, which may be as
+    /// short as [`MIN_SECRET_ENV_LEN`] (the command refuses shorter ones before this).
+    pub(crate) fn with_env_secrets<I, S>(&self, more: I) -> Redactor
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<[u8]>,
+    {
+        self.with_values(values(more, MIN_SECRET_ENV_LEN))
+    }
+
+    /// The shared part of [`Redactor::with_secrets`]: `own` is sorted and deduplicated.
+    fn with_values(&self, mut own: Vec<Vec<u8>>) -> Redactor {
         own.retain(|v| !self.sets().any(|s| s.values().binary_search(v).is_ok()));
         if own.is_empty() {
             return self.clone();
@@ -392,6 +415,42 @@ mod tests {
         let r = Redactor::new(["true", "1234567"]);
         assert!(r.is_empty());
         assert_eq!(r.redact(b"true 1234567"), &b"true 1234567"[..]);
+    }
+
+    /// A command's own secret of 4 to 7 bytes is redacted, alone and beside the host's
+    /// set, wherever it stands (the gram filter samples densely enough); its short encoded
+    /// forms are not matched, and a 3-byte one never gets in.
+    #[test]
+    fn short_env_secrets_are_redacted() {
+        let host = Redactor::new([secret(1)]);
+        for base in [Redactor::default(), host] {
+            let r = base.with_env_secrets(["4711", "abc1234", "xy"]);
+            assert_eq!(r.len(), base.len() + 2);
+            for pad in 0..12 {
+                let text = format!("{}4711 and abc1234.", "p".repeat(pad));
+                let want = format!("{}[REDACTED] and [REDACTED].", "p".repeat(pad));
+                assert_eq!(r.redact_str(&text), want);
+                assert_eq!(
+                    stream_bytes_equals_one_shot(&r, text.as_bytes()),
+                    want.as_bytes()
+                );
+            }
+            assert_eq!(r.redact_str("4711"), REDACTED);
+            // base64 of "4711" cut to its inner characters is 4 bytes: not a needle.
+            assert_eq!(r.redact_str("NDcxMQ xy"), "NDcxMQ xy");
+            // hex is 8 bytes: redacted.
+            assert_eq!(r.redact_str("34373131"), REDACTED);
+            assert_eq!(
+                r.redact_str(&secret(1)),
+                if base.is_empty() {
+                    secret(1)
+                } else {
+                    REDACTED.into()
+                }
+            );
+        }
+        // The public constructors keep the host-secret minimum.
+        assert!(Redactor::default().with_secrets(["4711"]).is_empty());
     }
 
     #[test]

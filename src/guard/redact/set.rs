@@ -5,9 +5,9 @@ use std::ops::Range;
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 
-use super::MIN_SECRET_LEN;
 use super::encode::encodings;
 use super::view;
+use super::{MIN_SECRET_ENV_LEN, MIN_SECRET_LEN};
 
 /// The needles of some secret values, and what searching for them takes.
 pub(super) struct NeedleSet {
@@ -24,12 +24,15 @@ pub(super) struct NeedleSet {
     /// How far from a gram of the filter a needle may reach: the longest needle of this
     /// set and of the set whose grams the filter also holds.
     reach: usize,
+    /// How often [`NeedleSet::for_each_area`] samples a gram: often enough that the
+    /// shortest needle of this set and of the set beside it holds a sampled gram.
+    step: usize,
     /// The values, sorted and deduplicated.
     values: Vec<Vec<u8>>,
 }
 
 impl NeedleSet {
-    /// The set for `values` (at least [`MIN_SECRET_LEN`] bytes each, sorted and
+    /// The set for `values` (at least [`MIN_SECRET_ENV_LEN`] bytes each, sorted and
     /// deduplicated); `None` when there are none.
     ///
     /// With `beside`, the set's filter also admits the grams of `beside`, so that one pass
@@ -50,7 +53,12 @@ impl NeedleSet {
                 needles.push(drawn);
             }
         }
-        needles.retain(|n| n.len() >= MIN_SECRET_LEN);
+        // Encoded forms shorter than MIN_SECRET_LEN would match common text; a value
+        // itself may be shorter (a command's own secret, down to MIN_SECRET_ENV_LEN).
+        needles.retain(|n| {
+            n.len() >= MIN_SECRET_LEN
+                || (n.len() >= MIN_SECRET_ENV_LEN && values.binary_search(n).is_ok())
+        });
         needles.sort_unstable();
         needles.dedup();
         let mut first = [false; 256];
@@ -64,6 +72,10 @@ impl NeedleSet {
             .build(&needles)
             .expect("literal needles always build");
         let longest = needles.iter().map(Vec::len).max().unwrap_or(0);
+        let shortest = needles.iter().map(Vec::len).min().unwrap_or(MIN_SECRET_LEN);
+        // Any needle contains a whole gram starting at one of `len - GRAM + 1` consecutive
+        // positions: sample that often for the shortest needle of both sets.
+        let step = (shortest.max(GRAM) - GRAM + 1).min(beside.map_or(usize::MAX, |o| o.step));
         let mut filter = GramFilter::new(&needles);
         if let Some(other) = beside {
             filter.add(&other.filter);
@@ -72,6 +84,7 @@ impl NeedleSet {
             automaton,
             longest,
             reach: beside.map_or(longest, |o| o.reach.max(longest)),
+            step,
             filter,
             first,
             needles,
@@ -94,7 +107,8 @@ impl NeedleSet {
     ///
     /// The automaton costs a table lookup per byte; most text holds no needle. Every needle
     /// is at least [`MIN_SECRET_LEN`] (8) bytes long, so any occurrence contains one of the
-    /// 4-byte grams sampled every 5 bytes. A sampled gram that occurs in no needle rules out
+    /// 4-byte grams sampled every 5 bytes (a command's shorter secret, down to 4 bytes,
+    /// makes the sampling denser: every `len - 3` bytes). A sampled gram that occurs in no needle rules out
     /// its neighbourhood; what is left are the merged neighbourhoods (one needle length
     /// either side) of the grams that do occur in a needle. Every occurrence lies whole in
     /// one of them and they do not overlap, so searching them one by one finds the matches
@@ -121,7 +135,7 @@ impl NeedleSet {
                     }
                 }
             }
-            i += STEP;
+            i += self.step;
         }
         pending.is_none_or(f)
     }
@@ -174,11 +188,9 @@ impl NeedleSet {
     }
 }
 
-/// The gram length of [`GramFilter`].
+/// The gram length of [`GramFilter`]: no needle is shorter.
 const GRAM: usize = 4;
-/// The sampling step: any needle of [`MIN_SECRET_LEN`] bytes or more contains a whole gram
-/// starting at one of `STEP` consecutive positions.
-const STEP: usize = MIN_SECRET_LEN - GRAM + 1;
+const _: () = assert!(MIN_SECRET_ENV_LEN >= GRAM);
 
 /// The set of 4-byte grams that occur in some needle: a 2^20-bit hashed bitmap in front of
 /// a sorted list, so a miss costs one bit test.
