@@ -67,11 +67,7 @@ fn call(way: Way, sb: &Sandbox) -> Call {
                 d
             }
             Way::SpawnAsync => {
-                let mut child = sb
-                    .command("/bin/true")
-                    .spawn_async()
-                    .await
-                    .expect("spawn");
+                let mut child = sb.command("/bin/true").spawn_async().await.expect("spawn");
                 let d = t.elapsed();
                 child.wait_async().await.expect("wait");
                 d
@@ -141,7 +137,9 @@ fn run(
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1).map(|a| a.parse::<usize>().expect("a number"));
+    let mut args = std::env::args()
+        .skip(1)
+        .map(|a| a.parse::<usize>().expect("a number"));
     let per_call = args.next().unwrap_or(10);
     let rounds = args.next().unwrap_or(3);
     let workers = args.next().unwrap_or(4);

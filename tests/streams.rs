@@ -71,7 +71,11 @@ fn hold_withholds_a_planted_token_before_it_is_yielded() {
             .collect();
         assert_eq!(
             summary,
-            [(&b"one\n"[..], false, 0), (b"", true, 1), (b"two\n", false, 0)],
+            [
+                (&b"one\n"[..], false, 0),
+                (b"", true, 1),
+                (b"two\n", false, 0)
+            ],
             "{mode:?}"
         );
         let f = &lines[1].findings[0];
@@ -155,11 +159,7 @@ fn the_output_cap_stops_yes() {
     let ws = tempdir();
     for mode in MODES {
         let sb = sandbox_in(ws.path(), mode);
-        let mut child = sb
-            .command("yes")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = sb.command("yes").stdout(Stdio::piped()).spawn().unwrap();
         let mut stream = child.stdout_lines().unwrap().max_output(CAP);
         let mut yielded = 0u64;
         let mut last = None;

@@ -54,7 +54,11 @@ fn spawn_async_runs_the_program_as_spawn_does() {
                 .read_to_string(&mut out)
                 .unwrap();
             assert_eq!(out, "out\n", "{mode:?}");
-            assert_eq!(child.wait_async().await.unwrap().code(), Some(7), "{mode:?}");
+            assert_eq!(
+                child.wait_async().await.unwrap().code(),
+                Some(7),
+                "{mode:?}"
+            );
             // The command is left as it was: it spawns again, the same way.
             let child = cmd.spawn_async().await.unwrap();
             let output = child.wait_with_output().unwrap();
