@@ -106,7 +106,7 @@ impl Line {
 ///
 /// With a blocking reader ([`ChildStdout`], [`ChildStderr`], any [`Read`]) it is an
 /// [`Iterator`]; with an async one (the `tokio` feature, the pipes'
-/// `into_async`) [`next_line`](Self::next_line) awaits the next line.
+/// `into_async`) `next_line` awaits the next line.
 ///
 /// ```no_run
 /// # let sandbox = stockade::Sandbox::new(stockade::Policy::with_workspace("/tmp")).unwrap();
