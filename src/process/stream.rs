@@ -41,7 +41,10 @@ pub enum LineEnd {
     /// the next item.
     Split,
     /// The last bytes of the output, without a newline: the program's output ended, or
-    /// the output cap was reached in the middle of a line.
+    /// the output cap was reached in the middle of a line. In hold mode a line cut by the
+    /// cap loses the run of token characters (`[A-Za-z0-9+/=_%-]`, up to 4 KiB) at its
+    /// end: the cap may have cut a secret in two, and its first part is too short to be
+    /// found.
     Eof,
     /// The marker that the output cap ([`LineStream::max_output`]) was reached: no bytes,
     /// no findings, and the last item. The pipe's read end has been closed, so the program
@@ -300,8 +303,16 @@ impl<R> LineStream<R> {
             } else {
                 break;
             };
-            let line = rest[..len].to_vec();
+            let mut line = rest[..len].to_vec();
             at += len;
+            if end == LineEnd::Eof && self.capped && self.hold {
+                // The cap may have cut a token in two: its first part, too short for the
+                // scanner, is dropped with the rest the program did not get to write.
+                let run = token_run(&line);
+                if run <= KEEP_RUN {
+                    line.truncate(line.len() - run);
+                }
+            }
             self.line(Line::new(line, end));
         }
         out.drain(..at);
@@ -387,11 +398,16 @@ impl<R> LineStream<R> {
     }
 }
 
+/// The length of the run of token characters (`[A-Za-z0-9+/=_%-]`) at the end of `bytes`.
+fn token_run(bytes: &[u8]) -> usize {
+    let token = |b: &u8| b.is_ascii_alphanumeric() || b"+/=_%-".contains(b);
+    bytes.iter().rev().take_while(|b| token(b)).count()
+}
+
 /// Where to cut a piece of `max` bytes of a long line: before the run of token characters
 /// at its end, when that run is short enough to be one token and leaves half the piece.
 fn split_point(piece: &[u8]) -> usize {
-    let token = |b: &u8| b.is_ascii_alphanumeric() || b"+/=_%-".contains(b);
-    let run = piece.iter().rev().take_while(|b| token(b)).count();
+    let run = token_run(piece);
     if run > 0 && run <= KEEP_RUN && run <= piece.len() / 2 {
         piece.len() - run
     } else {
@@ -572,6 +588,18 @@ mod tests {
         assert_eq!(out[n - 2].end, LineEnd::Eof);
         let total: usize = out.iter().map(|l| l.bytes.len()).sum();
         assert_eq!(total, 11);
+        // In hold mode a token cut by the cap is dropped, not yielded in part.
+        let tok = gh_token();
+        let text = format!("a\nkey {tok}\n");
+        let out = lines(&[text.as_bytes()], |s| s.hold(true).max_output(20));
+        let bytes: Vec<&[u8]> = out.iter().map(|l| l.bytes.as_slice()).collect();
+        assert_eq!(bytes, [&b"a\n"[..], b"key ", b""], "{out:?}");
+        let out = lines(&[text.as_bytes()], |s| s.max_output(20));
+        assert_eq!(
+            out[1].bytes,
+            &text.as_bytes()[2..20],
+            "pass mode yields every byte"
+        );
         // Exactly the cap is not past it.
         let out = lines(&[&[b'y', b'\n'].repeat(5)], |s| s.max_output(10));
         assert!(out.iter().all(|l| l.end == LineEnd::Newline), "{out:?}");
