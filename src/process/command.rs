@@ -46,7 +46,9 @@ pub struct Command {
     stdin: Option<Stdio>,
     stdout: Option<Stdio>,
     stderr: Option<Stdio>,
-    pass: Vec<OwnedFd>,
+    /// Shared with the copies `spawn_async` makes: a passed fd keeps its number, so it
+    /// cannot be duplicated, and stays open while any copy spawns with it.
+    pass: Vec<Arc<OwnedFd>>,
     /// Whether the program takes the terminal among its stdio as its controlling terminal.
     controlling_terminal: bool,
     /// Whether dropping the `Child` ends the sandbox.
@@ -175,7 +177,7 @@ impl Command {
     /// Passes `fd` to the program under the same number. Every other inherited fd but
     /// stdio is closed in the child.
     pub fn pass_fd(&mut self, fd: impl Into<OwnedFd>) -> &mut Command {
-        self.pass.push(fd.into());
+        self.pass.push(Arc::new(fd.into()));
         self
     }
 
@@ -406,7 +408,7 @@ impl Command {
         let mut nested = super::nested::Watch::start(plan, inner.policy.check_nested_repositories);
         // Theirs are put back after the run, on every layer.
         git.snapshot_nested(nested.host_repositories())?;
-        let pass: Vec<RawFd> = self.pass.iter().map(AsRawFd::as_raw_fd).collect();
+        let pass: Vec<RawFd> = self.pass.iter().map(|fd| fd.as_raw_fd()).collect();
         // Its cgroup, when the limits need one: joined by the setup child first.
         let mut run = inner.limits.run()?;
         let req = Request {
@@ -446,6 +448,33 @@ impl Command {
         #[cfg(target_os = "linux")]
         nested.started(&handle);
         Ok((pid, handle, private_tmp, git, nested, run, program))
+    }
+
+    /// A copy of this command that owns everything it needs, to be spawned on another
+    /// thread (`Command::spawn_async`): the stdio fds given with [`Stdio::from`] are
+    /// duplicated, the passed fds shared, the rest cloned (a few small allocations and
+    /// `dup`s, no syscall of the spawn itself).
+    ///
+    /// Every field is listed, so that a new one cannot be forgotten here.
+    #[cfg_attr(not(all(feature = "tokio", target_os = "linux")), allow(dead_code))]
+    pub(super) fn try_clone(&self) -> io::Result<Command> {
+        let stdio = |s: &Option<Stdio>| s.as_ref().map(Stdio::try_clone).transpose();
+        Ok(Command {
+            inner: Arc::clone(&self.inner),
+            sandbox: self.sandbox.clone(),
+            program: self.program.clone(),
+            args: self.args.clone(),
+            env: self.env.clone(),
+            env_clear: self.env_clear,
+            cwd: self.cwd.clone(),
+            stdin: stdio(&self.stdin)?,
+            stdout: stdio(&self.stdout)?,
+            stderr: stdio(&self.stderr)?,
+            pass: self.pass.clone(),
+            controlling_terminal: self.controlling_terminal,
+            secrets: self.secrets.clone(),
+            redactor: self.redactor.clone(),
+        })
     }
 
     /// Prepares this command's policy again from what the process knows now, and makes

@@ -9,7 +9,8 @@
 //! chosen for it, the prepared plan), [`Command`] (`command.rs`: the builder and one spawn
 //! attempt, with the data dir's pin checked (`data_dir.rs`) and layer 2's private
 //! `TMPDIR` made (`tmp.rs`)), the platform's launcher, then [`Child`] (`child.rs`: wait,
-//! kill, signal; `asynchronous.rs` with the `tokio` feature).
+//! kill, signal; `asynchronous.rs` with the `tokio` feature), and `stream.rs`: its output
+//! as redacted, scanned lines ([`LineStream`]).
 
 #[cfg(all(feature = "tokio", target_os = "linux"))]
 mod asynchronous;
@@ -23,6 +24,7 @@ mod limits;
 mod nested;
 mod sandbox;
 mod stdio;
+mod stream;
 mod tmp;
 mod unhidden;
 mod watchdog;
@@ -59,6 +61,7 @@ pub use limits::{Termination, Usage, cgroup_limits};
 pub use nested::{NestedOutcome, NestedRepository};
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
+pub use stream::{DEFAULT_MAX_LINE, Line, LineEnd, LineStream};
 
 use command::Request;
 pub(crate) use command::StartError;

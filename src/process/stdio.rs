@@ -37,6 +37,18 @@ impl Stdio {
         Stdio(Kind::Piped)
     }
 
+    /// A copy of this setting for a spawn made elsewhere (`Command::spawn_async` on
+    /// another thread): a given file descriptor is duplicated (close-on-exec).
+    #[cfg_attr(not(all(feature = "tokio", target_os = "linux")), allow(dead_code))]
+    pub(crate) fn try_clone(&self) -> io::Result<Stdio> {
+        Ok(Stdio(match &self.0 {
+            Kind::Inherit => Kind::Inherit,
+            Kind::Null => Kind::Null,
+            Kind::Piped => Kind::Piped,
+            Kind::Fd(fd) => Kind::Fd(fd.try_clone()?),
+        }))
+    }
+
     /// Returns (the child's end, the parent's end). The child's end is always an fd ≥ 3
     /// (close-on-exec in the parent), so that moving it onto 0, 1 or 2 never overwrites
     /// another source.

@@ -94,6 +94,12 @@ impl<W: Write> RedactingWriter<W> {
         &self.inner
     }
 
+    /// The wrapped writer, to take what was written (the process layer's line stream
+    /// reads the redacted bytes from a `Vec` it wraps).
+    pub(crate) fn get_mut(&mut self) -> &mut W {
+        &mut self.inner
+    }
+
     /// Writes the bytes held back, scans the rest of the stream and flushes; returns the
     /// wrapped writer and the findings not yet taken.
     ///
