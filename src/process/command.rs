@@ -472,6 +472,7 @@ impl Command {
             stderr: stdio(&self.stderr)?,
             pass: self.pass.clone(),
             controlling_terminal: self.controlling_terminal,
+            kill_on_drop: self.kill_on_drop,
             secrets: self.secrets.clone(),
             redactor: self.redactor.clone(),
         })
