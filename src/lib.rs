@@ -168,7 +168,8 @@ pub use probe::{Availability, Capabilities};
 pub use process::gitobjects;
 #[cfg(unix)]
 pub use process::{
-    Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,
+    Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitConfigChange,
+    GitConfigOutcome, GitDrop, GitDropReason,
     GitUnguarded, GitUnguardedReason, NestedOutcome, NestedRepository, PlanDescription,
     PlanNamespaces, Sandbox, Stdio, Termination, Usage, cgroup_limits, macos_profile,
 };

@@ -144,6 +144,15 @@ pub enum GitDropReason {
     /// or directory (config, hooks, `commondir`, `info/`, `worktrees/`, `modules/`,
     /// alternates, a `gitdir:` file); after the run it was put back as it was before.
     Restored,
+    /// `config`: this many changed variables (set, changed or removed) were outside the
+    /// allowlist merged back, or had a value its rule refuses; each is listed by
+    /// [`Child::git_config`]. The allowlisted ones merged.
+    ConfigKeys(usize),
+    /// `config`: the program's config (or the host's) is not plainly git's config syntax
+    /// (a control byte, a legacy `[section.sub]` header, an unknown escape, an unterminated
+    /// quote, a key before any section, …) or is larger than the merge reads: none of its
+    /// changes merged.
+    UnreadableConfig,
     /// Merging it (or, on layer 2, putting it back) failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
@@ -197,6 +206,13 @@ impl fmt::Display for GitDropReason {
             GitDropReason::Restored => f.write_str(
                 "changed during the run (layer 2 has no .git layer); put back as it was before",
             ),
+            GitDropReason::ConfigKeys(n) => write!(
+                f,
+                "{n} config changes not merged back (outside user.name, user.email, remote.<name>.url|pushurl|fetch and branch.<name>.remote|merge, or a value those refuse)"
+            ),
+            GitDropReason::UnreadableConfig => f.write_str(
+                "a config that is not plainly git's syntax, or too large; none of its changes merged",
+            ),
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))
             }
@@ -208,6 +224,45 @@ impl fmt::Display for GitDropReason {
 impl fmt::Display for GitDrop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.path.display(), self.reason)
+    }
+}
+
+/// A variable the program set, changed or removed in a repository's `.git/config`, and
+/// whether it was merged back (see [`Child::git_config`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitConfigChange {
+    /// The host's config file (`<workspace>/.git/config`).
+    pub path: PathBuf,
+    /// The variable as `git config` names it (`remote.origin.url`, `user.name`); bytes that
+    /// are not UTF-8 are shown as U+FFFD.
+    pub name: String,
+    /// Whether it merged, and if not, why.
+    pub outcome: GitConfigOutcome,
+}
+
+/// What became of a change to `.git/config`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GitConfigOutcome {
+    /// Merged into the host's config: set, changed or removed there as the program left it.
+    Merged,
+    /// Not on the allowlist (`core.*`, `alias.*`, `include.path`, `credential.*`, …):
+    /// dropped.
+    NotAllowed,
+    /// On the allowlist, but a value (or the remote's or branch's name) fails its rule (a
+    /// URL with a transport helper, `file://`, a local path or a leading `-`; a refspec
+    /// outside `refs/remotes/<name>/`; a control character): dropped.
+    InvalidValue,
+}
+
+impl fmt::Display for GitConfigChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.outcome {
+            GitConfigOutcome::Merged => "merged back",
+            GitConfigOutcome::NotAllowed => "dropped (not on the allowlist)",
+            GitConfigOutcome::InvalidValue => "dropped (a value its rule refuses)",
+        };
+        write!(f, "{}: {}: {what}", self.path.display(), self.name)
     }
 }
 
@@ -319,6 +374,26 @@ impl Child {
     /// (see SECURITY.md). Elsewhere this is always empty.
     pub fn git_dropped(&self) -> &[GitDrop] {
         self.git.dropped()
+    }
+
+    /// The variables the program set, changed or removed in a repository's `.git/config`,
+    /// each merged back or dropped, known when [`Child::git_dropped`] is. A host should
+    /// relay the dropped ones (and [`Child::git_dropped`]) to the program's user or agent:
+    /// otherwise a `git config` or `git remote add` that "worked" inside is gone in the
+    /// next command, without a word.
+    ///
+    /// Merged back, on the full layer, are only `user.name`, `user.email`,
+    /// `remote.<name>.url`, `remote.<name>.pushurl`, `remote.<name>.fetch`,
+    /// `branch.<name>.remote` and `branch.<name>.merge`, each value checked (plain
+    /// `https://`, `ssh://`, `git://` or scp-like URLs; refspecs into
+    /// `refs/remotes/<name>/`; names git's ref rules take). See SECURITY.md.
+    ///
+    /// # Platform
+    ///
+    /// Linux, full layer. On layer 2 the config is put back whole
+    /// ([`GitDropReason::Restored`]) and this is empty. Elsewhere it is always empty.
+    pub fn git_config(&self) -> &[GitConfigChange] {
+        self.git.config()
     }
 }
 

@@ -48,6 +48,7 @@
 //! forged end of the run) cannot put on the host bytes other than those checked.
 
 mod classify;
+pub mod config;
 #[cfg(feature = "internals")]
 pub mod fuzzing;
 mod history;
@@ -69,7 +70,7 @@ use std::path::{Path, PathBuf};
 
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
-use super::{GitDrop, GitDropReason, GitUnguarded};
+use super::{GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded};
 use crate::backend::linux::prepare::GitMount;
 use crate::error::{Error, PlanError, SpawnError};
 use crate::plan::{Plan, Step};
@@ -82,6 +83,8 @@ pub(in crate::process) struct Session {
     /// child's end), until the spawn is over.
     socket: Option<(OwnedFd, OwnedFd)>,
     dropped: Vec<GitDrop>,
+    /// The config variables the program changed, merged or dropped.
+    config: Vec<GitConfigChange>,
     /// The `.git` links whose targets get no layer in this command.
     unguarded: Vec<GitUnguarded>,
     /// The program's pidfd, for a merge after a `Child` dropped unreaped.
@@ -296,7 +299,7 @@ impl Session {
         // sandbox writes the layers, or `.git`, while they are read.
         let gone = self.pidfd.take().is_none_or(|pidfd| wait_for_exit(&pidfd));
         if gone {
-            self.dropped = finish_layers(std::mem::take(&mut self.layers));
+            (self.dropped, self.config) = finish_layers(std::mem::take(&mut self.layers));
         } else {
             tracing::warn!(
                 "stockade: the end of a sandbox could not be awaited; its changes under .git are not merged back"
@@ -314,6 +317,11 @@ impl Session {
     /// The changes left out by [`Session::finish`].
     pub(in crate::process) fn dropped(&self) -> &[GitDrop] {
         &self.dropped
+    }
+
+    /// The config variables changed by the program, merged or dropped.
+    pub(in crate::process) fn config(&self) -> &[GitConfigChange] {
+        &self.config
     }
 
     /// The `.git` links whose targets got no layer.
@@ -383,16 +391,25 @@ fn restore(snapshots: Vec<snapshot::Held>) -> Vec<GitDrop> {
     restored
 }
 
-/// Merges each layer, logs each drop, returns the drops. The layers (and their file
-/// systems) go when this returns.
-fn finish_layers(layers: Vec<Option<Layer>>) -> Vec<GitDrop> {
+/// Merges each layer, logs each drop and config change, returns the drops and the config
+/// changes. The layers (and their file systems) go when this returns.
+fn finish_layers(layers: Vec<Option<Layer>>) -> (Vec<GitDrop>, Vec<GitConfigChange>) {
     let mut dropped = Vec::new();
+    let mut config = Vec::new();
     for layer in layers.into_iter().flatten() {
-        let drops = layer.merge();
+        let (drops, changes) = layer.merge();
         for d in &drops {
             tracing::warn!(path = %d.path.display(), reason = %d.reason, "stockade: a change under .git was not merged back to the host");
         }
+        for c in &changes {
+            if c.outcome == GitConfigOutcome::Merged {
+                tracing::info!(path = %c.path.display(), name = %c.name, "stockade: a config change was merged back to the host");
+            } else {
+                tracing::warn!(path = %c.path.display(), name = %c.name, outcome = ?c.outcome, "stockade: a config change was not merged back to the host");
+            }
+        }
         dropped.extend(drops);
+        config.extend(changes);
     }
-    dropped
+    (dropped, config)
 }
