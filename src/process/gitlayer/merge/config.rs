@@ -384,9 +384,15 @@ pub fn merge(host: &[u8], program: &[u8]) -> P<Merged> {
         .into_iter()
         .filter(|v| hv.get(*v).unwrap_or(&none) != pv.get(*v).unwrap_or(&none))
         .collect();
-    // Remotes first: `branch.<name>.remote` must name one the host will have.
+    // Remote URLs first: every other key of a remote needs one the host will have, and
+    // `branch.<name>.remote` must name such a remote.
+    let pass_of = |v: &Var| match (&v.0[..], &v.2[..]) {
+        (b"remote", b"url") => 0,
+        (b"remote", _) => 1,
+        _ => 2,
+    };
     let mut verdicts: BTreeMap<&Var, Outcome> = BTreeMap::new();
-    for pass in [true, false] {
+    for pass in 0..3 {
         let remotes: BTreeSet<Vec<u8>> = hv
             .keys()
             .chain(pv.keys())
@@ -398,11 +404,18 @@ pub fn merge(host: &[u8], program: &[u8]) -> P<Merged> {
             })
             .filter_map(|v| v.1.clone())
             .collect();
-        for v in changed.iter().filter(|v| (v.0 == b"remote") == pass) {
+        for v in changed.iter().filter(|v| pass_of(v) == pass) {
             let values = pv.get(*v).unwrap_or(&none);
+            let remote_known = pass != 1
+                || values.is_empty()
+                || v.1.as_ref().is_some_and(|r| remotes.contains(r));
             let outcome = match allowed(v) {
                 false => Outcome::NotAllowed,
-                true if values.iter().all(|x| valid(v, x.as_deref(), &remotes)) => Outcome::Merged,
+                true if remote_known
+                    && values.iter().all(|x| valid(v, x.as_deref(), &remotes)) =>
+                {
+                    Outcome::Merged
+                }
                 true => Outcome::Invalid,
             };
             verdicts.insert(v, outcome);
@@ -415,11 +428,14 @@ pub fn merge(host: &[u8], program: &[u8]) -> P<Merged> {
             outcome: *o,
         })
         .collect();
-    let merged: Vec<&Var> = verdicts
+    let mut merged: Vec<&Var> = verdicts
         .iter()
         .filter(|(_, o)| **o == Outcome::Merged)
         .map(|(v, _)| *v)
         .collect();
+    // In the order the program's config names them (removals last).
+    let first = |v: &Var| p.entries.iter().position(|e| p.var(e) == *v);
+    merged.sort_by_key(|v| first(v).unwrap_or(usize::MAX));
     if merged.is_empty() {
         return Ok(Merged {
             text: None,
@@ -452,7 +468,8 @@ fn rewrite(
 ) -> P<Vec<u8>> {
     // (start, end, replacement) over the host's text.
     let mut edits: Vec<(usize, usize, Vec<u8>)> = Vec::new();
-    let mut appended = Vec::new();
+    // New sections, in the order the program's config first names them.
+    let mut appended: Vec<((&[u8], Option<&[u8]>), Vec<u8>)> = Vec::new();
     for v in merged {
         for e in h.entries.iter().filter(|e| h.var(e) == **v) {
             // An entry on its header's line leaves the header's line ended.
@@ -490,20 +507,11 @@ fn rewrite(
                 edits.push((at, at, lines));
             }
             None => {
-                appended.push(b'[');
-                appended.extend_from_slice(&v.0);
-                if let Some(sub) = &v.1 {
-                    appended.extend_from_slice(b" \"");
-                    for &c in sub {
-                        if c == b'"' || c == b'\\' {
-                            appended.push(b'\\');
-                        }
-                        appended.push(c);
-                    }
-                    appended.push(b'"');
+                let id = (&v.0[..], v.1.as_deref());
+                match appended.iter_mut().find(|(x, _)| *x == id) {
+                    Some((_, body)) => body.extend_from_slice(&lines),
+                    None => appended.push((id, lines)),
                 }
-                appended.extend_from_slice(b"]\n");
-                appended.extend_from_slice(&lines);
             }
         }
     }
@@ -519,11 +527,24 @@ fn rewrite(
         at = end;
     }
     out.extend_from_slice(&host[at..]);
-    if !appended.is_empty() {
-        if !out.is_empty() && !out.ends_with(b"\n") {
-            out.push(b'\n');
+    if !appended.is_empty() && !out.is_empty() && !out.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    for ((section, sub), body) in appended {
+        out.push(b'[');
+        out.extend_from_slice(section);
+        if let Some(sub) = sub {
+            out.extend_from_slice(b" \"");
+            for &c in sub {
+                if c == b'"' || c == b'\\' {
+                    out.push(b'\\');
+                }
+                out.push(c);
+            }
+            out.push(b'"');
         }
-        out.extend_from_slice(&appended);
+        out.extend_from_slice(b"]\n");
+        out.extend_from_slice(&body);
     }
     Ok(out)
 }
@@ -810,4 +831,256 @@ fn under_lock(
         })
         .and_then(|()| renameat(host, OsStr::new("config.lock"), host, name));
     (changes, r.map_err(failed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vals(text: &[u8]) -> Vec<(String, Option<String>)> {
+        let p = parse(text).unwrap();
+        p.entries
+            .iter()
+            .map(|e| {
+                let v = p.var(e);
+                (
+                    String::from_utf8(name_of(&v)).unwrap(),
+                    e.value.as_ref().map(|x| String::from_utf8_lossy(x).into_owned()),
+                )
+            })
+            .collect()
+    }
+
+    fn one(name: &str, value: Option<&str>) -> Vec<(String, Option<String>)> {
+        vec![(name.to_string(), value.map(str::to_string))]
+    }
+
+    #[test]
+    fn values_read_as_git_reads_them() {
+        for (text, name, value) in [
+            ("[user]\n\tname = A B\n", "user.name", Some("A B")),
+            ("[user]\nname=  A B  # c\n", "user.name", Some("A B")),
+            ("[user]\nname = \"A # B \" ; c\n", "user.name", Some("A # B ")),
+            ("[user]\nname = a\\\n b\n", "user.name", Some("a b")),
+            ("[user]\nname = a\\tb\\\\\\\"\n", "user.name", Some("a\tb\\\"")),
+            ("[User]\nNAME = x", "user.name", Some("x")),
+            ("[core]\nbare\n", "core.bare", None),
+            ("[remote \"o\\\"r\"]\nurl = u\n", "remote.o\"r.url", Some("u")),
+            ("[remote \"Or\"] url = u\r\n", "remote.Or.url", Some("u")),
+            ("\u{feff}[a]\nb = c\n", "a.b", Some("c")),
+            ("; c\n# c\n  [a]  # c\n\tb = c", "a.b", Some("c")),
+            ("[a]\nb = x;y\n", "a.b", Some("x")),
+            ("[a]\nb = \n", "a.b", Some("")),
+        ] {
+            assert_eq!(vals(text.as_bytes()), one(name, value), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn anything_doubtful_refuses_the_whole_file() {
+        for text in [
+            &b"[a]\nb = \"x\n"[..],
+            b"[a]\nb = \\q\n",
+            b"[a.b]\nc = d\n",
+            b"[a \"b\"x]\n",
+            b"[a \"b\n\"]\n",
+            b"[a\n",
+            b"[]\n",
+            b"b = c\n",
+            b"[a]\n1b = c\n",
+            b"[a]\nb c\n",
+            b"[a]\nb = c\0\n",
+            b"[a]\nb = c\rd\n",
+            b"[a]\nb = \x1b[31m\n",
+            b"[a]\n\x7f\n",
+            b"x [a]\n",
+            b"[a] [b]\n",
+        ] {
+            assert!(
+                parse(text).is_err(),
+                "{:?}: {:?}",
+                String::from_utf8_lossy(text),
+                parse(text)
+            );
+        }
+        assert!(parse(&vec![b'#'; MAX_CONFIG + 1]).is_err());
+    }
+
+    const HOST: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n# the host's own comment\n[user]\n\tname = Host\n";
+
+    fn merged(program: &str) -> (String, Vec<(String, Outcome)>) {
+        let m = merge(HOST.as_bytes(), program.as_bytes()).unwrap();
+        let changes = m
+            .changes
+            .iter()
+            .map(|c| (String::from_utf8(c.name.clone()).unwrap(), c.outcome))
+            .collect();
+        let text = m.text.map_or(HOST.to_string(), |t| String::from_utf8(t).unwrap());
+        (text, changes)
+    }
+
+    #[test]
+    fn allowlisted_changes_merge_and_the_rest_of_the_host_stays_byte_for_byte() {
+        let (text, changes) = merged(&format!(
+            "{HOST}\temail = a@example.com\n[remote \"origin\"]\n\turl = https://example.com/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n[core]\n\tfsmonitor = evil\n[alias]\n\tx = !sh\n[include]\n\tpath = /tmp/x\n"
+        ));
+        assert_eq!(
+            text,
+            format!(
+                "{HOST}\temail = a@example.com\n[remote \"origin\"]\n\turl = https://example.com/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n"
+            )
+        );
+        let refused: Vec<_> = changes
+            .iter()
+            .filter(|c| c.1 != Outcome::Merged)
+            .map(|c| c.0.as_str())
+            .collect();
+        assert_eq!(refused, ["alias.x", "core.fsmonitor", "include.path"]);
+    }
+
+    #[test]
+    fn a_changed_value_replaces_the_hosts_in_place_and_a_removed_one_goes() {
+        let (text, _) = merged(&HOST.replace("Host", "\"New # one\""));
+        assert_eq!(text, HOST.replace("\tname = Host", "\tname = \"New # one\""));
+        let (text, c) = merged(&HOST.replace("\tname = Host\n", ""));
+        assert_eq!(text, HOST.replace("\tname = Host\n", ""));
+        assert_eq!(c, [("user.name".to_string(), Outcome::Merged)]);
+        // On the header's line: the header stays.
+        let host = "[user] name = a\n[core]\n\tbare = false\n";
+        let m = merge(host.as_bytes(), b"[user]\n[core]\n\tbare = false\n").unwrap();
+        assert_eq!(m.text.unwrap(), b"[user] \n[core]\n\tbare = false\n");
+    }
+
+    #[test]
+    fn hostile_values_are_dropped() {
+        for (key, value) in [
+            ("remote \"evil\"]\n\turl", "ext::sh -c touch% /tmp/pwned"),
+            ("remote \"evil\"]\n\turl", "fd::17"),
+            ("remote \"evil\"]\n\turl", "file:///etc"),
+            ("remote \"evil\"]\n\turl", "/srv/repo.git"),
+            ("remote \"evil\"]\n\turl", "../repo"),
+            ("remote \"evil\"]\n\turl", "-oProxyCommand=sh"),
+            ("remote \"evil\"]\n\turl", "ssh://-oProxyCommand=sh/x"),
+            ("remote \"evil\"]\n\turl", "-u:x"),
+            ("remote \"evil\"]\n\turl", "host:-x"),
+            ("remote \"evil\"]\n\turl", "https://u:token@example.com/r"),
+            ("remote \"evil\"]\n\turl", "https://example.com/r%0a"),
+            ("remote \"evil\"]\n\turl", "https://example.com/r\\n"),
+            ("remote \"evil\"]\n\turl", "http://example.com/r"),
+            ("remote \"evil\"]\n\turl", "git+ssh://example.com/r"),
+            ("remote \"evil\"]\n\turl", "https://exa mple.com/r"),
+            ("remote \"evil\"]\n\tpushurl", "transport::x"),
+            ("remote \"-evil\"]\n\turl", "https://example.com/r"),
+            ("remote \"a..b\"]\n\turl", "https://example.com/r"),
+            ("remote \"o\"]\n\tfetch", "+refs/heads/*:refs/heads/*"),
+            ("remote \"o\"]\n\tfetch", "refs/heads/*:refs/remotes/other/*"),
+            ("remote \"o\"]\n\tfetch", "refs/heads/*:refs/remotes/o/x"),
+            ("remote \"o\"]\n\tfetch", "refs/heads/x"),
+            ("remote \"o\"]\n\tfetch", "^refs/heads/x"),
+            ("branch \"main\"]\n\tremote", "nowhere"),
+            ("branch \"main\"]\n\tmerge", "main"),
+            ("branch \"main\"]\n\tmerge", "refs/heads/a..b"),
+            ("branch \"-x\"]\n\tmerge", "refs/heads/x"),
+            ("user]\n\temail", "a <b@c>"),
+            ("user]\n\tname", "a\\nb"),
+            ("user]\n\tname", "a\\bb"),
+        ] {
+            let (text, changes) = merged(&format!("{HOST}[{key} = {value}\n"));
+            assert_eq!(text, HOST, "{key} = {value}");
+            assert!(
+                changes.iter().all(|c| c.1 == Outcome::Invalid),
+                "{key} = {value}: {changes:?}"
+            );
+        }
+        for key in [
+            "core]\n\tfsmonitor",
+            "core]\n\thooksPath",
+            "core]\n\tsshCommand",
+            "include]\n\tpath",
+            "includeIf \"gitdir:/\"]\n\tpath",
+            "credential]\n\thelper",
+            "alias]\n\tst",
+            "user]\n\tsigningkey",
+            "remote \"o\"]\n\tuploadpack",
+            "remote \"o\"]\n\treceivepack",
+            "remote \"o\"]\n\tvcs",
+            "gpg]\n\tprogram",
+            "filter \"x\"]\n\tclean",
+            "url \"ext::sh\"]\n\tinsteadOf",
+        ] {
+            let (text, changes) = merged(&format!("{HOST}[{key} = x\n"));
+            assert_eq!(text, HOST, "{key}");
+            assert_eq!(changes.len(), 1, "{key}");
+            assert_eq!(changes[0].1, Outcome::NotAllowed, "{key}");
+        }
+    }
+
+    #[test]
+    fn plain_urls_and_names_pass() {
+        for u in [
+            "https://example.com/r.git",
+            "https://example.com:8443/a/b",
+            "ssh://git@example.com/r.git",
+            "ssh://git@example.com:2222/~/r.git",
+            "git://example.com/r",
+            "git@github.com:owner/repo.git",
+            "example.com:repo",
+            "https://example.com/a%20b",
+        ] {
+            assert!(url(u.as_bytes()), "{u}");
+        }
+        for n in ["origin", "up-stream", "a/b", "x.y"] {
+            assert!(remote_name(n.as_bytes()), "{n}");
+        }
+        let remotes = BTreeSet::from([b"origin".to_vec()]);
+        let var = |s: &str, sub: &str, k: &str| {
+            (s.as_bytes().to_vec(), Some(sub.as_bytes().to_vec()), k.as_bytes().to_vec())
+        };
+        assert!(valid(&var("branch", "feature/x", "remote"), Some(b"."), &remotes));
+        assert!(valid(&var("branch", "main", "remote"), Some(b"origin"), &remotes));
+        assert!(valid(
+            &var("remote", "origin", "fetch"),
+            Some(b"refs/heads/main:refs/remotes/origin/main"),
+            &remotes
+        ));
+    }
+
+    #[test]
+    fn a_branch_may_name_a_remote_added_in_the_same_run_but_not_a_refused_one() {
+        let (text, changes) = merged(&format!(
+            "{HOST}[remote \"up\"]\n\turl = git@example.com:r.git\n[branch \"a\"]\n\tremote = up\n[remote \"evil\"]\n\turl = ext::sh\n[branch \"b\"]\n\tremote = evil\n"
+        ));
+        assert!(text.contains("[remote \"up\"]\n\turl = git@example.com:r.git\n"), "{text}");
+        assert!(text.contains("[branch \"a\"]\n\tremote = up\n"), "{text}");
+        assert!(!text.contains("evil"), "{text}");
+        assert!(changes.contains(&("branch.b.remote".to_string(), Outcome::Invalid)));
+    }
+
+    #[test]
+    fn a_remote_whose_url_is_refused_gets_none_of_its_keys() {
+        let (text, changes) = merged(&format!(
+            "{HOST}[remote \"evil\"]\n\turl = ext::sh -c x\n\tfetch = +refs/heads/*:refs/remotes/evil/*\n[remote \"bare\"]\n\tfetch = +refs/heads/*:refs/remotes/bare/*\n"
+        ));
+        assert_eq!(text, HOST);
+        assert!(changes.iter().all(|c| c.1 == Outcome::Invalid), "{changes:?}");
+    }
+
+    #[test]
+    fn git_remote_remove_removes_the_remote() {
+        let host = "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = https://example.com/r\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n";
+        let m = merge(host.as_bytes(), b"[core]\n\tbare = false\n").unwrap();
+        assert_eq!(
+            String::from_utf8(m.text.unwrap()).unwrap(),
+            "[core]\n\tbare = false\n[remote \"origin\"]\n[branch \"main\"]\n"
+        );
+        assert!(m.changes.iter().all(|c| c.outcome == Outcome::Merged));
+    }
+
+    #[test]
+    fn a_host_config_without_a_final_newline_gets_one() {
+        let m = merge(b"[user]\n\tname = a", b"[user]\n\tname = a\n\temail = e@x\n").unwrap();
+        assert_eq!(m.text.unwrap(), b"[user]\n\tname = a\n\temail = e@x\n");
+        let m = merge(b"[core]\n\tbare = false", b"[user]\n\temail = e@x\n").unwrap();
+        assert_eq!(m.text.unwrap(), b"[core]\n\tbare = false\n[user]\n\temail = e@x\n");
+    }
 }
