@@ -169,7 +169,7 @@ pub use process::gitobjects;
 #[cfg(unix)]
 pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitConfigChange,
-    GitConfigOutcome, GitDrop, GitDropReason,
-    GitUnguarded, GitUnguardedReason, NestedOutcome, NestedRepository, PlanDescription,
-    PlanNamespaces, Sandbox, Stdio, Termination, Usage, cgroup_limits, macos_profile,
+    GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason, NestedOutcome,
+    NestedRepository, PlanDescription, PlanNamespaces, Sandbox, Stdio, Termination, Usage,
+    cgroup_limits, macos_profile,
 };

@@ -549,7 +549,10 @@ fn run(
         } else {
             "git config dropped"
         };
-        eprintln!("stockade: {level}: {}", shown(&child, scrub, &c.to_string()));
+        eprintln!(
+            "stockade: {level}: {}",
+            shown(&child, scrub, &c.to_string())
+        );
     }
     // Repositories the program created in the writable roots, neutralized or refused.
     for n in child.nested_repositories() {

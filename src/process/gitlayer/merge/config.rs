@@ -264,7 +264,10 @@ fn subsection(lx: &mut Lexer<'_>) -> P<Vec<u8>> {
 /// newline (git's `get_value`).
 fn entry(lx: &mut Lexer<'_>, first: u8) -> P<(Vec<u8>, Option<Vec<u8>>)> {
     let mut key = vec![first.to_ascii_lowercase()];
-    while let Some(c) = lx.peek().filter(|c| c.is_ascii_alphanumeric() || *c == b'-') {
+    while let Some(c) = lx
+        .peek()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == b'-')
+    {
         key.push(c.to_ascii_lowercase());
         lx.i += 1;
     }
@@ -275,7 +278,9 @@ fn entry(lx: &mut Lexer<'_>, first: u8) -> P<(Vec<u8>, Option<Vec<u8>>)> {
     match c {
         b'\n' => Ok((key, None)),
         b'=' => Ok((key, Some(value(lx)?))),
-        _ => Err(Unparsable("a key followed by neither = nor the end of its line")),
+        _ => Err(Unparsable(
+            "a key followed by neither = nor the end of its line",
+        )),
     }
 }
 
@@ -406,14 +411,11 @@ pub fn merge(host: &[u8], program: &[u8]) -> P<Merged> {
             .collect();
         for v in changed.iter().filter(|v| pass_of(v) == pass) {
             let values = pv.get(*v).unwrap_or(&none);
-            let remote_known = pass != 1
-                || values.is_empty()
-                || v.1.as_ref().is_some_and(|r| remotes.contains(r));
+            let remote_known =
+                pass != 1 || values.is_empty() || v.1.as_ref().is_some_and(|r| remotes.contains(r));
             let outcome = match allowed(v) {
                 false => Outcome::NotAllowed,
-                true if remote_known
-                    && values.iter().all(|x| valid(v, x.as_deref(), &remotes)) =>
-                {
+                true if remote_known && values.iter().all(|x| valid(v, x.as_deref(), &remotes)) => {
                     Outcome::Merged
                 }
                 true => Outcome::Invalid,
@@ -449,7 +451,9 @@ pub fn merge(host: &[u8], program: &[u8]) -> P<Merged> {
     for v in hv.keys().chain(pv.keys()).chain(check.keys()) {
         let want = if merged.contains(&v) { &pv } else { &hv };
         if want.get(v).unwrap_or(&none) != check.get(v).unwrap_or(&none) {
-            return Err(Unparsable("the rewritten config does not read back as meant"));
+            return Err(Unparsable(
+                "the rewritten config does not read back as meant",
+            ));
         }
     }
     Ok(Merged {
@@ -473,7 +477,11 @@ fn rewrite(
     for v in merged {
         for e in h.entries.iter().filter(|e| h.var(e) == **v) {
             // An entry on its header's line leaves the header's line ended.
-            let keep = if e.after_header { b"\n".to_vec() } else { Vec::new() };
+            let keep = if e.after_header {
+                b"\n".to_vec()
+            } else {
+                Vec::new()
+            };
             edits.push((e.start, e.end, keep));
         }
         let Some(values) = pv.get(*v).filter(|x| !x.is_empty()) else {
@@ -592,9 +600,7 @@ pub fn valid((section, sub, key): &Var, value: Option<&[u8]>, remotes: &BTreeSet
     let sub = sub.as_deref().unwrap_or_default();
     match (&section[..], &key[..]) {
         (b"user", b"name") => plain(v, 256) && !v.iter().any(|c| matches!(c, b'<' | b'>')),
-        (b"user", b"email") => {
-            plain(v, 256) && !v.iter().any(|c| matches!(c, b'<' | b'>' | b' '))
-        }
+        (b"user", b"email") => plain(v, 256) && !v.iter().any(|c| matches!(c, b'<' | b'>' | b' ')),
         (b"remote", b"url" | b"pushurl") => remote_name(sub) && url(v),
         (b"remote", b"fetch") => remote_name(sub) && refspec(v, sub),
         (b"branch", b"remote") => {
@@ -641,7 +647,10 @@ fn refspec(v: &[u8], remote: &[u8]) -> bool {
     let (src, dst) = (&v[..colon], &v[colon + 1..]);
     let stars = |s: &[u8]| s.iter().filter(|&&c| c == b'*').count();
     let pattern = |s: &[u8]| {
-        let s: Vec<u8> = s.iter().map(|&c| if c == b'*' { b'x' } else { c }).collect();
+        let s: Vec<u8> = s
+            .iter()
+            .map(|&c| if c == b'*' { b'x' } else { c })
+            .collect();
         refname(&s)
     };
     let prefix = [b"refs/remotes/", remote, b"/"].concat();
@@ -777,7 +786,11 @@ pub(super) fn merge_file(
         Err(e) => return (Vec::new(), Err(failed(e))),
     };
     let (changes, r) = under_lock(fd, host, &program, path);
-    if r.is_err() || !changes.iter().any(|c| c.outcome == GitConfigOutcome::Merged) {
+    if r.is_err()
+        || !changes
+            .iter()
+            .any(|c| c.outcome == GitConfigOutcome::Merged)
+    {
         let _ = unlinkat(host, lock, UnlinkatFlags::NoRemoveDir);
     }
     (changes, r)
@@ -827,7 +840,10 @@ fn under_lock(
         .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
         .and_then(|()| {
             // No write for others, whatever the host's file had.
-            fchmod(&file, Mode::from_bits_truncate((mode & 0o775) as libc::mode_t))
+            fchmod(
+                &file,
+                Mode::from_bits_truncate((mode & 0o775) as libc::mode_t),
+            )
         })
         .and_then(|()| renameat(host, OsStr::new("config.lock"), host, name));
     (changes, r.map_err(failed))
@@ -845,7 +861,9 @@ mod tests {
                 let v = p.var(e);
                 (
                     String::from_utf8(name_of(&v)).unwrap(),
-                    e.value.as_ref().map(|x| String::from_utf8_lossy(x).into_owned()),
+                    e.value
+                        .as_ref()
+                        .map(|x| String::from_utf8_lossy(x).into_owned()),
                 )
             })
             .collect()
@@ -860,12 +878,24 @@ mod tests {
         for (text, name, value) in [
             ("[user]\n\tname = A B\n", "user.name", Some("A B")),
             ("[user]\nname=  A B  # c\n", "user.name", Some("A B")),
-            ("[user]\nname = \"A # B \" ; c\n", "user.name", Some("A # B ")),
+            (
+                "[user]\nname = \"A # B \" ; c\n",
+                "user.name",
+                Some("A # B "),
+            ),
             ("[user]\nname = a\\\n b\n", "user.name", Some("a b")),
-            ("[user]\nname = a\\tb\\\\\\\"\n", "user.name", Some("a\tb\\\"")),
+            (
+                "[user]\nname = a\\tb\\\\\\\"\n",
+                "user.name",
+                Some("a\tb\\\""),
+            ),
             ("[User]\nNAME = x", "user.name", Some("x")),
             ("[core]\nbare\n", "core.bare", None),
-            ("[remote \"o\\\"r\"]\nurl = u\n", "remote.o\"r.url", Some("u")),
+            (
+                "[remote \"o\\\"r\"]\nurl = u\n",
+                "remote.o\"r.url",
+                Some("u"),
+            ),
             ("[remote \"Or\"] url = u\r\n", "remote.Or.url", Some("u")),
             ("\u{feff}[a]\nb = c\n", "a.b", Some("c")),
             ("; c\n# c\n  [a]  # c\n\tb = c", "a.b", Some("c")),
@@ -915,7 +945,9 @@ mod tests {
             .iter()
             .map(|c| (String::from_utf8(c.name.clone()).unwrap(), c.outcome))
             .collect();
-        let text = m.text.map_or(HOST.to_string(), |t| String::from_utf8(t).unwrap());
+        let text = m
+            .text
+            .map_or(HOST.to_string(), |t| String::from_utf8(t).unwrap());
         (text, changes)
     }
 
@@ -941,7 +973,10 @@ mod tests {
     #[test]
     fn a_changed_value_replaces_the_hosts_in_place_and_a_removed_one_goes() {
         let (text, _) = merged(&HOST.replace("Host", "\"New # one\""));
-        assert_eq!(text, HOST.replace("\tname = Host", "\tname = \"New # one\""));
+        assert_eq!(
+            text,
+            HOST.replace("\tname = Host", "\tname = \"New # one\"")
+        );
         let (text, c) = merged(&HOST.replace("\tname = Host\n", ""));
         assert_eq!(text, HOST.replace("\tname = Host\n", ""));
         assert_eq!(c, [("user.name".to_string(), Outcome::Merged)]);
@@ -973,7 +1008,10 @@ mod tests {
             ("remote \"-evil\"]\n\turl", "https://example.com/r"),
             ("remote \"a..b\"]\n\turl", "https://example.com/r"),
             ("remote \"o\"]\n\tfetch", "+refs/heads/*:refs/heads/*"),
-            ("remote \"o\"]\n\tfetch", "refs/heads/*:refs/remotes/other/*"),
+            (
+                "remote \"o\"]\n\tfetch",
+                "refs/heads/*:refs/remotes/other/*",
+            ),
             ("remote \"o\"]\n\tfetch", "refs/heads/*:refs/remotes/o/x"),
             ("remote \"o\"]\n\tfetch", "refs/heads/x"),
             ("remote \"o\"]\n\tfetch", "^refs/heads/x"),
@@ -1034,10 +1072,22 @@ mod tests {
         }
         let remotes = BTreeSet::from([b"origin".to_vec()]);
         let var = |s: &str, sub: &str, k: &str| {
-            (s.as_bytes().to_vec(), Some(sub.as_bytes().to_vec()), k.as_bytes().to_vec())
+            (
+                s.as_bytes().to_vec(),
+                Some(sub.as_bytes().to_vec()),
+                k.as_bytes().to_vec(),
+            )
         };
-        assert!(valid(&var("branch", "feature/x", "remote"), Some(b"."), &remotes));
-        assert!(valid(&var("branch", "main", "remote"), Some(b"origin"), &remotes));
+        assert!(valid(
+            &var("branch", "feature/x", "remote"),
+            Some(b"."),
+            &remotes
+        ));
+        assert!(valid(
+            &var("branch", "main", "remote"),
+            Some(b"origin"),
+            &remotes
+        ));
         assert!(valid(
             &var("remote", "origin", "fetch"),
             Some(b"refs/heads/main:refs/remotes/origin/main"),
@@ -1050,7 +1100,10 @@ mod tests {
         let (text, changes) = merged(&format!(
             "{HOST}[remote \"up\"]\n\turl = git@example.com:r.git\n[branch \"a\"]\n\tremote = up\n[remote \"evil\"]\n\turl = ext::sh\n[branch \"b\"]\n\tremote = evil\n"
         ));
-        assert!(text.contains("[remote \"up\"]\n\turl = git@example.com:r.git\n"), "{text}");
+        assert!(
+            text.contains("[remote \"up\"]\n\turl = git@example.com:r.git\n"),
+            "{text}"
+        );
         assert!(text.contains("[branch \"a\"]\n\tremote = up\n"), "{text}");
         assert!(!text.contains("evil"), "{text}");
         assert!(changes.contains(&("branch.b.remote".to_string(), Outcome::Invalid)));
@@ -1062,7 +1115,10 @@ mod tests {
             "{HOST}[remote \"evil\"]\n\turl = ext::sh -c x\n\tfetch = +refs/heads/*:refs/remotes/evil/*\n[remote \"bare\"]\n\tfetch = +refs/heads/*:refs/remotes/bare/*\n"
         ));
         assert_eq!(text, HOST);
-        assert!(changes.iter().all(|c| c.1 == Outcome::Invalid), "{changes:?}");
+        assert!(
+            changes.iter().all(|c| c.1 == Outcome::Invalid),
+            "{changes:?}"
+        );
     }
 
     #[test]
@@ -1078,9 +1134,16 @@ mod tests {
 
     #[test]
     fn a_host_config_without_a_final_newline_gets_one() {
-        let m = merge(b"[user]\n\tname = a", b"[user]\n\tname = a\n\temail = e@x\n").unwrap();
+        let m = merge(
+            b"[user]\n\tname = a",
+            b"[user]\n\tname = a\n\temail = e@x\n",
+        )
+        .unwrap();
         assert_eq!(m.text.unwrap(), b"[user]\n\tname = a\n\temail = e@x\n");
         let m = merge(b"[core]\n\tbare = false", b"[user]\n\temail = e@x\n").unwrap();
-        assert_eq!(m.text.unwrap(), b"[core]\n\tbare = false\n[user]\n\temail = e@x\n");
+        assert_eq!(
+            m.text.unwrap(),
+            b"[core]\n\tbare = false\n[user]\n\temail = e@x\n"
+        );
     }
 }
