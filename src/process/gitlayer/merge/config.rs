@@ -473,7 +473,8 @@ fn rewrite(
     // (start, end, replacement) over the host's text.
     let mut edits: Vec<(usize, usize, Vec<u8>)> = Vec::new();
     // New sections, in the order the program's config first names them.
-    let mut appended: Vec<((&[u8], Option<&[u8]>), Vec<u8>)> = Vec::new();
+    type Section<'a> = (&'a [u8], Option<&'a [u8]>);
+    let mut appended: Vec<(Section<'_>, Vec<u8>)> = Vec::new();
     for v in merged {
         for e in h.entries.iter().filter(|e| h.var(e) == **v) {
             // An entry on its header's line leaves the header's line ended.
@@ -583,12 +584,12 @@ fn quote(v: &[u8]) -> Vec<u8> {
 
 /// Whether a variable is on the allowlist (its name only).
 pub fn allowed((section, sub, key): &Var) -> bool {
-    match (&section[..], sub.is_some(), &key[..]) {
-        (b"user", false, b"name" | b"email") => true,
-        (b"remote", true, b"url" | b"pushurl" | b"fetch") => true,
-        (b"branch", true, b"remote" | b"merge") => true,
-        _ => false,
-    }
+    matches!(
+        (&section[..], sub.is_some(), &key[..]),
+        (b"user", false, b"name" | b"email")
+            | (b"remote", true, b"url" | b"pushurl" | b"fetch")
+            | (b"branch", true, b"remote" | b"merge")
+    )
 }
 
 /// Whether `value` passes its allowlisted variable's rule; `remotes` are the remotes the
@@ -750,7 +751,7 @@ fn percent_plain(v: &[u8]) -> bool {
             else {
                 return false;
             };
-            if b < 0x20 || b >= 0x7f {
+            if !(0x20..0x7f).contains(&b) {
                 return false;
             }
             i += 3;
