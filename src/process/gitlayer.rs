@@ -37,8 +37,14 @@
 //! git's format; replacement refs (`refs/replace/`) never land. Each file the merge checks
 //! is read once, and exactly the bytes checked are written.
 //!
+//! Of `config`, only an allowlist of variables merges (`merge/config.rs`): `user.name`,
+//! `user.email`, `remote.<name>.url|pushurl|fetch` and `branch.<name>.remote|merge`, each
+//! value held to its rule, the program's file read once by a strict parser of git's
+//! grammar, the host's rewritten under its `config.lock` with every other byte kept; each
+//! changed variable is listed by [`Child::git_config`].
+//!
 //! Every other change is dropped and reported ([`Child::git_dropped`], and a `tracing`
-//! warning each): config, hooks, `commondir`, `config.worktree`, `info/`, `worktrees/`,
+//! warning each): the rest of config, hooks, `commondir`, `config.worktree`, `info/`, `worktrees/`,
 //! `modules/`, an unfinished rebase's todo list (whose `exec` lines git would run), lock
 //! files of an interrupted git, and anything that is not a regular file or directory.
 //!
@@ -358,7 +364,10 @@ impl Child {
     }
 
     /// The changes the program made under a repository's `.git` that were not merged back
-    /// to the host, known once the program has been waited for ([`Child::wait`],
+    /// to the host. A host should relay them (and [`Child::git_config`]) to the agent or
+    /// user that drives the program: what `git config`, `git remote add` or a hook install
+    /// did inside is otherwise silently gone in the next command. Known once the program
+    /// has been waited for ([`Child::wait`],
     /// [`Child::try_wait`] returning a status, [`Child::wait_with_output`]). Each is also
     /// logged as a `tracing` warning. Empty when nothing was dropped, and before the end.
     ///
