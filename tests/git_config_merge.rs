@@ -401,6 +401,68 @@ fn a_hostile_config_is_dropped_whole_and_nothing_crashes() {
     assert_eq!(std::fs::read(&config).unwrap(), before);
 }
 
+/// Layer 2 has no `.git` layer: the program wrote the host's config itself, and after the
+/// run the snapshot is put back with the same allowlisted changes merged in.
+#[test]
+fn layer_two_keeps_the_allowlisted_changes_and_puts_back_the_rest() {
+    let (_d, ws) = var_tempdir();
+    init_repo(&ws);
+    let before = std::fs::read(ws.join(".git/config")).unwrap();
+    let mut p = Policy::with_workspace(&ws);
+    p.layer = Some(Layer::Landlock);
+    p.fallback = stockade::Fallback::Refuse;
+    let sb = Sandbox::new(p).expect("sandbox");
+    let r = run(
+        &sb,
+        "set -e; git config user.name 'Layer Two'\n\
+         git remote add origin https://example.com/r.git\n\
+         git remote add evil 'ext::sh -c x'\n\
+         git config core.fsmonitor 'touch /tmp/x'\n",
+    );
+    assert_eq!(
+        r.outcome("user.name"),
+        Some(GitConfigOutcome::Merged),
+        "{:?}",
+        r.config
+    );
+    assert_eq!(
+        r.outcome("remote.origin.url"),
+        Some(GitConfigOutcome::Merged)
+    );
+    assert_eq!(
+        r.outcome("remote.evil.url"),
+        Some(GitConfigOutcome::InvalidValue)
+    );
+    assert_eq!(
+        r.outcome("core.fsmonitor"),
+        Some(GitConfigOutcome::NotAllowed)
+    );
+    let config = ws.join(".git/config");
+    assert!(
+        r.drops
+            .iter()
+            .any(|d| d.path == config && d.reason == GitDropReason::Restored),
+        "{:?}",
+        r.drops
+    );
+    let now = String::from_utf8(std::fs::read(&config).unwrap()).unwrap();
+    assert_eq!(
+        now,
+        format!(
+            "{}[user]\n\tname = Layer Two\n[remote \"origin\"]\n\turl = https://example.com/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n",
+            String::from_utf8(before).unwrap()
+        )
+    );
+    let r = run(&sb, "git config user.name; git remote");
+    assert_eq!(r.out, "Layer Two\norigin\n");
+    assert!(
+        r.config.is_empty() && r.drops.is_empty(),
+        "{:?} {:?}",
+        r.config,
+        r.drops
+    );
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

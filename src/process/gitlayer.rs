@@ -399,8 +399,9 @@ impl Child {
     ///
     /// # Platform
     ///
-    /// Linux, full layer. On layer 2 the config is put back whole
-    /// ([`GitDropReason::Restored`]) and this is empty. Elsewhere it is always empty.
+    /// Linux: the full layer, and layer 2, whose snapshot puts the config back with the
+    /// same allowlisted changes merged in (any other change: [`GitDropReason::Restored`]).
+    /// Elsewhere it is always empty.
     pub fn git_config(&self) -> &[GitConfigChange] {
         self.git.config()
     }

@@ -309,8 +309,9 @@ impl Session {
         if !self.snapshots.is_empty() {
             // Layer 2: put back even when the end could not be awaited (what is put back
             // is the host's own).
-            self.dropped
-                .extend(restore(std::mem::take(&mut self.snapshots)));
+            let (dropped, config) = restore(std::mem::take(&mut self.snapshots));
+            self.dropped.extend(dropped);
+            self.config.extend(config);
         }
     }
 
@@ -379,16 +380,32 @@ pub(in crate::process) fn wait_for_exit(pidfd: &OwnedFd) -> bool {
     crate::backend::linux::init::wait_exited(pidfd.as_fd())
 }
 
-/// Layer 2: puts back each snapshot, logs each restoration, returns them.
-fn restore(snapshots: Vec<snapshot::Held>) -> Vec<GitDrop> {
+/// Layer 2: puts back each snapshot, logs each restoration, returns them with the config
+/// variables the program changed (the allowlisted ones kept).
+fn restore(snapshots: Vec<snapshot::Held>) -> (Vec<GitDrop>, Vec<GitConfigChange>) {
     let mut restored = Vec::new();
+    let mut config = Vec::new();
     for s in snapshots {
-        for d in s.restore() {
+        let (drops, changes) = s.restore();
+        for d in drops {
             tracing::warn!(path = %d.path.display(), reason = %d.reason, "stockade: a change under .git was undone (layer 2)");
             restored.push(d);
         }
+        log_config(&changes);
+        config.extend(changes);
     }
-    restored
+    (restored, config)
+}
+
+/// Logs each config change, merged or dropped.
+fn log_config(changes: &[GitConfigChange]) {
+    for c in changes {
+        if c.outcome == GitConfigOutcome::Merged {
+            tracing::info!(path = %c.path.display(), name = %c.name, "stockade: a config change was merged back to the host");
+        } else {
+            tracing::warn!(path = %c.path.display(), name = %c.name, outcome = ?c.outcome, "stockade: a config change was not merged back to the host");
+        }
+    }
 }
 
 /// Merges each layer, logs each drop and config change, returns the drops and the config
@@ -401,13 +418,7 @@ fn finish_layers(layers: Vec<Option<Layer>>) -> (Vec<GitDrop>, Vec<GitConfigChan
         for d in &drops {
             tracing::warn!(path = %d.path.display(), reason = %d.reason, "stockade: a change under .git was not merged back to the host");
         }
-        for c in &changes {
-            if c.outcome == GitConfigOutcome::Merged {
-                tracing::info!(path = %c.path.display(), name = %c.name, "stockade: a config change was merged back to the host");
-            } else {
-                tracing::warn!(path = %c.path.display(), name = %c.name, outcome = ?c.outcome, "stockade: a config change was not merged back to the host");
-            }
-        }
+        log_config(&changes);
         dropped.extend(drops);
         config.extend(changes);
     }

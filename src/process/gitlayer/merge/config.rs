@@ -343,6 +343,17 @@ pub enum Outcome {
     Invalid,
 }
 
+impl Outcome {
+    /// The public form.
+    pub(super) fn public(self) -> GitConfigOutcome {
+        match self {
+            Outcome::Merged => GitConfigOutcome::Merged,
+            Outcome::NotAllowed => GitConfigOutcome::NotAllowed,
+            Outcome::Invalid => GitConfigOutcome::InvalidValue,
+        }
+    }
+}
+
 /// One changed variable, named as `git config` names it (`remote.origin.url`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
@@ -826,11 +837,7 @@ fn under_lock(
         .map(|c| GitConfigChange {
             path: path.to_path_buf(),
             name: String::from_utf8_lossy(&c.name).into_owned(),
-            outcome: match c.outcome {
-                Outcome::Merged => GitConfigOutcome::Merged,
-                Outcome::NotAllowed => GitConfigOutcome::NotAllowed,
-                Outcome::Invalid => GitConfigOutcome::InvalidValue,
-            },
+            outcome: c.outcome.public(),
         })
         .collect();
     let Some(new) = merged.text else {
