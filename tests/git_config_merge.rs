@@ -463,6 +463,69 @@ fn layer_two_keeps_the_allowlisted_changes_and_puts_back_the_rest() {
     );
 }
 
+/// Whatever the merge's parser reads, git reads the same: each entry's name and value, in
+/// order (git's `config --list --null`); a config git refuses, the parser refuses too
+/// (it refuses more: a key before any section, a legacy header, control bytes).
+#[test]
+fn the_parser_reads_every_config_as_git_does() {
+    let (_d, dir) = var_tempdir();
+    let file = dir.join("config");
+    let cases: &[&[u8]] = &[
+        b"[user]\n\tname = A B\n",
+        b"[User]\nNAME=  A B  # c\n",
+        b"[user]\nname = \"A # B \" ; c\n",
+        b"[user]\nname = a\\\n b\n",
+        b"[user]\nname = a\\tb\\\\\\\"\\n\n",
+        b"[core]\nbare\n[a]b=c\n",
+        b"[remote \"o\\\"r\\\\x\\y\"]\nurl = u\n",
+        b"[remote  \t\"Or\"] url = u\r\n\tfetch = f # x\r\n",
+        b"\xef\xbb\xbf[a]\nb = c\n",
+        b"; c\n# c\n  [a]  # c\n\tb = c",
+        b"[a]\nb = x;y\n[a]\nb = \n[A]\nB = \"\"\"\"\n",
+        b"[a]\nb = \"x\" y \"z\" \n",
+        b"[a]\nb = c\\",
+        b"[a]\nb-1 = \"\\\n\"\n",
+        b"[a]\nb = \"x\n",
+        b"[a]\nb = \\q\n",
+        b"[a \"b\"x]\n",
+        b"[a \"b\n\"]\n",
+        b"[]\n",
+        b"b = c\n",
+        b"[a]\n1b = c\n",
+        b"[a]\nb c\n",
+    ];
+    for &text in cases {
+        std::fs::write(&file, text).unwrap();
+        let out = std::process::Command::new("git")
+            .args(["config", "--file"])
+            .arg(&file)
+            .args(["--null", "--list"])
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .expect("git");
+        let ours = stockade::git_fuzzing::config_entries(text);
+        let shown = String::from_utf8_lossy(text);
+        // Refusing more than git does only loses a change.
+        let Ok(ours) = ours else {
+            continue;
+        };
+        assert!(
+            out.status.success(),
+            "git refuses {shown:?}, the merge reads it"
+        );
+        let git: Vec<(Vec<u8>, Option<Vec<u8>>)> = out
+            .stdout
+            .split(|&b| b == 0)
+            .filter(|e| !e.is_empty())
+            .map(|e| match e.iter().position(|&b| b == b'\n') {
+                Some(i) => (e[..i].to_vec(), Some(e[i + 1..].to_vec())),
+                None => (e.to_vec(), None),
+            })
+            .collect();
+        assert_eq!(ours, git, "{shown:?}");
+    }
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
