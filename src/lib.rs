@@ -92,8 +92,11 @@
 //! elsewhere). On the full layer each writable root's `.git` is seen through a
 //! copy-on-write layer per command: git works inside, and when the program has ended only
 //! the object database, refs, reflogs, the index, `HEAD` and git's `*_HEAD` and message
-//! files reach the host; every other change is dropped and reported by
-//! [`Child::git_dropped`], as is an index that lists a submodule the host's did not (git on
+//! files reach the host, and of `.git/config` only an allowlist (`user.name`,
+//! `user.email`, `remote.<name>.url|pushurl|fetch` with plain URLs, `branch.<name>.remote|merge`,
+//! each value checked, listed by [`Child::git_config`]); every other change is dropped and
+//! reported by [`Child::git_dropped`] (a host should relay both to its agent or user: a
+//! `git config` that worked inside is otherwise silently gone in the next command), as is an index that lists a submodule the host's did not (git on
 //! the host runs git in every submodule checkout), a ref, `HEAD` or `packed-refs` that
 //! git's own rules refuse, and any replacement ref (`refs/replace/`). A `.git` symlink or `gitdir:` file is
 //! followed into the same root (and pinned); one naming metadata elsewhere is reported by
@@ -168,8 +171,8 @@ pub use probe::{Availability, Capabilities};
 pub use process::gitobjects;
 #[cfg(unix)]
 pub use process::{
-    Child, ChildStderr, ChildStdin, ChildStdout, Command, DEFAULT_MAX_LINE, Degradation, GitDrop,
-    GitDropReason, GitUnguarded, GitUnguardedReason, Line, LineEnd, LineStream, NestedOutcome,
-    NestedRepository, PlanDescription, PlanNamespaces, Sandbox, Stdio, Termination, Usage,
-    cgroup_limits, macos_profile,
+    Child, ChildStderr, ChildStdin, ChildStdout, Command, DEFAULT_MAX_LINE, Degradation,
+    GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason,
+    Line, LineEnd, LineStream, NestedOutcome, NestedRepository, PlanDescription, PlanNamespaces,
+    Sandbox, Stdio, Termination, Usage, cgroup_limits, macos_profile,
 };

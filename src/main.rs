@@ -566,6 +566,18 @@ fn run(
             shown(&child, scrub, &d.to_string())
         );
     }
+    // `.git/config` changes: the allowlisted ones merged back, the others dropped.
+    for c in child.git_config() {
+        let level = if c.outcome == stockade::GitConfigOutcome::Merged {
+            "git config"
+        } else {
+            "git config dropped"
+        };
+        eprintln!(
+            "stockade: {level}: {}",
+            shown(&child, scrub, &c.to_string())
+        );
+    }
     // Repositories the program created in the writable roots, neutralized or refused.
     for n in child.nested_repositories() {
         eprintln!(

@@ -37,8 +37,14 @@
 //! git's format; replacement refs (`refs/replace/`) never land. Each file the merge checks
 //! is read once, and exactly the bytes checked are written.
 //!
+//! Of `config`, only an allowlist of variables merges (`merge/config.rs`): `user.name`,
+//! `user.email`, `remote.<name>.url|pushurl|fetch` and `branch.<name>.remote|merge`, each
+//! value held to its rule, the program's file read once by a strict parser of git's
+//! grammar, the host's rewritten under its `config.lock` with every other byte kept; each
+//! changed variable is listed by [`Child::git_config`].
+//!
 //! Every other change is dropped and reported ([`Child::git_dropped`], and a `tracing`
-//! warning each): config, hooks, `commondir`, `config.worktree`, `info/`, `worktrees/`,
+//! warning each): the rest of config, hooks, `commondir`, `config.worktree`, `info/`, `worktrees/`,
 //! `modules/`, an unfinished rebase's todo list (whose `exec` lines git would run), lock
 //! files of an interrupted git, and anything that is not a regular file or directory.
 //!
@@ -144,6 +150,15 @@ pub enum GitDropReason {
     /// or directory (config, hooks, `commondir`, `info/`, `worktrees/`, `modules/`,
     /// alternates, a `gitdir:` file); after the run it was put back as it was before.
     Restored,
+    /// `config`: this many changed variables (set, changed or removed) were outside the
+    /// allowlist merged back, or had a value its rule refuses; each is listed by
+    /// [`Child::git_config`]. The allowlisted ones merged.
+    ConfigKeys(usize),
+    /// `config`: the program's config (or the host's) is not plainly git's config syntax
+    /// (a control byte, a legacy `[section.sub]` header, an unknown escape, an unterminated
+    /// quote, a key before any section, …) or is larger than the merge reads: none of its
+    /// changes merged.
+    UnreadableConfig,
     /// Merging it (or, on layer 2, putting it back) failed with this errno.
     Failed(i32),
     /// This many more changes, not listed: at most [`GitDrop::MAX_REPORTED`] are, per
@@ -197,6 +212,13 @@ impl fmt::Display for GitDropReason {
             GitDropReason::Restored => f.write_str(
                 "changed during the run (layer 2 has no .git layer); put back as it was before",
             ),
+            GitDropReason::ConfigKeys(n) => write!(
+                f,
+                "{n} config changes not merged back (outside user.name, user.email, remote.<name>.url|pushurl|fetch and branch.<name>.remote|merge, or a value those refuse)"
+            ),
+            GitDropReason::UnreadableConfig => f.write_str(
+                "a config that is not plainly git's syntax, or too large; none of its changes merged",
+            ),
             GitDropReason::Failed(errno) => {
                 write!(f, "merge failed: {}", crate::error::strerror(*errno))
             }
@@ -208,6 +230,45 @@ impl fmt::Display for GitDropReason {
 impl fmt::Display for GitDrop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.path.display(), self.reason)
+    }
+}
+
+/// A variable the program set, changed or removed in a repository's `.git/config`, and
+/// whether it was merged back (see [`Child::git_config`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitConfigChange {
+    /// The host's config file (`<workspace>/.git/config`).
+    pub path: PathBuf,
+    /// The variable as `git config` names it (`remote.origin.url`, `user.name`); bytes that
+    /// are not UTF-8 are shown as U+FFFD.
+    pub name: String,
+    /// Whether it merged, and if not, why.
+    pub outcome: GitConfigOutcome,
+}
+
+/// What became of a change to `.git/config`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GitConfigOutcome {
+    /// Merged into the host's config: set, changed or removed there as the program left it.
+    Merged,
+    /// Not on the allowlist (`core.*`, `alias.*`, `include.path`, `credential.*`, …):
+    /// dropped.
+    NotAllowed,
+    /// On the allowlist, but a value (or the remote's or branch's name) fails its rule (a
+    /// URL with a transport helper, `file://`, a local path or a leading `-`; a refspec
+    /// outside `refs/remotes/<name>/`; a control character): dropped.
+    InvalidValue,
+}
+
+impl fmt::Display for GitConfigChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.outcome {
+            GitConfigOutcome::Merged => "merged back",
+            GitConfigOutcome::NotAllowed => "dropped (not on the allowlist)",
+            GitConfigOutcome::InvalidValue => "dropped (a value its rule refuses)",
+        };
+        write!(f, "{}: {}: {what}", self.path.display(), self.name)
     }
 }
 
@@ -303,7 +364,10 @@ impl Child {
     }
 
     /// The changes the program made under a repository's `.git` that were not merged back
-    /// to the host, known once the program has been waited for ([`Child::wait`],
+    /// to the host. A host should relay them (and [`Child::git_config`]) to the agent or
+    /// user that drives the program: what `git config`, `git remote add` or a hook install
+    /// did inside is otherwise silently gone in the next command. Known once the program
+    /// has been waited for ([`Child::wait`],
     /// [`Child::try_wait`] returning a status, [`Child::wait_with_output`]). Each is also
     /// logged as a `tracing` warning. Empty when nothing was dropped, and before the end.
     ///
@@ -319,6 +383,27 @@ impl Child {
     /// (see SECURITY.md). Elsewhere this is always empty.
     pub fn git_dropped(&self) -> &[GitDrop] {
         self.git.dropped()
+    }
+
+    /// The variables the program set, changed or removed in a repository's `.git/config`,
+    /// each merged back or dropped, known when [`Child::git_dropped`] is. A host should
+    /// relay the dropped ones (and [`Child::git_dropped`]) to the program's user or agent:
+    /// otherwise a `git config` or `git remote add` that "worked" inside is gone in the
+    /// next command, without a word.
+    ///
+    /// Merged back, on the full layer, are only `user.name`, `user.email`,
+    /// `remote.<name>.url`, `remote.<name>.pushurl`, `remote.<name>.fetch`,
+    /// `branch.<name>.remote` and `branch.<name>.merge`, each value checked (plain
+    /// `https://`, `ssh://`, `git://` or scp-like URLs; refspecs into
+    /// `refs/remotes/<name>/`; names git's ref rules take). See SECURITY.md.
+    ///
+    /// # Platform
+    ///
+    /// Linux: the full layer, and layer 2, whose snapshot puts the config back with the
+    /// same allowlisted changes merged in (any other change: [`GitDropReason::Restored`]).
+    /// Elsewhere it is always empty.
+    pub fn git_config(&self) -> &[GitConfigChange] {
+        self.git.config()
     }
 }
 

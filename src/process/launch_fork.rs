@@ -65,6 +65,10 @@ impl GitSession {
     pub(super) fn unguarded(&self) -> &[super::GitUnguarded] {
         &[]
     }
+
+    pub(super) fn config(&self) -> &[super::GitConfigChange] {
+        &[]
+    }
 }
 
 /// What every command of one sandbox shares: the plan (with the Seatbelt profile's input,

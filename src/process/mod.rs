@@ -56,7 +56,9 @@ pub use gitlayer::merge::fuzzing as git_fuzzing;
 #[cfg(all(feature = "internals", target_os = "linux"))]
 #[doc(hidden)]
 pub use gitlayer::merge::objects as gitobjects;
-pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
+pub use gitlayer::{
+    GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason,
+};
 pub use limits::{Termination, Usage, cgroup_limits};
 pub use nested::{NestedOutcome, NestedRepository};
 pub use sandbox::Sandbox;

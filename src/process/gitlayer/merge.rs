@@ -48,6 +48,7 @@
 //! forged end of the run) cannot put on the host bytes other than those checked.
 
 mod classify;
+pub mod config;
 #[cfg(feature = "internals")]
 pub mod fuzzing;
 mod history;
@@ -69,7 +70,7 @@ use std::path::{Path, PathBuf};
 
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 
-use super::{GitDrop, GitDropReason, GitUnguarded};
+use super::{GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded};
 use crate::backend::linux::prepare::GitMount;
 use crate::error::{Error, PlanError, SpawnError};
 use crate::plan::{Plan, Step};
@@ -82,6 +83,8 @@ pub(in crate::process) struct Session {
     /// child's end), until the spawn is over.
     socket: Option<(OwnedFd, OwnedFd)>,
     dropped: Vec<GitDrop>,
+    /// The config variables the program changed, merged or dropped.
+    config: Vec<GitConfigChange>,
     /// The `.git` links whose targets get no layer in this command.
     unguarded: Vec<GitUnguarded>,
     /// The program's pidfd, for a merge after a `Child` dropped unreaped.
@@ -296,7 +299,7 @@ impl Session {
         // sandbox writes the layers, or `.git`, while they are read.
         let gone = self.pidfd.take().is_none_or(|pidfd| wait_for_exit(&pidfd));
         if gone {
-            self.dropped = finish_layers(std::mem::take(&mut self.layers));
+            (self.dropped, self.config) = finish_layers(std::mem::take(&mut self.layers));
         } else {
             tracing::warn!(
                 "stockade: the end of a sandbox could not be awaited; its changes under .git are not merged back"
@@ -306,14 +309,20 @@ impl Session {
         if !self.snapshots.is_empty() {
             // Layer 2: put back even when the end could not be awaited (what is put back
             // is the host's own).
-            self.dropped
-                .extend(restore(std::mem::take(&mut self.snapshots)));
+            let (dropped, config) = restore(std::mem::take(&mut self.snapshots));
+            self.dropped.extend(dropped);
+            self.config.extend(config);
         }
     }
 
     /// The changes left out by [`Session::finish`].
     pub(in crate::process) fn dropped(&self) -> &[GitDrop] {
         &self.dropped
+    }
+
+    /// The config variables changed by the program, merged or dropped.
+    pub(in crate::process) fn config(&self) -> &[GitConfigChange] {
+        &self.config
     }
 
     /// The `.git` links whose targets got no layer.
@@ -371,28 +380,47 @@ pub(in crate::process) fn wait_for_exit(pidfd: &OwnedFd) -> bool {
     crate::backend::linux::init::wait_exited(pidfd.as_fd())
 }
 
-/// Layer 2: puts back each snapshot, logs each restoration, returns them.
-fn restore(snapshots: Vec<snapshot::Held>) -> Vec<GitDrop> {
+/// Layer 2: puts back each snapshot, logs each restoration, returns them with the config
+/// variables the program changed (the allowlisted ones kept).
+fn restore(snapshots: Vec<snapshot::Held>) -> (Vec<GitDrop>, Vec<GitConfigChange>) {
     let mut restored = Vec::new();
+    let mut config = Vec::new();
     for s in snapshots {
-        for d in s.restore() {
+        let (drops, changes) = s.restore();
+        for d in drops {
             tracing::warn!(path = %d.path.display(), reason = %d.reason, "stockade: a change under .git was undone (layer 2)");
             restored.push(d);
         }
+        log_config(&changes);
+        config.extend(changes);
     }
-    restored
+    (restored, config)
 }
 
-/// Merges each layer, logs each drop, returns the drops. The layers (and their file
-/// systems) go when this returns.
-fn finish_layers(layers: Vec<Option<Layer>>) -> Vec<GitDrop> {
+/// Logs each config change, merged or dropped.
+fn log_config(changes: &[GitConfigChange]) {
+    for c in changes {
+        if c.outcome == GitConfigOutcome::Merged {
+            tracing::info!(path = %c.path.display(), name = %c.name, "stockade: a config change was merged back to the host");
+        } else {
+            tracing::warn!(path = %c.path.display(), name = %c.name, outcome = ?c.outcome, "stockade: a config change was not merged back to the host");
+        }
+    }
+}
+
+/// Merges each layer, logs each drop and config change, returns the drops and the config
+/// changes. The layers (and their file systems) go when this returns.
+fn finish_layers(layers: Vec<Option<Layer>>) -> (Vec<GitDrop>, Vec<GitConfigChange>) {
     let mut dropped = Vec::new();
+    let mut config = Vec::new();
     for layer in layers.into_iter().flatten() {
-        let drops = layer.merge();
+        let (drops, changes) = layer.merge();
         for d in &drops {
             tracing::warn!(path = %d.path.display(), reason = %d.reason, "stockade: a change under .git was not merged back to the host");
         }
+        log_config(&changes);
         dropped.extend(drops);
+        config.extend(changes);
     }
-    dropped
+    (dropped, config)
 }

@@ -65,3 +65,56 @@ pub fn packed_refs(data: &[u8], hash: usize) -> Result<Vec<Vec<u8>>, &'static st
 pub fn packed_without_new_replacements(data: &[u8], host: &[u8]) -> Option<Vec<u8>> {
     super::refs::without_new_replacements(data, host)
 }
+
+/// The variables of config `text` by the merge's strict reading of git's grammar: each
+/// entry's name (`section.subsection.key`, section and key lowercase) and value (`None`:
+/// a bare key).
+///
+/// # Errors
+///
+/// Why the merge refuses the file.
+#[allow(clippy::type_complexity)]
+pub fn config_entries(text: &[u8]) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>, &'static str> {
+    let p = super::config::parse(text).map_err(|u| u.0)?;
+    Ok(p.entries
+        .iter()
+        .map(|e| {
+            let h = &p.headers[e.header];
+            let mut name = h.section.clone();
+            if let Some(sub) = &h.sub {
+                name.push(b'.');
+                name.extend_from_slice(sub);
+            }
+            name.push(b'.');
+            name.extend_from_slice(&e.key);
+            (name, e.value.clone())
+        })
+        .collect())
+}
+
+/// Merges the program's config `program` into the host's `host` as the merge does: the
+/// host's new config (`None`: nothing merged) and each changed variable's name with
+/// whether it merged.
+///
+/// # Errors
+///
+/// Why nothing is merged (either file refused, or the rewrite would not read back).
+#[allow(clippy::type_complexity)]
+pub fn config_merge(
+    host: &[u8],
+    program: &[u8],
+) -> Result<(Option<Vec<u8>>, Vec<(Vec<u8>, bool)>), &'static str> {
+    let m = super::config::merge(host, program).map_err(|u| u.0)?;
+    Ok((
+        m.text,
+        m.changes
+            .into_iter()
+            .map(|c| (c.name, c.outcome == super::config::Outcome::Merged))
+            .collect(),
+    ))
+}
+
+/// Whether `url` is a remote URL the config merge takes.
+pub fn config_url(url: &[u8]) -> bool {
+    super::config::url(url)
+}

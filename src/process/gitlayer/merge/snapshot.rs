@@ -39,7 +39,7 @@ use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
 
 use super::read::{entries, open_beneath_root, open_dir_at};
 use super::write::remove;
-use super::{GitDrop, GitDropReason};
+use super::{GitConfigChange, GitDrop, GitDropReason};
 use crate::error::SpawnError;
 
 /// At most this many entries (files, directories, symlinks) are snapshotted per run.
@@ -96,7 +96,7 @@ impl Held {
     }
 
     /// Puts back what the run changed ([`Snapshot::restore`]), then releases the hold.
-    pub(in crate::process) fn restore(self) -> Vec<GitDrop> {
+    pub(in crate::process) fn restore(self) -> (Vec<GitDrop>, Vec<GitConfigChange>) {
         self.0.restore()
     }
 }
@@ -235,8 +235,16 @@ impl Snapshot {
         })
     }
 
-    /// Puts back what the run changed; returns each restoration (or failure).
-    pub(in crate::process) fn restore(&self) -> Vec<GitDrop> {
+    /// Puts back what the run changed; returns each restoration (or failure), and each
+    /// variable the program changed in the top `config`: its allowlisted changes stay
+    /// (`config.rs`, as on the full layer), the rest is put back.
+    pub(in crate::process) fn restore(&self) -> (Vec<GitDrop>, Vec<GitConfigChange>) {
+        let mut config = Vec::new();
+        let out = self.restore_into(&mut config);
+        (out, config)
+    }
+
+    fn restore_into(&self, config: &mut Vec<GitConfigChange>) -> Vec<GitDrop> {
         let mut out = Vec::new();
         let report = |out: &mut Vec<GitDrop>, rel: &Path, reason| {
             let path = if rel.as_os_str().is_empty() {
@@ -315,6 +323,22 @@ impl Snapshot {
                             continue;
                         }
                     };
+                    let kept;
+                    let node = match node {
+                        Node::File { mode, data } if key == Path::new("config") => {
+                            match self.config(&parent_fd, data, config) {
+                                Some(text) => {
+                                    kept = Node::File {
+                                        mode: *mode,
+                                        data: text,
+                                    };
+                                    &kept
+                                }
+                                None => node,
+                            }
+                        }
+                        _ => node,
+                    };
                     if let Err(e) = put_back(&parent_fd, name, node, key, &mut |p, r| {
                         report(&mut out, p, r)
                     }) {
@@ -324,6 +348,32 @@ impl Snapshot {
             }
         }
         out
+    }
+}
+
+impl Snapshot {
+    /// The top `config` to put back: the snapshot's (`before`) with the allowlisted
+    /// changes of the program's file (read once, bounded, never through a symlink) merged
+    /// in, each changed variable listed in `changes`; `None` (the snapshot's, whole) when
+    /// nothing merges or either file is refused.
+    fn config(
+        &self,
+        dir: &OwnedFd,
+        before: &[u8],
+        changes: &mut Vec<GitConfigChange>,
+    ) -> Option<Vec<u8>> {
+        let now = super::read::read_host(dir, OsStr::new("config"), super::config::MAX_CONFIG)?;
+        if now == before {
+            return None;
+        }
+        let merged = super::config::merge(before, &now).ok()?;
+        let path = self.git.join("config");
+        changes.extend(merged.changes.iter().map(|c| GitConfigChange {
+            path: path.clone(),
+            name: String::from_utf8_lossy(&c.name).into_owned(),
+            outcome: c.outcome.public(),
+        }));
+        merged.text
     }
 }
 

@@ -17,18 +17,19 @@ use super::read::{
 use super::refs::{self, RefFile};
 use super::submodule::{self, Load};
 use super::write::{host_dir, load, remove, write_bytes, write_file};
-use super::{GitDrop, GitDropReason, Layer};
+use super::{GitConfigChange, GitDrop, GitDropReason, Layer};
 
 impl Layer {
-    pub(super) fn merge(&self) -> Vec<GitDrop> {
+    pub(super) fn merge(&self) -> (Vec<GitDrop>, Vec<GitConfigChange>) {
         let Some(upper) = &self.upper else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let mut m = Merge {
             git: self.git.clone(),
             dropped: Vec::new(),
             more: 0,
             refused: Vec::new(),
+            config: Vec::new(),
         };
         if let Err(e) = m.run(self, upper) {
             m.drop(Path::new(""), e);
@@ -39,7 +40,7 @@ impl Layer {
                 reason: GitDropReason::More(m.more),
             });
         }
-        m.dropped
+        (m.dropped, m.config)
     }
 }
 
@@ -50,6 +51,8 @@ pub(super) struct Merge {
     more: usize,
     /// The ref files whose history has a new submodule or cannot be read (`history.rs`).
     refused: Vec<(PathBuf, GitDropReason)>,
+    /// The config variables the program changed, merged or dropped (`config.rs`).
+    config: Vec<GitConfigChange>,
 }
 
 impl Merge {
@@ -154,6 +157,20 @@ impl Merge {
                 None => write_file(upper, host, name, None).map(drop),
             },
             (Kind::Whiteout, Top::File) => remove(host, name, 0).map_err(failed),
+            // `config`: its allowlisted changes, checked (`config.rs`).
+            (Kind::File, Top::Other) if name == "config" && !unchanged(upper, Some(host), name) => {
+                let (changes, r) = super::config::merge_file(upper, host, &self.git.join(name));
+                let refused = changes
+                    .iter()
+                    .filter(|c| c.outcome != super::GitConfigOutcome::Merged)
+                    .count();
+                self.config.extend(changes);
+                r?;
+                if refused > 0 {
+                    return Err(GitDropReason::ConfigKeys(refused));
+                }
+                Ok(())
+            }
             (Kind::Dir, _) => {
                 self.drop_tree(
                     upper,
