@@ -170,5 +170,5 @@ pub use process::gitobjects;
 pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, Degradation, GitDrop, GitDropReason,
     GitUnguarded, GitUnguardedReason, NestedOutcome, NestedRepository, PlanDescription,
-    PlanNamespaces, Sandbox, Stdio, Termination, Usage, cgroup_limits, macos_profile,
+    PlanNamespaces, Pty, Sandbox, Stdio, Termination, Usage, cgroup_limits, macos_profile,
 };

@@ -167,7 +167,7 @@ pub(super) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 /// back as [`StartError::Refused`], so that the caller can fall back.
 pub(super) fn start(
     prepared: &Prepared,
-    req: Request<'_>,
+    mut req: Request<'_>,
 ) -> Result<(libc::pid_t, Handle), StartError> {
     super::reap::reap(false);
     let plan = &prepared.layout.plan;
@@ -181,9 +181,10 @@ pub(super) fn start(
         .is_some_and(landlock::Status::signals_scoped);
     let init_flags = init::flags(plan, scoped, req.controlling_terminal);
     let status_pipe = init_flags.map(|_| init::status_pipe()).transpose()?;
-    // A `/dev` of the sandbox's own hides the host's name of the program's terminal.
-    let console =
-        console(&req).filter(|_| plan.steps.iter().any(|s| matches!(s, Step::Dev { .. })));
+    // A `/dev` of the sandbox's own hides the host's name of the program's terminal; a
+    // pseudo-terminal of the sandbox's own devpts has its own name there.
+    let console = console(&req)
+        .filter(|_| req.pty.is_none() && plan.steps.iter().any(|s| matches!(s, Step::Dev { .. })));
     let spec = ExecSpec {
         program: req.program,
         args: req.args,
@@ -211,6 +212,9 @@ pub(super) fn start(
         source,
     })?);
     exec.console = console;
+    if let Some(pty) = req.pty.take() {
+        exec.set_pty(pty);
+    }
     exec.cgroup = req.cgroup;
     let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w), tmp_parent)?;
     drop(ruleset);
@@ -252,6 +256,56 @@ fn command_ruleset(
     };
     let spec = rules.for_command(req.private_tmp, &terminals);
     Ok(Some(landlock::build(&spec).map_err(Error::from)?))
+}
+
+/// A pseudo-terminal that the setup child opens from the sandbox's own devpts
+/// ([`prepare::InsidePty`]): the socket pair its master comes back through.
+pub(super) struct InsidePty {
+    parent: OwnedFd,
+    child: OwnedFd,
+    slots: [bool; 3],
+    size: libc::winsize,
+}
+
+impl InsidePty {
+    /// A new socket pair for `req`.
+    pub(super) fn new(req: &super::command::PtyRequest) -> Result<InsidePty, Error> {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (parent, child) = socketpair(
+            AddressFamily::Unix,
+            SockType::Datagram,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| SpawnError::Os {
+            call: "socketpair for the pseudo-terminal",
+            source: e.into(),
+        })?;
+        Ok(InsidePty {
+            parent,
+            child,
+            slots: req.slots,
+            size: req.size,
+        })
+    }
+
+    /// What the child needs (its end of the pair stays open here until the spawn is over).
+    pub(super) fn child(&self) -> prepare::InsidePty {
+        prepare::InsidePty {
+            socket: self.child.as_raw_fd(),
+            slots: self.slots,
+            size: self.size,
+        }
+    }
+
+    /// After a successful spawn: the master the child sent before it exec'd.
+    pub(super) fn receive(self) -> io::Result<OwnedFd> {
+        drop(self.child);
+        backend::recv_fds(&self.parent)?
+            .into_iter()
+            .find_map(|(tag, fd)| (tag == 0).then_some(fd))
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMSG))
+    }
 }
 
 /// The program's terminal, to be bound onto `/dev/console` inside: the source fd of the

@@ -21,6 +21,7 @@ mod env;
 mod gitlayer;
 mod limits;
 mod nested;
+mod pty;
 mod sandbox;
 mod stdio;
 mod tmp;
@@ -57,6 +58,7 @@ pub use gitlayer::merge::objects as gitobjects;
 pub use gitlayer::{GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason};
 pub use limits::{Termination, Usage, cgroup_limits};
 pub use nested::{NestedOutcome, NestedRepository};
+pub use pty::Pty;
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 

@@ -61,3 +61,19 @@ impl Console {
         })
     }
 }
+
+/// A pseudo-terminal the child opens from the sandbox's own devpts (`Command::pty` on the
+/// full layer), so that inside it is `/dev/pts/0` by the kernel's own name, not a bind of a
+/// host terminal. The child unlocks it, sets its size, puts its slave on the stdio slots
+/// named here and sends the master to the parent through `socket` (tag 0), all before
+/// `pivot_root`. No host terminal is bound onto `/dev/console` then.
+#[derive(Debug)]
+pub struct InsidePty {
+    /// The child's end of a close-on-exec datagram socket pair; the parent holds the
+    /// other and receives the master from it once the child has exec'd.
+    pub socket: RawFd,
+    /// Which of the program's fds 0, 1 and 2 become the slave.
+    pub slots: [bool; 3],
+    /// The window size, set on the master before the program starts.
+    pub size: libc::winsize,
+}
