@@ -340,13 +340,10 @@ impl Command {
             stdio::raw(&stdout_child),
             stdio::raw(&stderr_child),
         ];
-        let pty = match self.pty {
-            Some((rows, cols)) => Some(PtyRequest {
-                slots,
-                size: super::pty::winsize(rows, cols),
-            }),
-            None => None,
-        };
+        let pty = self.pty.map(|(rows, cols)| PtyRequest {
+            slots,
+            size: super::pty::winsize(rows, cols),
+        });
         let (terminal, ctty) = match &pty {
             // The slave is the program's controlling terminal, on its first stream.
             Some(p) => {
