@@ -251,6 +251,51 @@ fn explicit_stdio_stays_as_set() {
     assert!(e.to_string().contains("pseudo-terminal"), "{e}");
 }
 
+/// `pty_like` starts the terminal with another terminal's size and modes (here `-echo`
+/// and 17 by 70), before the program runs.
+#[test]
+fn pty_like_copies_the_size_and_modes() {
+    require!(Feature::UserNs);
+    use std::os::fd::AsRawFd;
+    let (_d, ws) = common::var_tempdir();
+    let (_master, slave, _) = common::openpty();
+    let size = libc::winsize {
+        ws_row: 17,
+        ws_col: 70,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: `slave` is a terminal; `size` is a valid `winsize` borrowed for the call.
+    let r = unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    assert_eq!(r, 0);
+    // SAFETY: all-zero bytes are a valid `termios`.
+    let mut modes: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `modes` is a valid out-pointer.
+    assert_eq!(unsafe { libc::tcgetattr(slave.as_raw_fd(), &mut modes) }, 0);
+    modes.c_lflag &= !libc::ECHO;
+    // SAFETY: `modes` is a valid `termios`, borrowed for the call.
+    let r = unsafe { libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &modes) };
+    assert_eq!(r, 0);
+    for layer in LAYERS {
+        let sb = sandbox_on(&ws, layer);
+        let child = sb
+            .command("sh")
+            .args(["-c", "stty size; stty -a | grep -o -- '-echo '"])
+            .pty_like(&slave)
+            .unwrap()
+            .spawn()
+            .unwrap();
+        let (text, status) = run(child);
+        assert!(status.success(), "{layer}: {status:?} {text}");
+        assert_eq!(text, "17 70\n-echo \n", "{layer}");
+    }
+    // Not a terminal: ENOTTY, before any spawn.
+    let sb = sandbox_on(&ws, Layer::Full);
+    let (r, _w) = std::io::pipe().unwrap();
+    let e = sb.command("true").pty_like(&r).map(drop).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOTTY));
+}
+
 /// Without `pty` a child has none.
 #[test]
 fn no_pty_unless_asked() {

@@ -51,6 +51,8 @@ pub struct Command {
     controlling_terminal: bool,
     /// A pseudo-terminal of this size `(rows, cols)` for the program ([`Command::pty`]).
     pty: Option<(u16, u16)>,
+    /// Its modes, when given ([`Command::pty_like`]).
+    pty_modes: Option<super::pty::Modes>,
     /// The values of this command's `secret_env` variables.
     secrets: Vec<Vec<u8>>,
     /// The sandbox's redactor of the host's secrets (shared, not rebuilt per command).
@@ -73,6 +75,7 @@ impl Command {
             pass: Vec::new(),
             controlling_terminal: false,
             pty: None,
+            pty_modes: None,
             secrets: Vec::new(),
             redactor: crate::Redactor::default(),
         }
@@ -230,6 +233,23 @@ impl Command {
         self
     }
 
+    /// [`Command::pty`] with the modes and window size of `terminal`, read now: for a host
+    /// that relays its own terminal to the program, as `ssh -t` and `stockade run` do.
+    /// The pseudo-terminal starts with them before the program runs, so nothing the
+    /// program sets is overwritten later; the host then puts its own terminal in raw mode
+    /// and copies its window size on `SIGWINCH` with [`Pty::resize`](crate::Pty::resize).
+    ///
+    /// # Errors
+    ///
+    /// `ENOTTY` when `terminal` is not a terminal; the error of reading its modes or size.
+    pub fn pty_like(&mut self, terminal: impl std::os::fd::AsFd) -> io::Result<&mut Command> {
+        let fd = terminal.as_fd();
+        let modes = super::pty::modes_of(fd)?;
+        let (rows, cols) = super::pty::size_of(fd)?;
+        self.pty_modes = Some(modes);
+        Ok(self.pty(rows, cols))
+    }
+
     /// The program, as given.
     pub fn get_program(&self) -> &OsStr {
         &self.program
@@ -343,6 +363,7 @@ impl Command {
         let pty = self.pty.map(|(rows, cols)| PtyRequest {
             slots,
             size: super::pty::winsize(rows, cols),
+            modes: self.pty_modes,
         });
         let (terminal, ctty) = match &pty {
             // The slave is the program's controlling terminal, on its first stream.
@@ -454,9 +475,11 @@ impl Command {
             #[cfg(target_os = "linux")]
             Some(p) if own_devpts => inside = Some(launch::InsidePty::new(p)?),
             Some(p) => {
-                let (m, s) = super::pty::open_host(p.size).map_err(|source| SpawnError::Os {
-                    call: "open a pseudo-terminal (/dev/ptmx)",
-                    source,
+                let (m, s) = super::pty::open_host(p.size, p.modes.as_ref()).map_err(|source| {
+                    SpawnError::Os {
+                        call: "open a pseudo-terminal (/dev/ptmx)",
+                        source,
+                    }
                 })?;
                 for (fd, _) in stdio.iter_mut().zip(p.slots).filter(|(_, on)| *on) {
                     *fd = s.as_raw_fd();
@@ -644,6 +667,8 @@ pub(super) struct PtyRequest {
     pub(super) slots: [bool; 3],
     /// The window size.
     pub(super) size: libc::winsize,
+    /// The modes, when given.
+    pub(super) modes: Option<super::pty::Modes>,
 }
 
 impl PtyRequest {

@@ -265,6 +265,7 @@ pub(super) struct InsidePty {
     child: OwnedFd,
     slots: [bool; 3],
     size: libc::winsize,
+    modes: Option<libc::termios2>,
 }
 
 impl InsidePty {
@@ -286,6 +287,7 @@ impl InsidePty {
             child,
             slots: req.slots,
             size: req.size,
+            modes: req.modes,
         })
     }
 
@@ -295,6 +297,7 @@ impl InsidePty {
             socket: self.child.as_raw_fd(),
             slots: self.slots,
             size: self.size,
+            modes: self.modes,
         }
     }
 

@@ -57,20 +57,7 @@ impl Pty {
     ///
     /// The error of the `ioctl`.
     pub fn size(&self) -> io::Result<(u16, u16)> {
-        let mut ws = winsize(0, 0);
-        // SAFETY: the master is a terminal, whose driver writes one `winsize` through the
-        // pointer; `ws` is a local that outlives the call.
-        let r = unsafe {
-            libc::ioctl(
-                self.master.as_raw_fd(),
-                libc::TIOCGWINSZ,
-                std::ptr::from_mut(&mut ws),
-            )
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok((ws.ws_row, ws.ws_col))
+        size_of(self.master.as_fd())
     }
 
     /// Another handle to the same master (`dup`, close-on-exec).
@@ -151,11 +138,98 @@ pub(super) fn winsize(rows: u16, cols: u16) -> libc::winsize {
     }
 }
 
+/// The window size of the terminal `fd`, `(rows, cols)`.
+pub(super) fn size_of(fd: BorrowedFd<'_>) -> io::Result<(u16, u16)> {
+    if !std::io::IsTerminal::is_terminal(&fd) {
+        return Err(io::Error::from_raw_os_error(libc::ENOTTY));
+    }
+    let mut ws = winsize(0, 0);
+    // SAFETY: `fd` is a terminal (checked above, and borrowed for the call), whose driver
+    // writes one `winsize` through the pointer; `ws` is a local that outlives the call.
+    let r = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TIOCGWINSZ,
+            std::ptr::from_mut(&mut ws),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((ws.ws_row, ws.ws_col))
+}
+
 fn set_size(fd: BorrowedFd<'_>, ws: libc::winsize) -> io::Result<()> {
     // SAFETY: `fd` is a terminal (a master this module opened or received), whose driver
     // reads one `winsize` through the pointer; `ws` is a local that outlives the call.
     let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, std::ptr::from_ref(&ws)) };
     if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A terminal's modes, in the form the kernel takes them: `termios2` on Linux (the setup
+/// child sets them with one `ioctl`, no C library), `termios` elsewhere.
+#[cfg(target_os = "linux")]
+pub(crate) type Modes = libc::termios2;
+/// A terminal's modes, in the form the kernel takes them: `termios2` on Linux (the setup
+/// child sets them with one `ioctl`, no C library), `termios` elsewhere.
+#[cfg(not(target_os = "linux"))]
+pub(crate) type Modes = libc::termios;
+
+/// The modes of the terminal `fd` (`TCGETS2`).
+#[cfg(target_os = "linux")]
+pub(super) fn modes_of(fd: BorrowedFd<'_>) -> io::Result<Modes> {
+    // SAFETY: `termios2` is integers and arrays of them: all-zero bytes are a valid value.
+    let mut modes: Modes = unsafe { std::mem::zeroed() };
+    if !std::io::IsTerminal::is_terminal(&fd) {
+        return Err(io::Error::from_raw_os_error(libc::ENOTTY));
+    }
+    // SAFETY: `fd` is a terminal (checked above, and borrowed for the call), whose driver
+    // writes one `termios2` through the pointer, to `modes`, a local that outlives it.
+    let r = unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            libc::TCGETS2,
+            std::ptr::from_mut(&mut modes),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(modes)
+}
+
+/// The modes of the terminal `fd` (`tcgetattr`).
+#[cfg(not(target_os = "linux"))]
+pub(super) fn modes_of(fd: BorrowedFd<'_>) -> io::Result<Modes> {
+    // SAFETY: `termios` is integers and arrays of them: all-zero bytes are a valid value.
+    let mut modes: Modes = unsafe { std::mem::zeroed() };
+    // SAFETY: `modes` is a valid out-pointer for one `termios`.
+    if unsafe { libc::tcgetattr(fd.as_raw_fd(), &mut modes) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(modes)
+}
+
+/// Sets the modes of the terminal `fd` (a slave this module opened).
+#[cfg(target_os = "linux")]
+fn set_modes(fd: BorrowedFd<'_>, modes: &Modes) -> io::Result<()> {
+    // SAFETY: `fd` is a pseudo-terminal's slave, whose driver reads one `termios2` through
+    // the pointer; `modes` is borrowed for the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TCSETS2, std::ptr::from_ref(modes)) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets the modes of the terminal `fd` (a slave this module opened).
+#[cfg(not(target_os = "linux"))]
+fn set_modes(fd: BorrowedFd<'_>, modes: &Modes) -> io::Result<()> {
+    // SAFETY: `modes` is a valid `termios`, borrowed for the call.
+    if unsafe { libc::tcsetattr(fd.as_raw_fd(), libc::TCSANOW, modes) } != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
@@ -169,7 +243,10 @@ fn set_size(fd: BorrowedFd<'_>, ws: libc::winsize) -> io::Result<()> {
 /// # Errors
 ///
 /// The errno of the step that failed; the caller names it.
-pub(super) fn open_host(size: libc::winsize) -> io::Result<(OwnedFd, OwnedFd)> {
+pub(super) fn open_host(
+    size: libc::winsize,
+    modes: Option<&Modes>,
+) -> io::Result<(OwnedFd, OwnedFd)> {
     use std::os::unix::fs::OpenOptionsExt;
     // std opens with `O_CLOEXEC`: no fork of another thread inherits the master.
     let master: OwnedFd = std::fs::OpenOptions::new()
@@ -190,6 +267,9 @@ pub(super) fn open_host(size: libc::winsize) -> io::Result<(OwnedFd, OwnedFd)> {
     }
     set_size(master.as_fd(), size)?;
     let slave = super::stdio::above_stdio(open_slave(master.as_fd())?)?;
+    if let Some(m) = modes {
+        set_modes(slave.as_fd(), m)?;
+    }
     Ok((master, slave))
 }
 

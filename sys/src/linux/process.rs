@@ -146,6 +146,27 @@ pub unsafe fn ioctl_tiocswinsz(fd: BorrowedFd<'_>, size: &libc::winsize) -> Resu
     .map(drop)
 }
 
+/// `ioctl(fd, TCSETS2, modes)` (`ioctl_tty(2)`, what `tcsetattr(fd, TCSANOW, …)` does,
+/// in the kernel's own layout): sets the modes of the terminal `fd`.
+///
+/// # Safety
+///
+/// `fd` is a terminal. Another driver may give the request number another meaning and
+/// write through the pointer, which points to a read-only `termios2` here.
+pub unsafe fn ioctl_tcsets2(fd: BorrowedFd<'_>, modes: &libc::termios2) -> Result<()> {
+    // SAFETY: the caller guarantees that `fd` is a terminal, whose driver reads one
+    // `termios2` from the pointer; `modes` is borrowed for the call.
+    unsafe {
+        syscall!(
+            libc::SYS_ioctl,
+            fd.as_raw_fd(),
+            libc::TCSETS2,
+            core::ptr::from_ref(modes)
+        )
+    }
+    .map(drop)
+}
+
 /// `pidfd_open(2)`.
 pub fn pidfd_open(pid: c_int, flags: c_uint) -> Result<OwnedFd> {
     // SAFETY: `pidfd_open` takes no pointer.

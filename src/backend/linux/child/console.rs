@@ -44,15 +44,19 @@ fn pty_to_stdio(master: BorrowedFd<'_>, pty: &InsidePty) -> R {
     let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
     // SAFETY: as above.
     let slave = unsafe { sys::ioctl_tiocgptpeer(master, flags) }?;
-    let mut r = Ok(());
+    let mut r = match &pty.modes {
+        // SAFETY: `slave` is the slave of a pseudo-terminal, a terminal.
+        Some(modes) => unsafe { sys::ioctl_tcsets2(slave.as_fd(), modes) },
+        None => Ok(()),
+    };
     for (target, _) in (0..).zip(pty.slots).filter(|(_, on)| *on) {
+        if r.is_err() {
+            break;
+        }
         // SAFETY: 0, 1 and 2 of this child are its own copies (no CLONE_FILES), which
         // `stdio` set up for the program and which are to be replaced by the slave here;
         // nothing in this child uses their old files again.
         r = unsafe { sys::dup3(slave.as_fd(), target, 0) }.map(drop);
-        if r.is_err() {
-            break;
-        }
     }
     let _ = sys::close(slave);
     r?;

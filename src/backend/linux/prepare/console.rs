@@ -76,4 +76,7 @@ pub struct InsidePty {
     pub slots: [bool; 3],
     /// The window size, set on the master before the program starts.
     pub size: libc::winsize,
+    /// The terminal's modes, when the caller gave some (`Command::pty_like`); else the
+    /// kernel's defaults for a new pseudo-terminal.
+    pub modes: Option<libc::termios2>,
 }
