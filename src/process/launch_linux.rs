@@ -250,7 +250,10 @@ fn command_ruleset(
         return Ok(None);
     };
     let terminals = if rules.own_terminals {
-        own_terminals(req.stdio)
+        // The slots of a pseudo-terminal from the sandbox's devpts hold no host terminal
+        // (the child grants its own devpts).
+        let inside = req.pty.as_ref().map_or([false; 3], |p| p.slots);
+        own_terminals(req.stdio, inside)
     } else {
         Vec::new()
     };
@@ -401,9 +404,13 @@ fn setup_failure(
 
 /// The `/dev/pts/N` terminals among the program's stdio (a source fd, or the host's own
 /// 0, 1, 2 where it inherits them).
-fn own_terminals(stdio: [std::os::fd::RawFd; 3]) -> Vec<std::path::PathBuf> {
+/// The `skip` slots are left out.
+fn own_terminals(stdio: [std::os::fd::RawFd; 3], skip: [bool; 3]) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for (i, fd) in stdio.into_iter().enumerate() {
+        if skip.get(i).copied().unwrap_or(false) {
+            continue;
+        }
         let fd = if fd < 0 { i as i32 } else { fd };
         // An `fstat` first: a pipe, file or socket is no terminal, and the `readlink`
         // through procfs costs some ten times as much.
