@@ -296,6 +296,32 @@ fn pty_like_copies_the_size_and_modes() {
     assert_eq!(e.raw_os_error(), Some(libc::ENOTTY));
 }
 
+/// Passthrough (`min_layer = "passthrough"`): the host's pseudo-terminal, still the
+/// program's controlling terminal, of the size asked for.
+#[test]
+fn passthrough_gets_the_same_terminal() {
+    let (_d, ws) = common::var_tempdir();
+    let sb = common::sandbox(&ws, |p: &mut Policy| {
+        p.layer = Some(Layer::Passthrough);
+        p.min_layer = Some(Layer::Passthrough);
+    });
+    let child = sb
+        .command("sh")
+        .args(["-c", "stty size; tty; echo via-tty > /dev/tty"])
+        .pty(21, 61)
+        .spawn()
+        .unwrap();
+    let (text, status) = run(child);
+    assert!(status.success(), "{status:?} {text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.first(), Some(&"21 61"), "{text}");
+    assert!(
+        lines.get(1).is_some_and(|l| l.starts_with("/dev/pts/")),
+        "{text}"
+    );
+    assert_eq!(lines.get(2), Some(&"via-tty"), "{text}");
+}
+
 /// Without `pty` a child has none.
 #[test]
 fn no_pty_unless_asked() {

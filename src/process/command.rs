@@ -228,6 +228,23 @@ impl Command {
     /// Landlock layer, passthrough, macOS and other Unix systems: from the host's
     /// `/dev/ptmx`; the program sees the host's name `/dev/pts/N` (layer 2 grants it that
     /// terminal and none of the host's others).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::io::{Read, Write};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let sandbox = stockade::Sandbox::new(stockade::Policy::with_workspace("/srv/ws"))?;
+    /// let mut child = sandbox.command("python3").arg("-i").pty(24, 80).spawn()?;
+    /// let pty = child.take_pty().expect("asked for");
+    /// (&pty).write_all(b"print(6 * 7)\nexit()\n")?;
+    /// pty.resize(50, 132)?; // the program gets SIGWINCH
+    /// let mut screen = Vec::new();
+    /// (&pty).read_to_end(&mut screen)?; // ends when the program's side is closed
+    /// child.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn pty(&mut self, rows: u16, cols: u16) -> &mut Command {
         self.pty = Some((rows, cols));
         self
