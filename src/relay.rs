@@ -12,7 +12,7 @@
 //! nowhere else:
 //!
 //! - **A terminal** (stdin or stdout is one): the program gets a pseudo-terminal of its
-//!   own, opened here on the host's devpts, as `ssh -t` and `docker run -t` do. Its slave
+//!   own, as `ssh -t` and `docker run -t` give one. Its slave
 //!   is the program's stdin, stdout and stderr wherever the caller's are terminals, and
 //!   the program's controlling terminal (in its own session), so `^C`, `^Z`, `/dev/tty`,
 //!   job control and `SIGWINCH` work inside as on any terminal. It is the library's
@@ -252,8 +252,9 @@ impl Relay {
     }
 
     /// Starts relaying for `child`, spawned from `cmd` (dropped here: the command holds
-    /// the fds it hands over, and a stream counts as closed only when every copy is). Puts the caller's terminal in raw mode when its keystrokes go to
-    /// the program and `stockade` is in its foreground.
+    /// the fds it hands over, and a stream counts as closed only when every copy is).
+    /// Takes the pseudo-terminal's master from `child`. Puts the caller's terminal in raw
+    /// mode when its keystrokes go to the program and `stockade` is in its foreground.
     ///
     /// # Errors
     ///
