@@ -174,5 +174,5 @@ pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, DEFAULT_MAX_LINE, Degradation,
     GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason,
     Line, LineEnd, LineStream, NestedOutcome, NestedRepository, PlanDescription, PlanNamespaces,
-    Sandbox, Stdio, Termination, Usage, cgroup_limits, macos_profile,
+    Pty, Sandbox, Stdio, Termination, Usage, cgroup_limits, macos_profile,
 };

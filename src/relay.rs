@@ -12,13 +12,13 @@
 //! nowhere else:
 //!
 //! - **A terminal** (stdin or stdout is one): the program gets a pseudo-terminal of its
-//!   own, opened here on the host's devpts, as `ssh -t` and `docker run -t` do. Its slave
+//!   own, as `ssh -t` and `docker run -t` give one. Its slave
 //!   is the program's stdin, stdout and stderr wherever the caller's are terminals, and
 //!   the program's controlling terminal (in its own session), so `^C`, `^Z`, `/dev/tty`,
-//!   job control and `SIGWINCH` work inside as on any terminal (on the full layer, whose
-//!   devpts is the sandbox's own, the slave is found as `/dev/console`, so `tty` names
-//!   it: see `backend::linux::prepare::Console`). The slave starts with the
-//!   caller's modes and window size; while the program runs the caller's terminal is in
+//!   job control and `SIGWINCH` work inside as on any terminal. It is the library's
+//!   (`Command::pty_like`): on the full layer it comes from the sandbox's own devpts and
+//!   is `/dev/pts/0` inside, elsewhere from the host's `/dev/ptmx`. The slave starts with
+//!   the caller's modes and window size; while the program runs the caller's terminal is in
 //!   raw mode (when stdin is the terminal and `stockade` is in its foreground) and every
 //!   byte typed goes to the program, which echoes and interprets it on its own terminal.
 //!   The window size is copied again on every `SIGWINCH`. The caller's modes are restored
@@ -166,7 +166,6 @@ pub struct Relay {
 }
 
 struct Pty {
-    master: OwnedFd,
     /// The caller's terminal: its fd (0 or 1), whose modes and size the program's copies.
     terminal: usize,
     /// The caller's fd that the program's terminal output goes to (1, 2, or 0).
@@ -179,12 +178,12 @@ struct Pty {
 
 impl Relay {
     /// Decides, for each of the caller's stdio fds, what the program gets, and sets up
-    /// `cmd` accordingly: the slave of a new pseudo-terminal (and
-    /// [`Command::controlling_terminal`]), a pipe, or the caller's own fd.
+    /// `cmd` accordingly: the slave of a pseudo-terminal ([`Command::pty_like`], which the
+    /// spawn opens), a pipe, or the caller's own fd.
     ///
     /// # Errors
     ///
-    /// Opening the pseudo-terminal or reading the caller's terminal failed.
+    /// Reading the caller's terminal failed.
     pub fn attach(cmd: &mut Command, opts: &Options) -> io::Result<Relay> {
         let fds = caller_fds();
         let kinds = fds.map(kind);
@@ -199,19 +198,10 @@ impl Relay {
                 .find(|&i| kinds[i] == Kind::Terminal && (i == 0 || !opts.scrub))
                 .unwrap_or(terminal);
             let saved = termios::tcgetattr(fds[terminal])?;
-            let size = termios::tcgetwinsize(fds[terminal])?;
-            let (master, slave) = open_pty(&saved, size)?;
-            for i in (0..3).filter(|&i| gets_slave(i)) {
-                let s = Stdio::from(slave.try_clone()?);
-                match i {
-                    0 => cmd.stdin(s),
-                    1 => cmd.stdout(s),
-                    _ => cmd.stderr(s),
-                };
-            }
-            cmd.controlling_terminal(true);
+            // The slave goes to every stream not set here; it starts with the caller's
+            // modes and size, and is the program's controlling terminal.
+            cmd.pty_like(fds[terminal])?;
             Some(Pty {
-                master,
                 terminal,
                 output,
                 input: kinds[0] == Kind::Terminal,
@@ -224,11 +214,23 @@ impl Relay {
         for (i, p) in piped.iter_mut().enumerate() {
             let slave = pty.is_some() && gets_slave(i);
             *p = !slave && (kinds[i] == Kind::File || (opts.scrub && i > 0));
-            if !slave && !*p && kinds[i] == Kind::Null {
+            // With a pseudo-terminal every stream not set explicitly is its slave: a
+            // pipe or socket is handed over as a copy of the caller's fd, and a closed
+            // one becomes `/dev/null`.
+            let set = if slave || *p {
+                None
+            } else if kinds[i] == Kind::Null || (pty.is_some() && kinds[i] == Kind::Closed) {
+                Some(Stdio::null())
+            } else if pty.is_some() {
+                Some(Stdio::from(dup_caller(i)?))
+            } else {
+                None
+            };
+            if let Some(s) = set {
                 match i {
-                    0 => cmd.stdin(Stdio::null()),
-                    1 => cmd.stdout(Stdio::null()),
-                    _ => cmd.stderr(Stdio::null()),
+                    0 => cmd.stdin(s),
+                    1 => cmd.stdout(s),
+                    _ => cmd.stderr(s),
                 };
             }
         }
@@ -250,9 +252,9 @@ impl Relay {
     }
 
     /// Starts relaying for `child`, spawned from `cmd` (dropped here: the command holds
-    /// copies of the terminal's slave, and the program's side counts as closed only when
-    /// every copy is). Puts the caller's terminal in raw mode when its keystrokes go to
-    /// the program and `stockade` is in its foreground.
+    /// the fds it hands over, and a stream counts as closed only when every copy is).
+    /// Takes the pseudo-terminal's master from `child`. Puts the caller's terminal in raw
+    /// mode when its keystrokes go to the program and `stockade` is in its foreground.
     ///
     /// # Errors
     ///
@@ -288,7 +290,10 @@ impl Relay {
         }
         let terminal = match self.pty {
             Some(pty) => {
-                let master = File::from(pty.master);
+                let master = child
+                    .take_pty()
+                    .ok_or_else(|| io::Error::other("the program has no pseudo-terminal"))?;
+                let master = File::from(OwnedFd::from(master));
                 outputs.push(Output::new(
                     master.try_clone()?.into(),
                     writer(pty.output)?,
@@ -339,57 +344,6 @@ fn spawn<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> io::Result<JoinHandle<T>> {
     std::thread::Builder::new().name(name.into()).spawn(f)
-}
-
-/// A new pseudo-terminal whose slave starts with `modes` and `size`: (master, slave), both
-/// close-on-exec. The slave is opened with `O_NOCTTY`: it becomes the program's
-/// controlling terminal, never stockade's. A failing open names its path (a minimal image
-/// may have no `/dev/ptmx`, or no devpts at `/dev/pts`).
-fn open_pty(modes: &Termios, size: termios::Winsize) -> io::Result<(OwnedFd, OwnedFd)> {
-    let master = open_terminal(PTMX)?;
-    rustix::pty::grantpt(&master)?;
-    rustix::pty::unlockpt(&master)?;
-    let name = rustix::pty::ptsname(&master, Vec::new())?;
-    let slave = open_terminal(&name)?;
-    termios::tcsetattr(&slave, OptionalActions::Now, modes)?;
-    termios::tcsetwinsize(&slave, size)?;
-    Ok((master, slave))
-}
-
-/// The pseudo-terminal multiplexer (what `posix_openpt` opens on Linux).
-const PTMX: &std::ffi::CStr = c"/dev/ptmx";
-
-/// Opens a terminal device read-write, close-on-exec, without making it stockade's
-/// controlling terminal; the error names `path`: `open /dev/ptmx: ENOENT (No such file or
-/// directory)`.
-fn open_terminal(path: &std::ffi::CStr) -> io::Result<OwnedFd> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC;
-    rustix::fs::open(path, flags, Mode::empty()).map_err(|e| {
-        let source = io::Error::from(e);
-        let path = std::path::PathBuf::from(path.to_string_lossy().into_owned());
-        io::Error::new(source.kind(), OpenError { path, source })
-    })
-}
-
-/// A failed open of a named path: printed as `open <path>`, with the OS error as its
-/// source, so that `Report` writes `open /dev/ptmx: ENOENT (No such file or directory)`.
-#[derive(Debug)]
-struct OpenError {
-    path: std::path::PathBuf,
-    source: io::Error,
-}
-
-impl std::fmt::Display for OpenError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "open {}", self.path.display())
-    }
-}
-
-impl std::error::Error for OpenError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
-    }
 }
 
 /// The caller's terminal while the program has a pseudo-terminal.
@@ -708,31 +662,5 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.restore();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A minimal image without `/dev/ptmx`: the CLI's error names the path, as every
-    /// error of the crate does (`stockade: pseudo-terminal: open /dev/ptmx: ENOENT …`).
-    #[test]
-    fn a_terminal_that_cannot_be_opened_is_named() {
-        let e = open_terminal(c"/nonexistent-dir/ptmx").unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        assert_eq!(
-            stockade::error::Report(&e).to_string(),
-            "open /nonexistent-dir/ptmx: ENOENT (No such file or directory)"
-        );
-        assert_eq!(PTMX, c"/dev/ptmx");
-        // The real one, where the host has it: a master whose slave opens the same way.
-        if std::path::Path::new("/dev/ptmx").exists() {
-            let master = open_terminal(PTMX).unwrap();
-            rustix::pty::grantpt(&master).unwrap();
-            rustix::pty::unlockpt(&master).unwrap();
-            let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
-            open_terminal(&name).unwrap();
-        }
     }
 }

@@ -228,6 +228,16 @@ fn no_allocation_between_clone_and_exec_in_the_full_layer() {
         .unwrap();
     assert_eq!(out.status.code(), Some(6));
 
+    // `Command::pty`: the child opens it from the sandbox's devpts and sends the master.
+    let mut child = sb
+        .command("sh")
+        .args(["-c", "test -t 0 && exit 7"])
+        .pty(24, 80)
+        .spawn()
+        .unwrap();
+    assert!(child.pty().is_some());
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+
     // The exec path that searches PATH and fails.
     let err = sb.command("stockade-no-such-program").spawn().unwrap_err();
     assert!(

@@ -270,10 +270,10 @@ fn the_program_gets_a_terminal_of_its_own_with_the_callers_size() {
     let ws = outside_tmp();
     for layer in LAYERS {
         let term = Terminal::new();
-        // The program's terminal as the kernel names it (the host's devpts on both
-        // layers), as `tty` names it (layer 2: that name; the full layer, whose devpts is
-        // its own: `/dev/console`, where the terminal is bound), its size, and that it is
-        // the program's controlling terminal.
+        // The program's terminal as the kernel names it and as `tty` names it (layer 2:
+        // the host's devpts; the full layer: the sandbox's own, where the pseudo-terminal
+        // is opened, `/dev/pts/0`), its size, and that it is the program's controlling
+        // terminal.
         let script = "echo fd0=$(readlink /proc/self/fd/0); echo tty=$(tty); \
                       echo size=$(stty size); exec 3</dev/tty && echo ctty=yes; exit 3";
         let flags = layer_flag(layer);
@@ -286,16 +286,18 @@ fn the_program_gets_a_terminal_of_its_own_with_the_callers_size() {
             .find_map(|l| l.strip_prefix("fd0="))
             .unwrap_or_else(|| panic!("{layer}: {out}"));
         assert!(fd0.starts_with("/dev/pts/"), "{layer}: {out}");
-        assert_ne!(
-            fd0, term.path,
-            "{layer}: the program has the caller's terminal: {out}"
-        );
-        let name = if layer == Layer::Landlock {
-            fd0
+        if layer == Layer::Landlock {
+            assert_ne!(
+                fd0, term.path,
+                "{layer}: the program has the caller's terminal: {out}"
+            );
         } else {
-            "/dev/console"
-        };
-        assert!(out.contains(&format!("tty={name}\n")), "{layer}: {out}");
+            assert_eq!(
+                fd0, "/dev/pts/0",
+                "{layer}: the sandbox's own devpts: {out}"
+            );
+        }
+        assert!(out.contains(&format!("tty={fd0}\n")), "{layer}: {out}");
         assert!(
             out.contains(&format!("size={ROWS} {COLS}\n")),
             "{layer}: {out}"
@@ -870,11 +872,12 @@ fn program_on(
     (status, String::from_utf8_lossy(&out).replace('\r', ""))
 }
 
-/// The full layer's devpts is its own, so the host's name of the program's terminal
-/// (`/dev/pts/N`) leads nowhere inside; the terminal is bound onto `/dev/console`, where
-/// `ttyname()` finds it. Through `stockade run` and for a library caller that passes its
-/// pty, with or without making it the controlling terminal. The caller's other terminals
-/// stay out of reach.
+/// The full layer's devpts is its own, so the host's name of a terminal the program gets
+/// from the host (`/dev/pts/N`) leads nowhere inside; such a terminal (a library caller
+/// that passes its pty, with or without making it the controlling terminal) is bound onto
+/// `/dev/console`, where `ttyname()` finds it. `stockade run` opens the program's
+/// pseudo-terminal from the sandbox's devpts (`Command::pty_like`): it is `/dev/pts/0`
+/// there, and nothing is bound. The caller's other terminals stay out of reach.
 #[test]
 fn the_programs_terminal_has_a_name_inside_and_no_other_host_terminal_is_there() {
     require!(Feature::UserNs);
@@ -889,13 +892,18 @@ fn the_programs_terminal_has_a_name_inside_and_no_other_host_terminal_is_there()
         o = other.path
     );
     let check = |how: &str, out: &str| {
+        let (tty, pts) = if how == "stockade run" {
+            ("tty=/dev/pts/0", "pts=0 ptmx")
+        } else {
+            ("tty=/dev/console", "pts=ptmx")
+        };
         for line in [
-            "tty=/dev/console",
+            tty,
             "t0",
             &format!("size={ROWS} {COLS}"),
             "same",
             "reopened",
-            "pts=ptmx",
+            pts,
             "other-absent",
             "other-unreachable",
         ] {

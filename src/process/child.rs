@@ -44,6 +44,8 @@ pub struct Child {
     pub stdout: Option<ChildStdout>,
     /// The program's stderr, when piped.
     pub stderr: Option<ChildStderr>,
+    /// The master of the program's pseudo-terminal ([`Command::pty`](crate::Command::pty)).
+    pub(super) pty: Option<super::Pty>,
 }
 
 impl Child {
@@ -83,6 +85,20 @@ impl Child {
     /// Unix systems: [`Child::id`].
     pub fn program_id(&self) -> Option<u32> {
         self.program.id()
+    }
+
+    /// The host's side of the program's pseudo-terminal ([`Command::pty`](crate::Command::pty)):
+    /// read the program's terminal output from it, write its input to it, resize it.
+    /// `None` without one, or once taken.
+    pub fn pty(&self) -> Option<&super::Pty> {
+        self.pty.as_ref()
+    }
+
+    /// Takes the pseudo-terminal's master out of the `Child`, to move it to another
+    /// thread (as [`Child::stdout`] is taken). [`Child::wait`] does not close it: drop it
+    /// once the output is read (the program's session gets `SIGHUP` if it still runs).
+    pub fn take_pty(&mut self) -> Option<super::Pty> {
+        self.pty.take()
     }
 
     /// A redactor for this program's output: the host's secrets ([`Sandbox::set_secrets`](crate::Sandbox::set_secrets))

@@ -28,6 +28,7 @@ type Started = (
     super::nested::Watch,
     super::limits::Run,
     launch::ProgramProcess,
+    Option<OwnedFd>,
 );
 
 /// A sandboxed process builder, with `std::process::Command`'s API.
@@ -53,6 +54,10 @@ pub struct Command {
     controlling_terminal: bool,
     /// Whether dropping the `Child` ends the sandbox.
     kill_on_drop: bool,
+    /// A pseudo-terminal of this size `(rows, cols)` for the program ([`Command::pty`]).
+    pty: Option<(u16, u16)>,
+    /// Its modes, when given ([`Command::pty_like`]).
+    pty_modes: Option<super::pty::Modes>,
     /// The names and values of this command's `secret_env` variables.
     secrets: Vec<(OsString, Vec<u8>)>,
     /// The sandbox's redactor of the host's secrets (shared, not rebuilt per command).
@@ -75,6 +80,8 @@ impl Command {
             pass: Vec::new(),
             controlling_terminal: false,
             kill_on_drop: false,
+            pty: None,
+            pty_modes: None,
             secrets: Vec::new(),
             redactor: crate::Redactor::default(),
         }
@@ -228,6 +235,71 @@ impl Command {
         self
     }
 
+    /// Gives the program a pseudo-terminal of its own, of `rows` by `cols`: its slave is
+    /// the program's stdin, stdout and stderr and its controlling terminal (as with
+    /// [`Command::controlling_terminal`]), and [`Child::pty`] holds the master, which stays
+    /// with the host (close-on-exec). `tty`, `stty`, `/dev/tty`, job control, `^C` and
+    /// `SIGWINCH` ([`Pty::resize`](crate::Pty::resize)) then work inside as on any
+    /// terminal, so that `vi`, `python3 -i` or `less` run as they would for a user.
+    ///
+    /// A stream set explicitly ([`Command::stdin`], [`Command::stdout`],
+    /// [`Command::stderr`]) keeps its setting, so that output can be piped while input
+    /// comes from the terminal; the slave goes to the others. Each spawn opens a new
+    /// pseudo-terminal.
+    ///
+    /// # Errors
+    ///
+    /// The spawn fails with [`SpawnError::Os`] when all three streams are set explicitly
+    /// (no stream is left for the terminal: `EINVAL`), or when the pseudo-terminal cannot
+    /// be opened (`open a pseudo-terminal`, and the errno; on the full layer, the step
+    /// that makes `/dev` names the errno).
+    ///
+    /// # Platform
+    ///
+    /// Linux full layer: the pseudo-terminal comes from the sandbox's own devpts, so
+    /// inside it is `/dev/pts/0`, the kernel's own name (`tty`, `ttyname()`, also musl's).
+    /// Landlock layer, passthrough, macOS and other Unix systems: from the host's
+    /// `/dev/ptmx`; the program sees the host's name `/dev/pts/N` (layer 2 grants it that
+    /// terminal and none of the host's others).
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use std::io::{Read, Write};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let sandbox = stockade::Sandbox::new(stockade::Policy::with_workspace("/srv/ws"))?;
+    /// let mut child = sandbox.command("python3").arg("-i").pty(24, 80).spawn()?;
+    /// let pty = child.take_pty().expect("asked for");
+    /// (&pty).write_all(b"print(6 * 7)\nexit()\n")?;
+    /// pty.resize(50, 132)?; // the program gets SIGWINCH
+    /// let mut screen = Vec::new();
+    /// (&pty).read_to_end(&mut screen)?; // ends when the program's side is closed
+    /// child.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn pty(&mut self, rows: u16, cols: u16) -> &mut Command {
+        self.pty = Some((rows, cols));
+        self
+    }
+
+    /// [`Command::pty`] with the modes and window size of `terminal`, read now: for a host
+    /// that relays its own terminal to the program, as `ssh -t` and `stockade run` do.
+    /// The pseudo-terminal starts with them before the program runs, so nothing the
+    /// program sets is overwritten later; the host then puts its own terminal in raw mode
+    /// and copies its window size on `SIGWINCH` with [`Pty::resize`](crate::Pty::resize).
+    ///
+    /// # Errors
+    ///
+    /// `ENOTTY` when `terminal` is not a terminal; the error of reading its modes or size.
+    pub fn pty_like(&mut self, terminal: impl std::os::fd::AsFd) -> io::Result<&mut Command> {
+        let fd = terminal.as_fd();
+        let modes = super::pty::modes_of(fd)?;
+        let (rows, cols) = super::pty::size_of(fd)?;
+        self.pty_modes = Some(modes);
+        Ok(self.pty(rows, cols))
+    }
+
     /// The program, as given.
     pub fn get_program(&self) -> &OsStr {
         &self.program
@@ -309,16 +381,28 @@ impl Command {
             check_data_dir(path, *id)?;
         }
         check_secret_lengths(&self.secrets)?;
-        // Like std, the command keeps its stdio settings: it can be spawned again.
+        // Like std, the command keeps its stdio settings: it can be spawned again. With a
+        // pseudo-terminal, the streams not set explicitly are its slave, made per attempt
+        // in `start` (the layer decides where it comes from): none here.
+        let slots = [
+            self.stdin.is_none(),
+            self.stdout.is_none(),
+            self.stderr.is_none(),
+        ];
+        let slave = |i: usize| self.pty.is_some() && slots[i];
+        let none = || Ok((None, None));
         let (stdin_child, stdin_parent) = match &self.stdin {
+            _ if slave(0) => none(),
             Some(s) => s.setup(true),
             None => def_in().setup(true),
         }?;
         let (stdout_child, stdout_parent) = match &self.stdout {
+            _ if slave(1) => none(),
             Some(s) => s.setup(false),
             None => def_out().setup(false),
         }?;
         let (stderr_child, stderr_parent) = match &self.stderr {
+            _ if slave(2) => none(),
             Some(s) => s.setup(false),
             None => def_out().setup(false),
         }?;
@@ -327,24 +411,46 @@ impl Command {
             stdio::raw(&stdout_child),
             stdio::raw(&stderr_child),
         ];
-        let terminal = {
-            use std::os::fd::AsFd;
-            terminal_among([
-                stdin_child.as_ref().map(AsFd::as_fd),
-                stdout_child.as_ref().map(AsFd::as_fd),
-                stderr_child.as_ref().map(AsFd::as_fd),
-            ])
+        let pty = self.pty.map(|(rows, cols)| PtyRequest {
+            slots,
+            size: super::pty::winsize(rows, cols),
+            modes: self.pty_modes,
+        });
+        let (terminal, ctty) = match &pty {
+            // The slave is the program's controlling terminal, on its first stream.
+            Some(p) => {
+                let first = p.first().ok_or_else(|| SpawnError::Os {
+                    call: "give the pseudo-terminal to stdin, stdout or stderr (all three \
+                           are set explicitly)",
+                    source: io::Error::from_raw_os_error(libc::EINVAL),
+                })?;
+                (Some(first), Some(first))
+            }
+            None => {
+                let terminal = {
+                    use std::os::fd::AsFd;
+                    terminal_among([
+                        stdin_child.as_ref().map(AsFd::as_fd),
+                        stdout_child.as_ref().map(AsFd::as_fd),
+                        stderr_child.as_ref().map(AsFd::as_fd),
+                    ])
+                };
+                // Without a terminal, taking one on stdin fails with `ENOTTY`, which names
+                // the problem.
+                (
+                    terminal,
+                    self.controlling_terminal.then(|| terminal.unwrap_or(0)),
+                )
+            }
         };
-        // Without a terminal, taking one on stdin fails with `ENOTTY`, which names the
-        // problem.
-        let ctty = self.controlling_terminal.then(|| terminal.unwrap_or(0));
-        let started = match self.start(stdio_fds, ctty, terminal) {
+        let pty = pty.as_ref();
+        let started = match self.start(stdio_fds, ctty, terminal, pty) {
             Err(StartError::Refused(refusal)) => {
                 // The host refused this layer: learn it, re-plan per the policy (which
                 // may refuse), and try once more on the layer chosen now.
                 Capabilities::learn(&refusal);
                 self.replan()
-                    .and_then(|()| match self.start(stdio_fds, ctty, terminal) {
+                    .and_then(|()| match self.start(stdio_fds, ctty, terminal, pty) {
                         Ok(started) => Ok(started),
                         Err(StartError::Failed(e)) => Err(e),
                         // The weaker layer has no namespaces (or binds the host's /proc), so
@@ -361,7 +467,7 @@ impl Command {
         };
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        let (pid, handle, private_tmp, git, nested, run, program) = started?;
+        let (pid, handle, private_tmp, git, nested, run, program, master) = started?;
         Ok(Child {
             pid,
             handle,
@@ -378,15 +484,17 @@ impl Command {
             stdin: stdin_parent.map(ChildStdin::from),
             stdout: stdout_parent.map(ChildStdout::from),
             stderr: stderr_parent.map(ChildStderr::from),
+            pty: master.map(super::pty::Pty::new),
         })
     }
 
     /// One attempt to start the program on this command's current state.
     fn start(
         &self,
-        stdio: [RawFd; 3],
+        mut stdio: [RawFd; 3],
         controlling_terminal: Option<RawFd>,
         terminal: Option<RawFd>,
+        pty: Option<&PtyRequest>,
     ) -> Result<Started, StartError> {
         let inner = &self.inner;
         let mut env = self.resolved_env()?;
@@ -411,6 +519,34 @@ impl Command {
         let pass: Vec<RawFd> = self.pass.iter().map(|fd| fd.as_raw_fd()).collect();
         // Its cgroup, when the limits need one: joined by the setup child first.
         let mut run = inner.limits.run()?;
+        // The pseudo-terminal: from the sandbox's own devpts where the layer mounts one
+        // (the full layer's `/dev`), else from the host's.
+        let own_devpts = plan.steps.iter().any(|s| matches!(s, Step::Dev { .. }));
+        let mut master = None;
+        let mut _slave = None;
+        #[cfg(target_os = "linux")]
+        let mut inside = None;
+        match pty {
+            #[cfg(target_os = "linux")]
+            Some(p) if own_devpts => inside = Some(launch::InsidePty::new(p)?),
+            Some(p) => {
+                let (m, s) = super::pty::open_host(p.size, p.modes.as_ref()).map_err(|source| {
+                    SpawnError::Os {
+                        call: "open a pseudo-terminal (/dev/ptmx)",
+                        source,
+                    }
+                })?;
+                for (fd, _) in stdio.iter_mut().zip(p.slots).filter(|(_, on)| *on) {
+                    *fd = s.as_raw_fd();
+                }
+                master = Some(m);
+                // Held until the program has it; the host's copy closes at the return.
+                _slave = Some(s);
+            }
+            None => {}
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = own_devpts;
         let req = Request {
             program: &self.program,
             args: self.args.clone(),
@@ -425,8 +561,26 @@ impl Command {
             git: &git,
             #[cfg(target_os = "linux")]
             cgroup: run.join_fds(),
+            #[cfg(target_os = "linux")]
+            pty: inside.as_ref().map(launch::InsidePty::child),
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
+        // The child sent the master before it exec'd: it waits in the socket.
+        #[cfg(target_os = "linux")]
+        if let Some(inside) = inside {
+            match inside.receive() {
+                Ok(m) => master = Some(m),
+                Err(source) => {
+                    let _ = launch::kill(pid, &handle);
+                    run.kill_all();
+                    return Err(SpawnError::Os {
+                        call: "receive the pseudo-terminal's master from the sandbox",
+                        source,
+                    }
+                    .into());
+                }
+            }
+        }
         let program = launch::ProgramProcess::find(
             pid,
             &handle,
@@ -447,7 +601,7 @@ impl Command {
         git.started(&handle);
         #[cfg(target_os = "linux")]
         nested.started(&handle);
-        Ok((pid, handle, private_tmp, git, nested, run, program))
+        Ok((pid, handle, private_tmp, git, nested, run, program, master))
     }
 
     /// A copy of this command that owns everything it needs, to be spawned on another
@@ -473,6 +627,8 @@ impl Command {
             pass: self.pass.clone(),
             controlling_terminal: self.controlling_terminal,
             kill_on_drop: self.kill_on_drop,
+            pty: self.pty,
+            pty_modes: self.pty_modes,
             secrets: self.secrets.clone(),
             redactor: self.redactor.clone(),
         })
@@ -591,6 +747,27 @@ pub(super) struct Request<'a> {
     /// `cgroup.procs` of the command's cgroup, for the setup child to join (Linux).
     #[cfg(target_os = "linux")]
     pub(super) cgroup: Vec<RawFd>,
+    /// A pseudo-terminal the setup child opens from the sandbox's devpts (full layer).
+    #[cfg(target_os = "linux")]
+    pub(super) pty: Option<crate::backend::linux::prepare::InsidePty>,
+}
+
+/// What [`Command::pty`] asks for at one spawn.
+pub(super) struct PtyRequest {
+    /// Which of the program's fds 0, 1 and 2 are the slave.
+    pub(super) slots: [bool; 3],
+    /// The window size.
+    pub(super) size: libc::winsize,
+    /// The modes, when given.
+    pub(super) modes: Option<super::pty::Modes>,
+}
+
+impl PtyRequest {
+    /// The first stream that is the slave: the one the program takes as its controlling
+    /// terminal.
+    fn first(&self) -> Option<RawFd> {
+        (0..).zip(self.slots).find(|(_, on)| *on).map(|(i, _)| i)
+    }
 }
 
 /// The first of the program's fds 0, 1 and 2 that will be a terminal (its source fd, or

@@ -412,6 +412,8 @@ mod tests {
             git: Box::leak(Box::default()),
             #[cfg(target_os = "linux")]
             cgroup: Vec::new(),
+            #[cfg(target_os = "linux")]
+            pty: None,
         }
     }
 

@@ -180,7 +180,7 @@ pub(super) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
 /// back as [`StartError::Refused`], so that the caller can fall back.
 pub(super) fn start(
     prepared: &Prepared,
-    req: Request<'_>,
+    mut req: Request<'_>,
 ) -> Result<(libc::pid_t, Handle), StartError> {
     super::reap::reap(false);
     let plan = &prepared.layout.plan;
@@ -194,9 +194,10 @@ pub(super) fn start(
         .is_some_and(landlock::Status::signals_scoped);
     let init_flags = init::flags(plan, scoped, req.controlling_terminal);
     let status_pipe = init_flags.map(|_| init::status_pipe()).transpose()?;
-    // A `/dev` of the sandbox's own hides the host's name of the program's terminal.
-    let console =
-        console(&req).filter(|_| plan.steps.iter().any(|s| matches!(s, Step::Dev { .. })));
+    // A `/dev` of the sandbox's own hides the host's name of the program's terminal; a
+    // pseudo-terminal of the sandbox's own devpts has its own name there.
+    let console = console(&req)
+        .filter(|_| req.pty.is_none() && plan.steps.iter().any(|s| matches!(s, Step::Dev { .. })));
     let spec = ExecSpec {
         program: req.program,
         args: req.args,
@@ -224,6 +225,9 @@ pub(super) fn start(
         source,
     })?);
     exec.console = console;
+    if let Some(pty) = req.pty.take() {
+        exec.set_pty(pty);
+    }
     exec.cgroup = req.cgroup;
     let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w), tmp_parent)?;
     drop(ruleset);
@@ -259,12 +263,68 @@ fn command_ruleset(
         return Ok(None);
     };
     let terminals = if rules.own_terminals {
-        own_terminals(req.stdio)
+        // The slots of a pseudo-terminal from the sandbox's devpts hold no host terminal
+        // (the child grants its own devpts).
+        let inside = req.pty.as_ref().map_or([false; 3], |p| p.slots);
+        own_terminals(req.stdio, inside)
     } else {
         Vec::new()
     };
     let spec = rules.for_command(req.private_tmp, &terminals);
     Ok(Some(landlock::build(&spec).map_err(Error::from)?))
+}
+
+/// A pseudo-terminal that the setup child opens from the sandbox's own devpts
+/// ([`prepare::InsidePty`]): the socket pair its master comes back through.
+pub(super) struct InsidePty {
+    parent: OwnedFd,
+    child: OwnedFd,
+    slots: [bool; 3],
+    size: libc::winsize,
+    modes: Option<libc::termios2>,
+}
+
+impl InsidePty {
+    /// A new socket pair for `req`.
+    pub(super) fn new(req: &super::command::PtyRequest) -> Result<InsidePty, Error> {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (parent, child) = socketpair(
+            AddressFamily::Unix,
+            SockType::Datagram,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| SpawnError::Os {
+            call: "socketpair for the pseudo-terminal",
+            source: e.into(),
+        })?;
+        Ok(InsidePty {
+            parent,
+            child,
+            slots: req.slots,
+            size: req.size,
+            modes: req.modes,
+        })
+    }
+
+    /// What the child needs (its end of the pair stays open here until the spawn is over).
+    pub(super) fn child(&self) -> prepare::InsidePty {
+        prepare::InsidePty {
+            socket: self.child.as_raw_fd(),
+            slots: self.slots,
+            size: self.size,
+            modes: self.modes,
+        }
+    }
+
+    /// After a successful spawn: the master the child sent before it exec'd.
+    pub(super) fn receive(self) -> io::Result<OwnedFd> {
+        drop(self.child);
+        backend::recv_fds(&self.parent)?
+            .into_iter()
+            .find_map(|(tag, fd)| (tag == 0).then_some(fd))
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMSG))
+    }
 }
 
 /// The program's terminal, to be bound onto `/dev/console` inside: the source fd of the
@@ -357,9 +417,13 @@ fn setup_failure(
 
 /// The `/dev/pts/N` terminals among the program's stdio (a source fd, or the host's own
 /// 0, 1, 2 where it inherits them).
-fn own_terminals(stdio: [std::os::fd::RawFd; 3]) -> Vec<std::path::PathBuf> {
+/// The `skip` slots are left out.
+fn own_terminals(stdio: [std::os::fd::RawFd; 3], skip: [bool; 3]) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for (i, fd) in stdio.into_iter().enumerate() {
+        if skip.get(i).copied().unwrap_or(false) {
+            continue;
+        }
         let fd = if fd < 0 { i as i32 } else { fd };
         // An `fstat` first: a pipe, file or socket is no terminal, and the `readlink`
         // through procfs costs some ten times as much.

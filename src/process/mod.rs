@@ -22,6 +22,7 @@ mod env;
 mod gitlayer;
 mod limits;
 mod nested;
+mod pty;
 mod sandbox;
 mod stdio;
 mod stream;
@@ -61,6 +62,7 @@ pub use gitlayer::{
 };
 pub use limits::{Termination, Usage, cgroup_limits};
 pub use nested::{NestedOutcome, NestedRepository};
+pub use pty::Pty;
 pub use sandbox::Sandbox;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 pub use stream::{DEFAULT_MAX_LINE, Line, LineEnd, LineStream};

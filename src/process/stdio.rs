@@ -120,7 +120,7 @@ fn null(write: bool) -> Result<OwnedFd, Error> {
     Ok(above_stdio(fd).map_err(stdio_err)?)
 }
 
-fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
+pub(super) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }

@@ -143,9 +143,12 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
         } => mounts::symlink(target, link, mkdirs),
         Op::Tmpfs { dst, mkdirs, data } => mounts::tmpfs(dst, mkdirs, data),
         // The program's terminal as `/dev/console` needs the new `/dev` and the host's
-        // devpts, still under `/oldroot`.
+        // devpts, still under `/oldroot`; a pseudo-terminal of its own, the new devpts.
         Op::Dev { nodes } => {
             mounts::dev(nodes)?;
+            if let Some(pty) = &exec.pty {
+                console::open_pty(pty)?;
+            }
             console::bind(exec.console.as_ref())
         }
         Op::Proc { fallback, counts } => mounts::proc(*fallback, counts),

@@ -17,7 +17,7 @@ use crate::plan::{Access, Plan, Step};
 
 mod console;
 mod git_link;
-pub use console::Console;
+pub use console::{Console, InsidePty};
 pub use git_link::{GitCheckout, GitLink};
 
 /// Where the host's root sits during setup.
@@ -598,6 +598,9 @@ pub struct Exec {
     /// The program's terminal, bound onto `/dev/console` by the [`Op::Dev`] step so that
     /// it has a name inside ([`Console`]).
     pub console: Option<Console>,
+    /// A pseudo-terminal to open from the sandbox's own devpts in the [`Op::Dev`] step
+    /// ([`InsidePty`]), instead of a host terminal.
+    pub pty: Option<InsidePty>,
     /// `cgroup.procs` of each of the command's cgroups (write-only, close-on-exec, opened
     /// by the host): the child writes `0`, itself, to each before anything else, so that
     /// every process of the sandbox is born in them.
@@ -660,6 +663,7 @@ impl Exec {
             git_socket: -1,
             trees: Vec::new(),
             console: None,
+            pty: None,
             cgroup: Vec::new(),
         })
     }
@@ -700,6 +704,15 @@ impl Exec {
         self.keep.sort_unstable();
         self.keep.dedup();
         self.trees = trees;
+    }
+
+    /// Sets the pseudo-terminal the child opens inside ([`InsidePty`]); its socket
+    /// survives `CloseFds` (it is close-on-exec).
+    pub fn set_pty(&mut self, pty: InsidePty) {
+        self.keep.push(pty.socket);
+        self.keep.sort_unstable();
+        self.keep.dedup();
+        self.pty = Some(pty);
     }
 
     /// Sets this command's `.git` layers and the socket their upper layers are sent

@@ -84,6 +84,89 @@ pub fn ioctl_tiocsctty(fd: BorrowedFd<'_>) -> Result<()> {
     unsafe { syscall!(libc::SYS_ioctl, fd.as_raw_fd(), libc::TIOCSCTTY, 0usize) }.map(drop)
 }
 
+/// `ioctl(fd, TIOCSPTLCK, &0)` (`ioctl_tty(2)`, what `unlockpt(3)` does): unlocks the
+/// slave of the pseudo-terminal master `fd`, so that it can be opened.
+///
+/// # Safety
+///
+/// `fd` is a pseudo-terminal master (opened from a `ptmx`). Another driver may give the
+/// request number another meaning and write through the pointer, which points to a
+/// read-only `int` here.
+pub unsafe fn ioctl_tiocsptlck_unlock(fd: BorrowedFd<'_>) -> Result<()> {
+    let unlock: c_int = 0;
+    // SAFETY: the caller guarantees that `fd` is a pseudo-terminal master, whose driver
+    // reads one `int` from the pointer; `unlock` lives on this stack for the call.
+    unsafe {
+        syscall!(
+            libc::SYS_ioctl,
+            fd.as_raw_fd(),
+            libc::TIOCSPTLCK,
+            core::ptr::from_ref(&unlock)
+        )
+    }
+    .map(drop)
+}
+
+/// `ioctl(fd, TIOCGPTPEER, flags)` (`ioctl_tty(2)`, Linux 4.13): opens the slave of the
+/// pseudo-terminal master `fd` with `flags` (`O_RDWR | O_NOCTTY | O_CLOEXEC`), without
+/// a path: the slave found is the master's own, whatever is mounted where.
+///
+/// # Safety
+///
+/// `fd` is a pseudo-terminal master (opened from a `ptmx`): for another driver the
+/// request number may mean something else, with `flags` read as a pointer.
+pub unsafe fn ioctl_tiocgptpeer(fd: BorrowedFd<'_>, flags: c_int) -> Result<OwnedFd> {
+    // SAFETY: the caller guarantees that `fd` is a pseudo-terminal master, whose driver
+    // reads `flags` as an integer.
+    let slave = unsafe { syscall!(libc::SYS_ioctl, fd.as_raw_fd(), libc::TIOCGPTPEER, flags) }?;
+    // SAFETY: `TIOCGPTPEER` succeeded, so `slave` is the new fd it installed in this
+    // process's table; no one else has its number.
+    Ok(unsafe { new_fd(slave) })
+}
+
+/// `ioctl(fd, TIOCSWINSZ, size)` (`ioctl_tty(2)`): sets the window size of the terminal
+/// `fd` (on a pseudo-terminal master: of its slave). The kernel sends `SIGWINCH` to the
+/// terminal's foreground process group when the size changed.
+///
+/// # Safety
+///
+/// `fd` is a terminal. Another driver may give the request number another meaning and
+/// write through the pointer, which points to a read-only `winsize` here.
+pub unsafe fn ioctl_tiocswinsz(fd: BorrowedFd<'_>, size: &libc::winsize) -> Result<()> {
+    // SAFETY: the caller guarantees that `fd` is a terminal, whose driver reads one
+    // `winsize` from the pointer; `size` is borrowed for the call.
+    unsafe {
+        syscall!(
+            libc::SYS_ioctl,
+            fd.as_raw_fd(),
+            libc::TIOCSWINSZ,
+            core::ptr::from_ref(size)
+        )
+    }
+    .map(drop)
+}
+
+/// `ioctl(fd, TCSETS2, modes)` (`ioctl_tty(2)`, what `tcsetattr(fd, TCSANOW, …)` does,
+/// in the kernel's own layout): sets the modes of the terminal `fd`.
+///
+/// # Safety
+///
+/// `fd` is a terminal. Another driver may give the request number another meaning and
+/// write through the pointer, which points to a read-only `termios2` here.
+pub unsafe fn ioctl_tcsets2(fd: BorrowedFd<'_>, modes: &libc::termios2) -> Result<()> {
+    // SAFETY: the caller guarantees that `fd` is a terminal, whose driver reads one
+    // `termios2` from the pointer; `modes` is borrowed for the call.
+    unsafe {
+        syscall!(
+            libc::SYS_ioctl,
+            fd.as_raw_fd(),
+            libc::TCSETS2,
+            core::ptr::from_ref(modes)
+        )
+    }
+    .map(drop)
+}
+
 /// `pidfd_open(2)`.
 pub fn pidfd_open(pid: c_int, flags: c_uint) -> Result<OwnedFd> {
     // SAFETY: `pidfd_open` takes no pointer.
