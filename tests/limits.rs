@@ -9,26 +9,12 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::Feature;
 use stockade::{ByteSize, Layer, Policy, Sandbox, Stdio, Termination};
 
-/// The layers a test runs on here: full, and landlock (a root host names it on purpose).
-const LAYERS: [Layer; 2] = [Layer::Full, Layer::Landlock];
-
-fn sandbox_on(ws: &Path, layer: Layer, f: impl FnOnce(&mut Policy)) -> Sandbox {
-    common::sandbox(ws, |p| {
-        p.layer = Some(layer);
-        p.min_layer = Some(Layer::Landlock);
-        f(p);
-    })
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
+use common::{LAYERS, is_root, sandbox_on};
 
 #[test]
 fn rlimits_inside_are_the_configured_ones() {

@@ -10,22 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::Feature;
-use stockade::{ByteSize, Layer, Policy, Sandbox, Stdio, Termination};
+use stockade::{ByteSize, Layer, Sandbox, Stdio, Termination};
 
-/// The layers a test runs on here: full, and landlock (a root host names it on purpose).
-const LAYERS: [Layer; 2] = [Layer::Full, Layer::Landlock];
-
-fn sandbox_on(ws: &Path, layer: Layer, f: impl FnOnce(&mut Policy)) -> Sandbox {
-    common::sandbox(ws, |p| {
-        p.layer = Some(layer);
-        p.min_layer = Some(Layer::Landlock);
-        f(p);
-    })
-}
-
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
-}
+use common::{LAYERS, is_root, sandbox_on};
 
 /// Runs python `code` inside; returns stdout (whatever the status) and the child.
 fn py(sb: &Sandbox, code: &str) -> (String, stockade::Child) {
@@ -35,14 +22,7 @@ fn py(sb: &Sandbox, code: &str) -> (String, stockade::Child) {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut out = String::new();
-    use std::io::Read;
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let out = common::read_stdout(&mut child);
     child.wait().unwrap();
     (out, child)
 }

@@ -15,13 +15,10 @@ use common::Feature;
 use stockade::{Child, Layer, Policy, Pty, Sandbox, Stdio};
 
 /// The layers a test runs on here: full, and landlock (a root host names it on purpose).
-const LAYERS: [Layer; 2] = [Layer::Full, Layer::Landlock];
+use common::LAYERS;
 
 fn sandbox_on(ws: &Path, layer: Layer) -> Sandbox {
-    common::sandbox(ws, |p: &mut Policy| {
-        p.layer = Some(layer);
-        p.min_layer = Some(Layer::Landlock);
-    })
+    common::sandbox_on(ws, layer, |_| {})
 }
 
 /// Everything the program writes to its terminal until every process of the sandbox has
@@ -226,13 +223,7 @@ fn explicit_stdio_stays_as_set() {
             .pty(24, 80)
             .spawn()
             .unwrap();
-        let mut out = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
+        let out = common::read_stdout(&mut child);
         let (text, status) = run(child);
         assert!(status.success(), "{layer}: {status:?}");
         assert_eq!(out, "in-terminal\nout-pipe\n", "{layer}");

@@ -367,3 +367,35 @@ pub fn openpty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd, PathBuf) {
     let path = std::fs::read_link(format!("/proc/self/fd/{s}")).unwrap();
     (master, slave, path)
 }
+
+/// The layers most tests run on: full, and landlock (named on purpose, with
+/// `min_layer = landlock`, which a root host needs).
+pub const LAYERS: [stockade::Layer; 2] = [stockade::Layer::Full, stockade::Layer::Landlock];
+
+/// A sandbox on `layer` (landlock accepted as the weakest), workspace `ws`, with `f`
+/// applied to the policy.
+pub fn sandbox_on(ws: &Path, layer: stockade::Layer, f: impl FnOnce(&mut Policy)) -> Sandbox {
+    sandbox(ws, |p| {
+        p.layer = Some(layer);
+        p.min_layer = Some(stockade::Layer::Landlock);
+        f(p);
+    })
+}
+
+/// Whether this test runs as root.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// All of a child's piped stdout (taken from it), as text.
+pub fn read_stdout(child: &mut stockade::Child) -> String {
+    use std::io::Read;
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout piped")
+        .read_to_string(&mut out)
+        .expect("read stdout");
+    out
+}
