@@ -4,6 +4,8 @@
 //! leaves). Each test fails on a hole and passes while the limit holds. Root runs every
 //! test (with the cgroup); the re-run as uid 65534 runs them without one.
 
+#![cfg(target_os = "linux")]
+
 mod common;
 
 use std::path::{Path, PathBuf};

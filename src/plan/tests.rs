@@ -1110,6 +1110,7 @@ fn the_setup_root_is_staged_on_an_existing_directory() {
 }
 
 #[test]
+#[allow(clippy::unnecessary_cast)] // `RLIMIT_*` are `u32` on glibc, `c_int` elsewhere.
 fn rlimits_are_planned_and_nproc_only_where_it_bounds_the_sandbox() {
     let mut p = Policy::with_workspace("/ws");
     p.limits.processes = Some(10);
