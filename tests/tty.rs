@@ -882,8 +882,17 @@ fn program_on(
 fn the_programs_terminal_has_a_name_inside_and_no_other_host_terminal_is_there() {
     require!(Feature::UserNs);
     let ws = outside_tmp();
-    // Another terminal of the caller's, open meanwhile.
-    let other = Terminal::new();
+    // Another terminal of the caller's, open meanwhile. Not the host's `/dev/pts/0`: that
+    // name exists inside as the sandbox's own first pty (`stockade run`'s), so a check by
+    // name would find the program's own terminal (and `cat` would wait on it).
+    let mut spare = Vec::new();
+    let other = loop {
+        let t = Terminal::new();
+        if t.path != "/dev/pts/0" {
+            break t;
+        }
+        spare.push(t);
+    };
     let script = format!(
         "t=$(tty) && echo tty=$t; test -t 0 && echo t0; echo size=$(stty size); \
          [ \"$t\" -ef /proc/self/fd/0 ] && echo same; echo reopened > \"$t\"; \
