@@ -129,8 +129,8 @@ pub mod guard;
 pub mod policy;
 
 pub use error::{
-    Error, GuardError, LandlockBuildError, PlanError, PolicyError, SeccompBuildError, SetupStep,
-    SpawnError,
+    AllowError, Error, GuardError, LandlockBuildError, PlanError, PolicyError, SeccompBuildError,
+    SetupStep, SpawnError,
 };
 pub use guard::leak::{Encoding, Finding, Fingerprint, StreamScanner, scan, scan_stream};
 pub use guard::path::PathGuard;

@@ -133,9 +133,26 @@ fn system_resolve(host: &str, port: u16) -> io::Result<Vec<IpAddr>> {
 }
 
 /// Whether `host` names a metadata endpoint, ignoring case and trailing dots.
-fn is_metadata_host(host: &str) -> bool {
+pub(crate) fn is_metadata_host(host: &str) -> bool {
     let host = host.trim_end_matches('.');
     METADATA_HOSTS.iter().any(|m| m.eq_ignore_ascii_case(host))
+}
+
+/// Cloud metadata addresses: AWS, GCP, Azure and most others (169.254.169.254), AWS ECS
+/// task metadata (169.254.170.2), Alibaba (100.100.100.200) and AWS over IPv6
+/// (fd00:ec2::254). All lie in forbidden ranges; the egress proxy refuses them even when a
+/// host's `allow_private` covers the range.
+pub(crate) fn is_metadata_ip(ip: IpAddr) -> bool {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    matches!(
+        ip,
+        IpAddr::V4(v4) if v4 == Ipv4Addr::new(169, 254, 169, 254)
+            || v4 == Ipv4Addr::new(169, 254, 170, 2)
+            || v4 == Ipv4Addr::new(100, 100, 100, 200)
+    ) || ip == IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254))
 }
 
 /// Whether a fetch tool must not connect to `ip`.
