@@ -92,7 +92,7 @@ pub(super) struct Run {
     limits: Limits,
     timer: Option<watchdog::Timer>,
     #[cfg(target_os = "linux")]
-    leaf: Option<Arc<crate::backend::linux::cgroup::Leaf>>,
+    leaf: Option<crate::backend::linux::cgroup::Leaf>,
     /// The init's `rusage`, stored by whoever reaps it (the wait, or the reaper of
     /// inits waited for: `reap.rs`).
     pub(super) rusage: RusageSlot,
@@ -113,7 +113,7 @@ impl Run {
             started: Instant::now(),
             limits: limits.clone(),
             timer: None,
-            leaf: leaf.map(Arc::new),
+            leaf,
             rusage: Arc::default(),
             reaped: Arc::default(),
             end: None,
@@ -205,7 +205,7 @@ impl Run {
             usage.oom_kills = e.oom_kills;
             usage.process_limit_hits = e.process_limit_hits;
             usage.from_cgroup = true;
-            remove_when_alone(leaf);
+            leaf.remove();
         }
         let _ = gone;
         let failed = status.code() != Some(0);
@@ -251,15 +251,15 @@ impl Run {
         };
         let Ok(pidfd) = pidfd else {
             tracing::warn!("stockade: a dropped command's cgroup cannot outlive it: ending it");
-            return remove_when_alone(leaf);
+            return leaf.remove();
         };
-        let (tx, rx) = std::sync::mpsc::channel::<Arc<crate::backend::linux::cgroup::Leaf>>();
+        let (tx, rx) = std::sync::mpsc::channel::<crate::backend::linux::cgroup::Leaf>();
         let spawned = std::thread::Builder::new()
             .name("stockade-cgroup-remove".into())
             .spawn(move || {
                 let Ok(leaf) = rx.recv() else { return };
                 let _ = crate::backend::linux::init::wait_exited(std::os::fd::AsFd::as_fd(&pidfd));
-                remove_when_alone(leaf);
+                leaf.remove();
             });
         match spawned {
             // The thread owns the cgroup from here; it cannot fail to receive it.
@@ -270,7 +270,7 @@ impl Run {
                 tracing::warn!(
                     "stockade: a dropped command's cgroup cannot outlive it ({e}): ending it"
                 );
-                remove_when_alone(leaf);
+                leaf.remove();
             }
         }
     }
@@ -293,26 +293,6 @@ impl Run {
             }
         }
         Some(usage)
-    }
-}
-
-/// Removes the cgroup once this is its last reference. The watchdog's thread holds the
-/// other one until it drops a disarmed timer, or while it ends a sandbox whose time is
-/// up: moments, which are waited for here, so that the cgroup is gone when the wait
-/// returns (a CLI that exits right after would otherwise leave it behind).
-#[cfg(target_os = "linux")]
-fn remove_when_alone(mut leaf: Arc<crate::backend::linux::cgroup::Leaf>) {
-    let start = Instant::now();
-    loop {
-        match Arc::try_unwrap(leaf) {
-            Ok(leaf) => return leaf.remove(),
-            // Past that, the last reference dropped removes it (`Leaf`'s `Drop`).
-            Err(shared) if start.elapsed() > Duration::from_secs(10) => return drop(shared),
-            Err(shared) => {
-                leaf = shared;
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
     }
 }
 
