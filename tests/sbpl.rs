@@ -35,6 +35,7 @@ fn input(workspace: PathBuf, tools: PathBuf) -> SbplInput {
         guard_names: vec![],
         tmpdir: None,
         network: Network::None,
+        proxy_ports: vec![],
     }
 }
 

@@ -421,6 +421,7 @@ mod tests {
             roots: vec![],
             private_tmp: false,
             walls: Default::default(),
+            egress: None,
         };
         let d = |i| describe_step(&plan, i, Some(Path::new("/ws/x")), "prog", 1);
         assert_eq!(d(0), SetupStep::NewSession);

@@ -144,6 +144,13 @@ pub enum Conflict {
     /// More writable roots with a `.git` copy-on-write layer than a layout can number (255).
     #[error("more than 255 writable roots with a .git layer")]
     TooManyGitLayers,
+    /// An egress listener's address inside the sandbox is not IPv4 (the plan puts them on
+    /// `127.0.0.1`).
+    #[error("the egress listener address {addr} is not IPv4")]
+    NotIpv4 {
+        /// The address.
+        addr: std::net::SocketAddr,
+    },
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ mod node;
 mod step;
 
 use crate::policy::Layer;
-pub use crate::policy::PolicyError;
+pub use crate::policy::{AllowError, PolicyError};
 
 /// The text of an errno without std's ` (os error N)` suffix: `No such file or directory`.
 ///
@@ -380,33 +380,6 @@ impl SpawnError {
             _ => None,
         }
     }
-}
-
-/// An entry of an egress allowlist (`allow_domains`) or of `allow_private` that does not
-/// parse ([`crate::guard::egress::Allowlist::parse`], [`crate::guard::egress::Cidr`]).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum AllowError {
-    /// The entry's host part is not a domain, `*.` + domain or an IP address.
-    #[error("allow entry {entry:?}: {why}")]
-    Host {
-        /// The entry as given.
-        entry: String,
-        /// What is wrong with it.
-        why: &'static str,
-    },
-    /// The entry's port is not a number from 1 to 65535.
-    #[error("allow entry {entry:?}: the port must be a number from 1 to 65535")]
-    Port {
-        /// The entry as given.
-        entry: String,
-    },
-    /// An `allow_private` entry is not `address/prefix` with a prefix that fits the address.
-    #[error("allow_private entry {entry:?}: not a CIDR such as 10.0.0.0/8 or ::1/128")]
-    Cidr {
-        /// The entry as given.
-        entry: String,
-    },
 }
 
 /// What an in-process guard refused, and why.

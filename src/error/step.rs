@@ -89,6 +89,13 @@ pub enum SetupStep {
     RootReadOnly,
     /// Bringing up the loopback interface of the new network namespace.
     LoopbackUp,
+    /// Opening the egress proxy's listeners inside (`network = "allow"`).
+    EgressListeners {
+        /// The HTTP proxy's address inside.
+        http: std::net::SocketAddr,
+        /// The SOCKS5 proxy's address inside.
+        socks: std::net::SocketAddr,
+    },
     /// `setsid`.
     NewSession,
     /// Joining a new session keyring.
@@ -200,6 +207,10 @@ impl fmt::Display for SetupStep {
             SetupStep::PivotRoot => f.write_str("pivot_root"),
             SetupStep::RootReadOnly => f.write_str("remount / read-only"),
             SetupStep::LoopbackUp => f.write_str("bring up lo"),
+            SetupStep::EgressListeners { http, socks } => write!(
+                f,
+                "open the egress proxy's listeners {http} (HTTP) and {socks} (SOCKS5)"
+            ),
             SetupStep::NewSession => f.write_str("setsid"),
             SetupStep::NewKeyring => f.write_str("join a new session keyring"),
             SetupStep::Chdir { path } => write!(f, "chdir {}", path.display()),

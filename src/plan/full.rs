@@ -71,7 +71,7 @@ impl Plan {
         deny_and_guard_names(&mut layout, policy, &data_pins);
         let entries = order(layout.entries)?;
         let roots = grants(&entries, &workspace);
-        let net = policy.network == Network::None;
+        let net = policy.network != Network::Full;
         let stage = super::setup_stage(fs, Some(&workspace));
         Ok(Plan {
             layer: Layer::Full,
@@ -82,6 +82,7 @@ impl Plan {
             roots,
             private_tmp: false,
             walls: Walls::default(),
+            egress: super::EgressPlan::of(policy, Layer::Full),
         }
         .with_linux_walls(policy))
     }
@@ -554,8 +555,13 @@ fn full_steps(policy: &Policy, ids: Ids, stage: PathBuf, entries: Vec<Entry>) ->
     steps.extend(entries.into_iter().map(|e| e.step));
     steps.push(Step::PivotRoot);
     steps.push(Step::RootReadOnly);
-    if policy.network == Network::None {
+    if policy.network != Network::Full {
         steps.push(Step::LoopbackUp);
+    }
+    if let Some(super::Listen::Inside { http, socks }) =
+        super::EgressPlan::of(policy, Layer::Full).map(|e| e.listen)
+    {
+        steps.push(Step::EgressListeners { http, socks });
     }
     if !policy.keep_session {
         steps.push(Step::NewSession);

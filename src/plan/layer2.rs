@@ -79,6 +79,7 @@ impl Plan {
             roots,
             private_tmp: true,
             walls: Walls::default(),
+            egress: super::EgressPlan::of(policy, Layer::Landlock),
         }
         .with_linux_walls(policy)
         .with_split_walls(policy, &whole, fs))
@@ -156,6 +157,7 @@ impl Plan {
             roots: vec![(workspace, Access::ReadWrite)],
             private_tmp: false,
             walls: Walls::default(),
+            egress: super::EgressPlan::of(policy, Layer::Passthrough),
         })
     }
 }

@@ -10,6 +10,7 @@
 //! data-dir mask always lands on top of the workspace bind that contains it.
 
 mod dev;
+mod egress;
 mod full;
 mod host;
 mod layer2;
@@ -26,6 +27,7 @@ use crate::error::{Conflict, NodeKind, PlanError, errno_of};
 use crate::policy::{Layer, Policy};
 
 pub use dev::{DEV_NODES, NULL};
+pub use egress::{EgressPlan, INSIDE_HTTP_PORT, INSIDE_SOCKS_PORT, Listen, proxy_env};
 pub use host::node_kind;
 // The Linux launcher and process layer name the counts and the init's share.
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
@@ -276,6 +278,8 @@ pub struct Plan {
     /// The walls besides the layout: Landlock grants, seccomp options, the Seatbelt
     /// profile's input. The backend compiles them; it decides nothing.
     pub walls: Walls,
+    /// With `network = "allow"`: the egress proxy's allowlist and where it listens.
+    pub egress: Option<EgressPlan>,
 }
 
 /// The host facts a plan depends on besides the file system.
@@ -356,6 +360,7 @@ impl Plan {
             roots: Vec::new(),
             private_tmp: false,
             walls: Walls::default(),
+            egress: None,
         };
         (plan, proc_step)
     }

@@ -38,6 +38,9 @@ pub struct SbplInput {
     pub tmpdir: Option<PathBuf>,
     /// Whether IP networking is allowed.
     pub network: Network,
+    /// With `network = "allow"`: the egress proxy's ports on the host's loopback, the only
+    /// TCP the program may open (set per run, like [`SbplInput::tmpdir`]).
+    pub proxy_ports: Vec<u16>,
 }
 
 impl SbplInput {
@@ -75,6 +78,7 @@ impl SbplInput {
             guard_names: policy.guard_names.clone(),
             tmpdir: None,
             network: policy.network,
+            proxy_ports: Vec::new(),
         }
     }
 }

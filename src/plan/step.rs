@@ -155,6 +155,15 @@ pub enum Step {
     RootReadOnly,
     /// Bring up `lo` in the new network namespace.
     LoopbackUp,
+    /// Open the egress proxy's listening sockets on the new namespace's loopback (TCP,
+    /// backlog 128) and pass them to the host over the command's socket (`SCM_RIGHTS`);
+    /// the child closes its own copies before `execve` (`network = "allow"`).
+    EgressListeners {
+        /// The HTTP proxy's address inside.
+        http: std::net::SocketAddr,
+        /// The SOCKS5 proxy's address inside.
+        socks: std::net::SocketAddr,
+    },
     /// `setsid()`.
     NewSession,
     /// Join a fresh anonymous session keyring.
@@ -234,6 +243,10 @@ impl From<&Step> for SetupStep {
             Step::PivotRoot => SetupStep::PivotRoot,
             Step::RootReadOnly => SetupStep::RootReadOnly,
             Step::LoopbackUp => SetupStep::LoopbackUp,
+            Step::EgressListeners { http, socks } => SetupStep::EgressListeners {
+                http: *http,
+                socks: *socks,
+            },
             Step::NewSession => SetupStep::NewSession,
             Step::NewKeyring => SetupStep::NewKeyring,
             Step::Chdir(p) => SetupStep::Chdir { path: p.clone() },

@@ -76,6 +76,10 @@ pub struct RulesetSpec {
     /// Scope signals and abstract unix sockets to the sandbox (ABI >= 6): the program can
     /// neither signal nor connect to anything outside its own Landlock domain.
     pub scope: bool,
+    /// With [`RulesetSpec::deny_tcp`]: TCP connects to these ports stay allowed (the
+    /// egress proxy's listeners on the host's loopback, `network = "allow"` on layer 2;
+    /// set per command, since the ports are picked at each spawn).
+    pub connect_tcp: Vec<u16>,
 }
 
 impl RulesetSpec {
@@ -86,6 +90,7 @@ impl RulesetSpec {
             rules: Vec::new(),
             deny_tcp: false,
             scope: true,
+            connect_tcp: Vec::new(),
         }
     }
 
@@ -199,6 +204,12 @@ pub struct FilterOptions {
     /// (`AF_NETLINK` included, see `backend::linux::seccomp`). For `network = "none"`
     /// without a private network namespace.
     pub deny_network: bool,
+    /// Fail `socket()` and `socketpair()` with `EPERM` for every family but `AF_UNIX`,
+    /// `AF_INET` and `AF_INET6`, and for those two every type but `SOCK_STREAM` with
+    /// protocol 0 or `IPPROTO_TCP` (no UDP, no raw sockets, no SCTP or MPTCP, which
+    /// Landlock's TCP rules do not cover). For `network = "allow"` without a private
+    /// network namespace, where Landlock allows TCP to the egress proxy's ports alone.
+    pub inet_stream_only: bool,
     /// The program shares the host's PID and IPC namespaces (layer 2): SysV IPC and POSIX
     /// message queues fail with `EPERM`, and the calls that change another process's
     /// resource limits, scheduling or I/O priority must name the caller (pid 0).
@@ -213,6 +224,7 @@ impl FilterOptions {
         FilterOptions {
             allow_ptrace: policy.allow_ptrace,
             deny_network: policy.network == Network::None && !namespaces.net,
+            inet_stream_only: policy.network == Network::Allow && !namespaces.net,
             host_namespaces: !namespaces.base,
         }
     }
@@ -287,7 +299,7 @@ fn host_rules(policy: &Policy, plan: &Plan, roots: &[(PathBuf, Access)]) -> Rule
     if !full {
         spec = spec.with("/proc", Grant::Read);
     }
-    spec.deny_tcp = !full && policy.network == Network::None;
+    spec.deny_tcp = !full && policy.network != Network::Full;
     spec
 }
 

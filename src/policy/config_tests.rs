@@ -50,7 +50,7 @@ fn wrong_type_names_key_line_and_column() {
     let (key, line, _, message) = located("network = 3");
     assert_eq!((key.as_str(), line), ("network", 1));
     assert!(
-        message.ends_with("expected one of `none`, `full`"),
+        message.ends_with("expected one of `none`, `allow`, `full`"),
         "{message}"
     );
     for (text, choices) in [
@@ -361,4 +361,60 @@ fn an_agents_array_is_explained_and_from_toml_value_reads_each_entry() {
         Policy::from_toml_value(&toml::Value::Integer(1)),
         Err(PolicyError::Toml { .. })
     ));
+}
+
+#[test]
+fn allow_mode_parses_its_lists_and_names_a_bad_entry_by_key_line_and_column() {
+    let p = Policy::from_toml(
+        "network = \"allow\"\nallow_domains = [\"github.com\", \"*.githubusercontent.com\", \"pypi.org:443\", \"203.0.113.7\"]\nallow_private = [\"10.0.0.0/8\"]\n",
+    )
+    .unwrap();
+    assert_eq!(p.network, Network::Allow);
+    let (allow, private) = p.egress_lists().unwrap();
+    assert!(allow.allows("raw.githubusercontent.com", 443));
+    assert!(!allow.allows("githubusercontent.com", 443));
+    assert!(allow.allows("pypi.org", 443) && !allow.allows("pypi.org", 80));
+    assert!(private[0].contains("10.1.2.3".parse().unwrap()));
+
+    let (key, line, column, message) =
+        located("network = \"allow\"\nallow_domains = [\"github.com\", \"*.\"]\n");
+    assert_eq!((key.as_str(), line, column), ("allow_domains", 2, 17));
+    assert!(message.contains("\"*.\""), "{message}");
+    let (key, line, _, message) =
+        located("network = \"allow\"\nallow_domains = [\"github.com:0\"]\n");
+    assert_eq!((key.as_str(), line), ("allow_domains", 2));
+    assert!(message.contains("port"), "{message}");
+    let (key, line, _, message) =
+        located("network = \"allow\"\nallow_private = [\"10.0.0.1/8\"]\n");
+    assert_eq!((key.as_str(), line), ("allow_private", 2));
+    assert!(message.contains("10.0.0.1/8"), "{message}");
+}
+
+#[test]
+fn an_allowlist_without_the_allow_mode_is_refused_rather_than_ignored() {
+    for (text, key) in [
+        ("allow_domains = [\"github.com\"]\n", "allow_domains"),
+        (
+            "network = \"none\"\nallow_domains = [\"github.com\"]\n",
+            "allow_domains",
+        ),
+        (
+            "network = \"full\"\nallow_private = [\"10.0.0.0/8\"]\n",
+            "allow_private",
+        ),
+    ] {
+        let e = Policy::from_toml(text).unwrap_err();
+        assert!(
+            matches!(e, PolicyError::AllowWithoutProxy { key: k, .. } if k == key),
+            "{text}: {e}"
+        );
+        assert!(e.to_string().contains("network = \"allow\""), "{e}");
+    }
+    // Built in code, checked by validate.
+    let mut p = Policy::default();
+    p.allow_domains = vec!["a b".into()];
+    p.network = Network::Allow;
+    assert!(matches!(p.validate(), Err(PolicyError::Allow(_))));
+    // An empty list with the mode is a policy that allows nothing, on purpose.
+    assert!(Policy::from_toml("network = \"allow\"\n").is_ok());
 }

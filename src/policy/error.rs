@@ -40,6 +40,21 @@ pub enum PolicyError {
         /// The offending name.
         name: String,
     },
+    /// An `allow_domains` or `allow_private` entry does not parse.
+    #[error(transparent)]
+    Allow(#[from] AllowError),
+    /// `allow_domains` or `allow_private` is set while `network` is not `allow`: the list
+    /// would restrict nothing (`full`) or allow nothing (`none`).
+    #[error(
+        "{key} is set but network = \"{}\": the list applies only with network = \"allow\"",
+        match network { super::Network::None => "none", super::Network::Full => "full", super::Network::Allow => "allow" }
+    )]
+    AllowWithoutProxy {
+        /// The policy key set (`allow_domains` or `allow_private`).
+        key: &'static str,
+        /// The policy's network mode.
+        network: super::Network,
+    },
     /// The policy names no workspace.
     #[error("the policy has no workspace")]
     NoWorkspace,
@@ -94,7 +109,7 @@ impl PolicyError {
 fn choices_of(key: &str) -> Option<&'static str> {
     Some(match key.rsplit('.').next()? {
         "mode" => "`enabled`, `disabled`",
-        "network" => "`none`, `full`",
+        "network" => "`none`, `allow`, `full`",
         "fallback" => "`degrade`, `refuse`",
         "layer" | "min_layer" => "`full`, `landlock`, `passthrough`",
         _ => return None,
@@ -113,4 +128,31 @@ fn location(key: Option<&str>, line: Option<usize>, column: Option<usize>) -> St
         out.push_str(&format!(" (key `{k}`)"));
     }
     out
+}
+
+/// An entry of an egress allowlist (`allow_domains`) or of `allow_private` that does not
+/// parse ([`crate::policy::Allowlist::parse`], [`crate::policy::Cidr`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AllowError {
+    /// The entry's host part is not a domain, `*.` + domain or an IP address.
+    #[error("allow entry {entry:?}: {why}")]
+    Host {
+        /// The entry as given.
+        entry: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// The entry's port is not a number from 1 to 65535.
+    #[error("allow entry {entry:?}: the port must be a number from 1 to 65535")]
+    Port {
+        /// The entry as given.
+        entry: String,
+    },
+    /// An `allow_private` entry is not `address/prefix` with a prefix that fits the address.
+    #[error("allow_private entry {entry:?}: not a CIDR such as 10.0.0.0/8 or ::1/128")]
+    Cidr {
+        /// The entry as given.
+        entry: String,
+    },
 }

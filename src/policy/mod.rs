@@ -7,6 +7,7 @@
 
 mod error;
 mod limits;
+mod network;
 mod size;
 
 #[cfg(test)]
@@ -16,8 +17,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use error::PolicyError;
+pub use error::{AllowError, PolicyError};
 pub use limits::{LIMITS_KEYS, Limits, ShownDuration, parse_duration};
+pub use network::{Allowlist, Cidr, Name};
 pub use size::ByteSize;
 
 /// Whether containment is applied at all.
@@ -37,6 +39,10 @@ pub enum Mode {
 pub enum Network {
     /// No network but a private loopback (a new network namespace).
     None,
+    /// Only the names of `allow_domains`, through stockade's egress proxy in the host: a
+    /// private network namespace whose loopback holds the proxy's listeners (the full
+    /// layer), or TCP to the proxy's port alone (layer 2, Landlock ABI >= 4; macOS).
+    Allow,
     /// The host's network (the default).
     #[default]
     Full,
@@ -111,8 +117,19 @@ pub struct Policy {
     pub tools_dir: Option<PathBuf>,
     /// Names of host environment variables passed through to the program.
     pub passthrough_env: Vec<String>,
-    /// `full` (default) or `none` (a private network namespace with loopback only).
+    /// `full` (default), `none` (a private network namespace with loopback only) or
+    /// `allow` (only the names of `allow_domains`, through the egress proxy).
     pub network: Network,
+    /// With `network = "allow"`: the names the program may reach (`github.com`,
+    /// `*.githubusercontent.com` for the names below it, an IP address), each with an
+    /// optional `:port` (none: any port). See [`Allowlist::parse`].
+    #[serde(deserialize_with = "checked::allow_domains")]
+    pub allow_domains: Vec<String>,
+    /// With `network = "allow"`: the non-public ranges (`10.0.0.0/8`, `127.0.0.1/32`) that
+    /// allowed names may resolve into. Anything else private, loopback, link-local or
+    /// CGNAT is refused, and cloud metadata addresses always are. See [`Cidr::parse`].
+    #[serde(deserialize_with = "checked::allow_private")]
+    pub allow_private: Vec<String>,
     /// What to do when the wanted layer is not available.
     pub fallback: Fallback,
     /// Run on this layer on purpose (weaker than the best the kernel offers). `None`: the
@@ -172,6 +189,8 @@ impl Default for Policy {
             tools_dir: None,
             passthrough_env: Vec::new(),
             network: Network::Full,
+            allow_domains: Vec::new(),
+            allow_private: Vec::new(),
             fallback: Fallback::Degrade,
             layer: None,
             min_layer: None,
@@ -199,6 +218,8 @@ pub const POLICY_KEYS: &[&str] = &[
     "tools_dir",
     "passthrough_env",
     "network",
+    "allow_domains",
+    "allow_private",
     "fallback",
     "layer",
     "min_layer",
@@ -420,7 +441,36 @@ impl Policy {
                 });
             }
         }
+        Allowlist::parse(&self.allow_domains)?;
+        Cidr::parse_all(&self.allow_private)?;
+        if self.network != Network::Allow {
+            let key = match (self.allow_domains.is_empty(), self.allow_private.is_empty()) {
+                (false, _) => Some("allow_domains"),
+                (true, false) => Some("allow_private"),
+                (true, true) => None,
+            };
+            if let Some(key) = key {
+                return Err(PolicyError::AllowWithoutProxy {
+                    key,
+                    network: self.network,
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// The parsed egress policy of `network = "allow"`: `allow_domains` and
+    /// `allow_private`.
+    ///
+    /// # Errors
+    ///
+    /// [`AllowError`] for the first entry that does not parse (a policy from
+    /// [`Policy::from_toml`] or checked by [`Policy::validate`] has none).
+    pub fn egress_lists(&self) -> Result<(Allowlist, Vec<Cidr>), AllowError> {
+        Ok((
+            Allowlist::parse(&self.allow_domains)?,
+            Cidr::parse_all(&self.allow_private)?,
+        ))
     }
 }
 
@@ -511,6 +561,27 @@ mod absolute {
     }
     pub(super) fn masked<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
         many(d, "masked")
+    }
+}
+
+/// Deserializers that check `allow_domains` and `allow_private` entries while the TOML span
+/// is still known, so a bad entry's error carries its line and column.
+/// [`Policy::validate`] repeats the check for policies built in code.
+mod checked {
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    use super::{Allowlist, Cidr};
+
+    pub(super) fn allow_domains<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        let v = Vec::<String>::deserialize(d)?;
+        Allowlist::parse(&v).map_err(|e| D::Error::custom(format!("allow_domains: {e}")))?;
+        Ok(v)
+    }
+
+    pub(super) fn allow_private<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        let v = Vec::<String>::deserialize(d)?;
+        Cidr::parse_all(&v).map_err(|e| D::Error::custom(format!("allow_private: {e}")))?;
+        Ok(v)
     }
 }
 
@@ -621,6 +692,8 @@ mod tests {
             tools_dir: _,
             passthrough_env: _,
             network: _,
+            allow_domains: _,
+            allow_private: _,
             fallback: _,
             layer: _,
             min_layer: _,

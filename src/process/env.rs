@@ -138,6 +138,7 @@ mod tests {
             roots: vec![],
             private_tmp: false,
             walls: Default::default(),
+            egress: None,
         }
     }
 

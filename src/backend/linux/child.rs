@@ -168,6 +168,10 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
         Op::PivotRoot => mounts::pivot_root(),
         Op::RootReadOnly => mounts::root_read_only(),
         Op::LoopbackUp => loopback_up(),
+        Op::EgressListeners { http, socks } => {
+            egress_listener(exec, 0, http)?;
+            egress_listener(exec, 1, socks)
+        }
         Op::NewSession => sys::setsid().map(drop),
         Op::NewKeyring => caps::new_keyring(),
         Op::DropCapabilities { last_cap } => caps::drop_capabilities(*last_cap),
@@ -240,6 +244,28 @@ fn resource_limits(list: &[crate::plan::Rlimit]) -> R {
         sys::setrlimit(l.resource, l.soft.min(inherited), l.hard.min(inherited))?;
     }
     Ok(())
+}
+
+/// Opens a listening TCP socket on `addr` (the new namespace's loopback) and sends it to
+/// the parent tagged `tag`; this child's copy is closed at once, so that after `execve`
+/// only the host holds it.
+fn egress_listener(exec: &Exec, tag: u8, addr: &libc::sockaddr_in) -> R {
+    if exec.egress_socket < 0 {
+        return Err(Errno(libc::EBADF));
+    }
+    let fd = sys::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)?;
+    let mut r = sys::bind_inet(fd.as_fd(), addr);
+    if r.is_ok() {
+        r = sys::listen(fd.as_fd(), 128);
+    }
+    if r.is_ok() {
+        // SAFETY: the parent keeps its copy of the socket's child end open in `exec` until
+        // this child has exec'd or exited, and `close_fds` keeps it.
+        let socket = unsafe { BorrowedFd::borrow_raw(exec.egress_socket) };
+        r = sys::send_fd(socket, tag, fd.as_fd());
+    }
+    let _ = sys::close(fd);
+    r
 }
 
 /// `lo` up in the new network namespace; already up is fine.

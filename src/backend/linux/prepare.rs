@@ -159,6 +159,14 @@ pub enum Op {
     RootReadOnly,
     /// See [`Step::LoopbackUp`].
     LoopbackUp,
+    /// See [`Step::EgressListeners`]: the HTTP and SOCKS5 addresses, tagged 0 and 1 on
+    /// the command's egress socket ([`Exec::egress_socket`]).
+    EgressListeners {
+        /// The HTTP proxy's address inside.
+        http: libc::sockaddr_in,
+        /// The SOCKS5 proxy's address inside.
+        socks: libc::sockaddr_in,
+    },
     /// See [`Step::NewSession`].
     NewSession,
     /// See [`Step::NewKeyring`].
@@ -342,6 +350,23 @@ impl Layout {
     }
 }
 
+/// An IPv4 address as the kernel reads it; the egress listeners are on the IPv4 loopback.
+fn sockaddr_in(addr: std::net::SocketAddr) -> Result<libc::sockaddr_in, PlanError> {
+    let std::net::SocketAddr::V4(v4) = addr else {
+        return Err(PlanError::Conflict(crate::error::Conflict::NotIpv4 {
+            addr,
+        }));
+    };
+    Ok(libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: v4.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(v4.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    })
+}
+
 /// The child's operation for one layout step (the `.git` layers and idmapped binds are
 /// numbered by [`Layout::new`]). Steps without a path map 1:1; binds, tmpfs, `/dev` and
 /// masks have a helper each.
@@ -404,6 +429,10 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::PivotRoot => Op::PivotRoot,
         Step::RootReadOnly => Op::RootReadOnly,
         Step::LoopbackUp => Op::LoopbackUp,
+        Step::EgressListeners { http, socks } => Op::EgressListeners {
+            http: sockaddr_in(*http)?,
+            socks: sockaddr_in(*socks)?,
+        },
         Step::NewSession => Op::NewSession,
         Step::NewKeyring => Op::NewKeyring,
         Step::DropCapabilities => Op::DropCapabilities { last_cap },
@@ -605,6 +634,9 @@ pub struct Exec {
     /// by the host): the child writes `0`, itself, to each before anything else, so that
     /// every process of the sandbox is born in them.
     pub cgroup: Vec<RawFd>,
+    /// The child's end of the socket the egress proxy's listeners go to the parent
+    /// through ([`Op::EgressListeners`]), or -1.
+    pub egress_socket: RawFd,
 }
 
 /// What a command asks for, before preparation.
@@ -665,6 +697,7 @@ impl Exec {
             console: None,
             pty: None,
             cgroup: Vec::new(),
+            egress_socket: -1,
         })
     }
 
@@ -713,6 +746,15 @@ impl Exec {
         self.keep.sort_unstable();
         self.keep.dedup();
         self.pty = Some(pty);
+    }
+
+    /// Sets the socket the egress proxy's listeners are sent through
+    /// ([`Op::EgressListeners`]), which survives `CloseFds` (it is close-on-exec).
+    pub fn set_egress_socket(&mut self, socket: RawFd) {
+        self.keep.push(socket);
+        self.keep.sort_unstable();
+        self.keep.dedup();
+        self.egress_socket = socket;
     }
 
     /// Sets this command's `.git` layers and the socket their upper layers are sent
@@ -795,6 +837,7 @@ mod tests {
             roots: Vec::new(),
             private_tmp: false,
             walls: Default::default(),
+            egress: None,
         };
         let layout = Layout::new(plan, 40, None).unwrap();
         let layers: Vec<_> = layout

@@ -76,6 +76,7 @@ mod tests {
             guard_names: vec![],
             tmpdir: None,
             network: Network::Full,
+            proxy_ports: Vec::new(),
         }
     }
 

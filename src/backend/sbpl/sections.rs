@@ -153,7 +153,7 @@ pub(super) fn items(input: &SbplInput) -> Result<Vec<Item>, SbplError> {
     )?));
     items.push(Item::Fixed(match input.network {
         Network::Full => NETWORK_FULL,
-        Network::None => NETWORK_NONE,
+        Network::None | Network::Allow => NETWORK_NONE,
     }));
 
     items.push(Item::Fixed(DENIES));

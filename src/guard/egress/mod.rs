@@ -12,7 +12,6 @@
 //! - [`Proxy`] (Unix): serves listeners with threads, copies the bytes after the decision
 //!   and records each decision.
 
-mod allow;
 pub mod http;
 #[cfg(unix)]
 mod serve;
@@ -23,7 +22,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 
-pub use allow::{Allowlist, Cidr, Name};
+pub use crate::policy::{Allowlist, Cidr, Name};
 #[cfg(unix)]
 pub use serve::{Decision, Protocol, Proxy};
 

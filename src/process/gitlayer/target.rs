@@ -263,6 +263,7 @@ mod tests {
             roots: Vec::new(),
             private_tmp: false,
             walls: Default::default(),
+            egress: None,
         }
     }
 

@@ -16,6 +16,27 @@ pub fn socket(domain: c_int, ty: c_int, protocol: c_int) -> Result<OwnedFd> {
     Ok(unsafe { new_fd(fd) })
 }
 
+/// `bind(2)` of an IPv4 socket to `addr`.
+pub fn bind_inet(sock: BorrowedFd<'_>, addr: &libc::sockaddr_in) -> Result<()> {
+    // SAFETY: `addr` is a live shared borrow of one `sockaddr_in`, whose size is passed
+    // as the length; the kernel only reads it. `sock` is borrowed for the call.
+    unsafe {
+        syscall!(
+            libc::SYS_bind,
+            sock.as_raw_fd(),
+            core::ptr::from_ref(addr),
+            core::mem::size_of::<libc::sockaddr_in>()
+        )
+    }
+    .map(drop)
+}
+
+/// `listen(2)`.
+pub fn listen(sock: BorrowedFd<'_>, backlog: c_int) -> Result<()> {
+    // SAFETY: `listen` takes no pointer; `sock` is borrowed for the call.
+    unsafe { syscall!(libc::SYS_listen, sock.as_raw_fd(), backlog) }.map(drop)
+}
+
 /// `sendmsg(2)` of one byte, `tag`, with `fd` attached (`SCM_RIGHTS`): the receiver gets
 /// its own fd for the same open file. Nothing is allocated: the message lives on the stack.
 pub fn send_fd(sock: BorrowedFd<'_>, tag: u8, fd: BorrowedFd<'_>) -> Result<()> {
@@ -186,6 +207,25 @@ mod tests {
         let sock = socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0).unwrap();
         assert_eq!(ioctl_siocgifflags(sock.as_fd(), &mut ifr), Ok(()));
         assert_eq!(&ifr.name[..3], b"lo\0");
+    }
+
+    #[test]
+    fn an_inet_listener_binds_and_listens() {
+        let sock = socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0).unwrap();
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+            },
+            sin_zero: [0; 8],
+        };
+        assert_eq!(bind_inet(sock.as_fd(), &addr), Ok(()));
+        assert_eq!(listen(sock.as_fd(), 16), Ok(()));
+        // A second bind of a bound socket is the kernel's EINVAL: the call reached it.
+        assert_eq!(bind_inet(sock.as_fd(), &addr), Err(Errno(libc::EINVAL)));
+        let pipe = pipe();
+        assert_eq!(listen(pipe.0.as_fd(), 1), Err(Errno(libc::ENOTSOCK)));
     }
 
     #[test]

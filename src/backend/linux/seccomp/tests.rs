@@ -24,6 +24,7 @@ fn opts(allow_ptrace: bool, deny_network: bool, host_namespaces: bool) -> Filter
     FilterOptions {
         allow_ptrace,
         deny_network,
+        inet_stream_only: false,
         host_namespaces,
     }
 }
@@ -514,6 +515,7 @@ fn allow_ptrace_lifts_exactly_the_ptrace_calls() {
         let opts = |allow_ptrace| FilterOptions {
             allow_ptrace,
             deny_network,
+            inet_stream_only: false,
             host_namespaces,
         };
         let (off, on) = (build(&opts(false)).unwrap(), build(&opts(true)).unwrap());

@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use url::Host;
 
-use crate::error::AllowError;
+use super::AllowError;
 
 /// A host as the proxy compares it: a normalized domain name or an IP address.
 #[derive(Clone, Debug, PartialEq, Eq)]
