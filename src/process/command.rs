@@ -563,6 +563,9 @@ impl Command {
             cgroup: run.join_fds(),
             #[cfg(target_os = "linux")]
             pty: inside.as_ref().map(launch::InsidePty::child),
+            egress_ports: Vec::new(),
+            #[cfg(target_os = "linux")]
+            egress_socket: -1,
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
         // The child sent the master before it exec'd: it waits in the socket.
@@ -750,6 +753,14 @@ pub(super) struct Request<'a> {
     /// A pseudo-terminal the setup child opens from the sandbox's devpts (full layer).
     #[cfg(target_os = "linux")]
     pub(super) pty: Option<crate::backend::linux::prepare::InsidePty>,
+    /// With `network = "allow"` on the host's loopback (layer 2, macOS): the egress
+    /// proxy's ports, the only TCP the walls let the program connect to.
+    #[cfg_attr(not(unix), allow(dead_code))]
+    pub(super) egress_ports: Vec<u16>,
+    /// With `network = "allow"` on the full layer: the child's end of the socket the
+    /// setup child sends the proxy's listeners through, or -1.
+    #[cfg(target_os = "linux")]
+    pub(super) egress_socket: RawFd,
 }
 
 /// What [`Command::pty`] asks for at one spawn.

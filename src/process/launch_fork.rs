@@ -414,6 +414,9 @@ mod tests {
             cgroup: Vec::new(),
             #[cfg(target_os = "linux")]
             pty: None,
+            egress_ports: Vec::new(),
+            #[cfg(target_os = "linux")]
+            egress_socket: -1,
         }
     }
 
