@@ -167,7 +167,11 @@ impl std::fmt::Display for Degradation {
 fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<(), String> {
     let avail = caps.layer(layer);
     if !avail.available {
-        return Err(avail.reason.unwrap_or_default());
+        return Err(format!(
+            "{}{}",
+            avail.reason.unwrap_or_default(),
+            caps.remedies(layer)
+        ));
     }
     if layer == Layer::Full
         && caps.full_mounts_proc()
@@ -175,8 +179,9 @@ fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<()
         && !policy.proc_fallback
     {
         return Err(format!(
-            "a fresh /proc cannot be mounted ({}); set proc_fallback = true to bind the host's /proc read-only",
-            caps.fresh_proc.reason.as_deref().unwrap_or("unknown")
+            "a fresh /proc cannot be mounted ({}); set proc_fallback = true to bind the host's /proc read-only{}",
+            caps.fresh_proc.reason.as_deref().unwrap_or("unknown"),
+            caps.remedies(layer)
         ));
     }
     Ok(())
@@ -322,7 +327,40 @@ mod tests {
             landlock_abi: 7,
             seccomp: Availability::yes(),
             sandbox: Availability::no("macOS only"),
+            causes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_refused_layer_says_its_cause_and_remedy_in_the_error_and_the_warning() {
+        let cause = |feature| crate::probe::Cause {
+            id: "max-user-namespaces",
+            feature,
+            summary: "user.max_user_namespaces = 0".into(),
+            remedy: "raise user.max_user_namespaces".into(),
+        };
+        let caps = Capabilities {
+            causes: vec![cause(crate::probe::Feature::UserNamespaces)],
+            ..linux(false, false)
+        };
+        let mut refuse = Policy::with_workspace("/ws");
+        refuse.fallback = Fallback::Refuse;
+        let err = choose_layer(&refuse, &caps, false).unwrap_err().to_string();
+        assert!(
+            err.contains("ENOSPC; to fix: raise user.max_user_namespaces"),
+            "{err}"
+        );
+        let (layer, d) = choose_layer(&Policy::with_workspace("/ws"), &caps, false).unwrap();
+        assert_eq!(layer, Layer::Landlock);
+        let d = d.unwrap().to_string();
+        assert!(d.contains("to fix: raise user.max_user_namespaces"), "{d}");
+        // A cause of another feature is not this layer's remedy.
+        let caps = Capabilities {
+            causes: vec![cause(crate::probe::Feature::Landlock)],
+            ..linux(false, false)
+        };
+        let err = choose_layer(&refuse, &caps, false).unwrap_err().to_string();
+        assert!(!err.contains("to fix"), "{err}");
     }
 
     #[test]
