@@ -56,8 +56,8 @@ fn text(out: &Output) -> String {
 /// `detect --json`'s output, with its stable fields checked.
 fn detect_json(out: &Output) -> serde_json::Value {
     assert!(out.status.success(), "{}", text(out));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", text(out)));
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(out)));
     for field in ["capabilities", "layers", "best", "cgroup_limits", "causes"] {
         assert!(v.get(field).is_some(), "no {field}: {v}");
     }
@@ -115,7 +115,10 @@ fn a_host_that_sandboxes_has_no_cause() {
         .output()
         .unwrap();
     let plain = String::from_utf8_lossy(&out.stdout);
-    assert!(!plain.contains("cause") && !plain.contains("remedy"), "{plain}");
+    assert!(
+        !plain.contains("cause") && !plain.contains("remedy"),
+        "{plain}"
+    );
 }
 
 #[test]
@@ -162,7 +165,10 @@ fn max_user_namespaces_zero_is_named_with_its_remedy() {
         plain.contains("cause") && plain.contains("[max-user-namespaces]"),
         "{plain}"
     );
-    assert!(plain.contains("remedy") && plain.contains("sysctl -w"), "{plain}");
+    assert!(
+        plain.contains("remedy") && plain.contains("sysctl -w"),
+        "{plain}"
+    );
 
     // A run that refuses to degrade: the error names the cause and the remedy.
     let out = in_namespaces(
@@ -181,9 +187,7 @@ fn max_user_namespaces_zero_is_named_with_its_remedy() {
     // One that degrades: the warning says the same, and the program runs on layer 2.
     let out = in_namespaces(
         &["-U", "-r"],
-        &format!(
-            "{zero} exec \"$S\" run --workspace \"$W\" --min-layer landlock -- echo ran here"
-        ),
+        &format!("{zero} exec \"$S\" run --workspace \"$W\" --min-layer landlock -- echo ran here"),
         ws.path(),
     );
     assert!(out.status.success(), "{}", text(&out));
@@ -247,7 +251,11 @@ fn a_read_only_proc_is_named() {
     // A procfs of a PID namespace of its own, mounted read-only over /proc.
     let ro = "mount -t proc -o ro proc /proc || exit 99; ";
     let flags = ["-U", "-r", "-m", "-p", "-f"];
-    let out = in_namespaces(&flags, &format!("{ro} exec \"$S\" detect --json"), ws.path());
+    let out = in_namespaces(
+        &flags,
+        &format!("{ro} exec \"$S\" detect --json"),
+        ws.path(),
+    );
     let v = detect_json(&out);
     assert_eq!(cause_ids(&v), ["proc-read-only"], "{v}");
     assert_eq!(v["capabilities"]["user_namespaces"]["available"], false);

@@ -367,7 +367,11 @@ fn fresh_proc(facts: &HostFacts) -> Vec<Cause> {
         return Vec::new();
     }
     let shown: Vec<&str> = over.iter().take(4).copied().collect();
-    let more = if over.len() > shown.len() { ", …" } else { "" };
+    let more = if over.len() > shown.len() {
+        ", …"
+    } else {
+        ""
+    };
     vec![Cause {
         id: "proc-overmounted",
         feature: Feature::FreshProc,
@@ -392,7 +396,10 @@ fn landlock(facts: &HostFacts, errno: i32) -> Vec<Cause> {
         libc::EOPNOTSUPP => {
             let active = facts.file(LSM).map(str::trim).filter(|s| !s.is_empty());
             let (now, param) = match active {
-                Some(list) => (format!("the active LSMs: {list}"), format!("lsm={list},landlock")),
+                Some(list) => (
+                    format!("the active LSMs: {list}"),
+                    format!("lsm={list},landlock"),
+                ),
                 None => (
                     "the active LSMs are listed in /sys/kernel/security/lsm".into(),
                     "lsm=<the active list>,landlock".into(),
@@ -435,7 +442,10 @@ mod tests {
         let mut files = BTreeMap::new();
         files.insert(APPARMOR_USERNS, "0\n".to_string());
         files.insert(MAX_USER_NAMESPACES, "63457\n".to_string());
-        files.insert(STATUS, "Name:\tx\nSeccomp:\t0\nSeccomp_filters:\t0\n".to_string());
+        files.insert(
+            STATUS,
+            "Name:\tx\nSeccomp:\t0\nSeccomp_filters:\t0\n".to_string(),
+        );
         files.insert(
             VERSION,
             "Linux version 6.8.0-45-generic (buildd@lcy02) #45-Ubuntu SMP\n".to_string(),
@@ -511,11 +521,20 @@ mod tests {
         h.userns_errno = Some(libc::ENOSPC);
         h.files.insert(MAX_USER_NAMESPACES, "0\n".into());
         let c = only(&h, "max-user-namespaces");
-        assert!(c.summary.starts_with("user.max_user_namespaces = 0"), "{c:?}");
-        assert!(c.remedy.contains("sysctl -w user.max_user_namespaces="), "{c:?}");
+        assert!(
+            c.summary.starts_with("user.max_user_namespaces = 0"),
+            "{c:?}"
+        );
+        assert!(
+            c.remedy.contains("sysctl -w user.max_user_namespaces="),
+            "{c:?}"
+        );
         h.files.insert(MAX_USER_NAMESPACES, "100\n".into());
         let c = only(&h, "max-user-namespaces");
-        assert!(c.summary.contains("ancestor") && c.summary.contains("= 100"), "{c:?}");
+        assert!(
+            c.summary.contains("ancestor") && c.summary.contains("= 100"),
+            "{c:?}"
+        );
         // A refusal with EPERM is not the limit.
         h.files.insert(MAX_USER_NAMESPACES, "0\n".into());
         h.userns_errno = Some(libc::EPERM);
@@ -528,8 +547,15 @@ mod tests {
         h.files.insert(USERNS_CLONE, "0\n".into());
         h.userns_errno = Some(libc::EPERM);
         let c = only(&h, "unprivileged-userns-clone");
-        assert!(c.summary.starts_with("kernel.unprivileged_userns_clone = 0"), "{c:?}");
-        assert!(c.remedy.contains("kernel.unprivileged_userns_clone=1"), "{c:?}");
+        assert!(
+            c.summary
+                .starts_with("kernel.unprivileged_userns_clone = 0"),
+            "{c:?}"
+        );
+        assert!(
+            c.remedy.contains("kernel.unprivileged_userns_clone=1"),
+            "{c:?}"
+        );
         h.files.insert(USERNS_CLONE, "1\n".into());
         assert_eq!(ids(&h), Vec::<&str>::new());
     }
@@ -538,7 +564,8 @@ mod tests {
     fn a_container_seccomp_filter_is_named_only_when_the_sysctls_allow_namespaces() {
         let mut h = host();
         h.userns_errno = Some(libc::EPERM);
-        h.files.insert(STATUS, "Seccomp:\t2\nSeccomp_filters:\t1\n".into());
+        h.files
+            .insert(STATUS, "Seccomp:\t2\nSeccomp_filters:\t1\n".into());
         let c = only(&h, "container-seccomp");
         for part in [
             "--security-opt seccomp=unconfined",
@@ -572,7 +599,13 @@ mod tests {
     #[test]
     fn a_missing_proc_explains_the_id_maps() {
         let mut h = host();
-        for path in [STATUS, MOUNTINFO, VERSION, APPARMOR_USERNS, MAX_USER_NAMESPACES] {
+        for path in [
+            STATUS,
+            MOUNTINFO,
+            VERSION,
+            APPARMOR_USERNS,
+            MAX_USER_NAMESPACES,
+        ] {
             h.files.remove(path);
         }
         h.userns_errno = Some(libc::ENOENT);
@@ -616,7 +649,11 @@ mod tests {
         let c = only(&h, "proc-overmounted");
         assert!(c.summary.contains("3 mount(s)"), "{c:?}");
         assert!(c.summary.contains("/proc/sys, /proc/kcore"), "{c:?}");
-        for part in ["proc_fallback = true", "systempaths=unconfined", "procMount"] {
+        for part in [
+            "proc_fallback = true",
+            "systempaths=unconfined",
+            "procMount",
+        ] {
             assert!(c.remedy.contains(part), "{part}: {c:?}");
         }
         // A /proc mounted again over the masked one hides the masks.
@@ -631,7 +668,10 @@ mod tests {
         h.landlock_errno = Some(libc::EOPNOTSUPP);
         let c = only(&h, "landlock-not-enabled");
         assert_eq!(c.feature, Feature::Landlock);
-        assert!(c.summary.contains("lockdown,capability,yama,apparmor"), "{c:?}");
+        assert!(
+            c.summary.contains("lockdown,capability,yama,apparmor"),
+            "{c:?}"
+        );
         assert!(
             c.remedy
                 .contains("lsm=lockdown,capability,yama,apparmor,landlock"),
@@ -662,7 +702,10 @@ mod tests {
                 ("wsl1", Feature::Landlock)
             ]
         );
-        assert!(causes[0].summary.contains("4.4.0-19041-Microsoft"), "{causes:?}");
+        assert!(
+            causes[0].summary.contains("4.4.0-19041-Microsoft"),
+            "{causes:?}"
+        );
         assert!(causes[0].remedy.contains("wsl --set-version"), "{causes:?}");
         h.files.insert(
             VERSION,

@@ -490,7 +490,10 @@ mod tests {
         assert_eq!(clone_refusal_in(BASE, &enomem, no_facts), None);
         // Without namespaces (layer 2, passthrough) there is nothing to fall back from.
         let eperm = std::io::Error::from_raw_os_error(libc::EPERM);
-        assert_eq!(clone_refusal_in(Namespaces::default(), &eperm, no_facts), None);
+        assert_eq!(
+            clone_refusal_in(Namespaces::default(), &eperm, no_facts),
+            None
+        );
     }
 
     #[test]
@@ -525,7 +528,10 @@ mod tests {
             ..plain(errno)
         };
         let limit = clone_refusal_in(BASE, &enospc, chrooted).unwrap();
-        assert!(limit.reason.contains("user.max_user_namespaces"), "{limit:?}");
+        assert!(
+            limit.reason.contains("user.max_user_namespaces"),
+            "{limit:?}"
+        );
         let ids: Vec<_> = limit.causes.iter().map(|c| c.id).collect();
         assert_eq!(ids, ["max-user-namespaces"]);
     }
@@ -535,8 +541,7 @@ mod tests {
         let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
         let facts = |errno| {
             let mut f = plain(errno);
-            f.files
-                .insert(cause::MAX_USER_NAMESPACES, "0\n".into());
+            f.files.insert(cause::MAX_USER_NAMESPACES, "0\n".into());
             f
         };
         let r = clone_refusal_in(BASE, &enospc, facts).unwrap();
