@@ -302,6 +302,139 @@ fn masked_proc_entries_are_named_with_the_runtime_options() {
     host.check_unchanged();
 }
 
+/// A filter as a container runtime's default seccomp profile has it: `unshare` refused
+/// with `EPERM`, `clone` with `CLONE_NEWUSER` refused with `EPERM`, `clone3` with `ENOSYS`
+/// (Docker's answer, so that libc falls back to `clone`), everything else allowed.
+fn container_filter() -> Vec<libc::sock_filter> {
+    const NR: u32 = 0; // seccomp_data.nr
+    const ARCH: u32 = 4; // seccomp_data.arch
+    const ARG0: u32 = 16; // seccomp_data.args[0], its low 32 bits (little-endian)
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 0xC000_00B7;
+    let stmt = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let load = |off| stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, off);
+    let ret = |k| stmt(libc::BPF_RET | libc::BPF_K, k);
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
+    // A jump's offsets count the instructions after it: the index of each is noted.
+    vec![
+        /* 0 */ load(ARCH),
+        /* 1 */ jump(AUDIT_ARCH, 1, 0),
+        /* 2 */ ret(libc::SECCOMP_RET_ALLOW),
+        /* 3 */ load(NR),
+        /* 4 */ jump(libc::SYS_unshare as u32, 6, 0), // to 11
+        /* 5 */ jump(libc::SYS_clone3 as u32, 7, 0), // to 13
+        /* 6 */ jump(libc::SYS_clone as u32, 1, 0), // to 8
+        /* 7 */ ret(libc::SECCOMP_RET_ALLOW),
+        /* 8 */ load(ARG0),
+        /* 9 */
+        stmt(
+            libc::BPF_ALU | libc::BPF_AND | libc::BPF_K,
+            libc::CLONE_NEWUSER as u32,
+        ),
+        /* 10 */ jump(0, 1, 0), // no CLONE_NEWUSER: to 12
+        /* 11 */ ret(errno(libc::EPERM)),
+        /* 12 */ ret(libc::SECCOMP_RET_ALLOW),
+        /* 13 */ ret(errno(libc::ENOSYS)),
+    ]
+}
+
+/// Sets no_new_privs and installs the filter program at `prog` (a `sock_fprog`'s address).
+fn install(prog: usize) -> std::io::Result<()> {
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes plain integers and touches no memory.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mode = libc::SECCOMP_MODE_FILTER as libc::c_ulong;
+    // SAFETY: `prog` is the address of a `sock_fprog` whose filter outlives the spawn
+    // (`under_container_filter` keeps both until `output()` returns); the kernel copies the
+    // program.
+    if unsafe { libc::prctl(libc::PR_SET_SECCOMP, mode, prog, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `cmd`, run under [`container_filter`].
+fn under_container_filter(mut cmd: Command) -> Output {
+    use std::os::unix::process::CommandExt;
+    let filter = container_filter();
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    let prog_addr = &raw const prog as usize;
+    // SAFETY: the closure runs in the forked child before exec and makes two prctl calls
+    // (`install`), which allocate nothing and take no lock.
+    unsafe {
+        cmd.pre_exec(move || install(prog_addr));
+    }
+    let out = cmd.output().expect("run under the filter");
+    drop(filter);
+    out
+}
+
+#[test]
+fn a_container_seccomp_profile_that_refuses_namespaces_is_named() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    // The filter itself, proven: unshare -U is refused under it.
+    if Path::new(UNSHARE).exists() {
+        let mut cmd = Command::new(UNSHARE);
+        cmd.args(["-U", "true"]);
+        let out = under_container_filter(cmd);
+        assert!(!out.status.success(), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("Operation not permitted"), "{err}");
+        // And a plain fork (clone without namespace flags) still works under it.
+        let mut sh = Command::new("sh");
+        sh.args(["-c", "/bin/true && echo forked"]);
+        let out = under_container_filter(sh);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "forked\n",
+            "{}",
+            text(&out)
+        );
+    }
+    let mut cmd = Command::new(common::stockade_exe());
+    cmd.args(["detect", "--json"]);
+    let v = detect_json(&under_container_filter(cmd));
+    assert_eq!(cause_ids(&v), ["container-seccomp"], "{v}");
+    let remedy = v["causes"][0]["remedy"].as_str().unwrap();
+    assert!(
+        remedy.contains("--security-opt seccomp=unconfined") && remedy.contains("seccompProfile"),
+        "{remedy}"
+    );
+    assert_eq!(v["capabilities"]["user_namespaces"]["available"], false);
+    assert_eq!(v["best"], "landlock");
+    let mut cmd = Command::new(common::stockade_exe());
+    cmd.arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--fallback", "refuse", "--", "true"]);
+    let out = under_container_filter(cmd);
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Operation not permitted (a seccomp filter (Seccomp: 2")
+            && err.contains("to fix: run the container with a profile"),
+        "{err}"
+    );
+}
+
 #[test]
 fn as_nobody() {
     common::rerun_as_nobody(&[
@@ -310,5 +443,6 @@ fn as_nobody() {
         "a_directory_bound_over_proc_is_named",
         "a_read_only_proc_is_named",
         "masked_proc_entries_are_named_with_the_runtime_options",
+        "a_container_seccomp_profile_that_refuses_namespaces_is_named",
     ]);
 }
