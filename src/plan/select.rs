@@ -178,10 +178,16 @@ fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<()
         && !caps.fresh_proc.available
         && !policy.proc_fallback
     {
+        // A recognized cause's remedy names proc_fallback among its own.
+        let remedies = caps.remedies(layer);
+        let fix = if remedies.is_empty() {
+            "; set proc_fallback = true to bind the host's /proc read-only"
+        } else {
+            &remedies
+        };
         return Err(format!(
-            "a fresh /proc cannot be mounted ({}); set proc_fallback = true to bind the host's /proc read-only{}",
+            "a fresh /proc cannot be mounted ({}){fix}",
             caps.fresh_proc.reason.as_deref().unwrap_or("unknown"),
-            caps.remedies(layer)
         ));
     }
     Ok(())
@@ -361,6 +367,26 @@ mod tests {
         };
         let err = choose_layer(&refuse, &caps, false).unwrap_err().to_string();
         assert!(!err.contains("to fix"), "{err}");
+        // A fresh /proc refused: the cause's remedy instead of the generic advice.
+        let generic = "set proc_fallback = true to bind the host's /proc read-only";
+        let err = choose_layer(&refuse, &linux(true, false), false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.ends_with(generic), "{err}");
+        let masked = crate::probe::Cause {
+            remedy: "set proc_fallback = true, or unmask /proc".into(),
+            ..cause(crate::probe::Feature::FreshProc)
+        };
+        let caps = Capabilities {
+            causes: vec![masked],
+            ..linux(true, false)
+        };
+        let err = choose_layer(&refuse, &caps, false).unwrap_err().to_string();
+        assert!(
+            err.ends_with("; to fix: set proc_fallback = true, or unmask /proc")
+                && !err.contains(generic),
+            "{err}"
+        );
     }
 
     #[test]
