@@ -50,6 +50,7 @@ pub(crate) const FILES: [&str; 7] = [
 /// What a refused feature is: the part of a layer that a [`Cause`] takes away.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Feature {
     /// User namespaces (the full layer on Linux).
     UserNamespaces,
