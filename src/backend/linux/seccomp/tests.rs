@@ -34,12 +34,99 @@ fn all_options() -> Vec<FilterOptions> {
     let mut v = Vec::new();
     for a in [false, true] {
         for d in [false, true] {
-            for h in [false, true] {
-                v.push(opts(a, d, h));
+            for i in [false, true] {
+                for h in [false, true] {
+                    v.push(FilterOptions {
+                        inet_stream_only: i,
+                        ..opts(a, d, h)
+                    });
+                }
             }
         }
     }
     v
+}
+
+/// What `socket(family, type, protocol)` (and `socketpair` with the same three) must get
+/// under `o`, from the rules as SECURITY.md states them: only the low 32 bits count.
+fn socket_expected(o: &FilterOptions, family: u32, ty: u32, protocol: u32) -> u32 {
+    let deny = |b: bool| if b { EPERM } else { ALLOW };
+    let (unix, inet, inet6, vsock) = (1, 2, 10, 40);
+    if o.deny_network {
+        return deny(family != unix);
+    }
+    if o.inet_stream_only {
+        if family == unix {
+            return ALLOW;
+        }
+        if family != inet && family != inet6 {
+            return EPERM;
+        }
+        // SOCK_CLOEXEC (0o2000000) and SOCK_NONBLOCK (0o4000) may come with SOCK_STREAM
+        // (1); protocol 0 or IPPROTO_TCP (6).
+        let stream = ty & !(0o2000000 | 0o4000) == 1;
+        return deny(!(stream && (protocol == 0 || protocol == 6)));
+    }
+    deny(family == vsock)
+}
+
+/// Families, types and protocols around every branch of the socket block, each also with
+/// high bits set (the kernel sees the low 32 only).
+fn socket_args() -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    let with_high = |low: &[u64]| {
+        let mut v = low.to_vec();
+        v.extend(low.iter().map(|x| x | 0xdead_beef_0000_0000));
+        v
+    };
+    let families = [
+        libc::AF_UNSPEC,
+        libc::AF_UNIX,
+        libc::AF_INET,
+        libc::AF_INET6,
+        libc::AF_NETLINK,
+        libc::AF_PACKET,
+        libc::AF_VSOCK,
+        // AF_SMC, not in libc for every target.
+        43,
+        libc::AF_INET | 0x100,
+        -1,
+    ]
+    .map(|f| u64::from(f as u32));
+    let cloexec = libc::SOCK_CLOEXEC;
+    let nonblock = libc::SOCK_NONBLOCK;
+    let types = [
+        libc::SOCK_STREAM,
+        libc::SOCK_STREAM | cloexec,
+        libc::SOCK_STREAM | nonblock,
+        libc::SOCK_STREAM | cloexec | nonblock,
+        // A bit beside the two flags: not a stream socket to the filter.
+        libc::SOCK_STREAM | 0x10_0000,
+        libc::SOCK_STREAM | i32::MIN,
+        libc::SOCK_DGRAM,
+        libc::SOCK_DGRAM | cloexec,
+        libc::SOCK_RAW,
+        libc::SOCK_SEQPACKET,
+        libc::SOCK_PACKET,
+        0,
+        -1,
+    ]
+    .map(|t| u64::from(t as u32));
+    let protocols = [
+        0,
+        libc::IPPROTO_TCP,
+        libc::IPPROTO_UDP,
+        libc::IPPROTO_SCTP,
+        libc::IPPROTO_MPTCP,
+        libc::IPPROTO_RAW,
+        libc::IPPROTO_TCP | 0x100,
+        -1,
+    ]
+    .map(|p| u64::from(p as u32));
+    (
+        with_high(&families),
+        with_high(&types),
+        with_high(&protocols),
+    )
 }
 
 /// The argument rules, written out here from SECURITY.md rather than taken from the
@@ -146,12 +233,7 @@ fn expected(o: &FilterOptions, n: u32, args: [u64; 6]) -> u32 {
         return deny([0x5412, 0x541c, 0x5423].contains(&lo(1)));
     }
     if is(libc::SYS_socket) || is(libc::SYS_socketpair) {
-        let fam = lo(0);
-        return deny(if o.deny_network {
-            fam != libc::AF_UNIX as u32
-        } else {
-            fam == libc::AF_VSOCK as u32
-        });
+        return socket_expected(o, lo(0), lo(1), lo(2));
     }
     if is(libc::SYS_personality) {
         return deny(![0, 8, 0x20000, 0x20008, u32::MAX].contains(&lo(0)));
@@ -219,8 +301,25 @@ fn every_number_and_argument_gets_the_documented_action() {
         let p = build(&o).unwrap();
         let prog = p.instructions();
         let checked = arg_checked(&o);
+        let sockets = [nr(libc::SYS_socket), nr(libc::SYS_socketpair)];
         for n in probes.clone() {
             assert_eq!(run(prog, 3 | 0x4000_0000, n, [0; 6]), KILL, "i386 {n}");
+            if sockets.contains(&n) {
+                let (families, types, protocols) = socket_args();
+                for &f in &families {
+                    for &t in &types {
+                        for &p in &protocols {
+                            let args = [f, t, p, 0, 0, 0];
+                            assert_eq!(
+                                run(prog, NATIVE, n, args),
+                                expected(&o, n, args),
+                                "{o:?} syscall {n} {args:x?}"
+                            );
+                        }
+                    }
+                }
+                continue;
+            }
             if !checked.contains(&n) {
                 for args in [[0; 6], [u64::MAX; 6]] {
                     assert_eq!(
@@ -405,6 +504,82 @@ fn ioctl_and_socket_compare_the_low_word() {
             ALLOW
         );
     }
+}
+
+/// `network = "allow"` on layer 2: TCP and unix sockets only, case by case (the
+/// exhaustive product runs in `every_number_and_argument_gets_the_documented_action`).
+#[test]
+fn inet_stream_only_allows_tcp_and_unix_sockets_only() {
+    let f = build(&FilterOptions {
+        inet_stream_only: true,
+        host_namespaces: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let p = f.instructions();
+    let sock = |family: libc::c_int, ty: libc::c_int, protocol: libc::c_int| {
+        [family, ty, protocol].map(|x| u64::from(x as u32))
+    };
+    let (cloexec, nonblock) = (libc::SOCK_CLOEXEC, libc::SOCK_NONBLOCK);
+    let allowed = [
+        sock(libc::AF_INET, libc::SOCK_STREAM, 0),
+        sock(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_TCP),
+        sock(libc::AF_INET6, libc::SOCK_STREAM | cloexec, 0),
+        sock(
+            libc::AF_INET6,
+            libc::SOCK_STREAM | nonblock,
+            libc::IPPROTO_TCP,
+        ),
+        sock(libc::AF_INET, libc::SOCK_STREAM | cloexec | nonblock, 0),
+        // Unix sockets of every type.
+        sock(libc::AF_UNIX, libc::SOCK_STREAM, 0),
+        sock(libc::AF_UNIX, libc::SOCK_DGRAM | cloexec, 0),
+        sock(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0),
+    ];
+    let denied = [
+        // UDP, ICMP, raw, packet, netlink, vsock, no family.
+        sock(libc::AF_INET, libc::SOCK_DGRAM, 0),
+        sock(
+            libc::AF_INET6,
+            libc::SOCK_DGRAM | cloexec,
+            libc::IPPROTO_UDP,
+        ),
+        sock(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+        sock(libc::AF_INET, libc::SOCK_DGRAM, libc::IPPROTO_ICMP),
+        sock(libc::AF_PACKET, libc::SOCK_RAW, 0),
+        sock(libc::AF_NETLINK, libc::SOCK_RAW, 0),
+        sock(libc::AF_VSOCK, libc::SOCK_STREAM, 0),
+        sock(libc::AF_UNSPEC, libc::SOCK_STREAM, 0),
+        // Stream sockets that are not TCP to Landlock.
+        sock(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_SCTP),
+        sock(libc::AF_INET6, libc::SOCK_STREAM, libc::IPPROTO_MPTCP),
+        sock(libc::AF_INET, libc::SOCK_SEQPACKET, libc::IPPROTO_SCTP),
+        // A bit beside the two creation flags is not masked off.
+        sock(libc::AF_INET, libc::SOCK_STREAM | 0x10_0000, 0),
+        sock(libc::AF_INET, libc::SOCK_STREAM | 4, 0),
+    ];
+    for call in [libc::SYS_socket, libc::SYS_socketpair].map(nr) {
+        for (cases, want) in [(&allowed[..], ALLOW), (&denied[..], EPERM)] {
+            for &[f, t, pr] in cases.iter() {
+                let args = [f, t, pr, 0, 0, 0];
+                assert_eq!(run(p, NATIVE, call, args), want, "{call} {args:x?}");
+                // High bits in any of the three do not change the answer.
+                let high = args.map(|a| a | 0xffff_ffff_0000_0000);
+                assert_eq!(run(p, NATIVE, call, high), want, "{call} {high:x?}");
+            }
+        }
+    }
+    // deny_network is the stricter option and wins over this one.
+    let both = build(&FilterOptions {
+        deny_network: true,
+        inet_stream_only: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let tcp = [2, 1, 0, 0, 0, 0];
+    let socket = nr(libc::SYS_socket);
+    assert_eq!(run(both.instructions(), NATIVE, socket, tcp), EPERM);
+    assert_eq!(run(p, NATIVE, socket, tcp), ALLOW);
 }
 
 #[test]
