@@ -501,6 +501,66 @@ fn tcp_is_denied_when_the_spec_asks() {
     expect(&allowed, &ops, &[(0, 0), (0, 0)]);
 }
 
+/// `network = "allow"` on layer 2: TCP denied but connects to the egress proxy's ports.
+/// A listener on another port stays out of reach, and nothing binds, not even the allowed
+/// port (no bind rule).
+#[test]
+fn tcp_connects_only_to_the_ports_the_spec_names() {
+    if !require_landlock_abi("tcp_connects_only_to_the_ports_the_spec_names", 4) {
+        return;
+    }
+    let tree = Tree::new();
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (proxy_port, other_port) = (
+        proxy.local_addr().unwrap().port(),
+        other.local_addr().unwrap().port(),
+    );
+    let ops: [Op<'_>; 4] = [
+        ("connect 127.0.0.1 to the allowed port", &|| {
+            tcp(&connect, proxy_port)
+        }),
+        ("connect 127.0.0.1 to another listener", &|| {
+            tcp(&connect, other_port)
+        }),
+        ("bind 127.0.0.1:0", &|| tcp(&bind, 0)),
+        // In use: the control fails with EADDRINUSE; Landlock refuses before.
+        ("bind 127.0.0.1 the allowed port", &|| {
+            tcp(&bind, proxy_port)
+        }),
+    ];
+
+    let mut spec = tree.spec();
+    spec.deny_tcp = true;
+    spec.connect_tcp = vec![proxy_port];
+    let prepared = landlock::build(&spec).unwrap();
+    let st = prepared.status();
+    assert!(st.tcp_denied());
+    assert_eq!(st.connect_tcp, [proxy_port]);
+    expect(
+        &prepared,
+        &ops,
+        &[
+            (0, 0),
+            (libc::EACCES, 0),
+            (libc::EACCES, 0),
+            (libc::EACCES, libc::EADDRINUSE),
+        ],
+    );
+
+    // Without TCP denied the ports add nothing: every port is open.
+    let mut open = tree.spec();
+    open.connect_tcp = vec![proxy_port];
+    let prepared = landlock::build(&open).unwrap();
+    assert!(!prepared.status().tcp_denied());
+    assert!(prepared.status().connect_tcp.is_empty());
+    expect(
+        &prepared,
+        &ops,
+        &[(0, 0), (0, 0), (0, 0), (libc::EADDRINUSE, libc::EADDRINUSE)],
+    );
+}
+
 #[test]
 fn status_reports_exactly_what_is_enforced() {
     if !require_landlock_abi("status_reports_exactly_what_is_enforced", 1) {

@@ -270,7 +270,8 @@ fn command_ruleset(
     } else {
         Vec::new()
     };
-    let spec = rules.for_command(req.private_tmp, &terminals);
+    let mut spec = rules.for_command(req.private_tmp, &terminals);
+    spec.connect_tcp = req.egress_ports.clone();
     Ok(Some(landlock::build(&spec).map_err(Error::from)?))
 }
 
