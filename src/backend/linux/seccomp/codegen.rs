@@ -12,8 +12,8 @@ use super::asm::{
 };
 use super::rules::{Action, Block};
 use super::tables::{
-    ALLOWED_PERSONAS, AUDIT_ARCH, CLONE_NEW_FLAGS, CREATE_FLAGS, DENIED_IOCTLS, SETID_BITS,
-    SKIPPED_CALL, SOCKET_TYPE_FLAGS, TCP_PROTOCOLS, X32_SYSCALL_BIT,
+    ALLOWED_PERSONAS, AUDIT_ARCH, CLONE_NEW_FLAGS, CREATE_FLAGS, DENIED_IOCTLS, MSG_FASTOPEN,
+    SETID_BITS, SKIPPED_CALL, SOCKET_TYPE_FLAGS, TCP_PROTOCOLS, X32_SYSCALL_BIT,
 };
 use crate::error::SeccompBuildError;
 
@@ -213,6 +213,11 @@ fn argument_block(
             asm.jump(BPF_JEQ, which, Next, eperm);
             asm.stmt(BPF_LD_ABS, arg_low(1));
             asm.jump(BPF_JEQ, 0, allow, eperm);
+        }
+        // `unsigned int flags`.
+        Block::SendFlags(arg) => {
+            asm.stmt(BPF_LD_ABS, arg_low(arg));
+            asm.jump(BPF_JSET, MSG_FASTOPEN, eperm, allow);
         }
     }
     Ok(())
