@@ -54,6 +54,12 @@
 //! ([`LandlockBuildError::TcpUnsupported`]): the ports would be the only restriction
 //! named, and none would hold.
 //!
+//! Not governed (ABI ≤ 7): `listen` on a socket never bound binds it to an ephemeral port
+//! on every address by itself, no `bind` call made, so a program under these rules can
+//! still accept TCP connections from wherever the host is reachable. TCP Fast Open's
+//! `sendto(…, MSG_FASTOPEN, addr)` connects without the `connect` hook (landlock-lsm/
+//! linux#41); seccomp refuses that flag where these rules apply.
+//!
 //! Rules name inodes, not path strings. Host paths that the child bind-mounts keep their
 //! rules inside the new root; file systems the child creates itself (a fresh `/tmp` tmpfs,
 //! `/proc`, a new devpts) are not covered by rules on host paths. For those, the child adds

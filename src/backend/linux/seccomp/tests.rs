@@ -106,7 +106,8 @@ fn socket_args() -> (Vec<u64>, Vec<u64>, Vec<u64>) {
         libc::SOCK_DGRAM | cloexec,
         libc::SOCK_RAW,
         libc::SOCK_SEQPACKET,
-        libc::SOCK_PACKET,
+        // SOCK_PACKET, which libc marks deprecated.
+        10,
         0,
         -1,
     ]
