@@ -4,7 +4,9 @@
 //! (UDP, ICMP, raw, packet, netlink, SCTP, MPTCP), and TCP Fast Open's implicit connect,
 //! which Landlock does not see; Landlock (ABI ≥ 4) refuses every TCP connect but to those
 //! ports, and every bind. Each refusal is checked against a control run of the same
-//! program on layer 2 with `network = "full"`, where it succeeds or fails otherwise.
+//! program on layer 2 with `network = "full"`, where it succeeds or fails otherwise; the
+//! proxy's two ports, picked at each spawn, reach the proxy and through it an allowed
+//! server, and are the program's own run's alone.
 //!
 //! Every test runs as root and, through `zz_all_tests_pass_as_uid_65534`, as uid 65534.
 #![cfg(target_os = "linux")]
@@ -12,12 +14,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{output_text, tempdir};
-use stockade::{Capabilities, Layer, Network, Sandbox};
+use stockade::{Capabilities, Layer, Network, Sandbox, Stdio};
 
 /// The Landlock ABI that brings TCP rules.
 const TCP_ABI: u32 = 4;
@@ -233,6 +237,161 @@ fn tcp_reaches_no_host_listener_and_binds_nothing() {
         assert_eq!(control[name], "OK", "control {name}: {control:?}");
     }
     drop(listener);
+}
+
+/// A one-shot HTTP server on `127.0.0.2` (loopback, but not in the program's `NO_PROXY`)
+/// that answers `body` to every request; returns its port and the count of connections.
+fn server(body: &'static str) -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            seen.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let mut head = Vec::new();
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, count)
+}
+
+/// Inside a layer-2 sandbox with the proxy wired: the ports from the program's own
+/// `HTTP_PROXY` and `ALL_PROXY`, a request through each, the server straight, and binds on
+/// the proxy's ports.
+const THROUGH: &str = r#"
+import os
+S = socket
+target = sys.argv[1]
+host, port = target.split(':')
+http = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])
+socks = int(os.environ['ALL_PROXY'].rsplit(':', 1)[1])
+print('env', os.environ['HTTP_PROXY'].rsplit(':', 1)[0], os.environ['ALL_PROXY'].rsplit(':', 1)[0])
+def body_of(s):
+    return s.makefile('rb').read().split(b'\r\n\r\n', 1)[1].decode()
+def get_via_http():
+    s = S.create_connection(('127.0.0.1', http), timeout=10)
+    s.sendall(('GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n' % (target, target)).encode())
+    print('http_body', body_of(s))
+    s.close()
+def get_via_socks():
+    s = S.create_connection(('127.0.0.1', socks), timeout=10)
+    s.sendall(b'\x05\x01\x00')
+    assert s.recv(2) == b'\x05\x00'
+    h = host.encode()
+    s.sendall(b'\x05\x01\x00\x03' + bytes([len(h)]) + h + int(port).to_bytes(2, 'big'))
+    reply = s.recv(10)
+    print('socks_reply', reply[1])
+    s.sendall(('GET / HTTP/1.1\r\nHost: %s\r\n\r\n' % target).encode())
+    print('socks_body', body_of(s))
+    s.close()
+def direct():
+    s = S.create_connection((host, int(port)), timeout=10)
+    s.close()
+def bind(p):
+    s = S.socket()
+    try:
+        s.bind(('127.0.0.1', p))
+    finally:
+        s.close()
+t('http', get_via_http)
+t('socks', get_via_socks)
+t('direct', direct)
+t('bind_http', lambda: bind(http))
+t('bind_socks', lambda: bind(socks))
+"#;
+
+#[test]
+fn the_proxys_ports_are_the_only_way_out() {
+    let ws = tempdir();
+    let test = "the_proxys_ports_are_the_only_way_out";
+    let Some(_) = layer2(test, ws.path(), Network::Allow) else {
+        return;
+    };
+    let (port, count) = server("through the proxy");
+    let sb = common::sandbox(ws.path(), |p| {
+        p.layer = Some(Layer::Landlock);
+        p.network = Network::Allow;
+        p.allow_domains = vec!["127.0.0.2".into()];
+        p.allow_private = vec!["127.0.0.0/8".into()];
+    });
+    let got = probe(&sb, THROUGH, &[format!("127.0.0.2:{port}")]);
+    // The proxy listens on the host's loopback, where the program connects.
+    assert_eq!(
+        got["env"], "http://127.0.0.1 socks5h://127.0.0.1",
+        "{got:?}"
+    );
+    assert_eq!(got["http_body"], "through the proxy", "{got:?}");
+    assert_eq!(got["socks_reply"], "0", "{got:?}");
+    assert_eq!(got["socks_body"], "through the proxy", "{got:?}");
+    assert_eq!((got["http"].as_str(), got["socks"].as_str()), ("OK", "OK"));
+    // The server itself is a host listener like any other: out of reach but through the
+    // proxy, which reached it twice.
+    assert_eq!(got["direct"], "EACCES", "{got:?}");
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    // No bind rule, not even on the proxy's own ports (EADDRINUSE without Landlock).
+    assert_eq!(got["bind_http"], "EACCES", "{got:?}");
+    assert_eq!(got["bind_socks"], "EACCES", "{got:?}");
+}
+
+/// The ports are picked at each spawn and each command's ruleset names its own: a program
+/// cannot reach another run's proxy (which would record its requests as that run's).
+#[test]
+fn a_program_reaches_only_its_own_runs_proxy() {
+    let ws = tempdir();
+    let test = "a_program_reaches_only_its_own_runs_proxy";
+    let Some(sb) = layer2(test, ws.path(), Network::Allow) else {
+        return;
+    };
+    let mut first = sb
+        .command("sh")
+        .args(["-c", "echo $HTTP_PROXY $ALL_PROXY; exec sleep 60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    BufReader::new(first.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ports: Vec<String> = line
+        .split_whitespace()
+        .map(|url| url.rsplit(':').next().unwrap().to_string())
+        .collect();
+    assert_eq!(ports.len(), 2, "{line}");
+    let code = r#"
+import os
+own = [int(os.environ[v].rsplit(':', 1)[1]) for v in ('HTTP_PROXY', 'ALL_PROXY')]
+for i, p in enumerate(sys.argv[1:]):
+    assert int(p) not in own, (p, own)
+    t('other_%d' % i, lambda: socket.create_connection(('127.0.0.1', int(p)), timeout=10))
+for i, p in enumerate(own):
+    t('own_%d' % i, lambda: socket.create_connection(('127.0.0.1', p), timeout=10))
+"#;
+    let got = probe(&sb, code, &ports);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_eq!(
+        (got["other_0"].as_str(), got["other_1"].as_str()),
+        ("EACCES", "EACCES"),
+        "{got:?}"
+    );
+    assert_eq!(
+        (got["own_0"].as_str(), got["own_1"].as_str()),
+        ("OK", "OK"),
+        "{got:?}"
+    );
 }
 
 /// The run as uid 65534 (root only; a no-op otherwise).
