@@ -425,7 +425,6 @@ fn curl_reaches_an_allowed_address_over_http_connect_and_socks() {
         &format!(
             r#"echo "env $HTTP_PROXY $HTTPS_PROXY $ALL_PROXY $NO_PROXY"
 echo "env $http_proxy $https_proxy $all_proxy $no_proxy $NODE_USE_ENV_PROXY"
-echo "if $(ls /sys/class/net | tr '\n' ' ')"
 echo "http $({CURL} http://{SERVER_IP}:{p}/hello)"
 echo "https $({CURL} --cacert ca.pem https://{SERVER_IP}:{t}/)"
 echo "socks $({CURL} --socks5-hostname "${{ALL_PROXY#socks5h://}}" http://{SERVER_IP}:{p}/hello)"
@@ -437,7 +436,6 @@ echo "all_proxy $(env -u HTTP_PROXY -u http_proxy {CURL} http://{SERVER_IP}:{p}/
     r.has_lines(&[
         "env http://127.0.0.1:3128 http://127.0.0.1:3128 socks5h://127.0.0.1:1080 localhost,127.0.0.1,::1",
         "env http://127.0.0.1:3128 http://127.0.0.1:3128 socks5h://127.0.0.1:1080 localhost,127.0.0.1,::1 1",
-        "if lo ",
         &format!("http {hello}"),
         "https hello tls",
         &format!("socks {hello}"),
@@ -748,15 +746,30 @@ python3 socks.py localhost {n}
     }
     assert_eq!(ip.accepted(), 0);
     assert_eq!(name.accepted(), 0);
-    // And with the loopback in allow_private, the same name reaches its server.
+    // With the loopback in allow_private, the same name reaches its server; a metadata
+    // address stays refused even when listed and inside allow_private.
     let r = run(
         &dirs.ws,
-        &allow,
-        &["127.0.0.0/8", "::1/128"],
-        &format!("echo \"name $({CURL} --noproxy '' http://localhost:{n}/hello)\""),
+        &[allow[0].clone(), allow[1].clone(), "169.254.169.254".into()],
+        &["127.0.0.0/8", "::1/128", "169.254.0.0/16"],
+        &format!(
+            r#"echo "name $({CURL} --noproxy '' http://localhost:{n}/hello)"
+{CURL} http://169.254.169.254/latest/meta-data/; echo "rc=$?"
+"#
+        ),
     );
-    r.has_lines(&[&format!("name {}", name.hello())]);
+    r.has_lines(&[
+        &format!("name {}", name.hello()),
+        "stockade egress proxy: 169.254.169.254 port 80 refused: 169.254.169.254 is a cloud metadata endpoint.",
+    ]);
     assert_eq!(name.accepted(), 1);
+    assert_eq!(
+        r.summary(),
+        [
+            d(Protocol::Http, "localhost", n, "allowed"),
+            d(Protocol::Http, "169.254.169.254", 80, "metadata"),
+        ]
+    );
 }
 
 /// The proxy is the only way out: the namespace has only `lo`, a direct connection to the
