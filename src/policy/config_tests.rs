@@ -411,9 +411,11 @@ fn an_allowlist_without_the_allow_mode_is_refused_rather_than_ignored() {
         assert!(e.to_string().contains("network = \"allow\""), "{e}");
     }
     // Built in code, checked by validate.
-    let mut p = Policy::default();
-    p.allow_domains = vec!["a b".into()];
-    p.network = Network::Allow;
+    let p = Policy {
+        allow_domains: vec!["a b".into()],
+        network: Network::Allow,
+        ..Policy::default()
+    };
     assert!(matches!(p.validate(), Err(PolicyError::Allow(_))));
     // An empty list with the mode is a policy that allows nothing, on purpose.
     assert!(Policy::from_toml("network = \"allow\"\n").is_ok());

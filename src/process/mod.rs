@@ -18,6 +18,8 @@ mod child;
 mod command;
 mod data_dir;
 mod describe;
+#[cfg(unix)]
+mod egress;
 mod env;
 mod gitlayer;
 mod limits;

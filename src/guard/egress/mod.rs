@@ -14,8 +14,12 @@
 
 pub mod http;
 #[cfg(unix)]
+mod run_tmp;
+#[cfg(unix)]
 mod serve;
 pub mod socks5;
+#[cfg(unix)]
+pub use run_tmp::Run;
 
 use std::fmt;
 use std::io;
