@@ -312,11 +312,16 @@ fn sandbox(ws: &Path, allow: &[String], private: &[&str]) -> Sandbox {
 struct Run {
     status: ExitStatus,
     out: String,
+    /// The decisions the sandbox's proxy made during the run
+    /// ([`Sandbox::egress_decisions`], the part added since the spawn).
     decisions: Vec<Decision>,
+    /// The run's own list ([`stockade::Child::egress_decisions`]).
+    own: Vec<Decision>,
 }
 
 /// Runs `sh -c script` in `sb`, in the workspace.
 fn run_in(sb: &Sandbox, ws: &Path, script: &str) -> Run {
+    let before = sb.egress_decisions().len();
     let mut child = sb
         .command("sh")
         .arg("-c")
@@ -328,10 +333,13 @@ fn run_in(sb: &Sandbox, ws: &Path, script: &str) -> Run {
         .expect("spawn");
     let out = common::read_stdout(&mut child);
     let status = child.wait().expect("wait");
+    // The sandbox's list holds every run's decisions; this run is the only one running.
+    let all = sb.egress_decisions();
     Run {
         status,
         out,
-        decisions: child.egress_decisions(),
+        decisions: all[before.min(all.len())..].to_vec(),
+        own: child.egress_decisions(),
     }
 }
 
@@ -960,6 +968,7 @@ true
         })
     );
     assert_eq!((a.accepted(), b.accepted()), (3, 0));
+    assert_eq!(r.own, r.decisions, "Child::egress_decisions");
     // The next run of the same sandbox: its own decisions only.
     let again = run_in(
         &sb,
@@ -971,6 +980,31 @@ true
         again.summary(),
         [d(Protocol::Http, SERVER_IP, pa, "allowed")]
     );
+    assert_eq!(again.own, again.decisions, "Child::egress_decisions");
+    assert_eq!(sb.egress_decisions().len(), 7);
+    // Two runs at once: each child lists what it asked for, not the other's.
+    let spawn = |url: String| {
+        sb.command("curl")
+            .args(["-sS", "--max-time", "10", &url])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn")
+    };
+    let mut one = spawn(format!("http://{SERVER_IP}:{pa}/one"));
+    let mut two = spawn(format!("http://{OTHER_IP}:{pb}/two"));
+    assert_eq!(common::read_stdout(&mut one), a.hello());
+    assert!(one.wait().unwrap().success());
+    assert!(common::read_stdout(&mut two).contains("is not in allow_domains"));
+    assert!(two.wait().unwrap().success());
+    let own = |c: &stockade::Child| {
+        c.egress_decisions()
+            .iter()
+            .map(|x| (x.protocol, x.host.clone(), x.port, outcome(x)))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(own(&one), [d(Protocol::Http, SERVER_IP, pa, "allowed")]);
+    assert_eq!(own(&two), [d(Protocol::Http, OTHER_IP, pb, "not listed")]);
 }
 
 #[test]
