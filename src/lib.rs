@@ -173,6 +173,7 @@ pub use process::gitobjects;
 pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, DEFAULT_MAX_LINE, Degradation,
     GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason,
-    Line, LineEnd, LineStream, NestedOutcome, NestedRepository, PlanDescription, PlanNamespaces,
-    Pty, Sandbox, Stdio, Termination, Usage, cgroup_limits, macos_profile,
+    Line, LineEnd, LineStream, NestedOutcome, NestedRepository, PlanDescription, PlanEgress,
+    PlanListen, PlanNamespaces, Pty, Sandbox, Stdio, Termination, Usage, cgroup_limits,
+    macos_profile,
 };
