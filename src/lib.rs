@@ -30,7 +30,8 @@
 //!
 //! # Layers, strongest first
 //!
-//! 1. `full`: user, mount, pid, ipc and uts namespaces (net with `network = "none"`), a
+//! 1. `full`: user, mount, pid, ipc and uts namespaces (net with `network = "none"`, and
+//!    with `"allow"`, whose only way out is the host's egress proxy: `docs/NETWORK.md`), a
 //!    new root with bubblewrap's layout, then Landlock and seccomp.
 //! 2. `landlock`: Landlock and seccomp without namespaces, for hosts that deny user
 //!    namespaces.
