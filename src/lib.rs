@@ -166,7 +166,7 @@ pub use process::git_fuzzing;
 /// ([`Sandbox::landlock_status`]).
 #[cfg(target_os = "linux")]
 pub use backend::linux::landlock::Status as LandlockStatus;
-pub use probe::{Availability, Capabilities};
+pub use probe::{Availability, Capabilities, Cause, Feature};
 #[cfg(all(feature = "internals", target_os = "linux"))]
 #[doc(hidden)]
 pub use process::gitobjects;

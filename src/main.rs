@@ -95,7 +95,9 @@ enum Cmd {
         #[arg(required = true, trailing_var_arg = true)]
         program: Vec<OsString>,
     },
-    /// Show what this kernel allows, layer by layer.
+    /// Show what this kernel allows, layer by layer, and why a layer is refused: the
+    /// recognized cause (an AppArmor or sysctl restriction, a container's seccomp profile,
+    /// a hidden or read-only /proc, Landlock not enabled, WSL 1, gVisor) and its remedy.
     Detect {
         /// Print JSON.
         #[arg(long)]
@@ -895,6 +897,7 @@ fn detect(json: bool) -> ExitCode {
             "layers": layers,
             "best": caps.best_layer(),
             "cgroup_limits": limits,
+            "causes": caps.causes,
         });
         out!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return ExitCode::SUCCESS;
@@ -921,6 +924,12 @@ fn detect(json: bool) -> ExitCode {
     }
     rows.push(Some(("best layer".into(), caps.best_layer().to_string())));
     rows.push(None);
+    // Why something is unavailable, when a cause is recognized, and what to change.
+    for c in &caps.causes {
+        rows.push(Some(("cause".into(), format!("{} [{}]", c.summary, c.id))));
+        rows.push(Some(("remedy".into(), c.remedy.clone())));
+        rows.push(None);
+    }
     for (limit, a) in stockade::cgroup_limits() {
         rows.push(Some((format!("limit {limit} (cgroup)"), avail(&a))));
     }

@@ -26,8 +26,11 @@ use serde::Serialize;
 
 use crate::policy::Layer;
 
+pub(crate) mod cause;
 #[cfg(target_os = "linux")]
 pub(crate) mod idmap;
+
+pub use cause::{Cause, Feature};
 
 /// Whether one feature is usable, and if not, why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -74,24 +77,63 @@ pub struct Capabilities {
     /// macOS: the Seatbelt sandbox (`sandbox_init` with a generated SBPL profile), which
     /// is the `full` layer there.
     pub sandbox: Availability,
+    /// The recognized causes of what is unavailable, each with its remedy (empty when
+    /// everything is available, or when no cause is recognized).
+    pub causes: Vec<Cause>,
 }
 
 /// Why a spawn of the full layer could not start on this host, as the spawn found out.
 // Only the Linux launcher meets refusals: Seatbelt has no namespaces to be refused.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub(crate) struct Refusal {
+    /// What was refused.
+    pub kind: Refused,
+    /// The failing call and its OS error, with the cause's summary when one is recognized.
+    pub reason: String,
+    /// The recognized causes ([`cause::diagnose`]).
+    pub causes: Vec<Cause>,
+}
+
+/// What a [`Refusal`] refuses.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
     /// The host refuses user namespaces (the namespace `clone`, the id-map write or the
-    /// first mounts failed): the reason names the call and the OS error.
-    Namespaces(String),
+    /// first mounts failed).
+    Namespaces,
     /// The kernel refuses a fresh procfs in the new PID namespace (nested containers).
-    FreshProc(String),
+    FreshProc,
 }
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refusal::Namespaces(why) | Refusal::FreshProc(why) => f.write_str(why),
+        f.write_str(&self.reason)?;
+        for c in &self.causes {
+            write!(f, "; to fix: {}", c.remedy)?;
+        }
+        Ok(())
+    }
+}
+
+/// `reason` (a failing call and its error) with the summaries of `causes` added, as a
+/// refusal or an availability states it: `clone(…): No space left on device
+/// (user.max_user_namespaces = 0: …)`. `fallback` is added instead when no cause is
+/// recognized (a guess, phrased as one).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) fn with_causes(reason: String, causes: &[Cause], fallback: &str) -> String {
+    if causes.is_empty() {
+        return format!("{reason}{fallback}");
+    }
+    let summaries: Vec<&str> = causes.iter().map(|c| c.summary.as_str()).collect();
+    format!("{reason} ({})", summaries.join("; "))
+}
+
+/// Adds `more` to `causes`, each once.
+fn merge(causes: &mut Vec<Cause>, more: impl IntoIterator<Item = Cause>) {
+    for c in more {
+        if !causes.contains(&c) {
+            causes.push(c);
         }
     }
 }
@@ -100,6 +142,7 @@ impl std::fmt::Display for Refusal {
 static LEARNED: Mutex<Learned> = Mutex::new(Learned {
     namespaces: None,
     fresh_proc: None,
+    causes: Vec::new(),
 });
 
 /// Bumped each time a refusal is learned: a sandbox prepared before it re-plans.
@@ -110,6 +153,7 @@ static PROBED: OnceLock<Capabilities> = OnceLock::new();
 struct Learned {
     namespaces: Option<String>,
     fresh_proc: Option<String>,
+    causes: Vec<Cause>,
 }
 
 impl Capabilities {
@@ -130,16 +174,19 @@ impl Capabilities {
         if let Some(reason) = &learned.fresh_proc {
             caps.fresh_proc = Availability::no(reason.clone());
         }
+        merge(&mut caps.causes, learned.causes.iter().cloned());
         caps
     }
 
     /// Records that a spawn was refused, for every sandbox of this process.
     pub(crate) fn learn(refusal: &Refusal) {
         let mut learned = LEARNED.lock().unwrap_or_else(|e| e.into_inner());
-        match refusal {
-            Refusal::Namespaces(r) => learned.namespaces = Some(r.clone()),
-            Refusal::FreshProc(r) => learned.fresh_proc = Some(r.clone()),
+        let reason = Some(refusal.reason.clone());
+        match refusal.kind {
+            Refused::Namespaces => learned.namespaces = reason,
+            Refused::FreshProc => learned.fresh_proc = reason,
         }
+        merge(&mut learned.causes, refusal.causes.iter().cloned());
         GENERATION.fetch_add(1, Ordering::Release);
     }
 
@@ -161,6 +208,23 @@ impl Capabilities {
                 }
             }
         }
+    }
+
+    /// The remedies of the causes that take `layer` away here, as an error or a warning
+    /// adds them: `; to fix: …` for each.
+    pub fn remedies(&self, layer: Layer) -> String {
+        let features: &[Feature] = match layer {
+            Layer::Passthrough => &[],
+            Layer::Full if self.os == "linux" => &[Feature::UserNamespaces, Feature::FreshProc],
+            Layer::Full => &[],
+            Layer::Landlock => &[Feature::Landlock],
+        };
+        let mut out = String::new();
+        for c in self.causes.iter().filter(|c| features.contains(&c.feature)) {
+            out.push_str("; to fix: ");
+            out.push_str(&c.remedy);
+        }
+        out
     }
 
     /// What the `full` layer is made of on this OS: the Seatbelt sandbox on macOS, user
@@ -288,16 +352,15 @@ pub(crate) fn probed_or_init(
 /// One Landlock ABI query and one `prctl`; namespaces and a fresh `/proc` are assumed.
 #[cfg(target_os = "linux")]
 fn cheap_now() -> Capabilities {
+    let mut causes = Vec::new();
     let (landlock, landlock_abi) = match stockade_sys::linux::landlock_abi_version() {
         Ok(v) if v >= 1 => (Availability::yes(), v as u32),
         Ok(v) => (Availability::no(format!("landlock ABI {v}")), 0),
-        Err(e) => (
-            Availability::no(format!(
-                "landlock_create_ruleset: {}",
-                crate::error::strerror(e.0)
-            )),
-            0,
-        ),
+        Err(e) => {
+            causes = cause::diagnose(&cause::HostFacts::read(None, None, Some(e.0)));
+            let reason = format!("landlock_create_ruleset: {}", crate::error::strerror(e.0));
+            (Availability::no(with_causes(reason, &causes, "")), 0)
+        }
     };
     let seccomp = match stockade_sys::linux::prctl_get_seccomp() {
         Ok(_) => Availability::yes(),
@@ -314,6 +377,7 @@ fn cheap_now() -> Capabilities {
         landlock_abi,
         seccomp,
         sandbox: Availability::no("sandbox_init is macOS only"),
+        causes,
     }
 }
 
@@ -329,6 +393,7 @@ fn cheap_now() -> Capabilities {
         landlock_abi: 0,
         seccomp: linux_only("seccomp"),
         sandbox: sandbox_availability(),
+        causes: Vec::new(),
     }
 }
 
@@ -402,6 +467,7 @@ mod tests {
             landlock_abi: 0,
             seccomp: Availability::no("seccomp reason"),
             sandbox: Availability::yes(),
+            causes: Vec::new(),
         }
     }
 

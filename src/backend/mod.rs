@@ -45,10 +45,13 @@ impl Capabilities {
 /// The cheap facts and what a namespace child finds.
 #[cfg(target_os = "linux")]
 fn full_probe(cheap: Capabilities) -> Capabilities {
-    let (user_namespaces, fresh_proc) = linux::probe_namespaces();
+    let (user_namespaces, fresh_proc, found) = linux::probe_namespaces();
+    let mut causes = cheap.causes.clone();
+    causes.extend(found.into_iter().filter(|c| !cheap.causes.contains(c)));
     Capabilities {
         user_namespaces,
         fresh_proc,
+        causes,
         ..cheap
     }
 }

@@ -175,7 +175,11 @@ const LANDLOCK_TCP_ABI: u32 = 4;
 fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<(), String> {
     let avail = caps.layer(layer);
     if !avail.available {
-        return Err(avail.reason.unwrap_or_default());
+        return Err(format!(
+            "{}{}",
+            avail.reason.unwrap_or_default(),
+            caps.remedies(layer)
+        ));
     }
     if layer == Layer::Landlock
         && policy.network == Network::Allow
@@ -191,9 +195,16 @@ fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<()
         && !caps.fresh_proc.available
         && !policy.proc_fallback
     {
+        // A recognized cause's remedy names proc_fallback among its own.
+        let remedies = caps.remedies(layer);
+        let fix = if remedies.is_empty() {
+            "; set proc_fallback = true to bind the host's /proc read-only"
+        } else {
+            &remedies
+        };
         return Err(format!(
-            "a fresh /proc cannot be mounted ({}); set proc_fallback = true to bind the host's /proc read-only",
-            caps.fresh_proc.reason.as_deref().unwrap_or("unknown")
+            "a fresh /proc cannot be mounted ({}){fix}",
+            caps.fresh_proc.reason.as_deref().unwrap_or("unknown"),
         ));
     }
     Ok(())
@@ -339,7 +350,60 @@ mod tests {
             landlock_abi: 7,
             seccomp: Availability::yes(),
             sandbox: Availability::no("macOS only"),
+            causes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_refused_layer_says_its_cause_and_remedy_in_the_error_and_the_warning() {
+        let cause = |feature| crate::probe::Cause {
+            id: "max-user-namespaces",
+            feature,
+            summary: "user.max_user_namespaces = 0".into(),
+            remedy: "raise user.max_user_namespaces".into(),
+        };
+        let caps = Capabilities {
+            causes: vec![cause(crate::probe::Feature::UserNamespaces)],
+            ..linux(false, false)
+        };
+        let mut refuse = Policy::with_workspace("/ws");
+        refuse.fallback = Fallback::Refuse;
+        let err = choose_layer(&refuse, &caps, false).unwrap_err().to_string();
+        assert!(
+            err.contains("ENOSPC; to fix: raise user.max_user_namespaces"),
+            "{err}"
+        );
+        let (layer, d) = choose_layer(&Policy::with_workspace("/ws"), &caps, false).unwrap();
+        assert_eq!(layer, Layer::Landlock);
+        let d = d.unwrap().to_string();
+        assert!(d.contains("to fix: raise user.max_user_namespaces"), "{d}");
+        // A cause of another feature is not this layer's remedy.
+        let caps = Capabilities {
+            causes: vec![cause(crate::probe::Feature::Landlock)],
+            ..linux(false, false)
+        };
+        let err = choose_layer(&refuse, &caps, false).unwrap_err().to_string();
+        assert!(!err.contains("to fix"), "{err}");
+        // A fresh /proc refused: the cause's remedy instead of the generic advice.
+        let generic = "set proc_fallback = true to bind the host's /proc read-only";
+        let err = choose_layer(&refuse, &linux(true, false), false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.ends_with(generic), "{err}");
+        let masked = crate::probe::Cause {
+            remedy: "set proc_fallback = true, or unmask /proc".into(),
+            ..cause(crate::probe::Feature::FreshProc)
+        };
+        let caps = Capabilities {
+            causes: vec![masked],
+            ..linux(true, false)
+        };
+        let err = choose_layer(&refuse, &caps, false).unwrap_err().to_string();
+        assert!(
+            err.ends_with("; to fix: set proc_fallback = true, or unmask /proc")
+                && !err.contains(generic),
+            "{err}"
+        );
     }
 
     #[test]

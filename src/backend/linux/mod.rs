@@ -23,7 +23,8 @@ use std::sync::Arc;
 use crate::backend::report::{self, Ending};
 use crate::error::SpawnError;
 use crate::plan::{Namespaces, Plan, Step};
-use crate::probe::{Availability, Refusal};
+use crate::probe::cause::{self, Cause, HostFacts};
+use crate::probe::{Availability, Refusal, Refused};
 use prepare::{Exec, ExecSpec, Layout};
 
 /// The errors with which a host refuses the namespace `clone` or the id-map write:
@@ -59,32 +60,41 @@ const ENOSPC_HINT: &str = " (user namespaces restricted: user.max_user_namespace
      limit reached here or in an ancestor namespace?)";
 
 /// Whether the failed `clone` of a child with namespaces `ns` means the host refuses
-/// namespaces (rather than, say, running out of memory), and why. `stockade detect`
-/// prints the same reason ([`probe_namespaces`]).
+/// namespaces (rather than, say, running out of memory), and why, with the cause when one
+/// is recognized ([`cause::diagnose`]). `stockade detect` prints the same reason
+/// ([`probe_namespaces`]).
 pub(crate) fn clone_refusal(ns: Namespaces, err: &std::io::Error) -> Option<Refusal> {
-    clone_refusal_in(ns, err, crate::probe::chrooted)
+    clone_refusal_in(ns, err, |errno| HostFacts::read(Some(errno), None, None))
 }
 
-/// [`clone_refusal`], with what is known of a chroot from `chrooted` (asked only for
-/// `EPERM`).
+/// [`clone_refusal`], with the host's facts from `facts` (given the errno; asked only for
+/// a refusal).
 fn clone_refusal_in(
     ns: Namespaces,
     err: &std::io::Error,
-    chrooted: impl FnOnce() -> Option<bool>,
+    facts: impl FnOnce(i32) -> HostFacts,
 ) -> Option<Refusal> {
     let errno = err.raw_os_error()?;
     if !ns.base || !REFUSED.contains(&errno) {
         return None;
     }
+    let facts = facts(errno);
+    let causes = cause::diagnose(&facts);
+    // Without a recognized cause, the likely ones, phrased as a guess.
     let hint = match errno {
-        libc::EPERM => eperm_hint(chrooted()),
+        libc::EPERM => eperm_hint(facts.chrooted),
         libc::ENOSPC => ENOSPC_HINT,
         _ => "",
     };
-    Some(Refusal::Namespaces(format!(
-        "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {}{hint}",
+    let call = format!(
+        "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {}",
         crate::error::strerror(errno)
-    )))
+    );
+    Some(Refusal {
+        kind: Refused::Namespaces,
+        reason: crate::probe::with_causes(call, &causes, hint),
+        causes,
+    })
 }
 
 /// Whether `step` failing with `errno` in the child means the host refuses namespaces or
@@ -92,24 +102,54 @@ fn clone_refusal_in(
 /// for every policy), or `/proc` without the policy's fallback. A step that depends on the
 /// policy's paths is never a refusal: it is the policy's error.
 ///
-/// The id maps failing with `ENOENT` are a refusal too: `/proc` is not mounted (a minimal
-/// image), and without it no user namespace can get its maps, as the probe behind
-/// `stockade detect` finds. The policy then decides as for any refusal (fall back to a
-/// layer it allows, with a warning that names the reason, or refuse), rather than the run
-/// failing where `detect` reports the layer unavailable.
+/// The id maps failing with `ENOENT` or `EROFS` are a refusal too: `/proc` is not mounted
+/// (a minimal image) or mounted read-only, and without a writable one no user namespace can
+/// get its maps, as the probe behind `stockade detect` finds. The policy then decides as for
+/// any refusal (fall back to a layer it allows, with a warning that names the reason, or
+/// refuse), rather than the run failing where `detect` reports the layer unavailable.
 pub(crate) fn step_refusal(step: &Step, errno: i32) -> Option<Refusal> {
-    let what = || failure(step, errno);
-    match step {
-        Step::IdMaps { .. } if REFUSED.contains(&errno) || errno == libc::ENOENT => {
-            Some(Refusal::Namespaces(what()))
+    step_refusal_in(step, errno, read_facts)
+}
+
+/// The real host's facts for a refusal of `kind` with `errno`.
+fn read_facts(kind: Refused, errno: i32) -> HostFacts {
+    match kind {
+        Refused::Namespaces => HostFacts::read(Some(errno), None, None),
+        Refused::FreshProc => HostFacts::read(None, Some(errno), None),
+    }
+}
+
+/// [`step_refusal`], with the host's facts from `facts` (asked only for a refusal).
+fn step_refusal_in(
+    step: &Step,
+    errno: i32,
+    facts: impl FnOnce(Refused, i32) -> HostFacts,
+) -> Option<Refusal> {
+    let kind = match step {
+        Step::IdMaps { .. }
+            if REFUSED.contains(&errno) || matches!(errno, libc::ENOENT | libc::EROFS) =>
+        {
+            Refused::Namespaces
         }
         Step::MountsPrivate | Step::BaseRoot { .. }
             if matches!(errno, libc::EPERM | libc::EACCES) =>
         {
-            Some(Refusal::Namespaces(what()))
+            Refused::Namespaces
         }
-        Step::Proc { fallback: false } => Some(Refusal::FreshProc(what())),
-        _ => None,
+        Step::Proc { fallback: false } => Refused::FreshProc,
+        _ => return None,
+    };
+    Some(refusal(kind, failure(step, errno), facts(kind, errno)))
+}
+
+/// A refusal of `kind` because of `what` (the failing step and its error), with the causes
+/// `facts` show.
+fn refusal(kind: Refused, what: String, facts: HostFacts) -> Refusal {
+    let causes = cause::diagnose(&facts);
+    Refusal {
+        kind,
+        reason: crate::probe::with_causes(what, &causes, ""),
+        causes,
     }
 }
 
@@ -270,31 +310,38 @@ pub fn last_cap() -> u32 {
 
 /// The user-namespace probe: a real child replays [`Plan::namespace_probe`] (maps its
 /// ids, builds a root, binds a tree read-only, mounts a fresh `/proc`) and exits. Returns
-/// (user namespaces, fresh proc).
-pub fn probe_namespaces() -> (Availability, Availability) {
+/// (user namespaces, fresh proc, the recognized causes of what was refused).
+pub fn probe_namespaces() -> (Availability, Availability, Vec<Cause>) {
     let ids = crate::plan::Ids::of_caller();
     let (plan, proc_step) = Plan::namespace_probe(ids, &crate::plan::RealFs);
     let layout = match Layout::new(plan, last_cap(), None) {
         Ok(l) => Arc::new(l),
-        Err(e) => return refused(e.to_string(), "not probed"),
+        Err(e) => return refused(e.to_string(), "not probed", Vec::new()),
     };
     match run_probe(&layout) {
         Ok(outcome) => probe_outcome(&layout.plan, proc_step, outcome),
         Err(SpawnError::Os { call, source }) => {
-            let why = match clone_refusal(layout.plan.namespaces, &source) {
-                Some(Refusal::Namespaces(why) | Refusal::FreshProc(why)) => why,
-                None => format!("{call}(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {source}"),
-            };
-            refused(why, "user namespaces unavailable")
+            match clone_refusal(layout.plan.namespaces, &source) {
+                Some(r) => refused(r.reason, "user namespaces unavailable", r.causes),
+                None => refused(
+                    format!("{call}(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): {source}"),
+                    "user namespaces unavailable",
+                    Vec::new(),
+                ),
+            }
         }
-        Err(e) => refused(e.to_string(), "not probed"),
+        Err(e) => refused(e.to_string(), "not probed", Vec::new()),
     }
 }
 
 /// Namespaces unavailable because of `why`; a fresh `/proc` unavailable because of
-/// `proc`.
-fn refused(why: String, proc: &str) -> (Availability, Availability) {
-    (Availability::no(why), Availability::no(proc))
+/// `proc`; the causes found.
+fn refused(
+    why: String,
+    proc: &str,
+    causes: Vec<Cause>,
+) -> (Availability, Availability, Vec<Cause>) {
+    (Availability::no(why), Availability::no(proc), causes)
 }
 
 /// Clones the probe child: no program, no stdio of its own, a report pipe.
@@ -319,17 +366,30 @@ fn run_probe(layout: &Arc<Layout>) -> Result<Outcome, SpawnError> {
 }
 
 /// What the probe child's ending says: its last step exits 0 instead of exec; a failing
-/// step is either the fresh `/proc` (`proc_step`) or the namespaces.
-fn probe_outcome(plan: &Plan, proc_step: u32, outcome: Outcome) -> (Availability, Availability) {
-    let both = (Availability::yes(), Availability::yes());
+/// step is either the fresh `/proc` (`proc_step`) or the namespaces, and the host's facts
+/// name its cause when they can.
+fn probe_outcome(
+    plan: &Plan,
+    proc_step: u32,
+    outcome: Outcome,
+) -> (Availability, Availability, Vec<Cause>) {
+    let both = (Availability::yes(), Availability::yes(), Vec::new());
     match outcome {
         Outcome::Died(status) if status.success() => both,
-        Outcome::Died(status) => refused(format!("probe child ended with {status}"), "not probed"),
+        Outcome::Died(status) => refused(
+            format!("probe child ended with {status}"),
+            "not probed",
+            Vec::new(),
+        ),
         // Where the kernel does not say whether it exec'd (no /proc), EOF reads as exec.
         Outcome::Running { pid, .. } => {
             match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None) {
                 Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => both,
-                other => refused(format!("probe child ended with {other:?}"), "not probed"),
+                other => refused(
+                    format!("probe child ended with {other:?}"),
+                    "not probed",
+                    Vec::new(),
+                ),
             }
         }
         Outcome::Failed { step, errno } => {
@@ -341,10 +401,15 @@ fn probe_outcome(plan: &Plan, proc_step: u32, outcome: Outcome) -> (Availability
                     crate::error::strerror(errno)
                 ),
             };
-            if step == proc_step {
-                (Availability::yes(), Availability::no(what))
+            let kind = if step == proc_step {
+                Refused::FreshProc
             } else {
-                refused(what, "user namespaces unavailable")
+                Refused::Namespaces
+            };
+            let r = refusal(kind, what, read_facts(kind, errno));
+            match kind {
+                Refused::FreshProc => (Availability::yes(), Availability::no(r.reason), r.causes),
+                Refused::Namespaces => refused(r.reason, "user namespaces unavailable", r.causes),
             }
         }
     }
@@ -392,84 +457,160 @@ mod tests {
         }
     }
 
+    /// A host whose facts explain nothing (its /proc is there, its sysctls allow).
+    fn plain(errno: i32) -> HostFacts {
+        let mut files = std::collections::BTreeMap::new();
+        files.insert(cause::STATUS, "Seccomp:\t0\n".to_string());
+        HostFacts {
+            files,
+            userns_errno: Some(errno),
+            chrooted: Some(false),
+            ..HostFacts::default()
+        }
+    }
+
     #[test]
     fn a_refused_namespace_clone_is_a_refusal_and_other_clone_errors_are_not() {
         for errno in REFUSED {
             let err = std::io::Error::from_raw_os_error(errno);
-            match clone_refusal(BASE, &err) {
-                Some(Refusal::Namespaces(why)) => {
-                    assert!(why.starts_with("clone(CLONE_NEWUSER"), "{why}");
-                    assert!(why.contains(&crate::error::strerror(errno)), "{why}");
+            match clone_refusal_in(BASE, &err, plain) {
+                Some(Refusal {
+                    kind: Refused::Namespaces,
+                    reason,
+                    ..
+                }) => {
+                    assert!(reason.starts_with("clone(CLONE_NEWUSER"), "{reason}");
+                    assert!(reason.contains(&crate::error::strerror(errno)), "{reason}");
                 }
                 other => panic!("{errno}: {other:?}"),
             }
         }
+        let no_facts = |_| -> HostFacts { panic!("asked") };
         let enomem = std::io::Error::from_raw_os_error(libc::ENOMEM);
-        assert_eq!(clone_refusal(BASE, &enomem), None);
+        assert_eq!(clone_refusal_in(BASE, &enomem, no_facts), None);
         // Without namespaces (layer 2, passthrough) there is nothing to fall back from.
         let eperm = std::io::Error::from_raw_os_error(libc::EPERM);
-        assert_eq!(clone_refusal(Namespaces::default(), &eperm), None);
+        assert_eq!(
+            clone_refusal_in(Namespaces::default(), &eperm, no_facts),
+            None
+        );
     }
 
     #[test]
     fn a_clone_refused_with_eperm_names_a_chroot_when_one_may_be_the_cause() {
         let eperm = std::io::Error::from_raw_os_error(libc::EPERM);
-        let why = |chrooted: Option<bool>| match clone_refusal_in(BASE, &eperm, || chrooted) {
-            Some(Refusal::Namespaces(why)) => why,
-            other => panic!("{other:?}"),
+        let why = |chrooted: Option<bool>| {
+            let facts = |errno| HostFacts {
+                chrooted,
+                ..plain(errno)
+            };
+            match clone_refusal_in(BASE, &eperm, facts) {
+                Some(r) => r,
+                other => panic!("{other:?}"),
+            }
         };
         let known = why(Some(true));
-        assert!(known.contains("runs under chroot"), "{known}");
-        assert!(known.contains("pivot_root"), "{known}");
-        assert!(!known.contains("seccomp"), "{known}");
-        let unknown = why(None);
+        assert_eq!(known.causes.len(), 1, "{known:?}");
+        assert_eq!(known.causes[0].id, "chroot");
+        assert!(known.reason.contains("runs under chroot"), "{known:?}");
+        assert!(known.to_string().contains("pivot_root"), "{known}");
+        assert!(!known.reason.contains("seccomp"), "{known:?}");
+        let unknown = why(None).reason;
         for part in ["chroot", "pivot_root", "apparmor", "seccomp"] {
             assert!(unknown.contains(part), "{part}: {unknown}");
         }
-        let not = why(Some(false));
+        let not = why(Some(false)).reason;
         assert!(!not.contains("chroot") && not.contains("seccomp"), "{not}");
-        // ENOSPC is the namespace limit, never a chroot (nor asked about one).
+        // ENOSPC is the namespace limit (whatever the sysctl here says), never a chroot.
         let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
-        match clone_refusal_in(BASE, &enospc, || panic!("asked")) {
-            Some(Refusal::Namespaces(why)) => {
-                assert!(why.contains("user.max_user_namespaces"), "{why}")
-            }
-            other => panic!("{other:?}"),
-        }
+        let chrooted = |errno| HostFacts {
+            chrooted: Some(true),
+            ..plain(errno)
+        };
+        let limit = clone_refusal_in(BASE, &enospc, chrooted).unwrap();
+        assert!(
+            limit.reason.contains("user.max_user_namespaces"),
+            "{limit:?}"
+        );
+        let ids: Vec<_> = limit.causes.iter().map(|c| c.id).collect();
+        assert_eq!(ids, ["max-user-namespaces"]);
+    }
+
+    #[test]
+    fn a_recognized_cause_replaces_the_guess_and_brings_its_remedy() {
+        let enospc = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let facts = |errno| {
+            let mut f = plain(errno);
+            f.files.insert(cause::MAX_USER_NAMESPACES, "0\n".into());
+            f
+        };
+        let r = clone_refusal_in(BASE, &enospc, facts).unwrap();
+        assert_eq!(
+            r.reason,
+            "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID): No space left on device \
+             (user.max_user_namespaces = 0: this user namespace may create no user namespaces)"
+        );
+        assert!(!r.reason.contains('?'), "no guess: {r:?}");
+        assert!(
+            r.to_string()
+                .contains("; to fix: raise it: `sysctl -w user.max_user_namespaces="),
+            "{r}"
+        );
+        // A fresh /proc refused under masked entries.
+        let masked = |kind, errno| {
+            assert_eq!(kind, Refused::FreshProc);
+            let mut f = HostFacts {
+                proc_errno: Some(errno),
+                ..HostFacts::default()
+            };
+            f.files.insert(
+                cause::MOUNTINFO,
+                "1 0 0:5 / /proc rw - proc proc rw\n2 1 0:5 /sys /proc/sys ro - proc proc rw\n"
+                    .into(),
+            );
+            f
+        };
+        let r = step_refusal_in(&Step::Proc { fallback: false }, libc::EPERM, masked).unwrap();
+        assert_eq!(r.causes.len(), 1, "{r:?}");
+        assert_eq!(r.causes[0].id, "proc-overmounted");
+        assert!(r.reason.starts_with("mount proc /proc: "), "{r:?}");
     }
 
     #[test]
     fn only_the_namespace_steps_and_a_fresh_proc_are_refusals() {
+        let refusal = |step: &Step, errno| {
+            step_refusal_in(step, errno, |_, e| plain(e)).map(|r| (r.kind, r.reason))
+        };
         let ids = Step::IdMaps { uid: 0, gid: 0 };
         assert!(matches!(
-            step_refusal(&ids, libc::EPERM),
-            Some(Refusal::Namespaces(w)) if w.contains("uid_map")
+            refusal(&ids, libc::EPERM),
+            Some((Refused::Namespaces, w)) if w.contains("uid_map")
         ));
-        assert_eq!(step_refusal(&ids, libc::EIO), None);
-        // No /proc: no id maps, so no user namespace; the policy decides, as for EPERM.
-        assert!(matches!(
-            step_refusal(&ids, libc::ENOENT),
-            Some(Refusal::Namespaces(w)) if w.contains("uid_map")
-        ));
+        assert_eq!(refusal(&ids, libc::EIO), None);
+        // No /proc, or a read-only one: no id maps, so no user namespace; the policy
+        // decides, as for EPERM.
+        for errno in [libc::ENOENT, libc::EROFS] {
+            assert!(matches!(
+                refusal(&ids, errno),
+                Some((Refused::Namespaces, w)) if w.contains("uid_map")
+            ));
+        }
         let base_root = Step::BaseRoot {
             stage: "/tmp".into(),
         };
         for step in [Step::MountsPrivate, base_root] {
             assert!(matches!(
-                step_refusal(&step, libc::EPERM),
-                Some(Refusal::Namespaces(_))
+                refusal(&step, libc::EPERM),
+                Some((Refused::Namespaces, _))
             ));
-            assert_eq!(step_refusal(&step, libc::ENOENT), None);
+            assert_eq!(refusal(&step, libc::ENOENT), None);
         }
         assert!(matches!(
-            step_refusal(&Step::Proc { fallback: false }, libc::EPERM),
-            Some(Refusal::FreshProc(w)) if w.contains("mount proc /proc")
+            refusal(&Step::Proc { fallback: false }, libc::EPERM),
+            Some((Refused::FreshProc, w)) if w.contains("mount proc /proc")
         ));
         // With the policy's fallback the child binds the host's /proc itself.
-        assert_eq!(
-            step_refusal(&Step::Proc { fallback: true }, libc::EPERM),
-            None
-        );
+        assert_eq!(refusal(&Step::Proc { fallback: true }, libc::EPERM), None);
         // A bind of a policy path failing is the policy's error, whatever the errno.
         let bind = Step::Bind {
             src: "/opt".into(),
@@ -479,6 +620,6 @@ mod tests {
             beneath: None,
             idmap: false,
         };
-        assert_eq!(step_refusal(&bind, libc::EPERM), None);
+        assert_eq!(refusal(&bind, libc::EPERM), None);
     }
 }
