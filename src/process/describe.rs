@@ -70,8 +70,11 @@ impl fmt::Display for PlanDescription {
 
 /// The Seatbelt (SBPL) profile that macOS's backend applies for `policy`, generated on any
 /// OS: the plan of macOS's full layer ([`Sandbox`](crate::Sandbox) on macOS), its paths
-/// resolved on this host as macOS would see them (`/tmp` is `/private/tmp`), without the
-/// per-command `TMPDIR` a spawn adds.
+/// resolved on this host as macOS would see them (`/tmp` is `/private/tmp`), without what
+/// each spawn adds: its `TMPDIR`, and with `network = "allow"` the ports of the egress
+/// proxy, which the host picks per spawn. Those ports print as placeholders,
+/// `(remote tcp4 "localhost:<HTTP proxy port, per spawn>")`, which are not ports: the text
+/// is for reading, and the profile a spawn applies names the real ones.
 ///
 /// # Errors
 ///
@@ -84,5 +87,5 @@ pub fn macos_profile(policy: &Policy) -> Result<String, Error> {
         .walls
         .sbpl
         .ok_or(PlanError::Conflict(Conflict::NoProfileInput))?;
-    Ok(sbpl::profile(&input)?)
+    Ok(sbpl::plan_profile(&input)?)
 }
