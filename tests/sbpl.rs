@@ -122,9 +122,12 @@ fn check_in(mode: (Network, &[u16]), ws: &[String], tools: &[String]) -> Result<
     Ok(hostile)
 }
 
-/// The rules of `text` that name a network operation, as (head, remote endpoints, number
-/// of filters).
-fn network_rules(text: &str) -> Vec<(String, Vec<(String, String)>, usize)> {
+/// A rule that names a network operation: its head, its `(remote kind "address")`
+/// endpoints as `(kind, address)`, and how many filters it has in all.
+type NetworkRule = (String, Vec<(String, String)>, usize);
+
+/// The rules of `text` that name a network operation.
+fn network_rules(text: &str) -> Vec<NetworkRule> {
     reader::rules(text)
         .expect("the frame holds")
         .into_iter()
