@@ -919,6 +919,52 @@ fn network_none_adds_loopback_and_a_net_namespace() {
     assert!(plan.steps.contains(&Step::LoopbackUp));
 }
 
+#[test]
+fn network_allow_listens_inside_on_the_full_layer_and_walls_tcp_on_layer_2() {
+    let mut p = Policy::with_workspace("/ws");
+    p.network = Network::Allow;
+    p.allow_domains = vec!["github.com".into()];
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    assert!(plan.namespaces.net);
+    let up = position(&plan, |s| *s == Step::LoopbackUp);
+    let listen = position(&plan, |s| matches!(s, Step::EgressListeners { .. }));
+    assert_eq!(listen, up + 1, "{:#?}", plan.steps);
+    assert!(matches!(
+        plan.egress.as_ref().map(|e| e.listen),
+        Some(super::Listen::Inside { .. })
+    ));
+    // The full layer's namespace holds nothing but the listeners: no TCP rule, no filter.
+    let seccomp = plan.walls.seccomp.unwrap();
+    assert!(!seccomp.deny_network && !seccomp.inet_stream_only);
+    assert!(!plan.walls.landlock.as_ref().unwrap().spec.deny_tcp);
+
+    let l2 = Plan::landlock(&p, &Fake::new(), IDS).unwrap();
+    assert!(!l2.namespaces.net);
+    assert!(
+        !l2.steps
+            .iter()
+            .any(|s| matches!(s, Step::EgressListeners { .. }))
+    );
+    assert_eq!(
+        l2.egress.as_ref().map(|e| e.listen),
+        Some(super::Listen::HostLoopback)
+    );
+    let seccomp = l2.walls.seccomp.unwrap();
+    assert!(seccomp.inet_stream_only && !seccomp.deny_network);
+    assert!(l2.walls.landlock.as_ref().unwrap().spec.deny_tcp);
+
+    p.network = Network::None;
+    p.allow_domains.clear();
+    let none = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    assert!(none.egress.is_none());
+    assert!(
+        !none
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::EgressListeners { .. }))
+    );
+}
+
 /// A tools dir that is not a directory is `ENOTDIR` on both layers, as the workspace and
 /// the data dir are, not a read-only bind of a file that the PATH entry then misses.
 #[test]

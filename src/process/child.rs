@@ -46,6 +46,8 @@ pub struct Child {
     pub stderr: Option<ChildStderr>,
     /// The master of the program's pseudo-terminal ([`Command::pty`](crate::Command::pty)).
     pub(super) pty: Option<super::Pty>,
+    /// With `network = "allow"`: this run's share of the sandbox's egress proxy.
+    pub(super) egress: Option<crate::guard::egress::Run>,
 }
 
 impl Child {
@@ -271,6 +273,17 @@ impl Child {
         Ok(s)
     }
 
+    /// With `network = "allow"`: every decision the egress proxy made for this run so far,
+    /// oldest first: each name or address the program asked for, how (HTTP, `CONNECT`,
+    /// SOCKS5), the addresses connected to when allowed, and the refusal otherwise. Empty
+    /// for other network modes.
+    pub fn egress_decisions(&self) -> Vec<crate::guard::egress::Decision> {
+        self.egress
+            .as_ref()
+            .map(crate::guard::egress::Run::decisions)
+            .unwrap_or_default()
+    }
+
     /// Waits for the program to exit for at most `timeout`: `Ok(None)` when it is still
     /// running then, else its exit status (the same as [`Child::wait`]'s, with the same
     /// guarantees). Closes stdin first, as [`Child::wait`] does. The program is not
@@ -373,6 +386,10 @@ impl Child {
     /// trusting a record alone (`launch::wait_gone`).
     fn ended(&mut self, s: ExitStatus) -> ExitStatus {
         self.status = Some(s);
+        // Every process of the sandbox is gone: nothing connects to its listeners any more.
+        if let Some(run) = &self.egress {
+            run.end();
+        }
         // A cgroup to read and remove, a timer to stop: after every process is gone.
         let gone = self.run.needs_finish() && launch::wait_gone(&self.handle);
         self.run.finish(s, gone);
@@ -428,6 +445,8 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
+        // Unwaited, the proxy's run goes on until the sandbox's first process ends (its
+        // pidfd tells the proxy); reaped, it has ended already.
         if self.kill_on_drop && self.status.is_none() {
             let _ = self.kill();
             launch::reap_later(self.pid, &self.handle, &self.run.rusage);

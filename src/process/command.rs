@@ -29,6 +29,7 @@ type Started = (
     super::limits::Run,
     launch::ProgramProcess,
     Option<OwnedFd>,
+    Option<crate::guard::egress::Run>,
 );
 
 /// A sandboxed process builder, with `std::process::Command`'s API.
@@ -467,7 +468,7 @@ impl Command {
         };
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        let (pid, handle, private_tmp, git, nested, run, program, master) = started?;
+        let (pid, handle, private_tmp, git, nested, run, program, master, egress) = started?;
         Ok(Child {
             pid,
             handle,
@@ -485,6 +486,7 @@ impl Command {
             stdout: stdout_parent.map(ChildStdout::from),
             stderr: stderr_parent.map(ChildStderr::from),
             pty: master.map(super::pty::Pty::new),
+            egress,
         })
     }
 
@@ -500,6 +502,11 @@ impl Command {
         let mut env = self.resolved_env()?;
         let cwd = self.resolved_cwd()?;
         let plan = inner.prepared.plan();
+        // `network = "allow"`: the proxy's listeners, and the variables that lead to them.
+        let egress = super::egress::Pending::new(plan)?;
+        if let Some(e) = &egress {
+            e.set_env(&mut env);
+        }
         warn_unguarded(plan);
         // Layer 2: a private temporary directory per command stands in for /tmp.
         let private_tmp = if plan.private_tmp {
@@ -563,11 +570,36 @@ impl Command {
             cgroup: run.join_fds(),
             #[cfg(target_os = "linux")]
             pty: inside.as_ref().map(launch::InsidePty::child),
-            egress_ports: Vec::new(),
+            egress_ports: egress.as_ref().map_or_else(Vec::new, |e| e.ports()),
             #[cfg(target_os = "linux")]
-            egress_socket: -1,
+            egress_socket: egress.as_ref().map_or(-1, |e| e.child_socket()),
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
+        // The listeners, served until the sandbox's first process has ended.
+        let egress = match (egress, &inner.egress) {
+            (Some(pending), Some(proxy)) => match pending.serve(proxy, launch::until_fd(&handle)) {
+                Ok(run) => Some(run),
+                Err(source) => {
+                    let _ = launch::kill(pid, &handle);
+                    run.kill_all();
+                    return Err(SpawnError::Os {
+                        call: "serve the egress proxy's listeners",
+                        source,
+                    }
+                    .into());
+                }
+            },
+            (Some(_), None) => {
+                let _ = launch::kill(pid, &handle);
+                run.kill_all();
+                return Err(SpawnError::Os {
+                    call: "serve the egress proxy's listeners (the sandbox has no proxy)",
+                    source: io::Error::from_raw_os_error(libc::EINVAL),
+                }
+                .into());
+            }
+            (None, _) => None,
+        };
         // The child sent the master before it exec'd: it waits in the socket.
         #[cfg(target_os = "linux")]
         if let Some(inside) = inside {
@@ -604,7 +636,17 @@ impl Command {
         git.started(&handle);
         #[cfg(target_os = "linux")]
         nested.started(&handle);
-        Ok((pid, handle, private_tmp, git, nested, run, program, master))
+        Ok((
+            pid,
+            handle,
+            private_tmp,
+            git,
+            nested,
+            run,
+            program,
+            master,
+            egress,
+        ))
     }
 
     /// A copy of this command that owns everything it needs, to be spawned on another

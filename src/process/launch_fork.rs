@@ -271,6 +271,13 @@ pub(super) fn ender(
 #[cfg_attr(target_os = "linux", allow(dead_code))]
 pub(super) fn reap_earlier(_block: bool) {}
 
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+/// No pidfd here: the egress proxy's run ends when the program is reaped
+/// ([`crate::Child::wait`]) or when the sandbox's proxy is dropped.
+pub(super) fn until_fd(_handle: &Handle) -> Option<std::os::fd::OwnedFd> {
+    None
+}
+
 /// `SIGKILL` by pid. The caller only calls this before the program is reaped, so the pid
 /// still names it.
 pub(super) fn kill(pid: libc::pid_t, _handle: &Handle) -> io::Result<()> {

@@ -229,6 +229,9 @@ pub(super) fn start(
         exec.set_pty(pty);
     }
     exec.cgroup = req.cgroup;
+    if req.egress_socket >= 0 {
+        exec.set_egress_socket(req.egress_socket);
+    }
     let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w), tmp_parent)?;
     drop(ruleset);
     // The init holds the status pipe's write end now; the parent keeps the read end only.
@@ -270,7 +273,10 @@ fn command_ruleset(
     } else {
         Vec::new()
     };
-    let spec = rules.for_command(req.private_tmp, &terminals);
+    let mut spec = rules.for_command(req.private_tmp, &terminals);
+    // Layer 2's `network = "allow"`: TCP to the egress proxy's ports on the host's
+    // loopback, nothing else.
+    spec.connect_tcp.clone_from(&req.egress_ports);
     Ok(Some(landlock::build(&spec).map_err(Error::from)?))
 }
 
@@ -451,6 +457,12 @@ fn is_pty_slave(fd: std::os::fd::RawFd) -> bool {
     // SAFETY: fstat succeeded, so it filled in `st`.
     let st = unsafe { st.assume_init() };
     st.st_mode & libc::S_IFMT == libc::S_IFCHR && (136..=143).contains(&libc::major(st.st_rdev))
+}
+
+/// A pidfd of the sandbox's first process (its init, or the program in passthrough) for
+/// the egress proxy's run, which ends when it is readable.
+pub(super) fn until_fd(handle: &Handle) -> Option<OwnedFd> {
+    handle.as_fd().try_clone_to_owned().ok()
 }
 
 /// Ends the sandbox through the pidfd, which cannot name a recycled pid: `SIGKILL` to a

@@ -18,6 +18,8 @@ mod child;
 mod command;
 mod data_dir;
 mod describe;
+#[cfg(unix)]
+mod egress;
 mod env;
 mod gitlayer;
 mod limits;
@@ -50,7 +52,7 @@ use launch_linux as launch;
 pub use crate::plan::Degradation;
 pub use child::Child;
 pub use command::Command;
-pub use describe::{PlanDescription, PlanNamespaces, macos_profile};
+pub use describe::{PlanDescription, PlanEgress, PlanListen, PlanNamespaces, macos_profile};
 #[cfg(all(feature = "internals", target_os = "linux"))]
 pub use gitlayer::merge::fuzzing as git_fuzzing;
 /// Git's object formats as the merge of the `.git` layer reads them (for fuzzing).

@@ -77,6 +77,9 @@ pub(super) struct Inner {
     pub(super) tmp_parents: Option<tmp::Parents>,
     /// How the policy's limits hold: whether each command gets a cgroup.
     pub(super) limits: super::limits::Enforcement,
+    /// With `network = "allow"`: the egress proxy that serves every command of this
+    /// state, each on listeners of its own.
+    pub(super) egress: Option<Arc<crate::guard::egress::Proxy>>,
 }
 
 impl Sandbox {
@@ -148,6 +151,19 @@ impl Sandbox {
         self.shared.load_full()
     }
 
+    /// With `network = "allow"`: the egress proxy's decisions for every command of the
+    /// current policy, oldest first (the newest 10 000); each command's own are
+    /// [`Child::egress_decisions`](crate::Child::egress_decisions). Empty for other network
+    /// modes.
+    pub fn egress_decisions(&self) -> Vec<crate::guard::egress::Decision> {
+        self.shared
+            .load()
+            .egress
+            .as_ref()
+            .map(|p| p.decisions())
+            .unwrap_or_default()
+    }
+
     /// What the kernel allows, as probed by [`Capabilities::probe`] (which spawns a probe
     /// child the first time it is called in a process). The layer a sandbox runs on is
     /// [`Sandbox::layer`]; why it is weaker than wanted is [`Sandbox::degradation`].
@@ -203,8 +219,10 @@ impl Inner {
         let (limits, unenforced) = super::limits::Enforcement::decide(&policy, &selection.plan)?;
         let degraded = degraded_with(selection.degradation, &selection.plan, unenforced);
         let tmp_parents = selection.plan.private_tmp_root().map(tmp::Parents::new);
+        let egress = super::egress::proxy(&selection.plan)?;
         let prepared = launch::Prepared::new(selection.plan)?;
         Ok(Inner {
+            egress,
             tmp_parents,
             policy,
             prepared,
