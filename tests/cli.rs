@@ -126,6 +126,37 @@ fn detect_and_plan_describe_this_host() {
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("(version 1)"));
 }
 
+/// `plan --os macos` with the allow mode: the proxy's ports, picked per spawn, print as
+/// placeholders, which are not ports; the other modes have none.
+#[test]
+fn plan_os_macos_shows_the_allow_modes_ports_as_placeholders() {
+    let ws = tempdir();
+    let plan = |flags: &[&str]| {
+        let out = stockade()
+            .args(["plan", "--os", "macos", "--workspace"])
+            .arg(ws.path())
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let allow = plan(&["--network", "allow", "--allow-domain", "github.com"]);
+    let placeholders = [
+        "(remote tcp4 \"localhost:<HTTP proxy port, per spawn>\")",
+        "(remote tcp4 \"localhost:<SOCKS5 proxy port, per spawn>\")",
+    ];
+    for p in placeholders {
+        assert_eq!(allow.matches(p).count(), 1, "{allow}");
+    }
+    assert_eq!(allow.matches("(allow network-").count(), 1, "{allow}");
+    for network in ["none", "full"] {
+        let text = plan(&["--network", network]);
+        assert!(!text.contains("per spawn"), "{text}");
+        assert!(!text.contains("tcp4"), "{text}");
+    }
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

@@ -15,15 +15,29 @@ use std::path::PathBuf;
 
 use reader::Sexp;
 use stockade::Network;
-use stockade::backend::sbpl::{MAX_PATH_LEN, SbplError, SbplInput, profile};
+use stockade::backend::sbpl::{MAX_PATH_LEN, SbplError, SbplInput, plan_profile, profile};
 
 /// Components of the benign twin of the workspace and of the tools dir. No hostile
 /// alphabet below contains these two characters.
 const WS_MARK: char = '☃';
 const TOOLS_MARK: char = '☂';
 
+/// The egress proxy's ports of one spawn (HTTP, SOCKS5) in the `allow` cases.
+const PORTS: [u16; 2] = [3128, 1080];
+
+/// The three network modes, with the ports a spawn gives each.
+const MODES: [(Network, &[u16]); 3] = [
+    (Network::None, &[]),
+    (Network::Allow, &PORTS),
+    (Network::Full, &[]),
+];
+
 /// An input with the workspace, a data dir inside it and the tools dir under test.
 fn input(workspace: PathBuf, tools: PathBuf) -> SbplInput {
+    input_in(MODES[0], workspace, tools)
+}
+
+fn input_in((network, ports): (Network, &[u16]), workspace: PathBuf, tools: PathBuf) -> SbplInput {
     SbplInput {
         data_dir: Some(workspace.join("data")),
         workspace,
@@ -34,8 +48,8 @@ fn input(workspace: PathBuf, tools: PathBuf) -> SbplInput {
         deny_names: vec![".env".into()],
         guard_names: vec![],
         tmpdir: None,
-        network: Network::None,
-        proxy_ports: vec![],
+        network,
+        proxy_ports: ports.to_vec(),
     }
 }
 
@@ -79,8 +93,14 @@ fn same_tree(benign: &Sexp, hostile: &Sexp, ws: &[String], tools: &[String]) -> 
 
 /// Generates the profile for the hostile components and checks it against its benign twin.
 fn check(ws: &[String], tools: &[String]) -> Result<String, SbplError> {
-    let hostile = profile(&input(join(ws).into(), join(tools).into()))?;
-    let twin = profile(&input(
+    check_in(MODES[0], ws, tools)
+}
+
+/// [`check`] under one network mode; then the mode's network rules hold too.
+fn check_in(mode: (Network, &[u16]), ws: &[String], tools: &[String]) -> Result<String, SbplError> {
+    let hostile = profile(&input_in(mode, join(ws).into(), join(tools).into()))?;
+    let twin = profile(&input_in(
+        mode,
         join(&benign(WS_MARK, ws.len())).into(),
         join(&benign(TOOLS_MARK, tools.len())).into(),
     ))
@@ -98,7 +118,56 @@ fn check(ws: &[String], tools: &[String]) -> Result<String, SbplError> {
         }
     }
     check_roles(&hostile, &join(ws), &join(tools));
+    check_network(&hostile, mode.0);
     Ok(hostile)
+}
+
+/// A rule that names a network operation: its head, its `(remote kind "address")`
+/// endpoints as `(kind, address)`, and how many filters it has in all.
+type NetworkRule = (String, Vec<(String, String)>, usize);
+
+/// The rules of `text` that name a network operation.
+fn network_rules(text: &str) -> Vec<NetworkRule> {
+    reader::rules(text)
+        .expect("the frame holds")
+        .into_iter()
+        .filter(|r| r.ops.iter().any(|op| op.starts_with("network")))
+        .map(|r| {
+            let remotes = r
+                .remotes()
+                .into_iter()
+                .map(|(k, a)| (k.to_string(), a.to_string()))
+                .collect();
+            (r.head(), remotes, r.filters.len())
+        })
+        .collect()
+}
+
+/// `none`: no network rule. `allow`: one, outbound TCP over IPv4 to the loopback at the
+/// two ports of [`PORTS`], nothing else. `full`: IP out and in.
+fn check_network(text: &str, network: Network) {
+    let rules = network_rules(text);
+    let pair = |k: &str, a: String| (k.to_string(), a);
+    match network {
+        Network::None => assert_eq!(rules, [], "{text}"),
+        Network::Allow => assert_eq!(
+            rules,
+            [(
+                "allow network-outbound".to_string(),
+                PORTS
+                    .iter()
+                    .map(|p| pair("tcp4", format!("localhost:{p}")))
+                    .collect(),
+                PORTS.len()
+            )],
+            "{text}"
+        ),
+        Network::Full => {
+            let heads: Vec<_> = rules.iter().map(|r| r.0.as_str()).collect();
+            assert!(heads.contains(&"allow network-outbound"), "{text}");
+            assert!(heads.contains(&"allow network-inbound"), "{text}");
+        }
+    }
 }
 
 /// Each path appears in the rules meant for it, and the data-dir deny follows every allow.
@@ -162,9 +231,61 @@ fn hostile_characters_round_trip() {
         &["\\\\\\\"\\"],
         &["a b\u{a0}c"],
     ];
-    for ws in cases {
-        check(&strings(ws), &strings(&["t", "\")"])).unwrap();
+    for mode in MODES {
+        for ws in cases {
+            check_in(mode, &strings(ws), &strings(&["t", "\")"])).unwrap();
+        }
     }
+}
+
+#[test]
+fn each_network_mode_opens_what_it_says() {
+    for mode in MODES {
+        let text = profile(&input_in(mode, "/ws".into(), "/t".into())).unwrap();
+        check_network(&text, mode.0);
+    }
+    // The ports as given, each once: what the spawn's proxy listens on, nothing more.
+    let text = profile(&input_in(
+        (Network::Allow, &[50001, 50001, 50002]),
+        "/ws".into(),
+        "/t".into(),
+    ))
+    .unwrap();
+    assert_eq!(
+        network_rules(&text)[0].1,
+        [
+            ("tcp4".to_string(), "localhost:50001".to_string()),
+            ("tcp4".to_string(), "localhost:50002".to_string())
+        ]
+    );
+}
+
+#[test]
+fn allow_needs_the_spawns_ports() {
+    let without = input_in((Network::Allow, &[]), "/ws".into(), "/t".into());
+    assert_eq!(profile(&without), Err(SbplError::NoProxyPort));
+    let zero = input_in((Network::Allow, &[0, 3128]), "/ws".into(), "/t".into());
+    assert_eq!(profile(&zero), Err(SbplError::ProxyPortZero));
+    for network in [Network::None, Network::Full] {
+        let extra = input_in((network, &PORTS), "/ws".into(), "/t".into());
+        assert_eq!(profile(&extra), Err(SbplError::ProxyPortsWithoutAllow));
+    }
+    // A printed plan stands in for the ports with text that is not a port; it still
+    // parses, with the same rules as a spawn's profile but for the port filters.
+    let plan = plan_profile(&without).unwrap();
+    let rules = network_rules(&plan);
+    assert_eq!(rules.len(), 1, "{plan}");
+    assert_eq!(rules[0].0, "allow network-outbound");
+    assert_eq!(rules[0].1.len(), 2, "{plan}");
+    for (kind, addr) in &rules[0].1 {
+        assert_eq!(kind, "tcp4");
+        let port = addr.strip_prefix("localhost:").unwrap();
+        assert!(port.parse::<u16>().is_err(), "{addr}");
+    }
+    let spawn = profile(&input_in(MODES[1], "/ws".into(), "/t".into())).unwrap();
+    let heads =
+        |t: &str| -> Vec<String> { reader::rules(t).unwrap().iter().map(|r| r.head()).collect() };
+    assert_eq!(heads(&plan), heads(&spawn));
 }
 
 #[test]
@@ -277,13 +398,13 @@ fn path(rng: &mut Rng) -> Vec<String> {
 fn random_hostile_paths_round_trip_or_are_refused() {
     let mut rng = Rng(0x5eed_5b91_0000_0001);
     let (mut ok, mut refused) = (0, 0);
-    for _ in 0..3000 {
+    for i in 0..3000 {
         let (ws, tools) = (path(&mut rng), path(&mut rng));
         let control = ws
             .iter()
             .chain(&tools)
             .any(|c| c.chars().any(char::is_control));
-        match check(&ws, &tools) {
+        match check_in(MODES[i % MODES.len()], &ws, &tools) {
             Ok(_) => {
                 assert!(!control, "accepted a control character: {ws:?} {tools:?}");
                 ok += 1;

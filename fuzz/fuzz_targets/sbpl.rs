@@ -1,7 +1,8 @@
-//! `cargo fuzz run sbpl`: any bytes as the workspace path. The profile is either refused
-//! with an error or parses back (with the same reader as `tests/sbpl.rs`) to the same frame
-//! and sequence of rules as a benign profile, with the path, exactly, as the workspace's literal and
-//! the data-dir deny after every allow.
+//! `cargo fuzz run sbpl`: any bytes as the workspace path, under a network mode picked by
+//! the input's length. The profile is either refused with an error or parses back (with the
+//! same reader as `tests/sbpl.rs`) to the same frame and sequence of rules as a benign
+//! profile, with the path, exactly, as the workspace's literal, the data-dir deny after
+//! every allow, and with `network = "allow"` the proxy's two ports as the only endpoints.
 #![no_main]
 
 #[path = "../../src/backend/sbpl/reader.rs"]
@@ -15,7 +16,14 @@ use libfuzzer_sys::fuzz_target;
 use stockade::Network;
 use stockade::backend::sbpl::{SbplInput, profile};
 
-fn input(workspace: PathBuf) -> SbplInput {
+/// The egress proxy's ports for `network = "allow"`.
+const PORTS: [u16; 2] = [3128, 1080];
+
+fn input(workspace: PathBuf, network: Network) -> SbplInput {
+    let proxy_ports = match network {
+        Network::Allow => PORTS.to_vec(),
+        _ => vec![],
+    };
     SbplInput {
         data_dir: Some(workspace.join("data")),
         workspace,
@@ -26,7 +34,8 @@ fn input(workspace: PathBuf) -> SbplInput {
         deny_names: vec![],
         guard_names: vec![],
         tmpdir: None,
-        network: Network::Full,
+        network,
+        proxy_ports,
     }
 }
 
@@ -34,7 +43,8 @@ fuzz_target!(|data: &[u8]| {
     let mut bytes = b"/".to_vec();
     bytes.extend_from_slice(data);
     let ws = PathBuf::from(OsStr::from_bytes(&bytes));
-    let Ok(text) = profile(&input(ws.clone())) else {
+    let network = [Network::Full, Network::Allow, Network::None][data.len() % 3];
+    let Ok(text) = profile(&input(ws.clone(), network)) else {
         return;
     };
     // The generator drops `.` and repeated `/`; it refuses `..`, so none is left here.
@@ -49,12 +59,27 @@ fuzz_target!(|data: &[u8]| {
         .collect();
 
     let rules = reader::rules(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let twin_rules = reader::rules(&profile(&input(twin)).expect("benign")).expect("benign parses");
+    let twin_rules =
+        reader::rules(&profile(&input(twin, network)).expect("benign")).expect("benign parses");
     assert_eq!(rules.len(), twin_rules.len(), "{text}");
     // Filter counts may differ (a path equal to a fixed one is not repeated); the sequence
     // of rules may not.
     for (r, t) in rules.iter().zip(&twin_rules) {
         assert_eq!(r.head(), t.head(), "{text}");
+    }
+    if network == Network::Allow {
+        let outbound: Vec<_> = rules
+            .iter()
+            .filter(|r| r.ops.iter().any(|op| op.starts_with("network")))
+            .collect();
+        assert_eq!(outbound.len(), 1, "{text}");
+        assert_eq!(outbound[0].head(), "allow network-outbound", "{text}");
+        assert_eq!(
+            outbound[0].remotes(),
+            [("tcp4", "localhost:3128"), ("tcp4", "localhost:1080")],
+            "{text}"
+        );
+        assert_eq!(outbound[0].filters.len(), PORTS.len(), "{text}");
     }
 
     let holding = |kind: &str, path: &str| -> Vec<usize> {

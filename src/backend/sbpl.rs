@@ -7,9 +7,19 @@
 //!
 //! `(deny default)`, then allows for what a process needs to start (fork, exec, sysctls,
 //! a few Mach services, terminals), read-only system directories, the read-write roots
-//! (workspace, `writable_paths`, `/private/tmp`, the per-run `TMPDIR`), the network unless
-//! `network = "none"`, and last the denies: the data dir, `masked` paths and `deny_names`
-//! for read and write, `guard_names` for write.
+//! (workspace, `writable_paths`, `/private/tmp`, the per-run `TMPDIR`), the network (none
+//! for `network = "none"`; for `"allow"`, outbound TCP to the egress proxy's ports on the
+//! host's loopback alone; IP and the resolver for `"full"`), and last the denies: the data
+//! dir, `masked` paths and `deny_names` for read and write, `guard_names` for write.
+//!
+//! # The egress proxy's ports
+//!
+//! With `network = "allow"` the host's proxy listens on 127.0.0.1, on ports it picks at
+//! each spawn ([`SbplInput::proxy_ports`], set like the per-run `TMPDIR`). [`profile`],
+//! what a spawn applies, refuses an input without them ([`SbplError::NoProxyPort`]) rather
+//! than write a profile without a route. [`plan_profile`], what `stockade plan --os macos`
+//! prints before any spawn, writes placeholders instead, which are not ports: nothing but
+//! a `u16` ever becomes a port in a profile that runs.
 //!
 //! SBPL applies the *last* rule that matches an operation (Apple's profiles, Chromium's
 //! `sandbox/policy/mac/*.sb` and `sandbox-exec` profiles rely on it: a later, narrower
@@ -54,7 +64,7 @@ mod denied;
 mod reader;
 mod sections;
 
-use sections::items;
+use sections::{Endpoint, NETWORK_ALLOW, Ports, items};
 
 /// The most path filters one profile may hold; more is an error, not a truncation.
 pub const MAX_RULES: usize = 512;
@@ -194,30 +204,50 @@ impl PathRule {
     }
 }
 
-/// A piece of the profile: fixed text, or a rule built from paths.
+/// A piece of the profile: fixed text, a rule built from paths, or the `network = "allow"`
+/// rule built from the proxy's ports.
 enum Item {
     Fixed(&'static str),
     Paths(PathRule),
+    Egress(Vec<Endpoint>),
 }
 
-/// Generates the SBPL profile for `input`.
+/// Generates the SBPL profile that one spawn applies for `input`.
 ///
 /// # Errors
 ///
-/// An [`SbplError`] naming the policy key of the first path that is relative, contains
-/// `..`, a control character or invalid UTF-8, or is too long; or
-/// [`SbplError::TooManyRules`].
+/// For `network = "allow"`, [`SbplError::NoProxyPort`] without
+/// [`SbplInput::proxy_ports`] and [`SbplError::ProxyPortZero`] for port 0; for the other
+/// modes, [`SbplError::ProxyPortsWithoutAllow`] when ports are given. Then an
+/// [`SbplError`] naming the policy key of the first path that is relative, contains `..`,
+/// a control character or invalid UTF-8, or is too long; or [`SbplError::TooManyRules`].
 ///
 /// # Platform
 ///
 /// Pure text on every OS. Only macOS applies it (`backend::macos`).
 pub fn profile(input: &SbplInput) -> Result<String, SbplError> {
-    let items = items(input)?;
+    render(input, Ports::Spawn)
+}
+
+/// The profile as a plan prints it before any spawn: [`profile`], except that with
+/// `network = "allow"` and no [`SbplInput::proxy_ports`] the rule names placeholders for
+/// the ports each spawn picks (`"localhost:<HTTP proxy port, per spawn>"`). The result is
+/// for reading; a spawn applies [`profile`], which never writes a placeholder.
+///
+/// # Errors
+///
+/// As [`profile`], but for [`SbplError::NoProxyPort`].
+pub fn plan_profile(input: &SbplInput) -> Result<String, SbplError> {
+    render(input, Ports::Plan)
+}
+
+fn render(input: &SbplInput, ports: Ports) -> Result<String, SbplError> {
+    let items = items(input, ports)?;
     let count: usize = items
         .iter()
         .map(|i| match i {
             Item::Paths(r) => r.filters.len(),
-            Item::Fixed(_) => 0,
+            Item::Fixed(_) | Item::Egress(_) => 0,
         })
         .sum();
     if count > MAX_RULES {
@@ -239,6 +269,25 @@ pub fn profile(input: &SbplInput) -> Result<String, SbplError> {
                         Match::Literal => "literal",
                     };
                     let _ = write!(out, "\n    ({kind} {})", lit.0);
+                }
+                out.push_str(")\n");
+            }
+            // A rule without filters would allow every outbound connection.
+            // `sections::endpoints` never gives `allow` an empty list; this keeps it so.
+            Item::Egress(endpoints) if endpoints.is_empty() => {
+                return Err(SbplError::NoProxyPort);
+            }
+            Item::Egress(endpoints) => {
+                out.push_str(NETWORK_ALLOW);
+                for e in endpoints {
+                    let _ = match e {
+                        Endpoint::Port(port) => {
+                            write!(out, "\n    (remote tcp4 \"localhost:{port}\")")
+                        }
+                        Endpoint::PerSpawn(what) => {
+                            write!(out, "\n    (remote tcp4 \"localhost:{what}\")")
+                        }
+                    };
                 }
                 out.push_str(")\n");
             }
@@ -281,7 +330,10 @@ mod tests {
 
     /// Compares the profile with `tests/golden/sbpl/{name}.sb`; `STOCKADE_BLESS=1` rewrites it.
     fn golden(name: &str, input: &SbplInput) {
-        let text = profile(input).unwrap();
+        golden_text(name, profile(input).unwrap());
+    }
+
+    fn golden_text(name: &str, text: String) {
         reader::rules(&text).unwrap_or_else(|e| panic!("{name}: the profile does not parse: {e}"));
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/golden/sbpl")
@@ -314,6 +366,30 @@ mod tests {
                 ..base()
             }),
         );
+    }
+
+    /// The ports of one spawn's egress proxy in the tests.
+    const PORTS: [u16; 2] = [49152, 61001];
+
+    fn allow(ports: &[u16]) -> SbplInput {
+        SbplInput {
+            proxy_ports: ports.to_vec(),
+            ..input(&Policy {
+                network: Network::Allow,
+                allow_domains: vec!["github.com".into()],
+                ..base()
+            })
+        }
+    }
+
+    #[test]
+    fn golden_network_allow() {
+        golden("network_allow", &allow(&PORTS));
+    }
+
+    #[test]
+    fn golden_network_allow_plan() {
+        golden_text("network_allow_plan", plan_profile(&allow(&[])).unwrap());
     }
 
     #[test]
@@ -570,6 +646,119 @@ mod tests {
         );
         let full = reader::rules(&profile(&input(&base())).unwrap()).unwrap();
         assert!(full.iter().any(|r| r.ops == ["network-outbound"]));
+    }
+
+    /// The rules that name a network operation.
+    fn network_rules(text: &str) -> Vec<reader::Rule> {
+        reader::rules(text)
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.ops.iter().any(|op| op.starts_with("network")))
+            .collect()
+    }
+
+    /// The rules without their position, for comparing two profiles.
+    fn shapes(rules: &[reader::Rule]) -> Vec<(String, Vec<reader::Sexp>)> {
+        rules
+            .iter()
+            .map(|r| (r.head(), r.filters.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn allow_opens_tcp_to_the_proxy_ports_alone() {
+        let text = profile(&allow(&PORTS)).unwrap();
+        let net = network_rules(&text);
+        assert_eq!(net.len(), 1, "{text}");
+        assert_eq!(net[0].head(), "allow network-outbound");
+        assert_eq!(
+            net[0].remotes(),
+            [("tcp4", "localhost:49152"), ("tcp4", "localhost:61001")]
+        );
+        assert_eq!(net[0].filters.len(), 2, "{text}");
+        // Everything else is the `none` profile, rule for rule: no resolver socket, no
+        // Mach service (DNS, configd, trustd), no file of the network's.
+        let others: Vec<_> = reader::rules(&text)
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.index != net[0].index)
+            .collect();
+        let none = reader::rules(
+            &profile(&input(&Policy {
+                network: Network::None,
+                ..base()
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(shapes(&others), shapes(&none));
+        // The port rule is an allow before every deny, like the other allows.
+        let first_deny = others.iter().find(|r| r.action == "deny").unwrap();
+        assert!(net[0].index < first_deny.index);
+    }
+
+    #[test]
+    fn allow_names_each_port_once_in_order() {
+        let text = profile(&allow(&[3128, 1080, 3128])).unwrap();
+        assert_eq!(
+            network_rules(&text)[0].remotes(),
+            [("tcp4", "localhost:3128"), ("tcp4", "localhost:1080")]
+        );
+        let one = profile(&allow(&[65535])).unwrap();
+        assert_eq!(
+            network_rules(&one)[0].remotes(),
+            [("tcp4", "localhost:65535")]
+        );
+    }
+
+    #[test]
+    fn allow_without_ports_is_refused() {
+        assert_eq!(profile(&allow(&[])), Err(SbplError::NoProxyPort));
+        assert_eq!(profile_cstring(&allow(&[])), Err(SbplError::NoProxyPort));
+        assert_eq!(profile(&allow(&[3128, 0])), Err(SbplError::ProxyPortZero));
+        assert_eq!(plan_profile(&allow(&[0])), Err(SbplError::ProxyPortZero));
+        // The ports are checked before any path: a spawn without them fails the same way
+        // whatever its paths.
+        let bad_path = SbplInput {
+            workspace: "relative".into(),
+            ..allow(&[])
+        };
+        assert_eq!(profile(&bad_path), Err(SbplError::NoProxyPort));
+    }
+
+    #[test]
+    fn ports_for_another_mode_are_refused() {
+        for network in [Network::None, Network::Full] {
+            let i = SbplInput {
+                proxy_ports: PORTS.to_vec(),
+                ..input(&Policy { network, ..base() })
+            };
+            assert_eq!(profile(&i), Err(SbplError::ProxyPortsWithoutAllow));
+            assert_eq!(plan_profile(&i), Err(SbplError::ProxyPortsWithoutAllow));
+        }
+    }
+
+    #[test]
+    fn a_plan_prints_placeholders_that_are_not_ports() {
+        let text = plan_profile(&allow(&[])).unwrap();
+        let net = network_rules(&text);
+        assert_eq!(net.len(), 1, "{text}");
+        assert_eq!(net[0].head(), "allow network-outbound");
+        let remotes = net[0].remotes();
+        assert_eq!(remotes.len(), 2, "{text}");
+        for (kind, addr) in remotes {
+            assert_eq!(kind, "tcp4");
+            let port = addr.strip_prefix("localhost:").unwrap();
+            assert!(port.ends_with("per spawn>"), "{addr}");
+            assert!(port.parse::<u16>().is_err(), "{addr}");
+        }
+        // With the spawn's ports, a plan prints what the spawn applies.
+        assert_eq!(plan_profile(&allow(&PORTS)), profile(&allow(&PORTS)));
+        // For the other modes there is nothing to stand in for.
+        for network in [Network::None, Network::Full] {
+            let i = input(&Policy { network, ..base() });
+            assert_eq!(plan_profile(&i), profile(&i));
+        }
     }
 
     #[test]

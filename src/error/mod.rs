@@ -657,6 +657,18 @@ pub enum SbplError {
         /// The most path filters one profile may hold.
         max: usize,
     },
+    /// `network = "allow"` without the egress proxy's ports. Each spawn sets the ports its
+    /// proxy listens on; a profile without them would give the program no route, and a
+    /// printed plan's placeholders are never accepted in their place.
+    #[error("network = \"allow\" needs the egress proxy's ports, and none was given")]
+    NoProxyPort,
+    /// Port 0 among the egress proxy's ports: no listener has it.
+    #[error("network = \"allow\": port 0 is not a port the egress proxy listens on")]
+    ProxyPortZero,
+    /// Egress proxy ports for a profile whose network is `none` or `full`: the caller
+    /// mixed up two runs or two policies, and no profile is better than a guessed one.
+    #[error("egress proxy ports were given for a profile whose network is not \"allow\"")]
+    ProxyPortsWithoutAllow,
 }
 
 /// The error message of `sandbox_init(3)`, decoded from the child's report.
@@ -890,6 +902,13 @@ mod tests {
             message: String::new(),
         });
         let _ = Error::Profile(SbplError::NoWorkspace);
+        for e in [
+            SbplError::NoProxyPort,
+            SbplError::ProxyPortZero,
+            SbplError::ProxyPortsWithoutAllow,
+        ] {
+            assert!(e.to_string().contains("\"allow\""), "{e}");
+        }
         let _ = PolicyError::Toml {
             key: None,
             line: Some(1),

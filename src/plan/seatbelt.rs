@@ -39,7 +39,9 @@ pub struct SbplInput {
     /// Whether IP networking is allowed.
     pub network: Network,
     /// With `network = "allow"`: the egress proxy's ports on the host's loopback, the only
-    /// TCP the program may open (set per run, like [`SbplInput::tmpdir`]).
+    /// TCP the program may open (set per run, like [`SbplInput::tmpdir`]). Empty in a plan
+    /// and for the other modes; the profile a spawn applies refuses `allow` without them
+    /// and the other modes with them.
     pub proxy_ports: Vec<u16>,
 }
 

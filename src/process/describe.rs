@@ -151,8 +151,11 @@ impl fmt::Display for PlanDescription {
 
 /// The Seatbelt (SBPL) profile that macOS's backend applies for `policy`, generated on any
 /// OS: the plan of macOS's full layer ([`Sandbox`](crate::Sandbox) on macOS), its paths
-/// resolved on this host as macOS would see them (`/tmp` is `/private/tmp`), without the
-/// per-command `TMPDIR` a spawn adds.
+/// resolved on this host as macOS would see them (`/tmp` is `/private/tmp`), without what
+/// each spawn adds: its `TMPDIR`, and with `network = "allow"` the ports of the egress
+/// proxy, which the host picks per spawn. Those ports print as placeholders,
+/// `(remote tcp4 "localhost:<HTTP proxy port, per spawn>")`, which are not ports: the text
+/// is for reading, and the profile a spawn applies names the real ones.
 ///
 /// # Errors
 ///
@@ -165,5 +168,65 @@ pub fn macos_profile(policy: &Policy) -> Result<String, Error> {
         .walls
         .sbpl
         .ok_or(PlanError::Conflict(Conflict::NoProfileInput))?;
-    Ok(sbpl::profile(&input)?)
+    Ok(sbpl::plan_profile(&input)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::SbplError;
+    use crate::policy::Network;
+
+    fn policy(ws: &std::path::Path, network: Network) -> Policy {
+        Policy {
+            network,
+            allow_domains: match network {
+                Network::Allow => vec!["github.com".into()],
+                _ => vec![],
+            },
+            ..Policy::with_workspace(ws)
+        }
+    }
+
+    #[test]
+    fn an_allow_plan_prints_placeholders_for_the_ports_a_spawn_picks() {
+        let ws = tempfile::tempdir().unwrap();
+        let text = macos_profile(&policy(ws.path(), Network::Allow)).unwrap();
+        let rule = "(allow network-outbound\n    \
+                    (remote tcp4 \"localhost:<HTTP proxy port, per spawn>\")\n    \
+                    (remote tcp4 \"localhost:<SOCKS5 proxy port, per spawn>\"))\n";
+        assert!(text.contains(rule), "{text}");
+        assert_eq!(text.matches("network-").count(), 1, "{text}");
+        // What a spawn applies is generated from the same input, and refuses it until the
+        // spawn's ports are set: the placeholders never reach `sandbox_init`.
+        let mut input = Plan::seatbelt(&policy(ws.path(), Network::Allow), &RealFs)
+            .unwrap()
+            .walls
+            .sbpl
+            .unwrap();
+        assert_eq!(sbpl::profile(&input), Err(SbplError::NoProxyPort));
+        input.proxy_ports = vec![50001, 50002];
+        let spawn = sbpl::profile(&input).unwrap();
+        assert!(!spawn.contains("per spawn"), "{spawn}");
+        assert_eq!(
+            spawn,
+            text.replace("<HTTP proxy port, per spawn>", "50001")
+                .replace("<SOCKS5 proxy port, per spawn>", "50002")
+        );
+    }
+
+    #[test]
+    fn none_and_full_plans_print_what_a_spawn_applies() {
+        let ws = tempfile::tempdir().unwrap();
+        for network in [Network::None, Network::Full] {
+            let text = macos_profile(&policy(ws.path(), network)).unwrap();
+            assert!(!text.contains("per spawn"), "{text}");
+            let input = Plan::seatbelt(&policy(ws.path(), network), &RealFs)
+                .unwrap()
+                .walls
+                .sbpl
+                .unwrap();
+            assert_eq!(sbpl::profile(&input).unwrap(), text);
+        }
+    }
 }

@@ -127,7 +127,7 @@ pub(super) fn start(
 ) -> Result<(libc::pid_t, Handle), StartError> {
     let plan = &prepared.plan;
     let confine = if plan.steps.contains(&Step::SandboxInit) {
-        Some(fork::os::confine(plan, req.private_tmp)?)
+        Some(fork::os::confine(plan, req.private_tmp, &req.egress_ports)?)
     } else {
         None
     };

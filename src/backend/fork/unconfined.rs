@@ -17,7 +17,11 @@ pub enum Confine {}
 /// # Errors
 ///
 /// Always [`Conflict::NoSandboxBackend`] naming this system.
-pub fn confine(_plan: &Plan, _tmpdir: Option<&Path>) -> Result<Confine, Error> {
+pub fn confine(
+    _plan: &Plan,
+    _tmpdir: Option<&Path>,
+    _proxy_ports: &[u16],
+) -> Result<Confine, Error> {
     Err(PlanError::Conflict(Conflict::NoSandboxBackend {
         os: std::env::consts::OS,
     })

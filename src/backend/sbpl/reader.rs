@@ -217,6 +217,25 @@ impl Rule {
     }
 }
 
+impl Rule {
+    /// The `(remote kind "address")` filters of this rule, as `(kind, address)`: the
+    /// network endpoints a `network-outbound` rule names.
+    pub fn remotes(&self) -> Vec<(&str, &str)> {
+        self.filters
+            .iter()
+            .filter_map(|f| match f {
+                Sexp::List(v) => match v.as_slice() {
+                    [Sexp::Symbol(r), Sexp::Symbol(k), Sexp::Str(a)] if r == "remote" => {
+                        Some((k.as_str(), a.as_str()))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// Parses a profile and checks its frame: `(version 1)`, `(deny default)`, then only
 /// `(allow|deny op... filter...)` forms in which the operations are symbols and every
 /// filter is a list. Returns the rules after the frame.

@@ -2,6 +2,7 @@
 //! kind of path. Every deny comes after every allow (see the module docs of
 //! [`super`] on why the order matters).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::{
@@ -61,6 +62,44 @@ const NETWORK_FULL: &str = "
 const NETWORK_NONE: &str = "
 ; network = \"none\": no socket rule; `(deny default)` refuses them.
 ";
+
+/// The comment and head of the `network = "allow"` rule; the filters follow, one per port
+/// ([`Endpoint`]).
+pub(super) const NETWORK_ALLOW: &str = "
+; network = \"allow\": TCP over IPv4 to the egress proxy's ports on the host's loopback and
+; nothing else: no other port or address, no UDP (the proxy resolves names), no bind, no
+; inbound, no Unix-domain socket, no resolver or certificate service.
+(allow network-outbound";
+
+/// What a printed plan shows for the ports, which the host picks at each spawn: the
+/// proxy's HTTP and SOCKS5 listeners ([`crate::plan::EgressPlan`]).
+pub(super) const PER_SPAWN: [&str; 2] = [
+    "<HTTP proxy port, per spawn>",
+    "<SOCKS5 proxy port, per spawn>",
+];
+
+/// Where the `network = "allow"` rule's ports come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Ports {
+    /// One spawn's: [`SbplInput::proxy_ports`], required.
+    Spawn,
+    /// A printed plan's: the spawn's ports when the input has them, else [`PER_SPAWN`].
+    Plan,
+}
+
+/// One filter of the `network = "allow"` rule: `(remote tcp4 "localhost:PORT")`.
+///
+/// `tcp4` and `localhost` because the proxy listens on 127.0.0.1 alone: `ip` would also
+/// let UDP through, and `tcp` IPv6's `::1`, where the same port number may be another
+/// program's listener. Seatbelt takes `localhost` or `*` as the host, not an address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Endpoint {
+    /// A port the proxy listens on; never 0.
+    Port(u16),
+    /// A placeholder of [`PER_SPAWN`]: not a port, so a printed plan cannot pass for a
+    /// profile that runs. [`super::profile`] never writes one.
+    PerSpawn(&'static str),
+}
 
 const DENIES: &str = "
 ; Denies. SBPL applies the last rule that matches, so these come after every allow and win
@@ -132,7 +171,8 @@ impl Paths {
 }
 
 /// Builds the profile's items in order. Every deny comes after every allow.
-pub(super) fn items(input: &SbplInput) -> Result<Vec<Item>, SbplError> {
+pub(super) fn items(input: &SbplInput, ports: Ports) -> Result<Vec<Item>, SbplError> {
+    let egress = endpoints(input, ports)?;
     let paths = Paths::new(input)?;
     let named_roots = paths.named_roots();
     let rw_roots = paths.rw_roots();
@@ -151,10 +191,11 @@ pub(super) fn items(input: &SbplInput) -> Result<Vec<Item>, SbplError> {
         "allow file-read* file-write* file-map-executable",
         &rw_roots,
     )?));
-    items.push(Item::Fixed(match input.network {
-        Network::Full => NETWORK_FULL,
-        Network::None | Network::Allow => NETWORK_NONE,
-    }));
+    items.push(match input.network {
+        Network::Full => Item::Fixed(NETWORK_FULL),
+        Network::None => Item::Fixed(NETWORK_NONE),
+        Network::Allow => Item::Egress(egress),
+    });
 
     items.push(Item::Fixed(DENIES));
     let (hidden, guarded, mut hidden_paths) = name_rules(input, &paths.masked, &named_roots)?;
@@ -166,6 +207,37 @@ pub(super) fn items(input: &SbplInput) -> Result<Vec<Item>, SbplError> {
     }
     items.push(Item::Paths(pinned_rule(&hidden_paths, &rw_roots)?));
     Ok(items)
+}
+
+/// The filters of the `network = "allow"` rule (empty for `none` and `full`), the ports in
+/// the input's order without repeats.
+///
+/// Checked first, so that a spawn without its ports fails before any path is looked at:
+/// an empty list would leave the program without a route, and ports for another mode
+/// mean the caller mixed up two runs.
+fn endpoints(input: &SbplInput, ports: Ports) -> Result<Vec<Endpoint>, SbplError> {
+    let given = &input.proxy_ports;
+    if input.network != Network::Allow {
+        if !given.is_empty() {
+            return Err(SbplError::ProxyPortsWithoutAllow);
+        }
+        return Ok(Vec::new());
+    }
+    if given.is_empty() {
+        return match ports {
+            Ports::Spawn => Err(SbplError::NoProxyPort),
+            Ports::Plan => Ok(PER_SPAWN.into_iter().map(Endpoint::PerSpawn).collect()),
+        };
+    }
+    if given.contains(&0) {
+        return Err(SbplError::ProxyPortZero);
+    }
+    let mut seen = HashSet::new();
+    Ok(given
+        .iter()
+        .filter(|&&p| seen.insert(p))
+        .map(|&p| Endpoint::Port(p))
+        .collect())
 }
 
 /// The system directories, read-only.
