@@ -402,6 +402,7 @@ fn closed_within(mut s: &TcpStream, limit: Duration) -> Option<Duration> {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn refused_within(addr: SocketAddr, limit: Duration) -> bool {
     let start = Instant::now();
     while start.elapsed() < limit {

@@ -27,7 +27,7 @@ use crate::error::{Conflict, NodeKind, PlanError, errno_of};
 use crate::policy::{Layer, Policy};
 
 pub use dev::{DEV_NODES, NULL};
-pub use egress::{EgressPlan, INSIDE_HTTP_PORT, INSIDE_SOCKS_PORT, Listen, proxy_env};
+pub use egress::{EgressPlan, Listen, proxy_env};
 pub use host::node_kind;
 // The Linux launcher and process layer name the counts and the init's share.
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
