@@ -154,6 +154,8 @@ pub mod probe;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod probe;
 #[cfg(unix)]
+pub mod changes;
+#[cfg(unix)]
 mod process;
 #[cfg(all(test, unix))]
 mod test_alloc;
@@ -170,6 +172,10 @@ pub use probe::{Availability, Capabilities, Cause, Feature};
 #[cfg(all(feature = "internals", target_os = "linux"))]
 #[doc(hidden)]
 pub use process::gitobjects;
+#[cfg(unix)]
+pub use changes::{
+    ApplyOptions, ApplyReport, Change, ChangeKind, ChangeSet, ChangesError, EntryType,
+};
 #[cfg(unix)]
 pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, DEFAULT_MAX_LINE, Degradation,

@@ -22,6 +22,8 @@ mod describe;
 mod egress;
 mod env;
 mod gitlayer;
+#[cfg(target_os = "linux")]
+pub(crate) use gitlayer::merge::merge_git_upper;
 mod limits;
 mod nested;
 mod pty;
