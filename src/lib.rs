@@ -145,6 +145,8 @@ pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
 pub mod backend;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod backend;
+#[cfg(unix)]
+pub mod changes;
 #[cfg(feature = "internals")]
 pub mod plan;
 #[cfg(not(feature = "internals"))]
@@ -153,8 +155,6 @@ pub(crate) mod plan;
 pub mod probe;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod probe;
-#[cfg(unix)]
-pub mod changes;
 #[cfg(unix)]
 mod process;
 #[cfg(all(test, unix))]
@@ -168,14 +168,14 @@ pub use process::git_fuzzing;
 /// ([`Sandbox::landlock_status`]).
 #[cfg(target_os = "linux")]
 pub use backend::linux::landlock::Status as LandlockStatus;
-pub use probe::{Availability, Capabilities, Cause, Feature};
-#[cfg(all(feature = "internals", target_os = "linux"))]
-#[doc(hidden)]
-pub use process::gitobjects;
 #[cfg(unix)]
 pub use changes::{
     ApplyOptions, ApplyReport, Change, ChangeKind, ChangeSet, ChangesError, EntryType,
 };
+pub use probe::{Availability, Capabilities, Cause, Feature};
+#[cfg(all(feature = "internals", target_os = "linux"))]
+#[doc(hidden)]
+pub use process::gitobjects;
 #[cfg(unix)]
 pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, DEFAULT_MAX_LINE, Degradation,

@@ -250,12 +250,11 @@ impl ChangeSet {
     ///
     /// Linux and macOS; `.git` merges on Linux only (elsewhere its entries are refused).
     pub fn apply(&self, opts: &ApplyOptions) -> Result<ApplyReport, ChangesError> {
-        let now = super::open_workspace(&self.marker.workspace).map_err(|e| {
-            ChangesError::Workspace {
+        let now =
+            super::open_workspace(&self.marker.workspace).map_err(|e| ChangesError::Workspace {
                 path: self.marker.workspace.clone(),
                 source: fs::io(e),
-            }
-        })?;
+            })?;
         let (a, b) = (fstat(&now), fstat(&self.workspace));
         if !matches!((a, b), (Ok(a), Ok(b)) if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)) {
             return Err(ChangesError::Workspace {
@@ -263,6 +262,7 @@ impl ChangeSet {
                 source: io::Error::from_raw_os_error(libc::ESTALE),
             });
         }
+        let granted = fs::Granted::new(&self.upper, &self.locked);
         let mut report = ApplyReport::default();
         let mut skipped: HashSet<PathBuf> = HashSet::new();
         let mut fixups: Vec<Fixup> = Vec::new();
@@ -289,8 +289,7 @@ impl ChangeSet {
                     error: fs::io(e),
                 }),
             }
-            if !matches!(outcome, Outcome::Applied | Outcome::Deferred)
-                && c.entry == EntryType::Dir
+            if !matches!(outcome, Outcome::Applied | Outcome::Deferred) && c.entry == EntryType::Dir
             {
                 skipped.insert(c.path.clone());
             }
@@ -308,6 +307,7 @@ impl ChangeSet {
             }
         }
         self.apply_git(&git, opts, &mut report);
+        drop(granted);
         Ok(report)
     }
 
@@ -439,7 +439,13 @@ impl ChangeSet {
 
     /// Copies the change set's file into the workspace under a temporary name, then
     /// renames it over `name` (a directory there, for a type change, is removed first).
-    fn write_file(&self, c: &Change, parent: &Path, ws: &OwnedFd, name: &OsStr) -> Result<(), Errno> {
+    fn write_file(
+        &self,
+        c: &Change,
+        parent: &Path,
+        ws: &OwnedFd,
+        name: &OsStr,
+    ) -> Result<(), Errno> {
         let up = fs::open_beneath(&self.upper, parent)?;
         let src = fs::open_file_at(&up, name)?;
         let st = fstat(&src)?;
@@ -489,7 +495,8 @@ impl ChangeSet {
         let st = fstatat(&up, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
         Ok(Fixup {
             path: c.path.clone(),
-            mode: st.st_mode as u32 & 0o777,
+            // The walk's: the directory may be opened up for this apply (`Granted`).
+            mode: c.mode.unwrap_or(0o755) & 0o777,
             times: (
                 TimeSpec::new(st.st_atime, st.st_atime_nsec),
                 TimeSpec::new(st.st_mtime, st.st_mtime_nsec),
@@ -532,6 +539,9 @@ impl ChangeSet {
 
     #[cfg(target_os = "linux")]
     fn merge_git(&self, merged: &[&Change], report: &mut ApplyReport) {
+        if merged.is_empty() {
+            return;
+        }
         let upper = match fs::open_beneath(&self.upper, Path::new(".git")) {
             Ok(fd) => fd,
             Err(e) => {
@@ -617,7 +627,10 @@ fn fill(src: OwnedFd, dst: OwnedFd, st: &FileStat) -> Result<(), Errno> {
     let (mut src, mut dst) = (File::from(src), File::from(dst));
     io::copy(&mut src, &mut dst)
         .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
-    fchmod(&dst, Mode::from_bits_truncate((st.st_mode & 0o777) as libc::mode_t))?;
+    fchmod(
+        &dst,
+        Mode::from_bits_truncate((st.st_mode & 0o777) as libc::mode_t),
+    )?;
     futimens(
         &dst,
         &TimeSpec::new(st.st_atime, st.st_atime_nsec),

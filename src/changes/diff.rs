@@ -38,6 +38,7 @@ impl ChangeSet {
     /// longer be read.
     pub fn diff(&self) -> Result<String, ChangesError> {
         let mut out = String::new();
+        let _granted = fs::Granted::new(&self.upper, &self.locked);
         for c in &self.entries {
             self.diff_one(c, &mut out)?;
         }
@@ -123,8 +124,7 @@ fn side(root: &OwnedFd, rel: &Path) -> Result<Side, Errno> {
         return Err(Errno::EINVAL);
     };
     let dir = fs::open_beneath(root, parent)?;
-    let st = match nix::sys::stat::fstatat(&dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-    {
+    let st = match nix::sys::stat::fstatat(&dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(Errno::ENOENT) => return Ok(Side::None),
         Err(e) => return Err(e),

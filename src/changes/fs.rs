@@ -202,15 +202,7 @@ pub(super) fn remove_tree(
         return Err(Errno::ELOOP);
     }
     if force && st.st_mode & 0o700 != 0o700 {
-        // `fchmodat` follows a symlink, but `name` was a directory a moment ago and the
-        // open below refuses a symlink; a swap in between changes the mode of what the
-        // caller owns anyway (the change set is the caller's).
-        fchmodat(
-            dir,
-            name,
-            Mode::from_bits_truncate((st.st_mode & 0o777 | 0o700) as libc::mode_t),
-            FchmodatFlags::FollowSymlink,
-        )?;
+        grant(dir, name, st.st_mode as u32)?;
     }
     let sub = open_dir_at(dir, name)?;
     for (n, _) in entries(&sub, usize::MAX)? {
@@ -219,5 +211,61 @@ pub(super) fn remove_tree(
     match unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
         Ok(()) | Err(Errno::ENOENT) => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// Sets the mode of the directory `name` of `dir` (the change set's: the caller's).
+pub(super) fn chmod_at(dir: &impl AsFd, name: &OsStr, mode: u32) -> Result<(), Errno> {
+    // `fchmodat` follows a symlink; `name` was a directory at the caller's `lstat`, in
+    // the caller's own change set, and no program runs on it during a review.
+    fchmodat(
+        dir.as_fd(),
+        name,
+        Mode::from_bits_truncate(mode as libc::mode_t),
+        FchmodatFlags::FollowSymlink,
+    )
+}
+
+/// Gives the owner access to the directory `name` of `dir` whose mode is `mode`.
+pub(super) fn grant(dir: &impl AsFd, name: &OsStr, mode: u32) -> Result<(), Errno> {
+    chmod_at(dir, name, mode & 0o7777 | 0o700)
+}
+
+/// The upper directories without owner access, opened up while a change set is read
+/// (`diff`, `apply`) and given their modes back on drop.
+pub(super) struct Granted<'a> {
+    upper: &'a OwnedFd,
+    done: Vec<&'a (std::path::PathBuf, u32)>,
+}
+
+impl<'a> Granted<'a> {
+    /// Grants access to each of `locked` (parents first). A directory that cannot be
+    /// opened up stays as it is: what is under it then fails to be read, and says so.
+    pub(super) fn new(upper: &'a OwnedFd, locked: &'a [(std::path::PathBuf, u32)]) -> Self {
+        let mut done = Vec::new();
+        for l in locked {
+            let (Some(parent), Some(name)) = (l.0.parent(), l.0.file_name()) else {
+                continue;
+            };
+            if let Ok(p) = open_beneath(upper, parent) {
+                if grant(&p, name, l.1).is_ok() {
+                    done.push(l);
+                }
+            }
+        }
+        Self { upper, done }
+    }
+}
+
+impl Drop for Granted<'_> {
+    fn drop(&mut self) {
+        for l in self.done.iter().rev() {
+            let (Some(parent), Some(name)) = (l.0.parent(), l.0.file_name()) else {
+                continue;
+            };
+            if let Ok(p) = open_beneath(self.upper, parent) {
+                let _ = chmod_at(&p, name, l.1);
+            }
+        }
     }
 }

@@ -244,6 +244,8 @@ pub struct ChangeSet {
     upper: OwnedFd,
     workspace: OwnedFd,
     entries: Vec<Change>,
+    /// The upper directories without owner access, with their modes, parents first.
+    locked: Vec<(PathBuf, u32)>,
 }
 
 impl ChangeSet {
@@ -333,7 +335,7 @@ impl ChangeSet {
             _ => fs::open_dir_at(&dir_fd, OsStr::new("upper"))
                 .map_err(|e| open_err(&upper_path, e))?,
         };
-        let entries = walk::walk(&upper, &workspace)?;
+        let (entries, locked) = walk::walk(&upper, &workspace)?;
         Ok(Self {
             dir,
             marker,
@@ -341,6 +343,7 @@ impl ChangeSet {
             upper,
             workspace,
             entries,
+            locked,
         })
     }
 

@@ -14,11 +14,18 @@ use super::fs::{self, MAX_DEPTH, ftype};
 use super::{Change, ChangeKind, ChangesError, EntryType, Links, Lower, MAX_ENTRIES};
 
 /// Classifies every entry of `upper` against `workspace`.
-pub(super) fn walk(upper: &OwnedFd, workspace: &OwnedFd) -> Result<Vec<Change>, ChangesError> {
+/// Classifies every entry of `upper` against `workspace`; returns the changes and the
+/// upper directories without owner access (`chmod 000` in the merged view), each with
+/// its mode, parents first.
+pub(super) fn walk(
+    upper: &OwnedFd,
+    workspace: &OwnedFd,
+) -> Result<(Vec<Change>, Vec<(PathBuf, u32)>), ChangesError> {
     let mut w = Walk {
         out: Vec::new(),
         links: Links::new(),
         seen: 0,
+        locked: Vec::new(),
     };
     w.dir(upper, Some(workspace), Path::new(""), 0)?;
     // A regular file with more links than the change set holds shares its inode with a
@@ -30,13 +37,14 @@ pub(super) fn walk(upper: &OwnedFd, workspace: &OwnedFd) -> Result<Vec<Change>, 
             }
         }
     }
-    Ok(w.out)
+    Ok((w.out, w.locked))
 }
 
 struct Walk {
     out: Vec<Change>,
     links: Links,
     seen: usize,
+    locked: Vec<(PathBuf, u32)>,
 }
 
 /// Whether an upper entry is a whiteout: a character device 0:0, or a zero-size regular
@@ -166,7 +174,8 @@ impl Walk {
                     EntryType::Dir => (!same_mode).then_some(ChangeKind::ModeChanged),
                     EntryType::File => {
                         let same = st.st_size == l.st_size
-                            && same_file(upper, lower, name).map_err(|e| Self::read_err(&path, e))?;
+                            && same_file(upper, lower, name)
+                                .map_err(|e| Self::read_err(&path, e))?;
                         match (same, same_mode) {
                             (false, _) => Some(ChangeKind::Modified),
                             (true, false) => Some(ChangeKind::ModeChanged),
@@ -196,7 +205,9 @@ impl Walk {
         if let Some(kind) = kind {
             let size = match entry {
                 EntryType::Dir => None,
-                EntryType::Symlink => target.as_ref().map(|t| t.as_os_str().as_bytes().len() as u64),
+                EntryType::Symlink => target
+                    .as_ref()
+                    .map(|t| t.as_os_str().as_bytes().len() as u64),
                 _ => Some(st.st_size as u64),
             };
             let hardlink = (entry == EntryType::File && st.st_nlink > 1)
@@ -214,16 +225,30 @@ impl Walk {
             })?;
         }
         if entry == EntryType::Dir {
-            let sub = fs::open_dir_at(upper, name).map_err(|e| Self::read_err(&path, e))?;
+            // A directory the program took its owner's access from is opened with that
+            // access granted for the walk, then given its mode back.
+            let locked = st.st_mode as u32 & 0o700 != 0o700;
+            if locked {
+                fs::grant(upper, name, mode).map_err(|e| Self::read_err(&path, e))?;
+                self.locked.push((path.clone(), mode));
+            }
+            let sub = fs::open_dir_at(upper, name).map_err(|e| Self::read_err(&path, e));
             // Below a directory that replaced a non-directory (or is new), everything is
             // added.
             let lower_sub = match (lower, lower_entry) {
-                (Some(l), Some(EntryType::Dir)) => {
-                    Some(fs::open_dir_at(l, name).map_err(|e| Self::read_err(&path, e))?)
-                }
-                _ => None,
+                (Some(l), Some(EntryType::Dir)) => fs::open_dir_at(l, name)
+                    .map(Some)
+                    .map_err(|e| Self::read_err(&path, e)),
+                _ => Ok(None),
             };
-            self.dir(&sub, lower_sub.as_ref(), &path, depth + 1)?;
+            let r = sub.and_then(|sub| {
+                let lower_sub = lower_sub?;
+                self.dir(&sub, lower_sub.as_ref(), &path, depth + 1)
+            });
+            if locked {
+                fs::chmod_at(upper, name, mode).map_err(|e| Self::read_err(&path, e))?;
+            }
+            r?;
         }
         Ok(())
     }
