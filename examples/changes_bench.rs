@@ -96,7 +96,9 @@ fn main() {
         walk(&ws, &mut count);
         assert_eq!(count, files + dirs);
     });
-    println!("changes_bench: workspace of {files} files, {n} entries in the change set, {iters} iterations");
+    println!(
+        "changes_bench: workspace of {files} files, {n} entries in the change set, {iters} iterations"
+    );
     println!("| | median | p90 |");
     println!("| --- | ---: | ---: |");
     row("ChangeSet::open (`changes`)", &open);

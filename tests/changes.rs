@@ -637,6 +637,101 @@ fn the_commands_list_apply_and_discard() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
 
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn git_in_a_change_set_goes_through_the_git_merge() {
+    require!(Feature::UserNs);
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    write(&ws.join("file.txt"), "one\n");
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "file.txt"]);
+    git(&ws, &["commit", "-q", "-m", "one"]);
+    let config_before = fs::read(ws.join(".git/config")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let set = new_set(&root, &ws);
+    let merged = root.join("merged-copy");
+    let script = "export HOME=/nonexistent GIT_CONFIG_NOSYSTEM=1; \
+                  echo two > file.txt; \
+                  git -c user.name=t -c user.email=t@t commit -q -a -m two; \
+                  printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit; \
+                  chmod 755 .git/hooks/pre-commit; git config core.hooksPath /tmp/evil";
+    if overlay_run(&ws, &set, script, &merged).is_none() {
+        return;
+    }
+    let new_head = git(&merged, &["rev-parse", "HEAD"]);
+    assert_ne!(git(&ws, &["rev-parse", "HEAD"]), new_head);
+    let cs = ChangeSet::open(&set).unwrap();
+    let report = cs.apply(&ApplyOptions::default()).unwrap();
+    let refused: BTreeMap<String, RefusalReason> = report
+        .refused
+        .iter()
+        .map(|r| (r.path.display().to_string(), r.reason))
+        .collect();
+    assert_eq!(
+        refused.get(".git/hooks/pre-commit"),
+        Some(&RefusalReason::Guarded),
+        "{report:?}"
+    );
+    assert_eq!(
+        refused.get(".git/config"),
+        Some(&RefusalReason::Guarded),
+        "{report:?}"
+    );
+    assert!(
+        report.conflicts.is_empty() && report.failed.is_empty(),
+        "{report:?}"
+    );
+    assert!(
+        report.applied.contains(&PathBuf::from("file.txt")),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .applied
+            .contains(&PathBuf::from(".git/refs/heads/main")),
+        "{report:?}"
+    );
+    assert!(
+        report.applied.iter().any(|p| p.starts_with(".git/objects")),
+        "{report:?}"
+    );
+    // The commit reached the host's repository; the hook and the config did not.
+    assert_eq!(git(&ws, &["rev-parse", "HEAD"]), new_head);
+    assert_eq!(git(&ws, &["status", "--porcelain"]), "");
+    assert!(!ws.join(".git/hooks/pre-commit").exists());
+    assert_eq!(fs::read(ws.join(".git/config")).unwrap(), config_before);
+    // With the opt-in, the config goes to the merge, which keeps the key out anyway.
+    let mut opts = ApplyOptions::default();
+    opts.allow_guarded = true;
+    let report = ChangeSet::open(&set).unwrap().apply(&opts).unwrap();
+    assert!(!ws.join(".git/hooks/pre-commit").exists(), "{report:?}");
+    assert!(
+        !String::from_utf8_lossy(&fs::read(ws.join(".git/config")).unwrap()).contains("hooksPath"),
+        "{report:?}"
+    );
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);

@@ -385,10 +385,7 @@ impl ChangeSet {
 
     /// How the workspace entry `name` of `ws` differs from what `c` was made over.
     fn conflict(&self, c: &Change, ws: &OwnedFd, name: &OsStr) -> Option<ConflictReason> {
-        let cur = match fstatat(ws, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-            Ok(st) => Some(st),
-            Err(_) => None,
-        };
+        let cur = fstatat(ws, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok();
         match (c.lower, cur) {
             (None, Some(_)) => Some(ConflictReason::Appeared),
             (None, None) => None,
@@ -518,6 +515,7 @@ impl ChangeSet {
             return;
         }
         let mut merged = Vec::new();
+        let mut keep_out = Vec::new();
         for c in git {
             if c.path == Path::new(".git") && c.kind != ChangeKind::ModeChanged {
                 report.refused.push(Refusal {
@@ -527,18 +525,23 @@ impl ChangeSet {
                 return;
             }
             match names(&c.path, opts) {
-                Some(reason) => report.refused.push(Refusal {
-                    path: c.path.clone(),
-                    reason,
-                }),
+                Some(reason) => {
+                    if let Ok(rel) = c.path.strip_prefix(".git") {
+                        keep_out.push(rel.to_path_buf());
+                    }
+                    report.refused.push(Refusal {
+                        path: c.path.clone(),
+                        reason,
+                    });
+                }
                 None => merged.push(*c),
             }
         }
-        self.merge_git(&merged, report);
+        self.merge_git(&merged, keep_out, report);
     }
 
     #[cfg(target_os = "linux")]
-    fn merge_git(&self, merged: &[&Change], report: &mut ApplyReport) {
+    fn merge_git(&self, merged: &[&Change], keep_out: Vec<PathBuf>, report: &mut ApplyReport) {
         if merged.is_empty() {
             return;
         }
@@ -555,7 +558,7 @@ impl ChangeSet {
             }
         };
         let git = self.marker.workspace.join(".git");
-        let (drops, config) = match crate::process::merge_git_upper(&upper, &git) {
+        let (drops, config) = match crate::process::merge_git_upper(&upper, &git, keep_out) {
             Ok(r) => r,
             Err(e) => {
                 for c in merged {
@@ -594,7 +597,7 @@ impl ChangeSet {
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn merge_git(&self, merged: &[&Change], report: &mut ApplyReport) {
+    fn merge_git(&self, merged: &[&Change], _keep_out: Vec<PathBuf>, report: &mut ApplyReport) {
         for c in merged {
             report.refused.push(Refusal {
                 path: c.path.clone(),

@@ -28,6 +28,10 @@
 //! The change set is the program's work: anything can be in it. See [`ChangeSet::apply`]
 //! for what is refused and how the workspace is written.
 
+// The `stat` fields are of other widths on macOS (`st_mode: u16`, `st_dev: i32`): the
+// casts that are no-ops on Linux are not elsewhere.
+#![allow(clippy::unnecessary_cast)]
+
 mod apply;
 mod diff;
 mod fs;
@@ -245,7 +249,7 @@ pub struct ChangeSet {
     workspace: OwnedFd,
     entries: Vec<Change>,
     /// The upper directories without owner access, with their modes, parents first.
-    locked: Vec<(PathBuf, u32)>,
+    locked: Locked,
 }
 
 impl ChangeSet {
@@ -422,6 +426,10 @@ fn open_workspace(path: &Path) -> Result<OwnedFd, Errno> {
     let rel = path.strip_prefix("/").map_err(|_| Errno::EINVAL)?;
     fs::open_beneath(&root, rel)
 }
+
+/// The upper directories without owner access (`chmod 000` in the merged view), each
+/// with its mode, parents first.
+pub(crate) type Locked = Vec<(PathBuf, u32)>;
 
 /// Counts, per (device, inode), the links a walk saw of the regular files with more
 /// than one.

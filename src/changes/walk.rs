@@ -11,7 +11,7 @@ use nix::fcntl::{AtFlags, readlinkat};
 use nix::sys::stat::{FileStat, fstatat};
 
 use super::fs::{self, MAX_DEPTH, ftype};
-use super::{Change, ChangeKind, ChangesError, EntryType, Links, Lower, MAX_ENTRIES};
+use super::{Change, ChangeKind, ChangesError, EntryType, Links, Locked, Lower, MAX_ENTRIES};
 
 /// Classifies every entry of `upper` against `workspace`.
 /// Classifies every entry of `upper` against `workspace`; returns the changes and the
@@ -20,7 +20,7 @@ use super::{Change, ChangeKind, ChangesError, EntryType, Links, Lower, MAX_ENTRI
 pub(super) fn walk(
     upper: &OwnedFd,
     workspace: &OwnedFd,
-) -> Result<(Vec<Change>, Vec<(PathBuf, u32)>), ChangesError> {
+) -> Result<(Vec<Change>, Locked), ChangesError> {
     let mut w = Walk {
         out: Vec::new(),
         links: Links::new(),
@@ -44,7 +44,7 @@ struct Walk {
     out: Vec<Change>,
     links: Links,
     seen: usize,
-    locked: Vec<(PathBuf, u32)>,
+    locked: Locked,
 }
 
 /// Whether an upper entry is a whiteout: a character device 0:0, or a zero-size regular

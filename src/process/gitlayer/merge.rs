@@ -414,16 +414,25 @@ fn log_config(changes: &[GitConfigChange]) {
 /// the allowlisted config changes merged, everything else (hooks, the rest of `config`,
 /// `info/`, anything not a file) dropped and reported. Never a raw copy.
 ///
+/// The paths `keep_out` (relative to `.git`: the caller's refusals, such as guarded
+/// names it was not allowed to apply) are left out, and not reported as drops.
+///
 /// # Errors
 ///
 /// The errno of opening the host's `.git` (without following a symlink) or of its `fstat`.
 pub(crate) fn merge_git_upper(
     upper: &OwnedFd,
     git: &Path,
+    keep_out: Vec<PathBuf>,
 ) -> Result<(Vec<GitDrop>, Vec<GitConfigChange>), nix::errno::Errno> {
     let host = read::open_beneath_root(git)?;
     let st = nix::sys::stat::fstat(&host)?;
-    Ok(walk::merge_dir(git, (st.st_dev, st.st_ino), upper))
+    Ok(walk::merge_dir(
+        git,
+        (st.st_dev, st.st_ino),
+        upper,
+        keep_out,
+    ))
 }
 
 /// Merges each layer, logs each drop and config change, returns the drops and the config

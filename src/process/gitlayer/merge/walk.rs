@@ -30,6 +30,7 @@ impl Layer {
             more: 0,
             refused: Vec::new(),
             config: Vec::new(),
+            keep_out: Vec::new(),
         };
         if let Err(e) = m.run(self, upper) {
             m.drop(Path::new(""), e);
@@ -47,11 +48,14 @@ impl Layer {
 /// Merges an upper directory of a `.git` that is not a command's layer (a change set's
 /// `upper/.git`, [`crate::changes`]) into the host's `.git` at `git`, by the same walk and
 /// with the same validation as a layer's merge. `identity` is the host `.git`'s (device,
-/// inode) as the caller opened it: a `.git` replaced since is not written.
+/// inode) as the caller opened it: a `.git` replaced since is not written. The paths
+/// `keep_out` (relative to `.git`, with what is below them) are left out without a drop:
+/// the caller reports them.
 pub(super) fn merge_dir(
     git: &Path,
     identity: (u64, u64),
     upper: &OwnedFd,
+    keep_out: Vec<PathBuf>,
 ) -> (Vec<GitDrop>, Vec<GitConfigChange>) {
     let mut m = Merge {
         git: git.to_path_buf(),
@@ -59,6 +63,7 @@ pub(super) fn merge_dir(
         more: 0,
         refused: Vec::new(),
         config: Vec::new(),
+        keep_out,
     };
     if let Err(e) = m.run_upper(git, identity, upper) {
         m.drop(Path::new(""), e);
@@ -81,9 +86,15 @@ pub(super) struct Merge {
     refused: Vec<(PathBuf, GitDropReason)>,
     /// The config variables the program changed, merged or dropped (`config.rs`).
     config: Vec<GitConfigChange>,
+    /// Paths below `.git` left out without a drop ([`merge_dir`]'s caller reports them).
+    keep_out: Vec<PathBuf>,
 }
 
 impl Merge {
+    fn kept_out(&self, rel: &Path) -> bool {
+        self.keep_out.iter().any(|k| rel.starts_with(k))
+    }
+
     fn drop(&mut self, rel: &Path, reason: GitDropReason) {
         if self.dropped.len() < GitDrop::MAX_REPORTED {
             let path = if rel.as_os_str().is_empty() {
@@ -143,6 +154,9 @@ impl Merge {
         self.refused = history::check(upper, &host, git);
         for (name, st) in list {
             let rel = PathBuf::from(&name);
+            if self.kept_out(&rel) {
+                continue;
+            }
             let r = match (loaded.get(&name), &index) {
                 (Some(Load::Refused(reason)), _) | (Some(_), Err(reason)) => Err(*reason),
                 (Some(Load::Bytes(data, st)), Ok(())) => self
@@ -239,6 +253,9 @@ impl Merge {
         };
         for (name, st) in &list {
             let rel = rel.join(name);
+            if self.kept_out(&rel) {
+                continue;
+            }
             let r = self.entry(upper, host, name, st, &rel, area, depth, hash);
             if let Err(reason) = r {
                 self.drop(&rel, reason);
