@@ -92,7 +92,7 @@ pub enum RefusalReason {
     SetId,
     /// A file with hard links outside the change set.
     HardlinkOutside,
-    /// The workspace path to it goes through a symlink (or leaves the file system).
+    /// The workspace path to it goes through a symlink, or crosses a mount point.
     SymlinkInPath,
     /// A parent directory was not applied.
     ParentNotApplied,
@@ -113,7 +113,9 @@ impl std::fmt::Display for RefusalReason {
             Self::Special => f.write_str("a FIFO, socket or device node"),
             Self::SetId => f.write_str("a setuid or setgid file"),
             Self::HardlinkOutside => f.write_str("a hard link to a file outside the change set"),
-            Self::SymlinkInPath => f.write_str("the workspace path goes through a symlink"),
+            Self::SymlinkInPath => {
+                f.write_str("the workspace path goes through a symlink or a mount point")
+            }
             Self::ParentNotApplied => f.write_str("its parent directory was not applied"),
             Self::GitReplaced => f.write_str(".git itself added, deleted or replaced"),
             Self::Git(r) => write!(f, "kept out by the .git merge: {r}"),
@@ -318,11 +320,11 @@ impl ChangeSet {
         skipped: &HashSet<PathBuf>,
         fixups: &mut Vec<Fixup>,
     ) -> Outcome {
-        if c.path.ancestors().skip(1).any(|a| skipped.contains(a)) {
-            return Outcome::Refused(RefusalReason::ParentNotApplied);
-        }
         if let Some(r) = names(&c.path, opts) {
             return Outcome::Refused(r);
+        }
+        if c.path.ancestors().skip(1).any(|a| skipped.contains(a)) {
+            return Outcome::Refused(RefusalReason::ParentNotApplied);
         }
         if c.kind != ChangeKind::Deleted {
             if c.entry == EntryType::Special {
