@@ -326,6 +326,8 @@ fn a_hostile_change_set_is_refused_entry_by_entry() {
     let outside = root.join("outside");
     write(&outside.join("secret"), "host secret\n");
     write(&ws.join("sub/f"), "before");
+    write(&ws.join("mid/inner/f"), "before");
+    write(&outside.join("inner/f"), "before");
     fs::create_dir_all(ws.join(".git/hooks")).unwrap();
     let set = new_set(&root, &ws);
     let up = set.join("upper");
@@ -350,9 +352,13 @@ fn a_hostile_change_set_is_refused_entry_by_entry() {
     // A file under a directory that the workspace turns into a symlink after the run.
     write(&up.join("sub/f"), "after");
     write(&up.join("sub/g"), "new");
+    // The same with a relative symlink in the middle of the path.
+    write(&up.join("mid/inner/f"), "after!");
     let cs = ChangeSet::open(&set).unwrap();
     fs::rename(ws.join("sub"), root.join("sub-moved")).unwrap();
     symlink(&outside, ws.join("sub")).unwrap();
+    fs::rename(ws.join("mid"), root.join("mid-moved")).unwrap();
+    symlink("../outside", ws.join("mid")).unwrap();
     let outside_before = tree(&outside);
 
     let report = cs.apply(&ApplyOptions::default()).unwrap();
@@ -393,6 +399,11 @@ fn a_hostile_change_set_is_refused_entry_by_entry() {
     );
     assert_eq!(
         refused.get("sub/g"),
+        Some(&RefusalReason::SymlinkInPath),
+        "{report:?}"
+    );
+    assert_eq!(
+        refused.get("mid/inner/f"),
         Some(&RefusalReason::SymlinkInPath),
         "{report:?}"
     );
@@ -730,6 +741,42 @@ fn git_in_a_change_set_goes_through_the_git_merge() {
         !String::from_utf8_lossy(&fs::read(ws.join(".git/config")).unwrap()).contains("hooksPath"),
         "{report:?}"
     );
+}
+
+#[test]
+fn an_apply_that_fails_half_way_names_what_landed() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    fs::create_dir(&ws).unwrap();
+    let set = new_set(&root, &ws);
+    write(&set.join("upper/a-small"), "small\n");
+    write(&set.join("upper/b-large"), &"x".repeat(64 << 10));
+    write(&set.join("upper/c-small"), "small\n");
+    // A file size limit of 512 bytes (SIGXFSZ ignored): the large file's write fails with
+    // EFBIG, the others land.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 1; exec \"$0\" apply \"$1\"")
+        .arg(common::stockade_exe())
+        .arg(&set)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stdout, "applied   a-small\napplied   c-small\n", "{stderr}");
+    assert!(
+        stderr.contains("failed   b-large: File too large"),
+        "{stderr}"
+    );
+    let mut names: Vec<String> = fs::read_dir(&ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    // No temporary file is left behind.
+    assert_eq!(names, ["a-small", "c-small"]);
 }
 
 #[test]
