@@ -27,7 +27,7 @@ pub(super) fn walk(
         seen: 0,
         locked: Vec::new(),
     };
-    w.dir(upper, Some(workspace), Path::new(""), 0)?;
+    w.dir(upper, Some(workspace), Path::new(""), 0, false)?;
     // A regular file with more links than the change set holds shares its inode with a
     // file outside it (a hard link the program made to a host file it could read).
     for c in &mut w.out {
@@ -91,16 +91,21 @@ impl Walk {
 
     /// Walks the upper directory `upper` (`rel` below the root) over the workspace
     /// directory `lower` (`None` where the workspace has none: everything is added).
+    /// `opaque`: an ancestor is opaque, so this directory hides the workspace's too
+    /// (overlayfs marks only the top of a directory made anew; what is made below it
+    /// needs no mark, since the lookup stops at the opaque one).
     fn dir(
         &mut self,
         upper: &OwnedFd,
         lower: Option<&OwnedFd>,
         rel: &Path,
         depth: usize,
+        opaque: bool,
     ) -> Result<(), ChangesError> {
         if depth >= MAX_DEPTH {
             return Err(Self::too_large(rel));
         }
+        let opaque = opaque || is_opaque(upper);
         let list = fs::entries(upper, MAX_ENTRIES).map_err(|e| Self::read_err(rel, e))?;
         self.seen += list.len();
         if self.seen > MAX_ENTRIES {
@@ -116,12 +121,12 @@ impl Walk {
                 },
                 None => None,
             };
-            self.entry(upper, lower, name, st, low.as_ref(), path, depth)?;
+            self.entry(upper, lower, name, st, low.as_ref(), path, depth, opaque)?;
         }
         // An opaque directory over a workspace directory: what the workspace has here
         // and the change set does not was deleted.
         if let Some(lower) = lower {
-            if is_opaque(upper) {
+            if opaque {
                 let have: Vec<&OsStr> = list.iter().map(|(n, _)| n.as_os_str()).collect();
                 let lower_list =
                     fs::entries(lower, MAX_ENTRIES).map_err(|e| Self::read_err(rel, e))?;
@@ -146,6 +151,7 @@ impl Walk {
         low: Option<&FileStat>,
         path: PathBuf,
         depth: usize,
+        opaque: bool,
     ) -> Result<(), ChangesError> {
         if is_whiteout(upper, name, st) {
             // A whiteout over nothing (an entry made and deleted in the change set) is
@@ -243,7 +249,7 @@ impl Walk {
             };
             let r = sub.and_then(|sub| {
                 let lower_sub = lower_sub?;
-                self.dir(&sub, lower_sub.as_ref(), &path, depth + 1)
+                self.dir(&sub, lower_sub.as_ref(), &path, depth + 1, opaque)
             });
             if locked {
                 fs::chmod_at(upper, name, mode).map_err(|e| Self::read_err(&path, e))?;
