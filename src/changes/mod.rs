@@ -434,3 +434,87 @@ pub(crate) type Locked = Vec<(PathBuf, u32)>;
 /// Counts, per (device, inode), the links a walk saw of the regular files with more
 /// than one.
 pub(crate) type Links = HashMap<(u64, u64), (u64, usize)>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The public error variants' shapes and messages (lowercase, no trailing period, the
+    /// cause in `source()` and not in the message).
+    #[test]
+    fn errors_render_their_step_and_keep_the_cause_as_source() {
+        use std::error::Error as _;
+        let p = PathBuf::from("/s");
+        let eio = || io::Error::from_raw_os_error(libc::EIO);
+        let cases: Vec<(ChangesError, &str, bool)> = vec![
+            (
+                ChangesError::Open {
+                    path: p.clone(),
+                    source: eio(),
+                },
+                "open /s",
+                true,
+            ),
+            (
+                ChangesError::Symlink { path: p.clone() },
+                "/s is a symlink",
+                false,
+            ),
+            (
+                ChangesError::NotOwned {
+                    path: p.clone(),
+                    owner: 1,
+                    uid: 2,
+                },
+                "/s is owned by uid 1, not by the caller (uid 2)",
+                false,
+            ),
+            (
+                ChangesError::Marker {
+                    path: p.clone(),
+                    reason: "no `version`",
+                },
+                "/s: no `version`",
+                false,
+            ),
+            (
+                ChangesError::Version { found: 2 },
+                "change set format version 2 is not supported (this is version 1)",
+                false,
+            ),
+            (
+                ChangesError::Workspace {
+                    path: p.clone(),
+                    source: eio(),
+                },
+                "workspace /s",
+                true,
+            ),
+            (
+                ChangesError::TooLarge { path: p.clone() },
+                "change set too large or too deep at /s",
+                false,
+            ),
+            (
+                ChangesError::Read {
+                    path: p.clone(),
+                    source: eio(),
+                },
+                "read /s",
+                true,
+            ),
+            (
+                ChangesError::Remove {
+                    path: p,
+                    source: eio(),
+                },
+                "remove /s",
+                true,
+            ),
+        ];
+        for (e, text, source) in cases {
+            assert_eq!(e.to_string(), text);
+            assert_eq!(e.source().is_some(), source, "{e}");
+        }
+    }
+}
