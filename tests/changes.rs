@@ -569,6 +569,15 @@ fn open_refuses_symlinks_and_bad_markers_and_discard_follows_nothing() {
     assert!(!set.exists());
     assert_eq!(fs::read(outside.join("keep")).unwrap(), b"keep");
     assert!(ws.exists());
+    // `upper/` swapped for a symlink between `open` and `discard`: the link goes, its
+    // target stays.
+    let set = new_set(&root, &ws);
+    let cs = ChangeSet::open(&set).unwrap();
+    fs::remove_dir(set.join("upper")).unwrap();
+    symlink(&outside, set.join("upper")).unwrap();
+    cs.discard().unwrap();
+    assert!(fs::symlink_metadata(&set).is_err());
+    assert_eq!(fs::read(outside.join("keep")).unwrap(), b"keep");
 }
 
 #[test]
