@@ -38,6 +38,9 @@ struct Returns {
     eperm: Target,
     enosys: Target,
     kill: Target,
+    /// The `ENOSYS` of [`Action::Enosys`] (`clone3`, `openat2`): `enosys` itself, but in
+    /// an explained program, where `enosys` notifies, a return of its own.
+    fallback: Target,
 }
 
 /// The label of each argument block in use.
@@ -45,24 +48,33 @@ type Blocks = BTreeMap<Block, Target>;
 
 /// Emits the program for the numbers `listed` by [`super::rules::rules`] under `opts`.
 ///
+/// With `explain` the denials notify instead ([`super::build_explained`]): the shared
+/// `EPERM` and `ENOSYS` returns become `SECCOMP_RET_USER_NOTIF`, [`Action::Watch`] leads
+/// there too, and [`Action::Enosys`] keeps an `ENOSYS` return of its own (libc's fallback,
+/// no denial). Without it the program is exactly the one stockade installs.
+///
 /// # Errors
 ///
 /// [`SeccompBuildError::CompileFilter`] when a block has no label or a jump cannot be
-/// encoded (a bug here, not a property of the host).
+/// encoded (a bug here, not a property of the host), or an [`Action::Watch`] without
+/// `explain`.
 pub(super) fn program(
     listed: &BTreeMap<u32, Action>,
     opts: &FilterOptions,
+    explain: bool,
 ) -> Result<Vec<sock_filter>, SeccompBuildError> {
     let mut asm = Asm::default();
-    let ret = Returns {
+    let mut ret = Returns {
         allow: asm.label(),
         eperm: asm.label(),
         enosys: asm.label(),
         kill: asm.label(),
+        fallback: Next,
     };
+    ret.fallback = if explain { asm.label() } else { ret.enosys };
     let unknown = asm.label();
     let blocks = block_labels(&mut asm, listed);
-    let keys = search_keys(listed, ret, &blocks)?;
+    let keys = search_keys(listed, ret, &blocks, explain)?;
 
     // 1. Architecture: a foreign ABI (i386, 32-bit arm) is killed.
     asm.stmt(BPF_LD_ABS, SECCOMP_DATA_ARCH);
@@ -91,14 +103,19 @@ pub(super) fn program(
     }
 
     // 6. The returns, shared by every path.
+    let deny = |e| if explain { libc::SECCOMP_RET_USER_NOTIF } else { errno(e) };
     asm.bind(ret.enosys);
-    asm.stmt(BPF_RET_K, errno(libc::ENOSYS));
+    asm.stmt(BPF_RET_K, deny(libc::ENOSYS));
     asm.bind(ret.allow);
     asm.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
     asm.bind(ret.eperm);
-    asm.stmt(BPF_RET_K, errno(libc::EPERM));
+    asm.stmt(BPF_RET_K, deny(libc::EPERM));
     asm.bind(ret.kill);
     asm.stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS);
+    if explain {
+        asm.bind(ret.fallback);
+        asm.stmt(BPF_RET_K, errno(libc::ENOSYS));
+    }
 
     asm.finish()
 }
@@ -132,14 +149,22 @@ fn search_keys(
     listed: &BTreeMap<u32, Action>,
     ret: Returns,
     blocks: &Blocks,
+    explain: bool,
 ) -> Result<Vec<(u32, Target)>, SeccompBuildError> {
     listed
         .iter()
         .map(|(&n, &a)| {
             let t = match a {
                 Action::Eperm => ret.eperm,
-                Action::Enosys => ret.enosys,
+                Action::Enosys => ret.fallback,
                 Action::Block(b) => block(blocks, b)?,
+                // In an explained program `eperm` notifies.
+                Action::Watch if explain => ret.eperm,
+                Action::Watch => {
+                    return Err(SeccompBuildError::CompileFilter(
+                        "a watched call outside an explained program".into(),
+                    ));
+                }
             };
             Ok((n, t))
         })

@@ -19,6 +19,9 @@ pub(super) enum Action {
     Enosys,
     /// One of the argument blocks.
     Block(Block),
+    /// Allowed, but reported to the host of an explained run, which lets it continue
+    /// (`connect` in a network namespace of its own, see [`super::build_explained`]).
+    Watch,
 }
 
 /// The argument-checking blocks, each emitted once and shared by the calls that need it.
