@@ -5,8 +5,8 @@
 use core::ffi::c_uint;
 
 use super::new_fd;
-use crate::fd::{BorrowedFd, OwnedFd};
 use crate::Result;
+use crate::fd::{BorrowedFd, OwnedFd};
 
 /// A seccomp notification listener: an fd that only `seccomp(SECCOMP_SET_MODE_FILTER,
 /// SECCOMP_FILTER_FLAG_NEW_LISTENER, …)` makes. The ioctls below are safe on it because
@@ -118,7 +118,10 @@ pub fn seccomp_notif_recv(listener: &SeccompListener) -> Result<libc::seccomp_no
 /// `SECCOMP_USER_NOTIF_FLAG_CONTINUE` (and `val` and `error` 0) the kernel runs it.
 /// `ENOENT`: that notification is no longer pending (its process ended, or a signal
 /// interrupted the call).
-pub fn seccomp_notif_send(listener: &SeccompListener, resp: &libc::seccomp_notif_resp) -> Result<()> {
+pub fn seccomp_notif_send(
+    listener: &SeccompListener,
+    resp: &libc::seccomp_notif_resp,
+) -> Result<()> {
     // SAFETY: `listener` is a seccomp listener (by its type), whose SEND ioctl reads one
     // `struct seccomp_notif_resp` from `resp`, a live shared borrow of that type.
     unsafe {
@@ -210,6 +213,9 @@ mod tests {
         assert_eq!((n, dst), (8, src));
         // An unmapped address: EFAULT, nothing written.
         let mut none = [0u8; 4];
-        assert_eq!(process_vm_readv(pid, 8, &mut none), Err(Errno(libc::EFAULT)));
+        assert_eq!(
+            process_vm_readv(pid, 8, &mut none),
+            Err(Errno(libc::EFAULT))
+        );
     }
 }

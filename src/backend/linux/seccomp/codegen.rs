@@ -103,7 +103,13 @@ pub(super) fn program(
     }
 
     // 6. The returns, shared by every path.
-    let deny = |e| if explain { libc::SECCOMP_RET_USER_NOTIF } else { errno(e) };
+    let deny = |e| {
+        if explain {
+            libc::SECCOMP_RET_USER_NOTIF
+        } else {
+            errno(e)
+        }
+    };
     asm.bind(ret.enosys);
     asm.stmt(BPF_RET_K, deny(libc::ENOSYS));
     asm.bind(ret.allow);

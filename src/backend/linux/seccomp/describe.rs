@@ -43,7 +43,12 @@ pub fn describe(data: &libc::seccomp_data, opts: &FilterOptions) -> Described {
     } else if is(libc::SYS_ioctl) {
         format!("ioctl({})", ioctl(low(1)))
     } else if is(libc::SYS_socket) || is(libc::SYS_socketpair) {
-        format!("{}({}, {})", name.unwrap_or("socket"), family(low(0)), sock_type(low(1)))
+        format!(
+            "{}({}, {})",
+            name.unwrap_or("socket"),
+            family(low(0)),
+            sock_type(low(1))
+        )
     } else if is(libc::SYS_ptrace) {
         format!("ptrace({})", ptrace_request(low(0)))
     } else if is(libc::SYS_personality) {
@@ -58,8 +63,7 @@ pub fn describe(data: &libc::seccomp_data, opts: &FilterOptions) -> Described {
     };
     let hint = if PTRACE_CALLS.iter().any(|&n| is(n)) {
         "allow_ptrace = true".to_owned()
-    } else if (is(libc::SYS_socket) || is(libc::SYS_socketpair))
-        && low(0) != libc::AF_VSOCK as u32
+    } else if (is(libc::SYS_socket) || is(libc::SYS_socketpair)) && low(0) != libc::AF_VSOCK as u32
     {
         network = true;
         if opts.deny_network {
@@ -211,28 +215,105 @@ pub(super) fn name(nr: u32) -> Option<&'static str> {
         };
     }
     const COMMON: &[(i64, &str)] = names![
-        SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev, SYS_kcmp, SYS_pidfd_getfd,
-        SYS_process_madvise, SYS_kexec_load, SYS_kexec_file_load, SYS_init_module,
-        SYS_finit_module, SYS_delete_module, SYS_bpf, SYS_perf_event_open, SYS_userfaultfd,
-        SYS_syslog, SYS_keyctl, SYS_add_key, SYS_request_key, SYS_mount, SYS_umount2,
-        SYS_pivot_root, SYS_move_mount, SYS_open_tree, SYS_fsopen, SYS_fsmount, SYS_fsconfig,
-        SYS_fspick, SYS_mount_setattr, SYS_unshare, SYS_setns, SYS_reboot, SYS_swapon,
-        SYS_swapoff, SYS_acct, SYS_quotactl, SYS_quotactl_fd, SYS_move_pages,
-        SYS_migrate_pages, SYS_mbind, SYS_set_mempolicy, SYS_get_mempolicy,
-        SYS_set_mempolicy_home_node, SYS_fanotify_init, SYS_settimeofday, SYS_clock_settime,
-        SYS_clock_adjtime, SYS_adjtimex, SYS_open_by_handle_at, SYS_name_to_handle_at,
-        SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register, SYS_msgget,
-        SYS_msgsnd, SYS_msgrcv, SYS_msgctl, SYS_semget, SYS_semop, SYS_semtimedop,
-        SYS_semctl, SYS_shmget, SYS_shmat, SYS_shmdt, SYS_shmctl, SYS_mq_open,
-        SYS_mq_unlink, SYS_mq_timedsend, SYS_mq_timedreceive, SYS_mq_notify,
-        SYS_mq_getsetattr, SYS_prlimit64, SYS_sched_setaffinity, SYS_sched_setscheduler,
-        SYS_sched_setparam, SYS_sched_setattr, SYS_setpriority, SYS_ioprio_set, SYS_fchmod,
-        SYS_fchmodat, SYS_mknodat, SYS_openat, SYS_clone, SYS_clone3, SYS_openat2,
-        SYS_ioctl, SYS_socket, SYS_socketpair, SYS_personality, SYS_connect,
+        SYS_ptrace,
+        SYS_process_vm_readv,
+        SYS_process_vm_writev,
+        SYS_kcmp,
+        SYS_pidfd_getfd,
+        SYS_process_madvise,
+        SYS_kexec_load,
+        SYS_kexec_file_load,
+        SYS_init_module,
+        SYS_finit_module,
+        SYS_delete_module,
+        SYS_bpf,
+        SYS_perf_event_open,
+        SYS_userfaultfd,
+        SYS_syslog,
+        SYS_keyctl,
+        SYS_add_key,
+        SYS_request_key,
+        SYS_mount,
+        SYS_umount2,
+        SYS_pivot_root,
+        SYS_move_mount,
+        SYS_open_tree,
+        SYS_fsopen,
+        SYS_fsmount,
+        SYS_fsconfig,
+        SYS_fspick,
+        SYS_mount_setattr,
+        SYS_unshare,
+        SYS_setns,
+        SYS_reboot,
+        SYS_swapon,
+        SYS_swapoff,
+        SYS_acct,
+        SYS_quotactl,
+        SYS_quotactl_fd,
+        SYS_move_pages,
+        SYS_migrate_pages,
+        SYS_mbind,
+        SYS_set_mempolicy,
+        SYS_get_mempolicy,
+        SYS_set_mempolicy_home_node,
+        SYS_fanotify_init,
+        SYS_settimeofday,
+        SYS_clock_settime,
+        SYS_clock_adjtime,
+        SYS_adjtimex,
+        SYS_open_by_handle_at,
+        SYS_name_to_handle_at,
+        SYS_io_uring_setup,
+        SYS_io_uring_enter,
+        SYS_io_uring_register,
+        SYS_msgget,
+        SYS_msgsnd,
+        SYS_msgrcv,
+        SYS_msgctl,
+        SYS_semget,
+        SYS_semop,
+        SYS_semtimedop,
+        SYS_semctl,
+        SYS_shmget,
+        SYS_shmat,
+        SYS_shmdt,
+        SYS_shmctl,
+        SYS_mq_open,
+        SYS_mq_unlink,
+        SYS_mq_timedsend,
+        SYS_mq_timedreceive,
+        SYS_mq_notify,
+        SYS_mq_getsetattr,
+        SYS_prlimit64,
+        SYS_sched_setaffinity,
+        SYS_sched_setscheduler,
+        SYS_sched_setparam,
+        SYS_sched_setattr,
+        SYS_setpriority,
+        SYS_ioprio_set,
+        SYS_fchmod,
+        SYS_fchmodat,
+        SYS_mknodat,
+        SYS_openat,
+        SYS_clone,
+        SYS_clone3,
+        SYS_openat2,
+        SYS_ioctl,
+        SYS_socket,
+        SYS_socketpair,
+        SYS_personality,
+        SYS_connect,
     ];
     #[cfg(target_arch = "x86_64")]
     const ARCH: &[(i64, &str)] = names![
-        SYS_iopl, SYS_ioperm, SYS_modify_ldt, SYS_uselib, SYS_chmod, SYS_creat, SYS_mknod,
+        SYS_iopl,
+        SYS_ioperm,
+        SYS_modify_ldt,
+        SYS_uselib,
+        SYS_chmod,
+        SYS_creat,
+        SYS_mknod,
         SYS_open,
     ];
     #[cfg(target_arch = "aarch64")]
@@ -282,12 +363,32 @@ mod tests {
         assert_eq!(d.operation, "ptrace(PTRACE_ATTACH)");
         assert_eq!(d.hint, "allow_ptrace = true");
         let user = libc::CLONE_NEWUSER as u64 | libc::SIGCHLD as u64;
-        assert_eq!(op(libc::SYS_clone, [user, 0, 0, 0, 0, 0], &o).operation, "clone(CLONE_NEWUSER)");
-        let d = op(libc::SYS_unshare, [libc::CLONE_NEWUSER as u64, 0, 0, 0, 0, 0], &o);
-        assert_eq!((d.operation.as_str(), d.hint.as_str()), ("unshare(CLONE_NEWUSER)", BY_DESIGN));
+        assert_eq!(
+            op(libc::SYS_clone, [user, 0, 0, 0, 0, 0], &o).operation,
+            "clone(CLONE_NEWUSER)"
+        );
+        let d = op(
+            libc::SYS_unshare,
+            [libc::CLONE_NEWUSER as u64, 0, 0, 0, 0, 0],
+            &o,
+        );
+        assert_eq!(
+            (d.operation.as_str(), d.hint.as_str()),
+            ("unshare(CLONE_NEWUSER)", BY_DESIGN)
+        );
         let sti = libc::TIOCSTI as u64;
-        assert_eq!(op(libc::SYS_ioctl, [0, sti, 0, 0, 0, 0], &o).operation, "ioctl(TIOCSTI)");
-        let raw = [libc::AF_INET6 as u64, libc::SOCK_RAW as u64 | 0x80000, 0, 0, 0, 0];
+        assert_eq!(
+            op(libc::SYS_ioctl, [0, sti, 0, 0, 0, 0], &o).operation,
+            "ioctl(TIOCSTI)"
+        );
+        let raw = [
+            libc::AF_INET6 as u64,
+            libc::SOCK_RAW as u64 | 0x80000,
+            0,
+            0,
+            0,
+            0,
+        ];
         let none = FilterOptions {
             deny_network: true,
             ..o

@@ -72,7 +72,9 @@ fn exec(prog: &[sock_filter], data: &libc::seccomp_data, const_only: bool) -> Op
                 }
                 let taken = match code & 0xf0 {
                     0x00 => {
-                        pc = pc.checked_add(1)?.checked_add(usize::try_from(ins.k).ok()?)?;
+                        pc = pc
+                            .checked_add(1)?
+                            .checked_add(usize::try_from(ins.k).ok()?)?;
                         continue;
                     }
                     0x10 => acc == ins.k,

@@ -243,7 +243,7 @@ impl Explained {
     }
 }
 
-pub use describe::{Described, describe};
+pub use describe::{NETWORK_NONE, describe};
 
 /// Compiles the filter for `opts` in its explained form: the program a command with
 /// explain on installs with a listener, where every call the filter denies notifies the
