@@ -190,7 +190,7 @@ mod tests {
         assert_eq!((l[0].count, l[1].count), (3, 1));
         assert_eq!(
             l[0].to_string(),
-            "seccomp  ptrace(PTRACE_ATTACH) ×3             → allow_ptrace = true"
+            "seccomp  ptrace(PTRACE_ATTACH) ×3       → allow_ptrace = true"
         );
         let json = serde_json::to_string(&l[1]).unwrap();
         assert_eq!(

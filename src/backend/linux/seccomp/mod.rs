@@ -119,6 +119,8 @@
 mod asm;
 mod codegen;
 mod describe;
+#[cfg(test)]
+mod explain_tests;
 mod interp;
 mod rules;
 mod tables;
