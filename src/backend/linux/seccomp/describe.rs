@@ -185,6 +185,8 @@ fn sock_type(t: u32) -> String {
         .map_or_else(|| format!("type {base}"), |&(_, n)| n.to_owned())
 }
 
+// The requests are `c_uint` in glibc's libc bindings and `c_int` in musl's.
+#[allow(clippy::unnecessary_cast)]
 fn ptrace_request(r: u32) -> String {
     let named: &[(u32, &str)] = &[
         (libc::PTRACE_TRACEME as u32, "PTRACE_TRACEME"),
@@ -376,7 +378,7 @@ mod tests {
             (d.operation.as_str(), d.hint.as_str()),
             ("unshare(CLONE_NEWUSER)", BY_DESIGN)
         );
-        let sti = libc::TIOCSTI as u64;
+        let sti = u64::from(libc::TIOCSTI as u32);
         assert_eq!(
             op(libc::SYS_ioctl, [0, sti, 0, 0, 0, 0], &o).operation,
             "ioctl(TIOCSTI)"
