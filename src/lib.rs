@@ -30,7 +30,8 @@
 //!
 //! # Layers, strongest first
 //!
-//! 1. `full`: user, mount, pid, ipc and uts namespaces (net with `network = "none"`), a
+//! 1. `full`: user, mount, pid, ipc and uts namespaces (net with `network = "none"`, and
+//!    with `"allow"`, whose only way out is the host's egress proxy: `docs/NETWORK.md`), a
 //!    new root with bubblewrap's layout, then Landlock and seccomp.
 //! 2. `landlock`: Landlock and seccomp without namespaces, for hosts that deny user
 //!    namespaces.
@@ -173,6 +174,7 @@ pub use process::gitobjects;
 pub use process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, DEFAULT_MAX_LINE, Degradation, Denial,
     GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason,
-    Line, LineEnd, LineStream, NestedOutcome, NestedRepository, PlanDescription, PlanNamespaces,
-    Pty, Sandbox, Stdio, Termination, Usage, Wall, cgroup_limits, macos_profile,
+    Line, LineEnd, LineStream, NestedOutcome, NestedRepository, PlanDescription, PlanEgress,
+    PlanListen, PlanNamespaces, Pty, Sandbox, Stdio, Termination, Usage, Wall, cgroup_limits,
+    macos_profile,
 };

@@ -138,7 +138,11 @@ enum OsArg {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum NetworkArg {
+    /// A private network namespace with loopback only.
     None,
+    /// Only the names of --allow-domain, through stockade's egress proxy.
+    Allow,
+    /// The host's network (the default).
     Full,
 }
 
@@ -163,9 +167,19 @@ struct PolicyArgs {
     /// A tools directory: read-only and first on PATH.
     #[arg(long)]
     tools_dir: Option<PathBuf>,
-    /// `none`: a private network namespace with loopback only.
+    /// Network access: none, allow (the names of --allow-domain only, through an egress
+    /// proxy in stockade) or full.
     #[arg(long, value_enum)]
     network: Option<NetworkArg>,
+    /// With --network allow: a name the program may reach, `*.` + a name for the names
+    /// below it, or an IP address, each with an optional `:PORT` (`github.com`,
+    /// `*.githubusercontent.com`, `pypi.org:443`, `[2001:db8::1]:22`).
+    #[arg(long = "allow-domain", value_name = "NAME", value_parser = parse_allow_domain)]
+    allow_domain: Vec<String>,
+    /// With --network allow: a private, loopback or link-local range that allowed names
+    /// may resolve into (`10.0.0.0/8`, `127.0.0.1/32`); cloud metadata stays refused.
+    #[arg(long = "allow-private", value_name = "CIDR", value_parser = parse_allow_private)]
+    allow_private: Vec<String>,
     /// A host variable to pass through.
     #[arg(long = "passthrough-env")]
     passthrough_env: Vec<String>,
@@ -214,6 +228,19 @@ struct PolicyArgs {
 
 fn parse_size(s: &str) -> Result<stockade::ByteSize, String> {
     stockade::ByteSize::parse(s).ok_or_else(|| format!("invalid size {s:?} (e.g. 512MiB, 2GiB)"))
+}
+
+/// One `--allow-domain` entry, checked as the policy checks `allow_domains`.
+fn parse_allow_domain(s: &str) -> Result<String, String> {
+    let entry = vec![s.to_string()];
+    stockade::policy::Allowlist::parse(&entry).map_err(|e| e.to_string())?;
+    Ok(s.to_string())
+}
+
+/// One `--allow-private` entry, checked as the policy checks `allow_private`.
+fn parse_allow_private(s: &str) -> Result<String, String> {
+    stockade::policy::Cidr::parse(s).map_err(|e| e.to_string())?;
+    Ok(s.to_string())
 }
 
 fn parse_time(s: &str) -> Result<std::time::Duration, String> {
@@ -293,9 +320,13 @@ impl PolicyArgs {
         if let Some(n) = self.network {
             p.network = match n {
                 NetworkArg::None => Network::None,
+                NetworkArg::Allow => Network::Allow,
                 NetworkArg::Full => Network::Full,
             };
         }
+        self.check_allow_flags(p.network, &p)?;
+        p.allow_domains.extend(self.allow_domain.iter().cloned());
+        p.allow_private.extend(self.allow_private.iter().cloned());
         p.passthrough_env
             .extend(self.passthrough_env.iter().cloned());
         p.keep_session |= self.keep_session;
@@ -327,6 +358,44 @@ impl PolicyArgs {
         }
         p.validate().map_err(|e| Report(&e).to_string())?;
         Ok(p)
+    }
+}
+
+impl PolicyArgs {
+    /// Refuses `--allow-domain` and `--allow-private` without the allow mode, and a
+    /// `--network` flag that leaves a config's lists without it, naming the flag (the
+    /// policy refuses both as well, `PolicyError::AllowWithoutProxy`, but names only its
+    /// key). `network` is the mode after the flags, `config` the policy before the lists.
+    fn check_allow_flags(&self, network: Network, config: &Policy) -> Result<(), String> {
+        let mode = match network {
+            Network::Allow => return Ok(()),
+            Network::None => "none",
+            Network::Full => "full",
+        };
+        let from = match (self.network, &self.config) {
+            (Some(_), _) => "--network",
+            (None, Some(_)) => "the config's network",
+            (None, None) => "the default network",
+        };
+        let entries = [
+            ("--allow-domain", self.allow_domain.first()),
+            ("--allow-private", self.allow_private.first()),
+        ];
+        if let Some((flag, Some(entry))) = entries.into_iter().find(|(_, e)| e.is_some()) {
+            return Err(format!(
+                "{flag} {entry}: needs --network allow ({from} is \"{mode}\")"
+            ));
+        }
+        let lists = [
+            ("allow_domains", &config.allow_domains),
+            ("allow_private", &config.allow_private),
+        ];
+        match lists.into_iter().find(|(_, l)| !l.is_empty()) {
+            Some((key, _)) if self.network.is_some() => Err(format!(
+                "--network {mode}: the config's {key} applies only with network = \"allow\""
+            )),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -833,3 +833,219 @@ fn dev_null_inner_a_regular_file_there_is_no_null_device() {
     }
     println!("checked a fake /dev/null");
 }
+
+/// `stockade plan` with `network = "allow"` from flags, from a config and from both:
+/// the allowlist, the private ranges and where the proxy listens, in text and in JSON.
+#[test]
+fn plan_shows_the_egress_side_of_network_allow() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    let plan = |args: &[&str]| {
+        let out = stockade()
+            .arg("plan")
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        (
+            out.status.code(),
+            stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let json = |args: &[&str]| {
+        let (code, stdout, stderr) = plan(&[&["--json"], args].concat());
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        serde_json::from_str::<serde_json::Value>(&stdout).unwrap()
+    };
+    let flags = [
+        "--network",
+        "allow",
+        "--allow-domain",
+        "github.com",
+        "--allow-domain",
+        "*.githubusercontent.com",
+        "--allow-private",
+        "10.0.0.0/8",
+    ];
+
+    // The full layer: the listeners are on the sandbox's own loopback.
+    let (code, text, stderr) = plan(&flags);
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "layer: full", "{text}");
+    assert_eq!(
+        lines[2..5],
+        [
+            "allow_domains: github.com, *.githubusercontent.com",
+            "allow_private: 10.0.0.0/8",
+            "egress proxy: 127.0.0.1:3128 (HTTP), 127.0.0.1:1080 (SOCKS5) inside the \
+             sandbox's network namespace",
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "  open the egress proxy's listeners 127.0.0.1:3128 (HTTP) and 127.0.0.1:1080 (SOCKS5)\n"
+        ),
+        "{text}"
+    );
+    let v = json(&flags);
+    assert_eq!(
+        v["egress"],
+        serde_json::json!({
+            "allow_domains": ["github.com", "*.githubusercontent.com"],
+            "allow_private": ["10.0.0.0/8"],
+            "listen": {"kind": "inside", "http": "127.0.0.1:3128", "socks": "127.0.0.1:1080"},
+        }),
+        "{v}"
+    );
+    assert_eq!(v["namespaces"]["net"], true, "{v}");
+
+    // Layer 2: on the host's loopback, no network namespace.
+    let l2 = [&flags[..], &["--layer", "landlock"]].concat();
+    let (code, text, stderr) = plan(&l2);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        text.contains("\negress proxy: the host's loopback, ports picked at each spawn\n"),
+        "{text}"
+    );
+    let v = json(&l2);
+    assert_eq!(v["layer"], "landlock", "{v}");
+    assert_eq!(
+        v["egress"]["listen"],
+        serde_json::json!({"kind": "host_loopback"}),
+        "{v}"
+    );
+    assert_eq!(v["namespaces"]["net"], false, "{v}");
+
+    // A config says allow; the flags add to its lists, after its own entries.
+    let dir = tempdir();
+    let config = dir.path().join("host.toml");
+    std::fs::write(
+        &config,
+        "[sandbox]\nnetwork = \"allow\"\nallow_domains = [\"pypi.org:443\"]\n\
+         allow_private = [\"127.0.0.1/32\"]\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let v = json(&["--config", config]);
+    assert_eq!(
+        v["egress"]["allow_domains"],
+        serde_json::json!(["pypi.org:443"])
+    );
+    let v = json(&[
+        "--config",
+        config,
+        "--allow-domain",
+        "[2001:db8::1]:22",
+        "--allow-private",
+        "::1/128",
+    ]);
+    assert_eq!(
+        (&v["egress"]["allow_domains"], &v["egress"]["allow_private"]),
+        (
+            &serde_json::json!(["pypi.org:443", "[2001:db8::1]:22"]),
+            &serde_json::json!(["127.0.0.1/32", "::1/128"])
+        ),
+        "{v}"
+    );
+    // An empty allowlist allows nothing, and says so.
+    let (code, text, _) = plan(&["--network", "allow"]);
+    assert_eq!(code, Some(0));
+    assert!(
+        text.contains(
+            "\nallow_domains: (none: every connection is refused)\nallow_private: (none)\n"
+        ),
+        "{text}"
+    );
+
+    // The other modes have no egress side.
+    for mode in ["none", "full"] {
+        let (code, text, _) = plan(&["--network", mode]);
+        assert_eq!(code, Some(0));
+        assert!(
+            !text.contains("egress") && !text.contains("allow_"),
+            "{text}"
+        );
+        assert_eq!(
+            json(&["--network", mode])["egress"],
+            serde_json::Value::Null
+        );
+    }
+
+    // The lists without the allow mode are refused, naming the flag and the entry; so is
+    // a --network that leaves a config's lists without it.
+    let refused = |args: &[&str], want: &str| {
+        let (code, _, stderr) = plan(args);
+        assert_eq!(code, Some(125), "{args:?}: {stderr}");
+        assert_eq!(stderr, format!("stockade: {want}\n"), "{args:?}");
+    };
+    refused(
+        &["--allow-domain", "github.com"],
+        "--allow-domain github.com: needs --network allow (the default network is \"full\")",
+    );
+    refused(
+        &["--network", "none", "--allow-private", "10.0.0.0/8"],
+        "--allow-private 10.0.0.0/8: needs --network allow (--network is \"none\")",
+    );
+    std::fs::write(dir.path().join("none.toml"), "network = \"none\"\n").unwrap();
+    let none = dir.path().join("none.toml");
+    refused(
+        &[
+            "--config",
+            none.to_str().unwrap(),
+            "--allow-domain",
+            "github.com",
+        ],
+        "--allow-domain github.com: needs --network allow (the config's network is \"none\")",
+    );
+    refused(
+        &["--config", config, "--network", "full"],
+        "--network full: the config's allow_domains applies only with network = \"allow\"",
+    );
+
+    // An entry that does not parse is a usage error naming the flag and the entry.
+    for (flag, entry, why) in [
+        (
+            "--allow-domain",
+            "a..b",
+            "not a domain name or an IP address",
+        ),
+        (
+            "--allow-domain",
+            "*.*.a",
+            "a wildcard is allowed only as a leading '*.'",
+        ),
+        (
+            "--allow-domain",
+            "github.com:0",
+            "the port must be a number from 1 to 65535",
+        ),
+        (
+            "--allow-domain",
+            "github.com:22:1",
+            "with a port, write [address]:port",
+        ),
+        ("--allow-private", "10.0.0.1/8", "not a CIDR"),
+        ("--allow-private", "10.0.0.0", "not a CIDR"),
+    ] {
+        let (code, _, stderr) = plan(&["--network", "allow", flag, entry]);
+        assert_eq!(code, Some(2), "{flag} {entry}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value '{entry}' for '{flag} <"))
+                && stderr.contains(&format!("{entry:?}"))
+                && stderr.contains(why),
+            "{flag} {entry}: {stderr}"
+        );
+    }
+
+    // `--help` lists the three modes.
+    let out = stockade().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for mode in ["- none:", "- allow:", "- full:"] {
+        assert!(help.contains(mode), "{help}");
+    }
+}

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use stockade::guard::egress::{Allowlist, Cidr, Egress, Protocol, Proxy, Refusal};
+use stockade::guard::egress::{Allowlist, Cidr, Egress, Protocol, Proxy, Refusal, Run};
 
 /// A local upstream that counts its connections and keeps what each one sent.
 struct Upstream {
@@ -365,4 +365,111 @@ fn dropping_the_proxy_closes_its_listeners() {
     drop(p);
     thread::sleep(Duration::from_millis(50));
     assert!(TcpStream::connect(http).is_err());
+}
+
+/// A server that accepts and then never sends nor closes (it keeps its sockets).
+fn silent_server() -> Upstream {
+    server(|s, _| {
+        let mut b = [0u8; 1024];
+        let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
+        while matches!((&s).read(&mut b), Ok(n) if n > 0) {}
+    })
+}
+
+fn run(p: &Proxy, until: Option<std::os::fd::OwnedFd>) -> Run {
+    p.serve_run(
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        TcpListener::bind("127.0.0.1:0").unwrap(),
+        until,
+    )
+    .unwrap()
+}
+
+/// Reads until the peer closes; how long that took, or `None` after `limit`.
+fn closed_within(mut s: &TcpStream, limit: Duration) -> Option<Duration> {
+    let start = Instant::now();
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut b = [0u8; 256];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return Some(start.elapsed()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                return Some(start.elapsed());
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+fn refused_within(addr: SocketAddr, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if TcpStream::connect(addr).is_err() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn run_end_closes_listeners_and_a_tunnel_to_a_silent_upstream() {
+    let quiet = silent_server();
+    let p = Proxy::new(egress(&["allowed.test".into()], LOCAL));
+    let r = run(&p, None);
+    let target = format!("allowed.test:{}", quiet.addr.port());
+    let (head, tunnel) = connect(r.http_addr(), &target);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (code, socks_tunnel) = socks(r.socks_addr(), "allowed.test", quiet.addr.port());
+    assert_eq!(code, 0);
+    assert_eq!(r.decisions().len(), 2);
+    assert_eq!(p.decisions().len(), 2);
+    // Both tunnels are open and idle: nothing comes back within 200 ms.
+    assert_eq!(closed_within(&tunnel, Duration::from_millis(200)), None);
+    let other = r.clone();
+    assert!(!other.ended());
+    r.end();
+    assert!(other.ended());
+    assert!(closed_within(&tunnel, Duration::from_secs(2)).is_some());
+    assert!(closed_within(&socks_tunnel, Duration::from_secs(2)).is_some());
+    assert!(TcpStream::connect(r.http_addr()).is_err());
+    assert!(TcpStream::connect(r.socks_addr()).is_err());
+    r.end();
+    // A second run of the same proxy is not affected, and keeps its own decisions.
+    let r2 = run(&p, None);
+    let (code, _s) = socks(r2.socks_addr(), "allowed.test", quiet.addr.port());
+    assert_eq!(code, 0);
+    assert_eq!(r2.decisions().len(), 1);
+    assert_eq!(p.decisions().len(), 3);
+    // Dropping the last handle ends the run.
+    let addr = r2.http_addr();
+    drop(r2);
+    assert!(TcpStream::connect(addr).is_err());
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_exit_of_the_runs_process_ends_it() {
+    let quiet = silent_server();
+    let p = Proxy::new(egress(&["allowed.test".into()], LOCAL));
+    let mut child = std::process::Command::new("sleep")
+        .arg("0.5")
+        .spawn()
+        .unwrap();
+    let pid = i32::try_from(child.id()).unwrap();
+    let pidfd = stockade_sys::linux::pidfd_open(pid, 0).unwrap();
+    let r = run(&p, Some(pidfd.into()));
+    let (head, tunnel) = connect(
+        r.http_addr(),
+        &format!("allowed.test:{}", quiet.addr.port()),
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(TcpStream::connect(r.socks_addr()).is_ok());
+    assert!(!r.ended());
+    child.wait().unwrap();
+    assert!(closed_within(&tunnel, Duration::from_secs(3)).is_some());
+    assert!(refused_within(r.http_addr(), Duration::from_secs(3)));
+    assert!(refused_within(r.socks_addr(), Duration::from_secs(3)));
+    assert!(r.ended());
 }

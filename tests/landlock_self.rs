@@ -501,6 +501,113 @@ fn tcp_is_denied_when_the_spec_asks() {
     expect(&allowed, &ops, &[(0, 0), (0, 0)]);
 }
 
+/// `network = "allow"` on layer 2: TCP denied but connects to the egress proxy's ports.
+/// A listener on another port stays out of reach, and nothing binds, not even the allowed
+/// port (no bind rule).
+#[test]
+fn tcp_connects_only_to_the_ports_the_spec_names() {
+    if !require_landlock_abi("tcp_connects_only_to_the_ports_the_spec_names", 4) {
+        return;
+    }
+    let tree = Tree::new();
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (proxy_port, other_port) = (
+        proxy.local_addr().unwrap().port(),
+        other.local_addr().unwrap().port(),
+    );
+    let ops: [Op<'_>; 4] = [
+        ("connect 127.0.0.1 to the allowed port", &|| {
+            tcp(&connect, proxy_port)
+        }),
+        ("connect 127.0.0.1 to another listener", &|| {
+            tcp(&connect, other_port)
+        }),
+        ("bind 127.0.0.1:0", &|| tcp(&bind, 0)),
+        // In use: the control fails with EADDRINUSE; Landlock refuses before.
+        ("bind 127.0.0.1 the allowed port", &|| {
+            tcp(&bind, proxy_port)
+        }),
+    ];
+
+    let mut spec = tree.spec();
+    spec.deny_tcp = true;
+    spec.connect_tcp = vec![proxy_port];
+    let prepared = landlock::build(&spec).unwrap();
+    let st = prepared.status();
+    assert!(st.tcp_denied());
+    assert_eq!(st.connect_tcp, [proxy_port]);
+    expect(
+        &prepared,
+        &ops,
+        &[
+            (0, 0),
+            (libc::EACCES, 0),
+            (libc::EACCES, 0),
+            (libc::EACCES, libc::EADDRINUSE),
+        ],
+    );
+
+    // Without TCP denied the ports add nothing: every port is open.
+    let mut open = tree.spec();
+    open.connect_tcp = vec![proxy_port];
+    let prepared = landlock::build(&open).unwrap();
+    assert!(!prepared.status().tcp_denied());
+    assert!(prepared.status().connect_tcp.is_empty());
+    expect(
+        &prepared,
+        &ops,
+        &[(0, 0), (0, 0), (0, 0), (libc::EADDRINUSE, libc::EADDRINUSE)],
+    );
+}
+
+/// What a port rule cannot do: it names a port, not an address. A listener of anyone's on
+/// the allowed port at another address (here 127.0.0.2, standing for any host the program
+/// can route to) is as reachable as the proxy. Layer 2's `network = "allow"` therefore
+/// keeps the program to the proxy only as long as nothing it can reach listens on the
+/// proxy's port (SECURITY.md).
+#[test]
+fn a_port_rule_names_no_address() {
+    if !require_landlock_abi("a_port_rule_names_no_address", 4) {
+        return;
+    }
+    let tree = Tree::new();
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = proxy.local_addr().unwrap().port();
+    let Ok(elsewhere) = std::net::TcpListener::bind(("127.0.0.2", port)) else {
+        // The port is taken at 127.0.0.2 by someone else: nothing to show this time.
+        common::skip("a_port_rule_names_no_address", "port taken at 127.0.0.2");
+        return;
+    };
+    let connect_elsewhere = || {
+        // SAFETY: plain socket(2) call with constant arguments.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return 1000 + errno();
+        }
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(std::net::Ipv4Addr::new(127, 0, 0, 2)).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let r = check(connect(fd, std::ptr::from_ref(&addr).cast(), len));
+        // SAFETY: `fd` is the socket made above; nothing else owns it.
+        let _ = unsafe { sys::close_raw(fd) };
+        r
+    };
+    let ops: [Op<'_>; 1] = [("connect 127.0.0.2 on the allowed port", &connect_elsewhere)];
+    let mut spec = tree.spec();
+    spec.deny_tcp = true;
+    spec.connect_tcp = vec![port];
+    let prepared = landlock::build(&spec).unwrap();
+    expect(&prepared, &ops, &[(0, 0)]);
+    drop(elsewhere);
+}
+
 #[test]
 fn status_reports_exactly_what_is_enforced() {
     if !require_landlock_abi("status_reports_exactly_what_is_enforced", 1) {

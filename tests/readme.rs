@@ -1,6 +1,8 @@
 //! README.md as a user follows it: every ```toml block goes through `stockade plan
 //! --config` and `stockade run --config` as it stands, every command of every ```sh block
-//! through `sh` as it stands, and the CLI synopsis lists exactly the flags `--help` lists.
+//! through `sh` as it stands (but the restricted-network example, whose `git clone` needs
+//! the internet: its flags go through `stockade plan`), and the CLI synopsis lists exactly
+//! the flags `--help` lists.
 //!
 //! # The example's paths
 //!
@@ -239,9 +241,22 @@ fn probe_script(p: &Policy) -> String {
     for name in &p.passthrough_env {
         s += &format!("echo 'passthrough_env {name}'\n[ \"${{{name}}}\" = readme-value-{name} ]\n");
     }
-    if p.network == stockade::Network::None {
-        s += "echo 'network none'\n\
+    if p.network != stockade::Network::Full {
+        s += "echo 'network: loopback only'\n\
               [ \"$(ls /sys/class/net 2>/dev/null || tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ')\" = lo ]\n";
+    }
+    if p.network == stockade::Network::Allow {
+        // The clients' variables name the proxy on the sandbox's loopback.
+        for (name, scheme) in [
+            ("HTTP_PROXY", "http"),
+            ("https_proxy", "http"),
+            ("ALL_PROXY", "socks5h"),
+        ] {
+            s += &format!(
+                "echo 'network allow: {name}'\ncase \"${name}\" in {scheme}://127.0.0.1:*) ;; *) false ;; esac\n"
+            );
+        }
+        s += "echo 'network allow: NO_PROXY'\n[ \"$NO_PROXY\" = localhost,127.0.0.1,::1 ]\n";
     }
     s += "echo ok\n";
     s
@@ -297,8 +312,21 @@ fn readme_toml_blocks_plan_and_run_verbatim() {
         if let Some(t) = &policy.tools_dir {
             assert_eq!(v["path"][0], t.to_str().unwrap(), "{v}");
         }
-        let net = policy.network == stockade::Network::None;
+        let net = policy.network != stockade::Network::Full;
         assert_eq!(v["namespaces"]["net"], net, "{v}");
+        if policy.network == stockade::Network::Allow {
+            assert_eq!(
+                v["egress"],
+                serde_json::json!({
+                    "allow_domains": policy.allow_domains,
+                    "allow_private": policy.allow_private,
+                    "listen": {"kind": "inside", "http": "127.0.0.1:3128", "socks": "127.0.0.1:1080"},
+                }),
+                "{text}"
+            );
+        } else {
+            assert_eq!(v["egress"], serde_json::Value::Null, "{v}");
+        }
 
         let mut run = Command::new(common::stockade_exe());
         run.args(["run", "--config"])
@@ -361,8 +389,14 @@ fn readme_shell_commands_run_verbatim() {
     assert!(!cmds.is_empty(), "README.md has no ```sh command");
     let ws = outside_tmp();
     let mut ran_the_run_command = false;
+    let mut checked_the_network_example = false;
     let mut static_build = 0;
     for cmd in &cmds {
+        if let Some(example) = cmd.strip_prefix("stockade run --network allow ") {
+            checked_the_network_example = true;
+            check_the_network_example(example, ws.path(), cmd);
+            continue;
+        }
         let out = Command::new("sh")
             .arg("-c")
             .arg(format!("{CARGO_STAND_IN}\n{cmd}"))
@@ -395,6 +429,10 @@ fn readme_shell_commands_run_verbatim() {
         }
     }
     assert!(ran_the_run_command, "README lost its run command: {cmds:?}");
+    assert!(
+        checked_the_network_example,
+        "README lost its network example: {cmds:?}"
+    );
     // `.ci/run` finds the static build's two commands by their text.
     assert_eq!(static_build, 2, "README lost its static build: {cmds:?}");
     assert_eq!(
@@ -402,6 +440,48 @@ fn readme_shell_commands_run_verbatim() {
         0,
         "the run left something in the workspace"
     );
+}
+
+/// The restricted-network example, `stockade run --network allow FLAGS -- git clone URL`,
+/// needs the internet, so it is not run: its flags (as `sh` parses them) go to `stockade
+/// plan`, which must accept them and show an allowlist that lets the clone reach the URL's
+/// host on its port, on the full layer's proxy.
+fn check_the_network_example(example: &str, ws: &Path, cmd: &str) {
+    let (flags, program) = example
+        .split_once(" -- ")
+        .unwrap_or_else(|| panic!("no ` -- PROGRAM` in `{cmd}`"));
+    let url = program
+        .strip_prefix("git clone ")
+        .unwrap_or_else(|| panic!("`{cmd}` does not run `git clone URL`"));
+    let url = url::Url::parse(url).unwrap_or_else(|e| panic!("`{cmd}`: {e}"));
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "\"$STOCKADE_README_EXE\" plan --json --network allow {flags}"
+        ))
+        .env("STOCKADE_README_EXE", common::stockade_exe())
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    let shown = format!(
+        "`{cmd}` as `stockade plan` ({:?}):\n{}",
+        out.status,
+        stderr(&out)
+    );
+    assert!(out.status.success(), "{shown}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let domains: Vec<String> = serde_json::from_value(v["egress"]["allow_domains"].clone())
+        .unwrap_or_else(|e| panic!("{shown}{e}: {v}"));
+    let allow = stockade::policy::Allowlist::parse(&domains).unwrap();
+    let (host, port) = (
+        url.host_str().unwrap(),
+        url.port_or_known_default().unwrap(),
+    );
+    assert!(
+        allow.allows(host, port),
+        "{shown}: {domains:?} does not allow {host} port {port}"
+    );
+    assert_eq!(v["egress"]["listen"]["kind"], "inside", "{shown}: {v}");
 }
 
 /// `sh -c 'id; ls /; touch /usr/x || echo "/usr is read-only"'` in the sandbox: the

@@ -1127,3 +1127,70 @@ fn layer_two_denies_sysv_ipc_and_message_queues() {
         assert_eq!(filtered, control, "{}", c.name);
     }
 }
+
+/// `socket(family, ty, protocol)` by number: 0 on success (the fd is left to the child's
+/// exit), else the errno.
+fn socket3_errno(family: libc::c_int, ty: libc::c_int, protocol: libc::c_int) -> i32 {
+    let arg = |x: libc::c_int| x as u32 as usize;
+    errno_of(
+        libc::SYS_socket,
+        [arg(family), arg(ty), arg(protocol), 0, 0, 0],
+    )
+}
+
+/// `network = "allow"` on layer 2: only TCP and unix sockets open. Each refusal is also made
+/// without the filter, where it succeeds or fails with another errno.
+#[test]
+fn inet_stream_only_opens_tcp_and_unix_sockets_only() {
+    if !require_seccomp("inet_stream_only_opens_tcp_and_unix_sockets_only") {
+        return;
+    }
+    let filter = seccomp::build(&FilterOptions {
+        inet_stream_only: true,
+        host_namespaces: true,
+        ..FilterOptions::default()
+    })
+    .unwrap();
+    let (stream, cloexec, nonblock) = (libc::SOCK_STREAM, libc::SOCK_CLOEXEC, libc::SOCK_NONBLOCK);
+    let (inet, inet6) = (libc::AF_INET, libc::AF_INET6);
+    for (family, ty, protocol) in [
+        (inet, stream, 0),
+        (inet, stream | cloexec | nonblock, libc::IPPROTO_TCP),
+        (inet6, stream | nonblock, 0),
+        (libc::AF_UNIX, stream, 0),
+        (libc::AF_UNIX, libc::SOCK_DGRAM | cloexec, 0),
+    ] {
+        let open = || socket3_errno(family, ty, protocol);
+        assert_eq!(
+            in_child(Some(&filter), open),
+            OK,
+            "{family} {ty:#x} {protocol}"
+        );
+    }
+    for (family, ty, protocol) in [
+        (inet, libc::SOCK_DGRAM, 0),
+        (inet6, libc::SOCK_DGRAM | cloexec, libc::IPPROTO_UDP),
+        (inet, stream, libc::IPPROTO_SCTP),
+        (inet6, stream, libc::IPPROTO_MPTCP),
+        // A bit beside the two creation flags: the kernel's EINVAL without the filter.
+        (inet, stream | 0x10_0000, 0),
+        (libc::AF_NETLINK, libc::SOCK_DGRAM, 0),
+        (libc::AF_VSOCK, stream, 0),
+    ] {
+        let open = || socket3_errno(family, ty, protocol);
+        let what = format!("{family} {ty:#x} {protocol}");
+        assert_eq!(in_child(Some(&filter), open), EPERM, "{what}");
+        assert_ne!(in_child(None, open), EPERM, "control, {what}");
+    }
+    // socketpair has the same three arguments and the same rule.
+    let udp_pair = || {
+        let mut sv = [-1i32; 2];
+        let out = sv.as_mut_ptr() as usize;
+        errno_of(
+            libc::SYS_socketpair,
+            [inet as usize, libc::SOCK_DGRAM as usize, 0, out, 0, 0],
+        )
+    };
+    assert_eq!(in_child(Some(&filter), udp_pair), EPERM);
+    assert_ne!(in_child(None, udp_pair), EPERM);
+}

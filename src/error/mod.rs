@@ -567,6 +567,22 @@ pub enum LandlockBuildError {
         #[source]
         source: BoxedSource,
     },
+    /// `landlock_add_rule` failed for a TCP port (a connect rule).
+    #[error("landlock_add_rule for TCP port {port} failed")]
+    AddPortRule {
+        /// The port of the rule.
+        port: u16,
+        /// Why.
+        #[source]
+        source: BoxedSource,
+    },
+    /// The ruleset was to deny TCP but to some ports, and the kernel's Landlock cannot deny
+    /// TCP (ABI < 4): no port rule would hold.
+    #[error("TCP rules need Landlock ABI 4; the kernel has {kernel_abi}")]
+    TcpUnsupported {
+        /// The ABI version the kernel reports.
+        kernel_abi: i32,
+    },
 }
 
 /// Compiling the seccomp filter in the parent failed.
@@ -962,6 +978,16 @@ mod tests {
             source: "x".into(),
         };
         let _ = LandlockBuildError::CreateRuleset("x".into());
+        let e = LandlockBuildError::AddPortRule {
+            port: 3128,
+            source: "x".into(),
+        };
+        assert_eq!(e.to_string(), "landlock_add_rule for TCP port 3128 failed");
+        let e = LandlockBuildError::TcpUnsupported { kernel_abi: 3 };
+        assert_eq!(
+            e.to_string(),
+            "TCP rules need Landlock ABI 4; the kernel has 3"
+        );
         let _ = SeccompBuildError::CompileFilter("x".into());
         let _ = SeccompBuildError::TooLong(5000);
     }

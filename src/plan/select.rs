@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use super::{HostFs, Ids, Plan, Step};
 use crate::error::PlanError;
-use crate::policy::{Fallback, Layer, Mode, Policy};
+use crate::policy::{Fallback, Layer, Mode, Network, Policy};
 use crate::probe::Capabilities;
 
 /// A plan chosen for a policy on this host.
@@ -163,11 +163,28 @@ impl std::fmt::Display for Degradation {
     }
 }
 
+/// The Landlock ABI that brings TCP bind and connect rules.
+const LANDLOCK_TCP_ABI: u32 = 4;
+
 /// Whether `layer` can run for `policy` here, and why not.
+///
+/// Layer 2 with `network = "allow"` needs Landlock's TCP rules (ABI 4): there the program
+/// shares the host's network, seccomp lets it open TCP sockets, and only Landlock keeps
+/// their connects to the egress proxy's ports. Without them the layer would run with the
+/// network open, so it is unavailable for that policy.
 fn layer_status(policy: &Policy, caps: &Capabilities, layer: Layer) -> Result<(), String> {
     let avail = caps.layer(layer);
     if !avail.available {
         return Err(avail.reason.unwrap_or_default());
+    }
+    if layer == Layer::Landlock
+        && policy.network == Network::Allow
+        && caps.landlock_abi < LANDLOCK_TCP_ABI
+    {
+        return Err(format!(
+            "network = \"allow\" on layer `{layer}` needs Landlock ABI {LANDLOCK_TCP_ABI} for TCP rules; the kernel has {}",
+            caps.landlock_abi
+        ));
     }
     if layer == Layer::Full
         && caps.full_mounts_proc()
@@ -432,6 +449,94 @@ mod tests {
             choose_layer(&chosen, &linux(false, false), true).unwrap(),
             (Layer::Landlock, None)
         );
+    }
+
+    /// Layer 2 keeps `network = "allow"` to the proxy with Landlock's TCP rules alone: a
+    /// kernel without them (ABI < 4) makes the layer unavailable for that policy, and the
+    /// policy's fallback decides (degrade as far as its floor, or refuse), with the reason.
+    #[test]
+    fn network_allow_on_layer_two_needs_landlock_tcp_rules() {
+        let abi = |n: u32| Capabilities {
+            landlock_abi: n,
+            ..linux(false, false)
+        };
+        let reason = "network = \"allow\" on layer `landlock` needs Landlock ABI 4 for TCP rules; the kernel has 3";
+        let mut p = Policy::with_workspace("/ws");
+        p.network = Network::Allow;
+        p.layer = Some(Layer::Landlock);
+        assert_eq!(
+            choose_layer(&p, &abi(4), false).unwrap(),
+            (Layer::Landlock, None)
+        );
+        assert_eq!(
+            choose_layer(&p, &abi(7), true).unwrap(),
+            (Layer::Landlock, None)
+        );
+        // The default floor of a user host is layer 2 itself: refused, saying why.
+        let err = choose_layer(&p, &abi(3), false).unwrap_err();
+        assert!(matches!(
+            err,
+            PlanError::LayerUnavailable {
+                wanted: Layer::Landlock,
+                ..
+            }
+        ));
+        assert!(err.to_string().contains(reason), "{err}");
+        assert!(
+            err.to_string().contains("no layer down to `landlock`"),
+            "{err}"
+        );
+        // Refused outright when the policy refuses.
+        let mut refuse = p.clone();
+        refuse.fallback = Fallback::Refuse;
+        let err = choose_layer(&refuse, &abi(3), false).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("containment layer `landlock` is not available: {reason}")
+        );
+        // Degraded when the policy accepts passthrough, and said.
+        let mut low = p.clone();
+        low.min_layer = Some(Layer::Passthrough);
+        let (layer, d) = choose_layer(&low, &abi(3), false).unwrap();
+        let d = d.expect("a degradation");
+        assert_eq!(
+            (layer, d.wanted, d.running),
+            (Layer::Passthrough, Layer::Landlock, Layer::Passthrough)
+        );
+        assert_eq!(d.reason, reason);
+        // From the full layer: layer 2 is no place to fall to, so the floor decides.
+        let mut full = Policy::with_workspace("/ws");
+        full.network = Network::Allow;
+        let err = choose_layer(&full, &abi(3), false).unwrap_err();
+        assert!(err.to_string().contains("ENOSPC"), "{err}");
+        full.min_layer = Some(Layer::Passthrough);
+        assert_eq!(
+            choose_layer(&full, &abi(3), false).unwrap().0,
+            Layer::Passthrough
+        );
+        assert_eq!(
+            choose_layer(&full, &abi(4), false).unwrap().0,
+            Layer::Landlock
+        );
+        // The full layer has its own network namespace: no TCP rule needed.
+        let caps = Capabilities {
+            landlock_abi: 3,
+            ..linux(true, true)
+        };
+        assert_eq!(
+            choose_layer(&full, &caps, false).unwrap(),
+            (Layer::Full, None)
+        );
+        // Other network modes do not need them on layer 2 (seccomp refuses every inet
+        // socket with "none").
+        for network in [Network::None, Network::Full] {
+            let mut other = p.clone();
+            other.network = network;
+            assert_eq!(
+                choose_layer(&other, &abi(1), false).unwrap(),
+                (Layer::Landlock, None)
+            );
+        }
     }
 
     #[test]

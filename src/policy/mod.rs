@@ -580,7 +580,8 @@ mod checked {
 
     pub(super) fn allow_private<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
         let v = Vec::<String>::deserialize(d)?;
-        Cidr::parse_all(&v).map_err(|e| D::Error::custom(format!("allow_private: {e}")))?;
+        // The error names the key already (`allow_private entry "…"`).
+        Cidr::parse_all(&v).map_err(D::Error::custom)?;
         Ok(v)
     }
 }

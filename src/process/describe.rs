@@ -3,19 +3,21 @@
 //! the macOS profile a policy gets ([`macos_profile`]). The plan itself stays internal.
 
 use std::fmt;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::backend::sbpl;
 use crate::error::{Conflict, Error, PlanError};
-use crate::plan::{Plan, RealFs};
+use crate::plan::{EgressPlan, Listen, Plan, RealFs};
 use crate::policy::{Layer, Policy};
 
 /// The plan a sandbox's commands replay, for people and tools: the layer, the namespaces,
-/// `PATH` inside and every step in order, each as the words a failure of it would name
-/// (`bind read-only /usr`, `mount proc /proc`). `Display` prints it one step a line;
-/// serialized it is the object `stockade plan --json` prints.
+/// `PATH` inside, the egress proxy of `network = "allow"` and every step in order, each as
+/// the words a failure of it would name (`bind read-only /usr`, `mount proc /proc`).
+/// `Display` prints it one step a line; serialized it is the object `stockade plan --json`
+/// prints.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct PlanDescription {
@@ -27,8 +29,73 @@ pub struct PlanDescription {
     pub namespaces: PlanNamespaces,
     /// The directories on `PATH` inside, in order (the tools dir first).
     pub path: Vec<PathBuf>,
+    /// With `network = "allow"`: what the egress proxy lets through and where it listens;
+    /// `None` (JSON `null`) for the other modes.
+    pub egress: Option<PlanEgress>,
     /// The layout and process steps, in order.
     pub steps: Vec<String>,
+}
+
+/// The egress side of a [`PlanDescription`]: the program's only route out with
+/// `network = "allow"`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct PlanEgress {
+    /// The policy's `allow_domains`, as written: the names and addresses the proxy lets
+    /// the program reach (empty: none).
+    pub allow_domains: Vec<String>,
+    /// The policy's `allow_private`, as written: the non-public ranges that allowed names
+    /// may resolve into.
+    pub allow_private: Vec<String>,
+    /// Where the proxy listens for the program.
+    pub listen: PlanListen,
+}
+
+/// Where the egress proxy of a [`PlanEgress`] listens. Serialized with a `kind` tag:
+/// `{"kind": "inside", "http": "127.0.0.1:3128", "socks": "127.0.0.1:1080"}` or
+/// `{"kind": "host_loopback"}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PlanListen {
+    /// The full layer: on the loopback of the sandbox's own network namespace, the same
+    /// addresses in every sandbox; the host serves the connections from its own network.
+    Inside {
+        /// The HTTP proxy (absolute-form requests and `CONNECT`).
+        http: SocketAddr,
+        /// The SOCKS5 proxy.
+        socks: SocketAddr,
+    },
+    /// Layer 2, macOS and passthrough: on the host's loopback, on ports the kernel picks
+    /// at each spawn (the program finds them in `HTTP_PROXY` and `ALL_PROXY`).
+    HostLoopback,
+}
+
+impl fmt::Display for PlanListen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PlanListen::Inside { http, socks } => write!(
+                f,
+                "{http} (HTTP), {socks} (SOCKS5) inside the sandbox's network namespace"
+            ),
+            PlanListen::HostLoopback => {
+                f.write_str("the host's loopback, ports picked at each spawn")
+            }
+        }
+    }
+}
+
+impl PlanEgress {
+    fn new(egress: &EgressPlan) -> PlanEgress {
+        PlanEgress {
+            allow_domains: egress.allow_domains.clone(),
+            allow_private: egress.allow_private.clone(),
+            listen: match egress.listen {
+                Listen::Inside { http, socks } => PlanListen::Inside { http, socks },
+                Listen::HostLoopback => PlanListen::HostLoopback,
+            },
+        }
+    }
 }
 
 /// The namespaces of a [`PlanDescription`].
@@ -52,6 +119,7 @@ impl PlanDescription {
                 net: plan.namespaces.net,
             },
             path: plan.path.clone(),
+            egress: plan.egress.as_ref().map(PlanEgress::new),
             steps: plan.steps.iter().map(ToString::to_string).collect(),
         }
     }
@@ -61,6 +129,19 @@ impl fmt::Display for PlanDescription {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "layer: {}", self.layer)?;
         writeln!(f, "workspace: {}", self.workspace.display())?;
+        if let Some(e) = &self.egress {
+            let list = |l: &[String], empty: &str| match l {
+                [] => empty.to_string(),
+                l => l.join(", "),
+            };
+            writeln!(
+                f,
+                "allow_domains: {}",
+                list(&e.allow_domains, "(none: every connection is refused)")
+            )?;
+            writeln!(f, "allow_private: {}", list(&e.allow_private, "(none)"))?;
+            writeln!(f, "egress proxy: {}", e.listen)?;
+        }
         for (i, s) in self.steps.iter().enumerate() {
             writeln!(f, "{i:>3}  {s}")?;
         }

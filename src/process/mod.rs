@@ -68,7 +68,7 @@ pub use crate::plan::Degradation;
 pub use child::Child;
 pub use command::Command;
 pub use denial::{Denial, Wall};
-pub use describe::{PlanDescription, PlanNamespaces, macos_profile};
+pub use describe::{PlanDescription, PlanEgress, PlanListen, PlanNamespaces, macos_profile};
 #[cfg(all(feature = "internals", target_os = "linux"))]
 pub use gitlayer::merge::fuzzing as git_fuzzing;
 /// Git's object formats as the merge of the `.git` layer reads them (for fuzzing).

@@ -22,7 +22,7 @@
 //! | --- | --- | --- |
 //! | 2 | `Refer` | a rename or link across directories always fails with `EXDEV` |
 //! | 3 | `Truncate` | truncation is not restricted |
-//! | 4 | TCP bind/connect | [`RulesetSpec::deny_tcp`] has no effect |
+//! | 4 | TCP bind/connect | [`RulesetSpec::deny_tcp`] has no effect; [`RulesetSpec::connect_tcp`] is an error |
 //! | 5 | `IoctlDev` | ioctls on device files are not restricted |
 //! | 6 | signal and abstract-socket scopes | [`RulesetSpec::scope`] has no effect |
 //!
@@ -40,6 +40,26 @@
 //! full layer. Which paths get which [`Grant`] is the plan's decision; this module opens
 //! them and fills the ruleset.
 //!
+//! # TCP
+//!
+//! With [`RulesetSpec::deny_tcp`] (ABI ≥ 4) the ruleset handles `BindTcp` and `ConnectTcp`,
+//! and each port of [`RulesetSpec::connect_tcp`] gets a `NetPort` rule that allows
+//! `ConnectTcp` alone: the program connects to those ports (the egress proxy's listeners)
+//! and binds nothing, not even port 0 (an explicit `bind` before `connect`; the implicit
+//! bind of an unbound socket's `connect` is not a `bind` and is not checked). A port rule
+//! names a port, not an address: it allows that port on every host, so the ports are the
+//! ones the proxy was given at this spawn, and seccomp keeps every socket but TCP ones away
+//! (`FilterOptions::inet_stream_only`), since Landlock governs TCP alone. Asking for ports
+//! where the ruleset cannot deny TCP (ABI < 4) is an error
+//! ([`LandlockBuildError::TcpUnsupported`]): the ports would be the only restriction
+//! named, and none would hold.
+//!
+//! Not governed (ABI ≤ 7): `listen` on a socket never bound binds it to an ephemeral port
+//! on every address by itself, no `bind` call made, so a program under these rules can
+//! still accept TCP connections from wherever the host is reachable. TCP Fast Open's
+//! `sendto(…, MSG_FASTOPEN, addr)` connects without the `connect` hook (landlock-lsm/
+//! linux#41); seccomp refuses that flag where these rules apply.
+//!
 //! Rules name inodes, not path strings. Host paths that the child bind-mounts keep their
 //! rules inside the new root; file systems the child creates itself (a fresh `/tmp` tmpfs,
 //! `/proc`, a new devpts) are not covered by rules on host paths. For those, the child adds
@@ -54,8 +74,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreated, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
 use crate::error::{Errno, LandlockBuildError};
@@ -93,6 +113,8 @@ pub struct Status {
     pub handled_net: BitFlags<AccessNet>,
     /// The scopes the ruleset restricts.
     pub scoped: BitFlags<Scope>,
+    /// The TCP ports a connect is allowed to while TCP is denied (empty when it is not).
+    pub connect_tcp: Vec<u16>,
     /// Paths of the spec that do not exist and got no rule.
     pub skipped: Vec<PathBuf>,
 }
@@ -104,7 +126,7 @@ impl Status {
         self.handled_fs.contains(AccessFs::Refer)
     }
 
-    /// TCP bind and connect are denied.
+    /// TCP bind and connect are denied (but connects to [`Status::connect_tcp`]).
     pub fn tcp_denied(&self) -> bool {
         self.handled_net
             .contains(AccessNet::BindTcp | AccessNet::ConnectTcp)
@@ -182,8 +204,11 @@ fn rule_access(
 /// - [`LandlockBuildError::Workspace`]: the workspace cannot be opened.
 /// - [`LandlockBuildError::OpenPath`]: another path exists but cannot be opened (`EACCES`,
 ///   `ELOOP`, …); paths that do not exist are skipped instead.
-/// - [`LandlockBuildError::CreateRuleset`], [`LandlockBuildError::AddRule`]: the kernel or
-///   the crate refused the ruleset or a rule.
+/// - [`LandlockBuildError::TcpUnsupported`]: the spec denies TCP but to some ports, and the
+///   kernel's Landlock (ABI < 4) cannot deny TCP.
+/// - [`LandlockBuildError::CreateRuleset`], [`LandlockBuildError::AddRule`],
+///   [`LandlockBuildError::AddPortRule`]: the kernel or the crate refused the ruleset or a
+///   rule.
 ///
 /// # Platform
 ///
@@ -196,6 +221,16 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
     } else {
         BitFlags::EMPTY
     };
+    // Without TCP denied every port is open: a port rule would add nothing (and the crate
+    // refuses one for an unhandled right).
+    let connect_tcp = if spec.deny_tcp {
+        spec.connect_tcp.clone()
+    } else {
+        Vec::new()
+    };
+    if !connect_tcp.is_empty() && !handled_net.contains(AccessNet::ConnectTcp) {
+        return Err(LandlockBuildError::TcpUnsupported { kernel_abi });
+    }
     let scoped = if spec.scope {
         Scope::from_all(abi)
     } else {
@@ -205,6 +240,7 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
     // Open everything first, so a missing workspace fails before any kernel object exists.
     let (opened, mut skipped) = open_all(spec)?;
     let created = create_ruleset(handled_fs, handled_net, scoped)?;
+    let created = add_port_rules(created, &connect_tcp)?;
 
     // With HardRequirement and a supported ABI the crate always creates a real ruleset;
     // `None` would mean it fell back to a dummy one, which must never pass as enforced.
@@ -221,6 +257,7 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
             handled_fs,
             handled_net,
             scoped,
+            connect_tcp,
             skipped,
         },
     })
@@ -299,6 +336,22 @@ fn create_ruleset(
         ruleset = ruleset.scope(scoped).map_err(create)?;
     }
     ruleset.create().map_err(create)
+}
+
+/// Adds one `NetPort` rule per port that allows `ConnectTcp` and nothing else (no bind).
+fn add_port_rules(
+    mut created: RulesetCreated,
+    ports: &[u16],
+) -> Result<RulesetCreated, LandlockBuildError> {
+    for &port in ports {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|e| LandlockBuildError::AddPortRule {
+                port,
+                source: Box::new(e),
+            })?;
+    }
+    Ok(created)
 }
 
 /// Adds one rule per opened path, with the rights of its grant that apply to its kind of

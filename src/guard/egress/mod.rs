@@ -14,12 +14,8 @@
 
 pub mod http;
 #[cfg(unix)]
-mod run_tmp;
-#[cfg(unix)]
 mod serve;
 pub mod socks5;
-#[cfg(unix)]
-pub use run_tmp::Run;
 
 use std::fmt;
 use std::io;
@@ -28,7 +24,7 @@ use std::sync::Arc;
 
 pub use crate::policy::{Allowlist, Cidr, Name};
 #[cfg(unix)]
-pub use serve::{Decision, Protocol, Proxy};
+pub use serve::{Decision, Protocol, Proxy, Run};
 
 use crate::guard::url::{is_forbidden_ip, is_metadata_host, is_metadata_ip};
 
@@ -165,7 +161,13 @@ impl Egress {
             Name::Domain(d) => d.clone(),
             Name::Ip(ip) => ip.to_string(),
         };
-        if matches!(&name, Name::Domain(d) if is_metadata_host(d)) {
+        // Metadata first, name or literal: no policy allows it, so the refusal must not
+        // suggest one.
+        let metadata = match &name {
+            Name::Domain(d) => is_metadata_host(d),
+            Name::Ip(ip) => is_metadata_ip(*ip),
+        };
+        if metadata {
             return Err(Refusal::Metadata { host: shown });
         }
         if !self.allow.allows_name(&name, port) {
@@ -293,6 +295,16 @@ mod tests {
             Err(Refusal::Resolve { .. })
         ));
         assert!(matches!(e.decide("a b", 80), Err(Refusal::BadHost { .. })));
+        // An unlisted metadata address is refused as metadata, not as unlisted: adding it
+        // to the list would not help.
+        assert!(matches!(
+            e.decide("169.254.169.254", 443),
+            Err(Refusal::Metadata { .. })
+        ));
+        assert!(matches!(
+            e.decide("[fd00:ec2::254]", 80),
+            Err(Refusal::Metadata { .. })
+        ));
         assert!(matches!(
             e.decide("10.0.0.1", 22),
             Err(Refusal::Forbidden { .. })

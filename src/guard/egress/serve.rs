@@ -1,12 +1,14 @@
-//! The proxy's threads: one accept thread per listener, one thread (two while copying) per
-//! connection, at most [`Proxy::with_max_connections`] connections per listener.
+//! The proxy's threads: one accept thread per run (its listeners, a wake socket and the
+//! fd that ends it, polled together), one thread (two while copying) per connection, at
+//! most [`Proxy::with_max_connections`] connections per run.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -53,7 +55,7 @@ impl Decision {
     }
 }
 
-/// Timeouts and bounds, copied into each listener's thread when it starts.
+/// Timeouts and bounds, copied into each run when it starts.
 #[derive(Clone, Copy, Debug)]
 struct Limits {
     head_timeout: Duration,
@@ -61,18 +63,22 @@ struct Limits {
     max_connections: usize,
 }
 
+/// What the proxy's runs share: the policy and the global decision list.
 struct Shared {
     egress: Egress,
     decisions: Mutex<VecDeque<Decision>>,
-    stop: AtomicBool,
 }
 
-/// The egress proxy: serves HTTP and SOCKS5 listeners under one [`Egress`] policy until
-/// it is dropped.
+/// The egress proxy: serves sandbox runs' HTTP and SOCKS5 listeners under one [`Egress`]
+/// policy.
+///
+/// Each run ([`Proxy::serve_run`]) has a thread that accepts on its listeners and one thread
+/// per connection; a [`Run`] ends its listeners and its connections together.
 pub struct Proxy {
     shared: Arc<Shared>,
     limits: Limits,
-    accepts: Mutex<Vec<JoinHandle<()>>>,
+    /// The runs of [`Proxy::serve_http`] and [`Proxy::serve_socks5`], ended on drop.
+    listeners: Mutex<Vec<Run>>,
 }
 
 impl std::fmt::Debug for Proxy {
@@ -86,50 +92,80 @@ impl std::fmt::Debug for Proxy {
 
 impl Proxy {
     /// A proxy deciding by `egress`: 10 s to read a request head, 10 s to connect, at most
-    /// 64 connections at once per listener.
+    /// 64 connections at once per run.
     pub fn new(egress: Egress) -> Proxy {
         Proxy {
             shared: Arc::new(Shared {
                 egress,
                 decisions: Mutex::new(VecDeque::new()),
-                stop: AtomicBool::new(false),
             }),
             limits: Limits {
                 head_timeout: Duration::from_secs(10),
                 connect_timeout: Duration::from_secs(10),
                 max_connections: 64,
             },
-            accepts: Mutex::new(Vec::new()),
+            listeners: Mutex::new(Vec::new()),
         }
     }
 
     /// The whole time a client has to send its request head (HTTP) or greeting and request
-    /// (SOCKS5), from its connection on; then it is closed. For listeners served after.
+    /// (SOCKS5), from its connection on; then it is closed. For runs served after.
     pub fn with_head_timeout(mut self, timeout: Duration) -> Proxy {
         self.limits.head_timeout = timeout;
         self
     }
 
-    /// The time to connect to an allowed address. For listeners served after.
+    /// The time to connect to an allowed address. For runs served after.
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Proxy {
         self.limits.connect_timeout = timeout;
         self
     }
 
-    /// The most connections served at once per listener; more are closed on accept.
+    /// The most connections served at once per run (both its listeners together); more
+    /// are closed on accept. For runs served after.
     pub fn with_max_connections(mut self, max: usize) -> Proxy {
         self.limits.max_connections = max;
         self
     }
 
+    /// Serves one sandbox run's two listeners, HTTP proxy requests (absolute-form and
+    /// `CONNECT`) on `http` and SOCKS5 on `socks`, from one thread of the run's own, until
+    /// the run ends.
+    ///
+    /// The run ends at the first of:
+    /// - `until` becoming readable: a pidfd (`pidfd_open(2)`) of the sandbox's init or of the
+    ///   program, readable once that process has exited; any fd whose readability means
+    ///   the run is over works (a pipe's read end whose write end the program holds);
+    /// - [`Run::end`];
+    /// - the drop of the last clone of the returned [`Run`] (so a run never outlives
+    ///   its handle: keep a clone for as long as the program may connect).
+    ///
+    /// The end closes both listeners and every connection of the run still open, both
+    /// ways, client and upstream sides. Dropping the [`Proxy`] does not end its runs.
+    ///
+    /// # Errors
+    ///
+    /// A listener's address or mode cannot be read or set, or the thread not started.
+    pub fn serve_run(
+        &self,
+        http: TcpListener,
+        socks: TcpListener,
+        until: Option<OwnedFd>,
+    ) -> io::Result<Run> {
+        self.start(
+            vec![(http, Protocol::Http), (socks, Protocol::Socks5)],
+            until,
+        )
+    }
+
     /// Serves HTTP proxy requests (absolute-form and `CONNECT`) on `listener` from a
-    /// thread of its own, and returns its address.
+    /// thread of its own until the proxy is dropped, and returns its address.
     ///
     /// # Errors
     ///
     /// The listener's address or mode cannot be read or set, or the thread not started.
     pub fn serve_http(&self, listener: TcpListener) -> io::Result<SocketAddr> {
-        self.serve(listener, Protocol::Http)
+        self.serve_one(listener, Protocol::Http)
     }
 
     /// Serves SOCKS5 (no authentication, `CONNECT`) on `listener`, as
@@ -139,102 +175,308 @@ impl Proxy {
     ///
     /// As [`Proxy::serve_http`].
     pub fn serve_socks5(&self, listener: TcpListener) -> io::Result<SocketAddr> {
-        self.serve(listener, Protocol::Socks5)
+        self.serve_one(listener, Protocol::Socks5)
     }
 
-    /// The decisions so far, oldest first (the newest 10 000).
+    /// The decisions so far, of every run, oldest first (the newest 10 000).
     pub fn decisions(&self) -> Vec<Decision> {
-        let d = self
-            .shared
-            .decisions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        d.iter().cloned().collect()
+        lock(&self.shared.decisions).iter().cloned().collect()
     }
 
-    fn serve(&self, listener: TcpListener, protocol: Protocol) -> io::Result<SocketAddr> {
+    fn serve_one(&self, listener: TcpListener, protocol: Protocol) -> io::Result<SocketAddr> {
         let addr = listener.local_addr()?;
-        listener.set_nonblocking(true)?;
-        let shared = Arc::clone(&self.shared);
-        let limits = self.limits;
-        let handle = thread::Builder::new()
-            .name("stockade-egress".into())
-            .spawn(move || accept_loop(&listener, &shared, limits, protocol))?;
-        self.accepts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(handle);
+        let run = self.start(vec![(listener, protocol)], None)?;
+        lock(&self.listeners).push(run);
         Ok(addr)
+    }
+
+    fn start(
+        &self,
+        listeners: Vec<(TcpListener, Protocol)>,
+        until: Option<OwnedFd>,
+    ) -> io::Result<Run> {
+        let mut addrs = Vec::with_capacity(listeners.len());
+        for (l, protocol) in &listeners {
+            l.set_nonblocking(true)?;
+            addrs.push((l.local_addr()?, *protocol));
+        }
+        let (wake_rx, wake_tx) = UnixStream::pair()?;
+        wake_rx.set_nonblocking(true)?;
+        wake_tx.set_nonblocking(true)?;
+        let state = Arc::new(RunState {
+            shared: Arc::clone(&self.shared),
+            limits: self.limits,
+            decisions: Mutex::new(VecDeque::new()),
+            conns: Mutex::new(Conns::default()),
+            active: AtomicUsize::new(0),
+        });
+        let s = Arc::clone(&state);
+        let accept = thread::Builder::new()
+            .name("stockade-egress".into())
+            .spawn(move || accept_loop(&listeners, &wake_rx, until.as_ref(), &s))?;
+        Ok(Run(Arc::new(RunHandle {
+            state,
+            addrs,
+            wake: wake_tx,
+            accept: Mutex::new(Some(accept)),
+        })))
     }
 }
 
 impl Drop for Proxy {
-    /// Stops accepting and closes the listeners (within 100 ms); connections already
-    /// served run to their end.
+    /// Ends the listeners of [`Proxy::serve_http`] and [`Proxy::serve_socks5`] as
+    /// [`Run::end`] does (their connections too); runs of [`Proxy::serve_run`] go on.
     fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        let handles =
-            std::mem::take(&mut *self.accepts.lock().unwrap_or_else(PoisonError::into_inner));
-        for h in handles {
-            let _ = h.join();
+        for run in std::mem::take(&mut *lock(&self.listeners)) {
+            run.end();
         }
     }
 }
 
-/// Decrements a listener's connection count when a connection's thread ends.
-struct Slot(Arc<AtomicUsize>);
+/// One sandbox run's share of the proxy (see [`Proxy::serve_run`]): its listeners'
+/// addresses, its decisions, and the way to end it. Cheap to clone; the run ends when the
+/// last clone is dropped.
+#[derive(Clone)]
+pub struct Run(Arc<RunHandle>);
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("addrs", &self.0.addrs)
+            .field("ended", &self.ended())
+            .finish_non_exhaustive()
+    }
+}
+
+struct RunHandle {
+    state: Arc<RunState>,
+    addrs: Vec<(SocketAddr, Protocol)>,
+    /// Written once to wake the accept thread when the run ends.
+    wake: UnixStream,
+    accept: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for RunHandle {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl RunHandle {
+    fn end(&self) {
+        self.state.end();
+        // Held while joining, so that a second caller returns only once the listeners
+        // are closed too.
+        let mut accept = lock(&self.accept);
+        if let Some(t) = accept.take() {
+            let _ = (&self.wake).write(&[1]);
+            let _ = t.join();
+        }
+    }
+}
+
+impl Run {
+    /// The address of the run's HTTP listener (of the only listener of a
+    /// [`Proxy::serve_socks5`] run).
+    pub fn http_addr(&self) -> SocketAddr {
+        self.addr(Protocol::Http)
+    }
+
+    /// The address of the run's SOCKS5 listener (of the only listener of a
+    /// [`Proxy::serve_http`] run).
+    pub fn socks_addr(&self) -> SocketAddr {
+        self.addr(Protocol::Socks5)
+    }
+
+    fn addr(&self, protocol: Protocol) -> SocketAddr {
+        let a = &self.0.addrs;
+        a.iter()
+            .find(|(_, p)| *p == protocol)
+            .or(a.first())
+            .map(|(a, _)| *a)
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// This run's decisions, oldest first (the newest 10 000).
+    pub fn decisions(&self) -> Vec<Decision> {
+        lock(&self.0.state.decisions).iter().cloned().collect()
+    }
+
+    /// Whether the run has ended (by [`Run::end`] or its `until` fd).
+    pub fn ended(&self) -> bool {
+        lock(&self.0.state.conns).ended
+    }
+
+    /// Ends the run: stops accepting on its listeners and closes them, and shuts down
+    /// (both ways) every connection of the run still open, client and upstream sides.
+    /// When it returns, a connection to either listener is refused. Idempotent.
+    pub fn end(&self) {
+        self.0.end();
+    }
+}
+
+/// A run's state, shared by its accept thread and its connections' threads.
+struct RunState {
+    shared: Arc<Shared>,
+    limits: Limits,
+    decisions: Mutex<VecDeque<Decision>>,
+    conns: Mutex<Conns>,
+    /// The run's connections being served.
+    active: AtomicUsize,
+}
+
+/// The sockets of a run's open connections, to shut down when it ends.
+#[derive(Default)]
+struct Conns {
+    ended: bool,
+    next: u64,
+    open: HashMap<u64, Arc<TcpStream>>,
+}
+
+impl RunState {
+    /// Marks the run ended and shuts down every socket registered so far; later
+    /// registrations fail.
+    fn end(&self) {
+        let open = {
+            let mut c = lock(&self.conns);
+            c.ended = true;
+            std::mem::take(&mut c.open)
+        };
+        for s in open.values() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Registers a socket of the run, to be shut down when the run ends; `None` (and the
+    /// socket shut down) when it has ended already.
+    fn register(self: &Arc<Self>, s: &Arc<TcpStream>) -> Option<Registered> {
+        let mut c = lock(&self.conns);
+        if c.ended {
+            drop(c);
+            let _ = s.shutdown(Shutdown::Both);
+            return None;
+        }
+        let id = c.next;
+        c.next += 1;
+        c.open.insert(id, Arc::clone(s));
+        Some(Registered {
+            run: Arc::clone(self),
+            id,
+        })
+    }
+}
+
+/// A socket's place in its run's registry, left on drop.
+struct Registered {
+    run: Arc<RunState>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.run.conns).open.remove(&self.id);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Decrements a run's connection count when a connection's thread ends.
+struct Slot(Arc<RunState>);
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>, limits: Limits, protocol: Protocol) {
-    let active = Arc::new(AtomicUsize::new(0));
-    while !shared.stop.load(Ordering::SeqCst) {
-        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, PollTimeout::from(100u16)) {
-            Ok(0) | Err(Errno::EINTR) => continue,
+/// The run's accept thread: polls its listeners, the wake socket and `until`, and starts
+/// a thread per accepted connection.
+fn accept_loop(
+    listeners: &[(TcpListener, Protocol)],
+    wake: &UnixStream,
+    until: Option<&OwnedFd>,
+    run: &Arc<RunState>,
+) {
+    loop {
+        let mut fds: Vec<PollFd> = listeners
+            .iter()
+            .map(|(l, _)| PollFd::new(l.as_fd(), PollFlags::POLLIN))
+            .collect();
+        fds.push(PollFd::new(wake.as_fd(), PollFlags::POLLIN));
+        if let Some(u) = until {
+            fds.push(PollFd::new(u.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
             Ok(_) => {}
+            Err(Errno::EINTR) => continue,
             Err(e) => {
-                tracing::error!(error = %e, "egress proxy: poll failed; listener closed");
+                tracing::error!(error = %e, "egress proxy: poll failed; run ended");
+                run.end();
                 return;
             }
         }
-        let conn = match listener.accept() {
-            Ok((conn, _)) => conn,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => {
-                // EMFILE and the like: back off instead of spinning.
-                tracing::warn!(error = %e, "egress proxy: accept failed");
-                thread::sleep(Duration::from_millis(10));
-                continue;
+        let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+        let n = listeners.len();
+        if ready(&fds[n]) || lock(&run.conns).ended {
+            return;
+        }
+        if fds.get(n + 1).is_some_and(ready) {
+            tracing::debug!("egress proxy: the run's process exited; run ended");
+            run.end();
+            return;
+        }
+        let accepting: Vec<bool> = fds[..n].iter().map(ready).collect();
+        drop(fds);
+        for ((l, protocol), go) in listeners.iter().zip(accepting) {
+            if go {
+                accept_one(l, *protocol, run);
             }
-        };
-        if active.load(Ordering::SeqCst) >= limits.max_connections {
-            tracing::warn!("egress proxy: too many connections; one closed");
-            continue;
         }
-        active.fetch_add(1, Ordering::SeqCst);
-        let slot = Slot(Arc::clone(&active));
-        let shared = Arc::clone(shared);
-        let spawned = thread::Builder::new()
-            .name("stockade-egress-conn".into())
-            .spawn(move || {
-                let _slot = slot;
-                if conn.set_nonblocking(false).is_err() {
-                    return;
-                }
-                let _ = conn.set_nodelay(true);
-                match protocol {
-                    Protocol::Socks5 => serve_socks5(conn, &shared, limits),
-                    _ => serve_http(conn, &shared, limits),
-                }
-            });
-        if let Err(e) = spawned {
-            tracing::warn!(error = %e, "egress proxy: no thread for a connection");
+    }
+}
+
+fn accept_one(listener: &TcpListener, protocol: Protocol, run: &Arc<RunState>) {
+    let conn = match listener.accept() {
+        Ok((conn, _)) => conn,
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+        Err(e) => {
+            // EMFILE and the like: back off instead of spinning.
+            tracing::warn!(error = %e, "egress proxy: accept failed");
+            thread::sleep(Duration::from_millis(10));
+            return;
         }
+    };
+    if run.active.load(Ordering::SeqCst) >= run.limits.max_connections {
+        tracing::warn!(
+            max = run.limits.max_connections,
+            "egress proxy: too many connections for one run; one closed"
+        );
+        return;
+    }
+    run.active.fetch_add(1, Ordering::SeqCst);
+    let slot = Slot(Arc::clone(run));
+    let run = Arc::clone(run);
+    let spawned = thread::Builder::new()
+        .name("stockade-egress-conn".into())
+        .spawn(move || {
+            let _slot = slot;
+            if conn.set_nonblocking(false).is_err() {
+                return;
+            }
+            let _ = conn.set_nodelay(true);
+            let conn = Arc::new(conn);
+            let Some(_reg) = run.register(&conn) else {
+                return;
+            };
+            match protocol {
+                Protocol::Socks5 => serve_socks5(&conn, &run),
+                _ => serve_http(&conn, &run),
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "egress proxy: no thread for a connection");
     }
 }
 
@@ -246,7 +488,7 @@ enum ReadFail {
 }
 
 /// Reads once more into `buf`, waiting until `deadline` at most.
-fn read_more(conn: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant) -> Result<(), ReadFail> {
+fn read_more(mut conn: &TcpStream, buf: &mut Vec<u8>, deadline: Instant) -> Result<(), ReadFail> {
     let mut chunk = [0u8; 4096];
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -275,45 +517,49 @@ fn read_more(conn: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant) -> Resu
     }
 }
 
+/// Decides a connection and records the decision in the proxy's and the run's lists.
 fn decide(
-    shared: &Shared,
+    run: &RunState,
     protocol: Protocol,
     host: &str,
     port: u16,
 ) -> Result<Vec<SocketAddr>, Refusal> {
-    let result = shared.egress.decide(host, port);
+    let result = run.shared.egress.decide(host, port);
     match &result {
         Ok(addrs) => tracing::info!(?protocol, host, port, ?addrs, "egress allowed"),
         Err(r) => tracing::warn!(?protocol, host, port, refusal = %r, "egress refused"),
     }
-    let mut d = shared
-        .decisions
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if d.len() == MAX_DECISIONS {
-        d.pop_front();
-    }
-    d.push_back(Decision {
+    let decision = Decision {
         protocol,
         host: host.chars().take(255).collect(),
         port,
         addrs: result.clone().unwrap_or_default(),
         refusal: result.clone().err(),
-    });
+    };
+    for list in [&run.shared.decisions, &run.decisions] {
+        let mut d = lock(list);
+        if d.len() == MAX_DECISIONS {
+            d.pop_front();
+        }
+        d.push_back(decision.clone());
+    }
     result
 }
 
-fn connect(addrs: &[SocketAddr], timeout: Duration) -> Option<TcpStream> {
-    addrs.iter().find_map(|a| {
-        let s = TcpStream::connect_timeout(a, timeout).ok()?;
-        let _ = s.set_nodelay(true);
-        Some(s)
-    })
+/// Connects to the first of `addrs` that answers, as a socket of the run.
+fn connect(addrs: &[SocketAddr], run: &Arc<RunState>) -> Option<(Arc<TcpStream>, Registered)> {
+    let s = addrs
+        .iter()
+        .find_map(|a| TcpStream::connect_timeout(a, run.limits.connect_timeout).ok())?;
+    let _ = s.set_nodelay(true);
+    let s = Arc::new(s);
+    let reg = run.register(&s)?;
+    Some((s, reg))
 }
 
 /// Answers an HTTP error and closes, reading (bounded) what the client still sends so
 /// that the close does not reset the answer away.
-fn respond(mut conn: TcpStream, code: u16, reason: &str, body: &str) {
+fn respond(mut conn: &TcpStream, code: u16, reason: &str, body: &str) {
     let head = format!(
         "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -323,7 +569,7 @@ fn respond(mut conn: TcpStream, code: u16, reason: &str, body: &str) {
     let _ = conn.shutdown(Shutdown::Write);
     let deadline = Instant::now() + Duration::from_millis(500);
     let mut sink = Vec::new();
-    while sink.len() < 64 * 1024 && read_more(&mut conn, &mut sink, deadline).is_ok() {}
+    while sink.len() < 64 * 1024 && read_more(conn, &mut sink, deadline).is_ok() {}
 }
 
 fn refusal_body(host: &str, port: u16, r: &Refusal) -> String {
@@ -335,8 +581,8 @@ fn refusal_body(host: &str, port: u16, r: &Refusal) -> String {
     }
 }
 
-fn serve_http(mut conn: TcpStream, shared: &Shared, limits: Limits) {
-    let deadline = Instant::now() + limits.head_timeout;
+fn serve_http(conn: &Arc<TcpStream>, run: &Arc<RunState>) {
+    let deadline = Instant::now() + run.limits.head_timeout;
     let mut buf = Vec::new();
     let n = loop {
         if let Some(n) = http::head_len(&buf) {
@@ -345,7 +591,7 @@ fn serve_http(mut conn: TcpStream, shared: &Shared, limits: Limits) {
         let fail = if buf.len() > http::MAX_HEAD {
             Err(ReadFail::TooLarge)
         } else {
-            read_more(&mut conn, &mut buf, deadline)
+            read_more(conn, &mut buf, deadline)
         };
         match fail {
             Ok(()) => {}
@@ -371,11 +617,11 @@ fn serve_http(mut conn: TcpStream, shared: &Shared, limits: Limits) {
         Request::Connect { host, port } => (Protocol::Connect, host.clone(), *port),
         Request::Forward(f) => (Protocol::Http, f.host.clone(), f.port),
     };
-    let addrs = match decide(shared, protocol, &host, port) {
+    let addrs = match decide(run, protocol, &host, port) {
         Ok(a) => a,
         Err(r) => return respond(conn, 403, "Forbidden", &refusal_body(&host, port, &r)),
     };
-    let Some(mut up) = connect(&addrs, limits.connect_timeout) else {
+    let Some((up, _reg)) = connect(&addrs, run) else {
         return respond(
             conn,
             502,
@@ -386,23 +632,23 @@ fn serve_http(mut conn: TcpStream, shared: &Shared, limits: Limits) {
     let rest = &buf[n..];
     match request {
         Request::Connect { .. } => {
-            if conn
+            if (&**conn)
                 .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 .is_err()
-                || up.write_all(rest).is_err()
+                || (&*up).write_all(rest).is_err()
             {
                 return;
             }
-            tunnel(conn, up, None);
+            tunnel(conn, &up, None);
         }
         Request::Forward(f) => {
             let first = rest
                 .len()
                 .min(usize::try_from(f.body_len).unwrap_or(usize::MAX));
-            if up.write_all(&f.head).is_err() || up.write_all(&rest[..first]).is_err() {
+            if (&*up).write_all(&f.head).is_err() || (&*up).write_all(&rest[..first]).is_err() {
                 return;
             }
-            tunnel(conn, up, Some(f.body_len - first as u64));
+            tunnel(conn, &up, Some(f.body_len - first as u64));
         }
     }
 }
@@ -410,22 +656,20 @@ fn serve_http(mut conn: TcpStream, shared: &Shared, limits: Limits) {
 /// Copies both ways until each side is done. With `body`, at most that many more bytes go
 /// from the client upstream (the rest of one request's body: nothing after it is sent),
 /// and both connections close once the upstream answer ends.
-fn tunnel(client: TcpStream, up: TcpStream, body: Option<u64>) {
-    let (Ok(c2), Ok(u2)) = (client.try_clone(), up.try_clone()) else {
-        return;
-    };
+fn tunnel(client: &Arc<TcpStream>, up: &Arc<TcpStream>, body: Option<u64>) {
+    let (c2, u2) = (Arc::clone(client), Arc::clone(up));
     let upload = thread::Builder::new()
         .name("stockade-egress-copy".into())
         .spawn(move || {
             let _ = match body {
-                Some(n) => io::copy(&mut (&c2).take(n), &mut &u2),
-                None => io::copy(&mut &c2, &mut &u2),
+                Some(n) => io::copy(&mut (&*c2).take(n), &mut &*u2),
+                None => io::copy(&mut &*c2, &mut &*u2),
             };
             if body.is_none() {
                 let _ = u2.shutdown(Shutdown::Write);
             }
         });
-    let _ = io::copy(&mut &up, &mut &client);
+    let _ = io::copy(&mut &**up, &mut &**client);
     let _ = client.shutdown(Shutdown::Write);
     if body.is_some() {
         let _ = client.shutdown(Shutdown::Both);
@@ -436,14 +680,15 @@ fn tunnel(client: TcpStream, up: TcpStream, body: Option<u64>) {
     }
 }
 
-fn serve_socks5(mut conn: TcpStream, shared: &Shared, limits: Limits) {
-    let deadline = Instant::now() + limits.head_timeout;
+fn serve_socks5(conn: &Arc<TcpStream>, run: &Arc<RunState>) {
+    let mut w: &TcpStream = conn;
+    let deadline = Instant::now() + run.limits.head_timeout;
     let mut buf = Vec::new();
     let (no_auth, used) = loop {
         match socks5::parse_greeting(&buf) {
             Ok(Parse::Done(a, n)) => break (a, n),
             Ok(Parse::Incomplete) if buf.len() < socks5::MAX_GREETING => {
-                if read_more(&mut conn, &mut buf, deadline).is_err() {
+                if read_more(conn, &mut buf, deadline).is_err() {
                     return;
                 }
             }
@@ -451,10 +696,10 @@ fn serve_socks5(mut conn: TcpStream, shared: &Shared, limits: Limits) {
         }
     };
     if !no_auth {
-        let _ = conn.write_all(&[5, 0xff]);
+        let _ = w.write_all(&[5, 0xff]);
         return;
     }
-    if conn.write_all(&[5, 0]).is_err() {
+    if w.write_all(&[5, 0]).is_err() {
         return;
     }
     buf.drain(..used);
@@ -462,44 +707,44 @@ fn serve_socks5(mut conn: TcpStream, shared: &Shared, limits: Limits) {
         match socks5::parse_request(&buf) {
             Ok(Parse::Done(r, n)) => break (r, n),
             Ok(Parse::Incomplete) if buf.len() < socks5::MAX_REQUEST => {
-                if read_more(&mut conn, &mut buf, deadline).is_err() {
+                if read_more(conn, &mut buf, deadline).is_err() {
                     return;
                 }
             }
             Err(Socks5Error::AddressType) => {
-                let _ = conn.write_all(&socks5::reply(socks5::ADDRESS_TYPE_NOT_SUPPORTED));
+                let _ = w.write_all(&socks5::reply(socks5::ADDRESS_TYPE_NOT_SUPPORTED));
                 return;
             }
             _ => {
-                let _ = conn.write_all(&socks5::reply(0x01));
+                let _ = w.write_all(&socks5::reply(0x01));
                 return;
             }
         }
     };
     if req.command != socks5::CONNECT {
-        let _ = conn.write_all(&socks5::reply(socks5::COMMAND_NOT_SUPPORTED));
+        let _ = w.write_all(&socks5::reply(socks5::COMMAND_NOT_SUPPORTED));
         return;
     }
     let _ = conn.set_read_timeout(None);
-    let addrs = match decide(shared, Protocol::Socks5, &req.host, req.port) {
+    let addrs = match decide(run, Protocol::Socks5, &req.host, req.port) {
         Ok(a) => a,
         Err(r) => {
             let code = match r {
                 Refusal::Resolve { .. } | Refusal::NoAddress { .. } => socks5::HOST_UNREACHABLE,
                 _ => socks5::NOT_ALLOWED,
             };
-            let _ = conn.write_all(&socks5::reply(code));
+            let _ = w.write_all(&socks5::reply(code));
             return;
         }
     };
-    let Some(mut up) = connect(&addrs, limits.connect_timeout) else {
-        let _ = conn.write_all(&socks5::reply(socks5::HOST_UNREACHABLE));
+    let Some((up, _reg)) = connect(&addrs, run) else {
+        let _ = w.write_all(&socks5::reply(socks5::HOST_UNREACHABLE));
         return;
     };
-    if conn.write_all(&socks5::reply(socks5::SUCCEEDED)).is_err()
-        || up.write_all(&buf[used..]).is_err()
+    if w.write_all(&socks5::reply(socks5::SUCCEEDED)).is_err()
+        || (&*up).write_all(&buf[used..]).is_err()
     {
         return;
     }
-    tunnel(conn, up, None);
+    tunnel(conn, &up, None);
 }

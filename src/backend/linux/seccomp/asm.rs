@@ -6,6 +6,7 @@ use libc::sock_filter;
 use crate::error::SeccompBuildError;
 
 pub(super) const BPF_LD_ABS: u32 = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+pub(super) const BPF_AND_K: u32 = libc::BPF_ALU | libc::BPF_AND | libc::BPF_K;
 pub(super) const BPF_RET_K: u32 = libc::BPF_RET | libc::BPF_K;
 pub(super) const BPF_JEQ: u32 = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
 pub(super) const BPF_JGT: u32 = libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K;

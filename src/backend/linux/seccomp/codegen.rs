@@ -7,11 +7,13 @@ use libc::sock_filter;
 
 use super::FilterOptions;
 use super::KNOWN_MAX;
-use super::asm::{Asm, BPF_JEQ, BPF_JGE, BPF_JGT, BPF_JSET, BPF_LD_ABS, BPF_RET_K, Next, Target};
+use super::asm::{
+    Asm, BPF_AND_K, BPF_JEQ, BPF_JGE, BPF_JGT, BPF_JSET, BPF_LD_ABS, BPF_RET_K, Next, Target,
+};
 use super::rules::{Action, Block};
 use super::tables::{
-    ALLOWED_PERSONAS, AUDIT_ARCH, CLONE_NEW_FLAGS, CREATE_FLAGS, DENIED_IOCTLS, SETID_BITS,
-    SKIPPED_CALL, X32_SYSCALL_BIT,
+    ALLOWED_PERSONAS, AUDIT_ARCH, CLONE_NEW_FLAGS, CREATE_FLAGS, DENIED_IOCTLS, MSG_FASTOPEN,
+    SETID_BITS, SKIPPED_CALL, SOCKET_TYPE_FLAGS, TCP_PROTOCOLS, X32_SYSCALL_BIT,
 };
 use crate::error::SeccompBuildError;
 
@@ -202,11 +204,14 @@ fn argument_block(
             asm.stmt(BPF_LD_ABS, arg_low(1));
             one_of(asm, DENIED_IOCTLS.iter().map(|&c| c as u32), eperm, allow);
         }
-        // The family is an `int`; the low 32 bits for the same reason.
+        // The family, type and protocol are `int`s; the low 32 bits for the same reason.
+        // `deny_network` is the stricter of the two network options and wins.
         Block::Socket => {
             asm.stmt(BPF_LD_ABS, arg_low(0));
             if opts.deny_network {
                 asm.jump(BPF_JEQ, libc::AF_UNIX as u32, allow, eperm);
+            } else if opts.inet_stream_only {
+                inet_stream_only(asm, ret);
             } else {
                 asm.jump(BPF_JEQ, libc::AF_VSOCK as u32, eperm, allow);
             }
@@ -240,8 +245,35 @@ fn argument_block(
             asm.stmt(BPF_LD_ABS, arg_low(1));
             asm.jump(BPF_JEQ, 0, allow, eperm);
         }
+        // `unsigned int flags`.
+        Block::SendFlags(arg) => {
+            asm.stmt(BPF_LD_ABS, arg_low(arg));
+            asm.jump(BPF_JSET, MSG_FASTOPEN, eperm, allow);
+        }
     }
     Ok(())
+}
+
+/// Emits the rest of the socket block under [`FilterOptions::inet_stream_only`] (the
+/// family loaded): `AF_UNIX` passes; `AF_INET` and `AF_INET6` pass only as `SOCK_STREAM`
+/// (either creation flag allowed, any other bit refused) with protocol 0 or `IPPROTO_TCP`;
+/// every other family fails.
+fn inet_stream_only(asm: &mut Asm, ret: Returns) {
+    let Returns { allow, eperm, .. } = ret;
+    let inet = asm.label();
+    asm.jump(BPF_JEQ, libc::AF_UNIX as u32, allow, Next);
+    asm.jump(BPF_JEQ, libc::AF_INET as u32, inet, Next);
+    asm.jump(BPF_JEQ, libc::AF_INET6 as u32, Next, eperm);
+    asm.bind(inet);
+    // The type carries the creation flags in its upper bits; masking off only those two
+    // leaves any other bit to fail the compare (the kernel would refuse it with EINVAL).
+    asm.stmt(BPF_LD_ABS, arg_low(1));
+    asm.stmt(BPF_AND_K, !SOCKET_TYPE_FLAGS);
+    asm.jump(BPF_JEQ, libc::SOCK_STREAM as u32, Next, eperm);
+    // 0 picks the family's default stream protocol, TCP. Any other (SCTP, MPTCP) is a
+    // protocol Landlock's TCP rules do not govern.
+    asm.stmt(BPF_LD_ABS, arg_low(2));
+    one_of(asm, TCP_PROTOCOLS.iter().copied(), allow, eperm);
 }
 
 /// Emits a chain of `JEQ`s against `values` (the accumulator loaded): any match jumps to

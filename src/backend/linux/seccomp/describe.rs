@@ -5,7 +5,8 @@
 use super::FilterOptions;
 use super::KNOWN_MAX;
 use super::tables::{
-    IPC_CALLS, OWN_PID_CALLS, OWN_PROCESS_CALLS, PTRACE_CALLS, SYS_FCHMODAT2, SYS_OPEN_TREE_ATTR,
+    IPC_CALLS, OWN_PID_CALLS, OWN_PROCESS_CALLS, PTRACE_CALLS, SEND_CALLS, SYS_FCHMODAT2,
+    SYS_OPEN_TREE_ATTR,
 };
 
 /// A denied call as a report shows it.
@@ -51,6 +52,13 @@ pub fn describe(data: &libc::seccomp_data, opts: &FilterOptions) -> Described {
         )
     } else if is(libc::SYS_ptrace) {
         format!("ptrace({})", ptrace_request(low(0)))
+    } else if let Some(&(_, f)) = SEND_CALLS.iter().find(|&&(n, _)| is(n)) {
+        let fast = if low(f as usize) & libc::MSG_FASTOPEN as u32 != 0 {
+            "MSG_FASTOPEN"
+        } else {
+            "flags"
+        };
+        format!("{}({fast})", name.unwrap_or("send"))
     } else if is(libc::SYS_personality) {
         format!("personality({:#x})", low(0))
     } else if let Some(n) = name {
@@ -71,6 +79,9 @@ pub fn describe(data: &libc::seccomp_data, opts: &FilterOptions) -> Described {
         } else {
             "network = \"allow\": TCP to the egress proxy only (by design)".to_owned()
         }
+    } else if SEND_CALLS.iter().any(|&(n, _)| is(n)) {
+        network = true;
+        "TCP Fast Open (network = \"allow\" on layer 2): never allowed (by design)".to_owned()
     } else if opts.host_namespaces && IPC_CALLS.iter().any(|&n| is(n)) {
         "the host's IPC namespace (layer 2): never allowed (by design)".to_owned()
     } else if opts.host_namespaces
@@ -306,6 +317,9 @@ pub(super) fn name(nr: u32) -> Option<&'static str> {
         SYS_socketpair,
         SYS_personality,
         SYS_connect,
+        SYS_sendto,
+        SYS_sendmsg,
+        SYS_sendmmsg,
     ];
     #[cfg(target_arch = "x86_64")]
     const ARCH: &[(i64, &str)] = names![
@@ -344,13 +358,13 @@ mod tests {
 
     #[test]
     fn every_listed_call_has_a_name() {
-        for o in [
-            FilterOptions::default(),
-            FilterOptions {
-                host_namespaces: true,
-                ..FilterOptions::default()
-            },
-        ] {
+        for bits in 0..16u8 {
+            let o = FilterOptions {
+                allow_ptrace: bits & 1 != 0,
+                deny_network: bits & 2 != 0,
+                inet_stream_only: bits & 4 != 0,
+                host_namespaces: bits & 8 != 0,
+            };
             for nr in super::super::rules::rules(&o).unwrap().keys() {
                 assert!(name(*nr).is_some(), "syscall {nr} has no name");
             }
@@ -401,6 +415,12 @@ mod tests {
         assert!(d.network);
         assert_eq!(op(libc::SYS_bpf, [0; 6], &o).hint, BY_DESIGN);
         assert_eq!(op(999, [0; 6], &o).operation, "syscall 999");
+        let fast = [3, 0, 0, libc::MSG_FASTOPEN as u64, 0, 0];
+        let d = op(libc::SYS_sendto, fast, &o);
+        assert_eq!(
+            (d.operation.as_str(), d.network),
+            ("sendto(MSG_FASTOPEN)", true)
+        );
         let d = op(libc::SYS_fchmodat, [0, 0, 0o4755, 0, 0, 0], &o);
         assert_eq!(d.operation, "fchmodat(mode 04755)");
     }

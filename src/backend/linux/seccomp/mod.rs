@@ -43,7 +43,13 @@
 //! - `clone`: `EPERM` when any `CLONE_NEW*` flag is set.
 //! - `ioctl`: `EPERM` for `TIOCSTI`, `TIOCLINUX` and `TIOCSETD`.
 //! - `socket`, `socketpair`: `EPERM` for `AF_VSOCK`; with [`FilterOptions::deny_network`],
-//!   for every family but `AF_UNIX`.
+//!   for every family but `AF_UNIX`; with [`FilterOptions::inet_stream_only`], for every
+//!   family but `AF_UNIX`, `AF_INET` and `AF_INET6`, and for those two for every type but
+//!   `SOCK_STREAM` (the type with `SOCK_CLOEXEC` and `SOCK_NONBLOCK` masked off, any other
+//!   bit refused) and every protocol but 0 and `IPPROTO_TCP`. `deny_network` wins when
+//!   both are set.
+//! - With [`FilterOptions::inet_stream_only`] (and not `deny_network`): `sendto`,
+//!   `sendmsg` and `sendmmsg` with `MSG_FASTOPEN` in their flags.
 //! - `personality`: only `PER_LINUX` (0), `PER_LINUX32` (8), `UNAME26` (0x20000), their
 //!   union (0x20008) and the query `0xffffffff` pass, as in Docker's default profile; the
 //!   rest (`ADDR_NO_RANDOMIZE`, `READ_IMPLIES_EXEC`, …) fail with `EPERM`.
@@ -106,6 +112,19 @@
 //! treats it as "both families present"), and a program denied the network has no use for
 //! routing tables. io_uring, which could open sockets without `socket(2)`
 //! (`IORING_OP_SOCKET`), is denied anyway.
+//!
+//! With [`FilterOptions::inet_stream_only`] (`network = "allow"` without a private network
+//! namespace) the program's way out is TCP to the egress proxy's ports on the host's
+//! loopback, which Landlock enforces (ABI ≥ 4: connect to those ports, no bind). Landlock
+//! governs TCP alone, so every other socket that could reach past it fails here: UDP (DNS
+//! to any server included; the proxy resolves names), raw and packet sockets, netlink
+//! (the host's routes, as above), SCTP and MPTCP on a stream socket (`IPPROTO_MPTCP` is not
+//! TCP to Landlock). `AF_UNIX` stays: Landlock does not govern pathname sockets (see
+//! SECURITY.md) and scopes abstract ones (ABI ≥ 6). TCP Fast Open's `sendto(…,
+//! MSG_FASTOPEN, addr)` connects the socket inside the send, where Landlock's `connect`
+//! hook never runs (landlock-lsm/linux#41, open): the send calls fail with `EPERM` when
+//! their flags carry `MSG_FASTOPEN`. `TCP_FASTOPEN_CONNECT` stays, since its `connect` is
+//! checked. A program that asks for Fast Open with the flag gets `EPERM` from its send.
 //!
 //! # The code
 //!

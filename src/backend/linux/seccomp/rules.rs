@@ -8,7 +8,7 @@ use super::FilterOptions;
 use super::KNOWN_MAX;
 use super::tables::{
     CREATE_CALLS, CREATE_CALLS_ARCH, DENIED, DENIED_ARCH, IPC_CALLS, MODE_CALLS, MODE_CALLS_ARCH,
-    OWN_PID_CALLS, OWN_PROCESS_CALLS, PTRACE_CALLS,
+    OWN_PID_CALLS, OWN_PROCESS_CALLS, PTRACE_CALLS, SEND_CALLS,
 };
 use crate::error::SeccompBuildError;
 
@@ -45,6 +45,8 @@ pub(super) enum Block {
     OwnPid,
     /// Argument 0 other than this `which`, or argument 1 (`who`) other than 0.
     OwnProcess(u32),
+    /// `MSG_FASTOPEN` in the send flags in this argument.
+    SendFlags(u32),
 }
 
 /// Every listed number and where it leads, for `opts`.
@@ -94,6 +96,11 @@ pub(super) fn rules(opts: &FilterOptions) -> Result<BTreeMap<u32, Action>, Secco
         }
         for &(nr, which) in OWN_PROCESS_CALLS {
             list(nr, Action::Block(Block::OwnProcess(which)))?;
+        }
+    }
+    if opts.inet_stream_only && !opts.deny_network {
+        for &(nr, flags) in SEND_CALLS {
+            list(nr, Action::Block(Block::SendFlags(flags)))?;
         }
     }
     Ok(listed)

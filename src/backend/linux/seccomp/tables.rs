@@ -190,6 +190,27 @@ pub(super) const CREATE_FLAGS: u32 =
 /// `PER_LINUX32 | UNAME26`, and `0xffffffff`, which only reads the persona.
 pub(super) const ALLOWED_PERSONAS: &[u32] = &[0x0, 0x8, 0x0002_0000, 0x0002_0008, 0xffff_ffff];
 
+/// The creation flags `socket(2)` and `socketpair(2)` accept in the type argument:
+/// `SOCK_CLOEXEC` and `SOCK_NONBLOCK`.
+pub(super) const SOCKET_TYPE_FLAGS: u32 = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u32;
+/// The protocols of an `AF_INET`/`AF_INET6` `SOCK_STREAM` socket that is TCP: 0 (the
+/// default) and `IPPROTO_TCP`. Not `IPPROTO_SCTP` or `IPPROTO_MPTCP` (262), which
+/// Landlock's TCP rules do not govern.
+pub(super) const TCP_PROTOCOLS: &[u32] = &[0, libc::IPPROTO_TCP as u32];
+
+/// Calls that send with flags in argument `.1`: under
+/// [`FilterOptions::inet_stream_only`](super::FilterOptions::inet_stream_only), `EPERM`
+/// with [`MSG_FASTOPEN`]. `sendto(2)` with that flag connects a TCP socket itself
+/// (`tcp_sendmsg_fastopen`), past the `connect` hook where Landlock checks the port
+/// (landlock-lsm/linux#41); `sendmsg(2)` and `sendmmsg(2)` take the same path.
+pub(super) const SEND_CALLS: &[(i64, u32)] = &[
+    (libc::SYS_sendto, 3),
+    (libc::SYS_sendmsg, 2),
+    (libc::SYS_sendmmsg, 3),
+];
+/// `MSG_FASTOPEN`: send with the SYN, connecting an unconnected TCP socket.
+pub(super) const MSG_FASTOPEN: u32 = libc::MSG_FASTOPEN as u32;
+
 /// `AUDIT_ARCH_X86_64`: `EM_X86_64` | `__AUDIT_ARCH_64BIT` | `__AUDIT_ARCH_LE`.
 #[cfg(target_arch = "x86_64")]
 pub(super) const AUDIT_ARCH: u32 = 62 | 0x8000_0000 | 0x4000_0000;

@@ -34,12 +34,100 @@ fn all_options() -> Vec<FilterOptions> {
     let mut v = Vec::new();
     for a in [false, true] {
         for d in [false, true] {
-            for h in [false, true] {
-                v.push(opts(a, d, h));
+            for i in [false, true] {
+                for h in [false, true] {
+                    v.push(FilterOptions {
+                        inet_stream_only: i,
+                        ..opts(a, d, h)
+                    });
+                }
             }
         }
     }
     v
+}
+
+/// What `socket(family, type, protocol)` (and `socketpair` with the same three) must get
+/// under `o`, from the rules as SECURITY.md states them: only the low 32 bits count.
+fn socket_expected(o: &FilterOptions, family: u32, ty: u32, protocol: u32) -> u32 {
+    let deny = |b: bool| if b { EPERM } else { ALLOW };
+    let (unix, inet, inet6, vsock) = (1, 2, 10, 40);
+    if o.deny_network {
+        return deny(family != unix);
+    }
+    if o.inet_stream_only {
+        if family == unix {
+            return ALLOW;
+        }
+        if family != inet && family != inet6 {
+            return EPERM;
+        }
+        // SOCK_CLOEXEC (0o2000000) and SOCK_NONBLOCK (0o4000) may come with SOCK_STREAM
+        // (1); protocol 0 or IPPROTO_TCP (6).
+        let stream = ty & !(0o2000000 | 0o4000) == 1;
+        return deny(!(stream && (protocol == 0 || protocol == 6)));
+    }
+    deny(family == vsock)
+}
+
+/// Families, types and protocols around every branch of the socket block, each also with
+/// high bits set (the kernel sees the low 32 only).
+fn socket_args() -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    let with_high = |low: &[u64]| {
+        let mut v = low.to_vec();
+        v.extend(low.iter().map(|x| x | 0xdead_beef_0000_0000));
+        v
+    };
+    let families = [
+        libc::AF_UNSPEC,
+        libc::AF_UNIX,
+        libc::AF_INET,
+        libc::AF_INET6,
+        libc::AF_NETLINK,
+        libc::AF_PACKET,
+        libc::AF_VSOCK,
+        // AF_SMC, not in libc for every target.
+        43,
+        libc::AF_INET | 0x100,
+        -1,
+    ]
+    .map(|f| u64::from(f as u32));
+    let cloexec = libc::SOCK_CLOEXEC;
+    let nonblock = libc::SOCK_NONBLOCK;
+    let types = [
+        libc::SOCK_STREAM,
+        libc::SOCK_STREAM | cloexec,
+        libc::SOCK_STREAM | nonblock,
+        libc::SOCK_STREAM | cloexec | nonblock,
+        // A bit beside the two flags: not a stream socket to the filter.
+        libc::SOCK_STREAM | 0x10_0000,
+        libc::SOCK_STREAM | i32::MIN,
+        libc::SOCK_DGRAM,
+        libc::SOCK_DGRAM | cloexec,
+        libc::SOCK_RAW,
+        libc::SOCK_SEQPACKET,
+        // SOCK_PACKET, which libc marks deprecated.
+        10,
+        0,
+        -1,
+    ]
+    .map(|t| u64::from(t as u32));
+    let protocols = [
+        0,
+        libc::IPPROTO_TCP,
+        libc::IPPROTO_UDP,
+        libc::IPPROTO_SCTP,
+        libc::IPPROTO_MPTCP,
+        libc::IPPROTO_RAW,
+        libc::IPPROTO_TCP | 0x100,
+        -1,
+    ]
+    .map(|p| u64::from(p as u32));
+    (
+        with_high(&families),
+        with_high(&types),
+        with_high(&protocols),
+    )
 }
 
 /// The argument rules, written out here from SECURITY.md rather than taken from the
@@ -66,6 +154,15 @@ fn create_rules() -> Vec<(i64, usize, usize)> {
     #[cfg(target_arch = "x86_64")]
     v.push((libc::SYS_open, 1, 2));
     v
+}
+
+/// (syscall, flags argument): `MSG_FASTOPEN` refused under `inet_stream_only`.
+fn send_rules() -> [(i64, usize); 3] {
+    [
+        (libc::SYS_sendto, 3),
+        (libc::SYS_sendmsg, 2),
+        (libc::SYS_sendmmsg, 3),
+    ]
 }
 
 const LAYER2_OWN_PID: &[i64] = &[
@@ -112,6 +209,9 @@ fn arg_checked(o: &FilterOptions) -> Vec<u32> {
         v.extend(LAYER2_OWN_PID);
         v.extend([libc::SYS_setpriority, libc::SYS_ioprio_set]);
     }
+    if o.inet_stream_only && !o.deny_network {
+        v.extend(send_rules().iter().map(|r| r.0));
+    }
     v.into_iter().map(nr).collect()
 }
 
@@ -146,12 +246,7 @@ fn expected(o: &FilterOptions, n: u32, args: [u64; 6]) -> u32 {
         return deny([0x5412, 0x541c, 0x5423].contains(&lo(1)));
     }
     if is(libc::SYS_socket) || is(libc::SYS_socketpair) {
-        let fam = lo(0);
-        return deny(if o.deny_network {
-            fam != libc::AF_UNIX as u32
-        } else {
-            fam == libc::AF_VSOCK as u32
-        });
+        return socket_expected(o, lo(0), lo(1), lo(2));
     }
     if is(libc::SYS_personality) {
         return deny(![0, 8, 0x20000, 0x20008, u32::MAX].contains(&lo(0)));
@@ -162,6 +257,10 @@ fn expected(o: &FilterOptions, n: u32, args: [u64; 6]) -> u32 {
     if let Some(&(_, f, m)) = create_rules().iter().find(|r| is(r.0)) {
         let creates = lo(f) & (0o100 | 0o20000000) != 0;
         return deny(creates && lo(m) & setid != 0);
+    }
+    if let Some(&(_, f)) = send_rules().iter().find(|r| is(r.0)) {
+        let fastopen = 0x2000_0000;
+        return deny(o.inet_stream_only && !o.deny_network && lo(f) & fastopen != 0);
     }
     if o.host_namespaces {
         if listed(LAYER2_OWN_PID) {
@@ -179,7 +278,7 @@ fn expected(o: &FilterOptions, n: u32, args: [u64; 6]) -> u32 {
 
 /// Argument values that hit or just miss some rule, in the low word or with high bits.
 fn interesting() -> Vec<u64> {
-    let low: [u64; 14] = [
+    let low: [u64; 16] = [
         0,
         1,
         8,
@@ -194,6 +293,8 @@ fn interesting() -> Vec<u64> {
         0x5412,
         0x5423,
         libc::AF_VSOCK as u64,
+        0x2000_0000,
+        0x2000_0040,
     ];
     let mut v: Vec<u64> = low.to_vec();
     v.extend([u64::from(u32::MAX), 0x1000_0000, libc::AF_UNIX as u64]);
@@ -219,8 +320,25 @@ fn every_number_and_argument_gets_the_documented_action() {
         let p = build(&o).unwrap();
         let prog = p.instructions();
         let checked = arg_checked(&o);
+        let sockets = [nr(libc::SYS_socket), nr(libc::SYS_socketpair)];
         for n in probes.clone() {
             assert_eq!(run(prog, 3 | 0x4000_0000, n, [0; 6]), KILL, "i386 {n}");
+            if sockets.contains(&n) {
+                let (families, types, protocols) = socket_args();
+                for &f in &families {
+                    for &t in &types {
+                        for &p in &protocols {
+                            let args = [f, t, p, 0, 0, 0];
+                            assert_eq!(
+                                run(prog, NATIVE, n, args),
+                                expected(&o, n, args),
+                                "{o:?} syscall {n} {args:x?}"
+                            );
+                        }
+                    }
+                }
+                continue;
+            }
             if !checked.contains(&n) {
                 for args in [[0; 6], [u64::MAX; 6]] {
                     assert_eq!(
@@ -233,7 +351,7 @@ fn every_number_and_argument_gets_the_documented_action() {
             }
             for &a in &vals {
                 for &b in &vals {
-                    for &c in &[0, 0o100, 0o20200000, 0o4000, 0o2000, 0o755, 1] {
+                    for &c in &[0, 0o100, 0o20200000, 0o4000, 0o2000, 0o755, 1, 0x2000_4000] {
                         let args = [a, b, c, a, b, c];
                         assert_eq!(
                             run(prog, NATIVE, n, args),
@@ -404,6 +522,125 @@ fn ioctl_and_socket_compare_the_low_word() {
             run(denied.instructions(), NATIVE, call, fam(libc::AF_UNIX)),
             ALLOW
         );
+    }
+}
+
+/// `network = "allow"` on layer 2: TCP and unix sockets only, case by case (the
+/// exhaustive product runs in `every_number_and_argument_gets_the_documented_action`).
+#[test]
+fn inet_stream_only_allows_tcp_and_unix_sockets_only() {
+    let f = build(&FilterOptions {
+        inet_stream_only: true,
+        host_namespaces: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let p = f.instructions();
+    let sock = |family: libc::c_int, ty: libc::c_int, protocol: libc::c_int| {
+        [family, ty, protocol].map(|x| u64::from(x as u32))
+    };
+    let (cloexec, nonblock) = (libc::SOCK_CLOEXEC, libc::SOCK_NONBLOCK);
+    let allowed = [
+        sock(libc::AF_INET, libc::SOCK_STREAM, 0),
+        sock(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_TCP),
+        sock(libc::AF_INET6, libc::SOCK_STREAM | cloexec, 0),
+        sock(
+            libc::AF_INET6,
+            libc::SOCK_STREAM | nonblock,
+            libc::IPPROTO_TCP,
+        ),
+        sock(libc::AF_INET, libc::SOCK_STREAM | cloexec | nonblock, 0),
+        // Unix sockets of every type.
+        sock(libc::AF_UNIX, libc::SOCK_STREAM, 0),
+        sock(libc::AF_UNIX, libc::SOCK_DGRAM | cloexec, 0),
+        sock(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0),
+    ];
+    let denied = [
+        // UDP, ICMP, raw, packet, netlink, vsock, no family.
+        sock(libc::AF_INET, libc::SOCK_DGRAM, 0),
+        sock(
+            libc::AF_INET6,
+            libc::SOCK_DGRAM | cloexec,
+            libc::IPPROTO_UDP,
+        ),
+        sock(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_ICMP),
+        sock(libc::AF_INET, libc::SOCK_DGRAM, libc::IPPROTO_ICMP),
+        sock(libc::AF_PACKET, libc::SOCK_RAW, 0),
+        sock(libc::AF_NETLINK, libc::SOCK_RAW, 0),
+        sock(libc::AF_VSOCK, libc::SOCK_STREAM, 0),
+        sock(libc::AF_UNSPEC, libc::SOCK_STREAM, 0),
+        // Stream sockets that are not TCP to Landlock.
+        sock(libc::AF_INET, libc::SOCK_STREAM, libc::IPPROTO_SCTP),
+        sock(libc::AF_INET6, libc::SOCK_STREAM, libc::IPPROTO_MPTCP),
+        sock(libc::AF_INET, libc::SOCK_SEQPACKET, libc::IPPROTO_SCTP),
+        // A bit beside the two creation flags is not masked off.
+        sock(libc::AF_INET, libc::SOCK_STREAM | 0x10_0000, 0),
+        sock(libc::AF_INET, libc::SOCK_STREAM | 4, 0),
+    ];
+    for call in [libc::SYS_socket, libc::SYS_socketpair].map(nr) {
+        for (cases, want) in [(&allowed[..], ALLOW), (&denied[..], EPERM)] {
+            for &[f, t, pr] in cases.iter() {
+                let args = [f, t, pr, 0, 0, 0];
+                assert_eq!(run(p, NATIVE, call, args), want, "{call} {args:x?}");
+                // High bits in any of the three do not change the answer.
+                let high = args.map(|a| a | 0xffff_ffff_0000_0000);
+                assert_eq!(run(p, NATIVE, call, high), want, "{call} {high:x?}");
+            }
+        }
+    }
+    // deny_network is the stricter option and wins over this one.
+    let both = build(&FilterOptions {
+        deny_network: true,
+        inet_stream_only: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let tcp = [2, 1, 0, 0, 0, 0];
+    let socket = nr(libc::SYS_socket);
+    assert_eq!(run(both.instructions(), NATIVE, socket, tcp), EPERM);
+    assert_eq!(run(p, NATIVE, socket, tcp), ALLOW);
+}
+
+/// TCP Fast Open's send connects past Landlock's `connect` hook: under
+/// `inet_stream_only` every send call with `MSG_FASTOPEN` fails, high bits or other flags
+/// beside it or not; without the flag, and under the other options, sends pass.
+#[test]
+fn inet_stream_only_refuses_fast_open_sends() {
+    let only = FilterOptions {
+        inet_stream_only: true,
+        ..Default::default()
+    };
+    let strict = build(&only).unwrap();
+    let others = [
+        FilterOptions::default(),
+        FilterOptions {
+            deny_network: true,
+            ..only
+        },
+    ]
+    .map(|o| build(&o).unwrap());
+    let fastopen = u64::from(libc::MSG_FASTOPEN as u32);
+    let nosignal = u64::from(libc::MSG_NOSIGNAL as u32);
+    for (call, flags_arg) in send_rules() {
+        let call = nr(call);
+        let with = |flags: u64| {
+            let mut args = [3, 0, 1, 0, 0, 0];
+            args[flags_arg] = flags;
+            args
+        };
+        for flags in [
+            fastopen,
+            fastopen | nosignal,
+            fastopen | 0xffff_ffff_0000_0000,
+        ] {
+            assert_eq!(run(strict.instructions(), NATIVE, call, with(flags)), EPERM);
+            for o in &others {
+                assert_eq!(run(o.instructions(), NATIVE, call, with(flags)), ALLOW);
+            }
+        }
+        for flags in [0, nosignal, 0xffff_ffff_0000_0000 | nosignal] {
+            assert_eq!(run(strict.instructions(), NATIVE, call, with(flags)), ALLOW);
+        }
     }
 }
 
