@@ -285,6 +285,30 @@ fn denials_after_the_program_exits_do_not_hang() {
     }
 }
 
+/// `network = "allow"`: the egress proxy's refusal is a network denial naming the host
+/// and the key that would allow it.
+#[test]
+fn an_egress_refusal_is_a_network_denial() {
+    let ws = common::tempdir();
+    let code = "import urllib.request\n\
+                try:\n    urllib.request.urlopen('http://not-listed.example/', timeout=10)\n\
+                except Exception as e: print(type(e).__name__, getattr(e, 'code', ''))";
+    for layer in layers() {
+        let sb = common::sandbox_on(ws.path(), layer, |p| {
+            p.network = Network::Allow;
+            p.allow_domains = vec!["example.com".into()];
+        });
+        let (status, out, err, denials) = run(&sb, true, "python3", &["-c", code]);
+        assert!(status.success(), "{layer:?}: {out}{err}");
+        assert_eq!(out.trim(), "HTTPError 403", "{layer:?}: {err}");
+        assert_eq!(denials.len(), 1, "{layer:?}: {denials:?}");
+        let d = &denials[0];
+        assert_eq!(d.wall, Wall::Network);
+        assert_eq!(d.target.as_deref(), Some("not-listed.example:80"));
+        assert!(d.hint.ends_with("add it to allow_domains"), "{d}");
+    }
+}
+
 /// Explain as the CLI prints and writes it.
 #[test]
 fn the_cli_prints_and_writes_the_denials() {
