@@ -700,7 +700,8 @@ fn run(
             }
         }
     }
-    if let Err(c) = report_denials(stats, &child, scrub) {
+    let explained = cfg!(target_os = "linux") && sandbox.layer() != stockade::Layer::Passthrough;
+    if let Err(c) = report_denials(stats, &child, scrub, explained) {
         code = c;
     }
     // The wait returned at the init's status record; the init may still be tearing the
@@ -797,15 +798,25 @@ fn write_report(
 }
 
 /// Prints what the sandbox denied (`--explain`) and writes it as JSON
-/// (`--explain-json`).
-fn report_denials(stats: &Stats, child: &stockade::Child, scrub: bool) -> Result<(), ExitCode> {
+/// (`--explain-json`). `explained`: the layer has a filter whose denials are reported
+/// (Linux, full and landlock); elsewhere only the egress proxy's refusals are.
+fn report_denials(
+    stats: &Stats,
+    child: &stockade::Child,
+    scrub: bool,
+    explained: bool,
+) -> Result<(), ExitCode> {
     if !stats.explain && stats.explain_json.is_none() {
         return Ok(());
     }
     let denials = child.denials();
     if stats.explain {
         if denials.is_empty() {
-            eprintln!("stockade: explain: nothing denied");
+            if explained {
+                eprintln!("stockade: explain: nothing denied");
+            } else {
+                eprintln!("stockade: explain: nothing to report on this layer");
+            }
         }
         for d in &denials {
             eprintln!("{}", shown(child, scrub, &d.to_string()));

@@ -349,6 +349,26 @@ fn the_cli_prints_and_writes_the_denials() {
     );
 }
 
+/// A clean run says so; a layer without a filter says it has nothing to report.
+#[test]
+fn the_cli_says_when_there_is_nothing_to_report() {
+    let ws = common::tempdir();
+    for (layer, want) in [
+        ("landlock", "stockade: explain: nothing denied"),
+        ("passthrough", "stockade: explain: nothing to report on this layer"),
+    ] {
+        let out = std::process::Command::new(common::stockade_exe())
+            .current_dir(ws.path())
+            .args(["run", "--no-pty", "--layer", layer, "--min-layer", "passthrough"])
+            .args(["--explain", "--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{layer}: {err}");
+        assert_eq!(err.trim_end(), want, "{layer}");
+    }
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
