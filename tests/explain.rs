@@ -355,11 +355,21 @@ fn the_cli_says_when_there_is_nothing_to_report() {
     let ws = common::tempdir();
     for (layer, want) in [
         ("landlock", "stockade: explain: nothing denied"),
-        ("passthrough", "stockade: explain: nothing to report on this layer"),
+        (
+            "passthrough",
+            "stockade: explain: nothing to report on this layer",
+        ),
     ] {
         let out = std::process::Command::new(common::stockade_exe())
             .current_dir(ws.path())
-            .args(["run", "--no-pty", "--layer", layer, "--min-layer", "passthrough"])
+            .args([
+                "run",
+                "--no-pty",
+                "--layer",
+                layer,
+                "--min-layer",
+                "passthrough",
+            ])
             .args(["--explain", "--", "true"])
             .output()
             .unwrap();

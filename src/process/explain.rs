@@ -138,16 +138,15 @@ impl Answerer {
                     !ev(1).is_empty(),
                 )
             };
-            if ready {
-                self.answer_one();
+            if ready && !self.answer_one() {
+                return;
             }
             if over || (hup && !ready) {
                 // Answer what is still pending, then stop.
                 while sys::poll_now(self.listener.as_fd(), libc::POLLIN)
                     .is_ok_and(|r| r & libc::POLLIN != 0)
-                {
-                    self.answer_one();
-                }
+                    && self.answer_one()
+                {}
                 return;
             }
         }
@@ -157,12 +156,15 @@ impl Answerer {
         self.listener.as_fd().into()
     }
 
-    /// Receives one notification, records it and answers it.
-    fn answer_one(&self) {
+    /// Receives one notification, records it and answers it. False when the listener
+    /// fails otherwise than for a caller that is gone (then the thread stops rather than
+    /// spin, and the listener's close fails the pending calls with `ENOSYS`).
+    fn answer_one(&self) -> bool {
         let n = match sys::seccomp_notif_recv(&self.listener) {
             Ok(n) => n,
             // The caller ended (or was interrupted) before it was read.
-            Err(_) => return,
+            Err(stockade_sys::Errno(libc::ENOENT | libc::EINTR)) => return true,
+            Err(_) => return false,
         };
         let mut resp = libc::seccomp_notif_resp {
             id: n.id,
@@ -197,6 +199,7 @@ impl Answerer {
         }
         // ENOENT: the caller is gone or was interrupted; nothing to answer.
         let _ = sys::seccomp_notif_send(&self.listener, &resp);
+        true
     }
 
     fn record(&self, wall: Wall, operation: String, target: Option<String>, hint: &str) {
