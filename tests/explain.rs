@@ -168,6 +168,29 @@ fn a_connect_with_network_none_names_the_address() {
     }
 }
 
+/// A UDP datagram to an address off the loopback (`sendto` with a destination) is
+/// reported like a connect; one to the loopback, or on a connected socket, is not.
+#[test]
+fn a_udp_sendto_with_network_none_names_the_address() {
+    require!(Feature::UserNs);
+    let ws = common::tempdir();
+    let code = "import socket, errno\n\
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+                for a in [('8.8.8.8', 53), ('127.0.0.1', 9)]:\n    \
+                    try:\n        s.sendto(b'x', a); print('OK')\n    \
+                    except OSError as e: print(errno.errorcode[e.errno])\n\
+                s.connect(('127.0.0.1', 9)); s.send(b'y'); print('sent')";
+    let sb = sandbox(ws.path(), Layer::Full, Network::None);
+    let off = run(&sb, false, "python3", &["-c", code]);
+    let (status, out, err, denials) = run(&sb, true, "python3", &["-c", code]);
+    assert_eq!((off.0, &off.1), (status, &out), "{err}");
+    assert_eq!(out, "ENETUNREACH\nOK\nsent\n", "{err}");
+    assert_eq!(denials.len(), 1, "{denials:?}");
+    assert_eq!(denials[0].operation, "sendto");
+    assert_eq!(denials[0].target.as_deref(), Some("8.8.8.8:53"));
+    assert_eq!(denials[0].wall, Wall::Network);
+}
+
 #[test]
 fn a_clean_run_reports_nothing() {
     let ws = common::tempdir();

@@ -9,8 +9,8 @@
 //! that errno, so the program sees what it would have seen. The record is made before the
 //! answer, so once the program has ended its count is complete.
 //!
-//! With `network = "none"` in a network namespace of its own, `connect` notifies too: the
-//! thread reads the address from the program's memory (`process_vm_readv`, at most one
+//! With `network = "none"` in a network namespace of its own, `connect` and `sendto` with
+//! a destination notify too: the thread reads the address from the program's memory (`process_vm_readv`, at most one
 //! `sockaddr_storage`; a report only, since the program may change it after the read)
 //! and lets the call run unchanged (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). The namespace,
 //! not this thread, refuses a connect that leaves loopback.
@@ -184,11 +184,16 @@ impl Answerer {
                 resp.error = -errno;
             }
             Answer::Continue => {
-                if let Some(addr) = self.connect_address(&n) {
+                let (op, at) = if n.data.nr as i64 == libc::SYS_sendto {
+                    ("sendto", 4)
+                } else {
+                    ("connect", 1)
+                };
+                if let Some(addr) = self.address(&n, at) {
                     if !is_loopback(&addr) {
                         self.record(
                             Wall::Network,
-                            "connect".to_owned(),
+                            op.to_owned(),
                             Some(addr.to_string()),
                             seccomp::NETWORK_NONE,
                         );
@@ -209,10 +214,12 @@ impl Answerer {
             .add(wall, operation, target, hint);
     }
 
-    /// The IPv4 or IPv6 address of a watched `connect` (`fd`, `addr`, `addrlen`), read
-    /// from the caller's memory while its notification is still pending.
-    fn connect_address(&self, n: &libc::seccomp_notif) -> Option<SocketAddr> {
-        let (ptr, len) = (n.data.args[1], n.data.args[2] as u32 as usize);
+    /// The IPv4 or IPv6 address of a watched call, whose arguments `at` and `at + 1` are
+    /// the address and its length (`connect`: 1, `sendto`: 4), read from the caller's
+    /// memory while its notification is still pending.
+    fn address(&self, n: &libc::seccomp_notif, at: usize) -> Option<SocketAddr> {
+        let ptr = *n.data.args.get(at)?;
+        let len = *n.data.args.get(at + 1)? as u32 as usize;
         let mut buf = [0u8; 28];
         let want = len.min(buf.len());
         let got = sys::process_vm_readv(n.pid as libc::pid_t, ptr, buf.get_mut(..want)?).ok()?;

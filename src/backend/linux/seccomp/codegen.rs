@@ -33,6 +33,11 @@ const fn arg_low(arg: u32) -> u32 {
     16 + 8 * arg + if cfg!(target_endian = "big") { 4 } else { 0 }
 }
 
+/// Offset of the high 32 bits of argument `arg` in `struct seccomp_data`.
+const fn arg_high(arg: u32) -> u32 {
+    16 + 8 * arg + if cfg!(target_endian = "big") { 0 } else { 4 }
+}
+
 /// The shared returns of step 6, where every path of the program ends.
 #[derive(Clone, Copy)]
 struct Returns {
@@ -249,6 +254,13 @@ fn argument_block(
         Block::SendFlags(arg) => {
             asm.stmt(BPF_LD_ABS, arg_low(arg));
             asm.jump(BPF_JSET, MSG_FASTOPEN, eperm, allow);
+        }
+        // A pointer: the whole register, both halves.
+        Block::Addressed(arg) => {
+            asm.stmt(BPF_LD_ABS, arg_low(arg));
+            asm.jump(BPF_JEQ, 0, Next, eperm);
+            asm.stmt(BPF_LD_ABS, arg_high(arg));
+            asm.jump(BPF_JEQ, 0, allow, eperm);
         }
     }
     Ok(())

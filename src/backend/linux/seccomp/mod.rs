@@ -275,7 +275,9 @@ pub use describe::{NETWORK_NONE, describe};
 /// back to `clone` and `openat`, no denial, and glibc calls `clone3` for every thread.
 /// Foreign ABIs are still killed. With `watch_connect` (`network = "none"` in a network
 /// namespace of its own, where the namespace rather than the filter refuses), `connect`
-/// notifies too and the host lets it continue after reading its address.
+/// and `sendto` with a destination notify too, and the host lets them continue after
+/// reading the address. (`sendmsg` is not watched: its address is in memory, so every
+/// call would notify.)
 ///
 /// # Errors
 ///
@@ -286,9 +288,16 @@ pub fn build_explained(
 ) -> Result<Explained, SeccompBuildError> {
     let mut listed = rules::rules(opts)?;
     if watch_connect {
-        let connect = u32::try_from(libc::SYS_connect)
-            .map_err(|_| SeccompBuildError::CompileFilter("syscall number".into()))?;
-        listed.entry(connect).or_insert(rules::Action::Watch);
+        let nr = |n: i64| {
+            u32::try_from(n).map_err(|_| SeccompBuildError::CompileFilter("syscall number".into()))
+        };
+        listed
+            .entry(nr(libc::SYS_connect)?)
+            .or_insert(rules::Action::Watch);
+        // `sendto` with a destination (argument 4 not NULL): UDP without `connect`.
+        listed
+            .entry(nr(libc::SYS_sendto)?)
+            .or_insert(rules::Action::Block(rules::Block::Addressed(4)));
     }
     Ok(Explained {
         notify: checked(codegen::program(&listed, opts, true)?)?,

@@ -47,6 +47,10 @@ pub(super) enum Block {
     OwnProcess(u32),
     /// `MSG_FASTOPEN` in the send flags in this argument.
     SendFlags(u32),
+    /// A pointer other than NULL (either half of the register) in this argument: the
+    /// watched `sendto` with a destination of an explained program
+    /// ([`super::build_explained`]), where the `EPERM` return notifies.
+    Addressed(u32),
 }
 
 /// Every listed number and where it leads, for `opts`.
