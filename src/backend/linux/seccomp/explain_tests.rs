@@ -66,7 +66,7 @@ fn the_explained_program_notifies_exactly_the_denials() {
                     let answer = x.answer(&data(AUDIT_ARCH, nr, args));
                     // Unless layer 2's allow mode lists it already (Fast Open).
                     let sendto =
-                        nr == libc::SYS_sendto as u32 && !(o.inet_stream_only && !o.deny_network);
+                        nr == libc::SYS_sendto as u32 && (!o.inet_stream_only || o.deny_network);
                     let watched =
                         watch && (nr == libc::SYS_connect as u32 || (sendto && args[4] != 0));
                     if watched {
