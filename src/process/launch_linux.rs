@@ -232,6 +232,9 @@ pub(super) fn start(
     if req.egress_socket >= 0 {
         exec.set_egress_socket(req.egress_socket);
     }
+    if let Some((filter, socket)) = req.explain.take() {
+        exec.set_explain(prepare::ExplainFilter { filter, socket });
+    }
     let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w), tmp_parent)?;
     drop(ruleset);
     // The init holds the status pipe's write end now; the parent keeps the read end only.

@@ -255,6 +255,29 @@ pub fn recv_fds(sock: &OwnedFd) -> std::io::Result<Vec<(u8, OwnedFd)>> {
     }
 }
 
+/// After a successful spawn with explain on: the seccomp listener the child sent on
+/// `sock` (tag 0) before it exec'd ([`prepare::ExplainFilter`]).
+///
+/// # Errors
+///
+/// The error of `recvmsg`; `ENOMSG` when no listener came, `EBADF` when the fd that came
+/// is not a seccomp listener.
+pub fn recv_listener(sock: &OwnedFd) -> std::io::Result<stockade_sys::linux::SeccompListener> {
+    let fd = recv_fds(sock)?
+        .into_iter()
+        .find_map(|(tag, fd)| (tag == 0).then_some(fd))
+        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMSG))?;
+    // The kernel names a listener's file `anon_inode:seccomp notify`.
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    if link.as_os_str() != "anon_inode:seccomp notify" {
+        return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: the fd is a seccomp listener: only this command's setup child held the
+    // other end of `sock` (close-on-exec, closed before its exec), it sent the listener
+    // its own `seccomp` call returned, and the kernel names the file as a listener's.
+    Ok(unsafe { stockade_sys::linux::SeccompListener::from_fd(fd.into()) })
+}
+
 /// Clones a child that replays `layout` and then `exec`, and reads its report. A layout
 /// with a shared Landlock layer ([`Layout::shared_landlock`]) gives the child its current
 /// build for the sandbox's directory `tmp_parent`, which holds the command's `TMPDIR`,
