@@ -14,6 +14,8 @@
 
 pub mod http;
 #[cfg(unix)]
+mod relay;
+#[cfg(unix)]
 mod serve;
 pub mod socks5;
 
