@@ -15,7 +15,7 @@ use super::http::{ChunkError, Chunked};
 
 /// Each direction's buffer. Large enough that a bulk transfer takes few wakeups; a
 /// connection holds two.
-const BUF: usize = 128 * 1024;
+const BUF: usize = 256 * 1024;
 
 /// What may go from the client upstream.
 #[derive(Debug)]

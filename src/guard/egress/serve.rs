@@ -150,7 +150,8 @@ impl Proxy {
     }
 
     /// The most connections served at once by the whole proxy, all runs together (each
-    /// takes a thread and two 128 KiB buffers); more are closed on accept, with a warning.
+    /// takes a thread and two 256 KiB buffers, resident as far as bytes pass through them);
+    /// more are closed on accept, with a warning.
     pub fn with_max_total_connections(self, max: usize) -> Proxy {
         self.shared.max_active.store(max, Ordering::SeqCst);
         self
