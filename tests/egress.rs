@@ -635,3 +635,9 @@ fn a_malformed_chunked_body_stops_at_the_bad_byte() {
     assert!(seen.ends_with("\r\n\r\n3\r\nabc\r\n"), "{seen:?}");
     assert!(!seen.contains("smuggled"), "{seen:?}");
 }
+
+#[test]
+fn a_run_is_send_sync_and_clone() {
+    fn check<T: Send + Sync + Clone + 'static>() {}
+    check::<Run>();
+}
