@@ -129,5 +129,30 @@ fn each_run_gets_its_own_listeners_and_records_its_own_decisions() {
 
 #[test]
 fn as_nobody() {
-    common::rerun_as_nobody(&["the_", "each_"]);
+    common::rerun_as_nobody(&["the_", "each_", "a_child_"]);
+}
+
+#[test]
+fn a_child_dropped_unwaited_keeps_its_route_out_until_it_ends() {
+    require!(Feature::UserNs);
+    let (_keep, ws) = var_tempdir();
+    let (port, count) = server("still there");
+    let sb = allow_sandbox(&ws, &["127.0.0.2"]);
+    let out = ws.join("out");
+    // The program waits for its go file, then asks through the proxy.
+    let script = format!(
+        "while [ ! -e go ]; do sleep 0.02; done; curl -s http://127.0.0.2:{port}/ > out.tmp; mv out.tmp out"
+    );
+    let child = sb.command("sh").args(["-c", &script]).spawn().unwrap();
+    drop(child);
+    std::fs::write(ws.join("go"), "").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !out.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        "still there"
+    );
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

@@ -475,6 +475,13 @@ impl Drop for Child {
     fn drop(&mut self) {
         // Unwaited, the proxy's run goes on until the sandbox's first process ends (its
         // pidfd tells the proxy); reaped, it has ended already.
+        if let Some(run) = self.egress.take() {
+            if self.status.is_none() && !self.kill_on_drop {
+                run.detach();
+            } else {
+                run.end();
+            }
+        }
         if self.kill_on_drop && self.status.is_none() {
             let _ = self.kill();
             launch::reap_later(self.pid, &self.handle, &self.run.rusage);

@@ -240,6 +240,7 @@ impl Proxy {
             active: AtomicUsize::new(0),
         });
         let s = Arc::clone(&state);
+        let bounded = until.is_some();
         let accept = thread::Builder::new()
             .name("stockade-egress".into())
             .spawn(move || accept_loop(&listeners, &wake_rx, until.as_ref(), &s))?;
@@ -248,6 +249,7 @@ impl Proxy {
             addrs,
             wake: wake_tx,
             accept: Mutex::new(Some(accept)),
+            bounded,
         })))
     }
 }
@@ -283,7 +285,12 @@ struct RunHandle {
     /// Written once to wake the accept thread when the run ends.
     wake: UnixStream,
     accept: Mutex<Option<JoinHandle<()>>>,
+    /// Whether an `until` fd ends the run by itself.
+    bounded: bool,
 }
+
+/// Runs let go of by [`Run::detach`] that have not ended yet.
+static DETACHED: Mutex<Vec<Run>> = Mutex::new(Vec::new());
 
 impl Drop for RunHandle {
     fn drop(&mut self) {
@@ -341,6 +348,20 @@ impl Run {
     /// When it returns, a connection to either listener is refused. Idempotent.
     pub fn end(&self) {
         self.0.end();
+    }
+
+    /// Lets the run go on without this handle until its `until` fd ends it: for a
+    /// program still running whose host-side handle goes away (a `Child` dropped without
+    /// waiting). Its clones elsewhere keep working. A run without an `until` fd would
+    /// never end, so it is ended here instead. Detached runs that have ended are released
+    /// at the next detach.
+    pub fn detach(self) {
+        if !self.0.bounded {
+            return self.end();
+        }
+        let mut held = lock(&DETACHED);
+        held.retain(|r| !r.ended());
+        held.push(self);
     }
 }
 
