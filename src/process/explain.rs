@@ -29,7 +29,7 @@ use stockade_sys::linux::{self as sys, SeccompListener};
 
 use super::denial::{Denial, Tally, Wall};
 use crate::backend::linux::seccomp::{self, Answer, Explained, FilterOptions};
-use crate::error::{Error, SpawnError};
+use crate::error::Error;
 
 /// An explained spawn before the start: the socket pair the listener comes back through,
 /// and the programs.
@@ -44,18 +44,9 @@ impl Pending {
     /// The explained programs for `options`, and a new socket pair; `watch_connect` as
     /// for [`seccomp::build_explained`].
     pub(super) fn new(options: FilterOptions, watch_connect: bool) -> Result<Pending, Error> {
-        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
         let programs = seccomp::build_explained(&options, watch_connect)?;
-        let (parent, child) = socketpair(
-            AddressFamily::Unix,
-            SockType::Datagram,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| SpawnError::Os {
-            call: "socketpair for the seccomp listener",
-            source: e.into(),
-        })?;
+        let (parent, child) =
+            crate::backend::linux::fd_channel("socketpair for the seccomp listener")?;
         Ok(Pending {
             parent,
             child,

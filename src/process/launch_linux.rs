@@ -296,17 +296,7 @@ pub(super) struct InsidePty {
 impl InsidePty {
     /// A new socket pair for `req`.
     pub(super) fn new(req: &super::command::PtyRequest) -> Result<InsidePty, Error> {
-        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-        let (parent, child) = socketpair(
-            AddressFamily::Unix,
-            SockType::Datagram,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| SpawnError::Os {
-            call: "socketpair for the pseudo-terminal",
-            source: e.into(),
-        })?;
+        let (parent, child) = backend::fd_channel("socketpair for the pseudo-terminal")?;
         Ok(InsidePty {
             parent,
             child,

@@ -214,6 +214,28 @@ pub fn report_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
     })
 }
 
+/// A socket pair that carries fds from the setup child to the parent (a datagram pair,
+/// close-on-exec): the parent keeps the first end, the child gets the second and sends
+/// with [`stockade_sys::linux::send_fd`]; the parent reads with [`recv_fds`]. `what`
+/// names the fds in the error (`the pseudo-terminal`).
+///
+/// # Errors
+///
+/// [`SpawnError::Os`] naming `socketpair for <what>`.
+pub fn fd_channel(call: &'static str) -> Result<(OwnedFd, OwnedFd), SpawnError> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    socketpair(
+        AddressFamily::Unix,
+        SockType::Datagram,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| SpawnError::Os {
+        call,
+        source: e.into(),
+    })
+}
+
 /// Receives, without blocking, every fd a child sent on `sock` with
 /// [`stockade_sys::linux::send_fd`] before it exec'd: (tag, fd) pairs, in order.
 ///
