@@ -171,9 +171,22 @@ pub(super) fn has_xattr(fd: &impl AsFd, name: &std::ffi::CStr, any: bool) -> boo
     }
 }
 
+/// macOS: as on Linux (a layer 2 snapshot's whiteouts can take the xattr form there,
+/// where a character device needs root).
+#[cfg(target_os = "macos")]
+pub(super) fn has_xattr(fd: &impl AsFd, name: &std::ffi::CStr, any: bool) -> bool {
+    let mut buf = [0u8; 2];
+    match stockade_sys::macos::fgetxattr(fd.as_fd().into(), name, &mut buf) {
+        Ok(n) if any => n <= buf.len(),
+        Ok(1) => buf[0] == b'y',
+        Err(stockade_sys::Errno(libc::ERANGE)) => any,
+        _ => false,
+    }
+}
+
 /// Without a binding for the OS's xattr calls, no entry carries the overlay's marks:
-/// change sets made on this OS (layer 2's snapshot) use the character-device whiteout.
-#[cfg(not(target_os = "linux"))]
+/// change sets made there use the character-device whiteout.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 pub(super) fn has_xattr(_fd: &impl AsFd, _name: &std::ffi::CStr, _any: bool) -> bool {
     false
 }

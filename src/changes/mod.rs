@@ -267,8 +267,8 @@ impl ChangeSet {
     ///
     /// # Platform
     ///
-    /// Unix. The overlay's xattr marks (opaque directories, the xattr whiteout) are read
-    /// on Linux only.
+    /// Linux and macOS (elsewhere on Unix the overlay's xattr marks, opaque directories
+    /// and the xattr whiteout, are not read).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, ChangesError> {
         let dir = dir.as_ref().to_path_buf();
         let open_err = |path: &Path, e: Errno| match e {
