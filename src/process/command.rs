@@ -597,6 +597,23 @@ impl Command {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = own_devpts;
+        // Explain: the answering thread starts before the spawn, which waits for the
+        // program's `execve`, a watched call.
+        #[cfg(target_os = "linux")]
+        let explain_child = explain.as_ref().map(super::explain::Pending::child);
+        #[cfg(target_os = "linux")]
+        let explain = match explain {
+            Some(p) => {
+                let data_dir = inner.data_dir.as_ref().map(|(d, _)| d.as_path());
+                let tmp = private_tmp.as_ref().map(tmp::PrivateTmp::path);
+                let view = super::fsview::View::new(plan, &inner.policy, data_dir, tmp);
+                Some(p.serve(view).map_err(|source| SpawnError::Os {
+                    call: "start the thread that answers the seccomp listener",
+                    source,
+                })?)
+            }
+            None => None,
+        };
         let req = Request {
             program: &self.program,
             args: self.args.clone(),
@@ -617,24 +634,12 @@ impl Command {
             #[cfg(target_os = "linux")]
             egress_socket: egress.as_ref().map_or(-1, |e| e.child_socket()),
             #[cfg(target_os = "linux")]
-            explain: explain.as_ref().map(super::explain::Pending::child),
+            explain: explain_child,
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
         // First, before anything waits on the program: its denied calls wait for answers.
         #[cfg(target_os = "linux")]
-        let explain = match explain.map(|p| p.serve(launch::until_fd(&handle))) {
-            None => None,
-            Some(Ok(run)) => Some(run),
-            Some(Err(source)) => {
-                let _ = launch::kill(pid, &handle);
-                run.kill_all();
-                return Err(SpawnError::Os {
-                    call: "receive the seccomp listener from the sandbox",
-                    source,
-                }
-                .into());
-            }
-        };
+        let explain = explain.map(|s| s.started(launch::until_fd(&handle)));
         #[cfg(not(target_os = "linux"))]
         let explain = None;
         // The listeners, served until the sandbox's first process has ended.

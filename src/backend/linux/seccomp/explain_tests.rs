@@ -56,8 +56,8 @@ fn args_sets() -> Vec<[u64; 6]> {
 fn the_explained_program_notifies_exactly_the_denials() {
     let fallback = [libc::SYS_clone3 as u32, libc::SYS_openat2 as u32];
     for o in all_options() {
-        for watch in [false, true] {
-            let x = build_explained(&o, watch).unwrap();
+        for (watch, paths) in [(false, false), (true, false), (false, true), (true, true)] {
+            let x = build_explained(&o, watch, paths).unwrap();
             assert_eq!(x.errno.instructions(), build(&o).unwrap().instructions());
             for nr in numbers() {
                 for args in args_sets() {
@@ -69,7 +69,17 @@ fn the_explained_program_notifies_exactly_the_denials() {
                         nr == libc::SYS_sendto as u32 && (!o.inet_stream_only || o.deny_network);
                     let watched =
                         watch && (nr == libc::SYS_connect as u32 || (sendto && args[4] != 0));
-                    if watched {
+                    let path = paths && super::path_call(i64::from(nr)).is_some();
+                    if path {
+                        // Every path call notifies; the answer is the errno program's.
+                        assert_eq!(n, NOTIFY, "{o:?} {nr} {args:?}");
+                        if e == libc::SECCOMP_RET_ALLOW {
+                            assert_eq!(answer, Answer::Continue);
+                        } else {
+                            let errno = (e & libc::SECCOMP_RET_DATA) as i32;
+                            assert_eq!(answer, Answer::Deny(errno), "{o:?} {nr} {args:?}");
+                        }
+                    } else if watched {
                         assert_eq!((e, n), (libc::SECCOMP_RET_ALLOW, NOTIFY), "{o:?} {nr}");
                         assert_eq!(answer, Answer::Continue);
                     } else if fallback.contains(&nr) {
