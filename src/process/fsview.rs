@@ -267,6 +267,16 @@ impl View {
             {
                 None
             }
+            // A new name in a listed directory: a write to a read-only one.
+            Some((e, Kind::ListDir)) if !exists(path) => {
+                let system = SYSTEM_ALLOWLIST.iter().any(|s| e.starts_with(s));
+                let hint = if system {
+                    "read-only system path (never writable)"
+                } else {
+                    "read_only: not writable"
+                };
+                (write && !fails_anyway()).then(|| (Wall::Layout, hint.to_owned()))
+            }
             Some((_, Kind::ListDir)) => (!fails_anyway()).then(|| {
                 (
                     Wall::Masked,
