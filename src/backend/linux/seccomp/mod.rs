@@ -298,8 +298,13 @@ pub fn build_explained(
             let nr = u32::try_from(c.nr)
                 .map_err(|_| SeccompBuildError::CompileFilter("syscall number".into()))?;
             // Replaces an argument block (the set-id mode checks): the host runs the
-            // errno program on the call and answers with its verdict.
-            listed.insert(nr, rules::Action::Watch);
+            // errno program on the call and answers with its verdict. The calls with
+            // `AT_EMPTY_PATH` have no block there (the errno program allows them).
+            let action = match c.empty_path_flags {
+                Some(f) => rules::Action::Block(rules::Block::UnlessEmptyPath(u32::from(f))),
+                None => rules::Action::Watch,
+            };
+            listed.insert(nr, action);
         }
     }
     if watch_connect {

@@ -42,6 +42,10 @@ pub struct PathArg {
 pub struct PathCall {
     /// The system call number.
     pub nr: i64,
+    /// The argument with the `AT_*` flags, where `AT_EMPTY_PATH` means the call acts on
+    /// the fd alone when the path is empty: those calls do not notify (no path to report;
+    /// glibc's `fstat` is one).
+    pub empty_path_flags: Option<u8>,
     /// Its path arguments, in order.
     pub paths: &'static [PathArg],
 }
@@ -63,7 +67,19 @@ const fn cwd(path: u8, use_: Use) -> PathArg {
 }
 
 const fn call(nr: i64, paths: &'static [PathArg]) -> PathCall {
-    PathCall { nr, paths }
+    PathCall {
+        nr,
+        empty_path_flags: None,
+        paths,
+    }
+}
+
+const fn call_at(nr: i64, flags: u8, paths: &'static [PathArg]) -> PathCall {
+    PathCall {
+        nr,
+        empty_path_flags: Some(flags),
+        paths,
+    }
 }
 
 /// The calls on every architecture. (`openat2` is not watched: it fails with `ENOSYS`
@@ -71,9 +87,9 @@ const fn call(nr: i64, paths: &'static [PathArg]) -> PathCall {
 pub const PATH_CALLS: &[PathCall] = &[
     call(libc::SYS_openat, &[at(0, 1, Use::Open { flags: 2 })]),
     call(libc::SYS_execve, &[cwd(0, Use::Exec)]),
-    call(libc::SYS_execveat, &[at(0, 1, Use::Exec)]),
-    call(libc::SYS_newfstatat, &[at(0, 1, Use::Stat)]),
-    call(libc::SYS_statx, &[at(0, 1, Use::Stat)]),
+    call_at(libc::SYS_execveat, 4, &[at(0, 1, Use::Exec)]),
+    call_at(libc::SYS_newfstatat, 3, &[at(0, 1, Use::Stat)]),
+    call_at(libc::SYS_statx, 2, &[at(0, 1, Use::Stat)]),
     call(libc::SYS_faccessat, &[at(0, 1, Use::Stat)]),
     call(libc::SYS_faccessat2, &[at(0, 1, Use::Stat)]),
     call(libc::SYS_mkdirat, &[at(0, 1, Use::Create)]),
@@ -86,15 +102,16 @@ pub const PATH_CALLS: &[PathCall] = &[
         libc::SYS_renameat2,
         &[at(0, 1, Use::Remove), at(2, 3, Use::Create)],
     ),
-    call(
+    call_at(
         libc::SYS_linkat,
+        4,
         &[at(0, 1, Use::Read), at(2, 3, Use::Create)],
     ),
     call(libc::SYS_symlinkat, &[at(1, 2, Use::Create)]),
     call(libc::SYS_truncate, &[cwd(0, Use::Write)]),
     call(libc::SYS_fchmodat, &[at(0, 1, Use::Write)]),
     call(super::tables::SYS_FCHMODAT2, &[at(0, 1, Use::Write)]),
-    call(libc::SYS_fchownat, &[at(0, 1, Use::Write)]),
+    call_at(libc::SYS_fchownat, 4, &[at(0, 1, Use::Write)]),
 ];
 
 /// The calls of x86_64 alone (aarch64 has only their `*at` forms).
