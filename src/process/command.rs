@@ -243,15 +243,21 @@ impl Command {
     /// Reports what the sandbox denies the program: with `on`, the run's
     /// [`Child::denials`] lists each distinct system call the seccomp filter refused (with
     /// the arguments that decided it, a count and the policy change that would allow it)
-    /// and, with `network = "none"`, each `connect` off the sandbox's loopback. Default:
-    /// off.
+    /// and, with `network = "none"`, each `connect` off the sandbox's loopback, and each
+    /// path the layout does not show, keeps read-only, masks or guards (wall
+    /// [`Layout`](crate::Wall::Layout) or [`Masked`](crate::Wall::Masked), the path as
+    /// `target`). Default: off.
     ///
     /// The program sees exactly what it would see without explain: the filter's denials
     /// notify the host ([`SECCOMP_RET_USER_NOTIF`](https://man7.org/linux/man-pages/man2/seccomp_unotify.2.html)),
-    /// which answers each with the errno the filter would have returned. Each denied call
-    /// then costs a round trip to a thread of the host (some microseconds); allowed calls
-    /// cost nothing more, but the watched `connect`s of `network = "none"`. Off, the spawn
-    /// and the filter are those of a command without this call.
+    /// which answers each with the errno the filter would have returned, and the
+    /// path-taking calls (`openat`, `execve`, the stat family, `mkdirat`, `unlinkat`,
+    /// `renameat`, `linkat`, `symlinkat`, `truncate`, the chmod and chown families) notify
+    /// and continue unchanged (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the host reads the path
+    /// for the report and decides nothing). Each denied or path-taking call then costs a
+    /// round trip to a thread of the host (some microseconds: a `grep -r` or a compiler
+    /// runs noticeably slower); other calls cost nothing more. Off, the spawn and the
+    /// filter are those of a command without this call.
     ///
     /// A program that installs a seccomp filter with a listener of its own gets `EBUSY`
     /// under explain (the kernel allows one listener per chain of filters).
