@@ -24,6 +24,13 @@
 //! from the host), records it when the layout refuses or hides it ([`View::classify`]),
 //! and lets the call continue: the kernel decides, never this thread.
 //!
+//! Landlock's own audit records (ABI 7) are not read: they go to the kernel's audit log,
+//! which a process reads only through the audit netlink socket's multicast group
+//! (`CAP_AUDIT_READ` in the initial user namespace, audit enabled, the records of the
+//! whole host), not something a library in an agent host should subscribe to. Layer 2's
+//! Landlock refuses what the plan's roots do not grant, which [`View`] classifies from
+//! the same roots.
+//!
 //! The thread ends when the sandbox's first process has ended (its pidfd is readable) or
 //! no process uses the filter any more, after answering what is pending; dropping the
 //! listener then fails any later notification with `ENOSYS` (none can come: every process

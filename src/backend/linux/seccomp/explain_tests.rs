@@ -44,7 +44,10 @@ fn args_sets() -> Vec<[u64; 6]> {
     ];
     // `AT_EMPTY_PATH` in the flags of the watched `*at` calls (arguments 2 to 4).
     let empty = libc::AT_EMPTY_PATH as u64;
-    let mut v = vec![[3, 0, empty, empty, empty, 0], [3, 0, !empty, !empty, !empty, 0]];
+    let mut v = vec![
+        [3, 0, empty, empty, empty, 0],
+        [3, 0, !empty, !empty, !empty, 0],
+    ];
     for &a in &vals {
         for &b in &vals {
             v.push([a, b, 0o4755, 0o4755, 0, 0]);
