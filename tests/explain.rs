@@ -228,13 +228,15 @@ fn a_clean_run_reports_nothing() {
 fn file_system_denials_are_reported_once_with_their_hint() {
     let ws = common::tempdir();
     std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+    std::fs::write(ws.path().join(".env"), "SECRET=1\n").unwrap();
+    let ws_canon = std::fs::canonicalize(ws.path()).unwrap();
     let (_out_dir, outside) = common::var_tempdir();
     std::fs::write(outside.join("x"), "secret").unwrap();
     let (_data_dir, data) = common::var_tempdir();
     std::fs::write(data.join("key"), "k").unwrap();
     let script = format!(
         "cat {o}/x; cat {o}/x; echo w > /usr/stockade-explain; cat {d}/key; \
-         echo h > .git/hooks/pre-commit; echo done",
+         echo h > .git/hooks/pre-commit; cat .env >/dev/null; echo done",
         o = outside.display(),
         d = data.display()
     );
@@ -259,7 +261,7 @@ fn file_system_denials_are_reported_once_with_their_hint() {
             "not in the sandbox: read_only = [\"{}\"]",
             outside.display()
         );
-        let want = vec![
+        let mut want = vec![
             (
                 Wall::Layout,
                 "read",
@@ -292,6 +294,17 @@ fn file_system_denials_are_reported_once_with_their_hint() {
                 "guarded by guard_names",
             ),
         ];
+        // The full layer covers `deny_names` (an empty file reads); layer 2 cannot hide
+        // a name inside the workspace.
+        if layer == Layer::Full {
+            want.push((
+                Wall::Masked,
+                "read",
+                format!("{}/.env", ws_canon.display()),
+                1,
+                "hidden by deny_names",
+            ));
+        }
         assert_eq!(got, want, "{layer:?}");
     }
 }
