@@ -119,6 +119,7 @@ impl Pending {
                     tally: t,
                     view,
                     paths: [const { Vec::new() }; 2],
+                    bases: [const { Vec::new() }; 2],
                     resolved: Vec::with_capacity(libc::PATH_MAX as usize),
                 }
                 .serve(until, &until_rx);
@@ -172,6 +173,8 @@ struct Answerer {
     view: View,
     /// The paths of one call as read (at most two), reused.
     paths: [Vec<u8>; 2],
+    /// The directories they are relative to, reused.
+    bases: [Vec<u8>; 2],
     /// One path resolved, reused.
     resolved: Vec<u8>,
 }
@@ -298,9 +301,10 @@ impl Answerer {
     /// the layout refuses or hides.
     fn paths_of(&mut self, n: &libc::seccomp_notif, call: &seccomp::PathCall) {
         let pid = n.pid as libc::pid_t;
-        let mut bases: [Option<Vec<u8>>; 2] = [None, None];
+        let mut relative = [false; 2];
         let mut read = 0;
-        for ((arg, buf), base) in call.paths.iter().zip(&mut self.paths).zip(&mut bases) {
+        let args = call.paths.iter().zip(&mut self.paths).zip(&mut self.bases);
+        for (((arg, buf), base), rel) in args.zip(&mut relative) {
             let Some(&ptr) = n.data.args.get(usize::from(arg.path)) else {
                 return;
             };
@@ -313,10 +317,10 @@ impl Answerer {
                     .dirfd
                     .and_then(|i| n.data.args.get(usize::from(i)))
                     .map_or(libc::AT_FDCWD, |&a| a as u32 as i32);
-                *base = dir_of(pid, fd);
-                if base.is_none() {
+                if dir_of(pid, fd, base).is_none() {
                     return;
                 }
+                *rel = true;
             }
             read += 1;
         }
@@ -328,7 +332,10 @@ impl Answerer {
             let (Some(arg), Some(rel)) = (call.paths.get(i), self.paths.get(i)) else {
                 continue;
             };
-            let base = bases.get(i).and_then(Option::as_deref).unwrap_or(b"/");
+            let base = match (relative.get(i), self.bases.get(i)) {
+                (Some(true), Some(b)) => b.as_slice(),
+                _ => b"/",
+            };
             fsview::resolve(base, rel, &mut self.resolved);
             let flags = match arg.use_ {
                 seccomp::Use::Open { flags } => n.data.args.get(usize::from(flags)).copied(),
@@ -427,17 +434,30 @@ fn read_path(pid: libc::pid_t, addr: u64, buf: &mut Vec<u8>) -> Option<()> {
 }
 
 /// The path of the directory `fd` (`AT_FDCWD`: the working directory) of process `pid`,
-/// from its `/proc` link as the host reads it.
-fn dir_of(pid: libc::pid_t, fd: i32) -> Option<Vec<u8>> {
-    use std::os::unix::ffi::OsStringExt;
-    let link = if fd == libc::AT_FDCWD {
-        format!("/proc/{pid}/cwd")
-    } else {
-        format!("/proc/{pid}/fd/{fd}")
+/// from its `/proc` link as the host reads it, into `out` (reused: no allocation once it
+/// has grown to `PATH_MAX`).
+fn dir_of(pid: libc::pid_t, fd: i32, out: &mut Vec<u8>) -> Option<()> {
+    use std::io::Write;
+    let mut link = [0u8; 48];
+    let len = {
+        let mut w = &mut link[..];
+        if fd == libc::AT_FDCWD {
+            write!(w, "/proc/{pid}/cwd\0")
+        } else {
+            write!(w, "/proc/{pid}/fd/{fd}\0")
+        }
+        .ok()?;
+        48 - w.len()
     };
-    let target = std::fs::read_link(link).ok()?.into_os_string().into_vec();
-    // Not a path (`pipe:[…]`, a deleted directory's ` (deleted)` is left as is).
-    (target.first() == Some(&b'/')).then_some(target)
+    let link = std::ffi::CStr::from_bytes_with_nul(link.get(..len)?).ok()?;
+    out.resize(libc::PATH_MAX as usize, 0);
+    let n = sys::readlink(link, out).ok()?;
+    if n >= out.len() {
+        return None;
+    }
+    out.truncate(n);
+    // Not a path (`pipe:[…]`; a deleted directory's ` (deleted)` is left as is).
+    (out.first() == Some(&b'/')).then_some(())
 }
 
 /// An `AF_INET` or `AF_INET6` socket address from its bytes (machine-order family,
