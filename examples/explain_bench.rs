@@ -2,7 +2,11 @@
 //!
 //! - spawn + wait of `/bin/true` (the explained spawn compiles the explained filter,
 //!   makes a socket pair, receives the listener and starts the answering thread);
-//! - `grep -r` over a tree of 2000 small files (a real workload: allowed calls only);
+//! - `grep -r` over a tree of 2000 small files (a real workload: allowed calls only, but
+//!   with explain on every `openat` and `newfstatat` notifies the host, which reads and
+//!   classifies the path and lets the call continue);
+//! - `make -B -j2` of 8 small C files with `cc` (the compiler's many opens and stats of
+//!   headers and libraries each a round trip with explain on);
 //! - `dd bs=1` of 200 000 bytes (400 000 allowed `read`/`write` calls);
 //! - python's start-up alone, and with 10 000 denied `ptrace` calls (each a round trip
 //!   to the host with explain on).
@@ -34,6 +38,27 @@ fn main() {
             std::fs::write(dir.join(format!("f{f}.txt")), text.repeat(20)).unwrap();
         }
     }
+    let src = ws.path().join("c");
+    std::fs::create_dir(&src).unwrap();
+    let mut objs = Vec::new();
+    for i in 0..8 {
+        let body = format!(
+            "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\
+             int f{i}(const char *s) {{ char b[64]; snprintf(b, sizeof b, \"%s{i}\", s); \
+             return (int)strlen(b) + atoi(s); }}\n"
+        );
+        std::fs::write(src.join(format!("f{i}.c")), body).unwrap();
+        objs.push(format!("f{i}.o"));
+    }
+    std::fs::write(src.join("main.c"), "int main(void) { return 0; }\n").unwrap();
+    std::fs::write(
+        src.join("Makefile"),
+        format!(
+            "prog: main.o {o}\n\tcc -o $@ $^\n%.o: %.c\n\tcc -O1 -c -o $@ $<\n",
+            o = objs.join(" ")
+        ),
+    )
+    .unwrap();
     let mut p = Policy::with_workspace(ws.path());
     p.layer = Some(layer);
     p.min_layer = Some(Layer::Landlock);
@@ -61,7 +86,7 @@ fn main() {
     };
     let ptrace =
         "import ctypes\nlibc = ctypes.CDLL(None)\nfor _ in range(10000): libc.ptrace(16, 1, 0, 0)";
-    let cases: [(&str, &str, Vec<&str>); 5] = [
+    let cases: [(&str, &str, Vec<&str>); 6] = [
         ("spawn + wait /bin/true", "true", vec![]),
         (
             "grep -r over 2000 files",
@@ -72,6 +97,11 @@ fn main() {
             "dd bs=1 count=200000",
             "dd",
             vec!["if=/dev/zero", "of=/dev/null", "bs=1", "count=200000"],
+        ),
+        (
+            "make -B -j2: cc of 8 files and a link",
+            "make",
+            vec!["-s", "-B", "-j2", "-C", "c"],
         ),
         ("python start-up", "python3", vec!["-c", "pass"]),
         (

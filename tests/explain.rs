@@ -204,11 +204,108 @@ fn a_clean_run_reports_nothing() {
             ("true", &[][..]),
             ("ls", &["-la", "."][..]),
             ("sh", &["-c", "ls | wc -l; cat f"][..]),
+            // Reads of the system, writes into the workspace and the temporary directory.
+            (
+                "sh",
+                &[
+                    "-c",
+                    "ls /usr >/dev/null && cat f && echo y > g && mkdir -p d/e && mv g d/h \
+                     && rm -r d && t=${TMPDIR:-/tmp}/t && echo t > $t && cat $t && rm $t",
+                ][..],
+            ),
         ] {
             let (status, out, err, denials) = run(&sb, true, prog, args);
             assert!(status.success(), "{layer:?} {prog}: {out}{err}");
             assert!(denials.is_empty(), "{layer:?} {prog}: {denials:?}");
         }
+    }
+}
+
+/// The layout's denials: a read outside it, a write to a system path, the data dir, a
+/// `.git/hooks` write; each once, with its count and hint, and the program's output and
+/// status the same as with explain off.
+#[test]
+fn file_system_denials_are_reported_once_with_their_hint() {
+    let ws = common::tempdir();
+    std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+    std::fs::write(ws.path().join(".env"), "SECRET=1\n").unwrap();
+    let ws_canon = std::fs::canonicalize(ws.path()).unwrap();
+    let (_out_dir, outside) = common::var_tempdir();
+    std::fs::write(outside.join("x"), "secret").unwrap();
+    let (_data_dir, data) = common::var_tempdir();
+    std::fs::write(data.join("key"), "k").unwrap();
+    let script = format!(
+        "cat {o}/x; cat {o}/x; echo w > /usr/stockade-explain; cat {d}/key; \
+         echo h > .git/hooks/pre-commit; cat .env >/dev/null; echo done",
+        o = outside.display(),
+        d = data.display()
+    );
+    for layer in layers() {
+        let sb = common::sandbox_on(ws.path(), layer, |p| {
+            p.network = Network::None;
+            p.data_dir = Some(data.clone());
+        });
+        let off = run(&sb, false, "sh", &["-c", &script]);
+        let on = run(&sb, true, "sh", &["-c", &script]);
+        assert_eq!((off.0, &off.1, &off.2), (on.0, &on.1, &on.2), "{layer:?}");
+        assert_eq!(on.1, "done\n", "{layer:?}: {}", on.2);
+        assert!(off.3.is_empty(), "explain off reports nothing");
+        let got: Vec<(Wall, &str, String, u64, &str)> =
+            on.3.iter()
+                .map(|d| {
+                    let t = d.target.clone().unwrap_or_default();
+                    (d.wall, d.operation.as_str(), t, d.count, d.hint.as_str())
+                })
+                .collect();
+        let read_only = format!(
+            "not in the sandbox: read_only = [\"{}\"]",
+            outside.display()
+        );
+        let mut want = vec![
+            (
+                Wall::Layout,
+                "read",
+                format!("{}/x", outside.display()),
+                2,
+                read_only.as_str(),
+            ),
+            (
+                Wall::Layout,
+                "write",
+                "/usr/stockade-explain".into(),
+                1,
+                "read-only system path (never writable)",
+            ),
+            (
+                Wall::Masked,
+                "read",
+                format!("{}/key", data.display()),
+                1,
+                "the data dir is hidden (by design)",
+            ),
+            (
+                Wall::Layout,
+                "write",
+                format!(
+                    "{}/.git/hooks/pre-commit",
+                    std::fs::canonicalize(ws.path()).unwrap().display()
+                ),
+                1,
+                "guarded by guard_names",
+            ),
+        ];
+        // The full layer covers `deny_names` (an empty file reads); layer 2 cannot hide
+        // a name inside the workspace.
+        if layer == Layer::Full {
+            want.push((
+                Wall::Masked,
+                "read",
+                format!("{}/.env", ws_canon.display()),
+                1,
+                "hidden by deny_names",
+            ));
+        }
+        assert_eq!(got, want, "{layer:?}");
     }
 }
 

@@ -290,8 +290,8 @@ impl Child {
     /// count, the wall that denied it and the policy change that would allow it
     /// ([`Denial`](crate::Denial)), oldest first. With
     /// [`Command::explain`](crate::Command::explain) on: every system call the seccomp
-    /// filter refused and, with `network = "none"`, every `connect` to an address off the
-    /// sandbox's loopback. With `network = "allow"`: the egress proxy's refusals, explain
+    /// filter refused, every path the layout refused or hid and, with `network = "none"`,
+    /// every `connect` to an address off the sandbox's loopback. With `network = "allow"`: the egress proxy's refusals, explain
     /// or not.
     ///
     /// Complete for the program's own calls once [`Child::wait`] has returned (each is

@@ -243,15 +243,21 @@ impl Command {
     /// Reports what the sandbox denies the program: with `on`, the run's
     /// [`Child::denials`] lists each distinct system call the seccomp filter refused (with
     /// the arguments that decided it, a count and the policy change that would allow it)
-    /// and, with `network = "none"`, each `connect` off the sandbox's loopback. Default:
-    /// off.
+    /// and, with `network = "none"`, each `connect` off the sandbox's loopback, and each
+    /// path the layout does not show, keeps read-only, masks or guards (wall
+    /// [`Layout`](crate::Wall::Layout) or [`Masked`](crate::Wall::Masked), the path as
+    /// `target`). Default: off.
     ///
     /// The program sees exactly what it would see without explain: the filter's denials
     /// notify the host ([`SECCOMP_RET_USER_NOTIF`](https://man7.org/linux/man-pages/man2/seccomp_unotify.2.html)),
-    /// which answers each with the errno the filter would have returned. Each denied call
-    /// then costs a round trip to a thread of the host (some microseconds); allowed calls
-    /// cost nothing more, but the watched `connect`s of `network = "none"`. Off, the spawn
-    /// and the filter are those of a command without this call.
+    /// which answers each with the errno the filter would have returned, and the
+    /// path-taking calls (`openat`, `execve`, the stat family, `mkdirat`, `unlinkat`,
+    /// `renameat`, `linkat`, `symlinkat`, `truncate`, the chmod and chown families) notify
+    /// and continue unchanged (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the host reads the path
+    /// for the report and decides nothing). Each denied or path-taking call then costs a
+    /// round trip to a thread of the host (some microseconds: a `grep -r` or a compiler
+    /// runs noticeably slower); other calls cost nothing more. Off, the spawn and the
+    /// filter are those of a command without this call.
     ///
     /// A program that installs a seccomp filter with a listener of its own gets `EBUSY`
     /// under explain (the kernel allows one listener per chain of filters).
@@ -597,6 +603,23 @@ impl Command {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = own_devpts;
+        // Explain: the answering thread starts before the spawn, which waits for the
+        // program's `execve`, a watched call.
+        #[cfg(target_os = "linux")]
+        let explain_child = explain.as_ref().map(super::explain::Pending::child);
+        #[cfg(target_os = "linux")]
+        let explain = match explain {
+            Some(p) => {
+                let data_dir = inner.data_dir.as_ref().map(|(d, _)| d.as_path());
+                let tmp = private_tmp.as_ref().map(tmp::PrivateTmp::path);
+                let view = super::fsview::View::new(plan, &inner.policy, data_dir, tmp);
+                Some(p.serve(view).map_err(|source| SpawnError::Os {
+                    call: "start the thread that answers the seccomp listener",
+                    source,
+                })?)
+            }
+            None => None,
+        };
         let req = Request {
             program: &self.program,
             args: self.args.clone(),
@@ -617,24 +640,12 @@ impl Command {
             #[cfg(target_os = "linux")]
             egress_socket: egress.as_ref().map_or(-1, |e| e.child_socket()),
             #[cfg(target_os = "linux")]
-            explain: explain.as_ref().map(super::explain::Pending::child),
+            explain: explain_child,
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
         // First, before anything waits on the program: its denied calls wait for answers.
         #[cfg(target_os = "linux")]
-        let explain = match explain.map(|p| p.serve(launch::until_fd(&handle))) {
-            None => None,
-            Some(Ok(run)) => Some(run),
-            Some(Err(source)) => {
-                let _ = launch::kill(pid, &handle);
-                run.kill_all();
-                return Err(SpawnError::Os {
-                    call: "receive the seccomp listener from the sandbox",
-                    source,
-                }
-                .into());
-            }
-        };
+        let explain = explain.map(|s| s.started(launch::until_fd(&handle)));
         #[cfg(not(target_os = "linux"))]
         let explain = None;
         // The listeners, served until the sandbox's first process has ended.

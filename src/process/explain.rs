@@ -15,6 +15,22 @@
 //! and lets the call run unchanged (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). The namespace,
 //! not this thread, refuses a connect that leaves loopback.
 //!
+//! Every path-taking call notifies too ([`seccomp::path_call`]: `openat`, `execve`, the
+//! stat family, `mkdirat`, `unlinkat`, `renameat`, `linkat`, `symlinkat`, `truncate`, the
+//! chmod and chown families). The thread reads each path from the program's memory (at
+//! most `PATH_MAX` bytes, page by page, then checks that the notification is still
+//! pending: a racing program can only falsify its own report), resolves a relative one
+//! against the caller's working directory or directory fd (their `/proc/<pid>` links, read
+//! from the host), records it when the layout refuses or hides it ([`View::classify`]),
+//! and lets the call continue: the kernel decides, never this thread.
+//!
+//! Landlock's own audit records (ABI 7) are not read: they go to the kernel's audit log,
+//! which a process reads only through the audit netlink socket's multicast group
+//! (`CAP_AUDIT_READ` in the initial user namespace, audit enabled, the records of the
+//! whole host), not something a library in an agent host should subscribe to. Layer 2's
+//! Landlock refuses what the plan's roots do not grant, which [`View`] classifies from
+//! the same roots.
+//!
 //! The thread ends when the sandbox's first process has ended (its pidfd is readable) or
 //! no process uses the filter any more, after answering what is pending; dropping the
 //! listener then fails any later notification with `ENOSYS` (none can come: every process
@@ -23,11 +39,12 @@
 use std::io;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 
 use stockade_sys::linux::{self as sys, SeccompListener};
 
 use super::denial::{Denial, Tally, Wall};
+use super::fsview::{self, View};
 use crate::backend::linux::seccomp::{self, Answer, Explained, FilterOptions};
 use crate::error::Error;
 
@@ -41,10 +58,10 @@ pub(super) struct Pending {
 }
 
 impl Pending {
-    /// The explained programs for `options`, and a new socket pair; `watch_connect` as
-    /// for [`seccomp::build_explained`].
+    /// The explained programs for `options` (the path-taking calls watched), and a new
+    /// socket pair; `watch_connect` as for [`seccomp::build_explained`].
     pub(super) fn new(options: FilterOptions, watch_connect: bool) -> Result<Pending, Error> {
-        let programs = seccomp::build_explained(&options, watch_connect)?;
+        let programs = seccomp::build_explained(&options, watch_connect, true)?;
         let (parent, child) =
             crate::backend::linux::fd_channel("socketpair for the seccomp listener")?;
         Ok(Pending {
@@ -60,25 +77,67 @@ impl Pending {
         (self.programs.notify.clone(), self.child.as_raw_fd())
     }
 
-    /// After a successful spawn: receives the listener the child sent before it exec'd
-    /// and answers it on a thread of its own until `until` (a pidfd of the sandbox's
-    /// first process) is readable.
-    pub(super) fn serve(self, until: Option<OwnedFd>) -> io::Result<Run> {
-        drop(self.child);
-        let listener = crate::backend::linux::recv_listener(&self.parent)?;
+    /// Before the spawn (the program's own `execve` notifies, and the spawn waits for
+    /// it): starts the thread that receives the listener the child sends before it execs
+    /// and answers it, classifying paths against `view`, until the pidfd
+    /// [`Serving::started`] hands it is readable. When the spawn fails, dropping the
+    /// [`Serving`] closes the child's end of the socket, and the thread ends.
+    pub(super) fn serve(self, view: View) -> io::Result<Serving> {
+        let Pending {
+            parent,
+            child,
+            programs,
+            options,
+        } = self;
         let tally = Arc::new(Mutex::new(Tally::default()));
-        let answerer = Answerer {
-            listener,
-            programs: self.programs,
-            options: self.options,
-            tally: Arc::clone(&tally),
-        };
+        let (until_tx, until_rx) = mpsc::channel();
+        let t = Arc::clone(&tally);
         // Detached: it ends with the sandbox, and what it records is counted before the
         // call it answers returns.
         std::thread::Builder::new()
             .name("stockade-explain".into())
-            .spawn(move || answerer.serve(until))?;
-        Ok(Run { tally })
+            .spawn(move || {
+                let Some((listener, until)) = wait_listener(&parent, &until_rx) else {
+                    // No listener (the spawn failed): the child's execve, if it got that
+                    // far, fails with ENOSYS once the listener in flight is dropped.
+                    return;
+                };
+                drop(parent);
+                Answerer {
+                    listener,
+                    programs,
+                    options,
+                    tally: t,
+                    view,
+                    paths: [const { Vec::new() }; 2],
+                    bases: [const { Vec::new() }; 2],
+                    resolved: Vec::with_capacity(libc::PATH_MAX as usize),
+                }
+                .serve(until, &until_rx);
+            })?;
+        Ok(Serving {
+            _child: child,
+            until: until_tx,
+            run: Run { tally },
+        })
+    }
+}
+
+/// An explained spawn under way: the child's end of the socket (held until the spawn has
+/// returned) and the way to hand the answering thread the sandbox's pidfd.
+pub(super) struct Serving {
+    _child: OwnedFd,
+    until: mpsc::Sender<Option<OwnedFd>>,
+    run: Run,
+}
+
+impl Serving {
+    /// After a successful spawn: the thread answers until `until` (a pidfd of the
+    /// sandbox's first process) is readable.
+    pub(super) fn started(self, until: Option<OwnedFd>) -> Run {
+        // A thread that ended already has nothing to wait for.
+        let _ = self.until.send(until);
+        self.run
     }
 }
 
@@ -101,18 +160,47 @@ struct Answerer {
     programs: Explained,
     options: FilterOptions,
     tally: Arc<Mutex<Tally>>,
+    /// The layout, for the paths of watched calls.
+    view: View,
+    /// The paths of one call as read (at most two), reused.
+    paths: [Vec<u8>; 2],
+    /// The directories they are relative to, reused.
+    bases: [Vec<u8>; 2],
+    /// One path resolved, reused.
+    resolved: Vec<u8>,
 }
 
 impl Answerer {
-    fn serve(self, until: Option<OwnedFd>) {
+    fn serve(mut self, until: Option<Option<OwnedFd>>, until_rx: &mpsc::Receiver<Option<OwnedFd>>) {
         use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        // Until the spawn has returned, the pidfd is not known yet: poll with a timeout
+        // and look for it in between.
+        let known = until.is_some();
+        let mut until: Option<OwnedFd> = until.flatten();
+        let mut known = known;
         loop {
-            let (ready, hup, over) = {
-                let mut fds = vec![PollFd::new(self.listener_fd(), PollFlags::POLLIN)];
-                if let Some(u) = &until {
-                    fds.push(PollFd::new(u.as_fd(), PollFlags::POLLIN));
+            if !known {
+                match until_rx.try_recv() {
+                    Ok(u) => (until, known) = (u, true),
+                    Err(mpsc::TryRecvError::Empty) => {}
+                    Err(mpsc::TryRecvError::Disconnected) => known = true,
                 }
-                match poll(&mut fds, PollTimeout::NONE) {
+            }
+            let timeout = if known {
+                PollTimeout::NONE
+            } else {
+                PollTimeout::from(20u8)
+            };
+            let (ready, hup, over) = {
+                let first = || PollFd::new(self.listener.as_fd().into(), PollFlags::POLLIN);
+                let mut both = [first(), first()];
+                if let Some(u) = &until {
+                    both[1] = PollFd::new(u.as_fd(), PollFlags::POLLIN);
+                }
+                let fds = both
+                    .get_mut(..1 + usize::from(until.is_some()))
+                    .unwrap_or_default();
+                match poll(fds, timeout) {
                     Ok(_) => {}
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(_) => return,
@@ -143,14 +231,10 @@ impl Answerer {
         }
     }
 
-    fn listener_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.listener.as_fd().into()
-    }
-
     /// Receives one notification, records it and answers it. False when the listener
     /// fails otherwise than for a caller that is gone (then the thread stops rather than
     /// spin, and the listener's close fails the pending calls with `ENOSYS`).
-    fn answer_one(&self) -> bool {
+    fn answer_one(&mut self) -> bool {
         let n = match sys::seccomp_notif_recv(&self.listener) {
             Ok(n) => n,
             // The caller ended (or was interrupted) before it was read.
@@ -175,6 +259,12 @@ impl Answerer {
                 resp.error = -errno;
             }
             Answer::Continue => {
+                if let Some(call) = seccomp::path_call(n.data.nr.into()) {
+                    self.paths_of(&n, call);
+                    resp.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32;
+                    let _ = sys::seccomp_notif_send(&self.listener, &resp);
+                    return true;
+                }
                 let (op, at) = if n.data.nr as i64 == libc::SYS_sendto {
                     ("sendto", 4)
                 } else {
@@ -198,6 +288,64 @@ impl Answerer {
         true
     }
 
+    /// Reads, resolves and classifies the paths of watched call `call`, and records those
+    /// the layout refuses or hides.
+    fn paths_of(&mut self, n: &libc::seccomp_notif, call: &seccomp::PathCall) {
+        let pid = n.pid as libc::pid_t;
+        let mut relative = [false; 2];
+        let mut read = 0;
+        let args = call.paths.iter().zip(&mut self.paths).zip(&mut self.bases);
+        for (((arg, buf), base), rel) in args.zip(&mut relative) {
+            let Some(&ptr) = n.data.args.get(usize::from(arg.path)) else {
+                return;
+            };
+            if read_path(pid, ptr, buf).is_none() || buf.is_empty() {
+                // `AT_EMPTY_PATH` (glibc's `fstat`), a bad pointer: no path to report.
+                return;
+            }
+            if buf.first() != Some(&b'/') {
+                let fd = arg
+                    .dirfd
+                    .and_then(|i| n.data.args.get(usize::from(i)))
+                    .map_or(libc::AT_FDCWD, |&a| a as u32 as i32);
+                if dir_of(pid, fd, base).is_none() {
+                    return;
+                }
+                *rel = true;
+            }
+            read += 1;
+        }
+        // The pid and the memory read were the caller's only while it is still pending.
+        if sys::seccomp_notif_id_valid(&self.listener, n.id).is_err() {
+            return;
+        }
+        for i in 0..read {
+            let (Some(arg), Some(rel)) = (call.paths.get(i), self.paths.get(i)) else {
+                continue;
+            };
+            let base = match (relative.get(i), self.bases.get(i)) {
+                (Some(true), Some(b)) => b.as_slice(),
+                _ => b"/",
+            };
+            fsview::resolve(base, rel, &mut self.resolved);
+            let flags = match arg.use_ {
+                seccomp::Use::Open { flags } => n.data.args.get(usize::from(flags)).copied(),
+                _ => None,
+            }
+            .unwrap_or(0);
+            let exists = |p: &[u8]| {
+                use std::os::unix::ffi::OsStrExt;
+                std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(p)).is_ok()
+            };
+            if let Some((wall, hint)) = self.view.classify(&self.resolved, arg.use_, flags, &exists)
+            {
+                let target = String::from_utf8_lossy(&self.resolved).into_owned();
+                let op = fsview::verb(arg.use_, flags).to_owned();
+                self.record(wall, op, Some(target), &hint);
+            }
+        }
+    }
+
     fn record(&self, wall: Wall, operation: String, target: Option<String>, hint: &str) {
         self.tally
             .lock()
@@ -218,6 +366,89 @@ impl Answerer {
         sys::seccomp_notif_id_valid(&self.listener, n.id).ok()?;
         parse_sockaddr(buf.get(..got)?)
     }
+}
+
+/// Waits for the listener on `parent`, and for the spawn's end: the listener, and the
+/// pidfd when the spawn has returned already (`Some`). `None` when the spawn failed
+/// (the sender is gone) or what came is no listener.
+fn wait_listener(
+    parent: &OwnedFd,
+    until_rx: &mpsc::Receiver<Option<OwnedFd>>,
+) -> Option<(SeccompListener, Option<Option<OwnedFd>>)> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut until = None;
+    loop {
+        let mut fds = [PollFd::new(parent.as_fd(), PollFlags::POLLIN)];
+        let ready = match poll(&mut fds, PollTimeout::from(20u8)) {
+            Ok(n) => n > 0,
+            Err(nix::errno::Errno::EINTR) => false,
+            Err(_) => return None,
+        };
+        // After a successful spawn the listener is queued: the child sent it before its
+        // exec.
+        if ready || until.is_some() {
+            let listener = crate::backend::linux::recv_listener(parent).ok()?;
+            return Some((listener, until));
+        }
+        match until_rx.try_recv() {
+            Ok(u) => until = Some(u),
+            Err(mpsc::TryRecvError::Empty) => {}
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+        }
+    }
+}
+
+/// Reads the NUL-terminated path at `addr` in process `pid` into `buf` (cleared first),
+/// page by page so that a path ending just before an unmapped page is read whole; `None`
+/// when it cannot be read or is longer than `PATH_MAX`.
+fn read_path(pid: libc::pid_t, addr: u64, buf: &mut Vec<u8>) -> Option<()> {
+    const PAGE: u64 = 4096;
+    let max = libc::PATH_MAX as usize;
+    buf.clear();
+    buf.resize(max, 0);
+    let mut at = 0usize;
+    while at < max {
+        let here = addr.checked_add(at as u64)?;
+        let chunk = ((PAGE - here % PAGE) as usize).min(max - at);
+        let dst = buf.get_mut(at..at + chunk)?;
+        let got = sys::process_vm_readv(pid, here, dst).ok()?;
+        if let Some(end) = dst.get(..got)?.iter().position(|&b| b == 0) {
+            buf.truncate(at + end);
+            return Some(());
+        }
+        if got < chunk {
+            return None;
+        }
+        at += chunk;
+    }
+    None
+}
+
+/// The path of the directory `fd` (`AT_FDCWD`: the working directory) of process `pid`,
+/// from its `/proc` link as the host reads it, into `out` (reused: no allocation once it
+/// has grown to `PATH_MAX`).
+fn dir_of(pid: libc::pid_t, fd: i32, out: &mut Vec<u8>) -> Option<()> {
+    use std::io::Write;
+    let mut link = [0u8; 48];
+    let len = {
+        let mut w = &mut link[..];
+        if fd == libc::AT_FDCWD {
+            write!(w, "/proc/{pid}/cwd\0")
+        } else {
+            write!(w, "/proc/{pid}/fd/{fd}\0")
+        }
+        .ok()?;
+        48 - w.len()
+    };
+    let link = std::ffi::CStr::from_bytes_with_nul(link.get(..len)?).ok()?;
+    out.resize(libc::PATH_MAX as usize, 0);
+    let n = sys::readlink(link, out).ok()?;
+    if n >= out.len() {
+        return None;
+    }
+    out.truncate(n);
+    // Not a path (`pipe:[…]`; a deleted directory's ` (deleted)` is left as is).
+    (out.first() == Some(&b'/')).then_some(())
 }
 
 /// An `AF_INET` or `AF_INET6` socket address from its bytes (machine-order family,

@@ -24,6 +24,8 @@ mod egress;
 mod env;
 #[cfg(target_os = "linux")]
 mod explain;
+#[cfg(target_os = "linux")]
+mod fsview;
 /// Elsewhere no filter notifies: an explained run has nothing of its own to report.
 #[cfg(not(target_os = "linux"))]
 mod explain {

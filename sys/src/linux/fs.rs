@@ -124,3 +124,37 @@ mod tests {
         assert_eq!(core::mem::size_of::<libc::stat>(), 128);
     }
 }
+
+/// `readlinkat(AT_FDCWD, path, buf)`: copies the target of the symlink `path` to `buf`
+/// (not NUL-terminated, truncated to `buf.len()`) and returns its length.
+pub fn readlink(path: &CStr, buf: &mut [u8]) -> Result<usize> {
+    // SAFETY: the kernel reads `path` up to its NUL and writes at most `buf.len()` bytes
+    // to `buf`, a live exclusive borrow; both outlive the call.
+    unsafe {
+        syscall!(
+            libc::SYS_readlinkat,
+            libc::AT_FDCWD,
+            p(path),
+            buf.as_mut_ptr(),
+            buf.len()
+        )
+    }
+}
+
+#[cfg(test)]
+mod readlink_tests {
+    use super::*;
+    use crate::Errno;
+
+    #[test]
+    fn readlink_reads_a_link_and_truncates_to_the_buffer() {
+        let mut buf = [0u8; 64];
+        let n = readlink(c"/proc/self/root", &mut buf).unwrap();
+        assert_eq!(buf.get(..n), Some(&b"/"[..]));
+        let mut short = [0u8; 2];
+        // `/proc/self/exe` names a longer path: cut to the buffer.
+        assert_eq!(readlink(c"/proc/self/exe", &mut short), Ok(2));
+        assert_eq!(short.first(), Some(&b'/'));
+        assert_eq!(readlink(c"/", &mut buf), Err(Errno(libc::EINVAL)));
+    }
+}

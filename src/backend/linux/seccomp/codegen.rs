@@ -255,6 +255,12 @@ fn argument_block(
             asm.stmt(BPF_LD_ABS, arg_low(arg));
             asm.jump(BPF_JSET, MSG_FASTOPEN, eperm, allow);
         }
+        // `AT_EMPTY_PATH` (glibc's `fstat` is `newfstatat(fd, "", AT_EMPTY_PATH)`): no path
+        // to report, allowed without a round trip.
+        Block::UnlessEmptyPath(arg) => {
+            asm.stmt(BPF_LD_ABS, arg_low(arg));
+            asm.jump(BPF_JSET, libc::AT_EMPTY_PATH as u32, allow, eperm);
+        }
         // A pointer: the whole register, both halves.
         Block::Addressed(arg) => {
             asm.stmt(BPF_LD_ABS, arg_low(arg));

@@ -42,7 +42,12 @@ fn args_sets() -> Vec<[u64; 6]> {
         libc::O_CREAT as u64,
         u64::MAX,
     ];
-    let mut v = Vec::new();
+    // `AT_EMPTY_PATH` in the flags of the watched `*at` calls (arguments 2 to 4).
+    let empty = libc::AT_EMPTY_PATH as u64;
+    let mut v = vec![
+        [3, 0, empty, empty, empty, 0],
+        [3, 0, !empty, !empty, !empty, 0],
+    ];
     for &a in &vals {
         for &b in &vals {
             v.push([a, b, 0o4755, 0o4755, 0, 0]);
@@ -56,8 +61,8 @@ fn args_sets() -> Vec<[u64; 6]> {
 fn the_explained_program_notifies_exactly_the_denials() {
     let fallback = [libc::SYS_clone3 as u32, libc::SYS_openat2 as u32];
     for o in all_options() {
-        for watch in [false, true] {
-            let x = build_explained(&o, watch).unwrap();
+        for (watch, paths) in [(false, false), (true, false), (false, true), (true, true)] {
+            let x = build_explained(&o, watch, paths).unwrap();
             assert_eq!(x.errno.instructions(), build(&o).unwrap().instructions());
             for nr in numbers() {
                 for args in args_sets() {
@@ -69,7 +74,24 @@ fn the_explained_program_notifies_exactly_the_denials() {
                         nr == libc::SYS_sendto as u32 && (!o.inet_stream_only || o.deny_network);
                     let watched =
                         watch && (nr == libc::SYS_connect as u32 || (sendto && args[4] != 0));
-                    if watched {
+                    let call = super::path_call(i64::from(nr)).filter(|_| paths);
+                    let empty = call
+                        .and_then(|c| c.empty_path_flags)
+                        .and_then(|f| args.get(usize::from(f)))
+                        .is_some_and(|&f| f & libc::AT_EMPTY_PATH as u64 != 0);
+                    if empty {
+                        // `AT_EMPTY_PATH`: no path, allowed without a notification.
+                        assert_eq!((e, n), (libc::SECCOMP_RET_ALLOW, e), "{o:?} {nr} {args:?}");
+                    } else if call.is_some() {
+                        // Every path call notifies; the answer is the errno program's.
+                        assert_eq!(n, NOTIFY, "{o:?} {nr} {args:?}");
+                        if e == libc::SECCOMP_RET_ALLOW {
+                            assert_eq!(answer, Answer::Continue);
+                        } else {
+                            let errno = (e & libc::SECCOMP_RET_DATA) as i32;
+                            assert_eq!(answer, Answer::Deny(errno), "{o:?} {nr} {args:?}");
+                        }
+                    } else if watched {
                         assert_eq!((e, n), (libc::SECCOMP_RET_ALLOW, NOTIFY), "{o:?} {nr}");
                         assert_eq!(answer, Answer::Continue);
                     } else if fallback.contains(&nr) {

@@ -141,6 +141,7 @@ mod describe;
 #[cfg(test)]
 mod explain_tests;
 mod interp;
+mod paths;
 mod rules;
 mod tables;
 #[cfg(test)]
@@ -265,6 +266,7 @@ impl Explained {
 }
 
 pub use describe::{NETWORK_NONE, describe};
+pub use paths::{PathCall, Use, path_call};
 
 /// Compiles the filter for `opts` in its explained form: the program a command with
 /// explain on installs with a listener, where every call the filter denies notifies the
@@ -277,7 +279,10 @@ pub use describe::{NETWORK_NONE, describe};
 /// namespace of its own, where the namespace rather than the filter refuses), `connect`
 /// and `sendto` with a destination notify too, and the host lets them continue after
 /// reading the address. (`sendmsg` is not watched: its address is in memory, so every
-/// call would notify.)
+/// call would notify.) With `watch_paths`, every path-taking call of [`path_call`]
+/// (`openat`, `execve`, the stat family, `mkdirat`, `unlinkat`, `renameat`, …) notifies,
+/// whatever its arguments: the host reads its paths, and answers with the errno program's
+/// verdict (a set-id `chmod` still fails with `EPERM`) or lets it continue.
 ///
 /// # Errors
 ///
@@ -285,8 +290,23 @@ pub use describe::{NETWORK_NONE, describe};
 pub fn build_explained(
     opts: &FilterOptions,
     watch_connect: bool,
+    watch_paths: bool,
 ) -> Result<Explained, SeccompBuildError> {
     let mut listed = rules::rules(opts)?;
+    if watch_paths {
+        for c in paths::PATH_CALLS.iter().chain(paths::PATH_CALLS_ARCH) {
+            let nr = u32::try_from(c.nr)
+                .map_err(|_| SeccompBuildError::CompileFilter("syscall number".into()))?;
+            // Replaces an argument block (the set-id mode checks): the host runs the
+            // errno program on the call and answers with its verdict. The calls with
+            // `AT_EMPTY_PATH` have no block there (the errno program allows them).
+            let action = match c.empty_path_flags {
+                Some(f) => rules::Action::Block(rules::Block::UnlessEmptyPath(u32::from(f))),
+                None => rules::Action::Watch,
+            };
+            listed.insert(nr, action);
+        }
+    }
     if watch_connect {
         let nr = |n: i64| {
             u32::try_from(n).map_err(|_| SeccompBuildError::CompileFilter("syscall number".into()))

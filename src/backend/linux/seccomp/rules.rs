@@ -51,6 +51,10 @@ pub(super) enum Block {
     /// watched `sendto` with a destination of an explained program
     /// ([`super::build_explained`]), where the `EPERM` return notifies.
     Addressed(u32),
+    /// `AT_EMPTY_PATH` not set in the flags in this argument: a watched path call of an
+    /// explained program ([`super::build_explained`]) that names a path, where the `EPERM`
+    /// return notifies.
+    UnlessEmptyPath(u32),
 }
 
 /// Every listed number and where it leads, for `opts`.
