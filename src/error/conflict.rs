@@ -35,6 +35,42 @@ pub enum Conflict {
     /// The workspace resolves to `/`: the program would be given the whole host to write.
     #[error("the workspace cannot be /")]
     WorkspaceIsRoot,
+    /// `workspace_mode = "overlay"` on a layer or system without the overlay mount (layer
+    /// 2, macOS, passthrough): the program would write into the real workspace, so the
+    /// spawn is refused instead.
+    #[error(
+        "workspace_mode = \"overlay\" needs the full layer on Linux (an overlayfs mount); this sandbox runs on the {layer} layer on {os}"
+    )]
+    OverlayNeedsFullLayer {
+        /// The layer the sandbox runs on.
+        layer: crate::policy::Layer,
+        /// The operating system.
+        os: String,
+    },
+    /// `changes_dir`, resolved, lies inside (or holds) the workspace, a writable path or
+    /// the data dir.
+    #[error(
+        "changes_dir {} overlaps {key} {}: the change set must lie outside the workspace, the writable paths and the data dir",
+        changes_dir.display(),
+        path.display()
+    )]
+    ChangesDirOverlaps {
+        /// The key of the other path.
+        key: &'static str,
+        /// That path, resolved.
+        path: PathBuf,
+        /// The change set's directory, resolved.
+        changes_dir: PathBuf,
+    },
+    /// `changes_dir` holds something that is not a change set of this workspace (another
+    /// workspace's, another format version, a file that is not a marker).
+    #[error("changes_dir {}: {reason}", dir.display())]
+    NotThisChangeSet {
+        /// The change set's directory.
+        dir: PathBuf,
+        /// What does not match.
+        reason: String,
+    },
     /// The data dir contains a writable root (the workspace or a `writable_paths` entry):
     /// masking the data dir would hide that root too.
     #[error(

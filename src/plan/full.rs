@@ -11,7 +11,7 @@ use super::{
     no_symlinks, owners,
 };
 use crate::error::{Conflict, PlanError};
-use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
+use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST, WorkspaceMode};
 
 /// A layout entry before ordering.
 struct Entry {
@@ -139,12 +139,14 @@ fn resolv_conf(layout: &mut Layout, fs: &dyn HostFs) {
 /// is not bound again, so no symlink planted there can redirect a bind.
 fn writable_roots(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Result<(), PlanError> {
     let workspace = layout.writable_roots[0].clone();
-    push(
-        &mut layout.entries,
-        bind(&workspace, &workspace, Access::ReadWrite, true, None),
-        &workspace,
-        0,
-    );
+    let step = match changes_dir(policy, fs, &workspace)? {
+        Some(changes) => Step::Overlay {
+            path: workspace.clone(),
+            changes,
+        },
+        None => bind(&workspace, &workspace, Access::ReadWrite, true, None),
+    };
+    push(&mut layout.entries, step, &workspace, 0);
     let mut writable = Vec::new();
     for p in &policy.writable_paths {
         if is_within(p, &workspace) {
@@ -176,6 +178,57 @@ fn writable_roots(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Resu
         }
     }
     Ok(())
+}
+
+/// In overlay mode, the change set's directory: its parent canonical (it must exist), the
+/// directory itself not a symlink nor anything but a directory when present, and apart
+/// from the workspace, the writable paths and the data dir once resolved (the policy
+/// compared them as written).
+fn changes_dir(
+    policy: &Policy,
+    fs: &dyn HostFs,
+    workspace: &Path,
+) -> Result<Option<PathBuf>, PlanError> {
+    let (WorkspaceMode::Overlay, Some(dir)) = (policy.workspace_mode, &policy.changes_dir) else {
+        return Ok(None);
+    };
+    let path_error = |errno| PlanError::Path {
+        key: "changes_dir",
+        path: dir.clone(),
+        errno,
+    };
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Err(path_error(crate::error::Errno::EINVAL));
+    };
+    let changes = existing(fs, "changes_dir", parent)?.join(name);
+    match fs.kind(&changes) {
+        None | Some(Kind::Dir) => {}
+        Some(Kind::Symlink(_)) => return Err(path_error(crate::error::Errno::ELOOP)),
+        Some(_) => return Err(path_error(crate::error::Errno::ENOTDIR)),
+    }
+    let others = std::iter::once(("workspace", workspace.to_path_buf()))
+        .chain(
+            policy
+                .writable_paths
+                .iter()
+                .filter_map(|p| Some(("writable_paths", fs.canonicalize(p).ok()?))),
+        )
+        .chain(
+            policy
+                .data_dir
+                .iter()
+                .filter_map(|p| Some(("data_dir", fs.canonicalize(p).ok()?))),
+        );
+    for (key, other) in others {
+        if is_within(&changes, &other) || is_within(&other, &changes) {
+            return Err(PlanError::Conflict(Conflict::ChangesDirOverlaps {
+                key,
+                path: other,
+                changes_dir: changes,
+            }));
+        }
+    }
+    Ok(Some(changes))
 }
 
 /// Extra read-only paths and the tools dir. Inside a writable root they are opened beneath
@@ -403,11 +456,16 @@ fn plan_data_dir(
 /// merely read-only, a program redirects git through `commondir`, `config.worktree`,
 /// `worktrees/`, `modules/`, `objects/info/alternates` or a hooks dir that did not exist,
 /// and the host's next `git status` runs its command.
+///
+/// In overlay mode the workspace's own `.git` gets no layer: the whole workspace is
+/// copy-on-write already, and `apply` merges its `.git` changes with the layer's rules.
 fn deny_and_guard_names(layout: &mut Layout, policy: &Policy, data_pins: &[PathBuf]) {
     let (git_guards, guards): (Vec<&String>, Vec<&String>) =
         policy.guard_names.iter().partition(|n| is_git_name(n));
+    let overlay = policy.workspace_mode == WorkspaceMode::Overlay;
     let entries = &mut layout.entries;
-    for root in &layout.writable_roots {
+    for (i, root) in layout.writable_roots.iter().enumerate() {
+        let git_guards: &[&String] = if overlay && i == 0 { &[] } else { &git_guards };
         for name in &policy.deny_names {
             let path = root.join(name);
             push(entries, Step::HideName { path: path.clone() }, &path, 2);

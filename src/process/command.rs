@@ -508,6 +508,8 @@ impl Command {
             e.set_env(&mut env);
         }
         warn_unguarded(plan);
+        // `workspace_mode = "overlay"`: the change set, made at the first run.
+        super::changeset::prepare(plan)?;
         // Layer 2: a private temporary directory per command stands in for /tmp.
         let private_tmp = if plan.private_tmp {
             Some(tmp::create(&mut env, inner.tmp_parents.as_ref())?)

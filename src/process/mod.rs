@@ -14,6 +14,7 @@
 
 #[cfg(all(feature = "tokio", target_os = "linux"))]
 mod asynchronous;
+mod changeset;
 mod child;
 mod command;
 mod data_dir;

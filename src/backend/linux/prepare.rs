@@ -153,6 +153,19 @@ pub enum Op {
         /// `<at>/work`, the overlay's work directory.
         work: CString,
     },
+    /// See [`Step::Overlay`].
+    Overlay {
+        /// `/oldroot/<workspace>`: the lower layer.
+        lower: CString,
+        /// `/oldroot/<changes>/upper`.
+        upper: CString,
+        /// `/oldroot/<changes>/work`.
+        work: CString,
+        /// `/newroot/<workspace>`: the mountpoint.
+        dst: CString,
+        /// Directories to create first (each ancestor of `dst`, then `dst`).
+        mkdirs: Vec<CString>,
+    },
     /// See [`Step::PivotRoot`].
     PivotRoot,
     /// See [`Step::RootReadOnly`].
@@ -425,6 +438,13 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         },
         Step::GuardPin { path } => Op::GuardPin {
             path: inside(path)?,
+        },
+        Step::Overlay { path, changes } => Op::Overlay {
+            lower: cstr(&under(OLD_ROOT, path))?,
+            upper: cstr(&under(OLD_ROOT, &changes.join("upper")))?,
+            work: cstr(&under(OLD_ROOT, &changes.join("work")))?,
+            dst: inside(path)?,
+            mkdirs: mkdirs(path, true)?,
         },
         Step::PivotRoot => Op::PivotRoot,
         Step::RootReadOnly => Op::RootReadOnly,

@@ -1,0 +1,190 @@
+//! The host's side of `workspace_mode = "overlay"` at each spawn: the change set's
+//! directory made (or checked) before the child mounts it (see
+//! [`Step::Overlay`](crate::plan::Step::Overlay)).
+//!
+//! `<changes_dir>` (mode 0700, the caller's, never a symlink) holds `upper/` and `work/`
+//! (the overlay's) and `stockade-changes.json`, written atomically by the first run:
+//! `{"version":1,"workspace":"/canonical/ws","mode":"overlay","started_ns":N}`, `N` the
+//! first run's start in `CLOCK_REALTIME` nanoseconds. A later run checks the version and
+//! the workspace, and sees the earlier runs' writes through the same `upper/`.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use crate::error::{Conflict, Error, Errno, PlanError};
+use crate::plan::{Plan, Step};
+
+/// The marker's name in a change set.
+pub(crate) const MARKER: &str = "stockade-changes.json";
+/// The change set format this code writes.
+pub(crate) const VERSION: u64 = 1;
+
+/// Makes or checks the change set of `plan`'s [`Step::Overlay`], when it has one.
+///
+/// # Errors
+///
+/// [`PlanError::Path`] (key `changes_dir`) when the directory cannot be made, is a
+/// symlink, not a directory, or not the caller's; [`Conflict::NotThisChangeSet`] when it
+/// holds another workspace's change set or another format.
+pub(crate) fn prepare(plan: &Plan) -> Result<(), Error> {
+    for step in &plan.steps {
+        if let Step::Overlay { path, changes } = step {
+            ready(path, changes)?;
+        }
+    }
+    Ok(())
+}
+
+fn path_error(dir: &Path, e: &io::Error) -> Error {
+    PlanError::Path {
+        key: "changes_dir",
+        path: dir.to_path_buf(),
+        errno: crate::error::errno_of(e),
+    }
+    .into()
+}
+
+fn refuse(dir: &Path, errno: Errno) -> Error {
+    PlanError::Path {
+        key: "changes_dir",
+        path: dir.to_path_buf(),
+        errno,
+    }
+    .into()
+}
+
+/// `dir` made when missing (its parent exists), then checked: a directory (not a
+/// symlink) the caller owns, with no access for others; `upper/` (with the workspace's
+/// mode, which its root shows) and `work/` inside; the marker written or matched.
+fn ready(workspace: &Path, dir: &Path) -> Result<(), Error> {
+    let started = now_ns();
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(path_error(dir, &e)),
+    }
+    let meta = fs::symlink_metadata(dir).map_err(|e| path_error(dir, &e))?;
+    if meta.file_type().is_symlink() {
+        return Err(refuse(dir, Errno::ELOOP));
+    }
+    if !meta.is_dir() {
+        return Err(refuse(dir, Errno::ENOTDIR));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if meta.uid() != euid || meta.mode() & 0o077 != 0 {
+        return Err(refuse(dir, Errno::EPERM));
+    }
+    let ws_mode = fs::metadata(workspace)
+        .map_err(|e| path_error(workspace, &e))?
+        .mode()
+        & 0o7777;
+    for (name, mode) in [("upper", ws_mode), ("work", 0o700)] {
+        let sub = dir.join(name);
+        match fs::DirBuilder::new().mode(0o700).create(&sub) {
+            Ok(()) => {
+                fs::set_permissions(&sub, fs::Permissions::from_mode(mode))
+                    .map_err(|e| path_error(&sub, &e))?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(path_error(&sub, &e)),
+        }
+        let m = fs::symlink_metadata(&sub).map_err(|e| path_error(&sub, &e))?;
+        if !m.is_dir() {
+            return Err(refuse(&sub, Errno::ENOTDIR));
+        }
+    }
+    marker(workspace, dir, started)
+}
+
+/// The marker written (temp + rename) at the first run, checked at later ones.
+fn marker(workspace: &Path, dir: &Path, started: u64) -> Result<(), Error> {
+    let path = dir.join(MARKER);
+    let ws = json_string(workspace).ok_or_else(|| not_this(dir, "the workspace path is not UTF-8"))?;
+    match fs::read(&path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let text: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+            if !text.contains(&format!("\"version\":{VERSION}")) {
+                return Err(not_this(dir, "not a change set of format version 1"));
+            }
+            let ws_compact: String = ws.chars().filter(|c| !c.is_whitespace()).collect();
+            if !text.contains(&format!("\"workspace\":{ws_compact}")) {
+                return Err(not_this(
+                    dir,
+                    &format!("a change set of another workspace (this one is {ws})"),
+                ));
+            }
+            if !text.contains("\"mode\":\"overlay\"") {
+                return Err(not_this(dir, "a change set of another mode than overlay"));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let body = format!(
+                "{{\"version\":{VERSION},\"workspace\":{ws},\"mode\":\"overlay\",\"started_ns\":{started}}}\n"
+            );
+            let tmp = dir.join(format!(".{MARKER}.{}", std::process::id()));
+            let write = || -> io::Result<()> {
+                let mut f = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&tmp)?;
+                f.write_all(body.as_bytes())?;
+                f.sync_all()?;
+                fs::rename(&tmp, &path)
+            };
+            write().map_err(|e| {
+                let _ = fs::remove_file(&tmp);
+                path_error(&path, &e)
+            })
+        }
+        Err(e) => Err(path_error(&path, &e)),
+    }
+}
+
+fn not_this(dir: &Path, reason: &str) -> Error {
+    PlanError::Conflict(Conflict::NotThisChangeSet {
+        dir: dir.to_path_buf(),
+        reason: reason.to_string(),
+    })
+    .into()
+}
+
+/// `CLOCK_REALTIME` in nanoseconds.
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// `p` as a JSON string, quotes included; `None` when it is not UTF-8.
+fn json_string(p: &Path) -> Option<String> {
+    let s = p.to_str()?;
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    Some(out)
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_strings_escape_quotes_backslashes_and_controls() {
+        assert_eq!(json_string(Path::new("/a\"b\\c\nd")).unwrap(), "\"/a\\\"b\\\\c\\u000ad\"");
+    }
+}
