@@ -66,13 +66,10 @@ pub fn select(
     // On the overlay the directory shows the overlay's device, not the host's: the host
     // checks the identity at each spawn (`check_data_dir`), and the lower layer is
     // read-only inside.
-    let overlay = plan
-        .steps
-        .iter()
-        .find_map(|s| match s {
-            Step::Overlay { path, .. } => Some(path.clone()),
-            _ => None,
-        });
+    let overlay = plan.steps.iter().find_map(|s| match s {
+        Step::Overlay { path, .. } => Some(path.clone()),
+        _ => None,
+    });
     if let Some((path, id)) = &data_dir {
         for step in &mut plan.steps {
             if let Step::Mask {
@@ -123,10 +120,12 @@ impl Plan {
         if policy.workspace_mode == crate::policy::WorkspaceMode::Overlay
             && (layer, os) != (Layer::Full, "linux")
         {
-            return Err(PlanError::Conflict(crate::error::Conflict::OverlayNeedsFullLayer {
-                layer,
-                os: os.to_string(),
-            }));
+            return Err(PlanError::Conflict(
+                crate::error::Conflict::OverlayNeedsFullLayer {
+                    layer,
+                    os: os.to_string(),
+                },
+            ));
         }
         let mut plan = match (layer, os) {
             (Layer::Passthrough, _) => Plan::passthrough(policy, fs)?,

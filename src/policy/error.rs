@@ -57,16 +57,22 @@ pub enum PolicyError {
     },
     /// `workspace_mode = "overlay"` without `changes_dir`: the writes would have nowhere to
     /// go.
-    #[error("workspace_mode = \"overlay\" needs changes_dir, the directory the change set is kept in")]
+    #[error(
+        "workspace_mode = \"overlay\" needs changes_dir, the directory the change set is kept in"
+    )]
     OverlayWithoutChangesDir,
     /// `changes_dir` without `workspace_mode = "overlay"`: the program would write into the
     /// real workspace while the host believes the writes are held for review.
-    #[error("changes_dir is set but workspace_mode = \"direct\": set workspace_mode = \"overlay\" (or --overlay)")]
+    #[error(
+        "changes_dir is set but workspace_mode = \"direct\": set workspace_mode = \"overlay\" (or --overlay)"
+    )]
     ChangesDirWithoutOverlay,
     /// `changes_dir` lies inside (or holds) the workspace, a writable path or the data
     /// dir: the program could write its own change set, or the set would hold what is
     /// masked.
-    #[error("changes_dir {changes_dir:?} overlaps {key} {path:?}: the change set must lie outside the workspace, the writable paths and the data dir")]
+    #[error(
+        "changes_dir {changes_dir:?} overlaps {key} {path:?}: the change set must lie outside the workspace, the writable paths and the data dir"
+    )]
     ChangesDirOverlaps {
         /// The key of the other path.
         key: &'static str,

@@ -831,19 +831,29 @@ mod tests {
 
     #[test]
     fn overlay_needs_a_changes_dir_apart_from_the_writable_paths() {
-        let err = Policy::from_toml("workspace = \"/w\"\nworkspace_mode = \"overlay\"\n")
-            .unwrap_err();
+        let err =
+            Policy::from_toml("workspace = \"/w\"\nworkspace_mode = \"overlay\"\n").unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("line 2, column 1") && msg.contains("needs changes_dir"), "{msg}");
+        assert!(
+            msg.contains("line 2, column 1") && msg.contains("needs changes_dir"),
+            "{msg}"
+        );
         let err = Policy::from_toml("changes_dir = \"/c\"\n").unwrap_err();
         assert!(err.to_string().contains("line 1, column 1"), "{err}");
-        assert!(err.to_string().contains("workspace_mode = \"direct\""), "{err}");
+        assert!(
+            err.to_string().contains("workspace_mode = \"direct\""),
+            "{err}"
+        );
         for (extra, key) in [
             ("", "workspace"),
             ("writable_paths = [\"/srv/c\"]\n", "writable_paths"),
             ("data_dir = \"/srv\"\n", "data_dir"),
         ] {
-            let cdir = if key == "workspace" { "/w/changes" } else { "/srv/c/x" };
+            let cdir = if key == "workspace" {
+                "/w/changes"
+            } else {
+                "/srv/c/x"
+            };
             let text = format!(
                 "workspace = \"/w\"\n{extra}workspace_mode = \"overlay\"\nchanges_dir = \"{cdir}\"\n"
             );
@@ -851,8 +861,8 @@ mod tests {
             assert!(err.contains("overlaps") && err.contains(key), "{err}");
             assert!(err.contains("key `changes_dir`"), "{err}");
         }
-        let err = Policy::from_toml("workspace_mode = \"overlay\"\nchanges_dir = \"c\"\n")
-            .unwrap_err();
+        let err =
+            Policy::from_toml("workspace_mode = \"overlay\"\nchanges_dir = \"c\"\n").unwrap_err();
         assert!(err.to_string().contains("line 2"), "{err}");
         let ok = Policy::from_toml(
             "workspace = \"/w\"\nworkspace_mode = \"overlay\"\nchanges_dir = \"/c\"\nsnapshot_max = \"2GiB\"\n",

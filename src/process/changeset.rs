@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use crate::error::{Conflict, Error, Errno, PlanError};
+use crate::error::{Conflict, Errno, Error, PlanError};
 use crate::plan::{Plan, Step};
 
 /// The marker's name in a change set.
@@ -102,7 +102,8 @@ fn ready(workspace: &Path, dir: &Path) -> Result<(), Error> {
 /// The marker written (temp + rename) at the first run, checked at later ones.
 fn marker(workspace: &Path, dir: &Path, started: u64) -> Result<(), Error> {
     let path = dir.join(MARKER);
-    let ws = json_string(workspace).ok_or_else(|| not_this(dir, "the workspace path is not UTF-8"))?;
+    let ws =
+        json_string(workspace).ok_or_else(|| not_this(dir, "the workspace path is not UTF-8"))?;
     match fs::read(&path) {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
@@ -178,13 +179,15 @@ fn json_string(p: &Path) -> Option<String> {
     Some(out)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn json_strings_escape_quotes_backslashes_and_controls() {
-        assert_eq!(json_string(Path::new("/a\"b\\c\nd")).unwrap(), "\"/a\\\"b\\\\c\\u000ad\"");
+        assert_eq!(
+            json_string(Path::new("/a\"b\\c\nd")).unwrap(),
+            "\"/a\\\"b\\\\c\\u000ad\""
+        );
     }
 }

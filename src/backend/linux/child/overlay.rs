@@ -30,7 +30,13 @@ pub(super) fn mount(lower: &CStr, upper: &CStr, work: &CStr, dst: &CStr, mkdirs:
     r
 }
 
-fn with_lower(lower: BorrowedFd<'_>, upper: &CStr, work: &CStr, dst: &CStr, mkdirs: &[CString]) -> R {
+fn with_lower(
+    lower: BorrowedFd<'_>,
+    upper: &CStr,
+    work: &CStr,
+    dst: &CStr,
+    mkdirs: &[CString],
+) -> R {
     let flags = libc::O_PATH | libc::O_DIRECTORY;
     let upper = open_no_symlinks(upper, flags)?;
     let r = match open_no_symlinks(work, flags) {
@@ -90,4 +96,3 @@ fn attach(mnt: OwnedFd, dst: &CStr) -> R {
     let _ = sys::close(mnt);
     r
 }
-
