@@ -62,6 +62,20 @@ pub enum Conflict {
         /// The change set's directory, resolved.
         changes_dir: PathBuf,
     },
+    /// Layer 2 in overlay mode copies the workspace into the change set at the first run:
+    /// this one's regular files add up to more than the policy's `snapshot_max`.
+    #[error(
+        "the workspace {} holds {size} bytes, more than snapshot_max ({max} bytes): layer 2 runs overlay mode on a snapshot of the workspace; raise snapshot_max, or run on the full layer (an overlay mount, no copy)",
+        workspace.display()
+    )]
+    SnapshotTooLarge {
+        /// The workspace.
+        workspace: PathBuf,
+        /// Its regular files' total size in bytes (the data dir and `deny_names` left out).
+        size: u64,
+        /// `snapshot_max` in bytes.
+        max: u64,
+    },
     /// `changes_dir` holds something that is not a change set of this workspace (another
     /// workspace's, another format version, a file that is not a marker).
     #[error("changes_dir {}: {reason}", dir.display())]

@@ -83,6 +83,14 @@ pub enum SetupStep {
         /// The `.git` directory.
         path: PathBuf,
     },
+    /// Layer 2's snapshot of the workspace in the change set (`workspace_mode =
+    /// "overlay"`), made by the host.
+    Snapshot {
+        /// The workspace.
+        workspace: PathBuf,
+        /// The change set's directory.
+        changes: PathBuf,
+    },
     /// Mounting the copy-on-write overlay over the workspace (`workspace_mode =
     /// "overlay"`).
     Overlay {
@@ -217,6 +225,12 @@ impl fmt::Display for SetupStep {
                 f,
                 "overlay {} (writes kept in the change set {})",
                 path.display(),
+                changes.display()
+            ),
+            SetupStep::Snapshot { workspace, changes } => write!(
+                f,
+                "run on a snapshot of {} in {}/snapshot (the difference kept in the change set)",
+                workspace.display(),
                 changes.display()
             ),
             SetupStep::PivotRoot => f.write_str("pivot_root"),

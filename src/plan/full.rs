@@ -139,7 +139,7 @@ fn resolv_conf(layout: &mut Layout, fs: &dyn HostFs) {
 /// is not bound again, so no symlink planted there can redirect a bind.
 fn writable_roots(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Result<(), PlanError> {
     let workspace = layout.writable_roots[0].clone();
-    let step = match changes_dir(policy, fs, &workspace)? {
+    let step = match super::changes_dir(policy, fs, &workspace)? {
         Some(changes) => Step::Overlay {
             path: workspace.clone(),
             changes,
@@ -178,57 +178,6 @@ fn writable_roots(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Resu
         }
     }
     Ok(())
-}
-
-/// In overlay mode, the change set's directory: its parent canonical (it must exist), the
-/// directory itself not a symlink nor anything but a directory when present, and apart
-/// from the workspace, the writable paths and the data dir once resolved (the policy
-/// compared them as written).
-fn changes_dir(
-    policy: &Policy,
-    fs: &dyn HostFs,
-    workspace: &Path,
-) -> Result<Option<PathBuf>, PlanError> {
-    let (WorkspaceMode::Overlay, Some(dir)) = (policy.workspace_mode, &policy.changes_dir) else {
-        return Ok(None);
-    };
-    let path_error = |errno| PlanError::Path {
-        key: "changes_dir",
-        path: dir.clone(),
-        errno,
-    };
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
-        return Err(path_error(crate::error::Errno::EINVAL));
-    };
-    let changes = existing(fs, "changes_dir", parent)?.join(name);
-    match fs.kind(&changes) {
-        None | Some(Kind::Dir) => {}
-        Some(Kind::Symlink(_)) => return Err(path_error(crate::error::Errno::ELOOP)),
-        Some(_) => return Err(path_error(crate::error::Errno::ENOTDIR)),
-    }
-    let others = std::iter::once(("workspace", workspace.to_path_buf()))
-        .chain(
-            policy
-                .writable_paths
-                .iter()
-                .filter_map(|p| Some(("writable_paths", fs.canonicalize(p).ok()?))),
-        )
-        .chain(
-            policy
-                .data_dir
-                .iter()
-                .filter_map(|p| Some(("data_dir", fs.canonicalize(p).ok()?))),
-        );
-    for (key, other) in others {
-        if is_within(&changes, &other) || is_within(&other, &changes) {
-            return Err(PlanError::Conflict(Conflict::ChangesDirOverlaps {
-                key,
-                path: other,
-                changes_dir: changes,
-            }));
-        }
-    }
-    Ok(Some(changes))
 }
 
 /// Extra read-only paths and the tools dir. Inside a writable root they are opened beneath

@@ -118,7 +118,7 @@ impl Plan {
         ids: Ids,
     ) -> Result<Plan, PlanError> {
         if policy.workspace_mode == crate::policy::WorkspaceMode::Overlay
-            && (layer, os) != (Layer::Full, "linux")
+            && !matches!((layer, os), (Layer::Full | Layer::Landlock, "linux"))
         {
             return Err(PlanError::Conflict(
                 crate::error::Conflict::OverlayNeedsFullLayer {

@@ -161,6 +161,24 @@ pub enum Step {
         /// The change set's directory (canonical parent, not a symlink).
         changes: PathBuf,
     },
+    /// Layer 2's answer to `workspace_mode = "overlay"`, done by the host before the
+    /// program starts (the child does nothing for it): the workspace copied into
+    /// `<changes>/snapshot` at the first run (reflinks where the file system has them,
+    /// `copy_file_range` otherwise; symlinks as symlinks, modes and times kept), which is
+    /// the program's workspace (the plan's [`Plan::workspace`](super::Plan::workspace) and
+    /// Landlock grant); after each run the difference snapshot-vs-workspace is written
+    /// into `<changes>/upper` in the overlay format.
+    Snapshot {
+        /// The real workspace.
+        workspace: PathBuf,
+        /// The change set's directory.
+        changes: PathBuf,
+        /// The policy's `snapshot_max`, in bytes: a larger workspace is refused.
+        max: u64,
+        /// Entries of the workspace never copied nor compared, relative to it: the data
+        /// dir (when inside) and the `deny_names`.
+        skip: Vec<PathBuf>,
+    },
     /// `pivot_root` into `/newroot` and detach the old root.
     PivotRoot,
     /// Make the root tmpfs read-only (no new top-level entries).
@@ -254,6 +272,12 @@ impl From<&Step> for SetupStep {
             Step::GitLayer { path, .. } => SetupStep::GitLayer { path: path.clone() },
             Step::Overlay { path, changes } => SetupStep::Overlay {
                 path: path.clone(),
+                changes: changes.clone(),
+            },
+            Step::Snapshot {
+                workspace, changes, ..
+            } => SetupStep::Snapshot {
+                workspace: workspace.clone(),
                 changes: changes.clone(),
             },
             Step::PivotRoot => SetupStep::PivotRoot,

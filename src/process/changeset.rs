@@ -21,23 +21,36 @@ pub(crate) const MARKER: &str = "stockade-changes.json";
 /// The change set format this code writes.
 pub(crate) const VERSION: u64 = 1;
 
-/// Makes or checks the change set of `plan`'s [`Step::Overlay`], when it has one.
+/// Makes or checks the change set of `plan`'s [`Step::Overlay`] or [`Step::Snapshot`],
+/// when it has one; for a snapshot, makes it at the first run and returns what writes
+/// the difference into `upper/` after the run.
 ///
 /// # Errors
 ///
 /// [`PlanError::Path`] (key `changes_dir`) when the directory cannot be made, is a
 /// symlink, not a directory, or not the caller's; [`Conflict::NotThisChangeSet`] when it
-/// holds another workspace's change set or another format.
-pub(crate) fn prepare(plan: &Plan) -> Result<(), Error> {
+/// holds another workspace's change set or another format;
+/// [`Conflict::SnapshotTooLarge`] for a workspace larger than `snapshot_max`.
+pub(crate) fn prepare(plan: &Plan) -> Result<Option<super::snapshot::After>, Error> {
     for step in &plan.steps {
-        if let Step::Overlay { path, changes } = step {
-            ready(path, changes)?;
+        match step {
+            Step::Overlay { path, changes } => ready(path, changes, "overlay")?,
+            Step::Snapshot {
+                workspace,
+                changes,
+                max,
+                skip,
+            } => {
+                ready(workspace, changes, "snapshot")?;
+                return super::snapshot::before(workspace, changes, *max, skip).map(Some);
+            }
+            _ => {}
         }
     }
-    Ok(())
+    Ok(None)
 }
 
-fn path_error(dir: &Path, e: &io::Error) -> Error {
+pub(super) fn path_error(dir: &Path, e: &io::Error) -> Error {
     PlanError::Path {
         key: "changes_dir",
         path: dir.to_path_buf(),
@@ -58,7 +71,7 @@ fn refuse(dir: &Path, errno: Errno) -> Error {
 /// `dir` made when missing (its parent exists), then checked: a directory (not a
 /// symlink) the caller owns, with no access for others; `upper/` (with the workspace's
 /// mode, which its root shows) and `work/` inside; the marker written or matched.
-fn ready(workspace: &Path, dir: &Path) -> Result<(), Error> {
+fn ready(workspace: &Path, dir: &Path, mode: &str) -> Result<(), Error> {
     let started = now_ns();
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
@@ -81,7 +94,12 @@ fn ready(workspace: &Path, dir: &Path) -> Result<(), Error> {
         .map_err(|e| path_error(workspace, &e))?
         .mode()
         & 0o7777;
-    for (name, mode) in [("upper", ws_mode), ("work", 0o700)] {
+    let subs: &[(&str, u32)] = if mode == "overlay" {
+        &[("upper", ws_mode), ("work", 0o700)]
+    } else {
+        &[("upper", ws_mode)]
+    };
+    for &(name, mode) in subs {
         let sub = dir.join(name);
         match fs::DirBuilder::new().mode(0o700).create(&sub) {
             Ok(()) => {
@@ -96,11 +114,11 @@ fn ready(workspace: &Path, dir: &Path) -> Result<(), Error> {
             return Err(refuse(&sub, Errno::ENOTDIR));
         }
     }
-    marker(workspace, dir, started)
+    marker(workspace, dir, started, mode)
 }
 
 /// The marker written (temp + rename) at the first run, checked at later ones.
-fn marker(workspace: &Path, dir: &Path, started: u64) -> Result<(), Error> {
+fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<(), Error> {
     let path = dir.join(MARKER);
     let ws =
         json_string(workspace).ok_or_else(|| not_this(dir, "the workspace path is not UTF-8"))?;
@@ -118,14 +136,17 @@ fn marker(workspace: &Path, dir: &Path, started: u64) -> Result<(), Error> {
                     &format!("a change set of another workspace (this one is {ws})"),
                 ));
             }
-            if !text.contains("\"mode\":\"overlay\"") {
-                return Err(not_this(dir, "a change set of another mode than overlay"));
+            if !text.contains(&format!("\"mode\":\"{mode}\"")) {
+                return Err(not_this(
+                    dir,
+                    &format!("a change set of another mode than {mode} (made on another layer)"),
+                ));
             }
             Ok(())
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let body = format!(
-                "{{\"version\":{VERSION},\"workspace\":{ws},\"mode\":\"overlay\",\"started_ns\":{started}}}\n"
+                "{{\"version\":{VERSION},\"workspace\":{ws},\"mode\":\"{mode}\",\"started_ns\":{started}}}\n"
             );
             let tmp = dir.join(format!(".{MARKER}.{}", std::process::id()));
             let write = || -> io::Result<()> {

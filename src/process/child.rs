@@ -48,6 +48,9 @@ pub struct Child {
     pub(super) pty: Option<super::Pty>,
     /// With `network = "allow"`: this run's share of the sandbox's egress proxy.
     pub(super) egress: Option<crate::guard::egress::Run>,
+    /// Layer 2 in overlay mode: the snapshot's difference, written into the change set
+    /// once every process of the sandbox is gone.
+    pub(super) snapshot: Option<super::snapshot::After>,
 }
 
 impl Child {
@@ -408,6 +411,16 @@ impl Child {
         // otherwise take for one the program made).
         self.nested.finish();
         self.git.finish();
+        if let Some(after) = self.snapshot.take() {
+            if launch::wait_gone(&self.handle) {
+                after.finish();
+            } else {
+                tracing::warn!(
+                    "the sandbox's processes outlived the wait: the snapshot's difference \
+                     is written into the change set at the next run's end"
+                );
+            }
+        }
         s
     }
 

@@ -30,6 +30,7 @@ type Started = (
     launch::ProgramProcess,
     Option<OwnedFd>,
     Option<crate::guard::egress::Run>,
+    Option<super::snapshot::After>,
 );
 
 /// A sandboxed process builder, with `std::process::Command`'s API.
@@ -468,7 +469,8 @@ impl Command {
         };
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        let (pid, handle, private_tmp, git, nested, run, program, master, egress) = started?;
+        let (pid, handle, private_tmp, git, nested, run, program, master, egress, snapshot) =
+            started?;
         Ok(Child {
             pid,
             handle,
@@ -487,6 +489,7 @@ impl Command {
             stderr: stderr_parent.map(ChildStderr::from),
             pty: master.map(super::pty::Pty::new),
             egress,
+            snapshot,
         })
     }
 
@@ -499,17 +502,18 @@ impl Command {
         pty: Option<&PtyRequest>,
     ) -> Result<Started, StartError> {
         let inner = &self.inner;
+        let plan = inner.prepared.plan();
+        // `workspace_mode = "overlay"`: the change set (and layer 2's snapshot, which is
+        // the working directory's workspace then), made at the first run.
+        let snapshot = super::changeset::prepare(plan)?;
         let mut env = self.resolved_env()?;
         let cwd = self.resolved_cwd()?;
-        let plan = inner.prepared.plan();
         // `network = "allow"`: the proxy's listeners, and the variables that lead to them.
         let egress = super::egress::Pending::new(plan)?;
         if let Some(e) = &egress {
             e.set_env(&mut env);
         }
         warn_unguarded(plan);
-        // `workspace_mode = "overlay"`: the change set, made at the first run.
-        super::changeset::prepare(plan)?;
         // Layer 2: a private temporary directory per command stands in for /tmp.
         let private_tmp = if plan.private_tmp {
             Some(tmp::create(&mut env, inner.tmp_parents.as_ref())?)
@@ -648,6 +652,7 @@ impl Command {
             program,
             master,
             egress,
+            snapshot,
         ))
     }
 

@@ -27,6 +27,7 @@ mod limits;
 mod nested;
 mod pty;
 mod sandbox;
+mod snapshot;
 mod stdio;
 mod stream;
 mod tmp;

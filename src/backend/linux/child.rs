@@ -173,6 +173,7 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
             dst,
             mkdirs,
         } => overlay::mount(lower, upper, work, dst, mkdirs),
+        Op::Snapshot => Ok(()),
         Op::PivotRoot => mounts::pivot_root(),
         Op::RootReadOnly => mounts::root_read_only(),
         Op::LoopbackUp => loopback_up(),

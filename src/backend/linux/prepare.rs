@@ -166,6 +166,8 @@ pub enum Op {
         /// Directories to create first (each ancestor of `dst`, then `dst`).
         mkdirs: Vec<CString>,
     },
+    /// See [`Step::Snapshot`]: the host's work; nothing in the child.
+    Snapshot,
     /// See [`Step::PivotRoot`].
     PivotRoot,
     /// See [`Step::RootReadOnly`].
@@ -446,6 +448,7 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
             dst: inside(path)?,
             mkdirs: mkdirs(path, true)?,
         },
+        Step::Snapshot { .. } => Op::Snapshot,
         Step::PivotRoot => Op::PivotRoot,
         Step::RootReadOnly => Op::RootReadOnly,
         Step::LoopbackUp => Op::LoopbackUp,
