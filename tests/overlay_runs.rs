@@ -119,23 +119,35 @@ const CHANGES: &str = "set -e; echo new > new.txt; echo more >> edit.txt; rm gon
      rm link; ln -s edit.txt link";
 
 fn overlay_policy(changes: &Path) -> impl FnOnce(&mut Policy) + '_ {
+    overlay_on(changes, Layer::Full)
+}
+
+/// Overlay mode on `layer` (landlock accepted as the weakest).
+fn overlay_on(changes: &Path, layer: Layer) -> impl FnOnce(&mut Policy) + '_ {
     move |p: &mut Policy| {
         p.workspace_mode = WorkspaceMode::Overlay;
         p.changes_dir = Some(changes.to_path_buf());
-        p.layer = Some(Layer::Full);
+        p.layer = Some(layer);
+        p.min_layer = Some(Layer::Landlock);
     }
 }
 
 #[test]
 fn overlay_leaves_the_workspace_byte_identical_and_upper_holds_exactly_the_changes() {
     require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        changes_of_one_run(layer);
+    }
+}
+
+fn changes_of_one_run(layer: Layer) {
     // The workspace in /var/tmp, the change set in /tmp.
     let (_w, ws) = common::var_tempdir();
     let c = common::tempdir();
     let changes = fs::canonicalize(c.path()).unwrap().join("set");
     fixture(&ws);
     let before = listing(&ws);
-    let sb = common::sandbox(&ws, overlay_policy(&changes));
+    let sb = common::sandbox(&ws, overlay_on(&changes, layer));
     // Inside, the program sees its own writes.
     let seen = common::sh_ok(
         &sb,
@@ -152,16 +164,30 @@ fn overlay_leaves_the_workspace_byte_identical_and_upper_holds_exactly_the_chang
 
     let upper = changes.join("upper");
     let got: Vec<PathBuf> = listing(&upper).into_keys().collect();
-    let want: Vec<PathBuf> = [
+    // The overlay makes the replaced `redo` opaque; the snapshot's difference, computed
+    // after the run, sees a directory in both with one entry gone and one new.
+    let snapshot = layer == Layer::Landlock;
+    let mut want = vec![
         "d", "d/f", "edit.txt", "from.txt", "gone.txt", "link", "new.txt", "redo", "redo/new",
-        "run.sh", "to.txt",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .collect();
-    assert_eq!(got, want, "upper/ holds other entries than the changes");
-    for w in ["d/f", "from.txt", "gone.txt"] {
-        assert!(is_whiteout(&upper.join(w)), "{w} is not a whiteout");
+    ];
+    if snapshot {
+        want.push("redo/old");
+    }
+    want.extend(["run.sh", "to.txt"]);
+    let want: Vec<PathBuf> = want.iter().map(PathBuf::from).collect();
+    assert_eq!(
+        got, want,
+        "{layer}: upper/ holds other entries than the changes"
+    );
+    let mut whiteouts = vec!["d/f", "from.txt", "gone.txt"];
+    if snapshot {
+        whiteouts.push("redo/old");
+    }
+    for w in whiteouts {
+        assert!(
+            is_whiteout(&upper.join(w)),
+            "{layer}: {w} is not a whiteout"
+        );
     }
     assert_eq!(fs::read(upper.join("new.txt")).unwrap(), b"new\n");
     assert_eq!(fs::read(upper.join("edit.txt")).unwrap(), b"old\nmore\n");
@@ -172,17 +198,17 @@ fn overlay_leaves_the_workspace_byte_identical_and_upper_holds_exactly_the_chang
         fs::read_link(upper.join("link")).unwrap(),
         Path::new("edit.txt")
     );
-    // `d` merges (only its deleted entry is there); `redo` was replaced: opaque.
+    // `d` merges (only its deleted entry is there); `redo` was replaced: opaque on the
+    // overlay.
     assert_eq!(xattr(&upper.join("d"), "user.overlay.opaque"), None);
-    assert_eq!(
-        xattr(&upper.join("redo"), "user.overlay.opaque").as_deref(),
-        Some(&b"y"[..])
-    );
+    let opaque = xattr(&upper.join("redo"), "user.overlay.opaque");
+    let want = (!snapshot).then_some(&b"y"[..]);
+    assert_eq!(opaque.as_deref(), want, "{layer}");
     // The marker, written once.
     let marker = fs::read_to_string(changes.join("stockade-changes.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&marker).unwrap();
     assert_eq!(v["version"], 1);
-    assert_eq!(v["mode"], "overlay");
+    assert_eq!(v["mode"], if snapshot { "snapshot" } else { "overlay" });
     assert_eq!(v["workspace"], ws.to_str().unwrap());
     assert!(v["started_ns"].as_u64().unwrap() > 1_700_000_000_000_000_000);
     let m = fs::symlink_metadata(&changes).unwrap();
@@ -193,12 +219,30 @@ fn overlay_leaves_the_workspace_byte_identical_and_upper_holds_exactly_the_chang
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     top.sort();
-    assert_eq!(top, ["stockade-changes.json", "upper", "work"]);
+    let last = if snapshot { "snapshot" } else { "work" };
+    let want_top = if snapshot {
+        vec!["snapshot", "stockade-changes.json", "upper"]
+    } else {
+        vec!["stockade-changes.json", "upper", last]
+    };
+    assert_eq!(top, want_top, "{layer}");
+    if snapshot {
+        // The program's view, kept for the next run: what it saw, byte for byte.
+        let seen = listing(&changes.join("snapshot"));
+        assert_eq!(seen[Path::new("edit.txt")].data, b"old\nmore\n");
+        assert!(!seen.contains_key(Path::new("gone.txt")));
+    }
 }
 
 #[test]
 fn two_runs_on_one_change_set_see_each_others_writes() {
     require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        two_runs(layer);
+    }
+}
+
+fn two_runs(layer: Layer) {
     // The workspace in /tmp, the change set in /var/tmp.
     let w = common::tempdir();
     let ws = fs::canonicalize(w.path()).unwrap();
@@ -206,11 +250,11 @@ fn two_runs_on_one_change_set_see_each_others_writes() {
     let changes = cdir.join("set");
     fs::write(ws.join("log"), "0\n").unwrap();
     let before = listing(&ws);
-    let first = common::sandbox(&ws, overlay_policy(&changes));
+    let first = common::sandbox(&ws, overlay_on(&changes, layer));
     common::sh_ok(&first, "echo 1 >> log; echo a > made");
     let marker = fs::read(changes.join("stockade-changes.json")).unwrap();
     // A second sandbox (another tool call of the session) on the same change set.
-    let second = common::sandbox(&ws, overlay_policy(&changes));
+    let second = common::sandbox(&ws, overlay_on(&changes, layer));
     let seen = common::sh_ok(&second, "cat log made; echo 2 >> log; rm made");
     assert_eq!(seen, "0\n1\na\n");
     let third = common::sh_ok(&first, "cat log; test ! -e made && echo gone");
@@ -225,6 +269,12 @@ fn two_runs_on_one_change_set_see_each_others_writes() {
 #[test]
 fn data_dir_stays_masked_and_deny_names_hidden_in_overlay_mode() {
     require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        masks_kept(layer);
+    }
+}
+
+fn masks_kept(layer: Layer) {
     let (_w, ws) = common::var_tempdir();
     let c = common::tempdir();
     let changes = c.path().join("set");
@@ -233,7 +283,7 @@ fn data_dir_stays_masked_and_deny_names_hidden_in_overlay_mode() {
     fs::write(ws.join(".env"), "SECRET=1\n").unwrap();
     fs::write(ws.join("code.rs"), "fn main() {}\n").unwrap();
     let sb = common::sandbox(&ws, |p| {
-        overlay_policy(&changes)(p);
+        overlay_on(&changes, layer)(p);
         p.data_dir = Some(ws.join(".agent"));
     });
     let out = common::sh(&sb, "cat .agent/token");
@@ -248,7 +298,11 @@ fn data_dir_stays_masked_and_deny_names_hidden_in_overlay_mode() {
         common::sh_ok(&sb, "echo x >> code.rs && cat code.rs"),
         "fn main() {}\nx\n"
     );
-    assert!(!changes.join("upper/.agent").exists());
+    assert!(!changes.join("upper/.agent").exists(), "{layer}");
+    assert!(!changes.join("upper/.env").exists(), "{layer}");
+    // Layer 2 never copies them into the snapshot.
+    assert!(!changes.join("snapshot/.agent").exists(), "{layer}");
+    assert!(!changes.join("snapshot/.env").exists(), "{layer}");
     assert_eq!(fs::read(ws.join(".agent/token")).unwrap(), b"TOKEN\n");
 }
 
@@ -288,12 +342,71 @@ fn the_change_set_is_not_reachable_inside_but_through_the_overlay() {
 }
 
 #[test]
+fn on_layer_2_the_change_set_is_closed_but_for_the_snapshot() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Landlock));
+    // The program works in the snapshot: the real workspace is not writable, nor readable.
+    let pwd = common::sh_ok(&sb, "echo mine > f; pwd");
+    assert_eq!(pwd.trim_end(), changes.join("snapshot").to_str().unwrap());
+    for script in [
+        format!("cat '{}/stockade-changes.json'", changes.display()),
+        format!("ls '{}/upper'", changes.display()),
+        format!("echo x > '{}/upper/f'", changes.display()),
+        format!("ls '{}'", ws.display()),
+        format!("echo x > '{}/f'", ws.display()),
+    ] {
+        let out = common::sh(&sb, &format!("{script} || exit 7"));
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{script}: {}",
+            common::output_text(&out)
+        );
+        assert!(
+            common::output_text(&out).contains("Permission denied"),
+            "{}",
+            common::output_text(&out)
+        );
+    }
+    assert!(!ws.join("f").exists());
+    assert_eq!(fs::read(changes.join("upper/f")).unwrap(), b"mine\n");
+}
+
+#[test]
+fn a_workspace_larger_than_snapshot_max_is_refused_with_the_sizes() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let c = common::tempdir();
+    let changes = c.path().join("set");
+    fs::write(ws.join("big"), vec![7u8; 4096]).unwrap();
+    let sb = common::sandbox(&ws, |p| {
+        overlay_on(&changes, Layer::Landlock)(p);
+        p.snapshot_max = stockade::ByteSize::parse("1KiB").unwrap();
+    });
+    let err = sb.command("true").status().unwrap_err().to_string();
+    assert!(
+        err.contains("4096 bytes") && err.contains("snapshot_max (1024 bytes)"),
+        "{err}"
+    );
+    assert!(!changes.join("snapshot").exists());
+}
+
+#[test]
 fn git_works_inside_the_overlay_and_the_hosts_git_is_untouched() {
     require!(Feature::UserNs);
     if !Path::new("/usr/bin/git").exists() {
         common::skip("git_works_inside_the_overlay", "git not found");
         return;
     }
+    for layer in common::LAYERS {
+        git_inside(layer);
+    }
+}
+
+fn git_inside(layer: Layer) {
     let (_w, ws) = common::var_tempdir();
     let c = common::tempdir();
     let changes = c.path().join("set");
@@ -324,10 +437,7 @@ fn git_works_inside_the_overlay_and_the_hosts_git_is_untouched() {
     git(&["add", "a.txt"]);
     git(&["commit", "-qm", "first"]);
     let before = listing(&ws);
-    let sb = common::sandbox(&ws, |p| {
-        overlay_policy(&changes)(p);
-        p.passthrough_env.push("HOME".into());
-    });
+    let sb = common::sandbox(&ws, overlay_on(&changes, layer));
     let g = "git -c user.name=t -c user.email=t@t -c safe.directory=*";
     let out = common::sh_ok(
         &sb,
@@ -348,17 +458,23 @@ fn git_works_inside_the_overlay_and_the_hosts_git_is_untouched() {
 }
 
 #[test]
-fn overlay_without_the_full_layer_is_refused_never_run_direct() {
-    require!(Feature::UserNs);
+fn overlay_on_passthrough_is_refused_never_run_direct() {
     let (_w, ws) = common::var_tempdir();
     let c = common::tempdir();
     let changes = c.path().join("set");
     let mut p = Policy::with_workspace(&ws);
-    overlay_policy(&changes)(&mut p);
-    p.layer = Some(Layer::Landlock);
-    p.min_layer = Some(Layer::Landlock);
+    overlay_on(&changes, Layer::Passthrough)(&mut p);
+    p.min_layer = Some(Layer::Passthrough);
     let err = Sandbox::new(p).unwrap_err().to_string();
-    assert!(err.contains("needs the full layer"), "{err}");
+    assert!(
+        err.contains("needs Linux's full layer") && err.contains("passthrough"),
+        "{err}"
+    );
+    let mut p = Policy::with_workspace(&ws);
+    overlay_on(&changes, Layer::Full)(&mut p);
+    p.mode = stockade::Mode::Disabled;
+    let err = Sandbox::new(p).unwrap_err().to_string();
+    assert!(err.contains("needs Linux's full layer"), "{err}");
     assert!(!changes.exists());
 }
 

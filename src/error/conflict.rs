@@ -35,11 +35,11 @@ pub enum Conflict {
     /// The workspace resolves to `/`: the program would be given the whole host to write.
     #[error("the workspace cannot be /")]
     WorkspaceIsRoot,
-    /// `workspace_mode = "overlay"` on a layer or system without the overlay mount (layer
-    /// 2, macOS, passthrough): the program would write into the real workspace, so the
-    /// spawn is refused instead.
+    /// `workspace_mode = "overlay"` on a layer or system that cannot keep the writes apart
+    /// (macOS, passthrough, `mode = "disabled"`): the program would write into the real
+    /// workspace, so the sandbox is refused instead.
     #[error(
-        "workspace_mode = \"overlay\" needs the full layer on Linux (an overlayfs mount); this sandbox runs on the {layer} layer on {os}"
+        "workspace_mode = \"overlay\" needs Linux's full layer (an overlayfs mount) or landlock layer (a snapshot); this sandbox runs on the {layer} layer on {os}"
     )]
     OverlayNeedsFullLayer {
         /// The layer the sandbox runs on.
