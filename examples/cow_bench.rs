@@ -112,7 +112,10 @@ fn main() {
     println!("| layer 2, workspace of {size_mib} MiB + 1000 small files | time |");
     println!("| --- | ---: |");
     println!("| direct run | {:.3} ms |", ms(base2));
-    println!("| first overlay run (makes the snapshot) | {:.1} ms |", ms(first));
+    println!(
+        "| first overlay run (makes the snapshot) | {:.1} ms |",
+        ms(first)
+    );
     println!(
         "| snapshot cost | {:.1} ms = {:.0} ms per GiB |",
         ms(snap),

@@ -172,9 +172,9 @@ pub use probe::{Availability, Capabilities, Cause, Feature};
 pub use process::gitobjects;
 #[cfg(unix)]
 pub use process::{
-    Child, ChildStderr, ChildStdin, ChildStdout, Command, DEFAULT_MAX_LINE, Degradation,
+    Child, ChildStderr, ChildStdin, ChildStdout, Command, DEFAULT_MAX_LINE, Degradation, Denial,
     GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason,
     Line, LineEnd, LineStream, NestedOutcome, NestedRepository, PlanDescription, PlanEgress,
-    PlanListen, PlanNamespaces, Pty, Sandbox, Stdio, Termination, Usage, cgroup_limits,
+    PlanListen, PlanNamespaces, Pty, Sandbox, Stdio, Termination, Usage, Wall, cgroup_limits,
     macos_profile,
 };

@@ -91,6 +91,15 @@ enum Cmd {
         /// After the run, write the same figures, and how the run ended, to FILE as JSON.
         #[arg(long, value_name = "FILE")]
         stats_json: Option<PathBuf>,
+        /// After the run, print on stderr what the sandbox denied the program, one line
+        /// per distinct denial: the wall, the operation, how often, and the policy change
+        /// that would allow it. The program sees the same results as without it.
+        #[arg(long)]
+        explain: bool,
+        /// After the run, write the same denials to FILE as a JSON array of
+        /// {wall, operation, target, count, hint}.
+        #[arg(long, value_name = "FILE")]
+        explain_json: Option<PathBuf>,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true)]
         program: Vec<OsString>,
@@ -425,6 +434,8 @@ fn main() -> ExitCode {
             no_pty,
             stats,
             stats_json,
+            explain,
+            explain_json,
             program,
         } => {
             if !no_die_with_parent {
@@ -435,13 +446,25 @@ fn main() -> ExitCode {
             // Opened now, before the program runs: a FILE in the workspace could
             // otherwise be a symlink the program planted by the time it is written.
             let json = match stats_json
-                .map(|p| open_stats(&p).map(|f| (p, f)))
+                .map(|p| open_report("--stats-json", &p).map(|f| (p, f)))
                 .transpose()
             {
                 Ok(json) => json,
                 Err(code) => return code,
             };
-            let stats = Stats { print: stats, json };
+            let explain_json = match explain_json
+                .map(|p| open_report("--explain-json", &p).map(|f| (p, f)))
+                .transpose()
+            {
+                Ok(json) => json,
+                Err(code) => return code,
+            };
+            let stats = Stats {
+                print: stats,
+                json,
+                explain,
+                explain_json,
+            };
             run(
                 &policy,
                 cwd,
@@ -555,15 +578,18 @@ fn fail_with(code: u8, e: &(dyn std::error::Error + 'static)) -> ExitCode {
     fail(code, Report(e))
 }
 
-/// `--stats` and `--stats-json` (its path, and the file opened before the run).
+/// `--stats` and `--stats-json` (its path, and the file opened before the run), and
+/// `--explain` and `--explain-json` likewise.
 struct Stats {
     print: bool,
     json: Option<(PathBuf, std::fs::File)>,
+    explain: bool,
+    explain_json: Option<(PathBuf, std::fs::File)>,
 }
 
-/// Creates (or truncates) the `--stats-json` file before the run, never through a
-/// symlink at its name; exit code 125 when it cannot.
-fn open_stats(path: &std::path::Path) -> Result<std::fs::File, ExitCode> {
+/// Creates (or truncates) the file of `flag` (`--stats-json`, `--explain-json`) before
+/// the run, never through a symlink at its name; exit code 125 when it cannot.
+fn open_report(flag: &str, path: &std::path::Path) -> Result<std::fs::File, ExitCode> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .write(true)
@@ -574,7 +600,7 @@ fn open_stats(path: &std::path::Path) -> Result<std::fs::File, ExitCode> {
         .map_err(|e| {
             fail(
                 125,
-                format_args!("--stats-json {}: {}", path.display(), Report(&e)),
+                format_args!("{flag} {}: {}", path.display(), Report(&e)),
             )
         })
 }
@@ -621,6 +647,7 @@ fn run(
             );
         }
     };
+    cmd.explain(stats.explain || stats.explain_json.is_some());
     let mut child = match spawn(&mut cmd, &sandbox) {
         Ok(c) => c,
         Err(code) => return code,
@@ -685,6 +712,10 @@ fn run(
             }
         }
     }
+    let explained = cfg!(target_os = "linux") && sandbox.layer() != stockade::Layer::Passthrough;
+    if let Err(c) = report_denials(stats, &child, scrub, explained) {
+        code = c;
+    }
     // The wait returned at the init's status record; the init may still be tearing the
     // sandbox's namespaces down. Dropping the sandbox (after the command) reaps it, so that
     // this process leaves no zombie to the caller's reaper (a subreaper, or PID 1 of a
@@ -746,16 +777,26 @@ fn report_stats(
         "oom_kills": u.oom_kills,
         "process_limit_hits": u.process_limit_hits,
     });
-    // Into the file opened before the run; and if the program replaced its name
-    // meanwhile (it is in the workspace), the stats are not where the caller looks: say so.
+    write_report("--stats-json", path, file, &format!("{value}\n"))
+}
+
+/// Writes `text` into the file of `flag` opened before the run; and if the program
+/// replaced its name meanwhile (it is in the workspace), the report is not where the
+/// caller looks: say so. Exit code 125 when it cannot be written.
+fn write_report(
+    flag: &str,
+    path: &std::path::Path,
+    file: &std::fs::File,
+    text: &str,
+) -> Result<(), ExitCode> {
     let written = (|| {
         use std::os::unix::fs::{FileExt, MetadataExt};
         file.set_len(0)?;
-        file.write_all_at(format!("{value}\n").as_bytes(), 0)?;
+        file.write_all_at(text.as_bytes(), 0)?;
         let (ours, named) = (file.metadata()?, std::fs::symlink_metadata(path)?);
         if (ours.dev(), ours.ino()) != (named.dev(), named.ino()) {
             return Err(std::io::Error::other(
-                "replaced during the run (by the program?): the stats were not written there",
+                "replaced during the run (by the program?): the report was not written there",
             ));
         }
         Ok(())
@@ -763,9 +804,41 @@ fn report_stats(
     written.map_err(|e: std::io::Error| {
         fail(
             125,
-            format_args!("--stats-json {}: {}", path.display(), Report(&e)),
+            format_args!("{flag} {}: {}", path.display(), Report(&e)),
         )
     })
+}
+
+/// Prints what the sandbox denied (`--explain`) and writes it as JSON
+/// (`--explain-json`). `explained`: the layer has a filter whose denials are reported
+/// (Linux, full and landlock); elsewhere only the egress proxy's refusals are.
+fn report_denials(
+    stats: &Stats,
+    child: &stockade::Child,
+    scrub: bool,
+    explained: bool,
+) -> Result<(), ExitCode> {
+    if !stats.explain && stats.explain_json.is_none() {
+        return Ok(());
+    }
+    let denials = child.denials();
+    if stats.explain {
+        if denials.is_empty() {
+            if explained {
+                eprintln!("stockade: explain: nothing denied");
+            } else {
+                eprintln!("stockade: explain: nothing to report on this layer");
+            }
+        }
+        for d in &denials {
+            eprintln!("{}", shown(child, scrub, &d.to_string()));
+        }
+    }
+    let Some((path, file)) = &stats.explain_json else {
+        return Ok(());
+    };
+    let text = serde_json::to_string(&denials).unwrap_or_else(|_| "[]".to_owned());
+    write_report("--explain-json", path, file, &format!("{text}\n"))
 }
 
 /// A `.git` link whose repository metadata runs without the `.git` layer.

@@ -283,6 +283,12 @@ fn wildcard_and_port_rules() {
     );
     assert_eq!(socks(socks5, "exact.test", other).0, 0x02);
     assert_eq!(socks(socks5, "exact.test", port).0, 0x00);
+    // The SOCKS5 reply comes once the connection is made, maybe before the server's
+    // thread has counted it.
+    let start = Instant::now();
+    while web.accepted.load(Ordering::SeqCst) < 4 && start.elapsed() < Duration::from_secs(2) {
+        thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(web.accepted.load(Ordering::SeqCst), 4);
 }
 
@@ -473,4 +479,166 @@ fn the_exit_of_the_runs_process_ends_it() {
     assert!(refused_within(r.http_addr(), Duration::from_secs(3)));
     assert!(refused_within(r.socks_addr(), Duration::from_secs(3)));
     assert!(r.ended());
+}
+
+#[test]
+fn a_slowloris_head_gets_408_within_the_head_timeout() {
+    let (_p, http, _) = proxy(&["allowed.test".into()], LOCAL);
+    let mut s = TcpStream::connect(http).unwrap();
+    let start = Instant::now();
+    // One byte every 50 ms: each read succeeds, the head never ends.
+    let head = b"GET http://allowed.test/ HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let mut answered = false;
+    for b in head {
+        if s.write_all(std::slice::from_ref(b)).is_err() {
+            answered = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+        if start.elapsed() > Duration::from_secs(2) {
+            break;
+        }
+    }
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 408"), "{answered} {out}");
+    // The head timeout is 500 ms; the answer came before the drip would have ended.
+    assert!(start.elapsed() < Duration::from_millis(2500));
+}
+
+#[test]
+fn an_idle_tunnel_is_closed_after_the_idle_timeout() {
+    let quiet = silent_server();
+    let echo = echo_server();
+    let p = Proxy::new(egress(&["allowed.test".into()], LOCAL))
+        .with_idle_timeout(Duration::from_millis(400));
+    let r = run(&p, None);
+    let (head, tunnel) = connect(
+        r.http_addr(),
+        &format!("allowed.test:{}", quiet.addr.port()),
+    );
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let start = Instant::now();
+    let closed = closed_within(&tunnel, Duration::from_secs(5)).expect("the idle tunnel closes");
+    assert!(closed >= Duration::from_millis(300), "{closed:?}");
+    // A tunnel that moves a byte more often than that stays open.
+    let (code, mut busy) = socks(r.socks_addr(), "allowed.test", echo.addr.port());
+    assert_eq!(code, 0);
+    while start.elapsed() < closed + Duration::from_millis(1200) {
+        busy.write_all(b"x").unwrap();
+        let mut b = [0u8; 1];
+        busy.read_exact(&mut b).unwrap();
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(closed_within(&busy, Duration::from_secs(5)).is_some());
+}
+
+#[test]
+fn the_global_cap_refuses_one_connection_more() {
+    let p = Proxy::new(egress(&["allowed.test".into()], LOCAL))
+        .with_head_timeout(Duration::from_secs(10))
+        .with_max_connections(5)
+        .with_max_total_connections(3);
+    let (a, b) = (run(&p, None), run(&p, None));
+    // Three connections waiting in their heads: the proxy is full, each run is not.
+    let held: Vec<TcpStream> = [a.http_addr(), a.socks_addr(), b.http_addr()]
+        .into_iter()
+        .map(|addr| TcpStream::connect(addr).unwrap())
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    for s in &held {
+        assert_eq!(closed_within(s, Duration::from_millis(100)), None);
+    }
+    let fourth = TcpStream::connect(b.socks_addr()).unwrap();
+    assert!(closed_within(&fourth, Duration::from_secs(2)).is_some());
+    // Once a run ends, its places are free again.
+    a.end();
+    thread::sleep(Duration::from_millis(200));
+    let again = TcpStream::connect(b.socks_addr()).unwrap();
+    assert_eq!(closed_within(&again, Duration::from_millis(300)), None);
+    drop(held);
+}
+
+#[test]
+fn a_chunked_post_arrives_byte_exact_and_nothing_after_it() {
+    let web = http_server();
+    let port = web.addr.port();
+    let (p, http, _) = proxy(&["allowed.test".into(), "second.test".into()], LOCAL);
+    let head = format!(
+        "POST http://allowed.test:{port}/up HTTP/1.1\r\nTransfer-Encoding: chunked\r\nProxy-Authorization: Basic eDp5\r\n\r\n"
+    );
+    let body: &[u8] =
+        b"5;name=\"a b\"\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-Sum: 1\r\n\r\n";
+    let after: &[u8] = b"GET http://second.test/ HTTP/1.1\r\n\r\n0\r\n\r\n";
+    let mut s = TcpStream::connect(http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // The head with the first bytes of the body, then the rest in pieces.
+    s.write_all(&[head.as_bytes(), &body[..7]].concat())
+        .unwrap();
+    for piece in body[7..].chunks(9) {
+        thread::sleep(Duration::from_millis(20));
+        s.write_all(piece).unwrap();
+    }
+    s.write_all(after).unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("hello"),
+        "{answer}"
+    );
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(web.accepted.load(Ordering::SeqCst), 1);
+    let seen = web.received.lock().unwrap()[0].clone();
+    let expected = [
+        format!("POST /up HTTP/1.1\r\nHost: allowed.test:{port}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n").as_bytes(),
+        body,
+    ]
+    .concat();
+    assert_eq!(
+        String::from_utf8_lossy(&seen),
+        String::from_utf8_lossy(&expected)
+    );
+    assert_eq!(p.decisions().len(), 1);
+}
+
+#[test]
+fn a_malformed_chunked_body_stops_at_the_bad_byte() {
+    let web = http_server();
+    let port = web.addr.port();
+    let (_p, http, _) = proxy(&["allowed.test".into()], LOCAL);
+    let url = format!("http://allowed.test:{port}/");
+    // Malformed within the bytes that come with the head: 400, and upstream sees nothing.
+    let answer = exchange(
+        http,
+        format!(
+            "POST {url} HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5 \r\nhello\r\n0\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(web.accepted.load(Ordering::SeqCst), 0);
+    // Malformed later: upstream gets the framing up to the chunk before, then the close.
+    let mut s = TcpStream::connect(http).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(format!("POST {url} HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").as_bytes())
+        .unwrap();
+    thread::sleep(Duration::from_millis(100));
+    s.write_all(b"3\r\nabc\r\n").unwrap();
+    thread::sleep(Duration::from_millis(100));
+    s.write_all(b"3\nGET http://allowed.test/smuggled HTTP/1.1\r\n\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    thread::sleep(Duration::from_millis(400));
+    let seen = String::from_utf8_lossy(&web.received.lock().unwrap()[0]).into_owned();
+    assert!(seen.ends_with("\r\n\r\n3\r\nabc\r\n"), "{seen:?}");
+    assert!(!seen.contains("smuggled"), "{seen:?}");
+}
+
+#[test]
+fn a_run_is_send_sync_and_clone() {
+    fn check<T: Send + Sync + Clone + 'static>() {}
+    check::<Run>();
 }

@@ -14,11 +14,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use common::{output_text, tempdir};
 use stockade::{Capabilities, Layer, Network, Sandbox, Stdio};
@@ -239,35 +238,6 @@ fn tcp_reaches_no_host_listener_and_binds_nothing() {
     drop(listener);
 }
 
-/// A one-shot HTTP server on `127.0.0.2` (loopback, but not in the program's `NO_PROXY`)
-/// that answers `body` to every request; returns its port and the count of connections.
-fn server(body: &'static str) -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.2:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::clone(&count);
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            seen.fetch_add(1, Ordering::SeqCst);
-            let mut buf = [0u8; 4096];
-            let mut head = Vec::new();
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = write!(
-                conn,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (port, count)
-}
-
 /// Inside a layer-2 sandbox with the proxy wired: the ports from the program's own
 /// `HTTP_PROXY` and `ALL_PROXY`, a request through each, the server straight, and binds on
 /// the proxy's ports.
@@ -320,7 +290,7 @@ fn the_proxys_ports_are_the_only_way_out() {
     let Some(_) = layer2(test, ws.path(), Network::Allow) else {
         return;
     };
-    let (port, count) = server("through the proxy");
+    let (port, count) = common::http_server("through the proxy");
     let sb = common::sandbox(ws.path(), |p| {
         p.layer = Some(Layer::Landlock);
         p.network = Network::Allow;

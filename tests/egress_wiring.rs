@@ -8,40 +8,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-
 use common::{Feature, py_ok, sandbox_on, sh_ok, var_tempdir};
 use stockade::{Layer, Network, Stdio};
-
-/// A one-shot HTTP server on `127.0.0.2` (loopback, but not in the program's `NO_PROXY`)
-/// that answers `body` to every request; returns its port and the count of connections.
-fn server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.2:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let seen = std::sync::Arc::clone(&count);
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { continue };
-            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let mut buf = [0u8; 4096];
-            let mut head = Vec::new();
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = write!(
-                conn,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (port, count)
-}
 
 fn allow_sandbox(ws: &std::path::Path, entries: &[&str]) -> stockade::Sandbox {
     sandbox_on(ws, Layer::Full, |p| {
@@ -55,7 +23,7 @@ fn allow_sandbox(ws: &std::path::Path, entries: &[&str]) -> stockade::Sandbox {
 fn the_listeners_are_the_hosts_alone_and_the_proxy_is_the_way_out() {
     require!(Feature::UserNs);
     let (_keep, ws) = var_tempdir();
-    let (port, count) = server("through the proxy");
+    let (port, count) = common::http_server("through the proxy");
     let sb = allow_sandbox(&ws, &["127.0.0.2"]);
     // Its variables lead to the listeners inside.
     let env = sh_ok(&sb, "echo $HTTP_PROXY $https_proxy $ALL_PROXY $NO_PROXY");
@@ -104,7 +72,7 @@ fn the_listeners_are_the_hosts_alone_and_the_proxy_is_the_way_out() {
 fn each_run_gets_its_own_listeners_and_records_its_own_decisions() {
     require!(Feature::UserNs);
     let (_keep, ws) = var_tempdir();
-    let (port, _) = server("ok");
+    let (port, _) = common::http_server("ok");
     let sb = allow_sandbox(&ws, &["127.0.0.2"]);
     let run = |url: String| {
         let mut child = sb
@@ -129,5 +97,30 @@ fn each_run_gets_its_own_listeners_and_records_its_own_decisions() {
 
 #[test]
 fn as_nobody() {
-    common::rerun_as_nobody(&["the_", "each_"]);
+    common::rerun_as_nobody(&["the_", "each_", "a_child_"]);
+}
+
+#[test]
+fn a_child_dropped_unwaited_keeps_its_route_out_until_it_ends() {
+    require!(Feature::UserNs);
+    let (_keep, ws) = var_tempdir();
+    let (port, count) = common::http_server("still there");
+    let sb = allow_sandbox(&ws, &["127.0.0.2"]);
+    let out = ws.join("out");
+    // The program waits for its go file, then asks through the proxy.
+    let script = format!(
+        "while [ ! -e go ]; do sleep 0.02; done; curl -s http://127.0.0.2:{port}/ > out.tmp; mv out.tmp out"
+    );
+    let child = sb.command("sh").args(["-c", &script]).spawn().unwrap();
+    drop(child);
+    std::fs::write(ws.join("go"), "").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !out.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap_or_default(),
+        "still there"
+    );
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
 }

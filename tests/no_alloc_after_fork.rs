@@ -142,6 +142,16 @@ fn no_allocation_between_clone_and_exec() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(4));
+    // Explain: the explained filter installed with a listener, which the child sends.
+    let mut child = layer2
+        .command("unshare")
+        .args(["-U", "true"])
+        .explain(true)
+        .stderr(stockade::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(!child.wait().unwrap().success());
+    assert_eq!(child.denials().len(), 1);
     init_paths(&layer2);
 
     trap_fires();
@@ -217,6 +227,17 @@ fn no_allocation_between_clone_and_exec_in_the_full_layer() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+
+    // Explain, on the full layer.
+    let mut child = sb
+        .command("unshare")
+        .args(["-U", "true"])
+        .explain(true)
+        .stderr(stockade::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(!child.wait().unwrap().success());
+    assert_eq!(child.denials().len(), 1);
 
     // A terminal as stdio: bound onto /dev/console.
     let (_master, slave, _) = common::openpty();

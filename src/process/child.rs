@@ -48,6 +48,8 @@ pub struct Child {
     pub(super) pty: Option<super::Pty>,
     /// With `network = "allow"`: this run's share of the sandbox's egress proxy.
     pub(super) egress: Option<crate::guard::egress::Run>,
+    /// With explain on: what the seccomp filter denied, and the watched connects.
+    pub(super) explain: Option<super::explain::Run>,
     /// Layer 2 in overlay mode: the snapshot's difference, written into the change set
     /// once every process of the sandbox is gone.
     pub(super) snapshot: Option<super::snapshot::After>,
@@ -287,6 +289,32 @@ impl Child {
             .unwrap_or_default()
     }
 
+    /// What the sandbox denied the program, one entry per distinct operation with its
+    /// count, the wall that denied it and the policy change that would allow it
+    /// ([`Denial`](crate::Denial)), oldest first. With
+    /// [`Command::explain`](crate::Command::explain) on: every system call the seccomp
+    /// filter refused and, with `network = "none"`, every `connect` to an address off the
+    /// sandbox's loopback. With `network = "allow"`: the egress proxy's refusals, explain
+    /// or not.
+    ///
+    /// Complete for the program's own calls once [`Child::wait`] has returned (each is
+    /// counted before the call returns to the program); while it runs, the denials so
+    /// far.
+    ///
+    /// # Platform
+    ///
+    /// Linux, layers with a seccomp filter (full and landlock). Elsewhere, and in
+    /// passthrough, only the egress proxy's refusals.
+    pub fn denials(&self) -> Vec<crate::Denial> {
+        let mut out = self
+            .explain
+            .as_ref()
+            .map(super::explain::Run::denials)
+            .unwrap_or_default();
+        out.extend(super::denial::from_egress(&self.egress_decisions()));
+        out
+    }
+
     /// Waits for the program to exit for at most `timeout`: `Ok(None)` when it is still
     /// running then, else its exit status (the same as [`Child::wait`]'s, with the same
     /// guarantees). Closes stdin first, as [`Child::wait`] does. The program is not
@@ -460,6 +488,13 @@ impl Drop for Child {
     fn drop(&mut self) {
         // Unwaited, the proxy's run goes on until the sandbox's first process ends (its
         // pidfd tells the proxy); reaped, it has ended already.
+        if let Some(run) = self.egress.take() {
+            if self.status.is_none() && !self.kill_on_drop {
+                run.detach();
+            } else {
+                run.end();
+            }
+        }
         if self.kill_on_drop && self.status.is_none() {
             let _ = self.kill();
             launch::reap_later(self.pid, &self.handle, &self.run.rusage);

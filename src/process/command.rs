@@ -30,6 +30,7 @@ type Started = (
     launch::ProgramProcess,
     Option<OwnedFd>,
     Option<crate::guard::egress::Run>,
+    Option<super::explain::Run>,
     Option<super::snapshot::After>,
 );
 
@@ -56,6 +57,8 @@ pub struct Command {
     controlling_terminal: bool,
     /// Whether dropping the `Child` ends the sandbox.
     kill_on_drop: bool,
+    /// Whether the run reports what the sandbox denied ([`Command::explain`]).
+    explain: bool,
     /// A pseudo-terminal of this size `(rows, cols)` for the program ([`Command::pty`]).
     pty: Option<(u16, u16)>,
     /// Its modes, when given ([`Command::pty_like`]).
@@ -82,6 +85,7 @@ impl Command {
             pass: Vec::new(),
             controlling_terminal: false,
             kill_on_drop: false,
+            explain: false,
             pty: None,
             pty_modes: None,
             secrets: Vec::new(),
@@ -234,6 +238,32 @@ impl Command {
     /// the group escapes), and with a cgroup every process in it.
     pub fn kill_on_drop(&mut self, on: bool) -> &mut Command {
         self.kill_on_drop = on;
+        self
+    }
+
+    /// Reports what the sandbox denies the program: with `on`, the run's
+    /// [`Child::denials`] lists each distinct system call the seccomp filter refused (with
+    /// the arguments that decided it, a count and the policy change that would allow it)
+    /// and, with `network = "none"`, each `connect` off the sandbox's loopback. Default:
+    /// off.
+    ///
+    /// The program sees exactly what it would see without explain: the filter's denials
+    /// notify the host ([`SECCOMP_RET_USER_NOTIF`](https://man7.org/linux/man-pages/man2/seccomp_unotify.2.html)),
+    /// which answers each with the errno the filter would have returned. Each denied call
+    /// then costs a round trip to a thread of the host (some microseconds); allowed calls
+    /// cost nothing more, but the watched `connect`s of `network = "none"`. Off, the spawn
+    /// and the filter are those of a command without this call.
+    ///
+    /// A program that installs a seccomp filter with a listener of its own gets `EBUSY`
+    /// under explain (the kernel allows one listener per chain of filters).
+    ///
+    /// # Platform
+    ///
+    /// Linux, on the layers with a seccomp filter (full and landlock). Elsewhere, and in
+    /// passthrough, there is nothing to explain: [`Child::denials`] lists only the egress
+    /// proxy's refusals.
+    pub fn explain(&mut self, on: bool) -> &mut Command {
+        self.explain = on;
         self
     }
 
@@ -469,8 +499,19 @@ impl Command {
         };
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        let (pid, handle, private_tmp, git, nested, run, program, master, egress, snapshot) =
-            started?;
+        let (
+            pid,
+            handle,
+            private_tmp,
+            git,
+            nested,
+            run,
+            program,
+            master,
+            egress,
+            explain,
+            snapshot,
+        ) = started?;
         Ok(Child {
             pid,
             handle,
@@ -489,6 +530,7 @@ impl Command {
             stderr: stderr_parent.map(ChildStderr::from),
             pty: master.map(super::pty::Pty::new),
             egress,
+            explain,
             snapshot,
         })
     }
@@ -514,6 +556,17 @@ impl Command {
             e.set_env(&mut env);
         }
         warn_unguarded(plan);
+        // Explain: the filter in its explained form, and the socket its listener comes
+        // back through.
+        #[cfg(target_os = "linux")]
+        let explain = match (self.explain, &plan.walls.seccomp) {
+            (true, Some(options)) => {
+                let watch =
+                    inner.policy.network == crate::policy::Network::None && plan.namespaces.net;
+                Some(super::explain::Pending::new(*options, watch)?)
+            }
+            _ => None,
+        };
         // Layer 2: a private temporary directory per command stands in for /tmp.
         let private_tmp = if plan.private_tmp {
             Some(tmp::create(&mut env, inner.tmp_parents.as_ref())?)
@@ -579,8 +632,27 @@ impl Command {
             egress_ports: egress.as_ref().map_or_else(Vec::new, |e| e.ports()),
             #[cfg(target_os = "linux")]
             egress_socket: egress.as_ref().map_or(-1, |e| e.child_socket()),
+            #[cfg(target_os = "linux")]
+            explain: explain.as_ref().map(super::explain::Pending::child),
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
+        // First, before anything waits on the program: its denied calls wait for answers.
+        #[cfg(target_os = "linux")]
+        let explain = match explain.map(|p| p.serve(launch::until_fd(&handle))) {
+            None => None,
+            Some(Ok(run)) => Some(run),
+            Some(Err(source)) => {
+                let _ = launch::kill(pid, &handle);
+                run.kill_all();
+                return Err(SpawnError::Os {
+                    call: "receive the seccomp listener from the sandbox",
+                    source,
+                }
+                .into());
+            }
+        };
+        #[cfg(not(target_os = "linux"))]
+        let explain = None;
         // The listeners, served until the sandbox's first process has ended.
         let egress = match (egress, &inner.egress) {
             (Some(pending), Some(proxy)) => match pending.serve(proxy, launch::until_fd(&handle)) {
@@ -652,6 +724,7 @@ impl Command {
             program,
             master,
             egress,
+            explain,
             snapshot,
         ))
     }
@@ -679,6 +752,7 @@ impl Command {
             pass: self.pass.clone(),
             controlling_terminal: self.controlling_terminal,
             kill_on_drop: self.kill_on_drop,
+            explain: self.explain,
             pty: self.pty,
             pty_modes: self.pty_modes,
             secrets: self.secrets.clone(),
@@ -810,6 +884,10 @@ pub(super) struct Request<'a> {
     /// setup child sends the proxy's listeners through, or -1.
     #[cfg(target_os = "linux")]
     pub(super) egress_socket: RawFd,
+    /// With explain on: the explained filter and the child's end of the socket its
+    /// listener goes back through.
+    #[cfg(target_os = "linux")]
+    pub(super) explain: Option<(crate::backend::linux::seccomp::Filter, RawFd)>,
 }
 
 /// What [`Command::pty`] asks for at one spawn.

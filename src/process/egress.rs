@@ -67,17 +67,9 @@ impl Pending {
         match e.listen {
             #[cfg(target_os = "linux")]
             Listen::Inside { http, socks } => {
-                use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-                let (parent, child) = socketpair(
-                    AddressFamily::Unix,
-                    SockType::Datagram,
-                    None,
-                    SockFlag::SOCK_CLOEXEC,
-                )
-                .map_err(|e| SpawnError::Os {
-                    call: "socketpair for the egress proxy's listeners",
-                    source: e.into(),
-                })?;
+                let (parent, child) = crate::backend::linux::fd_channel(
+                    "socketpair for the egress proxy\'s listeners",
+                )?;
                 Ok(Some(Pending::Inside {
                     parent,
                     child,

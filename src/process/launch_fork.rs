@@ -424,6 +424,8 @@ mod tests {
             egress_ports: Vec::new(),
             #[cfg(target_os = "linux")]
             egress_socket: -1,
+            #[cfg(target_os = "linux")]
+            explain: None,
         }
     }
 

@@ -249,6 +249,9 @@ pub(super) fn start(
     if req.egress_socket >= 0 {
         exec.set_egress_socket(req.egress_socket);
     }
+    if let Some((filter, socket)) = req.explain.take() {
+        exec.set_explain(prepare::ExplainFilter { filter, socket });
+    }
     let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w), tmp_parent)?;
     drop(ruleset);
     // The init holds the status pipe's write end now; the parent keeps the read end only.
@@ -310,17 +313,7 @@ pub(super) struct InsidePty {
 impl InsidePty {
     /// A new socket pair for `req`.
     pub(super) fn new(req: &super::command::PtyRequest) -> Result<InsidePty, Error> {
-        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-        let (parent, child) = socketpair(
-            AddressFamily::Unix,
-            SockType::Datagram,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| SpawnError::Os {
-            call: "socketpair for the pseudo-terminal",
-            source: e.into(),
-        })?;
+        let (parent, child) = backend::fd_channel("socketpair for the pseudo-terminal")?;
         Ok(InsidePty {
             parent,
             child,

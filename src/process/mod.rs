@@ -18,10 +18,25 @@ mod changeset;
 mod child;
 mod command;
 mod data_dir;
+mod denial;
 mod describe;
 #[cfg(unix)]
 mod egress;
 mod env;
+#[cfg(target_os = "linux")]
+mod explain;
+/// Elsewhere no filter notifies: an explained run has nothing of its own to report.
+#[cfg(not(target_os = "linux"))]
+mod explain {
+    /// An explained run (never made here).
+    #[derive(Debug)]
+    pub(crate) enum Run {}
+    impl Run {
+        pub(crate) fn denials(&self) -> Vec<super::Denial> {
+            match *self {}
+        }
+    }
+}
 mod gitlayer;
 mod limits;
 mod nested;
@@ -54,6 +69,7 @@ use launch_linux as launch;
 pub use crate::plan::Degradation;
 pub use child::Child;
 pub use command::Command;
+pub use denial::{Denial, Wall};
 pub use describe::{PlanDescription, PlanEgress, PlanListen, PlanNamespaces, macos_profile};
 #[cfg(all(feature = "internals", target_os = "linux"))]
 pub use gitlayer::merge::fuzzing as git_fuzzing;

@@ -121,6 +121,14 @@ mod std_conversions {
         }
     }
 
+    impl<'fd> From<BorrowedFd<'fd>> for std::os::fd::BorrowedFd<'fd> {
+        fn from(fd: BorrowedFd<'fd>) -> Self {
+            // SAFETY: this crate's `BorrowedFd<'fd>` promises that the fd is open for
+            // `'fd`; the lifetime is carried over unchanged.
+            unsafe { std::os::fd::BorrowedFd::borrow_raw(fd.as_raw_fd()) }
+        }
+    }
+
     impl From<std::os::fd::OwnedFd> for OwnedFd {
         fn from(fd: std::os::fd::OwnedFd) -> Self {
             // SAFETY: `into_raw_fd` hands over std's ownership of the open fd.

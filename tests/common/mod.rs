@@ -399,3 +399,35 @@ pub fn read_stdout(child: &mut stockade::Child) -> String {
         .expect("read stdout");
     out
 }
+
+/// A test HTTP server on `127.0.0.2` (loopback, but outside a sandboxed program's
+/// `NO_PROXY`) that answers `body` to every request, one connection at a time; returns its
+/// port and the count of connections it accepted.
+pub fn http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.2:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            seen.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let mut head = Vec::new();
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, count)
+}

@@ -214,6 +214,28 @@ pub fn report_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
     })
 }
 
+/// A socket pair that carries fds from the setup child to the parent (a datagram pair,
+/// close-on-exec): the parent keeps the first end, the child gets the second and sends
+/// with [`stockade_sys::linux::send_fd`]; the parent reads with [`recv_fds`]. `what`
+/// names the fds in the error (`the pseudo-terminal`).
+///
+/// # Errors
+///
+/// [`SpawnError::Os`] naming `socketpair for <what>`.
+pub fn fd_channel(call: &'static str) -> Result<(OwnedFd, OwnedFd), SpawnError> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    socketpair(
+        AddressFamily::Unix,
+        SockType::Datagram,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| SpawnError::Os {
+        call,
+        source: e.into(),
+    })
+}
+
 /// Receives, without blocking, every fd a child sent on `sock` with
 /// [`stockade_sys::linux::send_fd`] before it exec'd: (tag, fd) pairs, in order.
 ///
@@ -253,6 +275,29 @@ pub fn recv_fds(sock: &OwnedFd) -> std::io::Result<Vec<(u8, OwnedFd)>> {
             }
         }
     }
+}
+
+/// After a successful spawn with explain on: the seccomp listener the child sent on
+/// `sock` (tag 0) before it exec'd ([`prepare::ExplainFilter`]).
+///
+/// # Errors
+///
+/// The error of `recvmsg`; `ENOMSG` when no listener came, `EBADF` when the fd that came
+/// is not a seccomp listener.
+pub fn recv_listener(sock: &OwnedFd) -> std::io::Result<stockade_sys::linux::SeccompListener> {
+    let fd = recv_fds(sock)?
+        .into_iter()
+        .find_map(|(tag, fd)| (tag == 0).then_some(fd))
+        .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOMSG))?;
+    // The kernel names a listener's file `anon_inode:seccomp notify`.
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    if link.as_os_str() != "anon_inode:seccomp notify" {
+        return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+    }
+    // SAFETY: the fd is a seccomp listener: only this command's setup child held the
+    // other end of `sock` (close-on-exec, closed before its exec), it sent the listener
+    // its own `seccomp` call returned, and the kernel names the file as a listener's.
+    Ok(unsafe { stockade_sys::linux::SeccompListener::from_fd(fd.into()) })
 }
 
 /// Clones a child that replays `layout` and then `exec`, and reads its report. A layout

@@ -660,6 +660,20 @@ pub struct Exec {
     /// The child's end of the socket the egress proxy's listeners go to the parent
     /// through ([`Op::EgressListeners`]), or -1.
     pub egress_socket: RawFd,
+    /// With explain on: the explained filter that [`Op::Seccomp`] installs instead of the
+    /// layout's, and where its listener goes.
+    pub explain: Option<ExplainFilter>,
+}
+
+/// The seccomp filter of a command with explain on
+/// ([`crate::backend::linux::seccomp::build_explained`]): installed with a listener, which
+/// the child sends to the parent on `socket` (tag 0) and closes.
+#[derive(Debug)]
+pub struct ExplainFilter {
+    /// The explained program.
+    pub filter: super::seccomp::Filter,
+    /// The child's end of the socket pair (close-on-exec), kept through `CloseFds`.
+    pub socket: RawFd,
 }
 
 /// What a command asks for, before preparation.
@@ -721,6 +735,7 @@ impl Exec {
             pty: None,
             cgroup: Vec::new(),
             egress_socket: -1,
+            explain: None,
         })
     }
 
@@ -778,6 +793,15 @@ impl Exec {
         self.keep.sort_unstable();
         self.keep.dedup();
         self.egress_socket = socket;
+    }
+
+    /// Installs `explain`'s filter instead of the layout's; its socket survives
+    /// `CloseFds` (it is close-on-exec).
+    pub fn set_explain(&mut self, explain: ExplainFilter) {
+        self.keep.push(explain.socket);
+        self.keep.sort_unstable();
+        self.keep.dedup();
+        self.explain = Some(explain);
     }
 
     /// Sets this command's `.git` layers and the socket their upper layers are sent

@@ -9,10 +9,16 @@
 //!   lookup, so DNS rebinding cannot switch it.
 //! - [`http`] and [`socks5`]: bounded parsers of what the program writes (HTTP/1.1 request
 //!   heads: absolute-form forward requests and `CONNECT`; SOCKS5 greetings and requests).
-//! - [`Proxy`] (Unix): serves listeners with threads, copies the bytes after the decision
-//!   and records each decision.
+//! - [`Proxy`] (Unix): serves each sandbox run's listeners ([`Proxy::serve_run`], a [`Run`]
+//!   that ends with the run's process), copies the bytes after the decision and records
+//!   each decision. Every length and count is bounded: request heads (size, fields, time),
+//!   chunked bodies ([`http::Chunked`]), idle connections, connections per run and for the
+//!   whole proxy; a forwarded request's connection carries that one request and nothing
+//!   after it.
 
 pub mod http;
+#[cfg(unix)]
+mod relay;
 #[cfg(unix)]
 mod serve;
 pub mod socks5;

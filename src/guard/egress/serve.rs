@@ -1,6 +1,7 @@
 //! The proxy's threads: one accept thread per run (its listeners, a wake socket and the
-//! fd that ends it, polled together), one thread (two while copying) per connection, at
-//! most [`Proxy::with_max_connections`] connections per run.
+//! fd that ends it, polled together), one thread per connection (see [`super::relay`]),
+//! at most [`Proxy::with_max_connections`] connections per run and
+//! [`Proxy::with_max_total_connections`] for the whole proxy.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -15,7 +16,8 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::http::{self, Request};
+use super::http::{self, Body, Chunked, Request};
+use super::relay::{Upload, relay};
 use super::socks5::{self, Parse, Socks5Error};
 use super::{Egress, Refusal};
 
@@ -60,13 +62,19 @@ impl Decision {
 struct Limits {
     head_timeout: Duration,
     connect_timeout: Duration,
+    idle_timeout: Duration,
     max_connections: usize,
 }
 
-/// What the proxy's runs share: the policy and the global decision list.
+/// What the proxy's runs share: the policy, the global decision list and the global
+/// connection count.
 struct Shared {
     egress: Egress,
     decisions: Mutex<VecDeque<Decision>>,
+    /// Connections being served, all runs together.
+    active: AtomicUsize,
+    /// The most connections served at once, all runs together.
+    max_active: AtomicUsize,
 }
 
 /// The egress proxy: serves sandbox runs' HTTP and SOCKS5 listeners under one [`Egress`]
@@ -91,17 +99,21 @@ impl std::fmt::Debug for Proxy {
 }
 
 impl Proxy {
-    /// A proxy deciding by `egress`: 10 s to read a request head, 10 s to connect, at most
-    /// 64 connections at once per run.
+    /// A proxy deciding by `egress`: 10 s to read a request head, 10 s to connect, 5 min
+    /// of idleness before a connection is closed, at most 64 connections at once per run
+    /// and 256 for the whole proxy.
     pub fn new(egress: Egress) -> Proxy {
         Proxy {
             shared: Arc::new(Shared {
                 egress,
                 decisions: Mutex::new(VecDeque::new()),
+                active: AtomicUsize::new(0),
+                max_active: AtomicUsize::new(256),
             }),
             limits: Limits {
                 head_timeout: Duration::from_secs(10),
                 connect_timeout: Duration::from_secs(10),
+                idle_timeout: Duration::from_secs(300),
                 max_connections: 64,
             },
             listeners: Mutex::new(Vec::new()),
@@ -121,10 +133,27 @@ impl Proxy {
         self
     }
 
+    /// How long a connection may stay idle once its bytes flow (a tunnel, a forwarded
+    /// request's body and answer): after that long with no byte either way, both sides are
+    /// closed, so that a silent upstream or client does not hold a thread forever. For
+    /// runs served after.
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Proxy {
+        self.limits.idle_timeout = timeout;
+        self
+    }
+
     /// The most connections served at once per run (both its listeners together); more
     /// are closed on accept. For runs served after.
     pub fn with_max_connections(mut self, max: usize) -> Proxy {
         self.limits.max_connections = max;
+        self
+    }
+
+    /// The most connections served at once by the whole proxy, all runs together (each
+    /// takes a thread and two 256 KiB buffers, resident as far as bytes pass through them);
+    /// more are closed on accept, with a warning.
+    pub fn with_max_total_connections(self, max: usize) -> Proxy {
+        self.shared.max_active.store(max, Ordering::SeqCst);
         self
     }
 
@@ -211,6 +240,7 @@ impl Proxy {
             active: AtomicUsize::new(0),
         });
         let s = Arc::clone(&state);
+        let bounded = until.is_some();
         let accept = thread::Builder::new()
             .name("stockade-egress".into())
             .spawn(move || accept_loop(&listeners, &wake_rx, until.as_ref(), &s))?;
@@ -219,6 +249,7 @@ impl Proxy {
             addrs,
             wake: wake_tx,
             accept: Mutex::new(Some(accept)),
+            bounded,
         })))
     }
 }
@@ -254,7 +285,12 @@ struct RunHandle {
     /// Written once to wake the accept thread when the run ends.
     wake: UnixStream,
     accept: Mutex<Option<JoinHandle<()>>>,
+    /// Whether an `until` fd ends the run by itself.
+    bounded: bool,
 }
+
+/// Runs let go of by [`Run::detach`] that have not ended yet.
+static DETACHED: Mutex<Vec<Run>> = Mutex::new(Vec::new());
 
 impl Drop for RunHandle {
     fn drop(&mut self) {
@@ -312,6 +348,20 @@ impl Run {
     /// When it returns, a connection to either listener is refused. Idempotent.
     pub fn end(&self) {
         self.0.end();
+    }
+
+    /// Lets the run go on without this handle until its `until` fd ends it: for a
+    /// program still running whose host-side handle goes away (a `Child` dropped without
+    /// waiting). Its clones elsewhere keep working. A run without an `until` fd would
+    /// never end, so it is ended here instead. Detached runs that have ended are released
+    /// at the next detach.
+    pub fn detach(self) {
+        if !self.0.bounded {
+            return self.end();
+        }
+        let mut held = lock(&DETACHED);
+        held.retain(|r| !r.ended());
+        held.push(self);
     }
 }
 
@@ -382,12 +432,40 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Decrements a run's connection count when a connection's thread ends.
+/// A connection's place in its run's and the proxy's counts, left when its thread ends.
 struct Slot(Arc<RunState>);
+
+impl Slot {
+    /// Takes a place, or `None` when the run or the proxy is full.
+    fn take(run: &Arc<RunState>) -> Option<Slot> {
+        let shared = &run.shared;
+        let max_total = shared.max_active.load(Ordering::SeqCst);
+        if shared.active.fetch_add(1, Ordering::SeqCst) >= max_total {
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(
+                max = max_total,
+                "egress proxy: too many connections for the whole proxy; one closed"
+            );
+            return None;
+        }
+        let max = run.limits.max_connections;
+        if run.active.fetch_add(1, Ordering::SeqCst) >= max {
+            run.active.fetch_sub(1, Ordering::SeqCst);
+            shared.active.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(
+                max,
+                "egress proxy: too many connections for one run; one closed"
+            );
+            return None;
+        }
+        Some(Slot(Arc::clone(run)))
+    }
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
         self.0.active.fetch_sub(1, Ordering::SeqCst);
+        self.0.shared.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -448,15 +526,9 @@ fn accept_one(listener: &TcpListener, protocol: Protocol, run: &Arc<RunState>) {
             return;
         }
     };
-    if run.active.load(Ordering::SeqCst) >= run.limits.max_connections {
-        tracing::warn!(
-            max = run.limits.max_connections,
-            "egress proxy: too many connections for one run; one closed"
-        );
+    let Some(slot) = Slot::take(run) else {
         return;
-    }
-    run.active.fetch_add(1, Ordering::SeqCst);
-    let slot = Slot(Arc::clone(run));
+    };
     let run = Arc::clone(run);
     let spawned = thread::Builder::new()
         .name("stockade-egress-conn".into())
@@ -617,6 +689,19 @@ fn serve_http(conn: &Arc<TcpStream>, run: &Arc<RunState>) {
         Request::Connect { host, port } => (Protocol::Connect, host.clone(), *port),
         Request::Forward(f) => (Protocol::Http, f.host.clone(), f.port),
     };
+    let rest = &buf[n..];
+    // A forward request's body: what came with the head goes through the same count or
+    // framing as the rest, before anything is decided or connected.
+    let mut upload = match &request {
+        Request::Connect { .. } => Upload::All,
+        Request::Forward(f) => match f.body {
+            Body::Length(n) => Upload::Length(n),
+            Body::Chunked => Upload::Chunked(Chunked::new()),
+        },
+    };
+    let Ok(first) = upload.admit(rest) else {
+        return respond(conn, 400, "Bad Request", "a malformed chunked body\n");
+    };
     let addrs = match decide(run, protocol, &host, port) {
         Ok(a) => a,
         Err(r) => return respond(conn, 403, "Forbidden", &refusal_body(&host, port, &r)),
@@ -629,7 +714,6 @@ fn serve_http(conn: &Arc<TcpStream>, run: &Arc<RunState>) {
             &format!("cannot connect to {host} port {port}\n"),
         );
     };
-    let rest = &buf[n..];
     match request {
         Request::Connect { .. } => {
             if (&**conn)
@@ -639,45 +723,14 @@ fn serve_http(conn: &Arc<TcpStream>, run: &Arc<RunState>) {
             {
                 return;
             }
-            tunnel(conn, &up, None);
         }
         Request::Forward(f) => {
-            let first = rest
-                .len()
-                .min(usize::try_from(f.body_len).unwrap_or(usize::MAX));
             if (&*up).write_all(&f.head).is_err() || (&*up).write_all(&rest[..first]).is_err() {
                 return;
             }
-            tunnel(conn, &up, Some(f.body_len - first as u64));
         }
     }
-}
-
-/// Copies both ways until each side is done. With `body`, at most that many more bytes go
-/// from the client upstream (the rest of one request's body: nothing after it is sent),
-/// and both connections close once the upstream answer ends.
-fn tunnel(client: &Arc<TcpStream>, up: &Arc<TcpStream>, body: Option<u64>) {
-    let (c2, u2) = (Arc::clone(client), Arc::clone(up));
-    let upload = thread::Builder::new()
-        .name("stockade-egress-copy".into())
-        .spawn(move || {
-            let _ = match body {
-                Some(n) => io::copy(&mut (&*c2).take(n), &mut &*u2),
-                None => io::copy(&mut &*c2, &mut &*u2),
-            };
-            if body.is_none() {
-                let _ = u2.shutdown(Shutdown::Write);
-            }
-        });
-    let _ = io::copy(&mut &**up, &mut &**client);
-    let _ = client.shutdown(Shutdown::Write);
-    if body.is_some() {
-        let _ = client.shutdown(Shutdown::Both);
-        let _ = up.shutdown(Shutdown::Both);
-    }
-    if let Ok(t) = upload {
-        let _ = t.join();
-    }
+    relay(conn, &up, upload, run.limits.idle_timeout);
 }
 
 fn serve_socks5(conn: &Arc<TcpStream>, run: &Arc<RunState>) {
@@ -746,5 +799,5 @@ fn serve_socks5(conn: &Arc<TcpStream>, run: &Arc<RunState>) {
     {
         return;
     }
-    tunnel(conn, &up, None);
+    relay(conn, &up, Upload::All, run.limits.idle_timeout);
 }

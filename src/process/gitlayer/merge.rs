@@ -68,11 +68,9 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-
 use super::{GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded};
 use crate::backend::linux::prepare::GitMount;
-use crate::error::{Error, PlanError, SpawnError};
+use crate::error::{Error, PlanError};
 use crate::plan::{Plan, Step};
 
 /// The `.git` layers of one command, one slot per [`Step::GitLayer`] of its plan.
@@ -157,16 +155,7 @@ impl Session {
             session.layers.push(layer);
         }
         if session.layers.iter().any(Option::is_some) {
-            let pair = socketpair(
-                AddressFamily::Unix,
-                SockType::Datagram,
-                None,
-                SockFlag::SOCK_CLOEXEC,
-            )
-            .map_err(|e| SpawnError::Os {
-                call: "socketpair for the .git layer",
-                source: e.into(),
-            })?;
+            let pair = crate::backend::linux::fd_channel("socketpair for the .git layer")?;
             session.socket = Some(pair);
         }
         Ok(session)

@@ -16,6 +16,7 @@
 //! | `process` | `execve`, `exit_group`, `setsid`, pidfds, signal mask, `keyctl`, … |
 //! | `security` | `prctl` flags, `capset`, Landlock, seccomp |
 //! | `net` | `socket`, fd passing (`sendmsg` with `SCM_RIGHTS`), interface flags |
+//! | `notify` | seccomp user notification: a filter's listener and its ioctls, `process_vm_readv` |
 //!
 //! # Which wrappers are safe
 //!
@@ -175,6 +176,7 @@ mod fs;
 mod io;
 mod mount;
 mod net;
+mod notify;
 mod process;
 mod security;
 
@@ -182,6 +184,7 @@ pub use fs::*;
 pub use io::*;
 pub use mount::*;
 pub use net::*;
+pub use notify::*;
 pub use process::*;
 pub use security::*;
 /// Helpers shared by the modules' unit tests.

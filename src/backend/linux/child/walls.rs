@@ -15,7 +15,7 @@ use stockade_sys::linux::CWD;
 use stockade_sys::{BorrowedFd, Errno};
 
 use super::R;
-use crate::backend::linux::prepare::{Exec, Walls};
+use crate::backend::linux::prepare::{Exec, ExplainFilter, Walls};
 
 /// The command's Landlock ruleset fd (only asked for when the plan has walls, so it is open).
 fn landlock_fd(exec: &Exec) -> BorrowedFd<'_> {
@@ -90,4 +90,27 @@ pub(super) fn seccomp(walls: Option<&Walls>) -> R {
         }
         None => Err(Errno(libc::EINVAL)),
     }
+}
+
+/// Installs the explained filter with a listener, sends the listener to the parent and
+/// closes this child's copy, so that after `execve` only the host holds it.
+///
+/// Nothing after this step until `execve` (the program's process's `clone`, the
+/// controlling terminal, `chdir`, the starter's and the init's calls) is a call the
+/// filter denies: such a call would wait for an answer that the host, itself waiting for
+/// the exec, gives only after the spawn.
+pub(super) fn seccomp_explained(explain: &ExplainFilter) -> R {
+    // SAFETY: the explained filter answers with ALLOW, KILL_PROCESS, ERRNO of ENOSYS, and
+    // USER_NOTIF, which the host answers with the errno the filter without explain would
+    // have returned (EPERM or ENOSYS) or, for a watched `connect`, by letting the call
+    // run: no call reports a success that did not happen. No call of this child waits on
+    // the listener before the host has it (see above).
+    let listener =
+        unsafe { sys::seccomp_set_mode_filter_listener(0, explain.filter.instructions()) }?;
+    // SAFETY: the parent keeps its copy of the socket's child end open in `exec` until
+    // this child has exec'd or exited, and `close_fds` keeps it.
+    let socket = unsafe { BorrowedFd::borrow_raw(explain.socket) };
+    let r = sys::send_fd(socket, 0, listener.as_fd());
+    let _ = sys::close(listener.into_fd());
+    r
 }

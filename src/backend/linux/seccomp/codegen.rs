@@ -33,6 +33,11 @@ const fn arg_low(arg: u32) -> u32 {
     16 + 8 * arg + if cfg!(target_endian = "big") { 4 } else { 0 }
 }
 
+/// Offset of the high 32 bits of argument `arg` in `struct seccomp_data`.
+const fn arg_high(arg: u32) -> u32 {
+    16 + 8 * arg + if cfg!(target_endian = "big") { 0 } else { 4 }
+}
+
 /// The shared returns of step 6, where every path of the program ends.
 #[derive(Clone, Copy)]
 struct Returns {
@@ -40,6 +45,9 @@ struct Returns {
     eperm: Target,
     enosys: Target,
     kill: Target,
+    /// The `ENOSYS` of [`Action::Enosys`] (`clone3`, `openat2`): `enosys` itself, but in
+    /// an explained program, where `enosys` notifies, a return of its own.
+    fallback: Target,
 }
 
 /// The label of each argument block in use.
@@ -47,24 +55,33 @@ type Blocks = BTreeMap<Block, Target>;
 
 /// Emits the program for the numbers `listed` by [`super::rules::rules`] under `opts`.
 ///
+/// With `explain` the denials notify instead ([`super::build_explained`]): the shared
+/// `EPERM` and `ENOSYS` returns become `SECCOMP_RET_USER_NOTIF`, [`Action::Watch`] leads
+/// there too, and [`Action::Enosys`] keeps an `ENOSYS` return of its own (libc's fallback,
+/// no denial). Without it the program is exactly the one stockade installs.
+///
 /// # Errors
 ///
 /// [`SeccompBuildError::CompileFilter`] when a block has no label or a jump cannot be
-/// encoded (a bug here, not a property of the host).
+/// encoded (a bug here, not a property of the host), or an [`Action::Watch`] without
+/// `explain`.
 pub(super) fn program(
     listed: &BTreeMap<u32, Action>,
     opts: &FilterOptions,
+    explain: bool,
 ) -> Result<Vec<sock_filter>, SeccompBuildError> {
     let mut asm = Asm::default();
-    let ret = Returns {
+    let mut ret = Returns {
         allow: asm.label(),
         eperm: asm.label(),
         enosys: asm.label(),
         kill: asm.label(),
+        fallback: Next,
     };
+    ret.fallback = if explain { asm.label() } else { ret.enosys };
     let unknown = asm.label();
     let blocks = block_labels(&mut asm, listed);
-    let keys = search_keys(listed, ret, &blocks)?;
+    let keys = search_keys(listed, ret, &blocks, explain)?;
 
     // 1. Architecture: a foreign ABI (i386, 32-bit arm) is killed.
     asm.stmt(BPF_LD_ABS, SECCOMP_DATA_ARCH);
@@ -93,14 +110,25 @@ pub(super) fn program(
     }
 
     // 6. The returns, shared by every path.
+    let deny = |e| {
+        if explain {
+            libc::SECCOMP_RET_USER_NOTIF
+        } else {
+            errno(e)
+        }
+    };
     asm.bind(ret.enosys);
-    asm.stmt(BPF_RET_K, errno(libc::ENOSYS));
+    asm.stmt(BPF_RET_K, deny(libc::ENOSYS));
     asm.bind(ret.allow);
     asm.stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW);
     asm.bind(ret.eperm);
-    asm.stmt(BPF_RET_K, errno(libc::EPERM));
+    asm.stmt(BPF_RET_K, deny(libc::EPERM));
     asm.bind(ret.kill);
     asm.stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS);
+    if explain {
+        asm.bind(ret.fallback);
+        asm.stmt(BPF_RET_K, errno(libc::ENOSYS));
+    }
 
     asm.finish()
 }
@@ -134,14 +162,22 @@ fn search_keys(
     listed: &BTreeMap<u32, Action>,
     ret: Returns,
     blocks: &Blocks,
+    explain: bool,
 ) -> Result<Vec<(u32, Target)>, SeccompBuildError> {
     listed
         .iter()
         .map(|(&n, &a)| {
             let t = match a {
                 Action::Eperm => ret.eperm,
-                Action::Enosys => ret.enosys,
+                Action::Enosys => ret.fallback,
                 Action::Block(b) => block(blocks, b)?,
+                // In an explained program `eperm` notifies.
+                Action::Watch if explain => ret.eperm,
+                Action::Watch => {
+                    return Err(SeccompBuildError::CompileFilter(
+                        "a watched call outside an explained program".into(),
+                    ));
+                }
             };
             Ok((n, t))
         })
@@ -218,6 +254,13 @@ fn argument_block(
         Block::SendFlags(arg) => {
             asm.stmt(BPF_LD_ABS, arg_low(arg));
             asm.jump(BPF_JSET, MSG_FASTOPEN, eperm, allow);
+        }
+        // A pointer: the whole register, both halves.
+        Block::Addressed(arg) => {
+            asm.stmt(BPF_LD_ABS, arg_low(arg));
+            asm.jump(BPF_JEQ, 0, Next, eperm);
+            asm.stmt(BPF_LD_ABS, arg_high(arg));
+            asm.jump(BPF_JEQ, 0, allow, eperm);
         }
     }
     Ok(())

@@ -131,11 +131,15 @@
 //! `tables` names the calls and constants above; `rules` lists, for one [`FilterOptions`],
 //! each number and where it leads; `codegen` lays the program out in the six steps with
 //! `asm`, a small forward-only BPF assembler. The unit tests run every program through
-//! `interp`, a classic-BPF interpreter that also mimics the kernel's cache emulation.
+//! `interp`, a classic-BPF interpreter that also mimics the kernel's cache emulation; the
+//! host of an explained run ([`build_explained`]) answers with it, and `describe` names
+//! what was denied.
 
 mod asm;
 mod codegen;
+mod describe;
 #[cfg(test)]
+mod explain_tests;
 mod interp;
 mod rules;
 mod tables;
@@ -211,10 +215,92 @@ pub const KNOWN_MAX: u32 = 469;
 /// (`AUDIT_ARCH_ARM`) calls are killed by the architecture check.
 pub fn build(opts: &FilterOptions) -> Result<Filter, SeccompBuildError> {
     let listed = rules::rules(opts)?;
-    let program = codegen::program(&listed, opts)?;
+    checked(codegen::program(&listed, opts, false)?)
+}
+
+/// A program within `BPF_MAXINSNS`.
+fn checked(program: Vec<sock_filter>) -> Result<Filter, SeccompBuildError> {
     let max = usize::try_from(libc::BPF_MAXINSNS).unwrap_or(usize::MAX);
     if program.len() > max {
         return Err(SeccompBuildError::TooLong(program.len()));
     }
     Ok(Filter { program })
+}
+
+/// The two programs of an explained run ([`build_explained`]).
+#[derive(Clone, Debug)]
+pub struct Explained {
+    /// The program the child installs, with a listener: every denial notifies.
+    pub notify: Filter,
+    /// The program stockade installs without explain ([`build`]), which the host runs on
+    /// each notification ([`Explained::answer`]) to answer as it would have.
+    pub errno: Filter,
+}
+
+/// What the host answers a notification of an explained run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Fail the call with this errno: a denial, answered as the filter without explain
+    /// would have.
+    Deny(i32),
+    /// Let the call run (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): a watched call
+    /// (`connect` in a network namespace of its own), which the filter allows.
+    Continue,
+}
+
+impl Explained {
+    /// The answer to a notification with `data`: the errno of [`Explained::errno`]'s
+    /// verdict, or `Continue` where that program allows the call. Any other verdict (the
+    /// notify program only notifies where the errno program fails the call or, for the
+    /// watched calls, allows it, so none is expected) fails the call with `EPERM`.
+    pub fn answer(&self, data: &libc::seccomp_data) -> Answer {
+        match interp::run(&self.errno.program, data) {
+            Some(libc::SECCOMP_RET_ALLOW) => Answer::Continue,
+            Some(action) if action & libc::SECCOMP_RET_ACTION_FULL == libc::SECCOMP_RET_ERRNO => {
+                Answer::Deny((action & libc::SECCOMP_RET_DATA) as i32)
+            }
+            _ => Answer::Deny(libc::EPERM),
+        }
+    }
+}
+
+pub use describe::{NETWORK_NONE, describe};
+
+/// Compiles the filter for `opts` in its explained form: the program a command with
+/// explain on installs with a listener, where every call the filter denies notifies the
+/// host instead (`SECCOMP_RET_USER_NOTIF`), and the host answers with the errno the
+/// filter would have returned ([`Explained::answer`]), so the program sees the same.
+///
+/// The `ENOSYS` of `clone3` and `openat2` stays in the program: it is libc's cue to fall
+/// back to `clone` and `openat`, no denial, and glibc calls `clone3` for every thread.
+/// Foreign ABIs are still killed. With `watch_connect` (`network = "none"` in a network
+/// namespace of its own, where the namespace rather than the filter refuses), `connect`
+/// and `sendto` with a destination notify too, and the host lets them continue after
+/// reading the address. (`sendmsg` is not watched: its address is in memory, so every
+/// call would notify.)
+///
+/// # Errors
+///
+/// As for [`build`].
+pub fn build_explained(
+    opts: &FilterOptions,
+    watch_connect: bool,
+) -> Result<Explained, SeccompBuildError> {
+    let mut listed = rules::rules(opts)?;
+    if watch_connect {
+        let nr = |n: i64| {
+            u32::try_from(n).map_err(|_| SeccompBuildError::CompileFilter("syscall number".into()))
+        };
+        listed
+            .entry(nr(libc::SYS_connect)?)
+            .or_insert(rules::Action::Watch);
+        // `sendto` with a destination (argument 4 not NULL): UDP without `connect`.
+        listed
+            .entry(nr(libc::SYS_sendto)?)
+            .or_insert(rules::Action::Block(rules::Block::Addressed(4)));
+    }
+    Ok(Explained {
+        notify: checked(codegen::program(&listed, opts, true)?)?,
+        errno: build(opts)?,
+    })
 }

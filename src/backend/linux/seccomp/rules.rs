@@ -19,6 +19,9 @@ pub(super) enum Action {
     Enosys,
     /// One of the argument blocks.
     Block(Block),
+    /// Allowed, but reported to the host of an explained run, which lets it continue
+    /// (`connect` in a network namespace of its own, see [`super::build_explained`]).
+    Watch,
 }
 
 /// The argument-checking blocks, each emitted once and shared by the calls that need it.
@@ -44,6 +47,10 @@ pub(super) enum Block {
     OwnProcess(u32),
     /// `MSG_FASTOPEN` in the send flags in this argument.
     SendFlags(u32),
+    /// A pointer other than NULL (either half of the register) in this argument: the
+    /// watched `sendto` with a destination of an explained program
+    /// ([`super::build_explained`]), where the `EPERM` return notifies.
+    Addressed(u32),
 }
 
 /// Every listed number and where it leads, for `opts`.

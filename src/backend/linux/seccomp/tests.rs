@@ -2,7 +2,7 @@
 //! states them, run through [`super::interp`].
 
 use super::codegen::LEAF;
-use super::interp::{run, trace};
+use super::interp::{run_test as run, trace};
 use super::rules::rules;
 use super::tables::{CLONE_NEW_FLAGS, DENIED, DENIED_ARCH, PTRACE_CALLS, X32_SYSCALL_BIT};
 use super::*;
