@@ -4,6 +4,10 @@
 //! difference snapshot-vs-workspace written into `<changes>/upper` in the overlay format,
 //! so that the change set reads the same whichever layer made it.
 //!
+//! Nothing of the sandbox runs while the difference is written (it waits for the init's
+//! exit); files are opened without following a symlink in their last component all the
+//! same, and setuid and setgid bits are never copied (nor compared).
+//!
 //! The copy clones each regular file (`ioctl(FICLONE)`) where the file system can, and
 //! copies it (`copy_file_range`, through `std::io::copy`) otherwise; symlinks stay
 //! symlinks; modes and modification times are kept; FIFOs, sockets and devices are left
@@ -104,7 +108,7 @@ impl After {
         let upper = self.changes.join("upper");
         let new = self.changes.join(format!(".upper.{}", std::process::id()));
         let _ = fs::remove_dir_all(&new);
-        let root_mode = fs::symlink_metadata(&snap)?.mode() & 0o7777;
+        let root_mode = fs::symlink_metadata(&snap)?.mode() & KEPT_MODE;
         fs::DirBuilder::new().mode(0o700).create(&new)?;
         let r = diff_dir(&snap, &self.workspace, &new, Path::new(""), &self.skip)
             .and_then(|_| fs::set_permissions(&new, fs::Permissions::from_mode(root_mode)));
@@ -130,6 +134,19 @@ impl After {
         let _ = fs::remove_dir_all(&old);
         Ok(())
     }
+}
+
+/// The permission bits copied: setuid and setgid never (a root host would otherwise make
+/// root-owned setuid copies of what the program or the workspace holds), nor compared.
+const KEPT_MODE: u32 = 0o1777;
+
+/// Opens a regular file for reading without following a symlink in its last component.
+fn open_nofollow(p: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
 }
 
 /// Whether `rel` is one of the skipped entries.
@@ -235,7 +252,7 @@ fn copy_entry(
 fn copy_file(src: &Path, dst: &Path) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut from = fs::File::open(src)?;
+    let mut from = open_nofollow(src)?;
     let mut to = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -252,7 +269,7 @@ fn copy_file(src: &Path, dst: &Path) -> io::Result<()> {
 
 /// Mode and times of `m` on `p` (a directory after its entries: they change its mtime).
 fn finish_meta(p: &Path, m: &fs::Metadata) -> io::Result<()> {
-    fs::set_permissions(p, fs::Permissions::from_mode(m.mode() & 0o7777))?;
+    fs::set_permissions(p, fs::Permissions::from_mode(m.mode() & KEPT_MODE))?;
     set_times(p, m)
 }
 
@@ -349,7 +366,7 @@ fn diff_entry(
     if sk == Some(Kind::Dir) && wk == Some(Kind::Dir) {
         fs::DirBuilder::new().mode(0o700).create(dst)?;
         let below = diff_dir(snap_root, ws_root, dst, rel, skip)?;
-        let mode_changed = sm.mode() & 0o7777 != wm.mode() & 0o7777;
+        let mode_changed = sm.mode() & KEPT_MODE != wm.mode() & KEPT_MODE;
         if below || mode_changed {
             finish_meta(dst, sm)?;
             return Ok(true);
@@ -367,7 +384,7 @@ fn diff_entry(
     let same = match sk {
         Some(Kind::Symlink) => fs::read_link(&src)? == fs::read_link(ws_root.join(rel))?,
         _ => {
-            sm.mode() & 0o7777 == wm.mode() & 0o7777
+            sm.mode() & KEPT_MODE == wm.mode() & KEPT_MODE
                 && sm.len() == wm.len()
                 && same_contents(sm, wm, &src, &ws_root.join(rel))?
         }
@@ -386,7 +403,7 @@ fn same_contents(sm: &fs::Metadata, wm: &fs::Metadata, a: &Path, b: &Path) -> io
         return Ok(true);
     }
     use std::io::Read;
-    let (mut fa, mut fb) = (fs::File::open(a)?, fs::File::open(b)?);
+    let (mut fa, mut fb) = (open_nofollow(a)?, open_nofollow(b)?);
     let mut ba = vec![0u8; 64 * 1024];
     let mut bb = vec![0u8; 64 * 1024];
     loop {
