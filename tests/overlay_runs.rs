@@ -304,6 +304,7 @@ fn masks_kept(layer: Layer) {
     assert!(!changes.join("snapshot/.agent").exists(), "{layer}");
     assert!(!changes.join("snapshot/.env").exists(), "{layer}");
     assert_eq!(fs::read(ws.join(".agent/token")).unwrap(), b"TOKEN\n");
+    assert_eq!(sb.unhidden_names(), Vec::<PathBuf>::new(), "{layer}");
 }
 
 #[test]
