@@ -267,6 +267,32 @@ fn two_runs(layer: Layer) {
 }
 
 #[test]
+fn a_second_run_on_a_change_set_in_use_is_refused_until_the_first_ends() {
+    require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        let (_w, ws) = common::var_tempdir();
+        let c = common::tempdir();
+        let changes = c.path().join("set");
+        let first = common::sandbox(&ws, overlay_on(&changes, layer));
+        let mut running = first
+            .command("sh")
+            .args(["-c", "echo a > a; cat > /dev/null"])
+            .stdin(stockade::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let second = common::sandbox(&ws, overlay_on(&changes, layer));
+        let err = second.command("true").status().unwrap_err().to_string();
+        assert!(
+            err.contains("another run on this change set"),
+            "{layer}: {err}"
+        );
+        drop(running.stdin.take());
+        assert!(running.wait().unwrap().success());
+        assert_eq!(common::sh_ok(&second, "cat a"), "a\n", "{layer}");
+    }
+}
+
+#[test]
 fn data_dir_stays_masked_and_deny_names_hidden_in_overlay_mode() {
     require!(Feature::UserNs);
     for layer in common::LAYERS {

@@ -76,6 +76,13 @@ pub enum Conflict {
         /// `snapshot_max` in bytes.
         max: u64,
     },
+    /// Another run on the same change set has not ended: two runs at once would share the
+    /// overlay's upper directory (undefined) or race layer 2's difference.
+    #[error("changes_dir {}: another run on this change set has not ended; runs on one change set take turns", dir.display())]
+    ChangeSetInUse {
+        /// The change set's directory.
+        dir: PathBuf,
+    },
     /// `changes_dir` holds something that is not a change set of this workspace (another
     /// workspace's, another format version, a file that is not a marker).
     #[error("changes_dir {}: {reason}", dir.display())]

@@ -31,23 +31,59 @@ pub(crate) const VERSION: u64 = 1;
 /// symlink, not a directory, or not the caller's; [`Conflict::NotThisChangeSet`] when it
 /// holds another workspace's change set or another format;
 /// [`Conflict::SnapshotTooLarge`] for a workspace larger than `snapshot_max`.
-pub(crate) fn prepare(plan: &Plan) -> Result<Option<super::snapshot::After>, Error> {
+pub(crate) fn prepare(plan: &Plan) -> Result<Option<Run>, Error> {
     for step in &plan.steps {
         match step {
-            Step::Overlay { path, changes } => ready(path, changes, "overlay")?,
+            Step::Overlay { path, changes } => {
+                let lock = ready(path, changes, "overlay")?;
+                return Ok(Some(Run { lock, after: None }));
+            }
             Step::Snapshot {
                 workspace,
                 changes,
                 max,
                 skip,
             } => {
-                ready(workspace, changes, "snapshot")?;
-                return super::snapshot::before(workspace, changes, *max, skip).map(Some);
+                let lock = ready(workspace, changes, "snapshot")?;
+                let after = super::snapshot::before(workspace, changes, *max, skip)?;
+                return Ok(Some(Run {
+                    lock,
+                    after: Some(after),
+                }));
             }
             _ => {}
         }
     }
     Ok(None)
+}
+
+/// One run's hold on its change set: an exclusive `flock` on the directory, so that a
+/// second run on the same set at the same time is refused
+/// ([`Conflict::ChangeSetInUse`]) rather than sharing an upper directory (which
+/// overlayfs leaves undefined) or racing layer 2's difference; and layer 2's work after
+/// the run.
+#[derive(Debug)]
+pub(crate) struct Run {
+    /// Released when this is dropped: after the sandbox is gone, or with a `Child`
+    /// dropped unwaited.
+    #[allow(dead_code)]
+    lock: Held,
+    after: Option<super::snapshot::After>,
+}
+
+impl Run {
+    /// After the program: layer 2's difference written when every process of the
+    /// sandbox is gone (`gone`), then the lock released.
+    pub(crate) fn finish(self, gone: bool) {
+        match self.after {
+            Some(after) if gone => after.finish(),
+            Some(_) => tracing::warn!(
+                "the sandbox's processes outlived the wait: the snapshot's difference is \
+                 written into the change set at the next run's end"
+            ),
+            None => {}
+        }
+    }
 }
 
 pub(super) fn path_error(dir: &Path, e: &io::Error) -> Error {
@@ -71,7 +107,7 @@ fn refuse(dir: &Path, errno: Errno) -> Error {
 /// `dir` made when missing (its parent exists), then checked: a directory (not a
 /// symlink) the caller owns, with no access for others; `upper/` (with the workspace's
 /// mode, which its root shows) and `work/` inside; the marker written or matched.
-fn ready(workspace: &Path, dir: &Path, mode: &str) -> Result<(), Error> {
+fn ready(workspace: &Path, dir: &Path, mode: &str) -> Result<Held, Error> {
     let started = now_ns();
     match fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
@@ -90,6 +126,7 @@ fn ready(workspace: &Path, dir: &Path, mode: &str) -> Result<(), Error> {
     if meta.uid() != euid || meta.mode() & 0o077 != 0 {
         return Err(refuse(dir, Errno::EPERM));
     }
+
     let ws_mode = fs::metadata(workspace)
         .map_err(|e| path_error(workspace, &e))?
         .mode()
@@ -114,7 +151,91 @@ fn ready(workspace: &Path, dir: &Path, mode: &str) -> Result<(), Error> {
             return Err(refuse(&sub, Errno::ENOTDIR));
         }
     }
-    marker(workspace, dir, started, mode)
+    // In this process first: the marker's check below opens and closes the marker, which
+    // would drop another run's record lock on it.
+    let held = claim(dir)?;
+    marker(workspace, dir, started, mode)?;
+    lock_marker(held)
+}
+
+/// The change set's directory held for this run: in this process through a registry of
+/// the directories in use, across processes through a POSIX record lock on its marker
+/// (`F_SETLK`: not inherited by a `fork`, so a child some other thread forks meanwhile
+/// cannot keep it; released when the process ends, or when it closes any fd of the
+/// marker, which only this module opens while a run lasts).
+fn claim(dir: &Path) -> Result<Held, Error> {
+    let in_use = || -> Error {
+        PlanError::Conflict(Conflict::ChangeSetInUse {
+            dir: dir.to_path_buf(),
+        })
+        .into()
+    };
+    {
+        let mut held = HELD
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !held.insert(dir.to_path_buf()) {
+            return Err(in_use());
+        }
+    }
+    Ok(Held {
+        dir: dir.to_path_buf(),
+        file: None,
+    })
+}
+
+/// The cross-process half of [`claim`], once the marker exists.
+fn lock_marker(mut held: Held) -> Result<Held, Error> {
+    use std::os::fd::AsRawFd;
+    let dir = held.dir.clone();
+    let dir = dir.as_path();
+    // The marker, the one file of the set that is never replaced after the first run.
+    let marker = dir.join(MARKER);
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&marker)
+        .map_err(|e| path_error(&marker, &e))?;
+    // SAFETY: `flock` is plain old data; all-zero bytes are a valid value.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: `fl` is valid for reads for the call; `f` is open.
+    let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) {
+            return Err(PlanError::Conflict(Conflict::ChangeSetInUse {
+                dir: dir.to_path_buf(),
+            })
+            .into());
+        }
+        return Err(path_error(&marker, &e));
+    }
+    held.file = Some(f);
+    Ok(held)
+}
+
+/// The change sets this process runs on now.
+static HELD: std::sync::Mutex<std::collections::BTreeSet<std::path::PathBuf>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A change set held by a run (see [`lock`]); released on drop.
+#[derive(Debug)]
+pub(crate) struct Held {
+    dir: std::path::PathBuf,
+    #[allow(dead_code)]
+    file: Option<fs::File>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut held = HELD
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.remove(&self.dir);
+    }
 }
 
 /// The marker written (temp + rename) at the first run, checked at later ones.

@@ -50,9 +50,9 @@ pub struct Child {
     pub(super) egress: Option<crate::guard::egress::Run>,
     /// With explain on: what the seccomp filter denied, and the watched connects.
     pub(super) explain: Option<super::explain::Run>,
-    /// Layer 2 in overlay mode: the snapshot's difference, written into the change set
-    /// once every process of the sandbox is gone.
-    pub(super) snapshot: Option<super::snapshot::After>,
+    /// In overlay mode: this run's hold on the change set, and on layer 2 the snapshot's
+    /// difference, written into the change set once every process of the sandbox is gone.
+    pub(super) snapshot: Option<super::changeset::Run>,
 }
 
 impl Child {
@@ -439,15 +439,8 @@ impl Child {
         // otherwise take for one the program made).
         self.nested.finish();
         self.git.finish();
-        if let Some(after) = self.snapshot.take() {
-            if launch::wait_gone(&self.handle) {
-                after.finish();
-            } else {
-                tracing::warn!(
-                    "the sandbox's processes outlived the wait: the snapshot's difference \
-                     is written into the change set at the next run's end"
-                );
-            }
+        if let Some(run) = self.snapshot.take() {
+            run.finish(launch::wait_gone(&self.handle));
         }
         s
     }

@@ -31,7 +31,7 @@ type Started = (
     Option<OwnedFd>,
     Option<crate::guard::egress::Run>,
     Option<super::explain::Run>,
-    Option<super::snapshot::After>,
+    Option<super::changeset::Run>,
 );
 
 /// A sandboxed process builder, with `std::process::Command`'s API.

@@ -92,7 +92,7 @@ impl After {
     /// Writes the difference into `upper/` (a new tree renamed over the old). A failure
     /// is logged: the snapshot keeps the program's work, and the next run's end writes
     /// the difference again.
-    pub(crate) fn finish(self) {
+    pub(super) fn finish(self) {
         if let Err(e) = self.write_upper() {
             tracing::warn!(
                 changes = %self.changes.display(),
