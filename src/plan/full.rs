@@ -62,6 +62,7 @@ impl Plan {
         private_mounts(&mut layout, policy, fs)?;
         writable_roots(&mut layout, policy, fs)?;
         let tools = extra_read_only(&mut layout, policy, fs)?;
+        mask_changes_dir(&mut layout);
         masks_and_hidden_host_entries(&mut layout, policy, fs, ids);
         // The data dir: masked wherever it would be visible, pinned inside writable roots.
         let data_pins = match &policy.data_dir {
@@ -178,6 +179,20 @@ fn writable_roots(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Resu
         }
     }
     Ok(())
+}
+
+/// In overlay mode, the change set where a read-only root would show it (`/opt/changes`,
+/// say): masked, so that only the overlay shows its contents.
+fn mask_changes_dir(layout: &mut Layout) {
+    let changes = layout.entries.iter().find_map(|e| match &e.step {
+        Step::Overlay { changes, .. } => Some(changes.clone()),
+        _ => None,
+    });
+    if let Some(c) = changes {
+        if layout.ro_roots.iter().any(|r| is_within(&c, r)) {
+            push(&mut layout.entries, mask(&c, true, None, None), &c, 2);
+        }
+    }
 }
 
 /// Extra read-only paths and the tools dir. Inside a writable root they are opened beneath

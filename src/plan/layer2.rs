@@ -71,6 +71,20 @@ impl Plan {
         if ids.uid == 0 {
             roots = grant_around_hidden(roots, policy, fs);
         }
+        // The change set is the host's: beneath an allowed root the program could read it.
+        let changes = match &snapshot {
+            Some(Step::Snapshot { changes, .. }) => Some(changes),
+            _ => None,
+        };
+        if let Some(c) = changes {
+            if let Some((root, _)) = roots.iter().skip(1).find(|(r, _)| is_within(c, r)) {
+                return Err(PlanError::Conflict(Conflict::LandlockCannotHide {
+                    key: "changes_dir",
+                    path: c.clone(),
+                    allowed: root.clone(),
+                }));
+            }
+        }
         let hidden = policy.data_dir.iter().map(|d| ("data_dir", d));
         for (key, path) in hidden {
             no_symlinks(fs, key, path)?;

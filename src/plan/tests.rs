@@ -1316,3 +1316,28 @@ fn overlay_mode_on_layer_2_runs_on_the_snapshot_leaving_out_the_data_dir_and_den
     assert_eq!(workspace, Path::new("/ws"));
     assert!(skip.contains(&PathBuf::from("a/data")) && skip.contains(&PathBuf::from(".env")));
 }
+
+#[test]
+fn a_change_set_under_a_read_only_root_is_masked_on_the_full_layer_and_refused_on_layer_2() {
+    let mut p = Policy::with_workspace("/ws");
+    p.workspace_mode = crate::policy::WorkspaceMode::Overlay;
+    p.changes_dir = Some("/opt/changes".into());
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    let overlay = position(&plan, |s| matches!(s, Step::Overlay { .. }));
+    let mask = position(
+        &plan,
+        |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/opt/changes")),
+    );
+    assert!(overlay < mask, "{:#?}", plan.steps);
+    let err = Plan::landlock(&p, &Fake::new(), IDS).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            PlanError::Conflict(crate::error::Conflict::LandlockCannotHide {
+                key: "changes_dir",
+                ..
+            })
+        ),
+        "{err}"
+    );
+}
