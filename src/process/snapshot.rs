@@ -260,7 +260,14 @@ fn copy_file(src: &Path, dst: &Path) -> io::Result<()> {
         .open(dst)?;
     // SAFETY: both fds are open for the call's length (the `File`s live on); FICLONE takes
     // the source fd as its argument and writes nothing to user memory.
+    #[cfg(target_os = "linux")]
     let cloned = unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) } == 0;
+    // Overlay mode runs on Linux only (the plan refuses it elsewhere).
+    #[cfg(not(target_os = "linux"))]
+    let cloned = {
+        let _ = (to.as_raw_fd(), from.as_raw_fd());
+        false
+    };
     if !cloned {
         io::copy(&mut from, &mut to)?;
     }
@@ -442,6 +449,13 @@ fn whiteout(p: &Path) -> io::Result<()> {
     set_xattr(p, "user.overlay.whiteout", b"")
 }
 
+/// Overlay mode runs on Linux only (the plan refuses it elsewhere).
+#[cfg(not(target_os = "linux"))]
+fn set_xattr(_: &Path, _: &str, _: &[u8]) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+#[cfg(target_os = "linux")]
 fn set_xattr(p: &Path, name: &str, value: &[u8]) -> io::Result<()> {
     let c = CString::new(p.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
