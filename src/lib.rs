@@ -145,6 +145,8 @@ pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy, WorkspaceMode
 pub mod backend;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod backend;
+#[cfg(unix)]
+pub mod changes;
 #[cfg(feature = "internals")]
 pub mod plan;
 #[cfg(not(feature = "internals"))]
@@ -166,6 +168,10 @@ pub use process::git_fuzzing;
 /// ([`Sandbox::landlock_status`]).
 #[cfg(target_os = "linux")]
 pub use backend::linux::landlock::Status as LandlockStatus;
+#[cfg(unix)]
+pub use changes::{
+    ApplyOptions, ApplyReport, Change, ChangeKind, ChangeSet, ChangesError, EntryType,
+};
 pub use probe::{Availability, Capabilities, Cause, Feature};
 #[cfg(all(feature = "internals", target_os = "linux"))]
 #[doc(hidden)]

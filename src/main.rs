@@ -119,6 +119,38 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// List the changes of a change set (a copy-on-write workspace's runs): added,
+    /// modified, deleted, type changed, mode changed, with sizes.
+    Changes {
+        /// The change set directory.
+        dir: PathBuf,
+        /// Print a unified diff of the changes instead.
+        #[arg(long)]
+        diff: bool,
+        /// Print JSON.
+        #[arg(long, conflicts_with = "diff")]
+        json: bool,
+    },
+    /// Apply a change set to its workspace. Refused entries (FIFOs, devices, setuid files,
+    /// hard links to outside files, guarded or denied names, anything reached through a
+    /// symlink) and conflicts (workspace entries changed since the run started) are
+    /// printed and left alone; the exit status is then 1.
+    Apply {
+        /// The change set directory.
+        dir: PathBuf,
+        /// Also apply entries under guard_names (.git/hooks, .git/config); under .git the
+        /// .git merge still keeps hooks and unlisted config keys out.
+        #[arg(long)]
+        allow_guarded: bool,
+        /// Also apply entries with a deny_names component (.env, .ssh, ...).
+        #[arg(long)]
+        allow_denied: bool,
+    },
+    /// Remove a change set directory and everything in it.
+    Discard {
+        /// The change set directory.
+        dir: PathBuf,
+    },
     /// Print the mounts and steps a run would perform, without running anything.
     Plan {
         #[command(flatten)]
@@ -483,6 +515,13 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Detect { json } => detect(json),
+        Cmd::Changes { dir, diff, json } => changes_cmd::list(&dir, diff, json),
+        Cmd::Apply {
+            dir,
+            allow_guarded,
+            allow_denied,
+        } => changes_cmd::apply(&dir, allow_guarded, allow_denied),
+        Cmd::Discard { dir } => changes_cmd::discard(&dir),
         Cmd::Plan {
             policy,
             json,
@@ -565,6 +604,121 @@ fn absolute(p: &Path) -> std::io::Result<PathBuf> {
         rest.next();
     }
     Ok(rest.fold(base, |b, c| b.join(c)))
+}
+
+/// `stockade changes`, `apply`, `discard`: exit 0 when done, 1 when an entry was refused,
+/// conflicted or failed, 2 when the change set cannot be opened.
+mod changes_cmd {
+    use std::path::Path;
+    use std::process::ExitCode;
+
+    use stockade::changes::ApplyOptions;
+    use stockade::{ChangeSet, ChangesError};
+
+    use super::{Report, fail};
+
+    fn open(dir: &Path) -> Result<ChangeSet, ExitCode> {
+        ChangeSet::open(dir).map_err(|e: ChangesError| fail(2, Report(&e)))
+    }
+
+    pub(super) fn list(dir: &Path, diff: bool, json: bool) -> ExitCode {
+        let set = match open(dir) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+        if diff {
+            return match set.diff() {
+                Ok(d) => {
+                    out!("{d}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(2, Report(&e)),
+            };
+        }
+        if json {
+            let entries: Vec<_> = set
+                .entries()
+                .iter()
+                .map(|c| {
+                    serde_json::json!({
+                        "path": c.path.to_string_lossy(),
+                        "kind": c.kind.as_str(),
+                        "type": c.entry.as_str(),
+                        "size": c.size,
+                        "mode": c.mode.map(|m| format!("{m:o}")),
+                        "target": c.target.as_ref().map(|t| t.to_string_lossy()),
+                    })
+                })
+                .collect();
+            let m = set.marker();
+            let doc = serde_json::json!({
+                "dir": set.dir().to_string_lossy(),
+                "workspace": m.workspace.to_string_lossy(),
+                "mode": m.mode,
+                "started_ns": m.started_ns,
+                "entries": entries,
+            });
+            out!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            return ExitCode::SUCCESS;
+        }
+        for c in set.entries() {
+            let target = c
+                .target
+                .as_ref()
+                .map(|t| format!(" -> {}", t.display()))
+                .unwrap_or_default();
+            let size = c.size.map(|s| format!("  ({s} bytes)")).unwrap_or_default();
+            out!(
+                "{:<13}{:<8}{}{target}{size}",
+                c.kind.as_str(),
+                c.entry.as_str(),
+                c.path.display()
+            );
+        }
+        ExitCode::SUCCESS
+    }
+
+    pub(super) fn apply(dir: &Path, allow_guarded: bool, allow_denied: bool) -> ExitCode {
+        let set = match open(dir) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+        let mut opts = ApplyOptions::default();
+        opts.allow_guarded = allow_guarded;
+        opts.allow_denied = allow_denied;
+        let report = match set.apply(&opts) {
+            Ok(r) => r,
+            Err(e) => return fail(2, Report(&e)),
+        };
+        for p in &report.applied {
+            out!("applied   {}", p.display());
+        }
+        for r in &report.refused {
+            eprintln!("stockade: refused  {}: {}", r.path.display(), r.reason);
+        }
+        for c in &report.conflicts {
+            eprintln!("stockade: conflict {}: {}", c.path.display(), c.reason);
+        }
+        for f in &report.failed {
+            eprintln!("stockade: failed   {}: {}", f.path.display(), f.error);
+        }
+        if report.is_complete() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        }
+    }
+
+    pub(super) fn discard(dir: &Path) -> ExitCode {
+        let set = match open(dir) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+        match set.discard() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(2, Report(&e)),
+        }
+    }
 }
 
 fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {

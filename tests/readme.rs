@@ -566,7 +566,7 @@ fn readme_cli_synopsis_lists_every_flag() {
         f.dedup();
         f
     };
-    for sub in ["run", "detect", "scan"] {
+    for sub in ["run", "detect", "scan", "changes", "apply", "discard"] {
         assert_eq!(
             listed(sub),
             help_flags(sub),

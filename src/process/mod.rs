@@ -38,6 +38,8 @@ mod explain {
     }
 }
 mod gitlayer;
+#[cfg(target_os = "linux")]
+pub(crate) use gitlayer::merge::merge_git_upper;
 mod limits;
 mod nested;
 mod pty;

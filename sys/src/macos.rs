@@ -9,7 +9,9 @@
 //! in the child between `fork` and `exec` anyway, as its one documented exception to the
 //! post-fork rule (see `SECURITY.md`); the profile text itself is built by the parent.
 
-use core::ffi::{c_char, c_int};
+use core::ffi::{CStr, c_char, c_int};
+
+use crate::{BorrowedFd, Errno, Result};
 
 /// The `flags` value that makes `sandbox_init` read `profile` as SBPL source text.
 ///
@@ -46,4 +48,30 @@ unsafe extern "C" {
     /// `errorbuf` is a pointer that `sandbox_init` stored in its `errorbuf` argument, not yet
     /// released, and not used again after this call.
     pub unsafe fn sandbox_free_error(errorbuf: *mut c_char);
+}
+
+/// `fgetxattr(2)`: reads the extended attribute `name` of `fd` into `buf` (from offset 0,
+/// no options), returns its length.
+pub fn fgetxattr(fd: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> Result<usize> {
+    // SAFETY: `name` is NUL-terminated and outlives the call; the kernel writes at most
+    // `buf.len()` bytes into `buf`, which this call borrows exclusively.
+    let n = unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            0,
+            0,
+        )
+    };
+    if n < 0 {
+        // SAFETY: `__error` takes no argument and returns the calling thread's errno
+        // location.
+        let errno = unsafe { libc::__error() };
+        // SAFETY: that location is valid for the thread's lifetime; it is read right
+        // after the failed call.
+        return Err(Errno(unsafe { *errno }));
+    }
+    Ok(n as usize)
 }

@@ -397,6 +397,33 @@ fn log_config(changes: &[GitConfigChange]) {
     }
 }
 
+/// Merges a change set's `upper/.git` (read through the directory fd `upper`) into the
+/// host's `.git` at `git`, by the walk and the validation of a command's layer: objects
+/// added, refs, reflogs, the index, `HEAD` and git's state files checked and written,
+/// the allowlisted config changes merged, everything else (hooks, the rest of `config`,
+/// `info/`, anything not a file) dropped and reported. Never a raw copy.
+///
+/// The paths `keep_out` (relative to `.git`: the caller's refusals, such as guarded
+/// names it was not allowed to apply) are left out, and not reported as drops.
+///
+/// # Errors
+///
+/// The errno of opening the host's `.git` (without following a symlink) or of its `fstat`.
+pub(crate) fn merge_git_upper(
+    upper: &OwnedFd,
+    git: &Path,
+    keep_out: Vec<PathBuf>,
+) -> Result<(Vec<GitDrop>, Vec<GitConfigChange>), nix::errno::Errno> {
+    let host = read::open_beneath_root(git)?;
+    let st = nix::sys::stat::fstat(&host)?;
+    Ok(walk::merge_dir(
+        git,
+        (st.st_dev, st.st_ino),
+        upper,
+        keep_out,
+    ))
+}
+
 /// Merges each layer, logs each drop and config change, returns the drops and the config
 /// changes. The layers (and their file systems) go when this returns.
 fn finish_layers(layers: Vec<Option<Layer>>) -> (Vec<GitDrop>, Vec<GitConfigChange>) {

@@ -30,6 +30,7 @@ impl Layer {
             more: 0,
             refused: Vec::new(),
             config: Vec::new(),
+            keep_out: Vec::new(),
         };
         if let Err(e) = m.run(self, upper) {
             m.drop(Path::new(""), e);
@@ -44,6 +45,38 @@ impl Layer {
     }
 }
 
+/// Merges an upper directory of a `.git` that is not a command's layer (a change set's
+/// `upper/.git`, [`crate::changes`]) into the host's `.git` at `git`, by the same walk and
+/// with the same validation as a layer's merge. `identity` is the host `.git`'s (device,
+/// inode) as the caller opened it: a `.git` replaced since is not written. The paths
+/// `keep_out` (relative to `.git`, with what is below them) are left out without a drop:
+/// the caller reports them.
+pub(super) fn merge_dir(
+    git: &Path,
+    identity: (u64, u64),
+    upper: &OwnedFd,
+    keep_out: Vec<PathBuf>,
+) -> (Vec<GitDrop>, Vec<GitConfigChange>) {
+    let mut m = Merge {
+        git: git.to_path_buf(),
+        dropped: Vec::new(),
+        more: 0,
+        refused: Vec::new(),
+        config: Vec::new(),
+        keep_out,
+    };
+    if let Err(e) = m.run_upper(git, identity, upper) {
+        m.drop(Path::new(""), e);
+    }
+    if m.more > 0 {
+        m.dropped.push(GitDrop {
+            path: git.to_path_buf(),
+            reason: GitDropReason::More(m.more),
+        });
+    }
+    (m.dropped, m.config)
+}
+
 /// One merge into one host `.git`.
 pub(super) struct Merge {
     git: PathBuf,
@@ -53,9 +86,15 @@ pub(super) struct Merge {
     refused: Vec<(PathBuf, GitDropReason)>,
     /// The config variables the program changed, merged or dropped (`config.rs`).
     config: Vec<GitConfigChange>,
+    /// Paths below `.git` left out without a drop ([`merge_dir`]'s caller reports them).
+    keep_out: Vec<PathBuf>,
 }
 
 impl Merge {
+    fn kept_out(&self, rel: &Path) -> bool {
+        self.keep_out.iter().any(|k| rel.starts_with(k))
+    }
+
     fn drop(&mut self, rel: &Path, reason: GitDropReason) {
         if self.dropped.len() < GitDrop::MAX_REPORTED {
             let path = if rel.as_os_str().is_empty() {
@@ -71,7 +110,13 @@ impl Merge {
 
     fn run(&mut self, layer: &Layer, fs: &OwnedFd) -> R {
         let upper = open_dir_at(fs, OsStr::new("upper")).map_err(failed)?;
-        let host = match open_beneath_root(&layer.git) {
+        self.run_upper(&layer.git, layer.identity, &upper)
+    }
+
+    /// Merges the upper directory `upper` into the host's `.git` at `git`, which must
+    /// still be the directory of identity `identity` (device, inode).
+    fn run_upper(&mut self, git: &Path, identity: (u64, u64), upper: &OwnedFd) -> R {
+        let host = match open_beneath_root(git) {
             Ok(fd) => fd,
             Err(Errno::ENOENT | Errno::ELOOP | Errno::ENOTDIR) => {
                 return Err(GitDropReason::Replaced);
@@ -79,12 +124,12 @@ impl Merge {
             Err(e) => return Err(failed(e)),
         };
         let st = fstat(&host).map_err(failed)?;
-        if (st.st_dev, st.st_ino) != layer.identity {
+        if (st.st_dev, st.st_ino) != identity {
             return Err(GitDropReason::Replaced);
         }
         // In git's own order: objects before the refs that name them, refs before `HEAD`
         // and the index, so that git on the host never sees a name without its object.
-        let mut list = entries(&upper).map_err(failed)?;
+        let mut list = entries(upper).map_err(failed)?;
         list.sort_by_key(|(name, _)| match top(name.as_bytes()) {
             Top::Area(Area::Objects) => 0,
             Top::Area(Area::Refs) => 1,
@@ -95,7 +140,7 @@ impl Merge {
         // written: nothing is opened on the layer again after its check. An index that
         // lists a submodule the host's did not stays out, with its shared index files
         // (`submodule.rs`); everything else still merges.
-        let loaded = submodule::load(&upper, &list);
+        let loaded = submodule::load(upper, &list);
         let index = if loaded.is_empty() {
             Ok(())
         } else {
@@ -106,16 +151,19 @@ impl Merge {
         let hash = submodule::hash_size(&host).ok();
         // Before any object is merged (the walk trusts what the host has): the ref files
         // whose new ids reach a new submodule stay out (`history.rs`).
-        self.refused = history::check(&upper, &host, &layer.git);
+        self.refused = history::check(upper, &host, git);
         for (name, st) in list {
             let rel = PathBuf::from(&name);
+            if self.kept_out(&rel) {
+                continue;
+            }
             let r = match (loaded.get(&name), &index) {
                 (Some(Load::Refused(reason)), _) | (Some(_), Err(reason)) => Err(*reason),
                 (Some(Load::Bytes(data, st)), Ok(())) => self
                     .history(&rel)
                     .and_then(|()| write_bytes(&host, &name, data, st, None).map(drop)),
                 (Some(Load::Gone), Ok(())) => remove(&host, &name, 0).map_err(failed),
-                (None, _) => self.top_entry(&upper, &host, &name, &st, &rel, hash),
+                (None, _) => self.top_entry(upper, &host, &name, &st, &rel, hash),
             };
             if let Err(reason) = r {
                 self.drop(&rel, reason);
@@ -205,6 +253,9 @@ impl Merge {
         };
         for (name, st) in &list {
             let rel = rel.join(name);
+            if self.kept_out(&rel) {
+                continue;
+            }
             let r = self.entry(upper, host, name, st, &rel, area, depth, hash);
             if let Err(reason) = r {
                 self.drop(&rel, reason);

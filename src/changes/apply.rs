@@ -1,0 +1,655 @@
+//! Applying a change set to the real workspace: a security boundary.
+//!
+//! The change set is the program's work and may hold anything: symlinks to host paths,
+//! FIFOs, devices, setuid files, hard links to files the program could only read, git
+//! hooks, names the policy hides. The workspace may have changed since the run started,
+//! and may hold symlinks of its own. So:
+//! - every workspace directory is opened beneath the workspace fd, following no symlink
+//!   (Linux: `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV)`;
+//!   elsewhere one `openat(O_NOFOLLOW | O_DIRECTORY)` per component): a symlinked
+//!   directory in the workspace is never written through;
+//! - every entry is then written relative to that fd: a file under a temporary name made
+//!   with `O_CREAT | O_EXCL | O_NOFOLLOW`, filled, given its permission bits (never
+//!   setuid, setgid or sticky) and times, then renamed over the target; a symlink made
+//!   with `symlinkat` (its target is text, never resolved) and renamed the same way;
+//! - before it is written, the workspace entry is compared with what the change set
+//!   assumes (see [`ConflictReason`]): a difference is a conflict, reported, and the
+//!   entry is left alone;
+//! - `.git` goes through the `.git` layer's merge (the same code and validation as a
+//!   command's layer: objects, refs, the index, `HEAD`, allowlisted config keys), never
+//!   a raw copy.
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
+use nix::sys::stat::{FileStat, Mode, fchmod, fstat, fstatat, futimens};
+use nix::sys::time::TimeSpec;
+use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
+
+use super::fs::{self, MAX_DEPTH, ftype};
+use super::{Change, ChangeKind, ChangeSet, ChangesError, EntryType};
+use crate::policy::{DEFAULT_DENY_NAMES, DEFAULT_GUARD_NAMES};
+
+/// What [`ChangeSet::apply`] may write besides the plain entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ApplyOptions {
+    /// Apply entries under a `guard_names` path (`.git/hooks`, `.git/config`). Under
+    /// `.git` this only lets them reach the `.git` merge, which still keeps hooks and
+    /// non-allowlisted config out.
+    pub allow_guarded: bool,
+    /// Apply entries with a `deny_names` component (`.env`, `.ssh`, ...).
+    pub allow_denied: bool,
+    /// The guarded paths, relative to the workspace root (default: the policy's,
+    /// [`crate::policy::DEFAULT_GUARD_NAMES`]).
+    pub guard_names: Vec<String>,
+    /// The denied names, matched against every component of a path (default: the
+    /// policy's, [`crate::policy::DEFAULT_DENY_NAMES`]).
+    pub deny_names: Vec<String>,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        Self {
+            allow_guarded: false,
+            allow_denied: false,
+            guard_names: DEFAULT_GUARD_NAMES.iter().map(|s| s.to_string()).collect(),
+            deny_names: DEFAULT_DENY_NAMES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+impl ApplyOptions {
+    /// The defaults with the name lists of `policy`.
+    pub fn from_policy(policy: &crate::Policy) -> Self {
+        Self {
+            guard_names: policy.guard_names.clone(),
+            deny_names: policy.deny_names.clone(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Why an entry was not applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RefusalReason {
+    /// Under a `guard_names` path, without [`ApplyOptions::allow_guarded`].
+    Guarded,
+    /// A `deny_names` component, without [`ApplyOptions::allow_denied`].
+    Denied,
+    /// A FIFO, socket or device node.
+    Special,
+    /// A file with the setuid or setgid bit.
+    SetId,
+    /// A file with hard links outside the change set.
+    HardlinkOutside,
+    /// The workspace path to it goes through a symlink, or crosses a mount point.
+    SymlinkInPath,
+    /// A parent directory was not applied.
+    ParentNotApplied,
+    /// `.git` itself added, deleted or replaced: only a `.git` directory present on both
+    /// sides is merged.
+    GitReplaced,
+    /// The `.git` merge kept it out.
+    Git(crate::GitDropReason),
+    /// No `.git` merge on this OS.
+    GitUnsupported,
+}
+
+impl std::fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Guarded => f.write_str("under a guarded path (--allow-guarded to apply)"),
+            Self::Denied => f.write_str("a denied name (--allow-denied to apply)"),
+            Self::Special => f.write_str("a FIFO, socket or device node"),
+            Self::SetId => f.write_str("a setuid or setgid file"),
+            Self::HardlinkOutside => f.write_str("a hard link to a file outside the change set"),
+            Self::SymlinkInPath => {
+                f.write_str("the workspace path goes through a symlink or a mount point")
+            }
+            Self::ParentNotApplied => f.write_str("its parent directory was not applied"),
+            Self::GitReplaced => f.write_str(".git itself added, deleted or replaced"),
+            Self::Git(r) => write!(f, "kept out by the .git merge: {r}"),
+            Self::GitUnsupported => f.write_str("no .git merge on this OS"),
+        }
+    }
+}
+
+/// An entry not applied, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refusal {
+    /// The path relative to the workspace.
+    pub path: PathBuf,
+    /// Why.
+    pub reason: RefusalReason,
+}
+
+/// How the workspace differs from what a change assumes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConflictReason {
+    /// The workspace entry changed (its ctime) at or after the start of the first run.
+    ChangedSinceStart,
+    /// The change adds an entry the workspace has by now.
+    Appeared,
+    /// The change modifies or deletes an entry the workspace no longer has.
+    Disappeared,
+    /// The workspace entry is of another type, another size or another inode than the
+    /// one the change was made over.
+    Replaced,
+}
+
+impl std::fmt::Display for ConflictReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ChangedSinceStart => "changed in the workspace since the run started",
+            Self::Appeared => "appeared in the workspace since the run started",
+            Self::Disappeared => "gone from the workspace since the run started",
+            Self::Replaced => "replaced in the workspace since the run started",
+        })
+    }
+}
+
+/// An entry left alone because the workspace changed under it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Conflict {
+    /// The path relative to the workspace.
+    pub path: PathBuf,
+    /// How.
+    pub reason: ConflictReason,
+}
+
+/// An entry whose write failed: it may be partly applied (a directory made, its mode not
+/// set); every other entry is in exactly one list of the report.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Failure {
+    /// The path relative to the workspace.
+    pub path: PathBuf,
+    /// The cause.
+    pub error: io::Error,
+}
+
+/// What [`ChangeSet::apply`] did, entry by entry.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ApplyReport {
+    /// The entries that landed in the workspace, in the order they did.
+    pub applied: Vec<PathBuf>,
+    /// The entries refused.
+    pub refused: Vec<Refusal>,
+    /// The entries left alone because of a conflict.
+    pub conflicts: Vec<Conflict>,
+    /// The entries whose write failed.
+    pub failed: Vec<Failure>,
+    /// The `.git/config` variables the program changed, merged or not.
+    pub git_config: Vec<crate::GitConfigChange>,
+}
+
+impl ApplyReport {
+    /// Whether every entry was applied.
+    pub fn is_complete(&self) -> bool {
+        self.refused.is_empty() && self.conflicts.is_empty() && self.failed.is_empty()
+    }
+}
+
+/// One entry's outcome.
+enum Outcome {
+    Applied,
+    Refused(RefusalReason),
+    Conflict(ConflictReason),
+    Failed(Errno),
+    /// A directory's mode change: reported once the mode is set, after every entry.
+    Deferred,
+}
+
+/// Names for the temporary files, unique within the process.
+static TEMP: AtomicU64 = AtomicU64::new(0);
+
+fn temp_name() -> OsString {
+    let n = TEMP.fetch_add(1, Ordering::Relaxed);
+    format!(".stockade-apply-{}-{n}~", std::process::id()).into()
+}
+
+/// A directory whose mode and times are set once its entries are written.
+struct Fixup {
+    path: PathBuf,
+    mode: u32,
+    times: (TimeSpec, TimeSpec),
+    /// A mode change alone: reported applied once the mode is set.
+    report: bool,
+}
+
+impl ChangeSet {
+    /// Writes the change set into the workspace, entry by entry, and reports each
+    /// entry's outcome. Refused: FIFOs, sockets and devices, setuid/setgid files, files
+    /// hard-linked outside the change set, paths under `guard_names` or with a
+    /// `deny_names` component (unless `opts` allows them), anything the workspace
+    /// reaches through a symlink, and the children of a directory that was not applied.
+    /// A workspace entry that changed since the run started is a conflict and is left
+    /// alone. `.git` is merged by the `.git` layer's merge. See the module docs for how
+    /// each entry is written.
+    ///
+    /// # Errors
+    ///
+    /// [`ChangesError::Workspace`] when the workspace path no longer names the directory
+    /// opened by [`ChangeSet::open`]. A failure of one entry is not an error: it is in
+    /// [`ApplyReport::failed`], and [`ApplyReport::applied`] lists exactly the entries
+    /// that landed.
+    ///
+    /// # Platform
+    ///
+    /// Linux and macOS; `.git` merges on Linux only (elsewhere its entries are refused).
+    pub fn apply(&self, opts: &ApplyOptions) -> Result<ApplyReport, ChangesError> {
+        let now =
+            super::open_workspace(&self.marker.workspace).map_err(|e| ChangesError::Workspace {
+                path: self.marker.workspace.clone(),
+                source: fs::io(e),
+            })?;
+        let (a, b) = (fstat(&now), fstat(&self.workspace));
+        if !matches!((a, b), (Ok(a), Ok(b)) if (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)) {
+            return Err(ChangesError::Workspace {
+                path: self.marker.workspace.clone(),
+                source: io::Error::from_raw_os_error(libc::ESTALE),
+            });
+        }
+        let granted = fs::Granted::new(&self.upper, &self.locked);
+        let mut report = ApplyReport::default();
+        let mut skipped: HashSet<PathBuf> = HashSet::new();
+        let mut fixups: Vec<Fixup> = Vec::new();
+        let mut git: Vec<&Change> = Vec::new();
+        for c in &self.entries {
+            if c.path.starts_with(".git") {
+                git.push(c);
+                continue;
+            }
+            let outcome = self.one(c, opts, &skipped, &mut fixups);
+            match outcome {
+                Outcome::Deferred => {}
+                Outcome::Applied => report.applied.push(c.path.clone()),
+                Outcome::Refused(reason) => report.refused.push(Refusal {
+                    path: c.path.clone(),
+                    reason,
+                }),
+                Outcome::Conflict(reason) => report.conflicts.push(Conflict {
+                    path: c.path.clone(),
+                    reason,
+                }),
+                Outcome::Failed(e) => report.failed.push(Failure {
+                    path: c.path.clone(),
+                    error: fs::io(e),
+                }),
+            }
+            if !matches!(outcome, Outcome::Applied | Outcome::Deferred) && c.entry == EntryType::Dir
+            {
+                skipped.insert(c.path.clone());
+            }
+        }
+        // Directories last, deepest first: their modes (a directory without write access
+        // takes no entries) and times (each entry written changed them).
+        for f in fixups.iter().rev() {
+            match self.fixup(f) {
+                Ok(()) if f.report => report.applied.push(f.path.clone()),
+                Ok(()) => {}
+                Err(e) => report.failed.push(Failure {
+                    path: f.path.clone(),
+                    error: fs::io(e),
+                }),
+            }
+        }
+        self.apply_git(&git, opts, &mut report);
+        drop(granted);
+        Ok(report)
+    }
+
+    fn one(
+        &self,
+        c: &Change,
+        opts: &ApplyOptions,
+        skipped: &HashSet<PathBuf>,
+        fixups: &mut Vec<Fixup>,
+    ) -> Outcome {
+        if let Some(r) = names(&c.path, opts) {
+            return Outcome::Refused(r);
+        }
+        if c.path.ancestors().skip(1).any(|a| skipped.contains(a)) {
+            return Outcome::Refused(RefusalReason::ParentNotApplied);
+        }
+        if c.kind != ChangeKind::Deleted {
+            if c.entry == EntryType::Special {
+                return Outcome::Refused(RefusalReason::Special);
+            }
+            if c.entry == EntryType::File && c.mode.unwrap_or(0) & 0o6000 != 0 {
+                return Outcome::Refused(RefusalReason::SetId);
+            }
+            if c.linked_outside {
+                return Outcome::Refused(RefusalReason::HardlinkOutside);
+            }
+        }
+        let (Some(parent), Some(name)) = (c.path.parent(), c.path.file_name()) else {
+            return Outcome::Failed(Errno::EINVAL);
+        };
+        let ws = match fs::open_beneath(&self.workspace, parent) {
+            Ok(fd) => fd,
+            Err(Errno::ELOOP | Errno::EXDEV | Errno::ENOTDIR) => {
+                return Outcome::Refused(RefusalReason::SymlinkInPath);
+            }
+            Err(Errno::ENOENT) => return Outcome::Conflict(ConflictReason::Disappeared),
+            Err(e) => return Outcome::Failed(e),
+        };
+        if let Some(r) = self.conflict(c, &ws, name) {
+            return Outcome::Conflict(r);
+        }
+        let r = match (c.kind, c.entry) {
+            (ChangeKind::Deleted, _) => fs::remove_tree(&ws, name, 0, false),
+            (_, EntryType::File) => self.write_file(c, parent, &ws, name),
+            (_, EntryType::Symlink) => self.write_symlink(parent, &ws, name),
+            (ChangeKind::ModeChanged, EntryType::Dir) => {
+                return match self.dir_fixup(c, parent, name, true) {
+                    Ok(f) => {
+                        fixups.push(f);
+                        Outcome::Deferred
+                    }
+                    Err(e) => Outcome::Failed(e),
+                };
+            }
+            (_, EntryType::Dir) => {
+                let r = fs::remove_tree(&ws, name, 0, false).and_then(|()| {
+                    nix::sys::stat::mkdirat(&ws, name, Mode::from_bits_truncate(0o700))
+                });
+                match r.and_then(|()| self.dir_fixup(c, parent, name, false)) {
+                    Ok(f) => {
+                        fixups.push(f);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            (_, EntryType::Special) => return Outcome::Refused(RefusalReason::Special),
+        };
+        match r {
+            Ok(()) => Outcome::Applied,
+            Err(Errno::ELOOP) => Outcome::Refused(RefusalReason::SymlinkInPath),
+            Err(e) => Outcome::Failed(e),
+        }
+    }
+
+    /// How the workspace entry `name` of `ws` differs from what `c` was made over.
+    fn conflict(&self, c: &Change, ws: &OwnedFd, name: &OsStr) -> Option<ConflictReason> {
+        let cur = fstatat(ws, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok();
+        match (c.lower, cur) {
+            (None, Some(_)) => Some(ConflictReason::Appeared),
+            (None, None) => None,
+            (Some(_), None) => Some(ConflictReason::Disappeared),
+            (Some(l), Some(st)) => {
+                if super::EntryType::of(&st) != l.entry
+                    || st.st_ino as u64 != l.ino
+                    || (l.entry != EntryType::Dir && st.st_size as u64 != l.size)
+                {
+                    return Some(ConflictReason::Replaced);
+                }
+                if self.changed_since(&st) {
+                    return Some(ConflictReason::ChangedSinceStart);
+                }
+                // A directory about to be removed or replaced: anything in it changed
+                // since the start is a conflict too.
+                let removes = matches!(c.kind, ChangeKind::Deleted | ChangeKind::TypeChanged);
+                if removes && l.entry == EntryType::Dir && self.tree_changed(ws, name, 0) {
+                    return Some(ConflictReason::ChangedSinceStart);
+                }
+                None
+            }
+        }
+    }
+
+    fn changed_since(&self, st: &FileStat) -> bool {
+        let ctime = (st.st_ctime as i128) * 1_000_000_000 + st.st_ctime_nsec as i128;
+        ctime >= self.marker.started_ns as i128
+    }
+
+    /// Whether anything in the workspace directory `name` of `dir` changed since the
+    /// start (or cannot be read: no removal of what was not seen).
+    fn tree_changed(&self, dir: &OwnedFd, name: &OsStr, depth: usize) -> bool {
+        if depth >= MAX_DEPTH {
+            return true;
+        }
+        let Ok(sub) = fs::open_dir_at(dir, name) else {
+            return true;
+        };
+        let Ok(list) = fs::entries(&sub, super::MAX_ENTRIES) else {
+            return true;
+        };
+        list.iter().any(|(n, st)| {
+            self.changed_since(st)
+                || (ftype(st) == libc::S_IFDIR && self.tree_changed(&sub, n, depth + 1))
+        })
+    }
+
+    /// Copies the change set's file into the workspace under a temporary name, then
+    /// renames it over `name` (a directory there, for a type change, is removed first).
+    fn write_file(
+        &self,
+        c: &Change,
+        parent: &Path,
+        ws: &OwnedFd,
+        name: &OsStr,
+    ) -> Result<(), Errno> {
+        let up = fs::open_beneath(&self.upper, parent)?;
+        let src = fs::open_file_at(&up, name)?;
+        let st = fstat(&src)?;
+        // Checked again on the fd: the change set may have changed since the walk.
+        if ftype(&st) != libc::S_IFREG
+            || st.st_mode & 0o6000 != 0
+            || (st.st_nlink > 1 && c.hardlink.is_none())
+        {
+            return Err(Errno::EPERM);
+        }
+        let tmp = temp_name();
+        let dst = openat(
+            ws,
+            tmp.as_os_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )?;
+        let r = fill(src, dst, &st).and_then(|()| replace(ws, &tmp, name));
+        if r.is_err() {
+            let _ = unlinkat(ws, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        }
+        r
+    }
+
+    /// Makes the change set's symlink in the workspace (its target is never resolved).
+    fn write_symlink(&self, parent: &Path, ws: &OwnedFd, name: &OsStr) -> Result<(), Errno> {
+        let up = fs::open_beneath(&self.upper, parent)?;
+        let target = readlinkat(&up, name)?;
+        let tmp = temp_name();
+        symlinkat(target.as_os_str(), ws, tmp.as_os_str())?;
+        let r = replace(ws, &tmp, name);
+        if r.is_err() {
+            let _ = unlinkat(ws, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        }
+        r
+    }
+
+    /// The final mode and times of the directory `c`, from the change set.
+    fn dir_fixup(
+        &self,
+        c: &Change,
+        parent: &Path,
+        name: &OsStr,
+        report: bool,
+    ) -> Result<Fixup, Errno> {
+        let up = fs::open_beneath(&self.upper, parent)?;
+        let st = fstatat(&up, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        Ok(Fixup {
+            path: c.path.clone(),
+            // The walk's: the directory may be opened up for this apply (`Granted`).
+            mode: c.mode.unwrap_or(0o755) & 0o777,
+            times: (
+                TimeSpec::new(st.st_atime, st.st_atime_nsec),
+                TimeSpec::new(st.st_mtime, st.st_mtime_nsec),
+            ),
+            report,
+        })
+    }
+
+    fn fixup(&self, f: &Fixup) -> Result<(), Errno> {
+        let dir = fs::open_beneath(&self.workspace, &f.path)?;
+        fchmod(&dir, Mode::from_bits_truncate(f.mode as libc::mode_t))?;
+        futimens(&dir, &f.times.0, &f.times.1)
+    }
+
+    /// `.git`: the guarded entries refused (unless allowed), the rest through the `.git`
+    /// layer's merge, whose drops are refusals.
+    fn apply_git(&self, git: &[&Change], opts: &ApplyOptions, report: &mut ApplyReport) {
+        if git.is_empty() {
+            return;
+        }
+        let mut merged = Vec::new();
+        let mut keep_out = Vec::new();
+        for c in git {
+            if c.path == Path::new(".git") && c.kind != ChangeKind::ModeChanged {
+                report.refused.push(Refusal {
+                    path: c.path.clone(),
+                    reason: RefusalReason::GitReplaced,
+                });
+                return;
+            }
+            match names(&c.path, opts) {
+                Some(reason) => {
+                    if let Ok(rel) = c.path.strip_prefix(".git") {
+                        keep_out.push(rel.to_path_buf());
+                    }
+                    report.refused.push(Refusal {
+                        path: c.path.clone(),
+                        reason,
+                    });
+                }
+                None => merged.push(*c),
+            }
+        }
+        self.merge_git(&merged, keep_out, report);
+    }
+
+    #[cfg(target_os = "linux")]
+    fn merge_git(&self, merged: &[&Change], keep_out: Vec<PathBuf>, report: &mut ApplyReport) {
+        if merged.is_empty() {
+            return;
+        }
+        let upper = match fs::open_beneath(&self.upper, Path::new(".git")) {
+            Ok(fd) => fd,
+            Err(e) => {
+                for c in merged {
+                    report.failed.push(Failure {
+                        path: c.path.clone(),
+                        error: fs::io(e),
+                    });
+                }
+                return;
+            }
+        };
+        let git = self.marker.workspace.join(".git");
+        let (drops, config) = match crate::process::merge_git_upper(&upper, &git, keep_out) {
+            Ok(r) => r,
+            Err(e) => {
+                for c in merged {
+                    report.failed.push(Failure {
+                        path: c.path.clone(),
+                        error: fs::io(e),
+                    });
+                }
+                return;
+            }
+        };
+        report.git_config = config;
+        let already: HashSet<PathBuf> = report.refused.iter().map(|r| r.path.clone()).collect();
+        let mut dropped: Vec<PathBuf> = Vec::new();
+        for d in drops {
+            let rel = d
+                .path
+                .strip_prefix(&self.marker.workspace)
+                .map_or_else(|_| d.path.clone(), Path::to_path_buf);
+            dropped.push(rel.clone());
+            if !already.contains(&rel) {
+                report.refused.push(Refusal {
+                    path: rel,
+                    reason: RefusalReason::Git(d.reason),
+                });
+            }
+        }
+        for c in merged {
+            // A drop of the entry itself or of a directory holding it.
+            let out = dropped.iter().any(|d| c.path.starts_with(d));
+            // A drop inside a directory entry: the directory landed, not all of it.
+            if !out && c.path != Path::new(".git") {
+                report.applied.push(c.path.clone());
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn merge_git(&self, merged: &[&Change], _keep_out: Vec<PathBuf>, report: &mut ApplyReport) {
+        for c in merged {
+            report.refused.push(Refusal {
+                path: c.path.clone(),
+                reason: RefusalReason::GitUnsupported,
+            });
+        }
+    }
+}
+
+/// The refusal the name lists give `rel`.
+fn names(rel: &Path, opts: &ApplyOptions) -> Option<RefusalReason> {
+    if !opts.allow_denied
+        && rel.components().any(|c| {
+            opts.deny_names
+                .iter()
+                .any(|d| c.as_os_str().as_bytes() == d.as_bytes())
+        })
+    {
+        return Some(RefusalReason::Denied);
+    }
+    if !opts.allow_guarded && opts.guard_names.iter().any(|g| rel.starts_with(g)) {
+        return Some(RefusalReason::Guarded);
+    }
+    None
+}
+
+/// Copies `src` into `dst` and gives it the source's permission bits (without setuid,
+/// setgid, sticky) and times.
+fn fill(src: OwnedFd, dst: OwnedFd, st: &FileStat) -> Result<(), Errno> {
+    let (mut src, mut dst) = (File::from(src), File::from(dst));
+    io::copy(&mut src, &mut dst)
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    fchmod(
+        &dst,
+        Mode::from_bits_truncate((st.st_mode & 0o777) as libc::mode_t),
+    )?;
+    futimens(
+        &dst,
+        &TimeSpec::new(st.st_atime, st.st_atime_nsec),
+        &TimeSpec::new(st.st_mtime, st.st_mtime_nsec),
+    )
+}
+
+/// Renames `tmp` over `name` in `ws`; a directory at `name` (a type change) is removed
+/// first.
+fn replace(ws: &OwnedFd, tmp: &OsStr, name: &OsStr) -> Result<(), Errno> {
+    if let Ok(st) = fstatat(ws, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        if ftype(&st) == libc::S_IFDIR {
+            fs::remove_tree(ws, name, 0, false)?;
+        }
+    }
+    renameat(ws, tmp, ws, name)
+}

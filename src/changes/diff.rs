@@ -1,0 +1,149 @@
+//! The unified diff of a change set.
+
+use std::fmt::Write as _;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::fcntl::readlinkat;
+use similar::TextDiff;
+
+use super::fs;
+use super::{Change, ChangeKind, ChangeSet, ChangesError, EntryType};
+
+/// Files larger than this are not diffed (named as changed).
+const DIFF_MAX: u64 = 16 << 20;
+
+/// One side of a diff.
+enum Side {
+    None,
+    Text(String),
+    Binary,
+    Large,
+    Link(Vec<u8>),
+    Dir,
+    Special,
+}
+
+impl ChangeSet {
+    /// The change set as a unified diff: text files line by line (three lines of
+    /// context), binary and very large files named as such, symlinks as `-> target`,
+    /// directories and special files named; additions from `/dev/null`, deletions to it.
+    /// Mode changes are shown as git shows them (`old mode` / `new mode`).
+    ///
+    /// # Errors
+    ///
+    /// [`ChangesError::Read`] when an entry of the change set or the workspace can no
+    /// longer be read.
+    pub fn diff(&self) -> Result<String, ChangesError> {
+        let mut out = String::new();
+        let _granted = fs::Granted::new(&self.upper, &self.locked);
+        for c in &self.entries {
+            self.diff_one(c, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    fn diff_one(&self, c: &Change, out: &mut String) -> Result<(), ChangesError> {
+        let err = |e: Errno| ChangesError::Read {
+            path: c.path.clone(),
+            source: fs::io(e),
+        };
+        let p = c.path.display();
+        let old = match c.kind {
+            ChangeKind::Added => Side::None,
+            _ => side(&self.workspace, &c.path).map_err(err)?,
+        };
+        let new = match c.kind {
+            ChangeKind::Deleted => Side::None,
+            _ => side(&self.upper, &c.path).map_err(err)?,
+        };
+        let _ = writeln!(out, "diff --stockade a/{p} b/{p} ({})", c.kind.as_str());
+        if c.kind == ChangeKind::ModeChanged {
+            let old_mode = self.lower_mode(c).unwrap_or(0);
+            let _ = writeln!(out, "old mode {old_mode:o}");
+            let _ = writeln!(out, "new mode {:o}", c.mode.unwrap_or(0));
+            if c.entry != EntryType::File {
+                return Ok(());
+            }
+        }
+        let a = if matches!(old, Side::None) {
+            "/dev/null".to_string()
+        } else {
+            format!("a/{p}")
+        };
+        let b = if matches!(new, Side::None) {
+            "/dev/null".to_string()
+        } else {
+            format!("b/{p}")
+        };
+        let text = |s: &Side| match s {
+            Side::None => Some(String::new()),
+            Side::Text(t) => Some(t.clone()),
+            Side::Link(t) => Some(format!("-> {}\n", String::from_utf8_lossy(t))),
+            _ => None,
+        };
+        match (text(&old), text(&new)) {
+            (Some(x), Some(y)) => {
+                if x == y {
+                    return Ok(());
+                }
+                let d = TextDiff::from_lines(&x, &y);
+                let _ = write!(out, "{}", d.unified_diff().context_radius(3).header(&a, &b));
+            }
+            _ => {
+                let name = |s: &Side| match s {
+                    Side::Binary => "binary file",
+                    Side::Large => "large file",
+                    Side::Dir => "directory",
+                    Side::Special => "special file",
+                    Side::None => "nothing",
+                    Side::Text(_) => "text file",
+                    Side::Link(_) => "symlink",
+                };
+                let _ = writeln!(out, "{} {a} and {} {b} differ", name(&old), name(&new));
+            }
+        }
+        Ok(())
+    }
+
+    fn lower_mode(&self, c: &Change) -> Option<u32> {
+        let parent = c.path.parent()?;
+        let name = c.path.file_name()?;
+        let dir = fs::open_beneath(&self.workspace, parent).ok()?;
+        nix::sys::stat::fstatat(&dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+            .ok()
+            .map(|st| st.st_mode as u32 & 0o7777)
+    }
+}
+
+/// Reads the entry `rel` beneath `root` for the diff, following no symlink.
+fn side(root: &OwnedFd, rel: &Path) -> Result<Side, Errno> {
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return Err(Errno::EINVAL);
+    };
+    let dir = fs::open_beneath(root, parent)?;
+    let st = match nix::sys::stat::fstatat(&dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::ENOENT) => return Ok(Side::None),
+        Err(e) => return Err(e),
+    };
+    Ok(match fs::ftype(&st) {
+        libc::S_IFDIR => Side::Dir,
+        libc::S_IFLNK => Side::Link(readlinkat(&dir, name)?.as_bytes().to_vec()),
+        libc::S_IFREG if st.st_size as u64 > DIFF_MAX => Side::Large,
+        libc::S_IFREG => {
+            let data = fs::read_bounded(fs::open_file_at(&dir, name)?, DIFF_MAX)?;
+            if data.contains(&0) {
+                Side::Binary
+            } else {
+                match String::from_utf8(data) {
+                    Ok(t) => Side::Text(t),
+                    Err(_) => Side::Binary,
+                }
+            }
+        }
+        _ => Side::Special,
+    })
+}
