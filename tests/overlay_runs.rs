@@ -579,6 +579,79 @@ fn root_only_a_change_set_owned_by_someone_else_is_refused() {
 }
 
 #[test]
+fn a_run_then_apply_leaves_the_workspace_as_the_program_saw_it() {
+    require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        run_then_apply(layer);
+    }
+}
+
+fn run_then_apply(layer: Layer) {
+    let (_w, ws) = common::var_tempdir();
+    let (_e, expected) = common::var_tempdir();
+    let c = common::tempdir();
+    let changes = c.path().join("set");
+    fixture(&ws);
+    fixture(&expected);
+    // What the program does, done on the host to a copy: what it saw.
+    let out = std::process::Command::new("sh")
+        .args(["-c", CHANGES])
+        .current_dir(&expected)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let sb = common::sandbox(&ws, overlay_on(&changes, layer));
+    common::sh_ok(&sb, CHANGES);
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    let mut listed: Vec<(PathBuf, stockade::ChangeKind)> = set
+        .entries()
+        .iter()
+        .map(|e| (e.path.clone(), e.kind))
+        .collect();
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    use stockade::ChangeKind::{Added, Deleted, ModeChanged, Modified};
+    let want: Vec<(PathBuf, stockade::ChangeKind)> = [
+        ("d/f", Deleted),
+        ("edit.txt", Modified),
+        ("from.txt", Deleted),
+        ("gone.txt", Deleted),
+        ("link", Modified),
+        ("new.txt", Added),
+        ("redo/new", Added),
+        ("redo/old", Deleted),
+        ("run.sh", ModeChanged),
+        ("to.txt", Added),
+    ]
+    .into_iter()
+    .map(|(p, k)| (PathBuf::from(p), k))
+    .collect();
+    // The overlay's opaque `redo` may be listed as the directory itself; the rest is
+    // exact.
+    let without_redo = |v: &[(PathBuf, stockade::ChangeKind)]| -> Vec<PathBuf> {
+        v.iter()
+            .filter(|(p, _)| !p.starts_with("redo"))
+            .map(|(p, _)| p.clone())
+            .collect()
+    };
+    assert_eq!(
+        without_redo(&listed),
+        without_redo(&want),
+        "{layer}: {listed:?}"
+    );
+    let report = set.apply(&stockade::ApplyOptions::default()).unwrap();
+    assert!(report.refused.is_empty(), "{layer}: {report:?}");
+    assert!(report.conflicts.is_empty(), "{layer}: {report:?}");
+    let strip = |m: BTreeMap<PathBuf, Entry>| -> Vec<(PathBuf, &'static str, u32, Vec<u8>)> {
+        m.into_iter()
+            .map(|(p, e)| (p, e.kind, e.mode, e.data))
+            .collect()
+    };
+    assert_eq!(strip(listing(&ws)), strip(listing(&expected)), "{layer}");
+    set.discard().unwrap();
+    assert!(!changes.exists(), "{layer}");
+}
+
+#[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
         return;
