@@ -245,22 +245,31 @@ fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<(), 
         json_string(workspace).ok_or_else(|| not_this(dir, "the workspace path is not UTF-8"))?;
     match fs::read(&path) {
         Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let text: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-            if !text.contains(&format!("\"version\":{VERSION}")) {
-                return Err(not_this(dir, "not a change set of format version 1"));
-            }
-            let ws_compact: String = ws.chars().filter(|c| !c.is_whitespace()).collect();
-            if !text.contains(&format!("\"workspace\":{ws_compact}")) {
+            let m = crate::changes::marker::parse(&bytes)
+                .map_err(|why| not_this(dir, &format!("its marker: {why}")))?;
+            if m.version != VERSION {
                 return Err(not_this(
                     dir,
-                    &format!("a change set of another workspace (this one is {ws})"),
+                    &format!("format version {}, not {VERSION}", m.version),
                 ));
             }
-            if !text.contains(&format!("\"mode\":\"{mode}\"")) {
+            if m.workspace != workspace {
                 return Err(not_this(
                     dir,
-                    &format!("a change set of another mode than {mode} (made on another layer)"),
+                    &format!(
+                        "a change set of another workspace ({}; this one is {})",
+                        m.workspace.display(),
+                        workspace.display()
+                    ),
+                ));
+            }
+            if m.mode != mode {
+                return Err(not_this(
+                    dir,
+                    &format!(
+                        "a change set of mode {} (made on another layer), not {mode}",
+                        m.mode
+                    ),
                 ));
             }
             Ok(())
