@@ -138,7 +138,7 @@ pub use guard::path::PathGuard;
 pub use guard::redact::{RedactingWriter, Redactor};
 pub use guard::tools::tools_listing;
 pub use guard::url::validate_url;
-pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy};
+pub use policy::{ByteSize, Fallback, Layer, Mode, Network, Policy, WorkspaceMode};
 // The internal stages of the flow: public only with the unstable `internals` feature, for
 // the crate's own tests, examples, benchmarks and fuzz targets.
 #[cfg(feature = "internals")]

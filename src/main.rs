@@ -195,6 +195,12 @@ struct PolicyArgs {
     /// A further read-write path.
     #[arg(long = "writable")]
     writable: Vec<PathBuf>,
+    /// Keep the program's writes to the workspace in a change set at DIR (made when
+    /// missing, its parent must exist) instead of the workspace: `workspace_mode =
+    /// "overlay"`, `changes_dir = DIR`. Review with `stockade changes DIR`, then
+    /// `stockade apply DIR` or `stockade discard DIR`.
+    #[arg(long, value_name = "DIR")]
+    overlay: Option<PathBuf>,
     /// A further read-only path.
     #[arg(long = "read-only")]
     read_only: Vec<PathBuf>,
@@ -350,6 +356,10 @@ impl PolicyArgs {
         }
         for r in &self.read_only {
             p.read_only.push(abs(r)?);
+        }
+        if let Some(dir) = &self.overlay {
+            p.workspace_mode = stockade::WorkspaceMode::Overlay;
+            p.changes_dir = Some(abs(dir)?);
         }
         if let Some(n) = self.network {
             p.network = match n {

@@ -158,6 +158,60 @@ fn plan_os_macos_shows_the_allow_modes_ports_as_placeholders() {
 }
 
 #[test]
+fn overlay_flag_shows_in_the_plan_makes_nothing_and_keeps_the_workspace() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    let c = outside_tmp();
+    let changes = c.path().join("set");
+    let plan = |flags: &[&str]| {
+        let out = stockade()
+            .args(["plan", "--workspace"])
+            .arg(ws.path())
+            .arg("--overlay")
+            .arg(&changes)
+            .args(flags)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let full = plan(&[]);
+    assert!(
+        full.contains("overlay ") && full.contains("writes kept in the change set"),
+        "{full}"
+    );
+    let layer2 = plan(&["--layer", "landlock", "--min-layer", "landlock"]);
+    assert!(layer2.contains("run on a snapshot of"), "{layer2}");
+    // A plan makes nothing.
+    assert!(!changes.exists());
+    let out = stockade()
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("--overlay")
+        .arg(&changes)
+        .args(["--", "sh", "-c", "echo hi > made; cat made"])
+        .output()
+        .unwrap();
+    assert_eq!(out.stdout, b"hi\n", "{out:?}");
+    assert!(!ws.path().join("made").exists());
+    assert_eq!(std::fs::read(changes.join("upper/made")).unwrap(), b"hi\n");
+    // Inside the workspace: refused before anything runs.
+    let out = stockade()
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("--overlay")
+        .arg(ws.path().join("set"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("overlaps workspace"),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
         return;

@@ -24,7 +24,7 @@ enum Value {
 }
 
 /// Parses the marker; `Err` names what is wrong.
-pub(super) fn parse(text: &[u8]) -> Result<Marker, &'static str> {
+pub(crate) fn parse(text: &[u8]) -> Result<Marker, &'static str> {
     let text = std::str::from_utf8(text).map_err(|_| "not UTF-8")?;
     let mut p = Parser {
         s: text.as_bytes(),

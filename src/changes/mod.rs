@@ -35,7 +35,7 @@
 mod apply;
 mod diff;
 mod fs;
-mod marker;
+pub(crate) mod marker;
 mod walk;
 
 use std::collections::HashMap;

@@ -35,6 +35,63 @@ pub enum Conflict {
     /// The workspace resolves to `/`: the program would be given the whole host to write.
     #[error("the workspace cannot be /")]
     WorkspaceIsRoot,
+    /// `workspace_mode = "overlay"` on a layer or system that cannot keep the writes apart
+    /// (macOS, passthrough, `mode = "disabled"`): the program would write into the real
+    /// workspace, so the sandbox is refused instead.
+    #[error(
+        "workspace_mode = \"overlay\" needs Linux's full layer (an overlayfs mount) or landlock layer (a snapshot); this sandbox runs on the {layer} layer on {os}"
+    )]
+    OverlayNeedsFullLayer {
+        /// The layer the sandbox runs on.
+        layer: crate::policy::Layer,
+        /// The operating system.
+        os: String,
+    },
+    /// `changes_dir`, resolved, lies inside (or holds) the workspace, a writable path or
+    /// the data dir.
+    #[error(
+        "changes_dir {} overlaps {key} {}: the change set must lie outside the workspace, the writable paths and the data dir",
+        changes_dir.display(),
+        path.display()
+    )]
+    ChangesDirOverlaps {
+        /// The key of the other path.
+        key: &'static str,
+        /// That path, resolved.
+        path: PathBuf,
+        /// The change set's directory, resolved.
+        changes_dir: PathBuf,
+    },
+    /// Layer 2 in overlay mode copies the workspace into the change set at the first run:
+    /// this one's regular files add up to more than the policy's `snapshot_max`.
+    #[error(
+        "the workspace {} holds {size} bytes, more than snapshot_max ({max} bytes): layer 2 runs overlay mode on a snapshot of the workspace; raise snapshot_max, or run on the full layer (an overlay mount, no copy)",
+        workspace.display()
+    )]
+    SnapshotTooLarge {
+        /// The workspace.
+        workspace: PathBuf,
+        /// Its regular files' total size in bytes (the data dir and `deny_names` left out).
+        size: u64,
+        /// `snapshot_max` in bytes.
+        max: u64,
+    },
+    /// Another run on the same change set has not ended: two runs at once would share the
+    /// overlay's upper directory (undefined) or race layer 2's difference.
+    #[error("changes_dir {}: another run on this change set has not ended; runs on one change set take turns", dir.display())]
+    ChangeSetInUse {
+        /// The change set's directory.
+        dir: PathBuf,
+    },
+    /// `changes_dir` holds something that is not a change set of this workspace (another
+    /// workspace's, another format version, a file that is not a marker).
+    #[error("changes_dir {}: {reason}", dir.display())]
+    NotThisChangeSet {
+        /// The change set's directory.
+        dir: PathBuf,
+        /// What does not match.
+        reason: String,
+    },
     /// The data dir contains a writable root (the workspace or a `writable_paths` entry):
     /// masking the data dir would hide that root too.
     #[error(

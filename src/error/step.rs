@@ -83,6 +83,22 @@ pub enum SetupStep {
         /// The `.git` directory.
         path: PathBuf,
     },
+    /// Layer 2's snapshot of the workspace in the change set (`workspace_mode =
+    /// "overlay"`), made by the host.
+    Snapshot {
+        /// The workspace.
+        workspace: PathBuf,
+        /// The change set's directory.
+        changes: PathBuf,
+    },
+    /// Mounting the copy-on-write overlay over the workspace (`workspace_mode =
+    /// "overlay"`).
+    Overlay {
+        /// The workspace.
+        path: PathBuf,
+        /// The change set's directory.
+        changes: PathBuf,
+    },
     /// `pivot_root` into the new root.
     PivotRoot,
     /// Remounting the new root read-only.
@@ -152,6 +168,7 @@ impl SetupStep {
             | SetupStep::HideName { path }
             | SetupStep::GuardName { path }
             | SetupStep::GitLayer { path }
+            | SetupStep::Overlay { path, .. }
             | SetupStep::Chdir { path }
             | SetupStep::BaseRoot { stage: path } => Some(path),
             _ => None,
@@ -204,6 +221,18 @@ impl fmt::Display for SetupStep {
             SetupStep::GitLayer { path } => {
                 write!(f, "copy-on-write layer over {}", path.display())
             }
+            SetupStep::Overlay { path, changes } => write!(
+                f,
+                "overlay {} (writes kept in the change set {})",
+                path.display(),
+                changes.display()
+            ),
+            SetupStep::Snapshot { workspace, changes } => write!(
+                f,
+                "run on a snapshot of {} in {}/snapshot (the difference kept in the change set)",
+                workspace.display(),
+                changes.display()
+            ),
             SetupStep::PivotRoot => f.write_str("pivot_root"),
             SetupStep::RootReadOnly => f.write_str("remount / read-only"),
             SetupStep::LoopbackUp => f.write_str("bring up lo"),

@@ -11,7 +11,7 @@ use super::{
     no_symlinks, owners,
 };
 use crate::error::{Conflict, PlanError};
-use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST};
+use crate::policy::{Layer, Network, Policy, SYSTEM_ALLOWLIST, WorkspaceMode};
 
 /// A layout entry before ordering.
 struct Entry {
@@ -62,6 +62,7 @@ impl Plan {
         private_mounts(&mut layout, policy, fs)?;
         writable_roots(&mut layout, policy, fs)?;
         let tools = extra_read_only(&mut layout, policy, fs)?;
+        mask_changes_dir(&mut layout);
         masks_and_hidden_host_entries(&mut layout, policy, fs, ids);
         // The data dir: masked wherever it would be visible, pinned inside writable roots.
         let data_pins = match &policy.data_dir {
@@ -139,12 +140,14 @@ fn resolv_conf(layout: &mut Layout, fs: &dyn HostFs) {
 /// is not bound again, so no symlink planted there can redirect a bind.
 fn writable_roots(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Result<(), PlanError> {
     let workspace = layout.writable_roots[0].clone();
-    push(
-        &mut layout.entries,
-        bind(&workspace, &workspace, Access::ReadWrite, true, None),
-        &workspace,
-        0,
-    );
+    let step = match super::changes_dir(policy, fs, &workspace)? {
+        Some(changes) => Step::Overlay {
+            path: workspace.clone(),
+            changes,
+        },
+        None => bind(&workspace, &workspace, Access::ReadWrite, true, None),
+    };
+    push(&mut layout.entries, step, &workspace, 0);
     let mut writable = Vec::new();
     for p in &policy.writable_paths {
         if is_within(p, &workspace) {
@@ -176,6 +179,20 @@ fn writable_roots(layout: &mut Layout, policy: &Policy, fs: &dyn HostFs) -> Resu
         }
     }
     Ok(())
+}
+
+/// In overlay mode, the change set where a read-only root would show it (`/opt/changes`,
+/// say): masked, so that only the overlay shows its contents.
+fn mask_changes_dir(layout: &mut Layout) {
+    let changes = layout.entries.iter().find_map(|e| match &e.step {
+        Step::Overlay { changes, .. } => Some(changes.clone()),
+        _ => None,
+    });
+    if let Some(c) = changes {
+        if layout.ro_roots.iter().any(|r| is_within(&c, r)) {
+            push(&mut layout.entries, mask(&c, true, None, None), &c, 2);
+        }
+    }
 }
 
 /// Extra read-only paths and the tools dir. Inside a writable root they are opened beneath
@@ -403,11 +420,16 @@ fn plan_data_dir(
 /// merely read-only, a program redirects git through `commondir`, `config.worktree`,
 /// `worktrees/`, `modules/`, `objects/info/alternates` or a hooks dir that did not exist,
 /// and the host's next `git status` runs its command.
+///
+/// In overlay mode the workspace's own `.git` gets no layer: the whole workspace is
+/// copy-on-write already, and `apply` merges its `.git` changes with the layer's rules.
 fn deny_and_guard_names(layout: &mut Layout, policy: &Policy, data_pins: &[PathBuf]) {
     let (git_guards, guards): (Vec<&String>, Vec<&String>) =
         policy.guard_names.iter().partition(|n| is_git_name(n));
+    let overlay = policy.workspace_mode == WorkspaceMode::Overlay;
     let entries = &mut layout.entries;
-    for root in &layout.writable_roots {
+    for (i, root) in layout.writable_roots.iter().enumerate() {
+        let git_guards: &[&String] = if overlay && i == 0 { &[] } else { &git_guards };
         for name in &policy.deny_names {
             let path = root.join(name);
             push(entries, Step::HideName { path: path.clone() }, &path, 2);

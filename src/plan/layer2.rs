@@ -23,7 +23,27 @@ impl Plan {
     /// beneath a path the ruleset must allow: Landlock cannot deny a directory beneath an
     /// allowed one, so this layer cannot hide it.
     pub fn landlock(policy: &Policy, fs: &dyn HostFs, ids: Ids) -> Result<Plan, PlanError> {
-        let workspace = canonical_workspace(policy, fs)?;
+        let real = canonical_workspace(policy, fs)?;
+        // In overlay mode the program works on a snapshot in the change set.
+        let snapshot = super::changes_dir(policy, fs, &real)?.map(|changes| {
+            let skip = policy
+                .data_dir
+                .iter()
+                .filter_map(|d| d.strip_prefix(&real).ok())
+                .map(Path::to_path_buf)
+                .chain(policy.deny_names.iter().map(PathBuf::from))
+                .collect();
+            Step::Snapshot {
+                workspace: real.clone(),
+                changes,
+                max: policy.snapshot_max.bytes(),
+                skip,
+            }
+        });
+        let workspace = match &snapshot {
+            Some(Step::Snapshot { changes, .. }) => changes.join("snapshot"),
+            _ => real,
+        };
         let mut roots: Vec<(PathBuf, Access)> = vec![(workspace.clone(), Access::ReadWrite)];
         for sys in SYSTEM_ALLOWLIST {
             if let Some(Kind::Dir) = fs.kind(Path::new(sys)) {
@@ -51,6 +71,20 @@ impl Plan {
         if ids.uid == 0 {
             roots = grant_around_hidden(roots, policy, fs);
         }
+        // The change set is the host's: beneath an allowed root the program could read it.
+        let changes = match &snapshot {
+            Some(Step::Snapshot { changes, .. }) => Some(changes),
+            _ => None,
+        };
+        if let Some(c) = changes {
+            if let Some((root, _)) = roots.iter().skip(1).find(|(r, _)| is_within(c, r)) {
+                return Err(PlanError::Conflict(Conflict::LandlockCannotHide {
+                    key: "changes_dir",
+                    path: c.clone(),
+                    allowed: root.clone(),
+                }));
+            }
+        }
         let hidden = policy.data_dir.iter().map(|d| ("data_dir", d));
         for (key, path) in hidden {
             no_symlinks(fs, key, path)?;
@@ -63,7 +97,8 @@ impl Plan {
             }
         }
         let tools = tools_dir(policy, fs)?;
-        let mut steps = hygiene_steps(policy);
+        let mut steps: Vec<Step> = snapshot.into_iter().collect();
+        steps.extend(hygiene_steps(policy));
         steps.push(Step::NewKeyring);
         // Without a user namespace the program would keep the host's capabilities: root's,
         // or the ambient ones a service manager gives a user (`CAP_FOWNER` would let it

@@ -460,6 +460,61 @@ fn canonical_workspace(policy: &Policy, fs: &dyn HostFs) -> Result<PathBuf, Plan
     Ok(canon)
 }
 
+/// In overlay mode, the change set's directory: its parent canonical (it must exist), the
+/// directory itself not a symlink nor anything but a directory when present, and apart
+/// from the workspace, the writable paths and the data dir once resolved (the policy
+/// compared them as written).
+pub(super) fn changes_dir(
+    policy: &Policy,
+    fs: &dyn HostFs,
+    workspace: &Path,
+) -> Result<Option<PathBuf>, PlanError> {
+    let (crate::policy::WorkspaceMode::Overlay, Some(dir)) =
+        (policy.workspace_mode, &policy.changes_dir)
+    else {
+        return Ok(None);
+    };
+    let path_error = |errno| PlanError::Path {
+        key: "changes_dir",
+        path: dir.clone(),
+        errno,
+    };
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Err(path_error(crate::error::Errno::EINVAL));
+    };
+    let changes = existing(fs, "changes_dir", parent)?.join(name);
+    match fs.kind(&changes) {
+        None | Some(Kind::Dir) => {}
+        Some(Kind::Symlink(_)) => return Err(path_error(crate::error::Errno::ELOOP)),
+        Some(_) => return Err(path_error(crate::error::Errno::ENOTDIR)),
+    }
+    let others = std::iter::once(("workspace", workspace.to_path_buf()))
+        .chain(
+            policy
+                .writable_paths
+                .iter()
+                .filter_map(|p| Some(("writable_paths", fs.canonicalize(p).ok()?))),
+        )
+        .chain(
+            policy
+                .data_dir
+                .iter()
+                .filter_map(|p| Some(("data_dir", fs.canonicalize(p).ok()?))),
+        );
+    for (key, other) in others {
+        if is_within(&changes, &other) || is_within(&other, &changes) {
+            return Err(PlanError::Conflict(
+                crate::error::Conflict::ChangesDirOverlaps {
+                    key,
+                    path: other,
+                    changes_dir: changes,
+                },
+            ));
+        }
+    }
+    Ok(Some(changes))
+}
+
 /// Refuses a configured path that is, or passes through, a symbolic link. A sandboxed
 /// program can replace a directory in its writable roots with a symlink between runs
 /// (`rm -r models && ln -s /host/dir models`); a path that followed it would bind whatever

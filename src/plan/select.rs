@@ -63,6 +63,13 @@ pub fn select(
             }
         }
     }
+    // On the overlay the directory shows the overlay's device, not the host's: the host
+    // checks the identity at each spawn (`check_data_dir`), and the lower layer is
+    // read-only inside.
+    let overlay = plan.steps.iter().find_map(|s| match s {
+        Step::Overlay { path, .. } => Some(path.clone()),
+        _ => None,
+    });
     if let Some((path, id)) = &data_dir {
         for step in &mut plan.steps {
             if let Step::Mask {
@@ -72,7 +79,7 @@ pub fn select(
                 ..
             } = step
             {
-                if p == path {
+                if p == path && !overlay.as_ref().is_some_and(|o| p.starts_with(o)) {
                     *identity = Some(*id);
                 }
             }
@@ -110,6 +117,16 @@ impl Plan {
         fs: &dyn HostFs,
         ids: Ids,
     ) -> Result<Plan, PlanError> {
+        if policy.workspace_mode == crate::policy::WorkspaceMode::Overlay
+            && !matches!((layer, os), (Layer::Full | Layer::Landlock, "linux"))
+        {
+            return Err(PlanError::Conflict(
+                crate::error::Conflict::OverlayNeedsFullLayer {
+                    layer,
+                    os: os.to_string(),
+                },
+            ));
+        }
         let mut plan = match (layer, os) {
             (Layer::Passthrough, _) => Plan::passthrough(policy, fs)?,
             (Layer::Full, "linux") => Plan::full(policy, fs, ids)?,

@@ -149,6 +149,36 @@ pub enum Step {
         /// Size limit of the upper layer in bytes (the policy's `tmp_size`).
         size: u64,
     },
+    /// Show the workspace through a copy-on-write overlay (`workspace_mode = "overlay"`),
+    /// in place of its read-write bind: the lower layer is the real workspace (read-only),
+    /// the upper and work directories are `<changes>/upper` and `<changes>/work`, mounted
+    /// with `userxattr` (whiteouts and opaque markers in `user.overlay.*`). The host makes
+    /// the change set at the first run; the program never sees `changes` itself.
+    Overlay {
+        /// The canonical workspace: the lower layer and the mountpoint (the same path
+        /// inside).
+        path: PathBuf,
+        /// The change set's directory (canonical parent, not a symlink).
+        changes: PathBuf,
+    },
+    /// Layer 2's answer to `workspace_mode = "overlay"`, done by the host before the
+    /// program starts (the child does nothing for it): the workspace copied into
+    /// `<changes>/snapshot` at the first run (reflinks where the file system has them,
+    /// `copy_file_range` otherwise; symlinks as symlinks, modes and times kept), which is
+    /// the program's workspace (the plan's [`Plan::workspace`](super::Plan::workspace) and
+    /// Landlock grant); after each run the difference snapshot-vs-workspace is written
+    /// into `<changes>/upper` in the overlay format.
+    Snapshot {
+        /// The real workspace.
+        workspace: PathBuf,
+        /// The change set's directory.
+        changes: PathBuf,
+        /// The policy's `snapshot_max`, in bytes: a larger workspace is refused.
+        max: u64,
+        /// Entries of the workspace never copied nor compared, relative to it: the data
+        /// dir (when inside) and the `deny_names`.
+        skip: Vec<PathBuf>,
+    },
     /// `pivot_root` into `/newroot` and detach the old root.
     PivotRoot,
     /// Make the root tmpfs read-only (no new top-level entries).
@@ -240,6 +270,16 @@ impl From<&Step> for SetupStep {
             Step::HideName { path } => SetupStep::HideName { path: path.clone() },
             Step::GuardName { path } => SetupStep::GuardName { path: path.clone() },
             Step::GitLayer { path, .. } => SetupStep::GitLayer { path: path.clone() },
+            Step::Overlay { path, changes } => SetupStep::Overlay {
+                path: path.clone(),
+                changes: changes.clone(),
+            },
+            Step::Snapshot {
+                workspace, changes, ..
+            } => SetupStep::Snapshot {
+                workspace: workspace.clone(),
+                changes: changes.clone(),
+            },
             Step::PivotRoot => SetupStep::PivotRoot,
             Step::RootReadOnly => SetupStep::RootReadOnly,
             Step::LoopbackUp => SetupStep::LoopbackUp,

@@ -1219,3 +1219,125 @@ fn rlimits_are_planned_and_nproc_only_where_it_bounds_the_sandbox() {
         }]
     );
 }
+
+fn overlay_policy() -> Policy {
+    let mut p = Policy::with_workspace("/ws");
+    p.workspace_mode = crate::policy::WorkspaceMode::Overlay;
+    p.changes_dir = Some("/srv/changes".into());
+    p
+}
+
+#[test]
+fn overlay_mode_mounts_the_workspace_over_the_change_set_and_layers_no_root_git() {
+    let mut fs = Fake::new();
+    fs.0.insert("/srv".into(), Kind::Dir);
+    let mut p = overlay_policy();
+    p.writable_paths = vec!["/srv/shared".into()];
+    p.data_dir = Some("/ws/a/data".into());
+    let plan = Plan::full(&p, &fs, IDS).unwrap();
+    // The overlay stands where the workspace's bind stood, before its pins and masks.
+    let overlay = Step::Overlay {
+        path: "/ws".into(),
+        changes: "/srv/changes".into(),
+    };
+    let at = position(&plan, |s| *s == overlay);
+    assert!(
+        !plan
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Bind { dst, .. } if dst == Path::new("/ws"))),
+        "{:#?}",
+        plan.steps
+    );
+    let mask = position(
+        &plan,
+        |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/ws/a/data")),
+    );
+    let hide = position(
+        &plan,
+        |s| matches!(s, Step::HideName { path } if path == Path::new("/ws/.env")),
+    );
+    assert!(at < mask && at < hide, "{:#?}", plan.steps);
+    // The workspace's `.git` is the overlay's; another root's keeps its layer.
+    assert_eq!(git_layers(&plan), [PathBuf::from("/srv/shared/.git")]);
+    // Its inodes are the child's: the child grants them.
+    let walls = plan.walls.landlock.as_ref().unwrap();
+    assert!(
+        walls
+            .child_rules
+            .contains(&(PathBuf::from("/ws"), super::walls::Grant::ReadWrite)),
+        "{:#?}",
+        walls.child_rules
+    );
+}
+
+#[test]
+fn overlay_mode_refuses_a_symlinked_changes_dir_and_one_without_its_parent() {
+    let mut fs = Fake::new();
+    // A symlink (here into the workspace) is refused, whatever it names.
+    fs.0.insert("/srv".into(), Kind::Dir);
+    fs.0.insert("/srv/changes".into(), Kind::Symlink("/ws/c".into()));
+    let err = Plan::full(&overlay_policy(), &fs, IDS).unwrap_err();
+    assert!(err.to_string().contains("changes_dir"), "{err}");
+    // Its parent missing: refused, nothing made.
+    let err = Plan::full(&overlay_policy(), &Fake::new(), IDS).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            PlanError::Path {
+                key: "changes_dir",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn overlay_mode_on_layer_2_runs_on_the_snapshot_leaving_out_the_data_dir_and_denied_names() {
+    let mut fs = Fake::new();
+    fs.0.insert("/srv".into(), Kind::Dir);
+    let mut p = overlay_policy();
+    p.data_dir = Some("/ws/a/data".into());
+    // Landlock cannot hide a data dir inside the workspace; on the snapshot it is absent.
+    let plan = Plan::landlock(&p, &fs, IDS).unwrap();
+    assert_eq!(plan.workspace, Path::new("/srv/changes/snapshot"));
+    assert_eq!(
+        plan.roots[0],
+        (PathBuf::from("/srv/changes/snapshot"), Access::ReadWrite)
+    );
+    assert!(!plan.roots.iter().any(|(r, _)| r == Path::new("/ws")));
+    let Step::Snapshot {
+        workspace, skip, ..
+    } = &plan.steps[0]
+    else {
+        panic!("{:#?}", plan.steps);
+    };
+    assert_eq!(workspace, Path::new("/ws"));
+    assert!(skip.contains(&PathBuf::from("a/data")) && skip.contains(&PathBuf::from(".env")));
+}
+
+#[test]
+fn a_change_set_under_a_read_only_root_is_masked_on_the_full_layer_and_refused_on_layer_2() {
+    let mut p = Policy::with_workspace("/ws");
+    p.workspace_mode = crate::policy::WorkspaceMode::Overlay;
+    p.changes_dir = Some("/opt/changes".into());
+    let plan = Plan::full(&p, &Fake::new(), IDS).unwrap();
+    let overlay = position(&plan, |s| matches!(s, Step::Overlay { .. }));
+    let mask = position(
+        &plan,
+        |s| matches!(s, Step::Mask { path, .. } if path == Path::new("/opt/changes")),
+    );
+    assert!(overlay < mask, "{:#?}", plan.steps);
+    let err = Plan::landlock(&p, &Fake::new(), IDS).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            PlanError::Conflict(crate::error::Conflict::LandlockCannotHide {
+                key: "changes_dir",
+                ..
+            })
+        ),
+        "{err}"
+    );
+}

@@ -268,6 +268,13 @@ impl Walls {
             .into_iter()
             .map(|(p, g)| (PathBuf::from(p), g))
             .collect();
+            // The overlay over the workspace is a file system of the child's own: its
+            // inodes are not the host's the parent's rule names.
+            for step in &plan.steps {
+                if let super::Step::Overlay { path, .. } = step {
+                    child_rules.push((path.clone(), Grant::ReadWrite));
+                }
+            }
         }
         Walls {
             landlock: Some(LandlockRules {

@@ -55,6 +55,32 @@ pub enum PolicyError {
         /// The policy's network mode.
         network: super::Network,
     },
+    /// `workspace_mode = "overlay"` without `changes_dir`: the writes would have nowhere to
+    /// go.
+    #[error(
+        "workspace_mode = \"overlay\" needs changes_dir, the directory the change set is kept in"
+    )]
+    OverlayWithoutChangesDir,
+    /// `changes_dir` without `workspace_mode = "overlay"`: the program would write into the
+    /// real workspace while the host believes the writes are held for review.
+    #[error(
+        "changes_dir is set but workspace_mode = \"direct\": set workspace_mode = \"overlay\" (or --overlay)"
+    )]
+    ChangesDirWithoutOverlay,
+    /// `changes_dir` lies inside (or holds) the workspace, a writable path or the data
+    /// dir: the program could write its own change set, or the set would hold what is
+    /// masked.
+    #[error(
+        "changes_dir {changes_dir:?} overlaps {key} {path:?}: the change set must lie outside the workspace, the writable paths and the data dir"
+    )]
+    ChangesDirOverlaps {
+        /// The key of the other path.
+        key: &'static str,
+        /// That path.
+        path: PathBuf,
+        /// The policy's `changes_dir`.
+        changes_dir: PathBuf,
+    },
     /// The policy names no workspace.
     #[error("the policy has no workspace")]
     NoWorkspace,
@@ -105,11 +131,37 @@ impl PolicyError {
     }
 }
 
+impl PolicyError {
+    /// A cross-key error of [`crate::Policy::validate`] on a policy parsed from `text`,
+    /// located at the key it is about (`changes_dir`, `workspace_mode`) as a
+    /// [`PolicyError::Toml`] with line and column; any other error unchanged.
+    pub(crate) fn located(self, text: &str) -> Self {
+        let name = match &self {
+            PolicyError::OverlayWithoutChangesDir => "workspace_mode",
+            PolicyError::ChangesDirWithoutOverlay | PolicyError::ChangesDirOverlaps { .. } => {
+                "changes_dir"
+            }
+            _ => return self,
+        };
+        let Some((key, start)) = super::find_key(text, name) else {
+            return self;
+        };
+        let (line, column) = super::line_column(text, start);
+        PolicyError::Toml {
+            key: Some(key),
+            line: Some(line),
+            column: Some(column),
+            message: self.to_string(),
+        }
+    }
+}
+
 /// The words a key that takes one of a few choices accepts, by its last component.
 fn choices_of(key: &str) -> Option<&'static str> {
     Some(match key.rsplit('.').next()? {
         "mode" => "`enabled`, `disabled`",
         "network" => "`none`, `allow`, `full`",
+        "workspace_mode" => "`direct`, `overlay`",
         "fallback" => "`degrade`, `refuse`",
         "layer" | "min_layer" => "`full`, `landlock`, `passthrough`",
         _ => return None,

@@ -59,6 +59,21 @@ pub enum Fallback {
     Refuse,
 }
 
+/// Where the program's writes to the workspace land.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceMode {
+    /// Straight into the real workspace (the default).
+    #[default]
+    Direct,
+    /// Into a change set under `changes_dir`; the real workspace stays untouched until the
+    /// host applies the set (`stockade apply`). The full layer mounts an overlay (lower:
+    /// the workspace, read-only; upper: `<changes_dir>/upper`); layer 2 runs the program
+    /// on a snapshot (`<changes_dir>/snapshot`, see `snapshot_max`) and writes the
+    /// difference into `upper/` after each run.
+    Overlay,
+}
+
 /// A containment layer, strongest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -176,6 +191,18 @@ pub struct Policy {
     pub check_nested_repositories: bool,
     /// Resource limits: memory, processes, CPU and time (`[sandbox.limits]`).
     pub limits: Limits,
+    /// `direct` (default): the program writes into the workspace; `overlay`: into the
+    /// change set at `changes_dir`, for the host to review, apply or discard.
+    pub workspace_mode: WorkspaceMode,
+    /// With `workspace_mode = "overlay"` (and required by it): the change set's directory.
+    /// Created (mode 0700) when missing, its parent must exist; an existing one must be a
+    /// change set of the same workspace. It may not lie inside the workspace, a writable
+    /// path or the data dir (nor contain them), nor be a symlink or someone else's.
+    #[serde(deserialize_with = "absolute::changes_dir")]
+    pub changes_dir: Option<PathBuf>,
+    /// Layer 2 in overlay mode: the largest workspace (the sum of its regular files' sizes)
+    /// that is snapshotted; a larger one refuses the spawn. Default 1 GiB.
+    pub snapshot_max: ByteSize,
 }
 
 impl Default for Policy {
@@ -204,6 +231,9 @@ impl Default for Policy {
             protected: DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
             check_nested_repositories: true,
             limits: Limits::default(),
+            workspace_mode: WorkspaceMode::Direct,
+            changes_dir: None,
+            snapshot_max: ByteSize::mib(1024),
         }
     }
 }
@@ -233,6 +263,9 @@ pub const POLICY_KEYS: &[&str] = &[
     "protected",
     "check_nested_repositories",
     "limits",
+    "workspace_mode",
+    "changes_dir",
+    "snapshot_max",
 ];
 
 /// The system directories bound read-only when present on the host.
@@ -277,7 +310,7 @@ impl Policy {
     /// [`PolicyError::Toml`] with the key, line and column of the first problem.
     pub fn from_toml(text: &str) -> Result<Self, PolicyError> {
         let policy: Policy = toml::from_str(text).map_err(|e| PolicyError::from_toml(text, e))?;
-        policy.validate()?;
+        policy.validate().map_err(|e| e.located(text))?;
         Ok(policy)
     }
 
@@ -345,7 +378,7 @@ impl Policy {
         } else {
             toml::from_str::<Policy>(text).map_err(|e| nest_hint(parse(e), &table))?
         };
-        policy.validate()?;
+        policy.validate().map_err(|e| e.located(text))?;
         Ok(policy)
     }
 
@@ -417,6 +450,10 @@ impl Policy {
         for p in &self.masked {
             one("masked", p)?;
         }
+        if let Some(c) = &self.changes_dir {
+            one("changes_dir", c)?;
+        }
+        self.validate_overlay()?;
         // Names are relative to each writable root: no absolute paths, no `..`, no NUL.
         let name_ok = |n: &str, slash: bool| {
             !n.is_empty()
@@ -453,6 +490,35 @@ impl Policy {
                 return Err(PolicyError::AllowWithoutProxy {
                     key,
                     network: self.network,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `workspace_mode` and `changes_dir` together, and the change set apart from every
+    /// path the program writes or stockade masks (lexically; the spawn checks the real
+    /// directory: no symlink, owned by the caller).
+    fn validate_overlay(&self) -> Result<(), PolicyError> {
+        let changes = match (self.workspace_mode, &self.changes_dir) {
+            (WorkspaceMode::Overlay, None) => return Err(PolicyError::OverlayWithoutChangesDir),
+            (WorkspaceMode::Direct, Some(_)) => return Err(PolicyError::ChangesDirWithoutOverlay),
+            (WorkspaceMode::Direct, None) => return Ok(()),
+            (WorkspaceMode::Overlay, Some(c)) => c,
+        };
+        let overlaps = |p: &Path| changes.starts_with(p) || p.starts_with(changes);
+        let named = self
+            .workspace
+            .iter()
+            .map(|p| ("workspace", p))
+            .chain(self.writable_paths.iter().map(|p| ("writable_paths", p)))
+            .chain(self.data_dir.iter().map(|p| ("data_dir", p)));
+        for (key, path) in named {
+            if overlaps(path) {
+                return Err(PolicyError::ChangesDirOverlaps {
+                    key,
+                    path: path.clone(),
+                    changes_dir: changes.clone(),
                 });
             }
         }
@@ -559,6 +625,11 @@ mod absolute {
     pub(super) fn read_only<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
         many(d, "read_only")
     }
+    pub(super) fn changes_dir<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<PathBuf>, D::Error> {
+        one(d, "changes_dir")
+    }
     pub(super) fn masked<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
         many(d, "masked")
     }
@@ -594,6 +665,34 @@ pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
         before.matches('\n').count() + 1,
         before[line_start..].chars().count() + 1,
     )
+}
+
+/// The first key called `name` in `text`, at any depth (`agents.sandbox.changes_dir`):
+/// its dotted path and the byte offset of the key.
+pub(crate) fn find_key(text: &str, name: &str) -> Option<(String, usize)> {
+    use toml::de::{DeTable, DeValue};
+
+    fn in_table(t: &DeTable<'_>, name: &str, prefix: &str) -> Option<(String, usize)> {
+        for (k, v) in t.iter() {
+            let dotted = if prefix.is_empty() {
+                k.get_ref().to_string()
+            } else {
+                format!("{prefix}.{}", k.get_ref())
+            };
+            if k.get_ref() == name {
+                return Some((dotted, k.span().start));
+            }
+            if let DeValue::Table(inner) = v.get_ref() {
+                if let Some(hit) = in_table(inner, name, &dotted) {
+                    return Some(hit);
+                }
+            }
+        }
+        None
+    }
+
+    let (doc, _) = DeTable::parse_recoverable(text);
+    in_table(doc.get_ref(), name, "")
 }
 
 /// The dotted key whose key or value covers byte `span.start` of `text`
@@ -708,6 +807,9 @@ mod tests {
             protected: _,
             check_nested_repositories: _,
             limits: _,
+            workspace_mode: _,
+            changes_dir: _,
+            snapshot_max: _,
         } = Policy::default();
         let full = Policy {
             workspace: Some("/w".into()),
@@ -715,6 +817,8 @@ mod tests {
             tools_dir: Some("/t".into()),
             layer: Some(Layer::Full),
             min_layer: Some(Layer::Landlock),
+            workspace_mode: WorkspaceMode::Overlay,
+            changes_dir: Some("/c".into()),
             ..Policy::default()
         };
         let table = toml::Table::try_from(&full).unwrap();
@@ -723,6 +827,49 @@ mod tests {
         keys.sort_unstable();
         want.sort_unstable();
         assert_eq!(keys, want);
+    }
+
+    #[test]
+    fn overlay_needs_a_changes_dir_apart_from_the_writable_paths() {
+        let err =
+            Policy::from_toml("workspace = \"/w\"\nworkspace_mode = \"overlay\"\n").unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("line 2, column 1") && msg.contains("needs changes_dir"),
+            "{msg}"
+        );
+        let err = Policy::from_toml("changes_dir = \"/c\"\n").unwrap_err();
+        assert!(err.to_string().contains("line 1, column 1"), "{err}");
+        assert!(
+            err.to_string().contains("workspace_mode = \"direct\""),
+            "{err}"
+        );
+        for (extra, key) in [
+            ("", "workspace"),
+            ("writable_paths = [\"/srv/c\"]\n", "writable_paths"),
+            ("data_dir = \"/srv\"\n", "data_dir"),
+        ] {
+            let cdir = if key == "workspace" {
+                "/w/changes"
+            } else {
+                "/srv/c/x"
+            };
+            let text = format!(
+                "workspace = \"/w\"\n{extra}workspace_mode = \"overlay\"\nchanges_dir = \"{cdir}\"\n"
+            );
+            let err = Policy::from_toml(&text).unwrap_err().to_string();
+            assert!(err.contains("overlaps") && err.contains(key), "{err}");
+            assert!(err.contains("key `changes_dir`"), "{err}");
+        }
+        let err =
+            Policy::from_toml("workspace_mode = \"overlay\"\nchanges_dir = \"c\"\n").unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+        let ok = Policy::from_toml(
+            "workspace = \"/w\"\nworkspace_mode = \"overlay\"\nchanges_dir = \"/c\"\nsnapshot_max = \"2GiB\"\n",
+        )
+        .unwrap();
+        assert_eq!(ok.workspace_mode, WorkspaceMode::Overlay);
+        assert_eq!(ok.snapshot_max, ByteSize::mib(2048));
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct Child {
     pub(super) egress: Option<crate::guard::egress::Run>,
     /// With explain on: what the seccomp filter denied, and the watched connects.
     pub(super) explain: Option<super::explain::Run>,
+    /// In overlay mode: this run's hold on the change set, and on layer 2 the snapshot's
+    /// difference, written into the change set once every process of the sandbox is gone.
+    pub(super) snapshot: Option<super::changeset::Run>,
 }
 
 impl Child {
@@ -436,6 +439,9 @@ impl Child {
         // otherwise take for one the program made).
         self.nested.finish();
         self.git.finish();
+        if let Some(run) = self.snapshot.take() {
+            run.finish(launch::wait_gone(&self.handle));
+        }
         s
     }
 

@@ -31,6 +31,7 @@ type Started = (
     Option<OwnedFd>,
     Option<crate::guard::egress::Run>,
     Option<super::explain::Run>,
+    Option<super::changeset::Run>,
 );
 
 /// A sandboxed process builder, with `std::process::Command`'s API.
@@ -504,8 +505,19 @@ impl Command {
         };
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        let (pid, handle, private_tmp, git, nested, run, program, master, egress, explain) =
-            started?;
+        let (
+            pid,
+            handle,
+            private_tmp,
+            git,
+            nested,
+            run,
+            program,
+            master,
+            egress,
+            explain,
+            snapshot,
+        ) = started?;
         Ok(Child {
             pid,
             handle,
@@ -525,6 +537,7 @@ impl Command {
             pty: master.map(super::pty::Pty::new),
             egress,
             explain,
+            snapshot,
         })
     }
 
@@ -537,9 +550,12 @@ impl Command {
         pty: Option<&PtyRequest>,
     ) -> Result<Started, StartError> {
         let inner = &self.inner;
+        let plan = inner.prepared.plan();
+        // `workspace_mode = "overlay"`: the change set (and layer 2's snapshot, which is
+        // the working directory's workspace then), made at the first run.
+        let snapshot = super::changeset::prepare(plan)?;
         let mut env = self.resolved_env()?;
         let cwd = self.resolved_cwd()?;
-        let plan = inner.prepared.plan();
         // `network = "allow"`: the proxy's listeners, and the variables that lead to them.
         let egress = super::egress::Pending::new(plan)?;
         if let Some(e) = &egress {
@@ -720,6 +736,7 @@ impl Command {
             master,
             egress,
             explain,
+            snapshot,
         ))
     }
 

@@ -41,6 +41,23 @@ impl Prepared {
     pub(super) fn new(plan: Plan) -> Result<Prepared, Error> {
         let (walls, landlock) = match (&plan.walls.seccomp, &plan.walls.landlock) {
             (Some(options), Some(rules)) => {
+                // Layer 2 in overlay mode: the snapshot, the workspace's grant, is made at
+                // the first run; until then the probe learns the same from the workspace
+                // it is copied from.
+                let snapshot_source = plan.steps.iter().find_map(|s| match s {
+                    crate::plan::Step::Snapshot { workspace, .. } => Some(workspace),
+                    _ => None,
+                });
+                let probe_rules;
+                let rules = match snapshot_source {
+                    Some(ws) if !rules.spec.workspace.exists() => {
+                        let mut r = rules.clone();
+                        r.spec.workspace = ws.clone();
+                        probe_rules = r;
+                        &probe_rules
+                    }
+                    _ => rules,
+                };
                 let (walls, status) = compile_walls(options, rules)?;
                 (Some(walls), Some(status))
             }

@@ -14,6 +14,7 @@
 
 #[cfg(all(feature = "tokio", target_os = "linux"))]
 mod asynchronous;
+mod changeset;
 mod child;
 mod command;
 mod data_dir;
@@ -45,6 +46,7 @@ mod limits;
 mod nested;
 mod pty;
 mod sandbox;
+mod snapshot;
 mod stdio;
 mod stream;
 mod tmp;

@@ -17,7 +17,8 @@ impl Sandbox {
     /// [`SpawnError::DeniedName`](crate::error::SpawnError::DeniedName) when it cannot
     /// (a symbolic link, a file with more than one hard link). The list is read when
     /// called; a program can create a name during a run (nothing hides what is not there
-    /// yet).
+    /// yet). In overlay mode (`workspace_mode = "overlay"`) layer 2 runs on a snapshot of
+    /// the workspace that leaves them out, so the workspace's are not listed.
     ///
     /// # Platform
     ///
@@ -30,7 +31,10 @@ impl Sandbox {
         }
         let policy = self.policy();
         let mut roots: Vec<PathBuf> = Vec::new();
-        for root in policy.workspace.iter().chain(&policy.writable_paths) {
+        // In overlay mode layer 2 runs on a snapshot that leaves them out.
+        let snapshot = policy.workspace_mode == crate::policy::WorkspaceMode::Overlay;
+        let workspace = policy.workspace.iter().filter(|_| !snapshot);
+        for root in workspace.chain(&policy.writable_paths) {
             let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
             if !roots.contains(&root) {
                 roots.push(root);

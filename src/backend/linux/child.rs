@@ -40,6 +40,7 @@ mod exec;
 mod git_layer;
 mod git_link;
 mod mounts;
+mod overlay;
 mod start;
 mod walls;
 
@@ -165,6 +166,14 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
             mounts::bind_if_present(path, libc::O_PATH | libc::O_DIRECTORY, false)
         }
         Op::GitLayer { path, index, .. } => git_layer::apply(op, path, *index, exec),
+        Op::Overlay {
+            lower,
+            upper,
+            work,
+            dst,
+            mkdirs,
+        } => overlay::mount(lower, upper, work, dst, mkdirs),
+        Op::Snapshot => Ok(()),
         Op::PivotRoot => mounts::pivot_root(),
         Op::RootReadOnly => mounts::root_read_only(),
         Op::LoopbackUp => loopback_up(),

@@ -153,6 +153,21 @@ pub enum Op {
         /// `<at>/work`, the overlay's work directory.
         work: CString,
     },
+    /// See [`Step::Overlay`].
+    Overlay {
+        /// `/oldroot/<workspace>`: the lower layer.
+        lower: CString,
+        /// `/oldroot/<changes>/upper`.
+        upper: CString,
+        /// `/oldroot/<changes>/work`.
+        work: CString,
+        /// `/newroot/<workspace>`: the mountpoint.
+        dst: CString,
+        /// Directories to create first (each ancestor of `dst`, then `dst`).
+        mkdirs: Vec<CString>,
+    },
+    /// See [`Step::Snapshot`]: the host's work; nothing in the child.
+    Snapshot,
     /// See [`Step::PivotRoot`].
     PivotRoot,
     /// See [`Step::RootReadOnly`].
@@ -426,6 +441,14 @@ fn prepare_step(step: &Step, last_cap: u32) -> Result<Op, PlanError> {
         Step::GuardPin { path } => Op::GuardPin {
             path: inside(path)?,
         },
+        Step::Overlay { path, changes } => Op::Overlay {
+            lower: cstr(&under(OLD_ROOT, path))?,
+            upper: cstr(&under(OLD_ROOT, &changes.join("upper")))?,
+            work: cstr(&under(OLD_ROOT, &changes.join("work")))?,
+            dst: inside(path)?,
+            mkdirs: mkdirs(path, true)?,
+        },
+        Step::Snapshot { .. } => Op::Snapshot,
         Step::PivotRoot => Op::PivotRoot,
         Step::RootReadOnly => Op::RootReadOnly,
         Step::LoopbackUp => Op::LoopbackUp,

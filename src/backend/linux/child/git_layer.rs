@@ -123,14 +123,14 @@ fn upper_dirs(mnt: BorrowedFd<'_>, mode: u32, at: &CStr) -> R {
 }
 
 /// Room for `/oldroot/proc/self/fd/` and the digits of any fd, with the NUL.
-const FD_PATH_LEN: usize = 40;
+pub(super) const FD_PATH_LEN: usize = 40;
 
 /// `/oldroot/proc/self/fd/<fd>`: a magic link to exactly the directory behind `fd`, for
 /// the overlay option that takes a path. Resolving it cannot be redirected by a symlink
 /// planted in the workspace, unlike the directory's own path. (Overlayfs takes layers as
 /// fds only from Linux 6.13 on; this form works from 5.11, where unprivileged overlay
 /// mounts began.) The host's procfs still sits under `/oldroot` before `pivot_root`.
-fn fd_path(buf: &mut [u8; FD_PATH_LEN], fd: c_int) -> Result<&CStr, Errno> {
+pub(super) fn fd_path(buf: &mut [u8; FD_PATH_LEN], fd: c_int) -> Result<&CStr, Errno> {
     const PREFIX: &[u8] = b"/oldroot/proc/self/fd/";
     let mut digits = [0u8; 10];
     let mut n = u32::try_from(fd).map_err(|_| Errno(libc::EBADF))?;

@@ -64,7 +64,7 @@ pub(super) fn base_root(stage: &CStr) -> R {
     )
 }
 
-fn make_dirs(dirs: &[CString]) -> R {
+pub(super) fn make_dirs(dirs: &[CString]) -> R {
     for d in dirs {
         match sys::mkdirat(CWD, d, 0o755) {
             Ok(()) | Err(Errno(libc::EEXIST)) => {}

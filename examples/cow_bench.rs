@@ -1,0 +1,151 @@
+//! The copy-on-write workspace (`workspace_mode = "overlay"`, issue 27), side by side:
+//!
+//! 1. spawn + wait of /bin/true on the full layer, direct vs overlay (the same change set
+//!    for every overlay spawn, as in a session of tool calls), interleaved, medians;
+//! 2. layer 2's snapshot: the first run on a workspace of `SIZE_MIB` MiB (64 files of
+//!    equal size plus 1000 small ones) minus a direct run, per GiB; then a later run
+//!    (the snapshot made, the difference written after the run) minus a direct run.
+//!
+//! ```text
+//! cargo run --release --example cow_bench [-- ITERATIONS [SIZE_MIB]]
+//! ```
+//!
+//! The fixtures live under /var/tmp (the file system a workspace is usually on).
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use stockade::{Layer, Policy, Sandbox, WorkspaceMode};
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn sandbox(ws: &Path, layer: Layer, changes: Option<&Path>) -> Sandbox {
+    let mut p = Policy::with_workspace(ws);
+    p.layer = Some(layer);
+    p.min_layer = Some(Layer::Landlock);
+    p.snapshot_max = stockade::ByteSize::parse("64GiB").expect("size");
+    if let Some(c) = changes {
+        p.workspace_mode = WorkspaceMode::Overlay;
+        p.changes_dir = Some(c.to_path_buf());
+    }
+    Sandbox::new(p).expect("sandbox")
+}
+
+fn run(sb: &Sandbox) -> Duration {
+    let t = Instant::now();
+    let st = sb.command("/bin/true").status().expect("spawn");
+    assert!(st.success());
+    t.elapsed()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let iterations: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(200);
+    let size_mib: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(256);
+    let base = tempfile::Builder::new()
+        .prefix("cow-bench-")
+        .tempdir_in("/var/tmp")
+        .expect("tempdir");
+    let root = fs::canonicalize(base.path()).expect("canonical");
+
+    // 1. Spawn cost, full layer.
+    let ws = root.join("ws");
+    fs::create_dir(&ws).expect("ws");
+    for i in 0..100 {
+        fs::write(ws.join(format!("f{i}")), b"x\n").expect("file");
+    }
+    let direct = sandbox(&ws, Layer::Full, None);
+    let overlay = sandbox(&ws, Layer::Full, Some(&root.join("set")));
+    // The same with the change set on a tmpfs: what the upper file system costs.
+    let shm = tempfile::Builder::new()
+        .prefix("cow-bench-")
+        .tempdir_in("/dev/shm")
+        .ok();
+    let on_tmpfs = shm
+        .as_ref()
+        .map(|d| sandbox(&ws, Layer::Full, Some(&d.path().join("set"))));
+    let (mut d, mut o, mut t) = (Vec::new(), Vec::new(), Vec::new());
+    run(&direct);
+    run(&overlay);
+    for _ in 0..iterations {
+        d.push(run(&direct));
+        o.push(run(&overlay));
+        if let Some(sb) = &on_tmpfs {
+            t.push(run(sb));
+        }
+    }
+    let (d, o) = (median(&mut d), median(&mut o));
+    println!("| spawn + wait /bin/true, full layer ({iterations}, interleaved) | median |");
+    println!("| --- | ---: |");
+    println!("| direct | {:.3} ms |", ms(d));
+    println!(
+        "| overlay, change set in /var/tmp | {:.3} ms ({:+.3} ms) |",
+        ms(o),
+        ms(o) - ms(d)
+    );
+    if !t.is_empty() {
+        let t = median(&mut t);
+        println!(
+            "| overlay, change set on tmpfs | {:.3} ms ({:+.3} ms) |",
+            ms(t),
+            ms(t) - ms(d)
+        );
+    }
+
+    // 2. Layer 2's snapshot.
+    let big = root.join("big");
+    fs::create_dir(&big).expect("big");
+    let chunk = usize::try_from(size_mib * 1024 * 1024 / 64).expect("size");
+    let data: Vec<u8> = (0..chunk).map(|i| (i % 251) as u8).collect();
+    for i in 0..64 {
+        fs::write(big.join(format!("blob{i}")), &data).expect("blob");
+    }
+    fs::create_dir(big.join("src")).expect("src");
+    for i in 0..1000 {
+        fs::write(big.join(format!("src/s{i}.rs")), b"fn main() {}\n").expect("src");
+    }
+    let bytes = size_mib * 1024 * 1024 + 1000 * 13;
+    let direct2 = sandbox(&big, Layer::Landlock, None);
+    run(&direct2);
+    let base2 = {
+        let mut v: Vec<Duration> = (0..20).map(|_| run(&direct2)).collect();
+        median(&mut v)
+    };
+    let changes = root.join("set2");
+    // The snapshot is made when the sandbox is first used (its Landlock probe needs
+    // none: it is made at the first spawn).
+    let snap_sb = sandbox(&big, Layer::Landlock, Some(&changes));
+    let first = run(&snap_sb);
+    let snap = first.saturating_sub(base2);
+    let gib = bytes as f64 / (1u64 << 30) as f64;
+    let later = {
+        let mut v: Vec<Duration> = (0..20).map(|_| run(&snap_sb)).collect();
+        median(&mut v)
+    };
+    println!();
+    println!("| layer 2, workspace of {size_mib} MiB + 1000 small files | time |");
+    println!("| --- | ---: |");
+    println!("| direct run | {:.3} ms |", ms(base2));
+    println!(
+        "| first overlay run (makes the snapshot) | {:.1} ms |",
+        ms(first)
+    );
+    println!(
+        "| snapshot cost | {:.1} ms = {:.0} ms per GiB |",
+        ms(snap),
+        ms(snap) / gib
+    );
+    println!(
+        "| later overlay run (diff after the run) | {:.3} ms ({:+.3} ms) |",
+        ms(later),
+        ms(later) - ms(base2)
+    );
+}

@@ -1,0 +1,479 @@
+//! Layer 2's change set (`workspace_mode = "overlay"` without overlayfs, see
+//! [`Step::Snapshot`](crate::plan::Step::Snapshot)): the workspace copied into
+//! `<changes>/snapshot` at the first run, the program run there, and after each run the
+//! difference snapshot-vs-workspace written into `<changes>/upper` in the overlay format,
+//! so that the change set reads the same whichever layer made it.
+//!
+//! Nothing of the sandbox runs while the difference is written (it waits for the init's
+//! exit); files are opened without following a symlink in their last component all the
+//! same, and setuid and setgid bits are never copied (nor compared).
+//!
+//! The copy clones each regular file (`ioctl(FICLONE)`) where the file system can, and
+//! copies it (`copy_file_range`, through `std::io::copy`) otherwise; symlinks stay
+//! symlinks; modes and modification times are kept; FIFOs, sockets and devices are left
+//! out (and out of the comparison). `upper/` is rebuilt whole after each run (a new tree,
+//! renamed over the old one), so it is always the difference of the snapshot as the last
+//! run left it against the workspace as it is now.
+//!
+//! In `upper/`: a new or changed entry as the program left it; a deleted one as a
+//! whiteout (a character device 0:0 for root, else an empty file with the
+//! `user.overlay.whiteout` attribute); a directory that replaced a non-directory marked
+//! opaque (`user.overlay.opaque` = `y`); a directory present in both only when something
+//! below it (or its mode) differs.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Conflict, Error, PlanError};
+
+/// What runs after the program: the difference written into `upper/`.
+#[derive(Debug)]
+pub(crate) struct After {
+    workspace: PathBuf,
+    changes: PathBuf,
+    skip: Vec<PathBuf>,
+}
+
+/// The snapshot made at the first run (when `<changes>/snapshot` is missing): refused when
+/// the workspace's regular files add up to more than `max` bytes.
+///
+/// # Errors
+///
+/// [`Conflict::SnapshotTooLarge`]; [`PlanError::Path`] (key `changes_dir`) when the copy
+/// fails.
+pub(crate) fn before(
+    workspace: &Path,
+    changes: &Path,
+    max: u64,
+    skip: &[PathBuf],
+) -> Result<After, Error> {
+    let snap = changes.join("snapshot");
+    let after = After {
+        workspace: workspace.to_path_buf(),
+        changes: changes.to_path_buf(),
+        skip: skip.to_vec(),
+    };
+    match fs::symlink_metadata(&snap) {
+        Ok(m) if m.is_dir() => return Ok(after),
+        Ok(_) => {
+            return Err(super::changeset::path_error(
+                &snap,
+                &io::Error::from_raw_os_error(libc::ENOTDIR),
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(super::changeset::path_error(&snap, &e)),
+    }
+    let size = measure(workspace, Path::new(""), skip)
+        .map_err(|e| super::changeset::path_error(workspace, &e))?;
+    if size > max {
+        return Err(PlanError::Conflict(Conflict::SnapshotTooLarge {
+            workspace: workspace.to_path_buf(),
+            size,
+            max,
+        })
+        .into());
+    }
+    let tmp = changes.join(format!(".snapshot.{}", std::process::id()));
+    let made =
+        copy_tree(workspace, &tmp, Path::new(""), skip).and_then(|()| fs::rename(&tmp, &snap));
+    if let Err(e) = made {
+        let _ = fs::remove_dir_all(&tmp);
+        return Err(super::changeset::path_error(&snap, &e));
+    }
+    Ok(after)
+}
+
+impl After {
+    /// Writes the difference into `upper/` (a new tree renamed over the old). A failure
+    /// is logged: the snapshot keeps the program's work, and the next run's end writes
+    /// the difference again.
+    pub(super) fn finish(self) {
+        if let Err(e) = self.write_upper() {
+            tracing::warn!(
+                changes = %self.changes.display(),
+                error = %e,
+                "could not write the snapshot's difference into the change set's upper/; \
+                 the next run writes it again"
+            );
+        }
+    }
+
+    fn write_upper(&self) -> io::Result<()> {
+        let snap = self.changes.join("snapshot");
+        let upper = self.changes.join("upper");
+        let new = self.changes.join(format!(".upper.{}", std::process::id()));
+        let _ = fs::remove_dir_all(&new);
+        let root_mode = fs::symlink_metadata(&snap)?.mode() & KEPT_MODE;
+        fs::DirBuilder::new().mode(0o700).create(&new)?;
+        let r = diff_dir(&snap, &self.workspace, &new, Path::new(""), &self.skip)
+            .and_then(|_| fs::set_permissions(&new, fs::Permissions::from_mode(root_mode)));
+        if let Err(e) = r {
+            let _ = fs::remove_dir_all(&new);
+            return Err(e);
+        }
+        // `renameat2(RENAME_EXCHANGE)` would be atomic; the old tree goes after a plain
+        // swap through a third name instead, which leaves `upper/` missing for a moment
+        // only if this process dies in between (the next run makes it again).
+        let old = self
+            .changes
+            .join(format!(".upper-old.{}", std::process::id()));
+        match fs::rename(&upper, &old) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                let _ = fs::remove_dir_all(&new);
+                return Err(e);
+            }
+        }
+        fs::rename(&new, &upper)?;
+        let _ = fs::remove_dir_all(&old);
+        Ok(())
+    }
+}
+
+/// The permission bits copied: setuid and setgid never (a root host would otherwise make
+/// root-owned setuid copies of what the program or the workspace holds), nor compared.
+const KEPT_MODE: u32 = 0o1777;
+
+/// Opens a regular file for reading without following a symlink in its last component.
+fn open_nofollow(p: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+}
+
+/// Whether `rel` is one of the skipped entries.
+fn skipped(rel: &Path, skip: &[PathBuf]) -> bool {
+    skip.iter().any(|s| s == rel)
+}
+
+/// The regular files' sizes under `root/rel`, skipped entries left out.
+fn measure(root: &Path, rel: &Path, skip: &[PathBuf]) -> io::Result<u64> {
+    let mut total = 0u64;
+    for e in fs::read_dir(root.join(rel))? {
+        let e = e?;
+        let r = rel.join(e.file_name());
+        if skipped(&r, skip) {
+            continue;
+        }
+        let m = e.metadata()?;
+        if m.is_dir() {
+            total = total.saturating_add(measure(root, &r, skip)?);
+        } else if m.is_file() {
+            total = total.saturating_add(m.len());
+        }
+    }
+    Ok(total)
+}
+
+/// The kinds the snapshot keeps.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+    Symlink,
+}
+
+fn kind(m: &fs::Metadata) -> Option<Kind> {
+    let t = m.file_type();
+    if t.is_dir() {
+        Some(Kind::Dir)
+    } else if t.is_file() {
+        Some(Kind::File)
+    } else if t.is_symlink() {
+        Some(Kind::Symlink)
+    } else {
+        None
+    }
+}
+
+fn lstat(p: &Path) -> io::Result<Option<fs::Metadata>> {
+    match fs::symlink_metadata(p) {
+        Ok(m) => Ok(Some(m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Copies the tree `src/rel` to `dst` (which must not exist).
+fn copy_tree(src_root: &Path, dst: &Path, rel: &Path, skip: &[PathBuf]) -> io::Result<()> {
+    let src = src_root.join(rel);
+    let m = fs::symlink_metadata(&src)?;
+    fs::DirBuilder::new().mode(0o700).create(dst)?;
+    for e in fs::read_dir(&src)? {
+        let e = e?;
+        let r = rel.join(e.file_name());
+        if skipped(&r, skip) {
+            continue;
+        }
+        copy_entry(
+            &src_root.join(&r),
+            &dst.join(e.file_name()),
+            src_root,
+            &r,
+            skip,
+        )?;
+    }
+    finish_meta(dst, &m)
+}
+
+/// Copies one entry (a directory with all below it).
+fn copy_entry(
+    src: &Path,
+    dst: &Path,
+    src_root: &Path,
+    rel: &Path,
+    skip: &[PathBuf],
+) -> io::Result<()> {
+    let m = fs::symlink_metadata(src)?;
+    match kind(&m) {
+        Some(Kind::Dir) => copy_tree(src_root, dst, rel, skip),
+        Some(Kind::File) => {
+            copy_file(src, dst)?;
+            finish_meta(dst, &m)
+        }
+        Some(Kind::Symlink) => {
+            std::os::unix::fs::symlink(fs::read_link(src)?, dst)?;
+            set_times(dst, &m)
+        }
+        None => Ok(()),
+    }
+}
+
+/// A clone of `src` where the file system shares extents, else a copy through
+/// `copy_file_range`.
+fn copy_file(src: &Path, dst: &Path) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut from = open_nofollow(src)?;
+    let mut to = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dst)?;
+    // SAFETY: both fds are open for the call's length (the `File`s live on); FICLONE takes
+    // the source fd as its argument and writes nothing to user memory.
+    #[cfg(target_os = "linux")]
+    let cloned = unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) } == 0;
+    // Overlay mode runs on Linux only (the plan refuses it elsewhere).
+    #[cfg(not(target_os = "linux"))]
+    let cloned = {
+        let _ = (to.as_raw_fd(), from.as_raw_fd());
+        false
+    };
+    if !cloned {
+        io::copy(&mut from, &mut to)?;
+    }
+    Ok(())
+}
+
+/// Mode and times of `m` on `p` (a directory after its entries: they change its mtime).
+fn finish_meta(p: &Path, m: &fs::Metadata) -> io::Result<()> {
+    fs::set_permissions(p, fs::Permissions::from_mode(m.mode() & KEPT_MODE))?;
+    set_times(p, m)
+}
+
+/// Access and modification times of `m` on `p`, not following a symlink.
+fn set_times(p: &Path, m: &fs::Metadata) -> io::Result<()> {
+    let c = CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let times = [
+        libc::timespec {
+            tv_sec: m.atime(),
+            tv_nsec: m.atime_nsec(),
+        },
+        libc::timespec {
+            tv_sec: m.mtime(),
+            tv_nsec: m.mtime_nsec(),
+        },
+    ];
+    // SAFETY: `c` is NUL-terminated and `times` holds two timespecs, both live across the
+    // call.
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Writes into `out` (an existing directory) the difference of `snap/rel` against
+/// `ws/rel`. Returns whether anything was written.
+fn diff_dir(
+    snap_root: &Path,
+    ws_root: &Path,
+    out: &Path,
+    rel: &Path,
+    skip: &[PathBuf],
+) -> io::Result<bool> {
+    let snap = snap_root.join(rel);
+    let ws = ws_root.join(rel);
+    let mut names = std::collections::BTreeSet::new();
+    for e in fs::read_dir(&snap)? {
+        names.insert(e?.file_name());
+    }
+    if let Ok(rd) = fs::read_dir(&ws) {
+        for e in rd {
+            names.insert(e?.file_name());
+        }
+    }
+    let mut any = false;
+    for name in names {
+        let r = rel.join(&name);
+        if skipped(&r, skip) {
+            continue;
+        }
+        let s = lstat(&snap.join(&name))?.filter(|m| kind(m).is_some());
+        let w = lstat(&ws.join(&name))?.filter(|m| kind(m).is_some());
+        let dst = out.join(&name);
+        match (s, w) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                whiteout(&dst)?;
+                any = true;
+            }
+            (Some(_), None) => {
+                copy_entry(&snap.join(&name), &dst, snap_root, &r, skip)?;
+                any = true;
+            }
+            (Some(sm), Some(wm)) => {
+                any |= diff_entry(snap_root, ws_root, &dst, &r, &sm, &wm, skip)?;
+            }
+        }
+    }
+    Ok(any)
+}
+
+/// One entry present on both sides.
+fn diff_entry(
+    snap_root: &Path,
+    ws_root: &Path,
+    dst: &Path,
+    rel: &Path,
+    sm: &fs::Metadata,
+    wm: &fs::Metadata,
+    skip: &[PathBuf],
+) -> io::Result<bool> {
+    let src = snap_root.join(rel);
+    let (sk, wk) = (kind(sm), kind(wm));
+    if sk == Some(Kind::Dir) && wk == Some(Kind::Dir) {
+        fs::DirBuilder::new().mode(0o700).create(dst)?;
+        let below = diff_dir(snap_root, ws_root, dst, rel, skip)?;
+        let mode_changed = sm.mode() & KEPT_MODE != wm.mode() & KEPT_MODE;
+        if below || mode_changed {
+            finish_meta(dst, sm)?;
+            return Ok(true);
+        }
+        fs::remove_dir(dst)?;
+        return Ok(false);
+    }
+    if sk != wk {
+        copy_entry(&src, dst, snap_root, rel, skip)?;
+        if sk == Some(Kind::Dir) {
+            set_xattr(dst, "user.overlay.opaque", b"y")?;
+        }
+        return Ok(true);
+    }
+    let same = match sk {
+        Some(Kind::Symlink) => fs::read_link(&src)? == fs::read_link(ws_root.join(rel))?,
+        _ => {
+            sm.mode() & KEPT_MODE == wm.mode() & KEPT_MODE
+                && sm.len() == wm.len()
+                && same_contents(sm, wm, &src, &ws_root.join(rel))?
+        }
+    };
+    if same {
+        return Ok(false);
+    }
+    copy_entry(&src, dst, snap_root, rel, skip)?;
+    Ok(true)
+}
+
+/// Equal contents: the same modification time (to the nanosecond) is taken as unchanged
+/// (as `git status` and `rsync` do); otherwise the bytes are compared.
+fn same_contents(sm: &fs::Metadata, wm: &fs::Metadata, a: &Path, b: &Path) -> io::Result<bool> {
+    if (sm.mtime(), sm.mtime_nsec()) == (wm.mtime(), wm.mtime_nsec()) {
+        return Ok(true);
+    }
+    use std::io::Read;
+    let (mut fa, mut fb) = (open_nofollow(a)?, open_nofollow(b)?);
+    let mut ba = vec![0u8; 64 * 1024];
+    let mut bb = vec![0u8; 64 * 1024];
+    loop {
+        let n = fa.read(&mut ba)?;
+        if n == 0 {
+            return Ok(fb.read(&mut bb[..1])? == 0);
+        }
+        let mut got = 0;
+        while got < n {
+            let m = fb.read(&mut bb[got..n])?;
+            if m == 0 {
+                return Ok(false);
+            }
+            got += m;
+        }
+        if ba[..n] != bb[..n] {
+            return Ok(false);
+        }
+    }
+}
+
+/// A whiteout at `p`: a character device 0:0 where the caller may make one (root), else
+/// an empty file with `user.overlay.whiteout` (overlayfs's `userxattr` form).
+fn whiteout(p: &Path) -> io::Result<()> {
+    let c = CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `c` is NUL-terminated and lives across the call.
+    let r = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR, 0) };
+    if r == 0 {
+        return Ok(());
+    }
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(p)?;
+    set_xattr(p, "user.overlay.whiteout", b"")
+}
+
+/// Overlay mode runs on Linux only (the plan refuses it elsewhere).
+#[cfg(not(target_os = "linux"))]
+fn set_xattr(_: &Path, _: &str, _: &[u8]) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+#[cfg(target_os = "linux")]
+fn set_xattr(p: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+    let c = CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let n = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: both strings are NUL-terminated, `value` is readable for its length; all
+    // live across the call.
+    let r = unsafe {
+        libc::lsetxattr(
+            c.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

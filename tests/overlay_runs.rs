@@ -1,0 +1,660 @@
+#![cfg(target_os = "linux")]
+//! `workspace_mode = "overlay"`: the program's writes land in the change set, the real
+//! workspace stays byte-identical, and the change set's `upper/` holds exactly the changes
+//! in the overlay format (issue 27). As root and as uid 65534 (the re-run at the end).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use common::Feature;
+use stockade::{Layer, Policy, Sandbox, WorkspaceMode};
+
+/// One entry of a tree listing: what it is, its mode, its mtime (ns) and its contents
+/// (a file's bytes, a symlink's target).
+#[derive(Debug, PartialEq, Eq)]
+struct Entry {
+    kind: &'static str,
+    mode: u32,
+    mtime_ns: i128,
+    data: Vec<u8>,
+}
+
+/// Every entry under `root` (relative paths), symlinks not followed.
+fn listing(root: &Path) -> BTreeMap<PathBuf, Entry> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Entry>) {
+        let mut names: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        names.sort();
+        for p in names {
+            let m = fs::symlink_metadata(&p).unwrap();
+            let ft = m.file_type();
+            let (kind, data) = if ft.is_symlink() {
+                (
+                    "symlink",
+                    fs::read_link(&p).unwrap().as_os_str().as_bytes().to_vec(),
+                )
+            } else if ft.is_dir() {
+                ("dir", Vec::new())
+            } else if ft.is_file() {
+                ("file", fs::read(&p).unwrap())
+            } else if ft.is_char_device() {
+                ("chardev", m.rdev().to_ne_bytes().to_vec())
+            } else {
+                ("other", Vec::new())
+            };
+            let rel = p.strip_prefix(root).unwrap().to_path_buf();
+            out.insert(
+                rel,
+                Entry {
+                    kind,
+                    mode: m.mode() & 0o7777,
+                    mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+                    data,
+                },
+            );
+            if ft.is_dir() {
+                walk(root, &p, out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The value of the extended attribute `name` of `p` (not followed), if set.
+fn xattr(p: &Path, name: &str) -> Option<Vec<u8>> {
+    let path = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let name = CString::new(name).unwrap();
+    let mut buf = [0u8; 64];
+    // SAFETY: both strings are NUL-terminated and live across the call; `buf` is writable
+    // for its length.
+    let n = unsafe {
+        libc::lgetxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    usize::try_from(n).ok().map(|n| buf[..n].to_vec())
+}
+
+/// Whether `p` in an upper dir is a whiteout, in either of overlayfs's forms.
+fn is_whiteout(p: &Path) -> bool {
+    let m = fs::symlink_metadata(p).unwrap();
+    let chardev = m.file_type().is_char_device() && m.rdev() == 0;
+    let xattr_form =
+        m.file_type().is_file() && m.len() == 0 && xattr(p, "user.overlay.whiteout").is_some();
+    chardev || xattr_form
+}
+
+/// A workspace with files to create, edit, delete, rename and chmod.
+fn fixture(ws: &Path) {
+    fs::write(ws.join("keep.txt"), "keep\n").unwrap();
+    fs::write(ws.join("edit.txt"), "old\n").unwrap();
+    fs::write(ws.join("gone.txt"), "bye\n").unwrap();
+    fs::write(ws.join("from.txt"), "moving\n").unwrap();
+    fs::write(ws.join("run.sh"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(ws.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::create_dir(ws.join("d")).unwrap();
+    fs::write(ws.join("d/f"), "f\n").unwrap();
+    fs::write(ws.join("d/stay"), "s\n").unwrap();
+    fs::create_dir(ws.join("redo")).unwrap();
+    fs::write(ws.join("redo/old"), "o\n").unwrap();
+    std::os::unix::fs::symlink("keep.txt", ws.join("link")).unwrap();
+}
+
+/// The program: create, edit, delete, rename, chmod, replace a directory, relink.
+const CHANGES: &str = "set -e; echo new > new.txt; echo more >> edit.txt; rm gone.txt; \
+     mv from.txt to.txt; chmod 600 run.sh; rm d/f; rm -r redo; mkdir redo; echo n > redo/new; \
+     rm link; ln -s edit.txt link";
+
+fn overlay_policy(changes: &Path) -> impl FnOnce(&mut Policy) + '_ {
+    overlay_on(changes, Layer::Full)
+}
+
+/// Overlay mode on `layer` (landlock accepted as the weakest).
+fn overlay_on(changes: &Path, layer: Layer) -> impl FnOnce(&mut Policy) + '_ {
+    move |p: &mut Policy| {
+        p.workspace_mode = WorkspaceMode::Overlay;
+        p.changes_dir = Some(changes.to_path_buf());
+        p.layer = Some(layer);
+        p.min_layer = Some(Layer::Landlock);
+    }
+}
+
+#[test]
+fn overlay_leaves_the_workspace_byte_identical_and_upper_holds_exactly_the_changes() {
+    require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        changes_of_one_run(layer);
+    }
+}
+
+fn changes_of_one_run(layer: Layer) {
+    // The workspace in /var/tmp, the change set in /tmp.
+    let (_w, ws) = common::var_tempdir();
+    let c = common::tempdir();
+    let changes = fs::canonicalize(c.path()).unwrap().join("set");
+    fixture(&ws);
+    let before = listing(&ws);
+    let sb = common::sandbox(&ws, overlay_on(&changes, layer));
+    // Inside, the program sees its own writes.
+    let seen = common::sh_ok(
+        &sb,
+        &format!(
+            "{CHANGES}; cat new.txt edit.txt to.txt; ls d; ls redo; stat -c %a run.sh; readlink link; \
+             test ! -e gone.txt && test ! -e from.txt && echo ok"
+        ),
+    );
+    assert_eq!(
+        seen,
+        "new\nold\nmore\nmoving\nstay\nnew\n600\nedit.txt\nok\n"
+    );
+    assert_eq!(listing(&ws), before, "the real workspace changed");
+
+    let upper = changes.join("upper");
+    let got: Vec<PathBuf> = listing(&upper).into_keys().collect();
+    // The overlay makes the replaced `redo` opaque; the snapshot's difference, computed
+    // after the run, sees a directory in both with one entry gone and one new.
+    let snapshot = layer == Layer::Landlock;
+    let mut want = vec![
+        "d", "d/f", "edit.txt", "from.txt", "gone.txt", "link", "new.txt", "redo", "redo/new",
+    ];
+    if snapshot {
+        want.push("redo/old");
+    }
+    want.extend(["run.sh", "to.txt"]);
+    let want: Vec<PathBuf> = want.iter().map(PathBuf::from).collect();
+    assert_eq!(
+        got, want,
+        "{layer}: upper/ holds other entries than the changes"
+    );
+    let mut whiteouts = vec!["d/f", "from.txt", "gone.txt"];
+    if snapshot {
+        whiteouts.push("redo/old");
+    }
+    for w in whiteouts {
+        assert!(
+            is_whiteout(&upper.join(w)),
+            "{layer}: {w} is not a whiteout"
+        );
+    }
+    assert_eq!(fs::read(upper.join("new.txt")).unwrap(), b"new\n");
+    assert_eq!(fs::read(upper.join("edit.txt")).unwrap(), b"old\nmore\n");
+    assert_eq!(fs::read(upper.join("to.txt")).unwrap(), b"moving\n");
+    let mode = fs::symlink_metadata(upper.join("run.sh")).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(
+        fs::read_link(upper.join("link")).unwrap(),
+        Path::new("edit.txt")
+    );
+    // `d` merges (only its deleted entry is there); `redo` was replaced: opaque on the
+    // overlay.
+    assert_eq!(xattr(&upper.join("d"), "user.overlay.opaque"), None);
+    let opaque = xattr(&upper.join("redo"), "user.overlay.opaque");
+    let want = (!snapshot).then_some(&b"y"[..]);
+    assert_eq!(opaque.as_deref(), want, "{layer}");
+    // The marker, written once.
+    let marker = fs::read_to_string(changes.join("stockade-changes.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&marker).unwrap();
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["mode"], if snapshot { "snapshot" } else { "overlay" });
+    assert_eq!(v["workspace"], ws.to_str().unwrap());
+    assert!(v["started_ns"].as_u64().unwrap() > 1_700_000_000_000_000_000);
+    let m = fs::symlink_metadata(&changes).unwrap();
+    assert_eq!(m.mode() & 0o777, 0o700);
+    // Nothing else of the run on the host: the change set's own entries only.
+    let mut top: Vec<_> = fs::read_dir(&changes)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    top.sort();
+    let last = if snapshot { "snapshot" } else { "work" };
+    let want_top = if snapshot {
+        vec!["snapshot", "stockade-changes.json", "upper"]
+    } else {
+        vec!["stockade-changes.json", "upper", last]
+    };
+    assert_eq!(top, want_top, "{layer}");
+    if snapshot {
+        // The program's view, kept for the next run: what it saw, byte for byte.
+        let seen = listing(&changes.join("snapshot"));
+        assert_eq!(seen[Path::new("edit.txt")].data, b"old\nmore\n");
+        assert!(!seen.contains_key(Path::new("gone.txt")));
+    }
+}
+
+#[test]
+fn two_runs_on_one_change_set_see_each_others_writes() {
+    require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        two_runs(layer);
+    }
+}
+
+fn two_runs(layer: Layer) {
+    // The workspace in /tmp, the change set in /var/tmp.
+    let w = common::tempdir();
+    let ws = fs::canonicalize(w.path()).unwrap();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    fs::write(ws.join("log"), "0\n").unwrap();
+    let before = listing(&ws);
+    let first = common::sandbox(&ws, overlay_on(&changes, layer));
+    common::sh_ok(&first, "echo 1 >> log; echo a > made");
+    let marker = fs::read(changes.join("stockade-changes.json")).unwrap();
+    // A second sandbox (another tool call of the session) on the same change set.
+    let second = common::sandbox(&ws, overlay_on(&changes, layer));
+    let seen = common::sh_ok(&second, "cat log made; echo 2 >> log; rm made");
+    assert_eq!(seen, "0\n1\na\n");
+    let third = common::sh_ok(&first, "cat log; test ! -e made && echo gone");
+    assert_eq!(third, "0\n1\n2\ngone\n");
+    assert_eq!(
+        fs::read(changes.join("stockade-changes.json")).unwrap(),
+        marker
+    );
+    assert_eq!(listing(&ws), before);
+}
+
+#[test]
+fn a_second_run_on_a_change_set_in_use_is_refused_until_the_first_ends() {
+    require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        let (_w, ws) = common::var_tempdir();
+        let c = common::tempdir();
+        let changes = c.path().join("set");
+        let first = common::sandbox(&ws, overlay_on(&changes, layer));
+        let mut running = first
+            .command("sh")
+            .args(["-c", "echo a > a; cat > /dev/null"])
+            .stdin(stockade::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let second = common::sandbox(&ws, overlay_on(&changes, layer));
+        let err = second.command("true").status().unwrap_err().to_string();
+        assert!(
+            err.contains("another run on this change set"),
+            "{layer}: {err}"
+        );
+        drop(running.stdin.take());
+        assert!(running.wait().unwrap().success());
+        assert_eq!(common::sh_ok(&second, "cat a"), "a\n", "{layer}");
+    }
+}
+
+#[test]
+fn data_dir_stays_masked_and_deny_names_hidden_in_overlay_mode() {
+    require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        masks_kept(layer);
+    }
+}
+
+fn masks_kept(layer: Layer) {
+    let (_w, ws) = common::var_tempdir();
+    let c = common::tempdir();
+    let changes = c.path().join("set");
+    fs::create_dir(ws.join(".agent")).unwrap();
+    fs::write(ws.join(".agent/token"), "TOKEN\n").unwrap();
+    fs::write(ws.join(".env"), "SECRET=1\n").unwrap();
+    fs::write(ws.join("code.rs"), "fn main() {}\n").unwrap();
+    let sb = common::sandbox(&ws, |p| {
+        overlay_on(&changes, layer)(p);
+        p.data_dir = Some(ws.join(".agent"));
+    });
+    let out = common::sh(&sb, "cat .agent/token");
+    assert!(!out.status.success(), "{}", common::output_text(&out));
+    let out = common::sh(&sb, "ls .agent");
+    assert!(!out.status.success(), "{}", common::output_text(&out));
+    let out = common::sh(&sb, "mv .agent moved");
+    assert!(!out.status.success(), "{}", common::output_text(&out));
+    assert_eq!(common::sh_ok(&sb, "cat .env | wc -c"), "0\n");
+    // The allowed thing still works, through the overlay.
+    assert_eq!(
+        common::sh_ok(&sb, "echo x >> code.rs && cat code.rs"),
+        "fn main() {}\nx\n"
+    );
+    assert!(!changes.join("upper/.agent").exists(), "{layer}");
+    assert!(!changes.join("upper/.env").exists(), "{layer}");
+    // Layer 2 never copies them into the snapshot.
+    assert!(!changes.join("snapshot/.agent").exists(), "{layer}");
+    assert!(!changes.join("snapshot/.env").exists(), "{layer}");
+    assert_eq!(fs::read(ws.join(".agent/token")).unwrap(), b"TOKEN\n");
+    assert_eq!(sb.unhidden_names(), Vec::<PathBuf>::new(), "{layer}");
+}
+
+#[test]
+fn the_change_set_is_not_reachable_inside_but_through_the_overlay() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    let sb = common::sandbox(&ws, overlay_policy(&changes));
+    common::sh_ok(&sb, "echo mine > f");
+    for p in [
+        changes.clone(),
+        changes.join("upper"),
+        changes.join("upper/f"),
+        changes.join("stockade-changes.json"),
+        cdir.clone(),
+    ] {
+        let out = common::sh(&sb, &format!("ls -d '{}' || exit 7", p.display()));
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{}: {}",
+            p.display(),
+            common::output_text(&out)
+        );
+        assert!(
+            common::output_text(&out).contains("No such file"),
+            "{}",
+            common::output_text(&out)
+        );
+    }
+    // No mount inside names the change set.
+    let mounts = common::sh_ok(&sb, "cat /proc/self/mountinfo");
+    assert!(!mounts.contains(cdir.to_str().unwrap()), "{mounts}");
+    assert_eq!(common::sh_ok(&sb, "cat f"), "mine\n");
+}
+
+#[test]
+fn on_layer_2_the_change_set_is_closed_but_for_the_snapshot() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Landlock));
+    // The program works in the snapshot: the real workspace is not writable, nor readable.
+    let pwd = common::sh_ok(&sb, "echo mine > f; pwd");
+    assert_eq!(pwd.trim_end(), changes.join("snapshot").to_str().unwrap());
+    for script in [
+        format!("cat '{}/stockade-changes.json'", changes.display()),
+        format!("ls '{}/upper'", changes.display()),
+        format!("echo x > '{}/upper/f'", changes.display()),
+        format!("ls '{}'", ws.display()),
+        format!("echo x > '{}/f'", ws.display()),
+    ] {
+        let out = common::sh(&sb, &format!("{script} || exit 7"));
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{script}: {}",
+            common::output_text(&out)
+        );
+        assert!(
+            common::output_text(&out).contains("Permission denied"),
+            "{}",
+            common::output_text(&out)
+        );
+    }
+    assert!(!ws.join("f").exists());
+    assert_eq!(fs::read(changes.join("upper/f")).unwrap(), b"mine\n");
+}
+
+#[test]
+fn a_workspace_larger_than_snapshot_max_is_refused_with_the_sizes() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let c = common::tempdir();
+    let changes = c.path().join("set");
+    fs::write(ws.join("big"), vec![7u8; 4096]).unwrap();
+    let sb = common::sandbox(&ws, |p| {
+        overlay_on(&changes, Layer::Landlock)(p);
+        p.snapshot_max = stockade::ByteSize::parse("1KiB").unwrap();
+    });
+    let err = sb.command("true").status().unwrap_err().to_string();
+    assert!(
+        err.contains("4096 bytes") && err.contains("snapshot_max (1024 bytes)"),
+        "{err}"
+    );
+    assert!(!changes.join("snapshot").exists());
+}
+
+#[test]
+fn git_works_inside_the_overlay_and_the_hosts_git_is_untouched() {
+    require!(Feature::UserNs);
+    if !Path::new("/usr/bin/git").exists() {
+        common::skip("git_works_inside_the_overlay", "git not found");
+        return;
+    }
+    for layer in common::LAYERS {
+        git_inside(layer);
+    }
+}
+
+fn git_inside(layer: Layer) {
+    let (_w, ws) = common::var_tempdir();
+    let c = common::tempdir();
+    let changes = c.path().join("set");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&ws)
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "safe.directory=*",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    fs::write(ws.join("a.txt"), "one\n").unwrap();
+    git(&["add", "a.txt"]);
+    git(&["commit", "-qm", "first"]);
+    let before = listing(&ws);
+    let sb = common::sandbox(&ws, overlay_on(&changes, layer));
+    let g = "git -c user.name=t -c user.email=t@t -c safe.directory=*";
+    let out = common::sh_ok(
+        &sb,
+        &format!(
+            "set -e; echo two >> a.txt; {g} status --porcelain; {g} commit -qam second; \
+             {g} log --format=%s"
+        ),
+    );
+    assert_eq!(out, " M a.txt\nsecond\nfirst\n");
+    assert_eq!(listing(&ws), before, "the host's workspace or .git changed");
+    assert_eq!(git(&["log", "--format=%s"]), "first\n");
+    assert!(changes.join("upper/.git").is_dir());
+    // The next run on the change set sees the commit.
+    assert_eq!(
+        common::sh_ok(&sb, &format!("{g} log -1 --format=%s")),
+        "second\n"
+    );
+}
+
+#[test]
+fn overlay_on_passthrough_is_refused_never_run_direct() {
+    let (_w, ws) = common::var_tempdir();
+    let c = common::tempdir();
+    let changes = c.path().join("set");
+    let mut p = Policy::with_workspace(&ws);
+    overlay_on(&changes, Layer::Passthrough)(&mut p);
+    p.min_layer = Some(Layer::Passthrough);
+    let err = Sandbox::new(p).unwrap_err().to_string();
+    assert!(
+        err.contains("needs Linux's full layer") && err.contains("passthrough"),
+        "{err}"
+    );
+    let mut p = Policy::with_workspace(&ws);
+    overlay_on(&changes, Layer::Full)(&mut p);
+    p.mode = stockade::Mode::Disabled;
+    let err = Sandbox::new(p).unwrap_err().to_string();
+    assert!(err.contains("needs Linux's full layer"), "{err}");
+    assert!(!changes.exists());
+}
+
+#[test]
+fn a_symlinked_open_or_foreign_changes_dir_is_refused() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let (_o, other) = common::var_tempdir();
+    let c = common::tempdir();
+    let base = fs::canonicalize(c.path()).unwrap();
+    // A symlink as the change set.
+    let real = base.join("real");
+    fs::create_dir(&real).unwrap();
+    fs::set_permissions(&real, fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink(&real, base.join("link")).unwrap();
+    let mut p = Policy::with_workspace(&ws);
+    overlay_policy(&base.join("link"))(&mut p);
+    let err = Sandbox::new(p).unwrap_err().to_string();
+    assert!(
+        err.contains("changes_dir") && err.contains("ELOOP"),
+        "{err}"
+    );
+    // One others may read.
+    let open = base.join("open");
+    fs::create_dir(&open).unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o755)).unwrap();
+    let sb = common::sandbox(&ws, overlay_policy(&open));
+    let err = sb.command("true").status().unwrap_err().to_string();
+    assert!(
+        err.contains("changes_dir") && err.contains("EPERM"),
+        "{err}"
+    );
+    // Another workspace's change set.
+    let theirs = base.join("theirs");
+    common::sh_ok(
+        &common::sandbox(&other, overlay_policy(&theirs)),
+        "echo x > y",
+    );
+    let sb = common::sandbox(&ws, overlay_policy(&theirs));
+    let err = sb.command("true").status().unwrap_err().to_string();
+    assert!(err.contains("another workspace"), "{err}");
+    // Inside the workspace: refused by the policy.
+    let mut p = Policy::with_workspace(&ws);
+    overlay_policy(&ws.join("set"))(&mut p);
+    let err = Sandbox::new(p).unwrap_err().to_string();
+    assert!(err.contains("overlaps workspace"), "{err}");
+    // The parent must exist: nothing is made above the change set.
+    let mut p = Policy::with_workspace(&ws);
+    overlay_policy(&base.join("no/such"))(&mut p);
+    let err = Sandbox::new(p).unwrap_err().to_string();
+    assert!(
+        err.contains("changes_dir") && err.contains("ENOENT"),
+        "{err}"
+    );
+    assert!(!base.join("no").exists());
+}
+
+#[test]
+fn root_only_a_change_set_owned_by_someone_else_is_refused() {
+    require!(Feature::Root);
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let c = common::tempdir();
+    let theirs = c.path().join("theirs");
+    fs::create_dir(&theirs).unwrap();
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    let sb = common::sandbox(&ws, overlay_policy(&theirs));
+    let err = sb.command("true").status().unwrap_err().to_string();
+    assert!(
+        err.contains("changes_dir") && err.contains("EPERM"),
+        "{err}"
+    );
+    assert_eq!(fs::read_dir(&theirs).unwrap().count(), 0);
+}
+
+#[test]
+fn a_run_then_apply_leaves_the_workspace_as_the_program_saw_it() {
+    require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        run_then_apply(layer);
+    }
+}
+
+fn run_then_apply(layer: Layer) {
+    let (_w, ws) = common::var_tempdir();
+    let (_e, expected) = common::var_tempdir();
+    let c = common::tempdir();
+    let changes = c.path().join("set");
+    fixture(&ws);
+    fixture(&expected);
+    // What the program does, done on the host to a copy: what it saw.
+    let out = std::process::Command::new("sh")
+        .args(["-c", CHANGES])
+        .current_dir(&expected)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let sb = common::sandbox(&ws, overlay_on(&changes, layer));
+    common::sh_ok(&sb, CHANGES);
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    let mut listed: Vec<(PathBuf, stockade::ChangeKind)> = set
+        .entries()
+        .iter()
+        .map(|e| (e.path.clone(), e.kind))
+        .collect();
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    use stockade::ChangeKind::{Added, Deleted, ModeChanged, Modified};
+    let want: Vec<(PathBuf, stockade::ChangeKind)> = [
+        ("d/f", Deleted),
+        ("edit.txt", Modified),
+        ("from.txt", Deleted),
+        ("gone.txt", Deleted),
+        ("link", Modified),
+        ("new.txt", Added),
+        ("redo/new", Added),
+        ("redo/old", Deleted),
+        ("run.sh", ModeChanged),
+        ("to.txt", Added),
+    ]
+    .into_iter()
+    .map(|(p, k)| (PathBuf::from(p), k))
+    .collect();
+    // The overlay's opaque `redo` may be listed as the directory itself; the rest is
+    // exact.
+    let without_redo = |v: &[(PathBuf, stockade::ChangeKind)]| -> Vec<PathBuf> {
+        v.iter()
+            .filter(|(p, _)| !p.starts_with("redo"))
+            .map(|(p, _)| p.clone())
+            .collect()
+    };
+    assert_eq!(
+        without_redo(&listed),
+        without_redo(&want),
+        "{layer}: {listed:?}"
+    );
+    let report = set.apply(&stockade::ApplyOptions::default()).unwrap();
+    assert!(report.refused.is_empty(), "{layer}: {report:?}");
+    assert!(report.conflicts.is_empty(), "{layer}: {report:?}");
+    let strip = |m: BTreeMap<PathBuf, Entry>| -> Vec<(PathBuf, &'static str, u32, Vec<u8>)> {
+        m.into_iter()
+            .map(|(p, e)| (p, e.kind, e.mode, e.data))
+            .collect()
+    };
+    assert_eq!(strip(listing(&ws)), strip(listing(&expected)), "{layer}");
+    set.discard().unwrap();
+    assert!(!changes.exists(), "{layer}");
+}
+
+#[test]
+fn zz_all_tests_pass_as_uid_65534() {
+    if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
+        return;
+    }
+    common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
+}
