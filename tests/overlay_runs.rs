@@ -1,7 +1,8 @@
-#![cfg(target_os = "linux")]
 //! `workspace_mode = "overlay"`: the program's writes land in the change set, the real
 //! workspace stays byte-identical, and the change set's `upper/` holds exactly the changes
 //! in the overlay format (issue 27). As root and as uid 65534 (the re-run at the end).
+
+#![cfg(target_os = "linux")]
 
 mod common;
 
