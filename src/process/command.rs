@@ -18,21 +18,22 @@ use crate::plan::{Plan, Step};
 use crate::policy::Layer;
 use crate::probe::{Capabilities, Refusal};
 
-/// What one start attempt yields: the pid, its handle, the private tmp dir and the `.git`
-/// layers of the command.
-type Started = (
-    libc::pid_t,
-    launch::Handle,
-    Option<tmp::PrivateTmp>,
-    launch::GitSession,
-    super::nested::Watch,
-    super::limits::Run,
-    launch::ProgramProcess,
-    Option<OwnedFd>,
-    Option<crate::guard::egress::Run>,
-    Option<super::explain::Run>,
-    Option<super::changeset::Run>,
-);
+/// What one start attempt yields: the sandbox's first process and everything the
+/// command's run holds besides it, moved into its [`Child`].
+struct Started {
+    pid: libc::pid_t,
+    handle: launch::Handle,
+    private_tmp: Option<tmp::PrivateTmp>,
+    git: launch::GitSession,
+    nested: super::nested::Watch,
+    run: super::limits::Run,
+    program: launch::ProgramProcess,
+    /// The master of the program's pseudo-terminal.
+    master: Option<OwnedFd>,
+    egress: Option<crate::guard::egress::Run>,
+    explain: Option<super::explain::Run>,
+    snapshot: Option<super::changeset::Run>,
+}
 
 /// A sandboxed process builder, with `std::process::Command`'s API.
 ///
@@ -505,7 +506,7 @@ impl Command {
         };
         // The child's ends of the pipes close here, in the parent.
         drop((stdin_child, stdout_child, stderr_child));
-        let (
+        let Started {
             pid,
             handle,
             private_tmp,
@@ -517,7 +518,7 @@ impl Command {
             egress,
             explain,
             snapshot,
-        ) = started?;
+        } = started?;
         Ok(Child {
             pid,
             handle,
@@ -725,7 +726,7 @@ impl Command {
         git.started(&handle);
         #[cfg(target_os = "linux")]
         nested.started(&handle);
-        Ok((
+        Ok(Started {
             pid,
             handle,
             private_tmp,
@@ -737,7 +738,7 @@ impl Command {
             egress,
             explain,
             snapshot,
-        ))
+        })
     }
 
     /// A copy of this command that owns everything it needs, to be spawned on another
