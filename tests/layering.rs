@@ -1,7 +1,7 @@
 //! The modules of the library import in one direction only, the flow of `docs/ARCHITECTURE.md`:
 //!
 //! ```text
-//! policy → error → probe → plan → backend → process → lib.rs
+//! policy → error → probe → plan → backend → process → changes → lib.rs
 //!                    guard (beside the flow: policy and error only)
 //! ```
 //!
@@ -28,6 +28,12 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "process",
         &["policy", "error", "probe", "plan", "backend", "guard"],
+    ),
+    (
+        "changes",
+        &[
+            "policy", "error", "probe", "plan", "backend", "guard", "process",
+        ],
     ),
 ];
 

@@ -294,6 +294,44 @@ fn a_second_run_on_a_change_set_in_use_is_refused_until_the_first_ends() {
 }
 
 #[test]
+fn a_run_dropped_unwaited_holds_its_change_set_until_it_ends() {
+    require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        let (_w, ws) = common::var_tempdir();
+        let c = common::tempdir();
+        let changes = c.path().join("set");
+        let first = common::sandbox(&ws, overlay_on(&changes, layer));
+        // Dropped at once; it goes on for two seconds, then writes.
+        drop(
+            first
+                .command("sh")
+                .args(["-c", "sleep 2; echo a > a"])
+                .spawn()
+                .unwrap(),
+        );
+        let second = common::sandbox(&ws, overlay_on(&changes, layer));
+        let err = second.command("true").status().unwrap_err().to_string();
+        assert!(
+            err.contains("another run on this change set"),
+            "{layer}: a dropped run's change set was taken while it ran: {err}"
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let out = loop {
+            match second.command("cat").arg("a").output() {
+                Ok(o) if o.status.success() => {
+                    break String::from_utf8_lossy(&o.stdout).into_owned();
+                }
+                _ if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(50))
+                }
+                other => panic!("{layer}: the change set never came free: {other:?}"),
+            }
+        };
+        assert_eq!(out, "a\n", "{layer}");
+    }
+}
+
+#[test]
 fn data_dir_stays_masked_and_deny_names_hidden_in_overlay_mode() {
     require!(Feature::UserNs);
     for layer in common::LAYERS {

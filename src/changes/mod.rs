@@ -35,7 +35,6 @@
 mod apply;
 mod diff;
 mod fs;
-pub(crate) mod marker;
 mod walk;
 
 use std::collections::HashMap;
@@ -48,8 +47,8 @@ use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{Mode, fstat, fstatat};
 
+pub use crate::process::marker::Marker;
 pub use apply::{ApplyOptions, ApplyReport, Conflict, ConflictReason, Refusal, RefusalReason};
-pub use marker::Marker;
 
 /// The name of the marker file in a change set directory.
 pub const MARKER: &str = "stockade-changes.json";
@@ -311,7 +310,7 @@ impl ChangeSet {
                 });
             }
             let text = fs::read_bounded(fd, MARKER_MAX).map_err(|e| open_err(&marker_path, e))?;
-            marker::parse(&text).map_err(|reason| ChangesError::Marker {
+            crate::process::marker::parse(&text).map_err(|reason| ChangesError::Marker {
                 path: marker_path.clone(),
                 reason,
             })?

@@ -245,7 +245,7 @@ fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<(), 
         json_string(workspace).ok_or_else(|| not_this(dir, "the workspace path is not UTF-8"))?;
     match fs::read(&path) {
         Ok(bytes) => {
-            let m = crate::changes::marker::parse(&bytes)
+            let m = super::marker::parse(&bytes)
                 .map_err(|why| not_this(dir, &format!("its marker: {why}")))?;
             if m.version != VERSION {
                 return Err(not_this(

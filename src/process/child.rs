@@ -498,6 +498,25 @@ impl Drop for Child {
             if let Some(dir) = self.private_tmp.take() {
                 tmp::remove_after_exit(dir, self.pid, &self.handle);
             }
+            // The change set stays this run's (no other run mounts it) until its sandbox
+            // has ended, and layer 2's difference is written then.
+            if let Some(run) = self.snapshot.take() {
+                let held = tmp::after_exit(
+                    self.pid,
+                    &self.handle,
+                    "stockade-changes",
+                    run,
+                    |run, gone| run.finish(gone),
+                );
+                if let Err(run) = held {
+                    // No way to wait: the next run finds the lock held by nobody only
+                    // once this process lets go of it here; say so.
+                    tracing::warn!(
+                        "stockade: cannot wait for a dropped command's end; its change set is released now"
+                    );
+                    run.finish(false);
+                }
+            }
             // Its cgroup stays while it runs (its limits with it), then goes.
             #[cfg(target_os = "linux")]
             self.run

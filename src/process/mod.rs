@@ -43,6 +43,8 @@ mod gitlayer;
 #[cfg(target_os = "linux")]
 pub(crate) use gitlayer::merge::merge_git_upper;
 mod limits;
+/// The change set's marker file, which the runs write and `crate::changes` reads.
+pub(crate) mod marker;
 mod nested;
 mod pty;
 mod sandbox;

@@ -230,27 +230,48 @@ pub(super) fn remove(tmp: PrivateTmp) {
 /// watched, the directory is left in place (and so is the sandbox's directory holding
 /// it): a stray directory is better than a program whose files vanish.
 pub(super) fn remove_after_exit(dir: PrivateTmp, pid: libc::pid_t, handle: &launch::Handle) {
-    let Some(watch) = exit_watch(pid, handle) else {
+    if let Err(dir) = after_exit(pid, handle, "stockade-tmp-remove", dir, |dir, gone| {
+        if gone {
+            remove(dir);
+        } else {
+            leave(dir, "cannot wait for the program's end");
+        }
+    }) {
         leave(dir, "cannot watch for the program's end");
-        return;
+    }
+}
+
+/// Hands `value` to `f` on a thread of its own once the sandbox whose first process is
+/// `pid` (with `handle`) has exited, with whether the wait succeeded; `Err(value)` back
+/// when no thread or no watch could be made.
+pub(super) fn after_exit<T: Send + 'static>(
+    pid: libc::pid_t,
+    handle: &launch::Handle,
+    name: &str,
+    value: T,
+    f: impl FnOnce(T, bool) + Send + 'static,
+) -> Result<(), T> {
+    let Some(watch) = exit_watch(pid, handle) else {
+        return Err(value);
     };
-    let (tx, rx) = std::sync::mpsc::channel::<PrivateTmp>();
+    let (tx, rx) = std::sync::mpsc::channel::<T>();
     let spawned = std::thread::Builder::new()
-        .name("stockade-tmp-remove".into())
+        .name(name.into())
         .spawn(move || {
-            let Ok(dir) = rx.recv() else { return };
-            if watch.wait() {
-                remove(dir);
-            } else {
-                leave(dir, "cannot wait for the program's end");
-            }
+            let Ok(value) = rx.recv() else { return };
+            let gone = watch.wait();
+            f(value, gone);
         });
     match spawned {
+        // The thread owns the value from here; it cannot fail to receive it.
         Ok(_) => {
-            // The thread owns the directory from here; it cannot fail to receive it.
-            let _ = tx.send(dir);
+            let _ = tx.send(value);
+            Ok(())
         }
-        Err(e) => leave(dir, &e.to_string()),
+        Err(e) => {
+            tracing::warn!(error = %e, "stockade: no thread to wait for the sandbox's end");
+            Err(value)
+        }
     }
 }
 
