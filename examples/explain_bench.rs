@@ -7,6 +7,9 @@
 //!   classifies the path and lets the call continue);
 //! - `make -B -j2` of 8 small C files with `cc` (the compiler's many opens and stats of
 //!   headers and libraries each a round trip with explain on);
+//! - `cargo build` of a small crate without dependencies, from scratch (cargo and rustc
+//!   read-only from the caller's `CARGO_HOME` and `RUSTUP_HOME`, the target dir in the
+//!   workspace): thousands of opens and stats of the toolchain's files;
 //! - `dd bs=1` of 200 000 bytes (400 000 allowed `read`/`write` calls);
 //! - python's start-up alone, and with 10 000 denied `ptrace` calls (each a round trip
 //!   to the host with explain on).
@@ -59,7 +62,30 @@ fn main() {
         ),
     )
     .unwrap();
+    let krate = ws.path().join("r");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"r\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    let mut lib = String::new();
+    for m in 0..8 {
+        lib.push_str(&format!(
+            "pub mod m{m} {{ pub fn f(v: &[u64]) -> u64 {{ v.iter().map(|x| x * {m} + 1).sum() }} \
+             #[derive(Debug, Clone, PartialEq)] pub struct S{m} {{ pub a: Vec<String> }} }}\n"
+        ));
+    }
+    std::fs::write(krate.join("src/lib.rs"), lib).unwrap();
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let cargo_home = std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{home}/.cargo"));
+    let rustup_home = std::env::var("RUSTUP_HOME").unwrap_or_else(|_| format!("{home}/.rustup"));
+    let cargo = format!("{cargo_home}/bin/cargo");
+    let cargo_build = format!(
+        "rm -rf t && {cargo} build -q --offline --target-dir t --manifest-path r/Cargo.toml"
+    );
     let mut p = Policy::with_workspace(ws.path());
+    p.read_only = vec![cargo_home.clone().into(), rustup_home.clone().into()];
     p.layer = Some(layer);
     p.min_layer = Some(Layer::Landlock);
     p.network = Network::None;
@@ -71,6 +97,8 @@ fn main() {
             .command(prog)
             .args(args)
             .explain(explain)
+            .env("CARGO_HOME", &cargo_home)
+            .env("RUSTUP_HOME", &rustup_home)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -86,7 +114,7 @@ fn main() {
     };
     let ptrace =
         "import ctypes\nlibc = ctypes.CDLL(None)\nfor _ in range(10000): libc.ptrace(16, 1, 0, 0)";
-    let cases: [(&str, &str, Vec<&str>); 6] = [
+    let cases: [(&str, &str, Vec<&str>); 7] = [
         ("spawn + wait /bin/true", "true", vec![]),
         (
             "grep -r over 2000 files",
@@ -102,6 +130,11 @@ fn main() {
             "make -B -j2: cc of 8 files and a link",
             "make",
             vec!["-s", "-B", "-j2", "-C", "c"],
+        ),
+        (
+            "cargo build of a small crate, from scratch",
+            "sh",
+            vec!["-c", &cargo_build],
         ),
         ("python start-up", "python3", vec!["-c", "pass"]),
         (

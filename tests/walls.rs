@@ -191,6 +191,29 @@ fn assert_probe(sb: &Sandbox, calls: &[(&str, i64, &[i64], &str)]) {
 }
 
 #[cfg(target_arch = "x86_64")]
+/// A file renamed or linked into another directory of the workspace (what rustc does with
+/// each `.rmeta`, `mv` between directories, git's packs): the program's own nested
+/// Landlock domain must grant reparenting, which every domain denies unless a rule grants
+/// it (`EXDEV` before, on the full layer).
+#[test]
+fn files_move_between_directories_of_the_workspace_on_every_layer() {
+    require!(Feature::UserNs);
+    for layer in common::LAYERS {
+        let (_keep, ws) = common::var_tempdir();
+        let sb = common::sandbox_on(&ws, layer, |_| {});
+        let code = format!(
+            "import os\nw = {ws:?}\nos.makedirs(w + '/a/deep'); os.makedirs(w + '/b')\n\
+             open(w + '/a/deep/x', 'w').write('1')\n\
+             os.rename(w + '/a/deep/x', w + '/b/x')\n\
+             os.link(w + '/b/x', w + '/a/y')\n\
+             os.rename(w + '/a/deep', w + '/b/deep')\n\
+             print(sorted(os.listdir(w + '/b')), open(w + '/a/y').read())",
+            ws = ws.display().to_string()
+        );
+        assert_eq!(py_ok(&sb, &code).trim(), "['deep', 'x'] 1", "{layer}");
+    }
+}
+
 #[test]
 fn every_listed_call_is_denied_on_layer_two() {
     let ws = fixture_dir();

@@ -189,6 +189,11 @@ pub const LANDLOCK_SCOPE_SIGNAL: u64 = 1 << 1;
 /// `LANDLOCK_ACCESS_FS_MAKE_BLOCK` (ABI 1): create a block device.
 pub const LANDLOCK_ACCESS_FS_MAKE_BLOCK: u64 = 1 << 11;
 
+/// `LANDLOCK_ACCESS_FS_REFER` (ABI 2): link or rename a file into another directory. The
+/// one right a domain denies even where its ruleset does not handle it: a ruleset must
+/// handle it and grant it for reparenting to work at all.
+pub const LANDLOCK_ACCESS_FS_REFER: u64 = 1 << 13;
+
 /// `landlock_create_ruleset(2)` for a ruleset that handles the file-system rights in
 /// `handled_fs` (`LANDLOCK_ACCESS_FS_*`) and no network right, and restricts the scopes in
 /// `scoped` (`LANDLOCK_SCOPE_*`, ABI 6; 0 on older kernels, which then accept the larger

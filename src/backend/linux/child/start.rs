@@ -158,9 +158,12 @@ fn prepare(start: &Start<'_>) -> R {
 /// nested in it, so the program can never reach the init (nor, on layer 2, the setup child
 /// or the host), whatever the seccomp filter's ptrace setting. The sandbox's shared layer,
 /// when the command has one, is that domain. Else, a domain that restricts nothing new:
-/// it handles one right, creating block devices, and grants it beneath `/` (on ABI 6 and
-/// later with the signal scope that keeps the program from signalling the init on layer
-/// 2, `flag::SCOPE_SIGNALS`).
+/// it handles creating block devices and reparenting (`REFER`, which every Landlock domain
+/// denies unless a rule grants it, so that a domain handling block devices alone would
+/// fail every rename into another directory with `EXDEV`) and grants both beneath `/` (on
+/// ABI 6 and later with the signal scope that keeps the program from signalling the init
+/// on layer 2, `flag::SCOPE_SIGNALS`). On ABI 1, which has no `REFER`, block devices alone
+/// (reparenting is denied by every domain there, the command's too).
 fn nest(exec: &Exec, flags: u32) -> R {
     if super::walls::shared_landlock(exec)? || exec.landlock_fd < 0 {
         return Ok(());
@@ -170,26 +173,31 @@ fn nest(exec: &Exec, flags: u32) -> R {
     } else {
         0
     };
-    let ruleset = sys::landlock_create_ruleset(sys::LANDLOCK_ACCESS_FS_MAKE_BLOCK, scoped)?;
-    let r =
-        grant_root(ruleset.as_fd()).and_then(|()| sys::landlock_restrict_self(ruleset.as_fd(), 0));
+    let mut rights = sys::LANDLOCK_ACCESS_FS_MAKE_BLOCK | sys::LANDLOCK_ACCESS_FS_REFER;
+    let ruleset = match sys::landlock_create_ruleset(rights, scoped) {
+        Ok(fd) => fd,
+        // ABI 1: no REFER to handle.
+        Err(Errno(libc::EINVAL)) => {
+            rights = sys::LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+            sys::landlock_create_ruleset(rights, scoped)?
+        }
+        Err(e) => return Err(e),
+    };
+    let r = grant_root(ruleset.as_fd(), rights)
+        .and_then(|()| sys::landlock_restrict_self(ruleset.as_fd(), 0));
     let _ = sys::close(ruleset);
     r
 }
 
-/// Grants creating block devices beneath `/` in `ruleset`.
-fn grant_root(ruleset: BorrowedFd<'_>) -> R {
+/// Grants `rights` beneath `/` in `ruleset`.
+fn grant_root(ruleset: BorrowedFd<'_>, rights: u64) -> R {
     let root = sys::openat(
         sys::CWD,
         c"/",
         libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
         0,
     )?;
-    let r = sys::landlock_add_rule_path_beneath(
-        ruleset,
-        root.as_fd(),
-        sys::LANDLOCK_ACCESS_FS_MAKE_BLOCK,
-    );
+    let r = sys::landlock_add_rule_path_beneath(ruleset, root.as_fd(), rights);
     let _ = sys::close(root);
     r
 }
