@@ -57,12 +57,16 @@ pub(crate) struct View {
     guarded: Vec<PathBuf>,
 }
 
+/// The kernel's access-mode bits of the open flags. Not `libc::O_ACCMODE`: musl's includes
+/// `O_PATH` (as `O_SEARCH`), which would make every `O_PATH` open a write.
+const ACCESS_MODE: i32 = 0o3;
+
 /// Whether a use changes the file system at the path.
 fn writes(u: Use, open_flags: u64) -> bool {
     match u {
         Use::Open { .. } => {
             let f = open_flags as i32;
-            f & libc::O_ACCMODE != libc::O_RDONLY || f & (libc::O_CREAT | libc::O_TRUNC) != 0
+            f & ACCESS_MODE != libc::O_RDONLY || f & (libc::O_CREAT | libc::O_TRUNC) != 0
         }
         Use::Write | Use::Create | Use::Remove => true,
         Use::Stat | Use::Exec | Use::Read => false,
@@ -409,6 +413,13 @@ mod tests {
         for p in ["/home/u/ws/new", "/tmp/x", "/home/u/ws/.git/config"] {
             let w = libc::O_WRONLY | libc::O_CREAT;
             assert_eq!(class(p, OPEN, w, false), None, "{p}");
+        }
+        // An `O_PATH` open (the program's process opens `/` so, for its nested domain)
+        // reads nothing and writes nothing, with musl's constants too.
+        for p in ["/", "/usr", "/home/u/ws"] {
+            let f = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+            assert_eq!(class(p, OPEN, f, true), None, "{p}");
+            assert!(!writes(OPEN, f as u64), "{p}");
         }
         // The data dir's mount point may be looked up; a deny_names cover read lists.
         assert_eq!(class("/home/u/ws/data", Use::Stat, 0, true), None);
