@@ -159,6 +159,11 @@ pub(crate) mod probe;
 mod process;
 #[cfg(all(test, unix))]
 mod test_alloc;
+/// The parser of Landlock's audit records, for the fuzz targets (unstable `internals`
+/// feature).
+#[cfg(all(feature = "internals", target_os = "linux"))]
+#[doc(hidden)]
+pub use process::audit_fuzzing;
 /// The `.git` merge's parsers of the bytes a program leaves in `.git`, for the fuzz
 /// targets (unstable `internals` feature).
 #[cfg(all(feature = "internals", target_os = "linux"))]

@@ -309,7 +309,7 @@ impl Child {
         let mut out = self
             .explain
             .as_ref()
-            .map(super::explain::Run::denials)
+            .map(|r| r.denials(self.status.is_some()))
             .unwrap_or_default();
         out.extend(super::denial::from_egress(&self.egress_decisions()));
         out

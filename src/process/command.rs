@@ -264,6 +264,15 @@ impl Command {
     /// A program that installs a seccomp filter with a listener of its own gets `EBUSY`
     /// under explain (the kernel allows one listener per chain of filters).
     ///
+    /// Landlock's own denials (wall [`Landlock`](crate::Wall::Landlock): a signal or a
+    /// `ptrace` to a process outside the program's domain, a device `ioctl`, a move
+    /// between directories with different rules, a TCP port) are read from the kernel's
+    /// audit log where this process may (Landlock ABI 7, `CAP_AUDIT_READ`: a root host,
+    /// and audit enabled on the host, which stockade never switches on), and only the
+    /// run's own; one that repeats a layout entry is left out. The sandbox's Landlock
+    /// denials then also reach the host's own audit log, as any Landlock user's do.
+    /// Elsewhere the report comes from the seccomp view alone.
+    ///
     /// # Platform
     ///
     /// Linux, on the layers with a seccomp filter (full and landlock). Elsewhere, and in
@@ -570,7 +579,8 @@ impl Command {
             (true, Some(options)) => {
                 let watch =
                     inner.policy.network == crate::policy::Network::None && plan.namespaces.net;
-                Some(super::explain::Pending::new(*options, watch)?)
+                let landlock = plan.walls.landlock.is_some();
+                Some(super::explain::Pending::new(*options, watch, landlock)?)
             }
             _ => None,
         };
@@ -662,7 +672,7 @@ impl Command {
         let (pid, handle) = launch::start(&inner.prepared, req)?;
         // First, before anything waits on the program: its denied calls wait for answers.
         #[cfg(target_os = "linux")]
-        let explain = explain.map(|s| s.started(launch::until_fd(&handle)));
+        let explain = explain.map(|s| s.started(launch::until_fd(&handle), pid));
         #[cfg(not(target_os = "linux"))]
         let explain = None;
         // The listeners, served until the sandbox's first process has ended.
@@ -899,7 +909,8 @@ pub(super) struct Request<'a> {
     /// With explain on: the explained filter and the child's end of the socket its
     /// listener goes back through.
     #[cfg(target_os = "linux")]
-    pub(super) explain: Option<(crate::backend::linux::seccomp::Filter, RawFd)>,
+    /// And the flags of `landlock_restrict_self` (Landlock's audit records, when read).
+    pub(super) explain: Option<(crate::backend::linux::seccomp::Filter, RawFd, u32)>,
 }
 
 /// What [`Command::pty`] asks for at one spawn.

@@ -24,12 +24,10 @@
 //! from the host), records it when the layout refuses or hides it ([`View::classify`]),
 //! and lets the call continue: the kernel decides, never this thread.
 //!
-//! Landlock's own audit records (ABI 7) are not read: they go to the kernel's audit log,
-//! which a process reads only through the audit netlink socket's multicast group
-//! (`CAP_AUDIT_READ` in the initial user namespace, audit enabled, the records of the
-//! whole host), not something a library in an agent host should subscribe to. Layer 2's
-//! Landlock refuses what the plan's roots do not grant, which [`View`] classifies from
-//! the same roots.
+//! Landlock's own denials come from the kernel's audit log where the host may read it
+//! (a root host with audit enabled, [`super::audit`]); they add what the layout view
+//! cannot see (device ioctls, reparenting, signals and tracing across domains, TCP
+//! ports), and drop what repeats it.
 //!
 //! The thread ends when the sandbox's first process has ended (its pidfd is readable) or
 //! no process uses the filter any more, after answering what is pending; dropping the
@@ -55,26 +53,45 @@ pub(super) struct Pending {
     child: OwnedFd,
     programs: Explained,
     options: FilterOptions,
+    /// Landlock's audit records, when this host lets the process read them.
+    tap: Option<super::audit::Tap>,
 }
 
 impl Pending {
     /// The explained programs for `options` (the path-taking calls watched), and a new
-    /// socket pair; `watch_connect` as for [`seccomp::build_explained`].
-    pub(super) fn new(options: FilterOptions, watch_connect: bool) -> Result<Pending, Error> {
+    /// socket pair; `watch_connect` as for [`seccomp::build_explained`]; with `landlock`
+    /// (the layer has Landlock walls), the audit tap where the host can open one.
+    pub(super) fn new(
+        options: FilterOptions,
+        watch_connect: bool,
+        landlock: bool,
+    ) -> Result<Pending, Error> {
         let programs = seccomp::build_explained(&options, watch_connect, true)?;
         let (parent, child) =
             crate::backend::linux::fd_channel("socketpair for the seccomp listener")?;
+        let tap = if landlock {
+            super::audit::Tap::open()
+        } else {
+            None
+        };
         Ok(Pending {
             parent,
             child,
             programs,
             options,
+            tap,
         })
     }
 
-    /// What the setup child installs and where it sends the listener.
-    pub(super) fn child(&self) -> (seccomp::Filter, RawFd) {
-        (self.programs.notify.clone(), self.child.as_raw_fd())
+    /// What the setup child installs, where it sends the listener, and the flags of its
+    /// `landlock_restrict_self` calls.
+    pub(super) fn child(&self) -> (seccomp::Filter, RawFd, u32) {
+        let log = if self.tap.is_some() {
+            super::audit::LOG_NEW_EXEC_ON
+        } else {
+            0
+        };
+        (self.programs.notify.clone(), self.child.as_raw_fd(), log)
     }
 
     /// Before the spawn (the program's own `execve` notifies, and the spawn waits for
@@ -88,6 +105,7 @@ impl Pending {
             child,
             programs,
             options,
+            tap,
         } = self;
         let tally = Arc::new(Mutex::new(Tally::default()));
         let (until_tx, until_rx) = mpsc::channel();
@@ -118,7 +136,11 @@ impl Pending {
         Ok(Serving {
             _child: child,
             until: until_tx,
-            run: Run { tally },
+            tap,
+            run: Run {
+                tally,
+                drained: None,
+            },
         })
     }
 }
@@ -128,16 +150,33 @@ impl Pending {
 pub(super) struct Serving {
     _child: OwnedFd,
     until: mpsc::Sender<Option<OwnedFd>>,
+    tap: Option<super::audit::Tap>,
     run: Run,
 }
 
 impl Serving {
     /// After a successful spawn: the thread answers until `until` (a pidfd of the
-    /// sandbox's first process) is readable.
-    pub(super) fn started(self, until: Option<OwnedFd>) -> Run {
+    /// sandbox's first process, `pid`) is readable; the audit tap, when there is one,
+    /// reads Landlock's records of the run's domains until then.
+    pub(super) fn started(self, until: Option<OwnedFd>, pid: libc::pid_t) -> Run {
+        let Serving {
+            _child,
+            until: tx,
+            tap,
+            mut run,
+        } = self;
+        if let Some(tap) = tap {
+            let own = until.as_ref().and_then(|u| u.try_clone().ok());
+            match tap.serve(pid as u32, own, Arc::clone(&run.tally)) {
+                Ok(drained) => run.drained = Some(drained),
+                Err(e) => {
+                    tracing::debug!(error = %e, "explain: no thread for Landlock's audit records")
+                }
+            }
+        }
         // A thread that ended already has nothing to wait for.
-        let _ = self.until.send(until);
-        self.run
+        let _ = tx.send(until);
+        run
     }
 }
 
@@ -145,12 +184,19 @@ impl Serving {
 #[derive(Debug)]
 pub(crate) struct Run {
     tally: Arc<Mutex<Tally>>,
+    /// The audit tap's end, when there is one.
+    drained: Option<super::audit::Drained>,
 }
 
 impl Run {
-    /// The denials so far, merged.
-    pub(crate) fn denials(&self) -> Vec<Denial> {
-        self.tally.lock().unwrap_or_else(|e| e.into_inner()).list()
+    /// The denials so far, merged; once the run has `ended`, after the audit tap has read
+    /// the kernel's last records. Landlock's entries that repeat the layout's are left out.
+    pub(crate) fn denials(&self, ended: bool) -> Vec<Denial> {
+        if let (true, Some(d)) = (ended, &self.drained) {
+            d.wait();
+        }
+        let list = self.tally.lock().unwrap_or_else(|e| e.into_inner()).list();
+        super::audit::dedup(list)
     }
 }
 

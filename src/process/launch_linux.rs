@@ -249,8 +249,12 @@ pub(super) fn start(
     if req.egress_socket >= 0 {
         exec.set_egress_socket(req.egress_socket);
     }
-    if let Some((filter, socket)) = req.explain.take() {
-        exec.set_explain(prepare::ExplainFilter { filter, socket });
+    if let Some((filter, socket, landlock_log)) = req.explain.take() {
+        exec.set_explain(prepare::ExplainFilter {
+            filter,
+            socket,
+            landlock_log,
+        });
     }
     let outcome = clone_and_await(&prepared.layout, exec, (report_r, report_w), tmp_parent)?;
     drop(ruleset);

@@ -14,6 +14,8 @@
 
 #[cfg(all(feature = "tokio", target_os = "linux"))]
 mod asynchronous;
+#[cfg(target_os = "linux")]
+pub(crate) mod audit;
 mod changeset;
 mod child;
 mod command;
@@ -34,7 +36,7 @@ mod explain {
     #[derive(Debug)]
     pub(crate) enum Run {}
     impl Run {
-        pub(crate) fn denials(&self) -> Vec<super::Denial> {
+        pub(crate) fn denials(&self, _ended: bool) -> Vec<super::Denial> {
             match *self {}
         }
     }
@@ -83,6 +85,25 @@ pub use gitlayer::merge::fuzzing as git_fuzzing;
 #[cfg(all(feature = "internals", target_os = "linux"))]
 #[doc(hidden)]
 pub use gitlayer::merge::objects as gitobjects;
+/// The parser of Landlock's audit records (for fuzzing).
+#[cfg(all(feature = "internals", target_os = "linux"))]
+#[doc(hidden)]
+pub mod audit_fuzzing {
+    /// Parses one record of netlink type `kind` and describes it as a report would;
+    /// whether it parsed. Never panics.
+    pub fn parse(kind: u16, text: &[u8]) -> bool {
+        match super::audit::parse(kind, text) {
+            Some(super::audit::Record::Access {
+                blockers, object, ..
+            }) => {
+                let _ = super::audit::describe(&blockers, object.as_deref(), 1);
+                true
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
+}
 pub use gitlayer::{
     GitConfigChange, GitConfigOutcome, GitDrop, GitDropReason, GitUnguarded, GitUnguardedReason,
 };

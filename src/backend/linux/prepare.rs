@@ -674,6 +674,10 @@ pub struct ExplainFilter {
     pub filter: super::seccomp::Filter,
     /// The child's end of the socket pair (close-on-exec), kept through `CloseFds`.
     pub socket: RawFd,
+    /// The flags of every `landlock_restrict_self` of the setup: 0, or
+    /// `LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON` when the host reads Landlock's audit
+    /// records (`process::audit`).
+    pub landlock_log: u32,
 }
 
 /// What a command asks for, before preparation.

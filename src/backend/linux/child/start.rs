@@ -184,7 +184,7 @@ fn nest(exec: &Exec, flags: u32) -> R {
         Err(e) => return Err(e),
     };
     let r = grant_root(ruleset.as_fd(), rights)
-        .and_then(|()| sys::landlock_restrict_self(ruleset.as_fd(), 0));
+        .and_then(|()| sys::landlock_restrict_self(ruleset.as_fd(), super::walls::log_flags(exec)));
     let _ = sys::close(ruleset);
     r
 }

@@ -54,7 +54,7 @@ fn add_rules(rules: &[(CString, u64)], ruleset: BorrowedFd<'_>) -> R {
 /// so far into a new one); its scoping then also keeps the program from signalling the
 /// init, which stays under the command's layer only.
 pub(super) fn landlock(exec: &Exec) -> R {
-    sys::landlock_restrict_self(landlock_fd(exec), 0)?;
+    sys::landlock_restrict_self(landlock_fd(exec), log_flags(exec))?;
     if exec.init.is_none() {
         // No program's process of its own (no init): this process is the program.
         shared_landlock(exec)?;
@@ -73,8 +73,15 @@ pub(super) fn shared_landlock(exec: &Exec) -> Result<bool, Errno> {
     // child has exec'd or exited, after the program's process), so its fd is open, and
     // `close_fds` keeps it.
     let fd = unsafe { BorrowedFd::borrow_raw(shared.raw_fd()) };
-    sys::landlock_restrict_self(fd, 0)?;
+    sys::landlock_restrict_self(fd, log_flags(exec))?;
     Ok(true)
+}
+
+/// The flags of each `landlock_restrict_self`: 0, or with explain on where the host reads
+/// Landlock's audit records, the flag that keeps them coming after `execve`
+/// ([`ExplainFilter::landlock_log`](crate::backend::linux::prepare::ExplainFilter)).
+pub(super) fn log_flags(exec: &Exec) -> u32 {
+    exec.explain.as_ref().map_or(0, |e| e.landlock_log)
 }
 
 /// Installs the seccomp filter. The kernel copies the program during the call
