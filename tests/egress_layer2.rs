@@ -364,6 +364,229 @@ for i, p in enumerate(own):
     );
 }
 
+/// Starts `prog args` in `sb` with piped stdin and stdout, reads the first line it prints
+/// (the proxy's HTTP port), binds a listener on `127.0.0.2` at that port (the same port
+/// number on another address: Landlock's rules name ports, not addresses) and tells the
+/// program to go on. Returns (its output after the first line, connections the listener
+/// got).
+fn same_port_elsewhere(sb: &Sandbox, prog: &str, args: &[&str]) -> (String, usize) {
+    use std::io::Read;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+    let mut child = sb
+        .command(prog)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let port: u16 = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("port: {line:?}"));
+    let listener =
+        TcpListener::bind(("127.0.0.2", port)).expect("bind 127.0.0.2 at the proxy's port");
+    listener.set_nonblocking(true).unwrap();
+    let got = Arc::new(AtomicUsize::new(0));
+    let (g, stop) = (
+        Arc::clone(&got),
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    let s2 = Arc::clone(&stop);
+    let accept = std::thread::spawn(move || {
+        while !s2.load(Ordering::SeqCst) {
+            match listener.accept() {
+                Ok(_) => {
+                    g.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            }
+        }
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    // What reached the listener has been accepted by now or is queued: one more look.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    stop.store(true, Ordering::SeqCst);
+    accept.join().unwrap();
+    assert!(status.success(), "{status:?}: {rest}");
+    (rest, got.load(Ordering::SeqCst))
+}
+
+/// Landlock's TCP rule names the proxy's port, not its address: the host makes each
+/// connect of an IP socket itself, to the address it read and checked, so the same port
+/// number on any other address (here `127.0.0.2`, which a remote server would be just as
+/// well) is refused with `EACCES` and never reached, in IPv4 and IPv4-mapped IPv6; the
+/// proxy's own address still connects, blocking and not; UNIX sockets are untouched.
+#[test]
+fn the_proxys_port_number_on_another_address_is_refused() {
+    let ws = tempdir();
+    let test = "the_proxys_port_number_on_another_address_is_refused";
+    let Some(sb) = layer2(test, ws.path(), Network::Allow) else {
+        return;
+    };
+    let code = r#"
+import os
+port = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])
+print(port, flush=True)
+sys.stdin.readline()
+def conn(family, addr, blocking=True):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    if not blocking:
+        s.setblocking(False)
+        e = s.connect_ex(addr)
+        if e not in (0, errno.EINPROGRESS):
+            raise OSError(e, 'connect')
+        socket.socket.settimeout(s, 5)
+        import select
+        select.select([], [s], [], 5)
+        e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if e:
+            raise OSError(e, 'connect')
+    else:
+        s.connect(addr)
+    peer = s.getpeername()
+    assert peer[1] == port and peer[0] in ('127.0.0.1', '::ffff:127.0.0.1'), peer
+    return s
+t('elsewhere', lambda: conn(socket.AF_INET, ('127.0.0.2', port)))
+t('elsewhere6', lambda: conn(socket.AF_INET6, ('::ffff:127.0.0.2', port)))
+t('elsewhere_nonblock', lambda: conn(socket.AF_INET, ('127.0.0.2', port), False))
+t('proxy', lambda: conn(socket.AF_INET, ('127.0.0.1', port)))
+t('proxy6', lambda: conn(socket.AF_INET6, ('::ffff:127.0.0.1', port)))
+t('proxy_nonblock', lambda: conn(socket.AF_INET, ('127.0.0.1', port), False))
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind('u.sock'); srv.listen(1)
+t('unix', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect('u.sock'))
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def badfd():
+    if libc.connect(999, None, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'connect')
+t('badfd', badfd)
+"#;
+    let (out, reached) = same_port_elsewhere(&sb, "python3", &["-c", &format!("{PRELUDE}{code}")]);
+    let got: BTreeMap<&str, &str> = out.lines().filter_map(|l| l.split_once(' ')).collect();
+    for k in ["elsewhere", "elsewhere6", "elsewhere_nonblock"] {
+        assert_eq!(got.get(k), Some(&"EACCES"), "{k}: {out}");
+    }
+    for k in ["proxy", "proxy6", "proxy_nonblock", "unix"] {
+        assert_eq!(got.get(k), Some(&"OK"), "{k}: {out}");
+    }
+    assert_eq!(got.get("badfd"), Some(&"EBADF"), "{out}");
+    assert_eq!(
+        reached, 0,
+        "the listener at the proxy's port elsewhere was reached: {out}"
+    );
+}
+
+/// The same with the address changed under the host's feet: one thread flips the
+/// address a `connect` reads between `127.0.0.1` and `127.0.0.2` while another connects,
+/// 400 times per run, three runs (a C program: no interpreter lock between the two). The
+/// host connects to what it checked, so every connect that succeeds is to the proxy,
+/// and the listener elsewhere is never reached.
+#[test]
+fn an_address_changed_during_the_check_never_reaches_elsewhere() {
+    let ws = tempdir();
+    let test = "an_address_changed_during_the_check_never_reaches_elsewhere";
+    let Some(sb) = layer2(test, ws.path(), Network::Allow) else {
+        return;
+    };
+    let src = ws.path().join("flip.c");
+    std::fs::write(&src, FLIP_C).unwrap();
+    let bin = ws.path().join("flip");
+    let cc = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("cc");
+    assert!(cc.status.success(), "{}", output_text(&cc));
+    for run in 0..3 {
+        let (out, reached) = same_port_elsewhere(&sb, bin.to_str().unwrap(), &["400"]);
+        let last = out.lines().last().unwrap_or_default();
+        let fields: BTreeMap<&str, u32> = last
+            .split_whitespace()
+            .filter_map(|f| f.split_once('='))
+            .map(|(k, v)| (k, v.parse().unwrap()))
+            .collect();
+        assert_eq!(fields.get("wrong"), Some(&0), "run {run}: {out}");
+        assert!(fields.get("ok").is_some_and(|&n| n > 0), "run {run}: {out}");
+        assert_eq!(
+            fields["ok"] + fields["refused"],
+            400,
+            "run {run}: every connect either reached the proxy or was refused: {out}"
+        );
+        assert_eq!(reached, 0, "run {run}: {out}");
+    }
+}
+
+/// Prints the proxy's HTTP port, waits for a line, then connects N times while a thread
+/// flips the address between 127.0.0.1 and 127.0.0.2; prints `ok= refused= wrong=`
+/// (wrong: connected to anything but the proxy's address).
+const FLIP_C: &str = r#"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static struct sockaddr_in addr;
+static volatile int stop;
+static void *flip(void *u) {
+    (void)u;
+    /* Volatile stores, each address held for a while: about half the time each. */
+    volatile unsigned *a = (volatile unsigned *)&addr.sin_addr.s_addr;
+    while (!stop) {
+        *a = htonl(0x7f000002);
+        for (volatile int i = 0; i < 200; i++) {}
+        *a = htonl(0x7f000001);
+        for (volatile int i = 0; i < 200; i++) {}
+    }
+    return 0;
+}
+int main(int argc, char **argv) {
+    const char *p = getenv("HTTP_PROXY");
+    int port = atoi(strrchr(p, ':') + 1), n = atoi(argv[1]);
+    printf("%d\n", port);
+    fflush(stdout);
+    char line[8];
+    if (!fgets(line, sizeof line, stdin)) return 2;
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(0x7f000001);
+    pthread_t t;
+    pthread_create(&t, 0, flip, 0);
+    int ok = 0, refused = 0, wrong = 0;
+    for (int i = 0; i < n; i++) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        if (connect(s, (struct sockaddr *)&addr, sizeof addr) == 0) {
+            struct sockaddr_in peer;
+            socklen_t len = sizeof peer;
+            getpeername(s, (struct sockaddr *)&peer, &len);
+            if (peer.sin_addr.s_addr == htonl(0x7f000001) && peer.sin_port == htons(port)) ok++;
+            else wrong++;
+        } else if (errno == EACCES) {
+            refused++;
+        } else {
+            wrong++;
+        }
+        close(s);
+    }
+    stop = 1;
+    pthread_join(t, 0);
+    printf("ok=%d refused=%d wrong=%d\n", ok, refused, wrong);
+    return 0;
+}
+"#;
+
 /// The run as uid 65534 (root only; a no-op otherwise).
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {

@@ -575,12 +575,27 @@ impl Command {
         // Explain: the filter in its explained form, and the socket its listener comes
         // back through.
         #[cfg(target_os = "linux")]
-        let explain = match (self.explain, &plan.walls.seccomp) {
+        // Layer 2's `network = "allow"` (no network namespace): the host makes the
+        // program's connects, to the proxy's ports only (Landlock's rules name ports, not
+        // addresses), through the same listener.
+        #[cfg(target_os = "linux")]
+        let supervise = match &egress {
+            Some(e) if !plan.namespaces.net && plan.walls.seccomp.is_some() => Some(e.ports()),
+            _ => None,
+        };
+        #[cfg(target_os = "linux")]
+        let explain = match (self.explain || supervise.is_some(), &plan.walls.seccomp) {
             (true, Some(options)) => {
                 let watch =
                     inner.policy.network == crate::policy::Network::None && plan.namespaces.net;
                 let landlock = plan.walls.landlock.is_some();
-                Some(super::explain::Pending::new(*options, watch, landlock)?)
+                Some(super::explain::Pending::new(
+                    *options,
+                    watch,
+                    landlock,
+                    self.explain,
+                    supervise,
+                )?)
             }
             _ => None,
         };

@@ -29,6 +29,11 @@
 //! cannot see (device ioctls, reparenting, signals and tracing across domains, TCP
 //! ports), and drop what repeats it.
 //!
+//! Layer 2's `network = "allow"` uses the same listener with explain off or on
+//! ([`Pending::new`]'s `supervise`): every `connect` notifies, and the host makes it on the
+//! program's own socket (`pidfd_getfd`), to the address it read and checked: the egress
+//! proxy's ports on `127.0.0.1` only (Landlock's TCP rules name ports, not addresses).
+//!
 //! The thread ends when the sandbox's first process has ended (its pidfd is readable) or
 //! no process uses the filter any more, after answering what is pending; dropping the
 //! listener then fails any later notification with `ENOSYS` (none can come: every process
@@ -55,21 +60,32 @@ pub(super) struct Pending {
     options: FilterOptions,
     /// Landlock's audit records, when this host lets the process read them.
     tap: Option<super::audit::Tap>,
+    /// Whether the run reports (explain on), or only supervises its connects.
+    explain: bool,
+    /// Layer 2's `network = "allow"`: the egress proxy's ports on the host's loopback,
+    /// the only TCP destinations the host connects the program's sockets to
+    /// ([`Answerer::connect`]).
+    supervise: Option<Vec<u16>>,
 }
 
 impl Pending {
     /// The explained programs for `options` (the path-taking calls watched), and a new
     /// socket pair; `watch_connect` as for [`seccomp::build_explained`]; with `landlock`
     /// (the layer has Landlock walls), the audit tap where the host can open one.
+    /// Without `explain`, only `supervise`: the run reports nothing and watches no path;
+    /// its `connect`s notify and the host makes them ([`Answerer::connect`]).
     pub(super) fn new(
         options: FilterOptions,
         watch_connect: bool,
         landlock: bool,
+        explain: bool,
+        supervise: Option<Vec<u16>>,
     ) -> Result<Pending, Error> {
-        let programs = seccomp::build_explained(&options, watch_connect, true)?;
+        let watch_connect = watch_connect || supervise.is_some();
+        let programs = seccomp::build_explained(&options, watch_connect, explain)?;
         let (parent, child) =
             crate::backend::linux::fd_channel("socketpair for the seccomp listener")?;
-        let tap = if landlock {
+        let tap = if landlock && explain {
             super::audit::Tap::open()
         } else {
             None
@@ -80,6 +96,8 @@ impl Pending {
             programs,
             options,
             tap,
+            explain,
+            supervise,
         })
     }
 
@@ -106,6 +124,8 @@ impl Pending {
             programs,
             options,
             tap,
+            explain,
+            supervise,
         } = self;
         let tally = Arc::new(Mutex::new(Tally::default()));
         let (until_tx, until_rx) = mpsc::channel();
@@ -126,6 +146,7 @@ impl Pending {
                     programs,
                     options,
                     tally: t,
+                    supervise,
                     view,
                     paths: [const { Vec::new() }; 2],
                     bases: [const { Vec::new() }; 2],
@@ -140,6 +161,7 @@ impl Pending {
             run: Run {
                 tally,
                 drained: None,
+                explain,
             },
         })
     }
@@ -186,12 +208,17 @@ pub(crate) struct Run {
     tally: Arc<Mutex<Tally>>,
     /// The audit tap's end, when there is one.
     drained: Option<super::audit::Drained>,
+    /// Whether the run reports; else it only supervised its connects.
+    explain: bool,
 }
 
 impl Run {
     /// The denials so far, merged; once the run has `ended`, after the audit tap has read
     /// the kernel's last records. Landlock's entries that repeat the layout's are left out.
     pub(crate) fn denials(&self, ended: bool) -> Vec<Denial> {
+        if !self.explain {
+            return Vec::new();
+        }
         if let (true, Some(d)) = (ended, &self.drained) {
             d.wait();
         }
@@ -206,6 +233,8 @@ struct Answerer {
     programs: Explained,
     options: FilterOptions,
     tally: Arc<Mutex<Tally>>,
+    /// The proxy's ports, when the host makes the program's `connect`s.
+    supervise: Option<Vec<u16>>,
     /// The layout, for the paths of watched calls.
     view: View,
     /// The paths of one call as read (at most two), reused.
@@ -316,6 +345,26 @@ impl Answerer {
                 } else {
                     ("connect", 1)
                 };
+                if at == 1 && self.supervise.is_some() {
+                    match self.connect(&n) {
+                        Made::Continue => {
+                            resp.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32;
+                        }
+                        Made::Done(Ok(())) => {}
+                        Made::Done(Err(errno)) => resp.error = -errno,
+                        Made::Refused(addr) => {
+                            self.record(
+                                Wall::Network,
+                                op.to_owned(),
+                                addr.map(|a| a.to_string()),
+                                NOT_THE_PROXY,
+                            );
+                            resp.error = -libc::EACCES;
+                        }
+                    }
+                    let _ = sys::seccomp_notif_send(&self.listener, &resp);
+                    return true;
+                }
                 if let Some(addr) = self.address(&n, at) {
                     if !is_loopback(&addr) {
                         self.record(
@@ -399,6 +448,50 @@ impl Answerer {
             .add(wall, operation, target, hint);
     }
 
+    /// Layer 2's `network = "allow"`: makes the program's `connect` in the host, on its own
+    /// socket, to the address the host read and checked, so that the program cannot
+    /// change it after the check. A socket of another family than IPv4 or IPv6 (a UNIX
+    /// one: its family is fixed, whatever address it is given) continues unchanged. An
+    /// IPv4 or IPv6 one is connected only to the egress proxy's ports on `127.0.0.1`
+    /// (or its IPv4-mapped IPv6 form), which Landlock grants too; anything else is
+    /// refused with `EACCES`, Landlock's errno for a connect it denies.
+    fn connect(&self, n: &libc::seccomp_notif) -> Made {
+        let Some(ports) = &self.supervise else {
+            return Made::Continue;
+        };
+        let pid = n.pid as libc::pid_t;
+        let fd = n.data.args[0] as u32 as i32;
+        let socket = match sys::pidfd_open(pid, 0).and_then(|p| sys::pidfd_getfd(p.as_fd(), fd)) {
+            Ok(s) => s,
+            // Not a descriptor of the caller's: the call's own error.
+            Err(stockade_sys::Errno(libc::EBADF)) => return Made::Done(Err(libc::EBADF)),
+            // The caller made itself untraceable (or is gone): refused.
+            Err(_) => return Made::Refused(None),
+        };
+        // The pid named the caller, and its fd table, only while it is pending.
+        if sys::seccomp_notif_id_valid(&self.listener, n.id).is_err() {
+            return Made::Done(Err(libc::EINTR));
+        }
+        match domain_of(&socket) {
+            Some(libc::AF_INET | libc::AF_INET6) => {}
+            Some(_) => return Made::Continue,
+            // Not a socket: the kernel's own answer.
+            None => return Made::Done(Err(libc::ENOTSOCK)),
+        }
+        let Some(addr) = self.address(n, 1) else {
+            return Made::Refused(None);
+        };
+        let to_proxy = ports.contains(&addr.port())
+            && match addr.ip() {
+                std::net::IpAddr::V4(v4) => v4 == Ipv4Addr::LOCALHOST,
+                std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped() == Some(Ipv4Addr::LOCALHOST),
+            };
+        if !to_proxy {
+            return Made::Refused(Some(addr));
+        }
+        Made::Done(connect_to(socket.as_raw_fd(), addr))
+    }
+
     /// The IPv4 or IPv6 address of a watched call, whose arguments `at` and `at + 1` are
     /// the address and its length (`connect`: 1, `sendto`: 4), read from the caller's
     /// memory while its notification is still pending.
@@ -412,6 +505,95 @@ impl Answerer {
         sys::seccomp_notif_id_valid(&self.listener, n.id).ok()?;
         parse_sockaddr(buf.get(..got)?)
     }
+}
+
+/// What [`Answerer::connect`] did with a program's `connect`.
+enum Made {
+    /// Let it run: not an IP socket.
+    Continue,
+    /// Made in the host: its result.
+    Done(Result<(), i32>),
+    /// Refused: not to the proxy (the address, when one could be read).
+    Refused(Option<SocketAddr>),
+}
+
+/// The hint of a connect that [`Answerer::connect`] refused.
+const NOT_THE_PROXY: &str = "network = \"allow\": only through the egress proxy (HTTP_PROXY, ALL_PROXY); add the host to allow_domains";
+
+/// `connect(2)` of `fd` to `addr`: its errno on failure (`EINPROGRESS` for a
+/// non-blocking socket, as the program would have seen).
+fn connect_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
+    // SAFETY: an all-zero `sockaddr_storage` is a valid value (plain integers).
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: `sockaddr_storage` is larger than and aligned for `sockaddr_in`.
+            unsafe {
+                std::ptr::from_mut(&mut storage)
+                    .cast::<libc::sockaddr_in>()
+                    .write(sin)
+            };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: `sockaddr_storage` is larger than and aligned for `sockaddr_in6`.
+            unsafe {
+                std::ptr::from_mut(&mut storage)
+                    .cast::<libc::sockaddr_in6>()
+                    .write(sin6)
+            };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    // SAFETY: `storage` holds a socket address of `len` bytes, valid for the call.
+    let r = unsafe {
+        libc::connect(
+            fd,
+            std::ptr::from_ref(&storage).cast(),
+            len as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO))
+    }
+}
+
+/// The address family of `socket` (`SO_DOMAIN`).
+fn domain_of(socket: &stockade_sys::OwnedFd) -> Option<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for writes and `len` is `v`'s size.
+    let r = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            std::ptr::from_mut(&mut v).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(v)
 }
 
 /// Waits for the listener on `parent`, and for the spawn's end: the listener, and the

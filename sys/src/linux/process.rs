@@ -176,6 +176,17 @@ pub fn pidfd_open(pid: c_int, flags: c_uint) -> Result<OwnedFd> {
     Ok(unsafe { new_fd(fd) })
 }
 
+/// `pidfd_getfd(2)`: a duplicate, in this process, of fd `target` of the process `pidfd`
+/// refers to (close-on-exec; the same open file description). Needs ptrace access
+/// (`PTRACE_MODE_ATTACH_REALCREDS`) to that process.
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, target: c_int) -> Result<OwnedFd> {
+    // SAFETY: `pidfd_getfd` takes no pointer; `flags` must be 0.
+    let fd = unsafe { syscall!(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0u32) }?;
+    // SAFETY: `pidfd_getfd` succeeded, so `fd` is the new fd it installed in this
+    // process's table; no one else has its number.
+    Ok(unsafe { new_fd(fd) })
+}
+
 /// `pidfd_send_signal(2)` without `siginfo`.
 pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: c_int) -> Result<()> {
     // SAFETY: the `siginfo` pointer is NULL; the other arguments are integers.
