@@ -81,8 +81,11 @@ impl Pending {
         explain: bool,
         supervise: Option<Vec<u16>>,
     ) -> Result<Pending, Error> {
-        let watch_connect = watch_connect || supervise.is_some();
-        let programs = seccomp::build_explained(&options, watch_connect, explain)?;
+        let programs = if supervise.is_some() {
+            seccomp::build_supervised(&options, explain)?
+        } else {
+            seccomp::build_explained(&options, watch_connect, explain)?
+        };
         let (parent, child) =
             crate::backend::linux::fd_channel("socketpair for the seccomp listener")?;
         let tap = if landlock && explain {
@@ -340,6 +343,19 @@ impl Answerer {
                     let _ = sys::seccomp_notif_send(&self.listener, &resp);
                     return true;
                 }
+                if n.data.nr as i64 == libc::SYS_listen {
+                    match self.listen(&n) {
+                        Ok(()) => resp.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+                        Err(errno) => {
+                            if errno == libc::EACCES {
+                                self.record(Wall::Network, "listen".to_owned(), None, NO_LISTENER);
+                            }
+                            resp.error = -errno;
+                        }
+                    }
+                    let _ = sys::seccomp_notif_send(&self.listener, &resp);
+                    return true;
+                }
                 let (op, at) = if n.data.nr as i64 == libc::SYS_sendto {
                     ("sendto", 4)
                 } else {
@@ -492,6 +508,28 @@ impl Answerer {
         Made::Done(connect_to(socket.as_raw_fd(), addr))
     }
 
+    /// Layer 2's `network = "allow"`: a `listen` on an IPv4 or IPv6 socket is refused
+    /// with `EACCES` (Landlock refuses every TCP bind there, so such a socket is unbound,
+    /// and `listen` would bind it to an ephemeral port on every address by itself); any
+    /// other socket's continues (`Ok`). The caller's other errors as the kernel gives them.
+    fn listen(&self, n: &libc::seccomp_notif) -> Result<(), i32> {
+        let pid = n.pid as libc::pid_t;
+        let fd = n.data.args[0] as u32 as i32;
+        let socket = match sys::pidfd_open(pid, 0).and_then(|p| sys::pidfd_getfd(p.as_fd(), fd)) {
+            Ok(s) => s,
+            Err(stockade_sys::Errno(libc::EBADF)) => return Err(libc::EBADF),
+            Err(_) => return Err(libc::EACCES),
+        };
+        if sys::seccomp_notif_id_valid(&self.listener, n.id).is_err() {
+            return Err(libc::EINTR);
+        }
+        match domain_of(&socket) {
+            Some(libc::AF_INET | libc::AF_INET6) => Err(libc::EACCES),
+            Some(_) => Ok(()),
+            None => Err(libc::ENOTSOCK),
+        }
+    }
+
     /// The IPv4 or IPv6 address of a watched call, whose arguments `at` and `at + 1` are
     /// the address and its length (`connect`: 1, `sendto`: 4), read from the caller's
     /// memory while its notification is still pending.
@@ -578,6 +616,9 @@ fn connect_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
             .unwrap_or(libc::EIO))
     }
 }
+
+/// The hint of a `listen` that [`Answerer::listen`] refused.
+const NO_LISTENER: &str = "network = \"allow\" on layer 2: no TCP listener (by design)";
 
 /// The address family of `socket` (`SO_DOMAIN`).
 fn domain_of(socket: &stockade_sys::OwnedFd) -> Option<i32> {

@@ -292,6 +292,30 @@ pub fn build_explained(
     watch_connect: bool,
     watch_paths: bool,
 ) -> Result<Explained, SeccompBuildError> {
+    explained(opts, watch_connect, false, watch_paths)
+}
+
+/// [`build_explained`] for a run whose host makes its connects (layer 2's
+/// `network = "allow"`): `connect` and `sendto` with a destination notify as with
+/// `watch_connect`, and `listen` too (a TCP socket that was never bound binds itself to a
+/// port in `listen`, where Landlock has no check), with or without `watch_paths`.
+///
+/// # Errors
+///
+/// As for [`build`].
+pub fn build_supervised(
+    opts: &FilterOptions,
+    watch_paths: bool,
+) -> Result<Explained, SeccompBuildError> {
+    explained(opts, true, true, watch_paths)
+}
+
+fn explained(
+    opts: &FilterOptions,
+    watch_connect: bool,
+    watch_listen: bool,
+    watch_paths: bool,
+) -> Result<Explained, SeccompBuildError> {
     let mut listed = rules::rules(opts)?;
     if watch_paths {
         for c in paths::PATH_CALLS.iter().chain(paths::PATH_CALLS_ARCH) {
@@ -318,6 +342,11 @@ pub fn build_explained(
         listed
             .entry(nr(libc::SYS_sendto)?)
             .or_insert(rules::Action::Block(rules::Block::Addressed(4)));
+    }
+    if watch_listen {
+        let nr = u32::try_from(libc::SYS_listen)
+            .map_err(|_| SeccompBuildError::CompileFilter("syscall number".into()))?;
+        listed.entry(nr).or_insert(rules::Action::Watch);
     }
     Ok(Explained {
         notify: checked(codegen::program(&listed, opts, true)?)?,
