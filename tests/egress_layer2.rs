@@ -612,6 +612,81 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// The proxy listens on the host's loopback, which every local process can reach: it
+/// serves only the connections the host made for the program. A request sent straight to
+/// the run's proxy port by another process (here the test itself) is closed unanswered and
+/// never reaches the allowed server; the program's own request, after it, is served.
+#[test]
+fn another_local_process_gets_nothing_from_the_runs_proxy() {
+    use std::io::Read;
+    let ws = tempdir();
+    let test = "another_local_process_gets_nothing_from_the_runs_proxy";
+    let Some(_) = layer2(test, ws.path(), Network::Allow) else {
+        return;
+    };
+    let (srv, count) = common::http_server("allowed body");
+    let sb = common::sandbox(ws.path(), |p| {
+        p.layer = Some(Layer::Landlock);
+        p.network = Network::Allow;
+        p.allow_domains = vec!["127.0.0.2".into()];
+        p.allow_private = vec!["127.0.0.0/8".into()];
+    });
+    let code = format!(
+        r#"
+import os, sys, urllib.request
+print(os.environ['HTTP_PROXY'].rsplit(':', 1)[1], flush=True)
+sys.stdin.readline()
+print(urllib.request.urlopen('http://127.0.0.2:{srv}/', timeout=10).read().decode(), flush=True)
+"#
+    );
+    let mut child = sb
+        .command("python3")
+        .args(["-c", &code])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    // Another process of the host, straight to the run's proxy port.
+    let mut other = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    other
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    write!(
+        other,
+        "GET http://127.0.0.2:{srv}/ HTTP/1.1\r\nHost: 127.0.0.2:{srv}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    let read = other.read_to_end(&mut answer);
+    // Closed with the request unread: an end of file, or a reset.
+    let closed = match &read {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+    };
+    assert!(
+        closed && answer.is_empty(),
+        "closed unanswered: {read:?} {:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        0,
+        "the server was not reached"
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    assert_eq!(rest.trim(), "allowed body");
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}
+
 /// The run as uid 65534 (root only; a no-op otherwise).
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {

@@ -580,9 +580,19 @@ impl Command {
         // addresses), through the same listener.
         #[cfg(target_os = "linux")]
         let supervise = match &egress {
-            Some(e) if !plan.namespaces.net && plan.walls.seccomp.is_some() => Some(e.ports()),
+            Some(e) if !plan.namespaces.net && plan.walls.seccomp.is_some() => {
+                Some(super::explain::Supervise {
+                    ports: e.ports(),
+                    admitted: crate::guard::egress::Admitted::new(),
+                })
+            }
             _ => None,
         };
+        // The proxy serves only the connections the host made for the program.
+        #[cfg(target_os = "linux")]
+        let admitted = supervise.as_ref().map(|s| s.admitted.clone());
+        #[cfg(not(target_os = "linux"))]
+        let admitted = None;
         #[cfg(target_os = "linux")]
         let explain = match (self.explain || supervise.is_some(), &plan.walls.seccomp) {
             (true, Some(options)) => {
@@ -692,18 +702,20 @@ impl Command {
         let explain = None;
         // The listeners, served until the sandbox's first process has ended.
         let egress = match (egress, &inner.egress) {
-            (Some(pending), Some(proxy)) => match pending.serve(proxy, launch::until_fd(&handle)) {
-                Ok(run) => Some(run),
-                Err(source) => {
-                    let _ = launch::kill(pid, &handle);
-                    run.kill_all();
-                    return Err(SpawnError::Os {
-                        call: "serve the egress proxy's listeners",
-                        source,
+            (Some(pending), Some(proxy)) => {
+                match pending.serve(proxy, launch::until_fd(&handle), admitted) {
+                    Ok(run) => Some(run),
+                    Err(source) => {
+                        let _ = launch::kill(pid, &handle);
+                        run.kill_all();
+                        return Err(SpawnError::Os {
+                            call: "serve the egress proxy's listeners",
+                            source,
+                        }
+                        .into());
                     }
-                    .into());
                 }
-            },
+            }
             (Some(_), None) => {
                 let _ = launch::kill(pid, &handle);
                 run.kill_all();

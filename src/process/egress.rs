@@ -137,13 +137,20 @@ impl Pending {
     }
 
     /// After a successful spawn: serves the listeners on `proxy` until `until` (a pidfd of
-    /// the sandbox's first process) is readable or the run is ended.
+    /// the sandbox's first process) is readable or the run is ended; with `admitted`
+    /// (layer 2, where the host makes the program's connects), only the connections
+    /// admitted there.
     ///
     /// # Errors
     ///
     /// The listeners did not come back from the setup child (`ENOMSG`), or the proxy could
     /// not serve them.
-    pub(super) fn serve(self, proxy: &Proxy, until: Option<OwnedFd>) -> io::Result<Run> {
+    pub(super) fn serve(
+        self,
+        proxy: &Proxy,
+        until: Option<OwnedFd>,
+        admitted: Option<crate::guard::egress::Admitted>,
+    ) -> io::Result<Run> {
         let (http, socks) = match self {
             #[cfg(target_os = "linux")]
             Pending::Inside { parent, child, .. } => {
@@ -158,6 +165,9 @@ impl Pending {
             }
             Pending::Host { http, socks } => (http, socks),
         };
-        proxy.serve_run(http, socks, until)
+        match admitted {
+            Some(a) => proxy.serve_run_admitted(http, socks, until, a),
+            None => proxy.serve_run(http, socks, until),
+        }
     }
 }

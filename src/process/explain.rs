@@ -65,7 +65,15 @@ pub(super) struct Pending {
     /// Layer 2's `network = "allow"`: the egress proxy's ports on the host's loopback,
     /// the only TCP destinations the host connects the program's sockets to
     /// ([`Answerer::connect`]).
-    supervise: Option<Vec<u16>>,
+    supervise: Option<Supervise>,
+}
+
+/// Layer 2's `network = "allow"`: the egress proxy's ports on the host's loopback, and the
+/// set through which the proxy learns which connections the host made for the program
+/// (it serves no other: any local process can reach those ports).
+pub(super) struct Supervise {
+    pub(super) ports: Vec<u16>,
+    pub(super) admitted: crate::guard::egress::Admitted,
 }
 
 impl Pending {
@@ -79,7 +87,7 @@ impl Pending {
         watch_connect: bool,
         landlock: bool,
         explain: bool,
-        supervise: Option<Vec<u16>>,
+        supervise: Option<Supervise>,
     ) -> Result<Pending, Error> {
         let programs = if supervise.is_some() {
             seccomp::build_supervised(&options, explain)?
@@ -237,7 +245,7 @@ struct Answerer {
     options: FilterOptions,
     tally: Arc<Mutex<Tally>>,
     /// The proxy's ports, when the host makes the program's `connect`s.
-    supervise: Option<Vec<u16>>,
+    supervise: Option<Supervise>,
     /// The layout, for the paths of watched calls.
     view: View,
     /// The paths of one call as read (at most two), reused.
@@ -472,7 +480,7 @@ impl Answerer {
     /// (or its IPv4-mapped IPv6 form), which Landlock grants too; anything else is
     /// refused with `EACCES`, Landlock's errno for a connect it denies.
     fn connect(&self, n: &libc::seccomp_notif) -> Made {
-        let Some(ports) = &self.supervise else {
+        let Some(Supervise { ports, admitted }) = &self.supervise else {
             return Made::Continue;
         };
         let pid = n.pid as libc::pid_t;
@@ -505,7 +513,15 @@ impl Answerer {
         if !to_proxy {
             return Made::Refused(Some(addr));
         }
-        Made::Done(connect_to(socket.as_raw_fd(), addr))
+        let made = connect_to(socket.as_raw_fd(), addr);
+        if matches!(made, Ok(()) | Err(libc::EINPROGRESS)) {
+            // The proxy serves this connection only: its source, bound by the connect.
+            match local_addr(&socket) {
+                Some(local) => admitted.admit(local),
+                None => return Made::Done(Err(libc::EACCES)),
+            }
+        }
+        Made::Done(made)
     }
 
     /// Layer 2's `network = "allow"`: a `listen` on an IPv4 or IPv6 socket is refused
@@ -619,6 +635,29 @@ fn connect_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
 
 /// The hint of a `listen` that [`Answerer::listen`] refused.
 const NO_LISTENER: &str = "network = \"allow\" on layer 2: no TCP listener (by design)";
+
+/// The local address of an IPv4 or IPv6 `socket` (`getsockname`).
+fn local_addr(socket: &stockade_sys::OwnedFd) -> Option<SocketAddr> {
+    // SAFETY: an all-zero `sockaddr_storage` is a valid value (plain integers).
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `storage` and `len` are valid for writes and `len` is `storage`'s size.
+    let r = unsafe {
+        libc::getsockname(
+            socket.as_raw_fd(),
+            std::ptr::from_mut(&mut storage).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: `sockaddr_storage` is plain bytes of at least `len`, which the kernel wrote.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(std::ptr::from_ref(&storage).cast::<u8>(), len as usize)
+    };
+    parse_sockaddr(bytes)
+}
 
 /// The address family of `socket` (`SO_DOMAIN`).
 fn domain_of(socket: &stockade_sys::OwnedFd) -> Option<i32> {

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 pub use crate::policy::{Allowlist, Cidr, Name};
 #[cfg(unix)]
-pub use serve::{Decision, Protocol, Proxy, Run};
+pub use serve::{Admitted, Decision, Protocol, Proxy, Run};
 
 use crate::guard::url::{is_forbidden_ip, is_metadata_host, is_metadata_ip};
 

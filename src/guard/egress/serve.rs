@@ -184,6 +184,29 @@ impl Proxy {
         self.start(
             vec![(http, Protocol::Http), (socks, Protocol::Socks5)],
             until,
+            None,
+        )
+    }
+
+    /// [`Proxy::serve_run`] for listeners any local process can reach (the host's
+    /// loopback): a connection is served only when its peer address was
+    /// [`Admitted::admit`]ted (by whoever made the sandboxed program's connects), waited
+    /// for at most a second; any other is closed unserved and logged.
+    ///
+    /// # Errors
+    ///
+    /// As [`Proxy::serve_run`].
+    pub fn serve_run_admitted(
+        &self,
+        http: TcpListener,
+        socks: TcpListener,
+        until: Option<OwnedFd>,
+        admitted: Admitted,
+    ) -> io::Result<Run> {
+        self.start(
+            vec![(http, Protocol::Http), (socks, Protocol::Socks5)],
+            until,
+            Some(admitted),
         )
     }
 
@@ -214,7 +237,7 @@ impl Proxy {
 
     fn serve_one(&self, listener: TcpListener, protocol: Protocol) -> io::Result<SocketAddr> {
         let addr = listener.local_addr()?;
-        let run = self.start(vec![(listener, protocol)], None)?;
+        let run = self.start(vec![(listener, protocol)], None, None)?;
         lock(&self.listeners).push(run);
         Ok(addr)
     }
@@ -223,6 +246,7 @@ impl Proxy {
         &self,
         listeners: Vec<(TcpListener, Protocol)>,
         until: Option<OwnedFd>,
+        admitted: Option<Admitted>,
     ) -> io::Result<Run> {
         let mut addrs = Vec::with_capacity(listeners.len());
         for (l, protocol) in &listeners {
@@ -238,6 +262,7 @@ impl Proxy {
             decisions: Mutex::new(VecDeque::new()),
             conns: Mutex::new(Conns::default()),
             active: AtomicUsize::new(0),
+            admitted,
         });
         let s = Arc::clone(&state);
         let bounded = until.is_some();
@@ -373,6 +398,56 @@ struct RunState {
     conns: Mutex<Conns>,
     /// The run's connections being served.
     active: AtomicUsize,
+    /// The peers it may serve, when not every peer ([`Proxy::serve_run_admitted`]).
+    admitted: Option<Admitted>,
+}
+
+/// The peer addresses a run's proxy serves ([`Proxy::serve_run_admitted`]): each admitted
+/// once, by the code that made the connection, and taken by the connection it names.
+/// Cheap to clone (one shared set); bounded (the oldest of 4096 unclaimed go first).
+#[derive(Clone, Debug, Default)]
+pub struct Admitted(Arc<(Mutex<VecDeque<SocketAddr>>, std::sync::Condvar)>);
+
+impl Admitted {
+    /// The most unclaimed admissions kept.
+    const MAX: usize = 4096;
+
+    /// An empty set.
+    pub fn new() -> Admitted {
+        Admitted::default()
+    }
+
+    /// Admits one connection from `peer` (the connecting socket's own address).
+    pub fn admit(&self, peer: SocketAddr) {
+        let (set, cv) = &*self.0;
+        let mut q = lock(set);
+        if q.len() >= Self::MAX {
+            q.pop_front();
+        }
+        q.push_back(peer);
+        cv.notify_all();
+    }
+
+    /// Takes the admission of `peer`, waiting at most `wait` for it: whether it came.
+    fn take(&self, peer: SocketAddr, wait: Duration) -> bool {
+        let (set, cv) = &*self.0;
+        let deadline = std::time::Instant::now() + wait;
+        let mut q = lock(set);
+        loop {
+            if let Some(i) = q.iter().position(|a| *a == peer) {
+                q.remove(i);
+                return true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            q = match cv.wait_timeout(q, left) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
 }
 
 /// The sockets of a run's open connections, to shut down when it ends.
@@ -534,6 +609,18 @@ fn accept_one(listener: &TcpListener, protocol: Protocol, run: &Arc<RunState>) {
         .name("stockade-egress-conn".into())
         .spawn(move || {
             let _slot = slot;
+            if let Some(admitted) = &run.admitted {
+                // The connect that made this connection admits it right after it
+                // returns, which may be after this accept.
+                let peer = conn.peer_addr();
+                if !peer.as_ref().is_ok_and(|p| admitted.take(*p, Duration::from_secs(1))) {
+                    tracing::warn!(
+                        peer = ?peer.ok(),
+                        "egress proxy: a connection not made by the sandboxed program; closed unserved"
+                    );
+                    return;
+                }
+            }
             if conn.set_nonblocking(false).is_err() {
                 return;
             }
