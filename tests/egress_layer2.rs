@@ -252,6 +252,16 @@ fn tcp_reaches_no_host_listener_and_binds_nothing() {
     drop(listener);
 }
 
+/// Layer 2 with `network = "allow"` to `127.0.0.2` (where the tests' servers listen).
+fn allow_second_loopback(ws: &Path) -> Sandbox {
+    common::sandbox(ws, |p| {
+        p.layer = Some(Layer::Landlock);
+        p.network = Network::Allow;
+        p.allow_domains = vec!["127.0.0.2".into()];
+        p.allow_private = vec!["127.0.0.0/8".into()];
+    })
+}
+
 /// Inside a layer-2 sandbox with the proxy wired: the ports from the program's own
 /// `HTTP_PROXY` and `ALL_PROXY`, a request through each, the server straight, and binds on
 /// the proxy's ports.
@@ -305,12 +315,7 @@ fn the_proxys_ports_are_the_only_way_out() {
         return;
     };
     let (port, count) = common::http_server("through the proxy");
-    let sb = common::sandbox(ws.path(), |p| {
-        p.layer = Some(Layer::Landlock);
-        p.network = Network::Allow;
-        p.allow_domains = vec!["127.0.0.2".into()];
-        p.allow_private = vec!["127.0.0.0/8".into()];
-    });
+    let sb = allow_second_loopback(ws.path());
     let got = probe(&sb, THROUGH, &[format!("127.0.0.2:{port}")]);
     // The proxy listens on the host's loopback, where the program connects.
     assert_eq!(
@@ -625,12 +630,7 @@ fn another_local_process_gets_nothing_from_the_runs_proxy() {
         return;
     };
     let (srv, count) = common::http_server("allowed body");
-    let sb = common::sandbox(ws.path(), |p| {
-        p.layer = Some(Layer::Landlock);
-        p.network = Network::Allow;
-        p.allow_domains = vec!["127.0.0.2".into()];
-        p.allow_private = vec!["127.0.0.0/8".into()];
-    });
+    let sb = allow_second_loopback(ws.path());
     let code = format!(
         r#"
 import os, sys, urllib.request

@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::Mutex;
@@ -144,13 +143,7 @@ fn run(sb: &Sandbox, script: &str) -> (i32, String, Vec<Denial>) {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn");
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let out = common::read_stdout(&mut child);
     let status = child.wait().expect("wait");
     (status.code().unwrap_or(-1), out, child.denials())
 }
