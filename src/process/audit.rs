@@ -22,9 +22,11 @@
 //! kept, the rest dropped as read. A domain is the run's when the pid that made it is the
 //! sandbox's first process (the setup child, then the init: its domain is the command's)
 //! or a child of it (the program's process, which enters its own nested domain before its
-//! `execve`). That pid is looked up when the domain's record arrives, while the denying
-//! program usually still runs; a domain whose maker is gone by then is not attributed
-//! (its denials are missing from the report, never another run's in it). An access
+//! `execve`). The init's children are read when the spawn returns (the program's process
+//! is there then, waiting for the init's go or just started), and a pid not known then is
+//! looked up when its domain's record arrives; a domain whose maker is gone by then and
+//! was not seen at the start is not attributed (its denials are missing from the report,
+//! never another run's in it). An access
 //! record comes just before its domain's first record, so a few records of not yet known
 //! domains wait, bounded, for theirs.
 //!
@@ -269,12 +271,17 @@ impl Tap {
     ) -> io::Result<Drained> {
         let done = Arc::new((Mutex::new(false), Condvar::new()));
         let d = Arc::clone(&done);
+        // The program's process, read now, while it waits for the init's go or has just
+        // started: its domain's record may come after it has exited.
+        let mut makers: HashSet<u32> = children_of(init_pid).into_iter().collect();
+        makers.insert(init_pid);
         std::thread::Builder::new()
             .name("stockade-audit".into())
             .spawn(move || {
                 Reader {
                     socket: self.socket,
                     init_pid,
+                    makers,
                     tally,
                     ours: HashSet::new(),
                     theirs: HashSet::new(),
@@ -307,6 +314,8 @@ impl Drained {
 struct Reader {
     socket: OwnedFd,
     init_pid: u32,
+    /// The run's processes known to make its domains: the init and the program's process.
+    makers: HashSet<u32>,
     tally: Arc<Mutex<Tally>>,
     /// The run's domains, and those known not to be.
     ours: HashSet<u64>,
@@ -415,7 +424,7 @@ impl Reader {
                 }
             }
             Record::Allocated { domain, pid } => {
-                let ours = pid == self.init_pid || parent_of(pid) == Some(self.init_pid);
+                let ours = self.makers.contains(&pid) || parent_of(pid) == Some(self.init_pid);
                 if ours {
                     self.ours.insert(domain);
                 } else {
@@ -441,6 +450,17 @@ impl Reader {
             .unwrap_or_else(|e| e.into_inner())
             .add(Wall::Landlock, op, target, &hint);
     }
+}
+
+/// The children of `pid` (`/proc/<pid>/task/<pid>/children`), while it lives.
+fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The parent of `pid` (`/proc/<pid>/stat`'s fourth field), while it lives.
@@ -591,6 +611,7 @@ mod tests {
         let mut r = Reader {
             socket: a,
             init_pid: me,
+            makers: HashSet::from([me]),
             tally: Arc::clone(&tally),
             ours: HashSet::new(),
             theirs: HashSet::new(),
