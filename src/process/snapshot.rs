@@ -108,7 +108,13 @@ impl After {
         let upper = self.changes.join("upper");
         let new = self.changes.join(format!(".upper.{}", std::process::id()));
         let _ = fs::remove_dir_all(&new);
-        let root_mode = fs::symlink_metadata(&snap)?.mode() & KEPT_MODE;
+        let root = fs::symlink_metadata(&snap)?;
+        if !root.is_dir() {
+            // Not followed: a snapshot replaced by a symlink would lead the difference
+            // elsewhere.
+            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
+        let root_mode = root.mode() & KEPT_MODE;
         fs::DirBuilder::new().mode(0o700).create(&new)?;
         let r = diff_dir(&snap, &self.workspace, &new, Path::new(""), &self.skip)
             .and_then(|_| fs::set_permissions(&new, fs::Permissions::from_mode(root_mode)));
@@ -247,31 +253,64 @@ fn copy_entry(
     }
 }
 
-/// A clone of `src` where the file system shares extents, else a copy through
-/// `copy_file_range`.
+/// A clone of `src` where the file system shares extents (Linux: `ioctl(FICLONE)`; macOS:
+/// `clonefile(2)` on APFS), else a copy (`copy_file_range` on Linux, through
+/// `std::io::copy`). The caller sets the mode and times afterwards ([`finish_meta`]).
 fn copy_file(src: &Path, dst: &Path) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
+    #[cfg(target_os = "macos")]
+    if clonefile(src, dst)? {
+        return Ok(());
+    }
     let mut from = open_nofollow(src)?;
     let mut to = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(dst)?;
-    // SAFETY: both fds are open for the call's length (the `File`s live on); FICLONE takes
-    // the source fd as its argument and writes nothing to user memory.
-    #[cfg(target_os = "linux")]
-    let cloned = unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) } == 0;
-    // Overlay mode runs on Linux only (the plan refuses it elsewhere).
-    #[cfg(not(target_os = "linux"))]
-    let cloned = {
-        let _ = (to.as_raw_fd(), from.as_raw_fd());
-        false
-    };
-    if !cloned {
+    if !ficlone(&from, &to) {
         io::copy(&mut from, &mut to)?;
     }
     Ok(())
+}
+
+/// Whether `to` is now a clone of `from` (the file system shares their extents).
+#[cfg(target_os = "linux")]
+fn ficlone(from: &fs::File, to: &fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: both fds are open for the call's length (the `File`s are borrowed); FICLONE
+    // takes the source fd as its argument and writes nothing to user memory.
+    unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) == 0 }
+}
+
+/// Elsewhere the clone is made by path before the copy (macOS) or not at all.
+#[cfg(not(target_os = "linux"))]
+fn ficlone(_from: &fs::File, _to: &fs::File) -> bool {
+    false
+}
+
+/// `clonefile(src, dst, CLONE_NOFOLLOW | CLONE_NOOWNERCOPY)`: whether `dst` was made as a
+/// clone. `false` where the file system cannot clone (not APFS: `ENOTSUP`, or across
+/// volumes: `EXDEV`), for the caller to copy instead; other errors are returned.
+#[cfg(target_os = "macos")]
+fn clonefile(src: &Path, dst: &Path) -> io::Result<bool> {
+    /// `<sys/clonefile.h>`: do not follow a symlink at `src`; do not copy its owner.
+    const CLONE_NOFOLLOW: u32 = 0x0001;
+    const CLONE_NOOWNERCOPY: u32 = 0x0002;
+    let s = CString::new(src.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let d = CString::new(dst.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: both strings are NUL-terminated and live across the call.
+    let r = unsafe { libc::clonefile(s.as_ptr(), d.as_ptr(), CLONE_NOFOLLOW | CLONE_NOOWNERCOPY) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOTSUP | libc::EXDEV) => Ok(false),
+        _ => Err(e),
+    }
 }
 
 /// Mode and times of `m` on `p` (a directory after its entries: they change its mtime).
@@ -449,10 +488,36 @@ fn whiteout(p: &Path) -> io::Result<()> {
     set_xattr(p, "user.overlay.whiteout", b"")
 }
 
-/// Overlay mode runs on Linux only (the plan refuses it elsewhere).
-#[cfg(not(target_os = "linux"))]
+/// Overlay mode runs on Linux and macOS only (the plan refuses it elsewhere).
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 fn set_xattr(_: &Path, _: &str, _: &[u8]) -> io::Result<()> {
     Err(io::ErrorKind::Unsupported.into())
+}
+
+/// macOS: `setxattr(2)` at offset 0 with `XATTR_NOFOLLOW`, the change set's marks under
+/// the same names as on Linux (`crate::changes` reads them there too).
+#[cfg(target_os = "macos")]
+fn set_xattr(p: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+    let c = CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let n = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: both strings are NUL-terminated, `value` is readable for its length; all
+    // live across the call.
+    let r = unsafe {
+        libc::setxattr(
+            c.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+            libc::XATTR_NOFOLLOW,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 #[cfg(target_os = "linux")]
