@@ -167,8 +167,8 @@ pub enum Step {
     /// `<changes>/snapshot` at the first run (reflinks where the file system has them,
     /// `copy_file_range` otherwise; symlinks as symlinks, modes and times kept), which is
     /// the program's workspace (the plan's [`Plan::workspace`](super::Plan::workspace), its
-    /// Landlock grant or Seatbelt write root); after each run the difference snapshot-vs-workspace is written
-    /// into `<changes>/upper` in the overlay format.
+    /// Landlock grant or Seatbelt write root); after each run the difference
+    /// snapshot-vs-workspace is written into `<changes>/upper` in the overlay format.
     Snapshot {
         /// The real workspace.
         workspace: PathBuf,
