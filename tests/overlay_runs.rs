@@ -123,13 +123,17 @@ fn overlay_policy(changes: &Path) -> impl FnOnce(&mut Policy) + '_ {
     overlay_on(changes, Layer::Full)
 }
 
-/// Overlay mode on `layer` (landlock accepted as the weakest).
+/// Overlay mode on `layer` (landlock accepted as the weakest, passthrough when named).
 fn overlay_on(changes: &Path, layer: Layer) -> impl FnOnce(&mut Policy) + '_ {
     move |p: &mut Policy| {
         p.workspace_mode = WorkspaceMode::Overlay;
         p.changes_dir = Some(changes.to_path_buf());
         p.layer = Some(layer);
-        p.min_layer = Some(Layer::Landlock);
+        p.min_layer = Some(if layer == Layer::Passthrough {
+            Layer::Passthrough
+        } else {
+            Layer::Landlock
+        });
     }
 }
 
@@ -167,7 +171,7 @@ fn changes_of_one_run(layer: Layer) {
     let got: Vec<PathBuf> = listing(&upper).into_keys().collect();
     // The overlay makes the replaced `redo` opaque; the snapshot's difference, computed
     // after the run, sees a directory in both with one entry gone and one new.
-    let snapshot = layer == Layer::Landlock;
+    let snapshot = layer != Layer::Full;
     let mut want = vec![
         "d", "d/f", "edit.txt", "from.txt", "gone.txt", "link", "new.txt", "redo", "redo/new",
     ];
@@ -222,7 +226,12 @@ fn changes_of_one_run(layer: Layer) {
     top.sort();
     let last = if snapshot { "snapshot" } else { "work" };
     let want_top = if snapshot {
-        vec!["snapshot", "stockade-changes.json", "upper"]
+        vec![
+            "snapshot",
+            "snapshot.stamp",
+            "stockade-changes.json",
+            "upper",
+        ]
     } else {
         vec!["stockade-changes.json", "upper", last]
     };
@@ -442,6 +451,62 @@ fn on_layer_2_the_change_set_is_closed_but_for_the_snapshot() {
 }
 
 #[test]
+fn an_edit_that_puts_back_the_modification_time_still_shows_in_the_changes() {
+    require!(Feature::UserNs);
+    for layer in [Layer::Landlock, Layer::Passthrough] {
+        hidden_edit(layer);
+    }
+}
+
+fn hidden_edit(layer: Layer) {
+    let (_w, ws) = common::var_tempdir();
+    let c = common::tempdir();
+    let changes = c.path().join("set");
+    fs::write(ws.join("same.txt"), "aaaa\n").unwrap();
+    fs::write(ws.join("other.txt"), "keep\n").unwrap();
+    let at = "@1577836800";
+    let out = std::process::Command::new("touch")
+        .args(["-d", at])
+        .arg(ws.join("same.txt"))
+        .arg(ws.join("other.txt"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let before = listing(&ws);
+    let sb = common::sandbox(&ws, overlay_on(&changes, layer));
+    // A first run changes nothing; the second edits a file, same size, and puts back its
+    // modification time.
+    common::sh_ok(&sb, "true");
+    assert_eq!(fs::read_dir(changes.join("upper")).unwrap().count(), 0);
+    common::sh_ok(
+        &sb,
+        &format!("printf 'bbbb\\n' > same.txt; touch -d {at} same.txt"),
+    );
+    let (s, w) = (
+        fs::metadata(changes.join("snapshot/same.txt")).unwrap(),
+        fs::metadata(ws.join("same.txt")).unwrap(),
+    );
+    assert_eq!(
+        (s.len(), s.mtime(), s.mtime_nsec()),
+        (w.len(), w.mtime(), w.mtime_nsec()),
+        "{layer}: the edit did not hide as meant"
+    );
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    let listed: Vec<(PathBuf, stockade::ChangeKind)> = set
+        .entries()
+        .iter()
+        .map(|e| (e.path.clone(), e.kind))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(PathBuf::from("same.txt"), stockade::ChangeKind::Modified)],
+        "{layer}"
+    );
+    assert_eq!(fs::read(changes.join("upper/same.txt")).unwrap(), b"bbbb\n");
+    assert_eq!(listing(&ws), before, "{layer}");
+}
+
+#[test]
 fn a_workspace_larger_than_snapshot_max_is_refused_with_the_sizes() {
     require!(Feature::UserNs);
     let (_w, ws) = common::var_tempdir();
@@ -524,24 +589,25 @@ fn git_inside(layer: Layer) {
 }
 
 #[test]
-fn overlay_on_passthrough_is_refused_never_run_direct() {
+fn overlay_in_passthrough_runs_on_a_snapshot_never_direct() {
+    // No namespaces, no Landlock: the program's working directory is the snapshot, and
+    // the change set reads as on the other layers.
+    changes_of_one_run(Layer::Passthrough);
+    two_runs(Layer::Passthrough);
+    run_then_apply(Layer::Passthrough);
+    // `mode = "disabled"` runs in passthrough, on the snapshot all the same.
     let (_w, ws) = common::var_tempdir();
     let c = common::tempdir();
-    let changes = c.path().join("set");
-    let mut p = Policy::with_workspace(&ws);
-    overlay_on(&changes, Layer::Passthrough)(&mut p);
-    p.min_layer = Some(Layer::Passthrough);
-    let err = Sandbox::new(p).unwrap_err().to_string();
-    assert!(
-        err.contains("needs Linux's full layer") && err.contains("passthrough"),
-        "{err}"
-    );
+    let changes = fs::canonicalize(c.path()).unwrap().join("set");
+    fs::write(ws.join("f"), "host\n").unwrap();
     let mut p = Policy::with_workspace(&ws);
     overlay_on(&changes, Layer::Full)(&mut p);
     p.mode = stockade::Mode::Disabled;
-    let err = Sandbox::new(p).unwrap_err().to_string();
-    assert!(err.contains("needs Linux's full layer"), "{err}");
-    assert!(!changes.exists());
+    let sb = Sandbox::new(p).unwrap();
+    let pwd = common::sh_ok(&sb, "echo mine > f; pwd");
+    assert_eq!(pwd.trim_end(), changes.join("snapshot").to_str().unwrap());
+    assert_eq!(fs::read(ws.join("f")).unwrap(), b"host\n");
+    assert_eq!(fs::read(changes.join("upper/f")).unwrap(), b"mine\n");
 }
 
 #[test]

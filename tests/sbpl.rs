@@ -48,6 +48,7 @@ fn input_in((network, ports): (Network, &[u16]), workspace: PathBuf, tools: Path
         deny_names: vec![".env".into()],
         guard_names: vec![],
         tmpdir: None,
+        overlay: None,
         network,
         proxy_ports: ports.to_vec(),
     }

@@ -34,6 +34,7 @@ fn input(workspace: PathBuf, network: Network) -> SbplInput {
         deny_names: vec![],
         guard_names: vec![],
         tmpdir: None,
+        overlay: None,
         network,
         proxy_ports,
     }

@@ -455,6 +455,65 @@ mod tests {
     }
 
     #[test]
+    fn golden_overlay() {
+        // The real workspace under /private/tmp (writable there), a writable path inside
+        // it, the change set under /private/tmp too: the program works on the snapshot.
+        let mut i = input(&Policy {
+            workspace: Some("/Users/agent/changes/snapshot".into()),
+            writable_paths: vec!["/tmp/ws/cache".into()],
+            data_dir: Some("/tmp/ws/.agent".into()),
+            ..base()
+        });
+        i.overlay = Some(crate::plan::SbplOverlay {
+            real_workspace: private_alias(Path::new("/tmp/ws")),
+            changes: "/Users/agent/changes".into(),
+        });
+        golden("overlay", &i);
+    }
+
+    #[test]
+    fn overlay_denies_follow_the_roots_and_the_snapshot_is_opened_after_them() {
+        let mut i = input(&base());
+        i.workspace = "/private/tmp/set/snapshot".into();
+        i.overlay = Some(crate::plan::SbplOverlay {
+            real_workspace: "/private/tmp/ws".into(),
+            changes: "/private/tmp/set".into(),
+        });
+        let text = profile(&i).unwrap();
+        let rules = reader::rules(&text).unwrap();
+        let at = |head: &str, path: &str| {
+            rules
+                .iter()
+                .rposition(|r| r.head() == head && r.paths().iter().any(|(_, p)| *p == path))
+                .unwrap_or_else(|| panic!("no `{head}` for {path}:\n{text}"))
+        };
+        let rw = "allow file-read* file-write* file-map-executable";
+        // /private/tmp, where both lie, is opened first; the change set closed after it,
+        // the snapshot opened again after that; the real workspace stays closed to writes.
+        assert!(at(rw, "/private/tmp") < at("deny file-read* file-write*", "/private/tmp/set"));
+        assert!(
+            at("deny file-read* file-write*", "/private/tmp/set")
+                < at(rw, "/private/tmp/set/snapshot")
+        );
+        assert!(at(rw, "/private/tmp") < at("deny file-write*", "/private/tmp/ws"));
+        assert!(
+            !rules
+                .iter()
+                .skip(at("deny file-write*", "/private/tmp/ws") + 1)
+                .any(|r| r.head().starts_with("allow")
+                    && r.paths()
+                        .iter()
+                        .any(|(_, p)| p.starts_with("/private/tmp/ws"))),
+            "{text}"
+        );
+        // The snapshot itself keeps its name.
+        assert!(
+            at("deny file-write*", "/private/tmp/set/snapshot")
+                > at(rw, "/private/tmp/set/snapshot")
+        );
+    }
+
+    #[test]
     fn golden_no_names_no_masks() {
         golden(
             "no_names_no_masks",

@@ -35,11 +35,13 @@ pub enum Conflict {
     /// The workspace resolves to `/`: the program would be given the whole host to write.
     #[error("the workspace cannot be /")]
     WorkspaceIsRoot,
-    /// `workspace_mode = "overlay"` on a layer or system that cannot keep the writes apart
-    /// (macOS, passthrough, `mode = "disabled"`): the program would write into the real
-    /// workspace, so the sandbox is refused instead.
+    /// `workspace_mode = "overlay"` on a system where stockade cannot keep the writes
+    /// apart: not Linux (an overlay mount on the full layer, a snapshot elsewhere) nor
+    /// macOS (a snapshot). The change set's format marks deletions and replaced
+    /// directories with extended attributes, which stockade writes on those two only; the
+    /// program would write into the real workspace, so the sandbox is refused instead.
     #[error(
-        "workspace_mode = \"overlay\" needs Linux's full layer (an overlayfs mount) or landlock layer (a snapshot); this sandbox runs on the {layer} layer on {os}"
+        "workspace_mode = \"overlay\" runs on Linux and macOS only (an overlay mount or a snapshot of the workspace); this sandbox runs on the {layer} layer on {os}"
     )]
     OverlayNeedsFullLayer {
         /// The layer the sandbox runs on.

@@ -25,21 +25,7 @@ impl Plan {
     pub fn landlock(policy: &Policy, fs: &dyn HostFs, ids: Ids) -> Result<Plan, PlanError> {
         let real = canonical_workspace(policy, fs)?;
         // In overlay mode the program works on a snapshot in the change set.
-        let snapshot = super::changes_dir(policy, fs, &real)?.map(|changes| {
-            let skip = policy
-                .data_dir
-                .iter()
-                .filter_map(|d| d.strip_prefix(&real).ok())
-                .map(Path::to_path_buf)
-                .chain(policy.deny_names.iter().map(PathBuf::from))
-                .collect();
-            Step::Snapshot {
-                workspace: real.clone(),
-                changes,
-                max: policy.snapshot_max.bytes(),
-                skip,
-            }
-        });
+        let snapshot = snapshot_step(policy, fs, &real)?;
         let workspace = match &snapshot {
             Some(Step::Snapshot { changes, .. }) => changes.join("snapshot"),
             _ => real,
@@ -180,9 +166,16 @@ impl Plan {
     ///
     /// [`PlanError`] when the workspace is missing.
     pub fn passthrough(policy: &Policy, fs: &dyn HostFs) -> Result<Plan, PlanError> {
-        let workspace = canonical_workspace(policy, fs)?;
+        let real = canonical_workspace(policy, fs)?;
+        // In overlay mode the program's working directory is the snapshot, as on layer 2.
+        let snapshot = snapshot_step(policy, fs, &real)?;
+        let workspace = match &snapshot {
+            Some(Step::Snapshot { changes, .. }) => changes.join("snapshot"),
+            _ => real,
+        };
         let tools = tools_dir(policy, fs)?;
-        let steps = hygiene_steps(policy);
+        let mut steps: Vec<Step> = snapshot.into_iter().collect();
+        steps.extend(hygiene_steps(policy));
         Ok(Plan {
             layer: Layer::Passthrough,
             namespaces: Namespaces::default(),
@@ -195,6 +188,27 @@ impl Plan {
             egress: super::EgressPlan::of(policy, Layer::Passthrough),
         })
     }
+}
+
+/// `workspace_mode = "overlay"` without an overlay mount (layer 2, passthrough, macOS):
+/// the [`Step::Snapshot`] of the canonical workspace `real` into the change set, which
+/// leaves out the data dir (when inside) and the `deny_names`. `None` in direct mode.
+fn snapshot_step(policy: &Policy, fs: &dyn HostFs, real: &Path) -> Result<Option<Step>, PlanError> {
+    Ok(super::changes_dir(policy, fs, real)?.map(|changes| {
+        let skip = policy
+            .data_dir
+            .iter()
+            .filter_map(|d| d.strip_prefix(real).ok())
+            .map(Path::to_path_buf)
+            .chain(policy.deny_names.iter().map(PathBuf::from))
+            .collect();
+        Step::Snapshot {
+            workspace: real.to_path_buf(),
+            changes,
+            max: policy.snapshot_max.bytes(),
+            skip,
+        }
+    }))
 }
 
 /// The canonical tools dir, when the policy has one.

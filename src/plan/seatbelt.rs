@@ -38,11 +38,28 @@ pub struct SbplInput {
     pub tmpdir: Option<PathBuf>,
     /// Whether IP networking is allowed.
     pub network: Network,
+    /// `workspace_mode = "overlay"`: the real workspace and the change set, which the
+    /// profile keeps from the program; [`SbplInput::workspace`] is then the snapshot in
+    /// the change set. `None` in direct mode.
+    pub overlay: Option<SbplOverlay>,
     /// With `network = "allow"`: the egress proxy's ports on the host's loopback, the only
     /// TCP the program may open (set per run, like [`SbplInput::tmpdir`]). Empty in a plan
     /// and for the other modes; the profile a spawn applies refuses `allow` without them
     /// and the other modes with them.
     pub proxy_ports: Vec<u16>,
+}
+
+/// What overlay mode keeps from the program on macOS, where it works on a snapshot of the
+/// workspace in the change set ([`Step::Snapshot`](super::Step::Snapshot)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SbplOverlay {
+    /// The real workspace: no write (it stays as it was until the host applies the
+    /// change set), read only where another root allows it.
+    pub real_workspace: PathBuf,
+    /// The change set's directory: no read and no write but in its `snapshot/`, even
+    /// under a writable root such as `/private/tmp` (its `upper/` and marker are the
+    /// host's).
+    pub changes: PathBuf,
 }
 
 impl SbplInput {
@@ -80,6 +97,7 @@ impl SbplInput {
             guard_names: policy.guard_names.clone(),
             tmpdir: None,
             network: policy.network,
+            overlay: None,
             proxy_ports: Vec::new(),
         }
     }
@@ -126,7 +144,17 @@ impl Plan {
     /// This plan with the Seatbelt profile's input of `policy`, each path resolved on `fs`
     /// ([`seatbelt_path`]).
     pub(super) fn with_seatbelt_walls(mut self, policy: &Policy, fs: &dyn HostFs) -> Plan {
-        let input = SbplInput::with_workspace(policy, &self.workspace, |p| seatbelt_path(fs, p));
+        let mut input =
+            SbplInput::with_workspace(policy, &self.workspace, |p| seatbelt_path(fs, p));
+        input.overlay = self.steps.iter().find_map(|s| match s {
+            super::Step::Snapshot {
+                workspace, changes, ..
+            } => Some(SbplOverlay {
+                real_workspace: seatbelt_path(fs, workspace),
+                changes: seatbelt_path(fs, changes),
+            }),
+            _ => None,
+        });
         self.walls.sbpl = Some(input);
         self
     }

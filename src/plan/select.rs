@@ -117,8 +117,11 @@ impl Plan {
         fs: &dyn HostFs,
         ids: Ids,
     ) -> Result<Plan, PlanError> {
+        // Without an overlay mount (layer 2, passthrough, macOS) overlay mode runs on a
+        // snapshot, whose difference needs the overlay's whiteouts and opaque marks:
+        // xattrs that only Linux and macOS are written and read here.
         if policy.workspace_mode == crate::policy::WorkspaceMode::Overlay
-            && !matches!((layer, os), (Layer::Full | Layer::Landlock, "linux"))
+            && !matches!(os, "linux" | "macos")
         {
             return Err(PlanError::Conflict(
                 crate::error::Conflict::OverlayNeedsFullLayer {

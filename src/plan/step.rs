@@ -161,13 +161,14 @@ pub enum Step {
         /// The change set's directory (canonical parent, not a symlink).
         changes: PathBuf,
     },
-    /// Layer 2's answer to `workspace_mode = "overlay"`, done by the host before the
-    /// program starts (the child does nothing for it): the workspace copied into
+    /// The answer of layer 2, passthrough and macOS to `workspace_mode = "overlay"` (no
+    /// overlay mount there), done by the host before the program starts (the child does
+    /// nothing for it): the workspace copied into
     /// `<changes>/snapshot` at the first run (reflinks where the file system has them,
     /// `copy_file_range` otherwise; symlinks as symlinks, modes and times kept), which is
-    /// the program's workspace (the plan's [`Plan::workspace`](super::Plan::workspace) and
-    /// Landlock grant); after each run the difference snapshot-vs-workspace is written
-    /// into `<changes>/upper` in the overlay format.
+    /// the program's workspace (the plan's [`Plan::workspace`](super::Plan::workspace), its
+    /// Landlock grant or Seatbelt write root); after each run the difference
+    /// snapshot-vs-workspace is written into `<changes>/upper` in the overlay format.
     Snapshot {
         /// The real workspace.
         workspace: PathBuf,

@@ -1318,6 +1318,60 @@ fn overlay_mode_on_layer_2_runs_on_the_snapshot_leaving_out_the_data_dir_and_den
 }
 
 #[test]
+fn overlay_mode_in_passthrough_and_on_macos_runs_on_the_snapshot() {
+    let mut fs = Fake::new();
+    fs.0.insert("/srv".into(), Kind::Dir);
+    let mut p = overlay_policy();
+    p.data_dir = Some("/ws/a/data".into());
+    for plan in [
+        Plan::passthrough(&p, &fs).unwrap(),
+        Plan::seatbelt(&p, &fs).unwrap(),
+    ] {
+        assert_eq!(plan.workspace, Path::new("/srv/changes/snapshot"));
+        assert_eq!(
+            plan.roots,
+            vec![(PathBuf::from("/srv/changes/snapshot"), Access::ReadWrite)]
+        );
+        let Step::Snapshot {
+            workspace, skip, ..
+        } = &plan.steps[0]
+        else {
+            panic!("{:#?}", plan.steps);
+        };
+        assert_eq!(workspace, Path::new("/ws"));
+        assert!(skip.contains(&PathBuf::from("a/data")));
+    }
+    // The profile writes the snapshot, keeps the real workspace and closes the change set.
+    let sbpl = Plan::seatbelt(&p, &fs).unwrap().walls.sbpl.unwrap();
+    assert_eq!(sbpl.workspace, Path::new("/srv/changes/snapshot"));
+    let overlay = sbpl.overlay.unwrap();
+    assert_eq!(overlay.real_workspace, Path::new("/ws"));
+    assert_eq!(overlay.changes, Path::new("/srv/changes"));
+    // Direct mode: no snapshot, no overlay rules.
+    let direct = Policy::with_workspace("/ws");
+    let plan = Plan::seatbelt(&direct, &fs).unwrap();
+    assert!(
+        !plan
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Snapshot { .. }))
+    );
+    assert_eq!(plan.walls.sbpl.unwrap().overlay, None);
+    // Only where stockade writes the change set's xattrs.
+    for os in ["linux", "macos"] {
+        Plan::for_layer(&p, Layer::Passthrough, os, &fs, IDS).unwrap();
+    }
+    let err = Plan::for_layer(&p, Layer::Passthrough, "freebsd", &fs, IDS).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            PlanError::Conflict(crate::error::Conflict::OverlayNeedsFullLayer { .. })
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_change_set_under_a_read_only_root_is_masked_on_the_full_layer_and_refused_on_layer_2() {
     let mut p = Policy::with_workspace("/ws");
     p.workspace_mode = crate::policy::WorkspaceMode::Overlay;

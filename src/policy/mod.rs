@@ -67,10 +67,11 @@ pub enum WorkspaceMode {
     #[default]
     Direct,
     /// Into a change set under `changes_dir`; the real workspace stays untouched until the
-    /// host applies the set (`stockade apply`). The full layer mounts an overlay (lower:
-    /// the workspace, read-only; upper: `<changes_dir>/upper`); layer 2 runs the program
-    /// on a snapshot (`<changes_dir>/snapshot`, see `snapshot_max`) and writes the
-    /// difference into `upper/` after each run.
+    /// host applies the set (`stockade apply`). Linux's full layer mounts an overlay
+    /// (lower: the workspace, read-only; upper: `<changes_dir>/upper`); layer 2,
+    /// passthrough and macOS run the program on a snapshot (`<changes_dir>/snapshot`, see
+    /// `snapshot_max`) and write the difference into `upper/` after each run. Other
+    /// systems refuse it.
     Overlay,
 }
 
@@ -200,7 +201,7 @@ pub struct Policy {
     /// path or the data dir (nor contain them), nor be a symlink or someone else's.
     #[serde(deserialize_with = "absolute::changes_dir")]
     pub changes_dir: Option<PathBuf>,
-    /// Layer 2 in overlay mode: the largest workspace (the sum of its regular files' sizes)
+    /// Overlay mode on a snapshot (layer 2, passthrough, macOS): the largest workspace (the sum of its regular files' sizes)
     /// that is snapshotted; a larger one refuses the spawn. Default 1 GiB.
     pub snapshot_max: ByteSize,
 }

@@ -448,6 +448,42 @@ mod tests {
     }
 
     #[test]
+    fn overlay_mode_runs_the_forked_program_on_the_snapshot() {
+        // macOS's path minus `sandbox_init`: the host makes the snapshot, the forked child
+        // replays the plan (the snapshot step is the host's) and works there; the
+        // difference lands in `upper/`, the real workspace stays as it was.
+        let ws = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(ws.path()).unwrap();
+        std::fs::write(ws.join("f"), "host\n").unwrap();
+        let c = tempfile::tempdir().unwrap();
+        let changes = std::fs::canonicalize(c.path()).unwrap().join("set");
+        let mut policy = Policy::with_workspace(&ws);
+        policy.workspace_mode = crate::policy::WorkspaceMode::Overlay;
+        policy.changes_dir = Some(changes.clone());
+        let ids = Ids {
+            uid: 0,
+            gid: 0,
+            host_root: true,
+        };
+        let plan = Plan::for_layer(&policy, Layer::Passthrough, "macos", &RealFs, ids).unwrap();
+        let p = Prepared::new(plan).unwrap();
+        let run = super::super::changeset::prepare(&p.plan).unwrap().unwrap();
+        let cwd = p.plan.workspace.clone();
+        assert_eq!(cwd, changes.join("snapshot"));
+        let (pid, ()) = start(
+            &p,
+            request("sh", &["-c", "echo mine > f; echo n > new"], &cwd),
+        )
+        .unwrap();
+        assert_eq!(wait(pid), Some(0));
+        run.finish(wait_gone(&()));
+        assert_eq!(std::fs::read(ws.join("f")).unwrap(), b"host\n");
+        assert!(!ws.join("new").exists());
+        assert_eq!(std::fs::read(changes.join("upper/f")).unwrap(), b"mine\n");
+        assert_eq!(std::fs::read(changes.join("upper/new")).unwrap(), b"n\n");
+    }
+
+    #[test]
     fn the_terminal_on_stdio_becomes_the_controlling_terminal_on_request() {
         use std::os::fd::AsRawFd;
         let ws = tempfile::tempdir().unwrap();

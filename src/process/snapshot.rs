@@ -1,19 +1,28 @@
-//! Layer 2's change set (`workspace_mode = "overlay"` without overlayfs, see
-//! [`Step::Snapshot`](crate::plan::Step::Snapshot)): the workspace copied into
+//! The change set of `workspace_mode = "overlay"` without overlayfs (layer 2, passthrough,
+//! macOS; see [`Step::Snapshot`](crate::plan::Step::Snapshot)): the workspace copied into
 //! `<changes>/snapshot` at the first run, the program run there, and after each run the
 //! difference snapshot-vs-workspace written into `<changes>/upper` in the overlay format,
 //! so that the change set reads the same whichever layer made it.
 //!
-//! Nothing of the sandbox runs while the difference is written (it waits for the init's
-//! exit); files are opened without following a symlink in their last component all the
-//! same, and setuid and setgid bits are never copied (nor compared).
+//! On layer 2 nothing of the sandbox runs while the difference is written (it waits for
+//! the init's exit, which ends them all). In passthrough and on macOS there is no init:
+//! it waits for the program's exit, and a process the program left running may still
+//! change the snapshot (the next run's end writes the difference again). Files are opened
+//! without following a symlink in their last component, a snapshot replaced by a symlink
+//! is refused, and setuid and setgid bits are never copied (nor compared).
 //!
-//! The copy clones each regular file (`ioctl(FICLONE)`) where the file system can, and
-//! copies it (`copy_file_range`, through `std::io::copy`) otherwise; symlinks stay
+//! The copy clones each regular file (Linux: `ioctl(FICLONE)`; macOS: `clonefile(2)`)
+//! where the file system can, and copies it (`copy_file_range`, through `std::io::copy`) otherwise; symlinks stay
 //! symlinks; modes and modification times are kept; FIFOs, sockets and devices are left
 //! out (and out of the comparison). `upper/` is rebuilt whole after each run (a new tree,
 //! renamed over the old one), so it is always the difference of the snapshot as the last
 //! run left it against the workspace as it is now.
+//!
+//! A file whose size, mode and modification time match the workspace's is taken as
+//! unchanged only while its change time is older than `<changes>/snapshot.stamp`, made
+//! right after the snapshot: a program that edits a file and puts back its modification
+//! time (`touch -d`, `utimensat`) cannot put back its change time, so that file's bytes
+//! are compared (see `same_contents`).
 //!
 //! In `upper/`: a new or changed entry as the program left it; a deleted one as a
 //! whiteout (a character device 0:0 for root, else an empty file with the
@@ -25,7 +34,7 @@ use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Conflict, Error, PlanError};
@@ -79,12 +88,22 @@ pub(crate) fn before(
         .into());
     }
     let tmp = changes.join(format!(".snapshot.{}", std::process::id()));
+    // The stamp after the snapshot is complete: a set whose stamp is missing (a host that
+    // died in between) compares bytes instead of trusting modification times.
+    let stamp = changes.join(STAMP);
+    let _ = fs::remove_file(&stamp);
     let made =
         copy_tree(workspace, &tmp, Path::new(""), skip).and_then(|()| fs::rename(&tmp, &snap));
     if let Err(e) = made {
         let _ = fs::remove_dir_all(&tmp);
         return Err(super::changeset::path_error(&snap, &e));
     }
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&stamp)
+        .map_err(|e| super::changeset::path_error(&stamp, &e))?;
     Ok(after)
 }
 
@@ -108,9 +127,19 @@ impl After {
         let upper = self.changes.join("upper");
         let new = self.changes.join(format!(".upper.{}", std::process::id()));
         let _ = fs::remove_dir_all(&new);
-        let root_mode = fs::symlink_metadata(&snap)?.mode() & KEPT_MODE;
+        let root = fs::symlink_metadata(&snap)?;
+        if !root.is_dir() {
+            // Not followed: a snapshot replaced by a symlink would lead the difference
+            // elsewhere.
+            return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+        }
+        let root_mode = root.mode() & KEPT_MODE;
         fs::DirBuilder::new().mode(0o700).create(&new)?;
-        let r = diff_dir(&snap, &self.workspace, &new, Path::new(""), &self.skip)
+        let ctx = Diff {
+            skip: &self.skip,
+            stamp: stamp_of(&self.changes),
+        };
+        let r = diff_dir(&snap, &self.workspace, &new, Path::new(""), &ctx)
             .and_then(|_| fs::set_permissions(&new, fs::Permissions::from_mode(root_mode)));
         if let Err(e) = r {
             let _ = fs::remove_dir_all(&new);
@@ -136,13 +165,31 @@ impl After {
     }
 }
 
+/// What a difference compares with: the skipped entries and the snapshot's stamp.
+struct Diff<'a> {
+    skip: &'a [PathBuf],
+    /// The change time of [`STAMP`], when it is there.
+    stamp: Option<(i64, i64)>,
+}
+
+/// The file, in the change set, made right after the snapshot: its change time is later
+/// than every snapshot file's that was not touched since (see [`same_contents`]). Outside
+/// `snapshot/`, where the program cannot remake it (on layer 2 and macOS it cannot reach
+/// the change set but its snapshot).
+const STAMP: &str = "snapshot.stamp";
+
+/// The change time of the change set's [`STAMP`]; `None` when it is not a regular file.
+fn stamp_of(changes: &Path) -> Option<(i64, i64)> {
+    let m = fs::symlink_metadata(changes.join(STAMP)).ok()?;
+    m.is_file().then(|| (m.ctime(), m.ctime_nsec()))
+}
+
 /// The permission bits copied: setuid and setgid never (a root host would otherwise make
 /// root-owned setuid copies of what the program or the workspace holds), nor compared.
 const KEPT_MODE: u32 = 0o1777;
 
 /// Opens a regular file for reading without following a symlink in its last component.
 fn open_nofollow(p: &Path) -> io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
     fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
@@ -247,31 +294,63 @@ fn copy_entry(
     }
 }
 
-/// A clone of `src` where the file system shares extents, else a copy through
-/// `copy_file_range`.
+/// A clone of `src` where the file system shares extents (Linux: `ioctl(FICLONE)`; macOS:
+/// `clonefile(2)` on APFS), else a copy (`copy_file_range` on Linux, through
+/// `std::io::copy`). The caller sets the mode and times afterwards ([`finish_meta`]).
 fn copy_file(src: &Path, dst: &Path) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
+    #[cfg(target_os = "macos")]
+    if clonefile(src, dst)? {
+        return Ok(());
+    }
     let mut from = open_nofollow(src)?;
     let mut to = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(dst)?;
-    // SAFETY: both fds are open for the call's length (the `File`s live on); FICLONE takes
-    // the source fd as its argument and writes nothing to user memory.
-    #[cfg(target_os = "linux")]
-    let cloned = unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) } == 0;
-    // Overlay mode runs on Linux only (the plan refuses it elsewhere).
-    #[cfg(not(target_os = "linux"))]
-    let cloned = {
-        let _ = (to.as_raw_fd(), from.as_raw_fd());
-        false
-    };
-    if !cloned {
+    if !ficlone(&from, &to) {
         io::copy(&mut from, &mut to)?;
     }
     Ok(())
+}
+
+/// Whether `to` is now a clone of `from` (the file system shares their extents).
+#[cfg(target_os = "linux")]
+fn ficlone(from: &fs::File, to: &fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: both fds are open for the call's length (the `File`s are borrowed); FICLONE
+    // takes the source fd as its argument and writes nothing to user memory.
+    unsafe { libc::ioctl(to.as_raw_fd(), libc::FICLONE, from.as_raw_fd()) == 0 }
+}
+
+/// Elsewhere the clone is made by path before the copy (macOS) or not at all.
+#[cfg(not(target_os = "linux"))]
+fn ficlone(_from: &fs::File, _to: &fs::File) -> bool {
+    false
+}
+
+/// `clonefile(src, dst, CLONE_NOFOLLOW | CLONE_NOOWNERCOPY)`: whether `dst` was made as a
+/// clone. `false` where the file system cannot clone (not APFS: `ENOTSUP`, or across
+/// volumes: `EXDEV`), for the caller to copy instead; other errors are returned.
+#[cfg(target_os = "macos")]
+fn clonefile(src: &Path, dst: &Path) -> io::Result<bool> {
+    /// `<sys/clonefile.h>`: do not follow a symlink at `src`; do not copy its owner.
+    const CLONE_NOFOLLOW: u32 = 0x0001;
+    const CLONE_NOOWNERCOPY: u32 = 0x0002;
+    let s = CString::new(src.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let d = CString::new(dst.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: both strings are NUL-terminated and live across the call.
+    let r = unsafe { libc::clonefile(s.as_ptr(), d.as_ptr(), CLONE_NOFOLLOW | CLONE_NOOWNERCOPY) };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOTSUP | libc::EXDEV) => Ok(false),
+        _ => Err(e),
+    }
 }
 
 /// Mode and times of `m` on `p` (a directory after its entries: they change its mtime).
@@ -318,8 +397,9 @@ fn diff_dir(
     ws_root: &Path,
     out: &Path,
     rel: &Path,
-    skip: &[PathBuf],
+    ctx: &Diff<'_>,
 ) -> io::Result<bool> {
+    let skip = ctx.skip;
     let snap = snap_root.join(rel);
     let ws = ws_root.join(rel);
     let mut names = std::collections::BTreeSet::new();
@@ -351,7 +431,7 @@ fn diff_dir(
                 any = true;
             }
             (Some(sm), Some(wm)) => {
-                any |= diff_entry(snap_root, ws_root, &dst, &r, &sm, &wm, skip)?;
+                any |= diff_entry(snap_root, ws_root, &dst, &r, (&sm, &wm), ctx)?;
             }
         }
     }
@@ -364,15 +444,15 @@ fn diff_entry(
     ws_root: &Path,
     dst: &Path,
     rel: &Path,
-    sm: &fs::Metadata,
-    wm: &fs::Metadata,
-    skip: &[PathBuf],
+    (sm, wm): (&fs::Metadata, &fs::Metadata),
+    ctx: &Diff<'_>,
 ) -> io::Result<bool> {
+    let skip = ctx.skip;
     let src = snap_root.join(rel);
     let (sk, wk) = (kind(sm), kind(wm));
     if sk == Some(Kind::Dir) && wk == Some(Kind::Dir) {
         fs::DirBuilder::new().mode(0o700).create(dst)?;
-        let below = diff_dir(snap_root, ws_root, dst, rel, skip)?;
+        let below = diff_dir(snap_root, ws_root, dst, rel, ctx)?;
         let mode_changed = sm.mode() & KEPT_MODE != wm.mode() & KEPT_MODE;
         if below || mode_changed {
             finish_meta(dst, sm)?;
@@ -393,7 +473,7 @@ fn diff_entry(
         _ => {
             sm.mode() & KEPT_MODE == wm.mode() & KEPT_MODE
                 && sm.len() == wm.len()
-                && same_contents(sm, wm, &src, &ws_root.join(rel))?
+                && same_contents(sm, wm, &src, &ws_root.join(rel), ctx.stamp)?
         }
     };
     if same {
@@ -403,10 +483,22 @@ fn diff_entry(
     Ok(true)
 }
 
-/// Equal contents: the same modification time (to the nanosecond) is taken as unchanged
-/// (as `git status` and `rsync` do); otherwise the bytes are compared.
-fn same_contents(sm: &fs::Metadata, wm: &fs::Metadata, a: &Path, b: &Path) -> io::Result<bool> {
-    if (sm.mtime(), sm.mtime_nsec()) == (wm.mtime(), wm.mtime_nsec()) {
+/// Equal contents. The same modification time (to the nanosecond) is taken as unchanged,
+/// as `git status` and `rsync` do, only for a snapshot file untouched since the snapshot
+/// was made: one whose change time (`st_ctime`, which no unprivileged call sets: every
+/// write, `chmod` or `utimensat` moves it to the present) is older than the stamp's. A
+/// program that writes a file and puts its old modification time back has moved its
+/// change time past the stamp, so its bytes are compared. Without a stamp the bytes
+/// are always compared.
+fn same_contents(
+    sm: &fs::Metadata,
+    wm: &fs::Metadata,
+    a: &Path,
+    b: &Path,
+    stamp: Option<(i64, i64)>,
+) -> io::Result<bool> {
+    let untouched = stamp.is_some_and(|t| (sm.ctime(), sm.ctime_nsec()) < t);
+    if untouched && (sm.mtime(), sm.mtime_nsec()) == (wm.mtime(), wm.mtime_nsec()) {
         return Ok(true);
     }
     use std::io::Read;
@@ -449,10 +541,36 @@ fn whiteout(p: &Path) -> io::Result<()> {
     set_xattr(p, "user.overlay.whiteout", b"")
 }
 
-/// Overlay mode runs on Linux only (the plan refuses it elsewhere).
-#[cfg(not(target_os = "linux"))]
+/// Overlay mode runs on Linux and macOS only (the plan refuses it elsewhere).
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 fn set_xattr(_: &Path, _: &str, _: &[u8]) -> io::Result<()> {
     Err(io::ErrorKind::Unsupported.into())
+}
+
+/// macOS: `setxattr(2)` at offset 0 with `XATTR_NOFOLLOW`, the change set's marks under
+/// the same names as on Linux (`crate::changes` reads them there too).
+#[cfg(target_os = "macos")]
+fn set_xattr(p: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+    let c = CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let n = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: both strings are NUL-terminated, `value` is readable for its length; all
+    // live across the call.
+    let r = unsafe {
+        libc::setxattr(
+            c.as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+            libc::XATTR_NOFOLLOW,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 #[cfg(target_os = "linux")]

@@ -79,6 +79,8 @@ pub fn run(exec: &Exec, confine: Option<&Confine>) -> ! {
         let step = index as u32;
         match op {
             Op::ResetSignals => reset_signals(),
+            // The host made the snapshot before the fork.
+            Op::Snapshot => {}
             Op::NewSession => {
                 // SAFETY: setsid takes no arguments; a forked child is never a group
                 // leader, so it succeeds unless the system refuses.

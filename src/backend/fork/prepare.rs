@@ -21,6 +21,8 @@ pub enum Op {
     NewSession,
     /// See [`Step::SandboxInit`].
     SandboxInit,
+    /// See [`Step::Snapshot`]: the host's work before the fork; nothing in the child.
+    Snapshot,
     /// See [`Step::ResourceLimits`]: the first `len` `(RLIMIT_*, soft, hard)` of `list`.
     ResourceLimits {
         /// The limits.
@@ -109,6 +111,7 @@ impl Exec {
                 Step::ResetSignals => Ok(Op::ResetSignals),
                 Step::NewSession => Ok(Op::NewSession),
                 Step::SandboxInit => Ok(Op::SandboxInit),
+                Step::Snapshot { .. } => Ok(Op::Snapshot),
                 Step::ResourceLimits(limits) if limits.len() <= MAX_RLIMITS => {
                     let mut list = [(0, 0, 0); MAX_RLIMITS];
                     for (slot, l) in list.iter_mut().zip(limits) {

@@ -75,6 +75,7 @@ mod tests {
             deny_names: vec![".env".into(), ".ssh".into(), "id_rsa".into()],
             guard_names: vec![],
             tmpdir: None,
+            overlay: None,
             network: Network::Full,
             proxy_ports: Vec::new(),
         }

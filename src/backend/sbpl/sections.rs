@@ -115,6 +115,8 @@ struct Paths {
     data: Option<PathBuf>,
     masked: Vec<PathBuf>,
     tmpdir: Option<PathBuf>,
+    /// Overlay mode: the real workspace and the change set.
+    overlay: Option<(PathBuf, PathBuf)>,
 }
 
 /// A root and the policy key it came from, for error messages.
@@ -135,6 +137,13 @@ impl Paths {
             data: optional("data_dir", &input.data_dir).transpose()?,
             masked: norm_all("masked", &input.masked)?,
             tmpdir: optional("tmpdir", &input.tmpdir).transpose()?,
+            overlay: match &input.overlay {
+                Some(o) => Some((
+                    normalize("workspace", &o.real_workspace)?,
+                    normalize("changes_dir", &o.changes)?,
+                )),
+                None => None,
+            },
         })
     }
 
@@ -191,6 +200,9 @@ pub(super) fn items(input: &SbplInput, ports: Ports) -> Result<Vec<Item>, SbplEr
         "allow file-read* file-write* file-map-executable",
         &rw_roots,
     )?));
+    if let Some((real, changes)) = &paths.overlay {
+        items.extend(overlay_rules(&paths, real, changes)?);
+    }
     items.push(match input.network {
         Network::Full => Item::Fixed(NETWORK_FULL),
         Network::None => Item::Fixed(NETWORK_NONE),
@@ -205,8 +217,55 @@ pub(super) fn items(input: &SbplInput, ports: Ports) -> Result<Vec<Item>, SbplEr
         items.push(Item::Paths(data_dir_rule(data)?));
         hidden_paths.push(("data_dir", data.clone()));
     }
-    items.push(Item::Paths(pinned_rule(&hidden_paths, &rw_roots)?));
+    if let Some((real, changes)) = &paths.overlay {
+        hidden_paths.push(("workspace", real.clone()));
+        hidden_paths.push(("changes_dir", changes.clone()));
+    }
+    let mut pinned = pinned_rule(&hidden_paths, &rw_roots)?;
+    if paths.overlay.is_some() {
+        // The snapshot itself: removed and remade as a symlink, it would lead the host's
+        // difference after the run elsewhere.
+        pinned.add(Match::Literal, Lit::new("workspace", &paths.workspace)?);
+    }
+    items.push(Item::Paths(pinned));
     Ok(items)
+}
+
+/// Overlay mode (the workspace is a snapshot in the change set): the change set closed
+/// and the real workspace kept from writes, then the snapshot and the `writable_paths`
+/// inside the real workspace opened again. They come after the read-write roots, whose
+/// `/private/tmp` may hold either, and before every deny of names and the data dir, which
+/// keep their meaning on the snapshot.
+fn overlay_rules(paths: &Paths, real: &Path, changes: &Path) -> Result<Vec<Item>, SbplError> {
+    let mut closed = PathRule::new(
+        "Overlay mode: the change set (the host's), but for the snapshot: no read, no write.",
+        "deny file-read* file-write*",
+    );
+    closed.add(Match::Subpath, Lit::new("changes_dir", changes)?);
+    let mut kept = PathRule::new(
+        "Overlay mode: the real workspace, which the host's apply changes: no write.",
+        "deny file-write*",
+    );
+    kept.add(Match::Subpath, Lit::new("workspace", real)?);
+    let mut lookup = PathRule::new(
+        "Overlay mode: the path lookup above the snapshot.",
+        "allow file-read-metadata",
+    );
+    lookup.add(Match::Literal, Lit::new("changes_dir", changes)?);
+    let mut reopened = PathRule::new(
+        "Overlay mode: the snapshot, and writable_paths inside the real workspace: read, write, map executable.",
+        "allow file-read* file-write* file-map-executable",
+    );
+    reopened.add(Match::Subpath, Lit::new("workspace", &paths.workspace)?);
+    for w in paths.writable.iter().filter(|w| w.starts_with(real)) {
+        reopened.add(Match::Subpath, Lit::new("writable_paths", w)?);
+    }
+    Ok(vec![
+        Item::Paths(closed),
+        Item::Paths(kept),
+        Item::Paths(lookup),
+        Item::Paths(reopened),
+    ])
 }
 
 /// The filters of the `network = "allow"` rule (empty for `none` and `full`), the ports in
