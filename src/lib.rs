@@ -189,3 +189,5 @@ pub use process::{
     PlanListen, PlanNamespaces, Pty, Sandbox, Stdio, Termination, Usage, Wall, cgroup_limits,
     macos_profile,
 };
+#[cfg(target_os = "linux")]
+pub use process::Session;
