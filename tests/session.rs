@@ -93,3 +93,214 @@ fn exit_statuses_are_exact() {
         assert!(s.command("true").status().unwrap().success());
     }
 }
+
+/// What a command (B) can do to the process `pid`: `kill -0`, open its environ and mem,
+/// read its fds' links, `PTRACE_ATTACH`; each `ok` or the errno's name. Then the same
+/// against B's supervisor, the session's server and the init, and against B's own child.
+const PROBE: &str = r#"
+import ctypes, errno, os, sys
+def tries(pid):
+    out = []
+    def attempt(name, f):
+        try:
+            f()
+            out.append(name + ":ok")
+        except OSError as e:
+            out.append(name + ":" + errno.errorcode[e.errno])
+    attempt("kill", lambda: os.kill(pid, 0))
+    attempt("environ", lambda: open("/proc/%d/environ" % pid, "rb").read())
+    attempt("mem", lambda: open("/proc/%d/mem" % pid, "rb"))
+    # The fd numbers may be listed (the directory is the owner's); what they are may not.
+    attempt("fd", lambda: [os.readlink("/proc/%d/fd/%s" % (pid, n)) for n in os.listdir("/proc/%d/fd" % pid)])
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, pid, 0, 0) == 0:
+        out.append("ptrace:ok")
+        os.waitpid(pid, 0x40000000)
+        libc.ptrace(17, pid, 0, 0)
+    else:
+        out.append("ptrace:" + errno.errorcode[ctypes.get_errno()])
+    return " ".join(out)
+def ppid(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+targets = [("a", int(sys.argv[1]))]
+sup = os.getppid()
+server = ppid(sup)
+targets += [("supervisor", sup), ("server", server), ("init", ppid(server))]
+for name, pid in targets:
+    print(name, tries(pid))
+# The allowed thing: its own child.
+import subprocess
+child = subprocess.Popen(["sleep", "30"])
+print("own", tries(child.pid))
+child.kill()
+"#;
+
+#[test]
+fn a_command_cannot_reach_another_command_nor_the_session() {
+    const DENIED: &str = "kill:EPERM environ:EACCES mem:EACCES fd:EACCES ptrace:EPERM";
+    for layer in LAYERS {
+        let ws = workspace();
+        // ptrace allowed by the filter: Landlock alone must keep the commands apart.
+        let Some(s) = session(ws.path(), layer, |p| p.allow_ptrace = true) else {
+            continue;
+        };
+        let mut a = s
+            .command("sh")
+            .args(["-c", "echo $$ > a.pid; exec sleep 60"])
+            .secret_env("SESSION_SECRET", "hunter2-session-secret")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid_file = ws.path().join("a.pid");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let pid = loop {
+            if let Some(p) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok())
+            {
+                break p;
+            }
+            assert!(std::time::Instant::now() < deadline, "{layer:?}: A never started");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let out = s
+            .command("python3")
+            .args(["-c", PROBE, &pid.to_string()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{layer:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
+        for who in ["a", "supervisor", "server", "init"] {
+            let line = text.lines().find(|l| l.starts_with(&format!("{who} "))).unwrap();
+            assert_eq!(line, format!("{who} {DENIED}"), "{layer:?}:\n{text}");
+        }
+        let own = text.lines().find(|l| l.starts_with("own ")).unwrap();
+        assert_eq!(own, "own kill:ok environ:ok mem:ok fd:ok ptrace:ok", "{layer:?}");
+        // A's secret is in A alone.
+        let env = sh_ok(&s, "env");
+        assert!(!env.contains("hunter2") && !env.contains("SESSION_SECRET"), "{layer:?}");
+        a.kill().unwrap();
+        assert_eq!(a.wait().unwrap().signal(), Some(libc::SIGKILL), "{layer:?}");
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn background_processes_end_with_their_command() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        // A plain background job and a double-forked, setsid daemon.
+        sh_ok(
+            &s,
+            "sleep 1000 & echo $! > bg.pid; setsid sh -c 'sleep 1000 & echo $! > daemon.pid' \
+             </dev/null >/dev/null 2>&1 & wait $!; while [ ! -s daemon.pid ]; do :; done",
+        );
+        for f in ["bg.pid", "daemon.pid"] {
+            let pid = std::fs::read_to_string(ws.path().join(f)).unwrap();
+            // Gone (ESRCH), not merely out of reach (EPERM).
+            let out = sh(&s, &format!("kill -0 {} 2>&1", pid.trim()));
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(!out.status.success(), "{layer:?}: {f} still runs");
+            assert!(text.contains("No such process"), "{layer:?}: {f}: {text}");
+        }
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn close_leaves_no_process() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        let marker = format!("stockade-session-close-{}-{layer:?}", std::process::id());
+        let script = format!("exec -a {marker} sleep 1000");
+        let mut running: Vec<_> = (0..3)
+            .map(|_| s.command("bash").args(["-c", &script]).spawn().unwrap())
+            .collect();
+        // A background job of a command still running, too.
+        let mut bg = s
+            .command("bash")
+            .args(["-c", &format!("(exec -a {marker} sleep 1000) & wait")])
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while common::host_processes_with(&marker).len() < 4 {
+            assert!(std::time::Instant::now() < deadline, "{layer:?}: not started");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        s.close().unwrap();
+        assert_eq!(common::host_processes_with(&marker), Vec::<u32>::new(), "{layer:?}");
+        for c in running.iter_mut().chain([&mut bg]) {
+            assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL), "{layer:?}");
+        }
+    }
+}
+
+#[test]
+fn a_closed_session_refuses_commands_and_signals_reach_the_program() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        let mut c = s
+            .command("sh")
+            .args(["-c", "trap 'exit 42' TERM; echo ready; while :; do sleep 0.01; done"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(c.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "ready\n");
+        c.signal(libc::SIGTERM).unwrap();
+        assert_eq!(c.wait().unwrap().code(), Some(42), "{layer:?}");
+        let cmd = s.command("true");
+        drop(s);
+        let mut cmd = cmd;
+        assert!(cmd.status().is_err(), "{layer:?}");
+    }
+}
+
+#[test]
+fn concurrent_commands_from_many_threads() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let s = &s;
+                scope.spawn(move || {
+                    for i in 0..20 {
+                        let code = (t * 20 + i) % 256;
+                        let out = s
+                            .command("sh")
+                            .args(["-c", &format!("echo {t}-{i}; exit {code}")])
+                            .output()
+                            .unwrap();
+                        assert_eq!(out.status.code(), Some(code));
+                        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{t}-{i}\n"));
+                    }
+                });
+            }
+        });
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn session_as_nobody() {
+    common::rerun_as_nobody(&["--skip", "session_as_nobody"]);
+}
