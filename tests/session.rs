@@ -14,7 +14,6 @@ use std::path::Path;
 use common::{LAYERS, sandbox_on};
 use stockade::{Layer, Session, Stdio};
 
-
 /// A workspace outside /tmp.
 fn workspace() -> tempfile::TempDir {
     tempfile::Builder::new()
@@ -63,7 +62,10 @@ fn commands_share_the_workspace_and_tmp() {
         sh_ok(&s, "echo one > w.txt; echo two > \"${TMPDIR:-/tmp}/t.txt\"");
         let out = sh_ok(&s, "cat w.txt \"${TMPDIR:-/tmp}/t.txt\"");
         assert_eq!(out, "one\ntwo\n", "{layer:?}");
-        assert_eq!(std::fs::read_to_string(ws.path().join("w.txt")).unwrap(), "one\n");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("w.txt")).unwrap(),
+            "one\n"
+        );
         s.close().unwrap();
     }
 }
@@ -76,7 +78,11 @@ fn exit_statuses_are_exact() {
             continue;
         };
         for code in [0, 1, 7, 255] {
-            let st = s.command("sh").args(["-c", &format!("exit {code}")]).status().unwrap();
+            let st = s
+                .command("sh")
+                .args(["-c", &format!("exit {code}")])
+                .status()
+                .unwrap();
             assert_eq!(st.code(), Some(code), "{layer:?}");
         }
         for sig in [libc::SIGTERM, libc::SIGKILL, libc::SIGSEGV] {
@@ -86,7 +92,13 @@ fn exit_statuses_are_exact() {
         let st = sh(&s, "kill -ABRT $$").status;
         assert_eq!(st.signal(), Some(libc::SIGABRT), "{layer:?}");
         let e = s.command("no-such-program-here").status().unwrap_err();
-        assert!(matches!(e, stockade::Error::Spawn(stockade::SpawnError::NotFound { .. })), "{e}");
+        assert!(
+            matches!(
+                e,
+                stockade::Error::Spawn(stockade::SpawnError::NotFound { .. })
+            ),
+            "{e}"
+        );
         let e = s.command("true").current_dir("nope").status().unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
         // The session still serves.
@@ -162,7 +174,10 @@ fn a_command_cannot_reach_another_command_nor_the_session() {
             {
                 break p;
             }
-            assert!(std::time::Instant::now() < deadline, "{layer:?}: A never started");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{layer:?}: A never started"
+            );
             std::thread::sleep(std::time::Duration::from_millis(5));
         };
         let out = s
@@ -171,16 +186,29 @@ fn a_command_cannot_reach_another_command_nor_the_session() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{layer:?}: {text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{layer:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         for who in ["a", "supervisor", "server", "init"] {
-            let line = text.lines().find(|l| l.starts_with(&format!("{who} "))).unwrap();
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{who} ")))
+                .unwrap();
             assert_eq!(line, format!("{who} {DENIED}"), "{layer:?}:\n{text}");
         }
         let own = text.lines().find(|l| l.starts_with("own ")).unwrap();
-        assert_eq!(own, "own kill:ok environ:ok mem:ok fd:ok ptrace:ok", "{layer:?}");
+        assert_eq!(
+            own, "own kill:ok environ:ok mem:ok fd:ok ptrace:ok",
+            "{layer:?}"
+        );
         // A's secret is in A alone.
         let env = sh_ok(&s, "env");
-        assert!(!env.contains("hunter2") && !env.contains("SESSION_SECRET"), "{layer:?}");
+        assert!(
+            !env.contains("hunter2") && !env.contains("SESSION_SECRET"),
+            "{layer:?}"
+        );
         a.kill().unwrap();
         assert_eq!(a.wait().unwrap().signal(), Some(libc::SIGKILL), "{layer:?}");
         s.close().unwrap();
@@ -232,11 +260,18 @@ fn close_leaves_no_process() {
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while common::host_processes_with(&marker).len() < 4 {
-            assert!(std::time::Instant::now() < deadline, "{layer:?}: not started");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{layer:?}: not started"
+            );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         s.close().unwrap();
-        assert_eq!(common::host_processes_with(&marker), Vec::<u32>::new(), "{layer:?}");
+        assert_eq!(
+            common::host_processes_with(&marker),
+            Vec::<u32>::new(),
+            "{layer:?}"
+        );
         for c in running.iter_mut().chain([&mut bg]) {
             assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL), "{layer:?}");
         }
@@ -252,7 +287,10 @@ fn a_closed_session_refuses_commands_and_signals_reach_the_program() {
         };
         let mut c = s
             .command("sh")
-            .args(["-c", "trap 'exit 42' TERM; echo ready; while :; do sleep 0.01; done"])
+            .args([
+                "-c",
+                "trap 'exit 42' TERM; echo ready; while :; do sleep 0.01; done",
+            ])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();

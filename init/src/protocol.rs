@@ -795,7 +795,10 @@ mod tests {
         req.extend_from_slice(&header(NEW_SESSION, 1, 2, 1));
         req.extend_from_slice(b"/w\0/bin/sh\0sh\0-c\0A=1\0");
         let r = Request::parse(&req).unwrap();
-        assert_eq!((r.flags, r.candidates, r.argc, r.envc, r.total()), (1, 1, 2, 1, 5));
+        assert_eq!(
+            (r.flags, r.candidates, r.argc, r.envc, r.total()),
+            (1, 1, 2, 1, 5)
+        );
         let mut starts = std::vec::Vec::new();
         r.each_start(|i, at| starts.push((i, at)));
         assert_eq!(starts, [(0, 0), (1, 3), (2, 11), (3, 14), (4, 17)]);

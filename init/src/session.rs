@@ -303,7 +303,8 @@ fn program(
     drop(stdio);
     let at = |i: usize| -> *const u8 {
         // SAFETY: the supervisor wrote every slot up to the environment's NULL.
-        ptrs.get(i).map_or(core::ptr::null(), |p| unsafe { p.assume_init() })
+        ptrs.get(i)
+            .map_or(core::ptr::null(), |p| unsafe { p.assume_init() })
     };
     // SAFETY: slot 0 points at the directory's first byte in the request, a string the
     // parser found NUL-terminated, alive in this process's copy of the server's buffer.

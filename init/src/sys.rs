@@ -566,7 +566,10 @@ mod tests {
             (nr::SENDMSG, libc::SYS_sendmsg),
             (nr::RECVMSG, libc::SYS_recvmsg),
             (nr::PIDFD_OPEN, libc::SYS_pidfd_open),
-            (nr::LANDLOCK_CREATE_RULESET, libc::SYS_landlock_create_ruleset),
+            (
+                nr::LANDLOCK_CREATE_RULESET,
+                libc::SYS_landlock_create_ruleset,
+            ),
             (nr::LANDLOCK_RESTRICT_SELF, libc::SYS_landlock_restrict_self),
             (nr::EXECVE, libc::SYS_execve),
             (nr::READ, libc::SYS_read),
@@ -619,7 +622,10 @@ mod tests {
         assert_eq!(c::MSG_CTRUNC, libc::MSG_CTRUNC);
         assert_eq!(c::MSG_CMSG_CLOEXEC as i32, libc::MSG_CMSG_CLOEXEC);
         assert_eq!(c::MSG_NOSIGNAL as i32, libc::MSG_NOSIGNAL);
-        assert_eq!(core::mem::size_of::<MsgHdr>(), core::mem::size_of::<libc::msghdr>());
+        assert_eq!(
+            core::mem::size_of::<MsgHdr>(),
+            core::mem::size_of::<libc::msghdr>()
+        );
         assert_eq!(
             core::mem::offset_of!(MsgHdr, flags),
             core::mem::offset_of!(libc::msghdr, msg_flags)

@@ -224,8 +224,12 @@ impl Link {
         stdio: [RawFd; 3],
     ) -> Result<(libc::pid_t, init::Handle), Error> {
         // Checks every string as a fresh sandbox's spawn does, and finds the candidates.
-        let prepared =
-            crate::backend::program::Program::new(program, args.to_vec(), env.to_vec(), &plan.path)?;
+        let prepared = crate::backend::program::Program::new(
+            program,
+            args.to_vec(),
+            env.to_vec(),
+            &plan.path,
+        )?;
         let candidates = &prepared.candidates;
         let flags = if plan.steps.contains(&Step::NewSession) {
             wire::NEW_SESSION
@@ -233,13 +237,24 @@ impl Link {
             0
         };
         let request = encode(flags, cwd, candidates, args, env)?;
-        let os = |call: &'static str| move |e: nix::Error| SpawnError::Os { call, source: e.into() };
+        let os = |call: &'static str| {
+            move |e: nix::Error| SpawnError::Os {
+                call,
+                source: e.into(),
+            }
+        };
         let (status_r, status_w) = init::status_pipe()?;
         let (report_r, report_w) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(os("pipe2 (report)"))?;
         // -1: the host's own fd of that number, as a fresh sandbox inherits it.
         let stdio: [RawFd; 3] = [0, 1, 2].map(|i| if stdio[i] < 0 { i as RawFd } else { stdio[i] });
-        let fds = [stdio[0], stdio[1], stdio[2], status_w.as_raw_fd(), report_w.as_raw_fd()];
+        let fds = [
+            stdio[0],
+            stdio[1],
+            stdio[2],
+            status_w.as_raw_fd(),
+            report_w.as_raw_fd(),
+        ];
         let pidfd = {
             let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
             let Some(control) = control.as_ref() else {
@@ -251,8 +266,14 @@ impl Link {
             };
             let cmsg = [ControlMessage::ScmRights(&fds)];
             let iov = [IoSlice::new(&request)];
-            sendmsg::<()>(control.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None)
-                .map_err(os("sendmsg (session request)"))?;
+            sendmsg::<()>(
+                control.as_raw_fd(),
+                &iov,
+                &cmsg,
+                MsgFlags::MSG_NOSIGNAL,
+                None,
+            )
+            .map_err(os("sendmsg (session request)"))?;
             receive_reply(control.as_fd())?
         };
         drop((status_w, report_w));
@@ -334,7 +355,10 @@ fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error>
                     if let ControlMessageOwned::ScmRights(list) = c {
                         // SAFETY: the kernel installed these fds for this message; nothing
                         // else in the process has their numbers.
-                        fds.extend(list.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }));
+                        fds.extend(
+                            list.into_iter()
+                                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                        );
                     }
                 }
                 break (msg.bytes, msg.flags, fds);
@@ -359,7 +383,8 @@ fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error>
     if flags.intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC) {
         return Err(bad("truncated").into());
     }
-    let errno = wire::decode_reply(buf.get(..n).unwrap_or(&[])).ok_or_else(|| bad("not a reply"))?;
+    let errno =
+        wire::decode_reply(buf.get(..n).unwrap_or(&[])).ok_or_else(|| bad("not a reply"))?;
     if errno != 0 {
         return Err(SpawnError::Os {
             call: "start a command in the session",
