@@ -12,6 +12,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 
 use common::{LAYERS, sandbox_on};
+
 use stockade::{Layer, Session, Stdio};
 
 /// A workspace outside /tmp.
@@ -341,4 +342,82 @@ fn concurrent_commands_from_many_threads() {
 #[test]
 fn session_as_nobody() {
     common::rerun_as_nobody(&["--skip", "session_as_nobody"]);
+}
+
+/// From its first instruction, a session's program cannot reach its supervisor (which
+/// holds the command's status pipe) nor PID 1: the freestanding racing program of
+/// `tests/init_window.rs` (no C library, its first system calls at once) tries
+/// `PTRACE_SEIZE` and opening `/proc/PID/{mem,maps,environ,fd/N}` of its parent, and on
+/// the full layer of PID 1, 300 times per layer, with `allow_ptrace` on.
+#[test]
+fn from_its_first_instruction_a_command_cannot_reach_its_supervisor() {
+    require!(common::Feature::Cc);
+    const RUNS: usize = 300;
+    for layer in LAYERS {
+        let ws = workspace();
+        let exe = ws.path().join("init_window");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/init_window.c");
+        let out = std::process::Command::new("cc")
+            .args([
+                "-nostdlib",
+                "-static",
+                "-ffreestanding",
+                "-fno-stack-protector",
+                "-O1",
+                "-o",
+            ])
+            .arg(&exe)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let Some(s) = session(ws.path(), layer, |p| p.allow_ptrace = true) else {
+            continue;
+        };
+        let targets: &[&str] = if layer == Layer::Full {
+            &["ppid", "1"]
+        } else {
+            &["ppid"]
+        };
+        for target in targets {
+            for run in 0..RUNS {
+                let out = s.command(&exe).arg(target).output().unwrap();
+                let line = String::from_utf8_lossy(&out.stdout);
+                let context = format!("{layer:?} {target} run {run}");
+                assert!(out.status.success(), "{context}: {} {line}", out.status);
+                check_refused(line.trim(), &context);
+            }
+        }
+        s.close().unwrap();
+    }
+}
+
+/// The racing program's line: every door refused (`EPERM` for the trace, `EACCES` for the
+/// `/proc` files, each fd `EACCES` or `ENOENT`), at least one fd refused as such.
+fn check_refused(line: &str, context: &str) {
+    let field = |name: &str| -> &str {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+            .unwrap_or_else(|| panic!("{context}: no {name} in {line:?}"))
+    };
+    assert_eq!(
+        field("seize"),
+        (-libc::EPERM).to_string(),
+        "{context}: {line}"
+    );
+    for f in ["mem", "maps", "environ"] {
+        assert_eq!(field(f), (-libc::EACCES).to_string(), "{context}: {line}");
+    }
+    let fds: Vec<i32> = field("fd").split(',').map(|v| v.parse().unwrap()).collect();
+    assert_eq!(fds.len(), 16, "{context}: {line}");
+    assert!(
+        fds.iter()
+            .all(|&e| e == -libc::EACCES || e == -libc::ENOENT),
+        "{context}: {line}"
+    );
+    assert!(fds.contains(&-libc::EACCES), "{context}: {line}");
 }
