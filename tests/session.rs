@@ -421,3 +421,46 @@ fn check_refused(line: &str, context: &str) {
     );
     assert!(fds.contains(&-libc::EACCES), "{context}: {line}");
 }
+
+/// `wall_time` is each command's: the session outlives it, and a command that overruns it
+/// is ended with everything it started.
+#[test]
+fn wall_time_is_per_command() {
+    use std::time::{Duration, Instant};
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |p| {
+            p.limits.wall_time = Some(Duration::from_millis(800));
+        }) else {
+            continue;
+        };
+        // Three commands inside the limit, over more than the limit in all.
+        for _ in 0..3 {
+            assert!(
+                s.command("sleep").arg("0.4").status().unwrap().success(),
+                "{layer:?}"
+            );
+        }
+        let t = Instant::now();
+        let mut c = s
+            .command("sh")
+            .args(["-c", "sleep 1000 & echo $! > bg.pid; sleep 1000"])
+            .spawn()
+            .unwrap();
+        let st = c.wait().unwrap();
+        assert_eq!(st.signal(), Some(libc::SIGKILL), "{layer:?}");
+        assert!(t.elapsed() < Duration::from_secs(20), "{layer:?}");
+        assert!(
+            matches!(c.termination(), Some(stockade::Termination::WallTime(_))),
+            "{layer:?}: {:?}",
+            c.termination()
+        );
+        let pid = std::fs::read_to_string(ws.path().join("bg.pid")).unwrap();
+        let out = sh(&s, &format!("kill -0 {} 2>&1", pid.trim()));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("No such process"),
+            "{layer:?}"
+        );
+        s.close().unwrap();
+    }
+}

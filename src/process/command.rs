@@ -736,7 +736,13 @@ impl Command {
             plan.steps.contains(&Step::NewSession),
         );
         let ender = launch::ender(pid, &handle, Arc::clone(&run.reaped), &program);
-        if let Err(source) = ender.and_then(|end| run.started(end)) {
+        // A session's own sandbox has no deadline: `wall_time` is each command's.
+        let armed = if self.serve {
+            Ok(())
+        } else {
+            ender.and_then(|end| run.started(end))
+        };
+        if let Err(source) = armed {
             // A limit that cannot be armed is not silently dropped: end the sandbox.
             let _ = launch::kill(pid, &handle);
             run.kill_all();
