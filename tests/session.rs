@@ -464,3 +464,46 @@ fn wall_time_is_per_command() {
         s.close().unwrap();
     }
 }
+
+/// The `tokio` feature: a session's commands spawn and wait without blocking a worker.
+#[cfg(feature = "tokio")]
+#[test]
+fn async_spawn_and_wait_in_a_session() {
+    use tokio::io::AsyncReadExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        rt.block_on(async {
+            let mut child = s
+                .command("sh")
+                .args(["-c", "echo async; exit 9"])
+                .stdout(Stdio::piped())
+                .spawn_async()
+                .await
+                .unwrap();
+            let mut out = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .into_async()
+                .unwrap()
+                .read_to_string(&mut out)
+                .await
+                .unwrap();
+            assert_eq!(out, "async\n", "{layer:?}");
+            assert_eq!(
+                child.wait_async().await.unwrap().code(),
+                Some(9),
+                "{layer:?}"
+            );
+        });
+        s.close().unwrap();
+    }
+}
