@@ -54,7 +54,8 @@
 //! - A command cannot have a pseudo-terminal, a controlling terminal, passed fds or
 //!   explain ([`Command::explain`]): its spawn fails with `EOPNOTSUPP` (`Child::denials`
 //!   and the leak scan of its output work as for any command, on what the host reads).
-//! - `Child::id` is the supervisor's pid in the host's namespace, `Child::program_id`
+//! - `Child::id` is the supervisor's pid in the host's namespace (0 when it had ended
+//!   and been reaped before the spawn returned), `Child::program_id`
 //!   `None`; the job-control signals (`SIGSTOP`, `SIGTSTP`, `SIGCONT`) are unsupported.
 //! - Commands share the session's PID namespace: one can list another's pid and
 //!   `/proc/PID/cmdline` (as `ps` does), but not its environment, memory or fds.
@@ -395,18 +396,29 @@ fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error>
     let (Some(pidfd), true) = (fds.pop(), fds.is_empty()) else {
         return Err(bad("not one fd").into());
     };
-    if pid_of(&pidfd).is_none() {
+    if !is_pidfd(&pidfd) {
         return Err(bad("not a pidfd").into());
     }
     Ok(pidfd)
 }
 
-/// The pid a pidfd names, in this process's namespace (`Pid:` of its fdinfo); `None` for
-/// any other fd.
-fn pid_of(fd: &OwnedFd) -> Option<libc::pid_t> {
+/// The `Pid:` field of a pidfd's fdinfo: the pid in this process's namespace, -1 once the
+/// process has been reaped (a fast command's supervisor may be, by the server, before
+/// the host looks); `None` for an fd that is not a pidfd.
+fn pidfd_field(fd: &OwnedFd) -> Option<libc::pid_t> {
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
     let line = info.lines().find_map(|l| l.strip_prefix("Pid:"))?;
-    line.trim().parse().ok().filter(|&p: &libc::pid_t| p > 0)
+    line.trim().parse().ok()
+}
+
+/// Whether `fd` is a pidfd.
+fn is_pidfd(fd: &OwnedFd) -> bool {
+    pidfd_field(fd).is_some()
+}
+
+/// The pid a pidfd names, while its process has not been reaped.
+fn pid_of(fd: &OwnedFd) -> Option<libc::pid_t> {
+    pidfd_field(fd).filter(|&p| p > 0)
 }
 
 /// The request's bytes ([`wire`]'s format).
