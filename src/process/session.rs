@@ -57,6 +57,11 @@
 //! - `Child::id` is the supervisor's pid in the host's namespace (0 when it had ended
 //!   and been reaped before the spawn returned), `Child::program_id`
 //!   `None`; the job-control signals (`SIGSTOP`, `SIGTSTP`, `SIGCONT`) are unsupported.
+//! - The walls are the ones the session started with: a later `Sandbox::set_policy` or
+//!   `set_mode` changes how a command's environment and directory are resolved, not the
+//!   live sandbox. With `network = "allow"` the proxy serves the session's sandbox, but
+//!   its variables (`HTTP_PROXY`, …) are not yet given to each command: set them with
+//!   `Command::env` (a remainder of issue 29).
 //! - Commands share the session's PID namespace: one can list another's pid and
 //!   `/proc/PID/cmdline` (as `ps` does), but not its environment, memory or fds.
 
