@@ -10,6 +10,8 @@
 mod protocol;
 #[path = "src/run.rs"]
 mod run;
+#[path = "src/session.rs"]
+mod session;
 #[path = "src/start.rs"]
 mod start;
 #[path = "src/sys.rs"]
@@ -60,7 +62,10 @@ unsafe extern "C" fn entry(sp: *const usize) -> ! {
     // SAFETY: the kernel lays out `argc` argument pointers and a NULL, all pointing to
     // strings on this stack, which lives as long as the process.
     let args = unsafe { run::Args::new(argc, argv) };
-    if args.get(0) == Some(protocol::start::ARGV0.to_bytes()) {
+    let argv0 = args.get(0);
+    if argv0 == Some(protocol::start::ARGV0.to_bytes())
+        || argv0 == Some(protocol::session::SERVE_ARGV0.to_bytes())
+    {
         // The environment array follows argv's NULL.
         let envp = argv.wrapping_add(argc.wrapping_add(1));
         // SAFETY: `envp` is the kernel's NULL-terminated environment array, right after

@@ -178,6 +178,8 @@ pub use changes::{
     ApplyOptions, ApplyReport, Change, ChangeKind, ChangeSet, ChangesError, EntryType,
 };
 pub use probe::{Availability, Capabilities, Cause, Feature};
+#[cfg(target_os = "linux")]
+pub use process::Session;
 #[cfg(all(feature = "internals", target_os = "linux"))]
 #[doc(hidden)]
 pub use process::gitobjects;

@@ -22,6 +22,9 @@ pub mod protocol;
 mod run;
 #[cfg(target_os = "linux")]
 #[allow(dead_code)]
+mod session;
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
 mod start;
 #[cfg(target_os = "linux")]
 #[allow(dead_code)]

@@ -137,6 +137,9 @@ pub mod start {
         pub exec_step: u32,
         /// The number of candidate paths, from [`FIRST_CANDIDATE`].
         pub candidates: usize,
+        /// `argv[0]` was [`super::session::SERVE_ARGV0`]: serve a session instead of
+        /// exec'ing a program.
+        pub serve: bool,
     }
 
     impl Config {
@@ -145,7 +148,8 @@ pub mod start {
         pub fn parse<'a>(argc: usize, arg: impl Fn(usize) -> Option<&'a [u8]>) -> Option<Config> {
             let num = |i| arg(i).and_then(super::parse_u32);
             let fd = |i| num(i).and_then(|v| i32::try_from(v).ok());
-            if arg(0)? != ARGV0.to_bytes() {
+            let serve = arg(0)? == super::session::SERVE_ARGV0.to_bytes();
+            if arg(0)? != ARGV0.to_bytes() && !serve {
                 return None;
             }
             let n = num(CANDIDATES).filter(|&n| n <= MAX_CANDIDATES)? as usize;
@@ -162,6 +166,7 @@ pub mod start {
                 go_fd,
                 exec_step: num(EXEC_STEP)?,
                 candidates: n,
+                serve,
             })
         }
 
@@ -169,6 +174,180 @@ pub mod start {
         pub fn program_argv(&self) -> usize {
             FIRST_CANDIDATE + self.candidates
         }
+    }
+}
+
+/// A warm session's protocol: the image's third role, the *session server*, and what the
+/// host and it say over the session's control socket.
+///
+/// # The server
+///
+/// A session is a sandbox whose program is this image, started as the starter is but
+/// with `argv[0]` = [`SERVE_ARGV0`](session::SERVE_ARGV0): after the init's go byte the
+/// starter closes the report pipe (the host's spawn returns) and, instead of exec'ing a
+/// program, serves the control socket on its fd 0 (a `SOCK_SEQPACKET` socket whose
+/// other end the host holds).
+///
+/// # A request
+///
+/// One message per command: a [`HEADER_SIZE`](session::HEADER_SIZE)-byte header
+/// (native-endian `u32`s: [`REQUEST_MAGIC`](session::REQUEST_MAGIC), flags, the number
+/// of candidate paths, of arguments, of environment entries), then as many
+/// NUL-terminated strings as the header says plus one, in order: the working directory,
+/// the candidate paths (tried as `execvp` does), `argv`, the environment. It carries
+/// [`FDS`](session::FDS) fds (`SCM_RIGHTS`): stdin, stdout, stderr, the write end of the
+/// command's status pipe and of its report pipe.
+///
+/// # The reply
+///
+/// One [`REPLY_SIZE`](session::REPLY_SIZE)-byte record ([`REPLY_MAGIC`](session::REPLY_MAGIC),
+/// errno: 0 when the command's supervisor was forked) carrying, on success, one fd: a
+/// pidfd of the command's supervisor, which the host signals and polls as it does a
+/// sandbox's init. The supervisor reports a failure to start the program as a setup
+/// record on the report pipe (steps of [`step`](session::step)), and the program's raw
+/// wait status as a status record on the status pipe, as the init does.
+pub mod session {
+    use core::ffi::CStr;
+
+    /// `argv[0]` of the starter when it becomes the session server.
+    pub const SERVE_ARGV0: &CStr = c"stockade-serve";
+    /// `"STKQ"`, the magic of a request.
+    pub const REQUEST_MAGIC: u32 = u32::from_be_bytes(*b"STKQ");
+    /// Size of a request's header.
+    pub const HEADER_SIZE: usize = 20;
+    /// The largest request (header and strings): what one `SOCK_SEQPACKET` message of the
+    /// default socket buffer holds, with room to spare.
+    pub const MAX_REQUEST: usize = 192 * 1024;
+    /// The most strings a request carries (directory, candidates, arguments, environment).
+    pub const MAX_STRINGS: usize = 8192;
+    /// The fds a request carries.
+    pub const FDS: usize = 5;
+    /// Request flag: the program starts a session of its own (`setsid`).
+    pub const NEW_SESSION: u32 = 1;
+    /// `"STKP"`, the magic of a reply.
+    pub const REPLY_MAGIC: u32 = u32::from_be_bytes(*b"STKP");
+    /// Size of a reply.
+    pub const REPLY_SIZE: usize = 8;
+
+    /// The steps a command's start reports failing (in a setup record's step field).
+    pub mod step {
+        /// Entering the command's own Landlock domains.
+        pub const DOMAIN: u32 = 1;
+        /// The request did not parse (the host's bug, never the program's).
+        pub const REQUEST: u32 = 2;
+        /// The program's `setsid`.
+        pub const SESSION: u32 = 3;
+        /// Putting the stdio fds in place.
+        pub const STDIO: u32 = 4;
+        /// `chdir` to the working directory.
+        pub const CWD: u32 = 5;
+        /// Executing the program.
+        pub const EXEC: u32 = 6;
+        /// Forking the program's process.
+        pub const FORK: u32 = 7;
+    }
+
+    /// A request's header, checked against the strings that follow it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Request<'a> {
+        /// Bits: [`NEW_SESSION`].
+        pub flags: u32,
+        /// The number of candidate paths.
+        pub candidates: usize,
+        /// The number of arguments (at least one, `argv[0]`).
+        pub argc: usize,
+        /// The number of environment entries.
+        pub envc: usize,
+        /// The strings, each with its NUL.
+        pub strings: &'a [u8],
+    }
+
+    /// The header of a request with these counts.
+    pub fn header(flags: u32, candidates: u32, argc: u32, envc: u32) -> [u8; HEADER_SIZE] {
+        let mut out = [0u8; HEADER_SIZE];
+        let words = [REQUEST_MAGIC, flags, candidates, argc, envc];
+        for (chunk, word) in out.chunks_exact_mut(4).zip(words) {
+            chunk.copy_from_slice(&word.to_ne_bytes());
+        }
+        out
+    }
+
+    impl<'a> Request<'a> {
+        /// Parses a request: the magic, known flags, counts within bounds, and exactly
+        /// the strings the counts say, each NUL-terminated; `None` otherwise.
+        pub fn parse(bytes: &'a [u8]) -> Option<Request<'a>> {
+            if bytes.len() > MAX_REQUEST {
+                return None;
+            }
+            let (head, strings) = bytes.split_at_checked(HEADER_SIZE)?;
+            let word = |i: usize| {
+                let w: [u8; 4] = head.get(i * 4..i * 4 + 4)?.try_into().ok()?;
+                Some(u32::from_ne_bytes(w))
+            };
+            if word(0)? != REQUEST_MAGIC {
+                return None;
+            }
+            let flags = word(1)?;
+            if flags & !NEW_SESSION != 0 {
+                return None;
+            }
+            let (candidates, argc, envc) =
+                (word(2)? as usize, word(3)? as usize, word(4)? as usize);
+            let total = 1usize
+                .checked_add(candidates)?
+                .checked_add(argc)?
+                .checked_add(envc)?;
+            if argc == 0 || total > MAX_STRINGS {
+                return None;
+            }
+            if strings.last() != Some(&0) {
+                return None;
+            }
+            let nuls = strings.iter().filter(|&&b| b == 0).count();
+            (nuls == total).then_some(Request {
+                flags,
+                candidates,
+                argc,
+                envc,
+                strings,
+            })
+        }
+
+        /// The number of strings: directory, candidates, arguments, environment.
+        pub fn total(&self) -> usize {
+            1 + self.candidates + self.argc + self.envc
+        }
+
+        /// Calls `f` with the index and the offset in [`Request::strings`] of each string.
+        pub fn each_start(&self, mut f: impl FnMut(usize, usize)) {
+            let mut start = 0;
+            let mut i = 0;
+            for (at, &b) in self.strings.iter().enumerate() {
+                if b == 0 {
+                    f(i, start);
+                    i += 1;
+                    start = at + 1;
+                }
+            }
+        }
+    }
+
+    /// The reply: `errno` 0 when the command started.
+    pub fn reply(errno: i32) -> [u8; REPLY_SIZE] {
+        let mut out = [0u8; REPLY_SIZE];
+        let (magic, value) = out.split_at_mut(4);
+        magic.copy_from_slice(&REPLY_MAGIC.to_ne_bytes());
+        value.copy_from_slice(&errno.to_ne_bytes());
+        out
+    }
+
+    /// The errno of a reply (0: started); `None` unless `bytes` is one whole reply with
+    /// a non-negative errno.
+    pub fn decode_reply(bytes: &[u8]) -> Option<i32> {
+        let (magic, value) = bytes.split_first_chunk::<4>()?;
+        let value: &[u8; 4] = value.try_into().ok()?;
+        let errno = i32::from_ne_bytes(*value);
+        (u32::from_ne_bytes(*magic) == REPLY_MAGIC && errno >= 0).then_some(errno)
     }
 }
 
@@ -565,8 +744,12 @@ mod tests {
                 go_fd: 6,
                 exec_step: 41,
                 candidates: 2,
+                serve: false,
             }
         );
+        let mut served = a;
+        served[0] = "stockade-serve";
+        assert!(start::Config::parse(a.len(), argv(&served)).unwrap().serve);
         assert_eq!(a[c.program_argv()], "sh");
         // No candidate is allowed (a program that is not found): argv[0] must still follow.
         let b = ["stockade-start", "5", "6", "41", "0", "sh"];
@@ -603,6 +786,48 @@ mod tests {
         let mut carry = 0;
         each_pid(b"0 4294967295 7", &mut carry, true, |p| got.push(p));
         assert_eq!(got, [7]);
+    }
+
+    #[test]
+    fn session_requests_parse_only_whole() {
+        use session::*;
+        let mut req = std::vec::Vec::new();
+        req.extend_from_slice(&header(NEW_SESSION, 1, 2, 1));
+        req.extend_from_slice(b"/w\0/bin/sh\0sh\0-c\0A=1\0");
+        let r = Request::parse(&req).unwrap();
+        assert_eq!(
+            (r.flags, r.candidates, r.argc, r.envc, r.total()),
+            (1, 1, 2, 1, 5)
+        );
+        let mut starts = std::vec::Vec::new();
+        r.each_start(|i, at| starts.push((i, at)));
+        assert_eq!(starts, [(0, 0), (1, 3), (2, 11), (3, 14), (4, 17)]);
+        // One string short or long, no final NUL, another magic, unknown flags, no argv[0]:
+        // refused.
+        assert_eq!(Request::parse(&req[..req.len() - 4]), None);
+        let mut longer = req.clone();
+        longer.extend_from_slice(b"B\0");
+        assert_eq!(Request::parse(&longer), None);
+        assert_eq!(Request::parse(&req[..req.len() - 1]), None);
+        let mut bad = req.clone();
+        bad[0] ^= 1;
+        assert_eq!(Request::parse(&bad), None);
+        let mut flags = req.clone();
+        flags[4] = 2;
+        assert_eq!(Request::parse(&flags), None);
+        let mut none = std::vec::Vec::new();
+        none.extend_from_slice(&header(0, 0, 0, 0));
+        none.extend_from_slice(b"/\0");
+        assert_eq!(Request::parse(&none), None);
+        let mut huge = std::vec::Vec::new();
+        huge.extend_from_slice(&header(0, u32::MAX, u32::MAX, 2));
+        huge.extend_from_slice(b"/\0");
+        assert_eq!(Request::parse(&huge), None);
+        assert_eq!(decode_reply(&reply(0)), Some(0));
+        assert_eq!(decode_reply(&reply(12)), Some(12));
+        assert_eq!(decode_reply(&reply(-1)), None);
+        assert_eq!(decode_reply(&reply(0)[..7]), None);
+        assert_eq!(decode_reply(&status_record(0)), None);
     }
 
     #[test]

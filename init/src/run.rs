@@ -258,8 +258,13 @@ fn sorted<const N: usize>(mut v: [i32; N]) -> [i32; N] {
     v
 }
 
-/// Step 3. Never returns.
-fn supervise(cfg: &Config, sfd: BorrowedFd<'_>, status_fd: BorrowedFd<'_>, program: i32) -> ! {
+/// Step 3. Never returns. (A session's command supervisor runs it too: `session.rs`.)
+pub(crate) fn supervise(
+    cfg: &Config,
+    sfd: BorrowedFd<'_>,
+    status_fd: BorrowedFd<'_>,
+    program: i32,
+) -> ! {
     let mut status: Option<i32> = None;
     let mut info = [0u8; c::SIGINFO_SIZE];
     loop {

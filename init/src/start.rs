@@ -41,6 +41,13 @@ pub unsafe fn main(args: &Args, envp: *const *const u8) -> ! {
     // Neither pipe end may reach the program: the go pipe is closed, the report pipe closes
     // at the program's exec (its EOF tells the host that the program runs).
     let _ = sys::close(go);
+    if cfg.serve {
+        // A session: no program; the host's spawn returns at the report pipe's EOF.
+        // SAFETY: the report pipe's number is this process's alone (see above) and the
+        // borrow of it is not used again.
+        let _ = sys::close(unsafe { OwnedFd::from_raw(cfg.report_fd) });
+        crate::session::serve()
+    }
     let errno = match sys::fcntl_setfd(report, c::FD_CLOEXEC) {
         Ok(()) => exec(args, &cfg, envp),
         Err(e) => e,

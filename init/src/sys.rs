@@ -103,6 +103,15 @@ pub mod nr {
     pub const OPENAT: usize = 257;
     pub const SIGNALFD4: usize = 289;
     pub const CLOSE_RANGE: usize = 436;
+    pub const CLONE: usize = 56;
+    pub const DUP3: usize = 292;
+    pub const CHDIR: usize = 80;
+    pub const SETSID: usize = 112;
+    pub const SENDMSG: usize = 46;
+    pub const RECVMSG: usize = 47;
+    pub const PIDFD_OPEN: usize = 434;
+    pub const LANDLOCK_CREATE_RULESET: usize = 444;
+    pub const LANDLOCK_RESTRICT_SELF: usize = 446;
 }
 
 /// System call numbers (the generic table).
@@ -123,6 +132,15 @@ pub mod nr {
     pub const GETPPID: usize = 173;
     pub const WAIT4: usize = 260;
     pub const CLOSE_RANGE: usize = 436;
+    pub const CLONE: usize = 220;
+    pub const DUP3: usize = 24;
+    pub const CHDIR: usize = 49;
+    pub const SETSID: usize = 157;
+    pub const SENDMSG: usize = 211;
+    pub const RECVMSG: usize = 212;
+    pub const PIDFD_OPEN: usize = 434;
+    pub const LANDLOCK_CREATE_RULESET: usize = 444;
+    pub const LANDLOCK_RESTRICT_SELF: usize = 446;
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -154,6 +172,39 @@ pub mod c {
     pub const PR_SET_CHILD_SUBREAPER: usize = 36;
     /// `sizeof(struct signalfd_siginfo)`.
     pub const SIGINFO_SIZE: usize = 128;
+    pub const EINVAL: i32 = 22;
+    pub const E2BIG: i32 = 7;
+    pub const ESRCH: i32 = 3;
+    pub const SIGCHLD: usize = 17;
+    pub const SOL_SOCKET: i32 = 1;
+    pub const SCM_RIGHTS: i32 = 1;
+    pub const MSG_TRUNC: i32 = 0x20;
+    pub const MSG_CTRUNC: i32 = 0x8;
+    pub const MSG_CMSG_CLOEXEC: usize = 0x4000_0000;
+    pub const MSG_NOSIGNAL: usize = 0x4000;
+    /// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET`.
+    pub const LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1;
+    /// `LANDLOCK_SCOPE_SIGNAL`.
+    pub const LANDLOCK_SCOPE_SIGNAL: u64 = 2;
+}
+
+/// `struct msghdr` (64-bit).
+#[repr(C)]
+pub struct MsgHdr {
+    pub name: *mut u8,
+    pub namelen: u32,
+    pub iov: *mut IoVec,
+    pub iovlen: usize,
+    pub control: *mut u8,
+    pub controllen: usize,
+    pub flags: i32,
+}
+
+/// `struct iovec`.
+#[repr(C)]
+pub struct IoVec {
+    pub base: *mut u8,
+    pub len: usize,
 }
 
 /// Issues system call `nr` and returns the raw kernel result.
@@ -413,6 +464,86 @@ pub unsafe fn execve(path: *const u8, argv: *const *const u8, envp: *const *cons
     }
 }
 
+/// `fork(2)`, as `clone(SIGCHLD)`: `Ok(0)` in the child, the child's pid in the parent.
+///
+/// # Safety
+///
+/// The process has one thread (the init and its forks have): the child is a copy of it
+/// whose every lock and buffer is in a consistent state.
+pub unsafe fn fork() -> Result<i32> {
+    // SAFETY: `clone` with only an exit signal and no stack, tids or tls takes no pointer:
+    // it copies the calling (single-threaded, the caller's guarantee) process.
+    unsafe { syscall!(nr::CLONE, c::SIGCHLD, 0usize, 0usize, 0usize, 0usize) }.map(|p| p as i32)
+}
+
+/// `dup3(old, new, 0)`: `new` becomes a copy of `old`, without close-on-exec.
+///
+/// # Safety
+///
+/// Nothing in the process owns `new` (it is replaced).
+pub unsafe fn dup3(old: BorrowedFd<'_>, new: i32) -> Result<()> {
+    // SAFETY: `dup3` takes no pointer; the caller guarantees that nobody owns `new`.
+    unsafe { syscall!(nr::DUP3, old.raw(), new, 0usize) }.map(drop)
+}
+
+/// `chdir(2)`.
+pub fn chdir(path: &CStr) -> Result<()> {
+    // SAFETY: `path` is a NUL-terminated string that lives across the call.
+    unsafe { syscall!(nr::CHDIR, path.as_ptr()) }.map(drop)
+}
+
+/// `setsid(2)`.
+pub fn setsid() -> Result<()> {
+    // SAFETY: `setsid` takes no argument.
+    unsafe { syscall!(nr::SETSID) }.map(drop)
+}
+
+/// `recvmsg(2)` with `hdr`.
+pub fn recvmsg(fd: BorrowedFd<'_>, hdr: &mut MsgHdr, flags: usize) -> Result<usize> {
+    // SAFETY: `hdr` is an exclusive borrow of a `msghdr` whose buffers the caller made
+    // from exclusive borrows that outlive the call; the kernel writes within their lengths.
+    unsafe { syscall!(nr::RECVMSG, fd.raw(), core::ptr::from_mut(hdr), flags) }
+}
+
+/// `sendmsg(2)` with `hdr`.
+pub fn sendmsg(fd: BorrowedFd<'_>, hdr: &MsgHdr, flags: usize) -> Result<usize> {
+    // SAFETY: `hdr` is a `msghdr` whose buffers the caller made from borrows that outlive
+    // the call; the kernel only reads them.
+    unsafe { syscall!(nr::SENDMSG, fd.raw(), core::ptr::from_ref(hdr), flags) }
+}
+
+/// `pidfd_open(pid, 0)`.
+pub fn pidfd_open(pid: i32) -> Result<OwnedFd> {
+    // SAFETY: `pidfd_open` takes no pointer.
+    let fd = unsafe { syscall!(nr::PIDFD_OPEN, pid as isize, 0usize) }?;
+    // SAFETY: the call succeeded and returned a new fd.
+    Ok(unsafe { new_fd(fd) })
+}
+
+/// Enters a new Landlock domain, nested in the current one, that handles no access right
+/// and scopes `scoped` (`LANDLOCK_SCOPE_*`): `landlock_create_ruleset` then
+/// `landlock_restrict_self`. Needs `no_new_privs`.
+pub fn landlock_enter_scoped(scoped: u64) -> Result<()> {
+    // `struct landlock_ruleset_attr`: handled_access_fs, handled_access_net, scoped.
+    let attr: [u64; 3] = [0, 0, scoped];
+    // SAFETY: `attr` is a live `landlock_ruleset_attr` of the size passed; the kernel
+    // only reads it.
+    let fd = unsafe {
+        syscall!(
+            nr::LANDLOCK_CREATE_RULESET,
+            attr.as_ptr(),
+            core::mem::size_of_val(&attr),
+            0usize
+        )
+    }?;
+    // SAFETY: the call succeeded and returned a new fd.
+    let fd = unsafe { new_fd(fd) };
+    // SAFETY: `landlock_restrict_self` takes no pointer; `fd` is the ruleset just made.
+    let r = unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, fd.as_fd().raw(), 0usize) };
+    let _ = close(fd);
+    r.map(drop)
+}
+
 /// `exit_group(2)`.
 pub fn exit_group(code: i32) -> ! {
     loop {
@@ -427,7 +558,19 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 14] = [
+        let pairs: [(usize, libc::c_long); 23] = [
+            (nr::CLONE, libc::SYS_clone),
+            (nr::DUP3, libc::SYS_dup3),
+            (nr::CHDIR, libc::SYS_chdir),
+            (nr::SETSID, libc::SYS_setsid),
+            (nr::SENDMSG, libc::SYS_sendmsg),
+            (nr::RECVMSG, libc::SYS_recvmsg),
+            (nr::PIDFD_OPEN, libc::SYS_pidfd_open),
+            (
+                nr::LANDLOCK_CREATE_RULESET,
+                libc::SYS_landlock_create_ruleset,
+            ),
+            (nr::LANDLOCK_RESTRICT_SELF, libc::SYS_landlock_restrict_self),
             (nr::EXECVE, libc::SYS_execve),
             (nr::READ, libc::SYS_read),
             (nr::WRITE, libc::SYS_write),
@@ -469,6 +612,24 @@ mod tests {
         assert_eq!(c::F_SETFD as i32, libc::F_SETFD);
         assert_eq!(c::FD_CLOEXEC as i32, libc::FD_CLOEXEC);
         assert_eq!(c::WNOHANG as i32, libc::WNOHANG);
+        assert_eq!(c::EINVAL, libc::EINVAL);
+        assert_eq!(c::E2BIG, libc::E2BIG);
+        assert_eq!(c::ESRCH, libc::ESRCH);
+        assert_eq!(c::SIGCHLD as i32, libc::SIGCHLD);
+        assert_eq!(c::SOL_SOCKET, libc::SOL_SOCKET);
+        assert_eq!(c::SCM_RIGHTS, libc::SCM_RIGHTS);
+        assert_eq!(c::MSG_TRUNC, libc::MSG_TRUNC);
+        assert_eq!(c::MSG_CTRUNC, libc::MSG_CTRUNC);
+        assert_eq!(c::MSG_CMSG_CLOEXEC as i32, libc::MSG_CMSG_CLOEXEC);
+        assert_eq!(c::MSG_NOSIGNAL as i32, libc::MSG_NOSIGNAL);
+        assert_eq!(
+            core::mem::size_of::<MsgHdr>(),
+            core::mem::size_of::<libc::msghdr>()
+        );
+        assert_eq!(
+            core::mem::offset_of!(MsgHdr, flags),
+            core::mem::offset_of!(libc::msghdr, msg_flags)
+        );
         assert_eq!(c::WALL as i32, libc::__WALL);
         assert_eq!(c::PR_SET_PDEATHSIG as i32, libc::PR_SET_PDEATHSIG);
         assert_eq!(c::PR_SET_DUMPABLE as i32, libc::PR_SET_DUMPABLE);

@@ -68,6 +68,11 @@ pub struct Command {
     secrets: Vec<(OsString, Vec<u8>)>,
     /// The sandbox's redactor of the host's secrets (shared, not rebuilt per command).
     pub(super) redactor: crate::Redactor,
+    /// A session's command: started by the session's server, inside its live sandbox.
+    #[cfg(target_os = "linux")]
+    pub(super) session: Option<Arc<super::session::Link>>,
+    /// The session's own command: its program is the session server.
+    pub(super) serve: bool,
 }
 
 impl Command {
@@ -91,6 +96,9 @@ impl Command {
             pty_modes: None,
             secrets: Vec::new(),
             redactor: crate::Redactor::default(),
+            #[cfg(target_os = "linux")]
+            session: None,
+            serve: false,
         }
     }
 
@@ -559,6 +567,10 @@ impl Command {
         terminal: Option<RawFd>,
         pty: Option<&PtyRequest>,
     ) -> Result<Started, StartError> {
+        #[cfg(target_os = "linux")]
+        if let Some(link) = &self.session {
+            return self.start_in_session(link, stdio, controlling_terminal, pty);
+        }
         let inner = &self.inner;
         let plan = inner.prepared.plan();
         // `workspace_mode = "overlay"`: the change set (and layer 2's snapshot, which is
@@ -693,6 +705,7 @@ impl Command {
             egress_socket: egress.as_ref().map_or(-1, |e| e.child_socket()),
             #[cfg(target_os = "linux")]
             explain: explain_child,
+            serve: self.serve,
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
         // First, before anything waits on the program: its denied calls wait for answers.
@@ -750,7 +763,13 @@ impl Command {
             plan.steps.contains(&Step::NewSession),
         );
         let ender = launch::ender(pid, &handle, Arc::clone(&run.reaped), &program);
-        if let Err(source) = ender.and_then(|end| run.started(end)) {
+        // A session's own sandbox has no deadline: `wall_time` is each command's.
+        let armed = if self.serve {
+            Ok(())
+        } else {
+            ender.and_then(|end| run.started(end))
+        };
+        if let Err(source) = armed {
             // A limit that cannot be armed is not silently dropped: end the sandbox.
             let _ = launch::kill(pid, &handle);
             run.kill_all();
@@ -775,6 +794,57 @@ impl Command {
             egress,
             explain,
             snapshot,
+        })
+    }
+
+    /// One start in the live sandbox of the session `link` ([`super::session`]).
+    #[cfg(target_os = "linux")]
+    fn start_in_session(
+        &self,
+        link: &super::session::Link,
+        stdio: [RawFd; 3],
+        controlling_terminal: Option<RawFd>,
+        pty: Option<&PtyRequest>,
+    ) -> Result<Started, StartError> {
+        if pty.is_some() || controlling_terminal.is_some() || !self.pass.is_empty() || self.explain
+        {
+            return Err(Error::from(SpawnError::Os {
+                call: "start a session's command with a pseudo-terminal, a controlling \
+                       terminal, passed fds or explain (a session's commands have none)",
+                source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            })
+            .into());
+        }
+        let plan = self.inner.prepared.plan();
+        let mut env = self.resolved_env()?;
+        let cwd = self.resolved_cwd()?;
+        link.set_env(&mut env);
+        let (pid, handle) = link.spawn(plan, &self.program, &self.args, &env, &cwd, stdio)?;
+        let program = launch::ProgramProcess::unknown(plan.steps.contains(&Step::NewSession));
+        // The wall-time limit, per command: the watchdog sends the supervisor its kill
+        // request. The cgroup's limits are the session's.
+        let mut run = super::limits::Run::new(&self.inner.policy.limits, None);
+        let ender = launch::ender(pid, &handle, Arc::clone(&run.reaped), &program);
+        if let Err(source) = ender.and_then(|end| run.started(end)) {
+            let _ = launch::kill(pid, &handle);
+            return Err(Error::from(SpawnError::Os {
+                call: "arm the wall-time limit",
+                source,
+            })
+            .into());
+        }
+        Ok(Started {
+            pid,
+            handle,
+            private_tmp: None,
+            git: launch::GitSession::default(),
+            nested: super::nested::Watch::default(),
+            run,
+            program,
+            master: None,
+            egress: None,
+            explain: None,
+            snapshot: None,
         })
     }
 
@@ -806,6 +876,9 @@ impl Command {
             pty_modes: self.pty_modes,
             secrets: self.secrets.clone(),
             redactor: self.redactor.clone(),
+            #[cfg(target_os = "linux")]
+            session: self.session.clone(),
+            serve: self.serve,
         })
     }
 
@@ -938,6 +1011,9 @@ pub(super) struct Request<'a> {
     #[cfg(target_os = "linux")]
     /// And the flags of `landlock_restrict_self` (Landlock's audit records, when read).
     pub(super) explain: Option<(crate::backend::linux::seccomp::Filter, RawFd, u32)>,
+    /// The program is the session server ([`super::session`]).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) serve: bool,
 }
 
 /// What [`Command::pty`] asks for at one spawn.

@@ -426,6 +426,7 @@ mod tests {
             egress_socket: -1,
             #[cfg(target_os = "linux")]
             explain: None,
+            serve: false,
         }
     }
 

@@ -234,6 +234,11 @@ pub(super) fn start(
     )?;
     if let (Some(flags), Some((_, status_w))) = (init_flags, &status_pipe) {
         exec.set_init(init_launch(plan, report_w.as_raw_fd(), status_w, flags)?);
+        if req.serve {
+            if let Some(starter) = exec.starter.as_mut() {
+                starter.serve();
+            }
+        }
     }
     let (mounts, socket) = req.git.mounts()?;
     exec.set_git(mounts, socket);
@@ -640,6 +645,8 @@ pub(super) struct ProgramProcess {
     leads_group: bool,
     /// No init: the program is the host's own child.
     passthrough: bool,
+    /// A session's command: the host holds its supervisor, not a sandbox's init.
+    session: bool,
 }
 
 impl ProgramProcess {
@@ -664,6 +671,7 @@ impl ProgramProcess {
                 pidfd: handle.as_fd().try_clone_to_owned().ok(),
                 leads_group,
                 passthrough,
+                session: false,
             };
         }
         let first_child = || {
@@ -682,7 +690,24 @@ impl ProgramProcess {
             pidfd: found.map(|(_, fd)| fd),
             leads_group,
             passthrough,
+            session: false,
         }
+    }
+
+    /// A program whose process the host does not know (a session's command).
+    pub(super) fn unknown(leads_group: bool) -> ProgramProcess {
+        ProgramProcess {
+            pid: None,
+            pidfd: None,
+            leads_group,
+            passthrough: false,
+            session: true,
+        }
+    }
+
+    /// Whether this is a session's command.
+    pub(super) fn in_session(&self) -> bool {
+        self.session
     }
 
     /// Its pid in the host's PID namespace, when it was found.

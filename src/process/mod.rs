@@ -50,6 +50,8 @@ pub(crate) mod marker;
 mod nested;
 mod pty;
 mod sandbox;
+#[cfg(target_os = "linux")]
+mod session;
 mod snapshot;
 mod stdio;
 mod stream;
@@ -111,6 +113,8 @@ pub use limits::{Termination, Usage, cgroup_limits};
 pub use nested::{NestedOutcome, NestedRepository};
 pub use pty::Pty;
 pub use sandbox::Sandbox;
+#[cfg(target_os = "linux")]
+pub use session::Session;
 pub use stdio::{ChildStderr, ChildStdin, ChildStdout, Stdio};
 pub use stream::{DEFAULT_MAX_LINE, Line, LineEnd, LineStream};
 

@@ -281,6 +281,15 @@ pub struct Starter {
 unsafe impl Send for Starter {}
 
 impl Starter {
+    /// Makes the starter the session server ([`protocol::session`]) instead of the
+    /// program's starter.
+    pub(crate) fn serve(&mut self) {
+        self.header[0] = protocol::session::SERVE_ARGV0.to_owned();
+        if let Some(first) = self.argv.first_mut() {
+            *first = self.header[0].as_ptr();
+        }
+    }
+
     /// The starter's argv for `program`, reporting on `report_fd`, waiting on `go_fd`.
     pub(crate) fn new(
         program: &crate::backend::program::Program,

@@ -1,0 +1,486 @@
+//! [`Session`]: one live sandbox that runs many commands, each at the cost of a fork and
+//! an exec inside it rather than a whole sandbox.
+//!
+//! # DESIGN: the session is a sandbox whose program serves commands
+//!
+//! [`Sandbox::session`] spawns an ordinary command of the sandbox, with every wall, the
+//! layout and the init as for any command, whose program is the init's own image in a
+//! third role: the *session server* (`init/src/session.rs`). Its process is the program's
+//! process of that sandbox, made exactly as any (nested Landlock domain, its session, the
+//! go byte), exec'd from the sealed memfd as the starter is, and then, instead of
+//! exec'ing a program, it serves a `SOCK_SEQPACKET` control socket on its stdin. So the
+//! server maps no host memory, is not dumpable, and holds nothing but that socket;
+//! everything that ends a sandbox (the init, the kill, the host's death) ends the session
+//! with it, and [`Session::close`] is the end of that one command.
+//!
+//! A command of the session ([`Session::command`] gives the same [`Command`] builder) is
+//! resolved on the host as any (environment with its `secret_env`, working directory,
+//! program candidates on the plan's `PATH`, stdio) and sent as one message with its stdio,
+//! a status pipe and a report pipe (`SCM_RIGHTS`), under a lock (one request and its reply
+//! at a time). The server forks a *supervisor*, which enters a fresh Landlock domain nested
+//! in the server's (it handles no access right and scopes signals and abstract unix
+//! sockets: Landlock ≥ 6), becomes a child subreaper, and forks the program's process,
+//! which enters one more nested domain and execs the program. The server replies with a
+//! pidfd of the supervisor: the host's [`Child`](crate::Child) holds it as it holds a
+//! sandbox's init (layer 2's kind, which ends every descendant on a kill request), and
+//! reads the program's exact wait status from the status pipe, written by the supervisor
+//! once every process the command started has been killed and reaped. A failure to start
+//! the program (not found, a bad directory) comes back on the report pipe as a setup
+//! record and fails the spawn, as on a fresh sandbox.
+//!
+//! Isolation between commands is Landlock's: a process may ptrace (and so read
+//! `/proc/PID/{environ,mem,fd}` of, or `pidfd_getfd` from) only processes of its own
+//! domain or of domains nested in it; its scopes keep it from signalling, or connecting
+//! to the abstract sockets of, processes outside them. Each command's domain is a sibling
+//! of every other's, below the server's and the init's, so a command can reach none of
+//! them, and none of another command's processes; the server and the supervisors are also
+//! not dumpable. A session needs Landlock with scopes (ABI ≥ 6) on a layer with an init
+//! (full or landlock): without them [`Sandbox::session`] refuses, rather than run
+//! commands that could read each other's secrets.
+//!
+//! What persists between commands is what the sandbox keeps: the workspace and the
+//! writable roots, and the session's `/tmp` (the full layer's own, or on layer 2 the
+//! session's private `TMPDIR`, given to every command). Processes do not: a command's
+//! background processes end with it.
+//!
+//! # What keeps its meaning per command, and what is the session's
+//!
+//! - The wall-time limit is per command (the watchdog sends the supervisor its kill
+//!   request). The limits made of rlimits (CPU time, file size, open files) hold per
+//!   process as always; the cgroup's (memory, processes) hold for the session as a whole.
+//! - The `.git` copy-on-write layer and the nested-repository check are the session's:
+//!   their merge needs every writer gone, so they are made and finished once, with the
+//!   session's own sandbox, at [`Session::close`]. Overlay mode's change set likewise.
+//! - A command cannot have a pseudo-terminal, a controlling terminal, passed fds or
+//!   explain ([`Command::explain`]): its spawn fails with `EOPNOTSUPP` (`Child::denials`
+//!   and the leak scan of its output work as for any command, on what the host reads).
+//! - `Child::id` is the supervisor's pid in the host's namespace (0 when it had ended
+//!   and been reaped before the spawn returned), `Child::program_id`
+//!   `None`; the job-control signals (`SIGSTOP`, `SIGTSTP`, `SIGCONT`) are unsupported.
+//! - The walls are the ones the session started with: a later `Sandbox::set_policy` or
+//!   `set_mode` changes how a command's environment and directory are resolved, not the
+//!   live sandbox. With `network = "allow"` the proxy serves the session's sandbox, but
+//!   its variables (`HTTP_PROXY`, …) are not yet given to each command: set them with
+//!   `Command::env` (a remainder of issue 29).
+//! - Commands share the session's PID namespace: one can list another's pid and
+//!   `/proc/PID/cmdline` (as `ps` does), but not its environment, memory or fds.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, socketpair,
+};
+use stockade_init::protocol::{self, session as wire};
+
+use super::{Child, Command, Sandbox, Stdio, launch};
+use crate::backend::linux::init;
+use crate::error::{Errno, Error, SpawnError};
+use crate::plan::{Plan, Step};
+use crate::policy::Layer;
+
+/// A live sandbox that runs many commands ([`Sandbox::session`]).
+///
+/// Dropping it ends every command still running and the sandbox, as
+/// [`Session::close`] does.
+#[derive(Debug)]
+pub struct Session {
+    sandbox: Sandbox,
+    link: Arc<Link>,
+    /// The server's sandbox: its init's `Child`.
+    server: Option<Child>,
+}
+
+/// The host's end of a session's control socket, shared by its commands.
+#[derive(Debug)]
+pub(super) struct Link {
+    /// `None` once the session is closed.
+    control: Mutex<Option<OwnedFd>>,
+    /// Layer 2: the session's private `TMPDIR`, every command's.
+    tmpdir: Option<OsString>,
+}
+
+impl Sandbox {
+    /// Starts a warm session: the sandbox with every wall and its init, and a server
+    /// inside it that starts each [`Session::command`] with one fork and exec (see the
+    /// module's design notes in the source).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Spawn`] with `EOPNOTSUPP` when the layer has no init (passthrough) or
+    /// Landlock cannot scope signals here (ABI < 6): commands could not be kept apart.
+    /// Otherwise as [`Command::spawn`].
+    pub fn session(&self) -> Result<Session, Error> {
+        let inner = self.current();
+        let plan = inner.prepared.plan();
+        let scoped = self
+            .landlock_status()
+            .as_ref()
+            .is_some_and(crate::backend::linux::landlock::Status::signals_scoped);
+        if plan.layer == Layer::Passthrough || !scoped {
+            return Err(SpawnError::Os {
+                call: "start a session (needs the full or landlock layer and Landlock ABI \
+                       6 or later, which keeps its commands apart)",
+                source: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            }
+            .into());
+        }
+        let (host, server) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| SpawnError::Os {
+            call: "socketpair (session control)",
+            source: e.into(),
+        })?;
+        let mut cmd = self.command(wire::SERVE_ARGV0.to_str().unwrap_or("stockade-serve"));
+        cmd.serve = true;
+        cmd.stdin(Stdio::from(server))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let server = cmd.spawn()?;
+        let tmpdir = server
+            .private_tmp
+            .as_ref()
+            .map(|t| t.path().as_os_str().to_owned());
+        Ok(Session {
+            sandbox: self.clone(),
+            link: Arc::new(Link {
+                control: Mutex::new(Some(host)),
+                tmpdir,
+            }),
+            server: Some(server),
+        })
+    }
+}
+
+impl Session {
+    /// A command to run in this session: the same builder as [`Sandbox::command`], whose
+    /// `spawn`, `output` and `status` start the program inside the live sandbox.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = self.sandbox.command(program);
+        cmd.session = Some(Arc::clone(&self.link));
+        cmd
+    }
+
+    /// Ends every command still running and the session's sandbox, and waits until
+    /// nothing of it is left. Returns the server's exit status (0 when it ended because
+    /// the session was closed).
+    ///
+    /// # Errors
+    ///
+    /// The error of waiting for the sandbox.
+    pub fn close(mut self) -> io::Result<std::process::ExitStatus> {
+        self.end()
+    }
+
+    fn end(&mut self) -> io::Result<std::process::ExitStatus> {
+        // The server reads EOF and exits; its init then ends every process of the sandbox
+        // (and each supervisor, on its parent's death, its command first).
+        drop(
+            self.link
+                .control
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
+        let Some(mut server) = self.server.take() else {
+            return Ok(std::process::ExitStatus::default());
+        };
+        let status = server.wait()?;
+        // Gone, not only reported: nothing of the session runs after `close`.
+        launch::wait_gone(&server.handle);
+        Ok(status)
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.end();
+    }
+}
+
+impl Link {
+    /// Layer 2: the session's `TMPDIR` replaces the command's.
+    pub(super) fn set_env(&self, env: &mut Vec<(OsString, OsString)>) {
+        if let Some(dir) = &self.tmpdir {
+            env.retain(|(k, _)| k != "TMPDIR");
+            env.push(("TMPDIR".into(), dir.clone()));
+        }
+    }
+
+    /// Starts one command: sends the request, receives the supervisor's pidfd, then
+    /// waits until the program has been exec'd (the report pipe's EOF) or has failed to
+    /// start (a record). Returns the supervisor's pid in the host's namespace and its
+    /// handle.
+    pub(super) fn spawn(
+        &self,
+        plan: &Plan,
+        program: &OsStr,
+        args: &[OsString],
+        env: &[(OsString, OsString)],
+        cwd: &Path,
+        stdio: [RawFd; 3],
+    ) -> Result<(libc::pid_t, init::Handle), Error> {
+        // Checks every string as a fresh sandbox's spawn does, and finds the candidates.
+        let prepared = crate::backend::program::Program::new(
+            program,
+            args.to_vec(),
+            env.to_vec(),
+            &plan.path,
+        )?;
+        let candidates = &prepared.candidates;
+        let flags = if plan.steps.contains(&Step::NewSession) {
+            wire::NEW_SESSION
+        } else {
+            0
+        };
+        let request = encode(flags, cwd, candidates, args, env)?;
+        let os = |call: &'static str| {
+            move |e: nix::Error| SpawnError::Os {
+                call,
+                source: e.into(),
+            }
+        };
+        let (status_r, status_w) = init::status_pipe()?;
+        let (report_r, report_w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(os("pipe2 (report)"))?;
+        // -1: the host's own fd of that number, as a fresh sandbox inherits it.
+        let stdio: [RawFd; 3] = [0, 1, 2].map(|i| if stdio[i] < 0 { i as RawFd } else { stdio[i] });
+        let fds = [
+            stdio[0],
+            stdio[1],
+            stdio[2],
+            status_w.as_raw_fd(),
+            report_w.as_raw_fd(),
+        ];
+        let pidfd = {
+            let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(control) = control.as_ref() else {
+                return Err(SpawnError::Os {
+                    call: "start a command in a closed session",
+                    source: io::Error::from_raw_os_error(libc::ESHUTDOWN),
+                }
+                .into());
+            };
+            let cmsg = [ControlMessage::ScmRights(&fds)];
+            let iov = [IoSlice::new(&request)];
+            sendmsg::<()>(
+                control.as_raw_fd(),
+                &iov,
+                &cmsg,
+                MsgFlags::MSG_NOSIGNAL,
+                None,
+            )
+            .map_err(os("sendmsg (session request)"))?;
+            receive_reply(control.as_fd())?
+        };
+        drop((status_w, report_w));
+        // The supervisor's answer about the program's start: EOF once it has exec'd.
+        let mut record = [0u8; protocol::SETUP_RECORD_SIZE + 1];
+        let n = read_all(report_r.as_fd(), &mut record);
+        if let Some(r) = crate::backend::report::Record::decode(record.get(..n).unwrap_or(&[])) {
+            let (step, errno) = (r.step, r.errno);
+            // The supervisor ends; the status pipe says how, and is not needed.
+            let _ = init::wait_exited(pidfd.as_fd());
+            return Err(start_failure(program, cwd, step, errno));
+        }
+        let pid = pid_of(&pidfd).unwrap_or(0);
+        let handle = init::Handle::new(pidfd, Some(status_r), Some(protocol::flag::SUBREAPER));
+        Ok((pid, handle))
+    }
+}
+
+/// The error of a failed start, as a fresh sandbox reports it.
+fn start_failure(program: &OsStr, cwd: &Path, step: u32, errno: i32) -> Error {
+    let program = program.to_string_lossy().into_owned();
+    if step == wire::step::EXEC && errno == libc::ENOENT {
+        return SpawnError::NotFound { program }.into();
+    }
+    use crate::error::SetupStep;
+    let what = match step {
+        wire::step::DOMAIN => SetupStep::Landlock,
+        wire::step::SESSION => SetupStep::NewSession,
+        wire::step::STDIO => SetupStep::Stdio,
+        wire::step::CWD => SetupStep::Chdir {
+            path: cwd.to_path_buf(),
+        },
+        wire::step::EXEC => SetupStep::Exec { program },
+        wire::step::FORK => SetupStep::Init,
+        _ => SetupStep::Unknown(step),
+    };
+    SpawnError::Setup {
+        step: what,
+        errno: Errno::from_raw(errno),
+    }
+    .into()
+}
+
+/// Reads until EOF or `buf` is full; the count read (errors end the read).
+fn read_all(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8]) -> usize {
+    let mut n = 0;
+    while n < buf.len() {
+        match nix::unistd::read(fd, buf.get_mut(n..).unwrap_or(&mut [])) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(nix::Error::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    n
+}
+
+/// Receives the server's reply: exactly one record and, when it says started, exactly one
+/// fd, which must be a pidfd. Anything else is an error (and every fd received is
+/// closed).
+fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error> {
+    let bad = |what: &str| SpawnError::Os {
+        call: "receive the session server's reply",
+        source: io::Error::new(io::ErrorKind::InvalidData, what.to_owned()),
+    };
+    let mut buf = [0u8; wire::REPLY_SIZE + 1];
+    let mut space = nix::cmsg_space!([RawFd; 2]);
+    let (n, flags, mut fds) = loop {
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        match recvmsg::<()>(
+            control.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(msg) => {
+                let mut fds = Vec::new();
+                for c in msg.cmsgs().into_iter().flatten() {
+                    if let ControlMessageOwned::ScmRights(list) = c {
+                        // SAFETY: the kernel installed these fds for this message; nothing
+                        // else in the process has their numbers.
+                        fds.extend(
+                            list.into_iter()
+                                .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                        );
+                    }
+                }
+                break (msg.bytes, msg.flags, fds);
+            }
+            Err(nix::Error::EINTR) => {}
+            Err(e) => {
+                return Err(SpawnError::Os {
+                    call: "recvmsg (session reply)",
+                    source: e.into(),
+                }
+                .into());
+            }
+        }
+    };
+    if n == 0 {
+        return Err(SpawnError::Os {
+            call: "receive the session server's reply (the session has ended)",
+            source: io::Error::from_raw_os_error(libc::ESHUTDOWN),
+        }
+        .into());
+    }
+    if flags.intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC) {
+        return Err(bad("truncated").into());
+    }
+    let errno =
+        wire::decode_reply(buf.get(..n).unwrap_or(&[])).ok_or_else(|| bad("not a reply"))?;
+    if errno != 0 {
+        return Err(SpawnError::Os {
+            call: "start a command in the session",
+            source: io::Error::from_raw_os_error(errno),
+        }
+        .into());
+    }
+    let (Some(pidfd), true) = (fds.pop(), fds.is_empty()) else {
+        return Err(bad("not one fd").into());
+    };
+    if !is_pidfd(&pidfd) {
+        return Err(bad("not a pidfd").into());
+    }
+    Ok(pidfd)
+}
+
+/// The `Pid:` field of a pidfd's fdinfo: the pid in this process's namespace, -1 once the
+/// process has been reaped (a fast command's supervisor may be, by the server, before
+/// the host looks); `None` for an fd that is not a pidfd.
+fn pidfd_field(fd: &OwnedFd) -> Option<libc::pid_t> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    let line = info.lines().find_map(|l| l.strip_prefix("Pid:"))?;
+    line.trim().parse().ok()
+}
+
+/// Whether `fd` is a pidfd.
+fn is_pidfd(fd: &OwnedFd) -> bool {
+    pidfd_field(fd).is_some()
+}
+
+/// The pid a pidfd names, while its process has not been reaped.
+fn pid_of(fd: &OwnedFd) -> Option<libc::pid_t> {
+    pidfd_field(fd).filter(|&p| p > 0)
+}
+
+/// The request's bytes ([`wire`]'s format).
+fn encode(
+    flags: u32,
+    cwd: &Path,
+    candidates: &[std::ffi::CString],
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+) -> Result<Vec<u8>, Error> {
+    let too_big = || SpawnError::Os {
+        call: "send the command to the session (too many or too long arguments and \
+               variables for one request)",
+        source: io::Error::from_raw_os_error(libc::E2BIG),
+    };
+    let total = 1 + candidates.len() + args.len() + env.len();
+    let count = |n: usize| u32::try_from(n).map_err(|_| too_big());
+    if total > wire::MAX_STRINGS {
+        return Err(too_big().into());
+    }
+    let mut out = Vec::with_capacity(4096);
+    out.extend_from_slice(&wire::header(
+        flags,
+        count(candidates.len())?,
+        count(args.len())?,
+        count(env.len())?,
+    ));
+    let nul = |s: &[u8]| -> Result<(), Error> {
+        if s.contains(&0) {
+            return Err(crate::error::PlanError::NulInArgument {
+                what: "working directory".into(),
+            }
+            .into());
+        }
+        Ok(())
+    };
+    let push = |s: &[u8], out: &mut Vec<u8>| -> Result<(), Error> {
+        nul(s)?;
+        out.extend_from_slice(s);
+        out.push(0);
+        Ok(())
+    };
+    push(cwd.as_os_str().as_bytes(), &mut out)?;
+    for c in candidates {
+        push(c.as_bytes(), &mut out)?;
+    }
+    for a in args {
+        push(a.as_bytes(), &mut out)?;
+    }
+    for (k, v) in env {
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        push(&kv, &mut out)?;
+    }
+    if out.len() > wire::MAX_REQUEST {
+        return Err(too_big().into());
+    }
+    Ok(out)
+}

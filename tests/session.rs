@@ -1,0 +1,509 @@
+//! Warm sessions: many commands in one live sandbox ([`stockade::Session`]).
+//!
+//! Every isolation claim is shown from inside: a command tries the escape against another
+//! command (or the session's init) and the test asserts the errno, and that the allowed
+//! thing (the shared workspace, the shared /tmp) still works. Both layers, as root and as
+//! uid 65534 (`session_as_nobody`).
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+
+use common::{LAYERS, sandbox_on};
+
+use stockade::{Layer, Session, Stdio};
+
+/// A workspace outside /tmp.
+fn workspace() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("stockade-session-test-")
+        .tempdir_in("/var/tmp")
+        .expect("tempdir in /var/tmp")
+}
+
+/// A session on `layer` over `ws`, or `None` (after a SKIP line) when this host cannot
+/// run one (no Landlock scopes).
+fn session(ws: &Path, layer: Layer, f: impl FnOnce(&mut stockade::Policy)) -> Option<Session> {
+    let sb = sandbox_on(ws, layer, f);
+    match sb.session() {
+        Ok(s) => Some(s),
+        Err(stockade::Error::Spawn(e)) if e.errno().map(|e| e as i32) == Some(libc::EOPNOTSUPP) => {
+            common::skip("session", &format!("{layer:?}: {e}"));
+            None
+        }
+        Err(e) => panic!("{layer:?}: session: {e}"),
+    }
+}
+
+fn sh(s: &Session, script: &str) -> std::process::Output {
+    s.command("sh").args(["-c", script]).output().unwrap()
+}
+
+fn sh_ok(s: &Session, script: &str) -> String {
+    let out = sh(s, script);
+    assert!(
+        out.status.success(),
+        "{script}: {:?}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn commands_share_the_workspace_and_tmp() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        sh_ok(&s, "echo one > w.txt; echo two > \"${TMPDIR:-/tmp}/t.txt\"");
+        let out = sh_ok(&s, "cat w.txt \"${TMPDIR:-/tmp}/t.txt\"");
+        assert_eq!(out, "one\ntwo\n", "{layer:?}");
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("w.txt")).unwrap(),
+            "one\n"
+        );
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn exit_statuses_are_exact() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        for code in [0, 1, 7, 255] {
+            let st = s
+                .command("sh")
+                .args(["-c", &format!("exit {code}")])
+                .status()
+                .unwrap();
+            assert_eq!(st.code(), Some(code), "{layer:?}");
+        }
+        for sig in [libc::SIGTERM, libc::SIGKILL, libc::SIGSEGV] {
+            let st = sh(&s, &format!("kill -{sig} $$")).status;
+            assert_eq!(st.signal(), Some(sig), "{layer:?}: {st:?}");
+        }
+        let st = sh(&s, "kill -ABRT $$").status;
+        assert_eq!(st.signal(), Some(libc::SIGABRT), "{layer:?}");
+        let e = s.command("no-such-program-here").status().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                stockade::Error::Spawn(stockade::SpawnError::NotFound { .. })
+            ),
+            "{e}"
+        );
+        let e = s.command("true").current_dir("nope").status().unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+        // The session still serves.
+        assert!(s.command("true").status().unwrap().success());
+    }
+}
+
+/// What a command (B) can do to the process `pid`: `kill -0`, open its environ and mem,
+/// read its fds' links, `PTRACE_ATTACH`; each `ok` or the errno's name. Then the same
+/// against B's supervisor, the session's server and the init, and against B's own child.
+const PROBE: &str = r#"
+import ctypes, errno, os, sys
+def tries(pid):
+    out = []
+    def attempt(name, f):
+        try:
+            f()
+            out.append(name + ":ok")
+        except OSError as e:
+            out.append(name + ":" + errno.errorcode[e.errno])
+    attempt("kill", lambda: os.kill(pid, 0))
+    attempt("environ", lambda: open("/proc/%d/environ" % pid, "rb").read())
+    attempt("mem", lambda: open("/proc/%d/mem" % pid, "rb"))
+    # The fd numbers may be listed (the directory is the owner's); what they are may not.
+    attempt("fd", lambda: [os.readlink("/proc/%d/fd/%s" % (pid, n)) for n in os.listdir("/proc/%d/fd" % pid)])
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.ptrace(16, pid, 0, 0) == 0:
+        out.append("ptrace:ok")
+        os.waitpid(pid, 0x40000000)
+        libc.ptrace(17, pid, 0, 0)
+    else:
+        out.append("ptrace:" + errno.errorcode[ctypes.get_errno()])
+    return " ".join(out)
+def ppid(pid):
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+targets = [("a", int(sys.argv[1]))]
+sup = os.getppid()
+server = ppid(sup)
+targets += [("supervisor", sup), ("server", server), ("init", ppid(server))]
+for name, pid in targets:
+    print(name, tries(pid))
+# The allowed thing: its own child.
+import subprocess
+child = subprocess.Popen(["sleep", "30"])
+print("own", tries(child.pid))
+child.kill()
+"#;
+
+#[test]
+fn a_command_cannot_reach_another_command_nor_the_session() {
+    const DENIED: &str = "kill:EPERM environ:EACCES mem:EACCES fd:EACCES ptrace:EPERM";
+    for layer in LAYERS {
+        let ws = workspace();
+        // ptrace allowed by the filter: Landlock alone must keep the commands apart.
+        let Some(s) = session(ws.path(), layer, |p| p.allow_ptrace = true) else {
+            continue;
+        };
+        let mut a = s
+            .command("sh")
+            .args(["-c", "echo $$ > a.pid; exec sleep 60"])
+            .secret_env("SESSION_SECRET", "hunter2-session-secret")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid_file = ws.path().join("a.pid");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let pid = loop {
+            if let Some(p) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok())
+            {
+                break p;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{layer:?}: A never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let out = s
+            .command("python3")
+            .args(["-c", PROBE, &pid.to_string()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{layer:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for who in ["a", "supervisor", "server", "init"] {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{who} ")))
+                .unwrap();
+            assert_eq!(line, format!("{who} {DENIED}"), "{layer:?}:\n{text}");
+        }
+        let own = text.lines().find(|l| l.starts_with("own ")).unwrap();
+        assert_eq!(
+            own, "own kill:ok environ:ok mem:ok fd:ok ptrace:ok",
+            "{layer:?}"
+        );
+        // A's secret is in A alone.
+        let env = sh_ok(&s, "env");
+        assert!(
+            !env.contains("hunter2") && !env.contains("SESSION_SECRET"),
+            "{layer:?}"
+        );
+        a.kill().unwrap();
+        assert_eq!(a.wait().unwrap().signal(), Some(libc::SIGKILL), "{layer:?}");
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn background_processes_end_with_their_command() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        // A plain background job and a double-forked, setsid daemon.
+        sh_ok(
+            &s,
+            "sleep 1000 & echo $! > bg.pid; setsid sh -c 'sleep 1000 & echo $! > daemon.pid' \
+             </dev/null >/dev/null 2>&1 & wait $!; while [ ! -s daemon.pid ]; do :; done",
+        );
+        for f in ["bg.pid", "daemon.pid"] {
+            let pid = std::fs::read_to_string(ws.path().join(f)).unwrap();
+            // Gone (ESRCH), not merely out of reach (EPERM).
+            let out = sh(&s, &format!("kill -0 {} 2>&1", pid.trim()));
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(!out.status.success(), "{layer:?}: {f} still runs");
+            assert!(text.contains("No such process"), "{layer:?}: {f}: {text}");
+        }
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn close_leaves_no_process() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        let marker = format!("stockade-session-close-{}-{layer:?}", std::process::id());
+        let script = format!("exec -a {marker} sleep 1000");
+        let mut running: Vec<_> = (0..3)
+            .map(|_| s.command("bash").args(["-c", &script]).spawn().unwrap())
+            .collect();
+        // A background job of a command still running, too.
+        let mut bg = s
+            .command("bash")
+            .args(["-c", &format!("(exec -a {marker} sleep 1000) & wait")])
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while common::host_processes_with(&marker).len() < 4 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{layer:?}: not started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        s.close().unwrap();
+        assert_eq!(
+            common::host_processes_with(&marker),
+            Vec::<u32>::new(),
+            "{layer:?}"
+        );
+        for c in running.iter_mut().chain([&mut bg]) {
+            assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL), "{layer:?}");
+        }
+    }
+}
+
+#[test]
+fn a_closed_session_refuses_commands_and_signals_reach_the_program() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        let mut c = s
+            .command("sh")
+            .args([
+                "-c",
+                "trap 'exit 42' TERM; echo ready; while :; do sleep 0.01; done",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(c.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line, "ready\n");
+        c.signal(libc::SIGTERM).unwrap();
+        assert_eq!(c.wait().unwrap().code(), Some(42), "{layer:?}");
+        let cmd = s.command("true");
+        drop(s);
+        let mut cmd = cmd;
+        assert!(cmd.status().is_err(), "{layer:?}");
+    }
+}
+
+#[test]
+fn concurrent_commands_from_many_threads() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let s = &s;
+                scope.spawn(move || {
+                    for i in 0..20 {
+                        let code = (t * 20 + i) % 256;
+                        let out = s
+                            .command("sh")
+                            .args(["-c", &format!("echo {t}-{i}; exit {code}")])
+                            .output()
+                            .unwrap();
+                        assert_eq!(out.status.code(), Some(code));
+                        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{t}-{i}\n"));
+                    }
+                });
+            }
+        });
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn session_as_nobody() {
+    common::rerun_as_nobody(&["--skip", "session_as_nobody"]);
+}
+
+/// From its first instruction, a session's program cannot reach its supervisor (which
+/// holds the command's status pipe) nor PID 1: the freestanding racing program of
+/// `tests/init_window.rs` (no C library, its first system calls at once) tries
+/// `PTRACE_SEIZE` and opening `/proc/PID/{mem,maps,environ,fd/N}` of its parent, and on
+/// the full layer of PID 1, 300 times per layer, with `allow_ptrace` on.
+#[test]
+fn from_its_first_instruction_a_command_cannot_reach_its_supervisor() {
+    require!(common::Feature::Cc);
+    const RUNS: usize = 300;
+    for layer in LAYERS {
+        let ws = workspace();
+        let exe = ws.path().join("init_window");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/init_window.c");
+        let out = std::process::Command::new("cc")
+            .args([
+                "-nostdlib",
+                "-static",
+                "-ffreestanding",
+                "-fno-stack-protector",
+                "-O1",
+                "-o",
+            ])
+            .arg(&exe)
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let Some(s) = session(ws.path(), layer, |p| p.allow_ptrace = true) else {
+            continue;
+        };
+        let targets: &[&str] = if layer == Layer::Full {
+            &["ppid", "1"]
+        } else {
+            &["ppid"]
+        };
+        for target in targets {
+            for run in 0..RUNS {
+                let out = s.command(&exe).arg(target).output().unwrap();
+                let line = String::from_utf8_lossy(&out.stdout);
+                let context = format!("{layer:?} {target} run {run}");
+                assert!(out.status.success(), "{context}: {} {line}", out.status);
+                check_refused(line.trim(), &context);
+            }
+        }
+        s.close().unwrap();
+    }
+}
+
+/// The racing program's line: every door refused (`EPERM` for the trace, `EACCES` for the
+/// `/proc` files, each fd `EACCES` or `ENOENT`), at least one fd refused as such.
+fn check_refused(line: &str, context: &str) {
+    let field = |name: &str| -> &str {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+            .unwrap_or_else(|| panic!("{context}: no {name} in {line:?}"))
+    };
+    assert_eq!(
+        field("seize"),
+        (-libc::EPERM).to_string(),
+        "{context}: {line}"
+    );
+    for f in ["mem", "maps", "environ"] {
+        assert_eq!(field(f), (-libc::EACCES).to_string(), "{context}: {line}");
+    }
+    let fds: Vec<i32> = field("fd").split(',').map(|v| v.parse().unwrap()).collect();
+    assert_eq!(fds.len(), 16, "{context}: {line}");
+    assert!(
+        fds.iter()
+            .all(|&e| e == -libc::EACCES || e == -libc::ENOENT),
+        "{context}: {line}"
+    );
+    assert!(fds.contains(&-libc::EACCES), "{context}: {line}");
+}
+
+/// `wall_time` is each command's: the session outlives it, and a command that overruns it
+/// is ended with everything it started.
+#[test]
+fn wall_time_is_per_command() {
+    use std::time::{Duration, Instant};
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |p| {
+            p.limits.wall_time = Some(Duration::from_millis(800));
+        }) else {
+            continue;
+        };
+        // Three commands inside the limit, over more than the limit in all.
+        for _ in 0..3 {
+            assert!(
+                s.command("sleep").arg("0.4").status().unwrap().success(),
+                "{layer:?}"
+            );
+        }
+        let t = Instant::now();
+        let mut c = s
+            .command("sh")
+            .args(["-c", "sleep 1000 & echo $! > bg.pid; sleep 1000"])
+            .spawn()
+            .unwrap();
+        let st = c.wait().unwrap();
+        assert_eq!(st.signal(), Some(libc::SIGKILL), "{layer:?}");
+        assert!(t.elapsed() < Duration::from_secs(20), "{layer:?}");
+        assert!(
+            matches!(c.termination(), Some(stockade::Termination::WallTime(_))),
+            "{layer:?}: {:?}",
+            c.termination()
+        );
+        let pid = std::fs::read_to_string(ws.path().join("bg.pid")).unwrap();
+        let out = sh(&s, &format!("kill -0 {} 2>&1", pid.trim()));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("No such process"),
+            "{layer:?}"
+        );
+        s.close().unwrap();
+    }
+}
+
+/// The `tokio` feature: a session's commands spawn and wait without blocking a worker.
+#[cfg(feature = "tokio")]
+#[test]
+fn async_spawn_and_wait_in_a_session() {
+    use tokio::io::AsyncReadExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        rt.block_on(async {
+            let mut child = s
+                .command("sh")
+                .args(["-c", "echo async; exit 9"])
+                .stdout(Stdio::piped())
+                .spawn_async()
+                .await
+                .unwrap();
+            let mut out = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .into_async()
+                .unwrap()
+                .read_to_string(&mut out)
+                .await
+                .unwrap();
+            assert_eq!(out, "async\n", "{layer:?}");
+            assert_eq!(
+                child.wait_async().await.unwrap().code(),
+                Some(9),
+                "{layer:?}"
+            );
+        });
+        s.close().unwrap();
+    }
+}
