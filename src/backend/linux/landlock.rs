@@ -266,10 +266,8 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
 /// The ABI version the kernel reports, and the ABI used: that version capped at
 /// [`TESTED_ABI`].
 fn negotiate() -> Result<(i32, ABI), LandlockBuildError> {
-    let kernel_abi = stockade_sys::linux::landlock_abi_version().map_err(|e| {
-        LandlockBuildError::Unsupported {
-            errno: Errno::from_raw(e.raw()),
-        }
+    let kernel_abi = kernel_abi().map_err(|e| LandlockBuildError::Unsupported {
+        errno: Errno::from_raw(e.raw()),
     })?;
     let abi = ABI::from(kernel_abi).min(TESTED_ABI);
     if abi == ABI::Unsupported {
@@ -280,8 +278,18 @@ fn negotiate() -> Result<(i32, ABI), LandlockBuildError> {
     Ok((kernel_abi, abi))
 }
 
-/// The paths of a spec opened for their rules, each with its grant.
-type Opened<'a> = Vec<(&'a Path, File, Grant)>;
+/// The Landlock ABI version the kernel reports, asked once per process: a kernel's
+/// Landlock does not change while it runs, and every build (one per command, and the
+/// sandbox's own) would otherwise ask again.
+fn kernel_abi() -> Result<i32, stockade_sys::Errno> {
+    static ABI_VERSION: std::sync::OnceLock<Result<i32, stockade_sys::Errno>> =
+        std::sync::OnceLock::new();
+    *ABI_VERSION.get_or_init(stockade_sys::linux::landlock_abi_version)
+}
+
+/// The paths of a spec opened for their rules, each with its grant and whether it is a
+/// directory.
+type Opened<'a> = Vec<(&'a Path, File, Grant, bool)>;
 
 /// Opens the workspace (read-write) and every rule's path; returns them and the paths
 /// skipped because they do not exist.
@@ -290,11 +298,27 @@ fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBu
         path: spec.workspace.clone(),
         source,
     })?;
-    let mut opened = vec![(spec.workspace.as_path(), workspace, Grant::ReadWrite)];
+    // One `fstat` per path, here: the device check and the rule's rights both need it.
+    let md = workspace
+        .metadata()
+        .map_err(|source| LandlockBuildError::Workspace {
+            path: spec.workspace.clone(),
+            source,
+        })?;
+    let mut opened = vec![(
+        spec.workspace.as_path(),
+        workspace,
+        Grant::ReadWrite,
+        md.is_dir(),
+    )];
     let mut skipped = Vec::new();
     for rule in &spec.rules {
-        match open_path(&rule.path) {
-            Ok(file) if rule.grant == Grant::Device && !is_device(&file) => {
+        let file = open_path(&rule.path).and_then(|file| {
+            let md = file.metadata()?;
+            Ok((file, md))
+        });
+        match file {
+            Ok((_, md)) if rule.grant == Grant::Device && !is_device(&md) => {
                 // A device rule grants writing: through a symlink at a /dev name (or a
                 // regular file there) it would grant a host file instead.
                 tracing::warn!(
@@ -303,7 +327,7 @@ fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBu
                 );
                 skipped.push(rule.path.clone());
             }
-            Ok(file) => opened.push((rule.path.as_path(), file, rule.grant)),
+            Ok((file, md)) => opened.push((rule.path.as_path(), file, rule.grant, md.is_dir())),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                 skipped.push(rule.path.clone());
             }
@@ -368,14 +392,7 @@ fn add_rules(
     handled_fs: BitFlags<AccessFs>,
     skipped: &mut Vec<PathBuf>,
 ) -> Result<(), LandlockBuildError> {
-    for (path, file, grant) in opened {
-        let dir = file
-            .metadata()
-            .map_err(|source| LandlockBuildError::OpenPath {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .is_dir();
+    for (path, file, grant, dir) in opened {
         let access = rule_access(grant, abi, handled_fs, dir);
         if access.is_empty() {
             // A directory-only grant (`ListDir`) on a file: nothing to allow.
@@ -399,10 +416,9 @@ fn add_rules(
 /// character device, or a directory of them (`/dev/pts`). `/dev/ptmx` is a symlink to
 /// `pts/ptmx` in many containers, so the symlink itself is allowed; what it leads to is not
 /// a regular file.
-fn is_device(file: &File) -> bool {
+fn is_device(md: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::FileTypeExt;
-    file.metadata()
-        .is_ok_and(|m| m.file_type().is_char_device() || m.is_dir())
+    md.file_type().is_char_device() || md.is_dir()
 }
 
 /// Opens `path` with `O_PATH | O_CLOEXEC` for a rule (following symlinks, like
