@@ -126,6 +126,12 @@ impl Status {
         self.handled_fs.contains(AccessFs::Refer)
     }
 
+    /// The `allowed_access` bits of a rule for `grant` on a directory (`dir`) or another
+    /// file under this status: see [`Prepared::access_bits`].
+    pub fn access_bits(&self, grant: Grant, dir: bool) -> u64 {
+        rule_access(grant, self.abi, self.handled_fs, dir).bits()
+    }
+
     /// TCP bind and connect are denied (but connects to [`Status::connect_tcp`]).
     pub fn tcp_denied(&self) -> bool {
         self.handled_net
@@ -170,8 +176,11 @@ impl Prepared {
     /// `landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)` on mounts it creates (see the module
     /// docs). Zero means the rule would grant nothing and must not be added (the kernel
     /// refuses an empty rule with `ENOMSG`).
+    // Read by the tests of the ruleset (`tests/landlock_self.rs`); the sandbox asks its
+    // [`Status`].
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn access_bits(&self, grant: Grant, dir: bool) -> u64 {
-        rule_access(grant, self.status.abi, self.status.handled_fs, dir).bits()
+        self.status.access_bits(grant, dir)
     }
 
     /// Splits into the fd and the status (the fd stays open).
@@ -214,6 +223,51 @@ fn rule_access(
 ///
 /// Linux only.
 pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
+    let (mut status, opened) = negotiate_and_open(spec)?;
+    let created = create_ruleset(status.handled_fs, status.handled_net, status.scoped)?;
+    let created = add_port_rules(created, &status.connect_tcp)?;
+
+    // With HardRequirement and a supported ABI the crate always creates a real ruleset;
+    // `None` would mean it fell back to a dummy one, which must never pass as enforced.
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| {
+        LandlockBuildError::CreateRuleset("the landlock crate created no ruleset fd".into())
+    })?;
+    add_rules(
+        &fd,
+        opened,
+        status.abi,
+        status.handled_fs,
+        &mut status.skipped,
+    )?;
+    Ok(Prepared { fd, status })
+}
+
+/// What [`build`] would report for `spec`, without making the ruleset: the ABI negotiated
+/// and every path opened and checked as [`build`] does (so the same path errors come back),
+/// but no ruleset created and no rule added. For a caller that needs only the status and
+/// the access bits ([`Status::access_bits`]): the sandbox's own check at
+/// `Sandbox::new`, whose commands each build their ruleset anyway; building one there only
+/// to close it cost a `landlock_add_rule` per path.
+///
+/// # Errors
+///
+/// As [`build`], but for [`LandlockBuildError::CreateRuleset`],
+/// [`LandlockBuildError::AddRule`] and [`LandlockBuildError::AddPortRule`], which only a
+/// build meets.
+pub fn status(spec: &RulesetSpec) -> Result<Status, LandlockBuildError> {
+    let (mut status, opened) = negotiate_and_open(spec)?;
+    for (path, _, grant, dir) in opened {
+        if rule_access(grant, status.abi, status.handled_fs, dir).is_empty() {
+            status.skipped.push(path.to_path_buf());
+        }
+    }
+    Ok(status)
+}
+
+/// The negotiated status of `spec` (its `skipped` the paths that do not exist) and the
+/// paths opened for their rules.
+fn negotiate_and_open(spec: &RulesetSpec) -> Result<(Status, Opened<'_>), LandlockBuildError> {
     let (kernel_abi, abi) = negotiate()?;
     let handled_fs = AccessFs::from_all(abi);
     let handled_net = if spec.deny_tcp {
@@ -236,22 +290,10 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
     } else {
         BitFlags::EMPTY
     };
-
     // Open everything first, so a missing workspace fails before any kernel object exists.
-    let (opened, mut skipped) = open_all(spec)?;
-    let created = create_ruleset(handled_fs, handled_net, scoped)?;
-    let created = add_port_rules(created, &connect_tcp)?;
-
-    // With HardRequirement and a supported ABI the crate always creates a real ruleset;
-    // `None` would mean it fell back to a dummy one, which must never pass as enforced.
-    let fd: Option<OwnedFd> = created.into();
-    let fd = fd.ok_or_else(|| {
-        LandlockBuildError::CreateRuleset("the landlock crate created no ruleset fd".into())
-    })?;
-    add_rules(&fd, opened, abi, handled_fs, &mut skipped)?;
-    Ok(Prepared {
-        fd,
-        status: Status {
+    let (opened, skipped) = open_all(spec)?;
+    Ok((
+        Status {
             kernel_abi,
             abi,
             handled_fs,
@@ -260,7 +302,8 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
             connect_tcp,
             skipped,
         },
-    })
+        opened,
+    ))
 }
 
 /// The ABI version the kernel reports, and the ABI used: that version capped at
