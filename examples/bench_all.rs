@@ -24,6 +24,12 @@
 //!    `grep -r` over `/usr/include`, on the host, under stockade's seccomp filter only, under
 //!    its Landlock ruleset only, in passthrough, on layer 2 and on the full layer.
 //!
+//! 7. The cold path (issue 29): system calls per CLI run of `/bin/true` under `strace -f
+//!    -c` (the CLI and `bwrap`, when `strace` is installed), the first and a second
+//!    `Sandbox::new` of a fresh process (this example re-run with
+//!    `STOCKADE_BENCH_FIRST_NEW=1`), and the library's and the CLI's spawn + wait against
+//!    `bwrap`, interleaved. Not in the default set: `--tables 7`.
+//!
 //! Rows of a table run interleaved (A B C A B C …) and each figure is a median, because
 //! the machine is shared. Leak-scan throughput (table 5) is `examples/leak_bench.rs`; what
 //! resource limits add to a spawn (table 6), `examples/limits_bench.rs`.
@@ -69,7 +75,7 @@ mod linux {
         strict: bool,
     }
 
-    const USAGE: &str = "usage: bench_all [--quick] [--tables 1,2,3,4] [--iters N] [--secs S] \
+    const USAGE: &str = "usage: bench_all [--quick] [--tables 1,2,3,4,7] [--iters N] [--secs S] \
                          [--rounds N] [--runs N] [--calls N] [--strict]";
 
     fn parse() -> Result<Opts, String> {
@@ -1083,7 +1089,189 @@ int main(int argc, char **argv) {
         out.stdout
     }
 
+    // ---------------------------------------------------------------------------------
+    // Table 7: the cold path.
+
+    /// The `total` calls of `strace -f -c` over `program args`, or `None` without strace.
+    fn syscalls(program: &str, args: &[String]) -> Option<(u64, String)> {
+        let out =
+            std::env::temp_dir().join(format!("stockade-bench-strace-{}", std::process::id()));
+        let status = StdCommand::new("strace")
+            .args(["-f", "-c", "-o"])
+            .arg(&out)
+            .arg(program)
+            .args(args)
+            .stdout(StdStdio::null())
+            .stderr(StdStdio::null())
+            .status()
+            .ok()?;
+        let text = std::fs::read_to_string(&out).ok()?;
+        let _ = std::fs::remove_file(&out);
+        if !status.success() {
+            return None;
+        }
+        // The busiest calls, for the table's note.
+        let mut rows: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let name = f.last()?.to_string();
+                let calls = f
+                    .iter()
+                    .rev()
+                    .nth(if f.len() == 6 { 2 } else { 1 })?
+                    .parse()
+                    .ok()?;
+                Some((calls, name))
+            })
+            .collect();
+        let total = rows.iter().find(|(_, n)| n == "total")?.0;
+        rows.retain(|(_, n)| n != "total");
+        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+        let top = rows
+            .iter()
+            .take(6)
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some((total, top))
+    }
+
+    /// In the re-run with `STOCKADE_BENCH_FIRST_NEW`: times the process's first and second
+    /// `Sandbox::new` of the default policy for `ws` and prints them in nanoseconds.
+    fn first_new(ws: &Path) -> i32 {
+        let t = Instant::now();
+        let first = Sandbox::new(Policy::with_workspace(ws)).expect("a sandbox");
+        let a = t.elapsed();
+        let t = Instant::now();
+        let second = Sandbox::new(Policy::with_workspace(ws)).expect("a sandbox");
+        let b = t.elapsed();
+        drop((first, second));
+        println!("{} {}", a.as_nanos(), b.as_nanos());
+        0
+    }
+
+    fn table7(ws: &Path, o: &Opts, v: &mut Verdicts) {
+        println!(
+            "\n## 7. the cold path ({} interleaved iterations, load {})",
+            o.iters,
+            loadavg()
+        );
+        let cli = cli();
+        let w = ws.display().to_string();
+        let run_args: Vec<String> = ["run", "--workspace", &w, "--", "/bin/true"]
+            .map(String::from)
+            .to_vec();
+        let bwrap = have_bwrap().then(|| bwrap_args(ws, &[], false, &["/bin/true"]));
+        println!("| system calls per run of /bin/true (`strace -f -c`) | calls | busiest |");
+        println!("| --- | ---: | --- |");
+        let mut counts = Vec::new();
+        for (name, program, args) in [
+            (
+                "CLI `stockade run`",
+                cli.as_ref().map(|c| c.display().to_string()),
+                Some(run_args.clone()),
+            ),
+            (
+                "CLI `stockade run`, static musl build",
+                static_cli().map(|c| c.display().to_string()),
+                Some(run_args.clone()),
+            ),
+            (
+                "bwrap",
+                have_bwrap().then(|| BWRAP.to_string()),
+                bwrap.clone(),
+            ),
+        ] {
+            let (Some(program), Some(args)) = (program, args) else {
+                continue;
+            };
+            match syscalls(&program, &args) {
+                Some((total, top)) => {
+                    println!("| {name} | {total} | {top} |");
+                    counts.push((name, total));
+                }
+                None => println!("| {name} | - | (no strace) |"),
+            }
+        }
+        if let (Some((_, c)), Some((_, b))) = (
+            counts.iter().find(|(n, _)| *n == "CLI `stockade run`"),
+            counts.iter().find(|(n, _)| *n == "bwrap"),
+        ) {
+            v.check(
+                format!("syscalls per CLI run ≤ bwrap's ({c} vs {b})"),
+                c <= b,
+            );
+        }
+
+        // The first Sandbox::new of a process, against a second one in the same process.
+        let exe = std::env::current_exe().expect("this example's path");
+        let mut firsts = Vec::new();
+        let mut seconds = Vec::new();
+        for _ in 0..o.iters.min(60) {
+            let out = StdCommand::new(&exe)
+                .env("STOCKADE_BENCH_FIRST_NEW", ws)
+                .output()
+                .expect("re-run this example");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut f = text
+                .split_whitespace()
+                .map(|n| n.parse::<u64>().unwrap_or(0));
+            firsts.push(Duration::from_nanos(f.next().unwrap_or(0)));
+            seconds.push(Duration::from_nanos(f.next().unwrap_or(0)));
+        }
+        println!(
+            "\nSandbox::new of a fresh process: first {:.3} ms, second {:.3} ms (medians of {})",
+            ms(median(&mut firsts)),
+            ms(median(&mut seconds)),
+            firsts.len()
+        );
+
+        let mut rows = vec![stockade_row("stockade full (library)", sandbox(ws, |_| {}))];
+        if let Some(b) = &bwrap {
+            rows.push(std_row("bwrap full", BWRAP, b.clone()));
+        }
+        if let Some(cli) = &cli {
+            rows.push(cli_row("CLI `stockade run`", cli, run_args.clone()));
+        }
+        if let Some(st) = static_cli() {
+            rows.push(cli_row(
+                "CLI `stockade run`, static musl",
+                &st,
+                run_args.clone(),
+            ));
+        }
+        let med = interleave(&mut rows, o.iters);
+        let at = |n: &str| rows.iter().position(|(r, _)| r == n).map(|i| med[i]);
+        println!("\n| spawn + wait /bin/true | median | × bwrap |");
+        println!("| --- | ---: | ---: |");
+        for ((name, _), m) in rows.iter().zip(&med) {
+            let r = at("bwrap full").map_or("-".into(), |b| {
+                format!("{:.2}", m.as_secs_f64() / b.as_secs_f64())
+            });
+            println!("| {name} | {:.3} ms | {r} |", ms(*m));
+        }
+        if let Some(b) = at("bwrap full") {
+            let ratio = |n: &str| at(n).map(|m| m.as_secs_f64() / b.as_secs_f64());
+            if let Some(r) = ratio("stockade full (library)") {
+                v.check(
+                    format!("library spawn + wait ≤ 0.34× bwrap ({r:.2}×)"),
+                    r <= 0.34,
+                );
+            }
+            if let Some(r) = ratio("CLI `stockade run`, static musl") {
+                v.check(
+                    format!("CLI run, static build, ≤ 0.6× bwrap ({r:.2}×)"),
+                    r <= 0.6,
+                );
+            }
+        }
+    }
+
     pub(super) fn main() -> i32 {
+        if let Some(ws) = std::env::var_os("STOCKADE_BENCH_FIRST_NEW") {
+            return first_new(Path::new(&ws));
+        }
         let o = match parse() {
             Ok(o) => o,
             Err(e) => {
@@ -1121,6 +1309,7 @@ int main(int argc, char **argv) {
                 6 => {
                     println!("\n## 6. resource limits: cargo run --release --example limits_bench")
                 }
+                7 => table7(&ws, &o, &mut v),
                 other => println!("\nno table {other}"),
             }
         }

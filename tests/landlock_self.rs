@@ -658,7 +658,29 @@ fn missing_paths_are_skipped_but_a_missing_workspace_is_an_error() {
         .with(&under_file, Grant::ReadExec);
     let prepared = landlock::build(&spec).unwrap();
     assert_eq!(prepared.status().skipped, vec![gone.clone(), under_file]);
+    // The status alone (what `Sandbox::new` reads, no ruleset made) says the same, with
+    // the same access bits.
+    let status = landlock::status(&spec).unwrap();
+    assert_eq!(&status, prepared.status());
+    for grant in [
+        Grant::ReadWrite,
+        Grant::ReadExec,
+        Grant::ListDir,
+        Grant::Device,
+    ] {
+        for dir in [true, false] {
+            assert_eq!(
+                status.access_bits(grant, dir),
+                prepared.access_bits(grant, dir)
+            );
+        }
+    }
 
+    let err = landlock::status(&RulesetSpec::new(&gone)).unwrap_err();
+    assert!(
+        matches!(&err, LandlockBuildError::Workspace { path, .. } if *path == gone),
+        "{err:?}"
+    );
     let err = landlock::build(&RulesetSpec::new(&gone)).unwrap_err();
     assert!(
         matches!(&err, LandlockBuildError::Workspace { path, source }

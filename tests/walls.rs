@@ -1019,6 +1019,55 @@ fn root_only_layer_two_reads_no_private_file_through_a_bind_beneath_the_temporar
     assert_eq!(left, ["etc-bind"], "the run left {left:?} behind");
 }
 
+extern "C" fn host_handler(_: libc::c_int) {}
+
+/// The host's signal dispositions never reach the program: neither a handler (which would
+/// run on the host's memory if the signal came before `execve`) nor an ignored signal
+/// (`SIG_IGN` survives `execve`). The setup child resets only the dispositions that its
+/// own `/proc/self/status` lists as not the default, so this sets some the host would not
+/// (a real-time signal, one the kernel ignores by default) besides the usual ones.
+#[test]
+fn the_hosts_signal_dispositions_never_reach_the_program() {
+    // Harmless for the other tests of this process: nobody sends these.
+    let ignored = [libc::SIGUSR2, libc::SIGTTOU, libc::SIGRTMIN() + 10, 64];
+    let caught = [libc::SIGURG, libc::SIGWINCH, libc::SIGRTMIN() + 11];
+    for sig in ignored {
+        // SAFETY: SIG_IGN for a signal nothing in this test process relies on.
+        assert_ne!(unsafe { libc::signal(sig, libc::SIG_IGN) }, libc::SIG_ERR);
+    }
+    for sig in caught {
+        // SAFETY: a handler that does nothing, for a signal nothing in this process sends.
+        let old = unsafe { libc::signal(sig, host_handler as *const () as libc::sighandler_t) };
+        assert_ne!(old, libc::SIG_ERR);
+    }
+    // The control: the host's own status lists them.
+    let host = std::fs::read_to_string("/proc/self/status").unwrap();
+    let field = |text: &str, key: &str| {
+        let line = text.lines().find(|l| l.starts_with(key)).unwrap();
+        u64::from_str_radix(line.split_once(":\t").unwrap().1.trim(), 16).unwrap()
+    };
+    for sig in ignored {
+        assert_ne!(field(&host, "SigIgn") & 1 << (sig - 1), 0, "{sig}\n{host}");
+    }
+    for sig in caught {
+        assert_ne!(field(&host, "SigCgt") & 1 << (sig - 1), 0, "{sig}\n{host}");
+    }
+    let dir = tempdir();
+    let mut sandboxes = both_layers(dir.path(), |_| {});
+    sandboxes.push((
+        Layer::Passthrough,
+        sandbox(dir.path(), |p| p.mode = stockade::Mode::Disabled),
+    ));
+    for (layer, sb) in sandboxes {
+        let out = sb.command("cat").arg("/proc/self/status").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{layer}: {text}");
+        assert_eq!(field(&text, "SigIgn"), 0, "{layer}: {text}");
+        assert_eq!(field(&text, "SigCgt"), 0, "{layer}: {text}");
+        assert_eq!(field(&text, "SigBlk"), 0, "{layer}: {text}");
+    }
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some()

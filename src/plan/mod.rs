@@ -222,6 +222,75 @@ impl HostFs for RealFs {
     }
 }
 
+/// A [`HostFs`] that answers [`HostFs::kind`] and [`HostFs::others_may_enter`] once per
+/// path: one plan asks about the same ancestors many times (`/etc` a dozen times on a root
+/// host, once per private entry below it and once per configured path through it), one
+/// `statx` each. It lives for one
+/// [`select`] call, which takes microseconds; every other question goes to `inner`.
+pub(crate) struct Memo<'a> {
+    inner: &'a dyn HostFs,
+    kinds: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<Kind>>>,
+    enterable: std::cell::RefCell<std::collections::HashMap<PathBuf, bool>>,
+}
+
+impl<'a> Memo<'a> {
+    pub(crate) fn new(inner: &'a dyn HostFs) -> Self {
+        Memo {
+            inner,
+            kinds: std::cell::RefCell::default(),
+            enterable: std::cell::RefCell::default(),
+        }
+    }
+}
+
+impl HostFs for Memo<'_> {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        if let Some(kind) = self.kinds.borrow().get(path) {
+            return kind.clone();
+        }
+        let kind = self.inner.kind(path);
+        self.kinds
+            .borrow_mut()
+            .insert(path.to_path_buf(), kind.clone());
+        kind
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.inner.canonicalize(path)
+    }
+    fn children(&self, dir: &Path) -> Vec<PathBuf> {
+        self.inner.children(dir)
+    }
+    fn temp_dir(&self) -> PathBuf {
+        self.inner.temp_dir()
+    }
+    fn unix_sockets(&self) -> Vec<PathBuf> {
+        self.inner.unix_sockets()
+    }
+    fn private_entries(&self, roots: &[PathBuf]) -> Vec<PrivateEntry> {
+        self.inner.private_entries(roots)
+    }
+    fn dir_identity(&self, path: &Path) -> std::io::Result<(u64, u64)> {
+        self.inner.dir_identity(path)
+    }
+    fn idmap(&self, root: &Path) -> bool {
+        self.inner.idmap(root)
+    }
+    fn usable(&self, dir: &Path) -> Result<(), crate::error::Errno> {
+        self.inner.usable(dir)
+    }
+    fn others_may_enter(&self, dir: &Path) -> bool {
+        if let Some(&may) = self.enterable.borrow().get(dir) {
+            return may;
+        }
+        let may = self.inner.others_may_enter(dir);
+        self.enterable.borrow_mut().insert(dir.to_path_buf(), may);
+        may
+    }
+    fn node(&self, path: &Path) -> NodeKind {
+        self.inner.node(path)
+    }
+}
+
 /// Read-only or read-write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {

@@ -44,6 +44,8 @@ pub fn select(
     fs: &dyn HostFs,
     ids: Ids,
 ) -> Result<Selection, PlanError> {
+    let memo = super::Memo::new(fs);
+    let fs: &dyn HostFs = &memo;
     if !matches!(caps.os, "linux" | "macos") {
         check(policy, caps.os)?;
     }

@@ -606,23 +606,22 @@ impl Child {
     }
 }
 
-/// Compiles the plan's walls: the seccomp program, and the Landlock ruleset once, to learn
-/// what it enforces here and the access bits of the rules the child adds for its own
-/// mounts.
+/// Compiles the plan's walls: the seccomp program, and the Landlock ruleset's status (what
+/// it enforces here, without making one: each command builds its own) for the access bits
+/// of the rules the child adds for its own mounts.
 fn compile_walls(
     options: &FilterOptions,
     rules: &LandlockRules,
 ) -> Result<(Walls, landlock::Status), Error> {
     let filter = seccomp::build(options)?;
-    let probe = landlock::build(&rules.spec)?;
+    let status = landlock::status(&rules.spec)?;
     let mut child_rules = Vec::new();
     for (path, grant) in &rules.child_rules {
-        let bits = probe.access_bits(*grant, true);
+        let bits = status.access_bits(*grant, true);
         if bits != 0 {
             child_rules.push((prepare::cstr(path)?, bits));
         }
     }
-    let (_, status) = probe.into_parts();
     Ok((
         Walls {
             filter,

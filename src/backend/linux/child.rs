@@ -215,16 +215,80 @@ fn die_with_parent(exec: &Exec) -> R {
 }
 
 /// Every disposition back to `SIG_DFL`: a signal arriving before `execve` must not run a
-/// host handler on the host's memory. Signals stay blocked (the parent blocked them all
-/// around `clone`) until just before `execve`.
+/// host handler on the host's memory, and a signal the host ignores must not stay ignored
+/// in the program (`SIG_IGN` survives `execve`). Signals stay blocked (the parent blocked
+/// them all around `clone`) until just before `execve`.
+///
+/// Only the signals whose disposition is not the default are reset: the kernel lists them
+/// in this child's own `/proc/self/status` (`SigIgn`, `SigCgt`). The list is this child's,
+/// not the host's: without `CLONE_SIGHAND` the child got a copy of the host's handler
+/// table at `clone`, which no host thread can change any more, so nothing is missed
+/// however the host changes its handlers meanwhile. A host sets a handful (Rust's
+/// `SIGPIPE` and stack-overflow handlers, glibc's two internal signals), so this is about
+/// ten system calls instead of 62. Where the file cannot be read or parsed (no `/proc`,
+/// an odd format), every signal is reset, as before.
 fn reset_signals() -> R {
+    let mask = non_default_signals().unwrap_or(u64::MAX);
     for sig in 1..=64 {
-        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP || mask & (1 << (sig - 1)) == 0 {
             continue;
         }
         sys::rt_sigaction_default(sig)?;
     }
     Ok(())
+}
+
+/// The signals whose disposition is ignored or caught, as the bit mask of
+/// `/proc/self/status` (bit `n - 1` for signal `n`); `None` when the file cannot be read
+/// whole into the buffer or either line is missing.
+fn non_default_signals() -> Option<u64> {
+    // `status` is about 1.5 KiB; a very long `Groups:` line may not fit, and then the
+    // caller resets everything.
+    let mut buf = [0u8; 4096];
+    let fd = sys::openat(
+        CWD,
+        c"/proc/self/status",
+        libc::O_RDONLY | libc::O_CLOEXEC,
+        0,
+    )
+    .ok()?;
+    let mut len = 0;
+    let complete = loop {
+        let Some(rest) = buf.get_mut(len..) else {
+            break false;
+        };
+        if rest.is_empty() {
+            break false;
+        }
+        match sys::read(fd.as_fd(), rest) {
+            Ok(0) => break true,
+            Ok(n) => len += n,
+            Err(Errno(libc::EINTR)) => {}
+            Err(_) => break false,
+        }
+    };
+    let _ = sys::close(fd);
+    if !complete {
+        return None;
+    }
+    let text = buf.get(..len)?;
+    Some(status_mask(text, b"\nSigIgn:\t")? | status_mask(text, b"\nSigCgt:\t")?)
+}
+
+/// The 16 hex digits after `key` in `text`.
+fn status_mask(text: &[u8], key: &[u8]) -> Option<u64> {
+    let at = text.windows(key.len()).position(|w| w == key)? + key.len();
+    let digits = text.get(at..at + 16)?;
+    let mut mask = 0u64;
+    for &d in digits {
+        let v = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            _ => return None,
+        };
+        mask = mask << 4 | u64::from(v);
+    }
+    Some(mask)
 }
 
 pub(super) fn write_file(path: &CStr, data: &[u8]) -> R {
@@ -298,4 +362,27 @@ fn loopback_up() -> R {
     }
     let _ = sys::close(fd);
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_mask;
+
+    #[test]
+    fn status_masks_are_read_from_their_own_line() {
+        let text = b"Name:\tx\nSigQ:\t0/1\nSigPnd:\t0000000000000001\nSigBlk:\t0000000000000000\n\
+SigIgn:\t0000000000001000\nSigCgt:\t8000000180000a00\nCapInh:\t0000000000000000\n";
+        assert_eq!(status_mask(text, b"\nSigIgn:\t"), Some(0x1000));
+        assert_eq!(
+            status_mask(text, b"\nSigCgt:\t"),
+            Some(0x8000_0001_8000_0a00)
+        );
+        assert_eq!(status_mask(text, b"\nShdPnd:\t"), None);
+        // Cut short or not hex: unknown, so the caller resets everything.
+        assert_eq!(status_mask(b"\nSigIgn:\t00010", b"\nSigIgn:\t"), None);
+        assert_eq!(
+            status_mask(b"\nSigIgn:\t000000000000000G\n", b"\nSigIgn:\t"),
+            None
+        );
+    }
 }

@@ -126,6 +126,12 @@ impl Status {
         self.handled_fs.contains(AccessFs::Refer)
     }
 
+    /// The `allowed_access` bits of a rule for `grant` on a directory (`dir`) or another
+    /// file under this status: see [`Prepared::access_bits`].
+    pub fn access_bits(&self, grant: Grant, dir: bool) -> u64 {
+        rule_access(grant, self.abi, self.handled_fs, dir).bits()
+    }
+
     /// TCP bind and connect are denied (but connects to [`Status::connect_tcp`]).
     pub fn tcp_denied(&self) -> bool {
         self.handled_net
@@ -170,8 +176,11 @@ impl Prepared {
     /// `landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)` on mounts it creates (see the module
     /// docs). Zero means the rule would grant nothing and must not be added (the kernel
     /// refuses an empty rule with `ENOMSG`).
+    // Read by the tests of the ruleset (`tests/landlock_self.rs`); the sandbox asks its
+    // [`Status`].
+    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
     pub fn access_bits(&self, grant: Grant, dir: bool) -> u64 {
-        rule_access(grant, self.status.abi, self.status.handled_fs, dir).bits()
+        self.status.access_bits(grant, dir)
     }
 
     /// Splits into the fd and the status (the fd stays open).
@@ -214,6 +223,51 @@ fn rule_access(
 ///
 /// Linux only.
 pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
+    let (mut status, opened) = negotiate_and_open(spec)?;
+    let created = create_ruleset(status.handled_fs, status.handled_net, status.scoped)?;
+    let created = add_port_rules(created, &status.connect_tcp)?;
+
+    // With HardRequirement and a supported ABI the crate always creates a real ruleset;
+    // `None` would mean it fell back to a dummy one, which must never pass as enforced.
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| {
+        LandlockBuildError::CreateRuleset("the landlock crate created no ruleset fd".into())
+    })?;
+    add_rules(
+        &fd,
+        opened,
+        status.abi,
+        status.handled_fs,
+        &mut status.skipped,
+    )?;
+    Ok(Prepared { fd, status })
+}
+
+/// What [`build`] would report for `spec`, without making the ruleset: the ABI negotiated
+/// and every path opened and checked as [`build`] does (so the same path errors come back),
+/// but no ruleset created and no rule added. For a caller that needs only the status and
+/// the access bits ([`Status::access_bits`]): the sandbox's own check at
+/// `Sandbox::new`, whose commands each build their ruleset anyway; building one there only
+/// to close it cost a `landlock_add_rule` per path.
+///
+/// # Errors
+///
+/// As [`build`], but for [`LandlockBuildError::CreateRuleset`],
+/// [`LandlockBuildError::AddRule`] and [`LandlockBuildError::AddPortRule`], which only a
+/// build meets.
+pub fn status(spec: &RulesetSpec) -> Result<Status, LandlockBuildError> {
+    let (mut status, opened) = negotiate_and_open(spec)?;
+    for (path, _, grant, dir) in opened {
+        if rule_access(grant, status.abi, status.handled_fs, dir).is_empty() {
+            status.skipped.push(path.to_path_buf());
+        }
+    }
+    Ok(status)
+}
+
+/// The negotiated status of `spec` (its `skipped` the paths that do not exist) and the
+/// paths opened for their rules.
+fn negotiate_and_open(spec: &RulesetSpec) -> Result<(Status, Opened<'_>), LandlockBuildError> {
     let (kernel_abi, abi) = negotiate()?;
     let handled_fs = AccessFs::from_all(abi);
     let handled_net = if spec.deny_tcp {
@@ -236,22 +290,10 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
     } else {
         BitFlags::EMPTY
     };
-
     // Open everything first, so a missing workspace fails before any kernel object exists.
-    let (opened, mut skipped) = open_all(spec)?;
-    let created = create_ruleset(handled_fs, handled_net, scoped)?;
-    let created = add_port_rules(created, &connect_tcp)?;
-
-    // With HardRequirement and a supported ABI the crate always creates a real ruleset;
-    // `None` would mean it fell back to a dummy one, which must never pass as enforced.
-    let fd: Option<OwnedFd> = created.into();
-    let fd = fd.ok_or_else(|| {
-        LandlockBuildError::CreateRuleset("the landlock crate created no ruleset fd".into())
-    })?;
-    add_rules(&fd, opened, abi, handled_fs, &mut skipped)?;
-    Ok(Prepared {
-        fd,
-        status: Status {
+    let (opened, skipped) = open_all(spec)?;
+    Ok((
+        Status {
             kernel_abi,
             abi,
             handled_fs,
@@ -260,16 +302,15 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
             connect_tcp,
             skipped,
         },
-    })
+        opened,
+    ))
 }
 
 /// The ABI version the kernel reports, and the ABI used: that version capped at
 /// [`TESTED_ABI`].
 fn negotiate() -> Result<(i32, ABI), LandlockBuildError> {
-    let kernel_abi = stockade_sys::linux::landlock_abi_version().map_err(|e| {
-        LandlockBuildError::Unsupported {
-            errno: Errno::from_raw(e.raw()),
-        }
+    let kernel_abi = kernel_abi().map_err(|e| LandlockBuildError::Unsupported {
+        errno: Errno::from_raw(e.raw()),
     })?;
     let abi = ABI::from(kernel_abi).min(TESTED_ABI);
     if abi == ABI::Unsupported {
@@ -280,8 +321,18 @@ fn negotiate() -> Result<(i32, ABI), LandlockBuildError> {
     Ok((kernel_abi, abi))
 }
 
-/// The paths of a spec opened for their rules, each with its grant.
-type Opened<'a> = Vec<(&'a Path, File, Grant)>;
+/// The Landlock ABI version the kernel reports, asked once per process: a kernel's
+/// Landlock does not change while it runs, and every build (one per command, and the
+/// sandbox's own) would otherwise ask again.
+fn kernel_abi() -> Result<i32, stockade_sys::Errno> {
+    static ABI_VERSION: std::sync::OnceLock<Result<i32, stockade_sys::Errno>> =
+        std::sync::OnceLock::new();
+    *ABI_VERSION.get_or_init(stockade_sys::linux::landlock_abi_version)
+}
+
+/// The paths of a spec opened for their rules, each with its grant and whether it is a
+/// directory.
+type Opened<'a> = Vec<(&'a Path, File, Grant, bool)>;
 
 /// Opens the workspace (read-write) and every rule's path; returns them and the paths
 /// skipped because they do not exist.
@@ -290,11 +341,27 @@ fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBu
         path: spec.workspace.clone(),
         source,
     })?;
-    let mut opened = vec![(spec.workspace.as_path(), workspace, Grant::ReadWrite)];
+    // One `fstat` per path, here: the device check and the rule's rights both need it.
+    let md = workspace
+        .metadata()
+        .map_err(|source| LandlockBuildError::Workspace {
+            path: spec.workspace.clone(),
+            source,
+        })?;
+    let mut opened = vec![(
+        spec.workspace.as_path(),
+        workspace,
+        Grant::ReadWrite,
+        md.is_dir(),
+    )];
     let mut skipped = Vec::new();
     for rule in &spec.rules {
-        match open_path(&rule.path) {
-            Ok(file) if rule.grant == Grant::Device && !is_device(&file) => {
+        let file = open_path(&rule.path).and_then(|file| {
+            let md = file.metadata()?;
+            Ok((file, md))
+        });
+        match file {
+            Ok((_, md)) if rule.grant == Grant::Device && !is_device(&md) => {
                 // A device rule grants writing: through a symlink at a /dev name (or a
                 // regular file there) it would grant a host file instead.
                 tracing::warn!(
@@ -303,7 +370,7 @@ fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBu
                 );
                 skipped.push(rule.path.clone());
             }
-            Ok(file) => opened.push((rule.path.as_path(), file, rule.grant)),
+            Ok((file, md)) => opened.push((rule.path.as_path(), file, rule.grant, md.is_dir())),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                 skipped.push(rule.path.clone());
             }
@@ -368,14 +435,7 @@ fn add_rules(
     handled_fs: BitFlags<AccessFs>,
     skipped: &mut Vec<PathBuf>,
 ) -> Result<(), LandlockBuildError> {
-    for (path, file, grant) in opened {
-        let dir = file
-            .metadata()
-            .map_err(|source| LandlockBuildError::OpenPath {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .is_dir();
+    for (path, file, grant, dir) in opened {
         let access = rule_access(grant, abi, handled_fs, dir);
         if access.is_empty() {
             // A directory-only grant (`ListDir`) on a file: nothing to allow.
@@ -399,10 +459,9 @@ fn add_rules(
 /// character device, or a directory of them (`/dev/pts`). `/dev/ptmx` is a symlink to
 /// `pts/ptmx` in many containers, so the symlink itself is allowed; what it leads to is not
 /// a regular file.
-fn is_device(file: &File) -> bool {
+fn is_device(md: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::FileTypeExt;
-    file.metadata()
-        .is_ok_and(|m| m.file_type().is_char_device() || m.is_dir())
+    md.file_type().is_char_device() || md.is_dir()
 }
 
 /// Opens `path` with `O_PATH | O_CLOEXEC` for a rule (following symlinks, like

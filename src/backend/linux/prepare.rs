@@ -5,7 +5,7 @@
 //! roots), the directories to create for each mountpoint, the id-map lines, the argv and
 //! envp arrays, the candidate paths of the program on the sandbox's `PATH`.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -334,6 +334,7 @@ impl Layout {
             }
             ops.push(op);
         }
+        skip_made_dirs(&mut ops);
         let shared_landlock = plan
             .walls
             .landlock
@@ -347,6 +348,62 @@ impl Layout {
             idmapped,
             shared_landlock,
         })
+    }
+}
+
+/// Drops from each operation's `mkdirs` the directories that an earlier operation made
+/// and that are still there: without this every bind below `/tmp` or `/dev` tried its
+/// ancestors again and got `EEXIST`, one system call each (two per writable path with a
+/// shared parent). A directory made earlier is gone from view once something is mounted
+/// on one of its ancestors, so every mount drops what lies strictly below its mountpoint
+/// from the list; an operation not modelled here mounts nothing or creates no directory.
+/// Only the steps before `pivot_root` run under `/newroot`, so the walk stops there.
+fn skip_made_dirs(ops: &mut [Op]) {
+    fn take(mkdirs: &mut Vec<CString>, made: &mut Vec<CString>) {
+        mkdirs.retain(|d| !made.contains(d));
+        made.extend(mkdirs.iter().cloned());
+    }
+    /// Forgets what a mount on `at` hides.
+    fn mounted(at: &CStr, made: &mut Vec<CString>) {
+        let at = at.to_bytes();
+        made.retain(|d| {
+            let d = d.to_bytes();
+            !(d.len() > at.len() && d.starts_with(at) && d.get(at.len()) == Some(&b'/'))
+        });
+    }
+    let mut made: Vec<CString> = Vec::new();
+    for op in ops {
+        match op {
+            Op::BaseRoot { .. } => made.clear(),
+            Op::Bind { mkdirs, dst, .. }
+            | Op::Tmpfs { mkdirs, dst, .. }
+            | Op::Overlay { mkdirs, dst, .. } => {
+                take(mkdirs, &mut made);
+                mounted(dst, &mut made);
+            }
+            Op::Symlink { mkdirs, .. } => take(mkdirs, &mut made),
+            // `child::mounts::dev` and `proc` make their mountpoints themselves.
+            Op::Dev { .. } => {
+                let dev = c"/newroot/dev";
+                mounted(dev, &mut made);
+                made.extend([dev.to_owned(), c"/newroot/dev/pts".to_owned()]);
+            }
+            Op::Proc { .. } => {
+                let proc = c"/newroot/proc";
+                mounted(proc, &mut made);
+                made.push(proc.to_owned());
+            }
+            Op::BindBeneath { path, .. }
+            | Op::MaskDir { path, .. }
+            | Op::MaskFile { path }
+            | Op::Pin { path }
+            | Op::HideName { path }
+            | Op::GuardName { path }
+            | Op::GuardPin { path }
+            | Op::GitLayer { path, .. } => mounted(path, &mut made),
+            Op::PivotRoot => return,
+            _ => {}
+        }
     }
 }
 
@@ -840,6 +897,50 @@ mod tests {
         assert_eq!(
             mkdirs(Path::new("/etc/resolv.conf"), false).unwrap().len(),
             1
+        );
+    }
+
+    #[test]
+    fn a_directory_is_made_once_until_a_mount_hides_it() {
+        let step =
+            |p: &str| prepare_bind(Path::new(p), Path::new(p), Access::ReadWrite, true, false);
+        let mut ops = vec![
+            Op::BaseRoot {
+                stage: c"/tmp".into(),
+            },
+            prepare_tmpfs(Path::new("/tmp"), 1 << 20, 0o1777).unwrap(),
+            step("/tmp/a/ws").unwrap(),
+            step("/tmp/a/w2").unwrap(),
+            Op::Dev { nodes: Vec::new() },
+            prepare_tmpfs(Path::new("/dev/shm"), 1 << 20, 0o1777).unwrap(),
+            // A mount on /tmp/a hides what was made below it: /tmp/a/ws again.
+            step("/tmp/a").unwrap(),
+            step("/tmp/a/ws/x").unwrap(),
+            Op::PivotRoot,
+            step("/tmp/a/w3").unwrap(),
+        ];
+        skip_made_dirs(&mut ops);
+        let dirs: Vec<Vec<&str>> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Bind { mkdirs, .. } | Op::Tmpfs { mkdirs, .. } => {
+                    Some(mkdirs.iter().map(|c| c.to_str().unwrap()).collect())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            dirs,
+            [
+                vec!["/newroot/tmp"],
+                vec!["/newroot/tmp/a", "/newroot/tmp/a/ws"],
+                vec!["/newroot/tmp/a/w2"],
+                vec!["/newroot/dev/shm"],
+                vec![],
+                vec!["/newroot/tmp/a/ws", "/newroot/tmp/a/ws/x"],
+                // After pivot_root nothing is skipped.
+                vec!["/newroot/tmp", "/newroot/tmp/a", "/newroot/tmp/a/w3"],
+            ]
         );
     }
 

@@ -51,6 +51,13 @@ pub fn mkdirat(dirfd: BorrowedFd<'_>, path: &CStr, mode: c_uint) -> Result<()> {
     unsafe { syscall!(libc::SYS_mkdirat, dirfd.as_raw_fd(), p(path), mode) }.map(drop)
 }
 
+/// `mknodat(2)`. With `S_IFREG` in `mode` it makes an empty regular file and needs no
+/// privilege: one system call where `openat(O_CREAT)` and `close` take two.
+pub fn mknodat(dirfd: BorrowedFd<'_>, path: &CStr, mode: c_uint, dev: u64) -> Result<()> {
+    // SAFETY: the kernel reads `path` up to its NUL; `path` outlives the call.
+    unsafe { syscall!(libc::SYS_mknodat, dirfd.as_raw_fd(), p(path), mode, dev) }.map(drop)
+}
+
 /// `fchmodat(2)` without flags (symlinks are followed; use it on what is known to be a
 /// directory or file).
 pub fn fchmodat(dirfd: BorrowedFd<'_>, path: &CStr, mode: c_uint) -> Result<()> {

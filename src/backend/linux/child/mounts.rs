@@ -46,13 +46,7 @@ pub(super) fn base_root(stage: &CStr) -> R {
     sys::chdir(stage)?;
     sys::mkdirat(CWD, c"newroot", 0o755)?;
     sys::mkdirat(CWD, c"oldroot", 0o755)?;
-    let fd = sys::openat(
-        CWD,
-        c"empty",
-        libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC,
-        0o444,
-    )?;
-    sys::close(fd)?;
+    sys::mknodat(CWD, c"empty", libc::S_IFREG | 0o444, 0)?;
     sys::pivot_root(c".", c"oldroot")?;
     sys::chdir(c"/")?;
     sys::mount(
@@ -75,12 +69,11 @@ pub(super) fn make_dirs(dirs: &[CString]) -> R {
 }
 
 /// An empty file to mount on, unless something is there already (a socket or a device
-/// under a directory bound before: opening that could fail or have effects).
+/// under a directory bound before: opening that could fail or have effects). `mknodat`
+/// makes it without opening it: one system call, not an open and a close.
 pub(super) fn create_file(path: &CStr) -> R {
-    let flags = libc::O_RDONLY | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC | libc::O_NOCTTY;
-    match sys::openat(CWD, path, flags, 0o644) {
-        Ok(fd) => sys::close(fd),
-        Err(Errno(libc::EEXIST)) => Ok(()),
+    match sys::mknodat(CWD, path, libc::S_IFREG | 0o644, 0) {
+        Ok(()) | Err(Errno(libc::EEXIST)) => Ok(()),
         Err(e) => Err(e),
     }
 }
