@@ -17,7 +17,7 @@ mod node;
 mod step;
 
 use crate::policy::Layer;
-pub use crate::policy::{AllowError, PolicyError};
+pub use crate::policy::{AllowError, PatternError, PatternProblem, PolicyError};
 
 /// The text of an errno without std's ` (os error N)` suffix: `No such file or directory`.
 ///
