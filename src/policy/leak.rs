@@ -7,7 +7,11 @@
 //! that it compiles within a size limit. The scanner ([`crate::guard::leak::HostPatterns`])
 //! compiles the list into one multi-pattern set with the same limits.
 
+use std::fmt;
+
 use regex::bytes::{Regex, RegexBuilder};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{Error as _, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::error::{PatternError, PatternProblem};
@@ -50,8 +54,7 @@ pub struct LeakDetection {
 
 /// One host pattern: a finding of `regex` is reported under `name`, with a fingerprint of
 /// the matched bytes (never the bytes).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, try_from = "RawHostPattern")]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct HostPattern {
     /// The name findings are reported under: 1 to [`MAX_NAME_LEN`] bytes of `a-z`, `0-9`
     /// and `_`, not the name of a built-in pattern. Several patterns may share a name
@@ -70,19 +73,28 @@ struct RawHostPattern {
     regex: String,
 }
 
-impl TryFrom<RawHostPattern> for HostPattern {
-    type Error = String;
+impl<'de> Deserialize<'de> for HostPattern {
+    /// Runs the checks of [`HostPattern::compile`] inside the entry's own deserialization,
+    /// so that toml gives the error the entry's line and column and its key
+    /// (`sandbox.leak.patterns[1]`).
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<HostPattern, D::Error> {
+        struct Entry;
+        impl<'de> Visitor<'de> for Entry {
+            type Value = HostPattern;
 
-    /// The checks of [`HostPattern::compile`], while toml still knows the entry's line and
-    /// column; the key (`sandbox.leak.patterns[1]`) comes with the error.
-    fn try_from(raw: RawHostPattern) -> Result<HostPattern, String> {
-        let p = HostPattern {
-            name: raw.name,
-            regex: raw.regex,
-        };
-        p.compile()
-            .map_err(|problem| format!("{:?}: {problem}", p.name))?;
-        Ok(p)
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table { name = \"…\", regex = \"…\" }")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<HostPattern, A::Error> {
+                let raw = RawHostPattern::deserialize(MapAccessDeserializer::new(map))?;
+                let p = HostPattern::new(raw.name, raw.regex);
+                p.compile()
+                    .map_err(|problem| A::Error::custom(format!("{:?}: {problem}", p.name)))?;
+                Ok(p)
+            }
+        }
+        d.deserialize_struct("HostPattern", &["name", "regex"], Entry)
     }
 }
 
@@ -304,7 +316,7 @@ mod tests {
         let e = bad_second.validate().unwrap_err();
         assert!(
             e.to_string()
-                .starts_with("leak.patterns[1] \"b\": regex error at character 2"),
+                .starts_with("leak.patterns[1] \"b\": regex error at character 1 (byte 0)"),
             "{e}"
         );
     }
