@@ -384,9 +384,34 @@ fn scan_and_run_with_host_patterns() {
         "{err}"
     );
 
-    // `run --scrub` with the config: the program's output is reported, the secret is not.
+    // `run --scrub` with the config: the program's output is reported, the secret is not;
+    // `plan` lists the patterns.
     require!(Feature::UserNs);
     let ws = tempdir();
+    let plan = |json: bool| {
+        let mut c = stockade();
+        c.arg("plan")
+            .arg("--config")
+            .arg(&config)
+            .arg("--workspace")
+            .arg(ws.path());
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", common::output_text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(
+        plan(false).contains("leak pattern: acme_key = acme_[a-z0-9]{32}\n"),
+        "{}",
+        plan(false)
+    );
+    let v: serde_json::Value = serde_json::from_str(&plan(true)).unwrap();
+    assert_eq!(
+        v["leak_patterns"],
+        serde_json::json!([{ "name": "acme_key", "regex": "acme_[a-z0-9]{32}" }])
+    );
     let out = stockade()
         .arg("run")
         .arg("--config")

@@ -6,6 +6,8 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use regex::bytes::{Regex, RegexSet, RegexSetBuilder};
+use regex_automata::meta;
+use regex_automata::util::syntax;
 
 use super::finding::PatternName;
 use super::patterns::PATTERN_NAMES;
@@ -25,8 +27,12 @@ const SET_DFA_SIZE_LIMIT: usize = 16 << 20;
 /// [`StreamScanner::with_patterns`](super::StreamScanner::with_patterns) look for beside the
 /// built-in formats.
 ///
-/// One [`RegexSet`] pass tells which patterns match a text at all; only those run again,
-/// on their own, to find where. The text is the scanned input itself and every window the
+/// A text is first searched for any match of any pattern, by one leftmost-first search of
+/// all the patterns together, which can skip ahead to the patterns' literal prefixes (on
+/// clean text with 100 prefixed patterns, tens of GB/s where the [`RegexSet`]'s
+/// overlapping search, which cannot, reads 0.5 GB/s). Only when that finds one does the
+/// [`RegexSet`] tell which patterns match, and only those run again, on their own, to find
+/// where. The text is the scanned input itself and every window the
 /// scanner decodes (percent-encoding, base64 in both alphabets, hex), so a host secret is
 /// found in the same encodings as a built-in one. A finding is reported under the
 /// pattern's name with a [`Fingerprint`](super::Fingerprint) of the matched (decoded)
@@ -61,6 +67,9 @@ pub struct HostPatterns {
 }
 
 struct Compiled {
+    /// Every pattern, leftmost-first: whether any matches, with a prefilter.
+    any: meta::Regex,
+    /// Every pattern, all matches: which ones match.
     set: RegexSet,
     each: Vec<Regex>,
     names: Vec<Arc<str>>,
@@ -101,16 +110,33 @@ impl HostPatterns {
         if patterns.is_empty() {
             return Ok(HostPatterns::default());
         }
+        let size_limit = SET_SIZE_LIMIT.min(REGEX_SIZE_LIMIT.saturating_mul(patterns.len()));
+        let dfa_limit = SET_DFA_SIZE_LIMIT.max(REGEX_DFA_SIZE_LIMIT);
+        let too_big = PatternError::SetTooBig {
+            count: patterns.len(),
+            limit: size_limit,
+        };
         let set = RegexSetBuilder::new(patterns.iter().map(|p| &p.regex))
-            .size_limit(SET_SIZE_LIMIT.min(REGEX_SIZE_LIMIT.saturating_mul(patterns.len())))
-            .dfa_size_limit(SET_DFA_SIZE_LIMIT.max(REGEX_DFA_SIZE_LIMIT))
+            .size_limit(size_limit)
+            .dfa_size_limit(dfa_limit)
             .build()
-            .map_err(|_| PatternError::SetTooBig {
-                count: patterns.len(),
-                limit: SET_SIZE_LIMIT,
-            })?;
+            .map_err(|_| too_big.clone())?;
+        // The limits and syntax `regex::bytes` gives its own meta regexes.
+        let any = meta::Builder::new()
+            .configure(
+                meta::Config::new()
+                    .utf8_empty(false)
+                    .nfa_size_limit(Some(size_limit))
+                    .onepass_size_limit(Some(size_limit))
+                    .dfa_size_limit(Some(size_limit))
+                    .hybrid_cache_capacity(dfa_limit),
+            )
+            .syntax(syntax::Config::new().utf8(false))
+            .build_many(&patterns.iter().map(|p| &p.regex).collect::<Vec<_>>())
+            .map_err(|_| too_big)?;
         Ok(HostPatterns {
             set: Some(Arc::new(Compiled {
+                any,
                 set,
                 each,
                 names: patterns
@@ -158,9 +184,9 @@ impl HostPatterns {
         let Some(c) = &self.set else {
             return;
         };
-        // On clean text one pass that can stop at the first match, instead of the
-        // search for every pattern that matches, which always reads to the end.
-        if !c.set.is_match(hay) {
+        // On clean text one pass with a prefilter, instead of the set's search for every
+        // pattern that matches, which reads every byte.
+        if !c.any.is_match(hay) {
             return;
         }
         for index in c.set.matches(hay).iter() {
