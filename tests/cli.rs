@@ -318,7 +318,8 @@ fn scan_and_run_with_host_patterns() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        c.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        // A usage error exits before reading: the pipe may be closed already.
+        let _ = c.stdin.take().unwrap().write_all(input.as_bytes());
         c.wait_with_output().unwrap()
     };
     let out = scan(&["--json", "--pattern", "acme_key=acme_[a-z0-9]{32}"]);
