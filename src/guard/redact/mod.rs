@@ -330,7 +330,7 @@ impl Redactor {
 
     /// Redacts the known secrets, then scans the result for unknown ones: the built-in
     /// formats and this redactor's [`patterns`](Self::patterns)
-    /// ([`scan_with`](crate::guard::leak::scan_with)). The findings' ranges refer to the
+    /// ([`scan_with`]). The findings' ranges refer to the
     /// redacted text.
     pub fn scrub(&self, input: &[u8]) -> (Vec<u8>, Vec<Finding>) {
         let out = self.redact(input).into_owned();
