@@ -258,4 +258,40 @@ mod tests {
         assert!(hits.is_empty());
         assert!(HostPatterns::new(&[]).unwrap().is_empty());
     }
+
+    /// The pre-check (one leftmost-first search of all patterns) says "some pattern
+    /// matches" exactly when the set does, whatever the flags, anchors and boundaries.
+    #[test]
+    fn the_pre_check_agrees_with_the_set() {
+        let p = HostPatterns::new(&[
+            HostPattern::new("a", r"\btok_[a-z]{4}\b"),
+            HostPattern::new("b", r"(?i)secret\s*=\s*\S{4,}"),
+            HostPattern::new("c", r"^start[0-9]+"),
+            HostPattern::new("d", r"(?-u:\xff\x00)x"),
+            HostPattern::new("e", r"(?x) end [0-9]{2} $ # a comment"),
+        ])
+        .unwrap();
+        let c = p.set.as_ref().unwrap();
+        let hays: [&[u8]; 12] = [
+            b"",
+            b"tok_abcd",
+            b"xtok_abcd",
+            b"tok_abcde",
+            b"SeCrEt = abcd",
+            b"secret=abc",
+            b"start12 and more",
+            b"not start12",
+            b"\xff\x00x",
+            b"\xff\x01x",
+            b"the end42",
+            b"the end42 ",
+        ];
+        let mut agreed = [0, 0];
+        for h in hays {
+            let any = c.any.is_match(h);
+            assert_eq!(any, c.set.is_match(h), "{:?}", String::from_utf8_lossy(h));
+            agreed[usize::from(any)] += 1;
+        }
+        assert_eq!(agreed, [7, 5], "both answers are exercised");
+    }
 }
