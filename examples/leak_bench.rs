@@ -6,6 +6,7 @@
 //! cargo run --release --example leak_bench -- 1 clean # one input kind
 //! cargo run --release --example leak_bench -- 100 clean scan # scan only, no redaction
 //! cargo run --release --example leak_bench -- 0 none build   # redactor build costs only
+//! cargo run --release --example leak_bench -- 16 none hosts  # host patterns' cost only
 //! ```
 //!
 //! Two inputs: clean text (prose, source code and log lines, one line in 25 a UUID or a
@@ -20,6 +21,11 @@
 //! a rebuild of all 17 values, which every spawn did before; then the redaction speed of
 //! the shared-plus-own redactor on 1 MiB of clean text.
 //!
+//! A fourth table (`hosts`) gives what host-defined patterns (`[sandbox.leak] patterns`)
+//! cost: the scan of clean text without them and with 100 of them (all with a literal
+//! prefix; or 80 so, 10 with an alternation and 10 case-insensitive keyword-and-value
+//! patterns), in GB/s, and the share of the one `RegexSet` pass over the raw text.
+//!
 //! A third table (`escapes`) gives what escape sequences cost: redaction of 1 MiB of
 //! coloured text (an SGR sequence around every few words, as `ls --color` or a compiler
 //! prints), which is matched through the terminal view, not as plain text; the CLI's
@@ -32,7 +38,8 @@ use std::time::{Duration, Instant};
 use std::io::Write;
 
 use stockade::guard::terminal::TerminalFilter;
-use stockade::{RedactingWriter, Redactor, scan};
+use stockade::policy::HostPattern;
+use stockade::{HostPatterns, RedactingWriter, Redactor, scan, scan_with};
 
 /// splitmix64.
 struct Gen(u64);
@@ -262,6 +269,86 @@ fn escape_costs(redactor: &Redactor, g: &mut Gen) {
     }
 }
 
+/// `n` host patterns of the shapes hosts write: literal prefixes, and with `mixed` one in
+/// ten an alternation and one in ten a case-insensitive keyword-and-value pattern.
+fn host_patterns(n: usize, mixed: bool) -> Vec<HostPattern> {
+    (0..n)
+        .map(|i| match i % 10 {
+            8 if mixed => HostPattern::new(
+                format!("live_key_{i}"),
+                format!(r"\b(?:live|test)_k{i}_[0-9a-f]{{40}}\b"),
+            ),
+            9 if mixed => HostPattern::new(
+                format!("config_secret_{i}"),
+                format!(r"(?i)secret{i}\s*[:=]\s*[A-Za-z0-9/+]{{20,64}}"),
+            ),
+            _ => HostPattern::new(
+                format!("corp_token_{i}"),
+                format!(r"tok{i:03}_[A-Za-z0-9]{{32}}"),
+            ),
+        })
+        .collect()
+}
+
+/// The scan of clean text without and with host patterns, and (to tell the raw pass from
+/// the decoded windows) the `RegexSet` pass over the raw text alone.
+fn host_costs(g: &mut Gen, max_mib: usize) {
+    println!();
+    println!("| clean text | host patterns | GB/s |");
+    println!("| --- | --- | ---: |");
+    let compile = |p: &[HostPattern]| HostPatterns::new(p).expect("the patterns compile");
+    let sets: [(&str, Vec<HostPattern>); 4] = [
+        ("none", Vec::new()),
+        ("1 prefixed", host_patterns(1, false)),
+        ("100 prefixed", host_patterns(100, false)),
+        (
+            "100 mixed (10 alternations, 10 (?i))",
+            host_patterns(100, true),
+        ),
+    ];
+    for (n, label) in [
+        (64 << 10, "64 KiB"),
+        (1 << 20, "1 MiB"),
+        (16 << 20, "16 MiB"),
+    ] {
+        if n > max_mib.max(1) << 20 {
+            continue;
+        }
+        let input = clean(n, g);
+        for (what, patterns) in &sets {
+            let p = compile(patterns);
+            let mut found = 0;
+            let rate = measure(n, || {
+                found = black_box(scan_with(black_box(&input), &p)).len()
+            });
+            assert_eq!(found, 0, "{label}: the benchmark input holds no secret");
+            println!("| {label} | {what}: scan_with | {:.2} |", rate / 1e3);
+            if patterns.len() > 1 {
+                let set = regex::bytes::RegexSet::new(patterns.iter().map(|p| &p.regex)).unwrap();
+                let rate = measure(n, || {
+                    black_box(set.is_match(black_box(&input)));
+                });
+                println!(
+                    "| {label} | {what}: raw text only, RegexSet::is_match (all-matches search, no prefilter) | {:.2} |",
+                    rate / 1e3
+                );
+                let alt: Vec<String> = patterns
+                    .iter()
+                    .map(|p| format!("(?:{})", p.regex))
+                    .collect();
+                let one = regex::bytes::Regex::new(&alt.join("|")).unwrap();
+                let rate = measure(n, || {
+                    black_box(one.is_match(black_box(&input)));
+                });
+                println!(
+                    "| {label} | {what}: raw text only, one leftmost-first regex of all (the pre-check scan_with uses) | {:.2} |",
+                    rate / 1e3
+                );
+            }
+        }
+    }
+}
+
 fn main() {
     let max_mib: usize = std::env::args()
         .nth(1)
@@ -326,5 +413,8 @@ fn main() {
     }
     if run_build {
         build_costs(&secrets, &mut g);
+    }
+    if what.as_deref().is_none_or(|w| w == "hosts") {
+        host_costs(&mut g, max_mib);
     }
 }

@@ -133,7 +133,9 @@ pub use error::{
     AllowError, Error, GuardError, LandlockBuildError, PlanError, PolicyError, SeccompBuildError,
     SetupStep, SpawnError,
 };
-pub use guard::leak::{Encoding, Finding, Fingerprint, StreamScanner, scan, scan_stream};
+pub use guard::leak::{
+    Encoding, Finding, Fingerprint, HostPatterns, StreamScanner, scan, scan_stream, scan_with,
+};
 pub use guard::path::PathGuard;
 pub use guard::redact::{RedactingWriter, Redactor};
 pub use guard::tools::tools_listing;

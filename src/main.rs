@@ -114,10 +114,22 @@ enum Cmd {
     },
     /// Scan standard input for secrets; print findings (fingerprints only). Exit 1 when
     /// something was found, 0 when clean.
+    ///
+    /// Each finding names its pattern: a built-in format, or one of the host's own
+    /// (--pattern, and with --config the policy's `[sandbox.leak] patterns`).
     Scan {
         /// Print JSON lines.
         #[arg(long)]
         json: bool,
+        /// Also look for a pattern of your own: NAME (a-z, 0-9, _) and a regex in the
+        /// `regex` crate's syntax (`acme_key=acme_[a-z0-9]{32}`), in every encoding the
+        /// built-in formats are looked for in. Repeatable.
+        #[arg(long = "pattern", value_name = "NAME=REGEX", value_parser = parse_pattern)]
+        pattern: Vec<stockade::policy::HostPattern>,
+        /// A TOML config file (as for `run`): its policy's `[sandbox.leak] patterns` are
+        /// looked for too.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// List the changes of a change set (a copy-on-write workspace's runs): added,
     /// modified, deleted, type changed, mode changed, with sizes.
@@ -264,6 +276,53 @@ struct PolicyArgs {
     /// The largest file each process may write (`RLIMIT_FSIZE`; `4GiB`).
     #[arg(long, value_parser = parse_size)]
     file_size: Option<stockade::ByteSize>,
+}
+
+/// One `--pattern NAME=REGEX`, checked as the policy checks `[sandbox.leak] patterns`.
+fn parse_pattern(s: &str) -> Result<stockade::policy::HostPattern, String> {
+    let Some((name, regex)) = s.split_once('=') else {
+        return Err(format!("{s:?} is not NAME=REGEX"));
+    };
+    let p = stockade::policy::HostPattern::new(name, regex);
+    stockade::HostPatterns::new(std::slice::from_ref(&p)).map_err(|e| match e {
+        stockade::policy::PatternError::Pattern { name, problem, .. } => {
+            format!("{name:?}: {problem}")
+        }
+        other => other.to_string(),
+    })?;
+    Ok(p)
+}
+
+/// `stockade scan`: standard input against the built-in formats, the policy's patterns
+/// (with `--config`) and `--pattern`s.
+fn scan(
+    json: bool,
+    mut patterns: Vec<stockade::policy::HostPattern>,
+    config: Option<&Path>,
+) -> ExitCode {
+    if let Some(path) = config {
+        let policy = std::fs::read_to_string(path)
+            .map_err(|e| Report(&e).to_string())
+            .and_then(|text| Policy::from_config(&text).map_err(|e| Report(&e).to_string()));
+        match policy {
+            Ok(policy) => patterns.splice(0..0, policy.leak.patterns),
+            Err(e) => return fail(2, format_args!("config {}: {e}", path.display())),
+        };
+    }
+    let patterns = match stockade::HostPatterns::new(&patterns) {
+        Ok(p) => p,
+        Err(e) => return fail(2, format_args!("scan: {}", Report(&e))),
+    };
+    match stockade::guard::leak::scan_stream_with(
+        std::io::stdin().lock(),
+        &patterns,
+        json,
+        std::io::stdout().lock(),
+    ) {
+        Ok(true) => ExitCode::from(1),
+        Ok(false) => ExitCode::SUCCESS,
+        Err(e) => fail(2, format_args!("scan: {}", Report(&e))),
+    }
 }
 
 fn parse_size(s: &str) -> Result<stockade::ByteSize, String> {
@@ -507,13 +566,11 @@ fn main() -> ExitCode {
                 &program,
             )
         }
-        Cmd::Scan { json } => {
-            match stockade::scan_stream(std::io::stdin().lock(), json, std::io::stdout().lock()) {
-                Ok(true) => ExitCode::from(1),
-                Ok(false) => ExitCode::SUCCESS,
-                Err(e) => fail(2, format_args!("scan: {}", Report(&e))),
-            }
-        }
+        Cmd::Scan {
+            json,
+            pattern,
+            config,
+        } => scan(json, pattern, config.as_deref()),
         Cmd::Detect { json } => detect(json),
         Cmd::Changes { dir, diff, json } => changes_cmd::list(&dir, diff, json),
         Cmd::Apply {

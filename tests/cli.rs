@@ -299,6 +299,135 @@ fn env_and_config_flags() {
     assert!(err.contains("netwrok") && err.contains("line 1"), "{err}");
 }
 
+/// `stockade scan --pattern NAME=REGEX` and a config's `[sandbox.leak] patterns`: the
+/// host's secret is found raw and hex-encoded and named in `--json`; a bad pattern is a
+/// usage error naming the problem and its position; `run --scrub` reports the policy's
+/// pattern in the program's output.
+#[test]
+fn scan_and_run_with_host_patterns() {
+    use std::io::Write;
+    let secret = format!("acme_{}", "k3y9".repeat(8));
+    let hexed: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
+    let input = format!("raw {secret}\nhex {hexed}\n");
+    let scan = |args: &[&str]| {
+        let mut c = stockade()
+            .arg("scan")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A usage error exits before reading: the pipe may be closed already.
+        let _ = c.stdin.take().unwrap().write_all(input.as_bytes());
+        c.wait_with_output().unwrap()
+    };
+    let out = scan(&["--json", "--pattern", "acme_key=acme_[a-z0-9]{32}"]);
+    assert_eq!(out.status.code(), Some(1), "{}", common::output_text(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains(&secret), "{text}");
+    let found: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let named: Vec<(&str, &str)> = found
+        .iter()
+        .map(|f| {
+            (
+                f["pattern"].as_str().unwrap(),
+                f["encoding"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(named, [("acme_key", "raw"), ("acme_key", "hex")]);
+    assert_eq!(found[0]["fingerprint"], found[1]["fingerprint"]);
+    // Without the pattern: clean.
+    assert_eq!(scan(&[]).status.code(), Some(0));
+    // Bad patterns: usage errors with the reason.
+    for (arg, want) in [
+        (
+            "acme_key=acme_([a-z]",
+            "regex error at character 6 (byte 5): unclosed group",
+        ),
+        ("github_token=ghx_[a-z]{9}", "built-in"),
+        ("Acme=x+", "a-z, 0-9 and _"),
+        ("acme", "not NAME=REGEX"),
+    ] {
+        let out = scan(&["--pattern", arg]);
+        assert_eq!(out.status.code(), Some(2), "{arg}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{arg}: {err}");
+    }
+    // The config's patterns.
+    let dir = tempdir();
+    let config = dir.path().join("stockade.toml");
+    std::fs::write(
+        &config,
+        "[sandbox]\nnetwork = \"none\"\n\n[sandbox.leak]\npatterns = [{ name = \"acme_key\", regex = \"acme_[a-z0-9]{32}\" }]\n",
+    )
+    .unwrap();
+    let out = scan(&["--config", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", common::output_text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("acme_key raw 4..41"));
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[sandbox.leak]\npatterns = [\n  { name = \"acme_key\", regex = \"acme_(\" },\n]\n",
+    )
+    .unwrap();
+    let out = scan(&["--config", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 3, column 3")
+            && err.contains("sandbox.leak.patterns[0]")
+            && err.contains("unclosed group"),
+        "{err}"
+    );
+
+    // `run --scrub` with the config: the program's output is reported, the secret is not;
+    // `plan` lists the patterns.
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    let plan = |json: bool| {
+        let mut c = stockade();
+        c.arg("plan")
+            .arg("--config")
+            .arg(&config)
+            .arg("--workspace")
+            .arg(ws.path());
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", common::output_text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(
+        plan(false).contains("leak pattern: acme_key = acme_[a-z0-9]{32}\n"),
+        "{}",
+        plan(false)
+    );
+    let v: serde_json::Value = serde_json::from_str(&plan(true)).unwrap();
+    assert_eq!(
+        v["leak_patterns"],
+        serde_json::json!([{ "name": "acme_key", "regex": "acme_[a-z0-9]{32}" }])
+    );
+    let out = stockade()
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--scrub", "--", "sh", "-c"])
+        .arg(format!("echo 'key {secret}'"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", common::output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("acme_key") && !err.contains(&secret), "{err}");
+}
+
 #[test]
 fn scan_and_scrub() {
     require!(Feature::UserNs);

@@ -137,6 +137,88 @@ fn the_childs_redactor_redacts_the_stream() {
     }
 }
 
+/// The policy's `[sandbox.leak]` patterns reach every command's output scan: a host
+/// secret the program prints raw and base64-encoded is found on its lines (and held), and
+/// the child's redactor reports it too; a sandbox without the pattern finds nothing.
+#[test]
+fn a_host_pattern_of_the_policy_finds_the_programs_secret() {
+    require!(Feature::UserNs);
+    let ws = tempdir();
+    // `acme_` and 32 characters of `[a-z0-9]`, built at run time.
+    let secret = format!("acme_{}", "q7x2m4pz9kd3lwb0".repeat(2));
+    let script =
+        r#"echo one; printf 'key %s\n' "$K"; printf '%s' "$K" | base64 -w0; echo; echo two"#;
+    for mode in MODES {
+        let sb = common::sandbox(ws.path(), |p: &mut Policy| {
+            p.mode = mode;
+            p.leak.patterns = vec![stockade::policy::HostPattern::new(
+                "acme_key",
+                "acme_[a-z0-9]{32}",
+            )];
+        });
+        assert_eq!(sb.plan().leak_patterns.len(), 1);
+        let mut child = sb
+            .command("sh")
+            .args(["-c", script])
+            .env("K", &secret)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert_eq!(child.redactor().patterns().len(), 1, "{mode:?}");
+        let lines: Vec<Line> = child
+            .stdout_lines()
+            .unwrap()
+            .hold(true)
+            .collect::<std::io::Result<_>>()
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "{mode:?}");
+        let summary: Vec<(bool, Vec<(String, stockade::Encoding)>)> = lines
+            .iter()
+            .map(|l| {
+                let found = l.findings.iter();
+                (
+                    l.held,
+                    found.map(|f| (f.pattern.to_string(), f.encoding)).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (false, vec![]),
+                (true, vec![("acme_key".into(), stockade::Encoding::Raw)]),
+                (true, vec![("acme_key".into(), stockade::Encoding::Base64)]),
+                (false, vec![]),
+            ],
+            "{mode:?}"
+        );
+        let fp = Fingerprint::of(secret.as_bytes());
+        assert!(lines[1].findings[0].fingerprint == fp && lines[2].findings[0].fingerprint == fp);
+        let (_, found) = child.redactor().scrub(format!("x {secret}").as_bytes());
+        assert_eq!(found.len(), 1, "{mode:?}");
+
+        // Without the pattern, the same output is clean.
+        let plain = sandbox_in(ws.path(), mode);
+        let mut child = plain
+            .command("sh")
+            .args(["-c", script])
+            .env("K", &secret)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines: Vec<Line> = child
+            .stdout_lines()
+            .unwrap()
+            .collect::<std::io::Result<_>>()
+            .unwrap();
+        child.wait().unwrap();
+        assert!(
+            lines.iter().all(|l| l.findings.is_empty()),
+            "{mode:?}: {lines:?}"
+        );
+    }
+}
+
 /// Waits for `child` at most 30 s (then kills it and fails).
 fn wait_bounded(child: &mut Child, what: &str) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(30);

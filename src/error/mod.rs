@@ -17,7 +17,7 @@ mod node;
 mod step;
 
 use crate::policy::Layer;
-pub use crate::policy::{AllowError, PolicyError};
+pub use crate::policy::{AllowError, PatternError, PatternProblem, PolicyError};
 
 /// The text of an errno without std's ` (os error N)` suffix: `No such file or directory`.
 ///
@@ -830,6 +830,34 @@ mod tests {
         // Constructing every variant pins the public shape (fields and names).
         let _ = Error::Policy(PolicyError::NoWorkspace);
         let _ = PolicyError::AmbiguousConfig { places: Vec::new() };
+        let _ = PolicyError::LeakPattern(PatternError::TooMany { count: 0 });
+        let _ = PatternError::SetTooBig { count: 0, limit: 0 };
+        for problem in [
+            PatternProblem::Name,
+            PatternProblem::Builtin,
+            PatternProblem::TooLong { len: 0 },
+            PatternProblem::MatchesEmpty,
+            PatternProblem::TooBig { limit: 0 },
+        ] {
+            let _ = PatternError::Pattern {
+                index: 0,
+                name: String::new(),
+                problem,
+            };
+        }
+        let e = PatternError::Pattern {
+            index: 2,
+            name: "acme_key".into(),
+            problem: PatternProblem::Syntax {
+                message: "unclosed group".into(),
+                offset: 5,
+                character: 6,
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "leak.patterns[2] \"acme_key\": regex error at character 6 (byte 5): unclosed group"
+        );
         let _ = PolicyError::RelativePath {
             key: "k",
             path: PathBuf::new(),

@@ -423,3 +423,66 @@ fn an_allowlist_without_the_allow_mode_is_refused_rather_than_ignored() {
     // An empty list with the mode is a policy that allows nothing, on purpose.
     assert!(Policy::from_toml("network = \"allow\"\n").is_ok());
 }
+
+#[test]
+fn a_bad_leak_pattern_names_its_entry_line_column_and_position() {
+    let body = "[leak]\npatterns = [\n  { name = \"ok_key\", regex = \"ok_[0-9]{8}\" },\n  { name = \"acme_key\", regex = \"acme_([a-z0-9]{32}\" },\n]\n";
+    let (key, line, column, message) = located(body);
+    assert_eq!(
+        (key.as_str(), line, column),
+        ("leak.patterns[1]", 4, 3),
+        "{message}"
+    );
+    assert!(
+        message.contains("\"acme_key\": regex error at character 6 (byte 5): unclosed group"),
+        "{message}"
+    );
+    let text = format!(
+        "[server]\nport = 1\n\n[sandbox]\nnetwork = \"none\"\n\n[sandbox.{}",
+        &body[1..]
+    );
+    let (key, line, column) = config_located(&text);
+    assert_eq!(
+        (key.as_str(), line, column),
+        ("sandbox.leak.patterns[1]", 10, 3)
+    );
+    // A bad name, an unknown field and a regex that matches everywhere, each at its entry.
+    for (entry, want) in [
+        (
+            "{ name = \"Acme\", regex = \"acme_[a-z]{8}\" }",
+            "a-z, 0-9 and _",
+        ),
+        (
+            "{ name = \"acme\", regexp = \"acme_[a-z]{8}\" }",
+            "unknown field `regexp`",
+        ),
+        (
+            "{ name = \"acme\", regex = \"x*\" }",
+            "matches the empty string",
+        ),
+    ] {
+        let text = format!("[leak]\npatterns = [\n  {entry},\n]\n");
+        let (key, line, _, message) = located(&text);
+        // The unknown field's own key: `leak.patterns[0].regexp`.
+        assert!(key.starts_with("leak.patterns[0]"), "{key}: {message}");
+        assert_eq!(line, 3, "{message}");
+        assert!(message.contains(want), "{message}");
+    }
+    let ok = Policy::from_toml(&body.replace("acme_(", "acme_")).unwrap();
+    assert_eq!(
+        ok.leak.patterns[1],
+        HostPattern::new("acme_key", "acme_[a-z0-9]{32}")
+    );
+    // Built in code, checked by validate with the index and name.
+    let p = Policy {
+        leak: LeakDetection {
+            patterns: vec![HostPattern::new("ok", "ok+"), HostPattern::new("bad", "(")],
+        },
+        ..Policy::default()
+    };
+    let e = p.validate().unwrap_err();
+    assert!(
+        matches!(&e, PolicyError::LeakPattern(PatternError::Pattern { index: 1, name, .. }) if name == "bad"),
+        "{e}"
+    );
+}

@@ -43,6 +43,9 @@ pub enum PolicyError {
     /// An `allow_domains` or `allow_private` entry does not parse.
     #[error(transparent)]
     Allow(#[from] AllowError),
+    /// A `leak.patterns` entry is not a valid host pattern, or there are too many.
+    #[error(transparent)]
+    LeakPattern(#[from] PatternError),
     /// `allow_domains` or `allow_private` is set while `network` is not `allow`: the list
     /// would restrict nothing (`full`) or allow nothing (`none`).
     #[error(
@@ -206,5 +209,82 @@ pub enum AllowError {
     Cidr {
         /// The entry as given.
         entry: String,
+    },
+}
+
+/// A `[sandbox.leak]` pattern list that cannot be used ([`crate::policy::LeakDetection`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PatternError {
+    /// More patterns than [`MAX_HOST_PATTERNS`](crate::policy::MAX_HOST_PATTERNS).
+    #[error(
+        "leak.patterns: {count} patterns, at most {} are allowed",
+        super::MAX_HOST_PATTERNS
+    )]
+    TooMany {
+        /// How many there are.
+        count: usize,
+    },
+    /// One pattern is not valid.
+    #[error("leak.patterns[{index}] {name:?}: {problem}")]
+    Pattern {
+        /// Its index in the list.
+        index: usize,
+        /// Its name, as given.
+        name: String,
+        /// What is wrong with it.
+        problem: PatternProblem,
+    },
+    /// Each pattern compiles on its own, but the set of all of them is too large.
+    #[error("leak.patterns: the {count} regexes together compile past the limit of {limit} bytes")]
+    SetTooBig {
+        /// How many patterns there are.
+        count: usize,
+        /// The set's size limit.
+        limit: usize,
+    },
+}
+
+/// What is wrong with one host pattern ([`crate::policy::HostPattern`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PatternProblem {
+    /// The name is empty, too long, or has a byte outside `a-z`, `0-9` and `_`.
+    #[error(
+        "the name must be 1 to {} characters of a-z, 0-9 and _",
+        super::MAX_NAME_LEN
+    )]
+    Name,
+    /// The name is a built-in pattern's: its findings could not be told apart.
+    #[error("the name is a built-in pattern's")]
+    Builtin,
+    /// The regex is longer than [`MAX_REGEX_LEN`](crate::policy::MAX_REGEX_LEN).
+    #[error(
+        "the regex is {len} bytes long, at most {} are allowed",
+        super::MAX_REGEX_LEN
+    )]
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The regex does not parse.
+    #[error("regex error at character {character} (byte {offset}): {message}")]
+    Syntax {
+        /// The parser's message (`unclosed group`).
+        message: String,
+        /// The byte offset of the error in the regex.
+        offset: usize,
+        /// The 1-based character position of the error in the regex.
+        character: usize,
+    },
+    /// The regex matches the empty string: it would report a secret everywhere.
+    #[error("the regex matches the empty string")]
+    MatchesEmpty,
+    /// The compiled regex is larger than the limit (Unicode classes repeated many times;
+    /// `(?-u:…)` makes them ASCII and small).
+    #[error("the regex compiles past the limit of {limit} bytes")]
+    TooBig {
+        /// The limit.
+        limit: usize,
     },
 }

@@ -6,6 +6,7 @@
 //! ([`Sandbox::plan`](crate::Sandbox::plan) shows it).
 
 mod error;
+mod leak;
 mod limits;
 mod network;
 mod size;
@@ -17,7 +18,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use error::{AllowError, PolicyError};
+pub use error::{AllowError, PatternError, PatternProblem, PolicyError};
+pub use leak::{
+    HostPattern, LeakDetection, MAX_HOST_PATTERNS, MAX_NAME_LEN, MAX_REGEX_LEN,
+    REGEX_DFA_SIZE_LIMIT, REGEX_SIZE_LIMIT,
+};
 pub use limits::{LIMITS_KEYS, Limits, ShownDuration, parse_duration};
 pub use network::{Allowlist, Cidr, Name};
 pub use size::ByteSize;
@@ -192,6 +197,8 @@ pub struct Policy {
     pub check_nested_repositories: bool,
     /// Resource limits: memory, processes, CPU and time (`[sandbox.limits]`).
     pub limits: Limits,
+    /// Leak detection: the host's own secret patterns (`[sandbox.leak]`).
+    pub leak: LeakDetection,
     /// `direct` (default): the program writes into the workspace; `overlay`: into the
     /// change set at `changes_dir`, for the host to review, apply or discard.
     pub workspace_mode: WorkspaceMode,
@@ -232,6 +239,7 @@ impl Default for Policy {
             protected: DEFAULT_PROTECTED.iter().map(|s| s.to_string()).collect(),
             check_nested_repositories: true,
             limits: Limits::default(),
+            leak: LeakDetection::default(),
             workspace_mode: WorkspaceMode::Direct,
             changes_dir: None,
             snapshot_max: ByteSize::mib(1024),
@@ -264,6 +272,7 @@ pub const POLICY_KEYS: &[&str] = &[
     "protected",
     "check_nested_repositories",
     "limits",
+    "leak",
     "workspace_mode",
     "changes_dir",
     "snapshot_max",
@@ -479,6 +488,7 @@ impl Policy {
                 });
             }
         }
+        self.leak.validate()?;
         Allowlist::parse(&self.allow_domains)?;
         Cidr::parse_all(&self.allow_private)?;
         if self.network != Network::Allow {
@@ -808,6 +818,7 @@ mod tests {
             protected: _,
             check_nested_repositories: _,
             limits: _,
+            leak: _,
             workspace_mode: _,
             changes_dir: _,
             snapshot_max: _,
@@ -818,6 +829,9 @@ mod tests {
             tools_dir: Some("/t".into()),
             layer: Some(Layer::Full),
             min_layer: Some(Layer::Landlock),
+            leak: LeakDetection {
+                patterns: vec![HostPattern::new("acme_key", "acme_[a-z0-9]{32}")],
+            },
             workspace_mode: WorkspaceMode::Overlay,
             changes_dir: Some("/c".into()),
             ..Policy::default()

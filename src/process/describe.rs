@@ -11,7 +11,7 @@ use serde::Serialize;
 use crate::backend::sbpl;
 use crate::error::{Conflict, Error, PlanError};
 use crate::plan::{EgressPlan, Listen, Plan, RealFs};
-use crate::policy::{Layer, Policy};
+use crate::policy::{HostPattern, Layer, Policy};
 
 /// The plan a sandbox's commands replay, for people and tools: the layer, the namespaces,
 /// `PATH` inside, the egress proxy of `network = "allow"` and every step in order, each as
@@ -32,6 +32,9 @@ pub struct PlanDescription {
     /// With `network = "allow"`: what the egress proxy lets through and where it listens;
     /// `None` (JSON `null`) for the other modes.
     pub egress: Option<PlanEgress>,
+    /// The policy's `[sandbox.leak]` patterns, which the scans of every command's output
+    /// look for beside the built-in formats (JSON: `[{"name": …, "regex": …}]`).
+    pub leak_patterns: Vec<HostPattern>,
     /// The layout and process steps, in order.
     pub steps: Vec<String>,
 }
@@ -120,6 +123,7 @@ impl PlanDescription {
             },
             path: plan.path.clone(),
             egress: plan.egress.as_ref().map(PlanEgress::new),
+            leak_patterns: Vec::new(),
             steps: plan.steps.iter().map(ToString::to_string).collect(),
         }
     }
@@ -141,6 +145,9 @@ impl fmt::Display for PlanDescription {
             )?;
             writeln!(f, "allow_private: {}", list(&e.allow_private, "(none)"))?;
             writeln!(f, "egress proxy: {}", e.listen)?;
+        }
+        for p in &self.leak_patterns {
+            writeln!(f, "leak pattern: {} = {}", p.name, p.regex)?;
         }
         for (i, s) in self.steps.iter().enumerate() {
             writeln!(f, "{i:>3}  {s}")?;

@@ -80,6 +80,9 @@ pub(super) struct Inner {
     /// With `network = "allow"`: the egress proxy that serves every command of this
     /// state, each on listeners of its own.
     pub(super) egress: Option<Arc<crate::guard::egress::Proxy>>,
+    /// The policy's `[sandbox.leak]` patterns, compiled once: every command's redactor
+    /// carries them to the scans of its output.
+    pub(super) patterns: crate::guard::leak::HostPatterns,
 }
 
 impl Sandbox {
@@ -114,6 +117,8 @@ impl Sandbox {
     /// Replaces the host's known secret values (its secret store). Every command spawned
     /// from now on gets a [`Child::redactor`](crate::Child::redactor) that redacts them, and the values of its own
     /// [`Command::secret_env`] variables. The redactor is built here, once, and shared.
+    /// (The redactor's host patterns come from the policy's `[sandbox.leak]` table, as
+    /// current when each command is made.)
     pub fn set_secrets<I, S>(&self, secrets: I)
     where
         I: IntoIterator<Item = S>,
@@ -176,11 +181,14 @@ impl Sandbox {
         self.current().policy.clone()
     }
 
-    /// The current plan every command replays (mounts and process steps, in order), as a
-    /// printable and serializable description; before the first spawn, the plan of the
+    /// The current plan every command replays (mounts and process steps, in order), with
+    /// the policy's leak patterns, as a printable and serializable description; before the first spawn, the plan of the
     /// layer assumed (see [`Sandbox`]).
     pub fn plan(&self) -> PlanDescription {
-        PlanDescription::new(self.current().prepared.plan())
+        let inner = self.current();
+        let mut plan = PlanDescription::new(inner.prepared.plan());
+        plan.leak_patterns = inner.patterns.patterns().to_vec();
+        plan
     }
 
     /// Set when the sandbox runs on a weaker layer than its policy wants, and why. Before
@@ -198,9 +206,11 @@ impl Sandbox {
     /// A command that runs `program` in this sandbox, with the policy current now;
     /// `program` is looked up on the sandbox's `PATH` unless it contains a slash.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut cmd = Command::new(self.current(), program.as_ref());
+        let inner = self.current();
+        let patterns = inner.patterns.clone();
+        let mut cmd = Command::new(inner, program.as_ref());
         cmd.sandbox = Some(Arc::clone(&self.shared));
-        cmd.redactor = crate::Redactor::clone(&self.secrets.load());
+        cmd.redactor = crate::Redactor::clone(&self.secrets.load()).with_patterns(patterns);
         cmd
     }
 }
@@ -211,6 +221,8 @@ impl Inner {
         if policy.workspace.is_none() {
             return Err(PolicyError::NoWorkspace.into());
         }
+        let patterns = crate::guard::leak::HostPatterns::from_policy(&policy.leak)
+            .map_err(PolicyError::from)?;
         // Read before the facts: a refusal learned in between makes this stale, not wrong.
         let knowledge = Capabilities::generation();
         let caps = Capabilities::assumed();
@@ -223,6 +235,7 @@ impl Inner {
         let prepared = launch::Prepared::new(selection.plan)?;
         Ok(Inner {
             egress,
+            patterns,
             tmp_parents,
             policy,
             prepared,

@@ -2,8 +2,8 @@
 //! them, with an optional hold on lines that hold a secret and a cap on the output.
 //!
 //! The bytes go through the child's [`Redactor`] as a stream (a known secret split across
-//! reads is still replaced), then are cut into lines; each line is [`scan`]ned on its own
-//! before it is handed out, so in hold mode a line with a finding never reaches the host.
+//! reads is still replaced), then are cut into lines; each line is scanned on its own
+//! ([`scan_with`], with the redactor's host patterns) before it is handed out, so in hold mode a line with a finding never reaches the host.
 //! The same core serves a blocking reader (an [`Iterator`]) and, with the `tokio` feature,
 //! an async one ([`LineStream::next_line`]).
 
@@ -13,7 +13,7 @@ use std::io::{self, Read, Write};
 use memchr::memmem;
 
 use super::{Child, ChildStderr, ChildStdout};
-use crate::guard::leak::{Finding, scan};
+use crate::guard::leak::{Finding, HostPatterns, scan_with};
 use crate::guard::redact::{RedactingWriter, Redactor};
 
 /// Default longest line: longer ones are cut into [`LineEnd::Split`] pieces.
@@ -62,7 +62,7 @@ pub struct Line {
     /// The bytes after redaction, the newline included; empty when [`held`](Self::held)
     /// and for the [`LineEnd::Capped`] marker.
     pub bytes: Vec<u8>,
-    /// The secrets [`scan`] found in this line: pattern, encoding and fingerprint, never
+    /// The secrets the scan ([`scan_with`]) found in this line: pattern, encoding and fingerprint, never
     /// the value. Ranges are offsets in the line's redacted bytes (as if it had not been
     /// held); a finding that began in the piece before a [`LineEnd::Split`] starts at 0.
     /// In hold mode, the findings of a private key block are on its first line.
@@ -86,7 +86,8 @@ impl Line {
 }
 
 /// A program's stdout or stderr as a stream of [`Line`]s: redacted with the command's
-/// [`Redactor`], each line [`scan`]ned for secrets before it is yielded.
+/// [`Redactor`], each line scanned for secrets (the built-in formats and the redactor's
+/// [host patterns](Redactor::patterns)) before it is yielded.
 ///
 /// - **Pass** (the default): every line is yielded redacted, its findings beside it.
 /// - **Hold** ([`LineStream::hold`]): a line with a finding is *withheld*: it is yielded
@@ -136,6 +137,8 @@ pub struct LineStream<R> {
     reader: Option<R>,
     /// The redactor, writing into a `Vec` from which lines are cut; `None` at the end.
     redacted: Option<RedactingWriter<Vec<u8>>>,
+    /// The redactor's host patterns, which each line is scanned for.
+    patterns: HostPatterns,
     hold: bool,
     max_line: usize,
     max_output: Option<u64>,
@@ -168,8 +171,10 @@ impl<R> std::fmt::Debug for LineStream<R> {
 impl<R> LineStream<R> {
     /// Lines of `reader`, redacted with `redactor` (the child's: [`Child::redactor`]), in
     /// pass mode, with lines of at most [`DEFAULT_MAX_LINE`] bytes and no output cap.
+    /// Lines are scanned for the redactor's [`patterns`](Redactor::patterns) too.
     pub fn new(reader: R, redactor: Redactor) -> LineStream<R> {
         LineStream {
+            patterns: redactor.patterns().clone(),
             reader: Some(reader),
             redacted: Some(RedactingWriter::without_scan(redactor, Vec::new())),
             hold: false,
@@ -348,7 +353,7 @@ impl<R> LineStream<R> {
         }
         let block = std::mem::take(&mut self.block);
         let whole: Vec<u8> = block.iter().flat_map(|l| l.bytes.iter().copied()).collect();
-        let found = scan(&whole);
+        let found = scan_with(&whole, &self.patterns);
         if found.is_empty() {
             for line in block {
                 self.judge(line);
@@ -371,11 +376,11 @@ impl<R> LineStream<R> {
     fn judge(&mut self, mut line: Line) {
         let ctx = self.context.len();
         let findings = if ctx == 0 {
-            scan(&line.bytes)
+            scan_with(&line.bytes, &self.patterns)
         } else {
             let mut hay = std::mem::take(&mut self.context);
             hay.extend_from_slice(&line.bytes);
-            scan(&hay)
+            scan_with(&hay, &self.patterns)
                 .into_iter()
                 .filter(|f| f.range.end > ctx)
                 .map(|mut f| {

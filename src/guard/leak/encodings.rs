@@ -15,7 +15,8 @@
 use std::ops::Range;
 
 use super::class::{CLASS, DASH, HEX, PLUS_SLASH, UNDERSCORE, URL, is};
-use super::finding::{Encoding, Finding, Fingerprint};
+use super::finding::{Encoding, Finding, Fingerprint, PatternName};
+use super::host::{HostHit, HostPatterns};
 use super::patterns::{Hit, MIN_TOKEN, raw_hits};
 
 /// Base64 runs shorter than this are not decoded.
@@ -63,13 +64,26 @@ impl Decoder {
     }
 }
 
-/// Reusable buffers for one scan.
-#[derive(Default)]
-pub(super) struct Scratch {
+/// Reusable buffers for one scan, and the host's patterns the decoded windows go through.
+pub(super) struct Scratch<'h> {
     decoded: Vec<u8>,
     /// For URL decoding: where each decoded byte starts in the encoded text.
     origin: Vec<usize>,
     hits: Vec<Hit>,
+    host: &'h HostPatterns,
+    host_hits: Vec<HostHit>,
+}
+
+impl<'h> Scratch<'h> {
+    pub(super) fn new(host: &'h HostPatterns) -> Scratch<'h> {
+        Scratch {
+            decoded: Vec::new(),
+            origin: Vec::new(),
+            hits: Vec::new(),
+            host,
+            host_hits: Vec::new(),
+        }
+    }
 }
 
 /// Where the left-to-right search for `%` escapes has got to.
@@ -232,7 +246,8 @@ fn scan_windows(
     }
 }
 
-/// Decodes `hay[win]`, scans it and keeps the findings that start in `keep`.
+/// Decodes `hay[win]`, scans it (built-in formats and host patterns) and keeps the
+/// findings that start in `keep`.
 fn scan_decoded(
     hay: &[u8],
     win: Range<usize>,
@@ -252,8 +267,18 @@ fn scan_decoded(
     }
     scratch.hits.clear();
     raw_hits(&scratch.decoded, &mut scratch.hits);
-    for h in &scratch.hits {
-        let (ds, de) = (h.range.start, h.range.end);
+    scratch.host_hits.clear();
+    scratch.host.hits(&scratch.decoded, &mut scratch.host_hits);
+    let builtin = scratch
+        .hits
+        .iter()
+        .map(|h| (PatternName::builtin(h.pattern), &h.range));
+    let host = scratch
+        .host_hits
+        .iter()
+        .map(|h| (scratch.host.name(h.index), &h.range));
+    for (pattern, decoded) in builtin.chain(host) {
+        let (ds, de) = (decoded.start, decoded.end);
         let range = match dec {
             // Decoded byte k holds bits 8k..8k+8 of the 6-bit character stream.
             Decoder::Base64(_) => {
@@ -274,7 +299,7 @@ fn scan_decoded(
             continue;
         }
         out.push(Finding {
-            pattern: h.pattern,
+            pattern,
             encoding: dec.encoding(),
             fingerprint: Fingerprint::of(&scratch.decoded[ds..de]),
             range,

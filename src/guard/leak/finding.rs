@@ -1,10 +1,12 @@
 //! What a scan reports: [`Finding`], its [`Encoding`] and the secret's [`Fingerprint`].
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::fmt;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::io::{self, Write};
-use std::ops::Range;
-use std::sync::OnceLock;
+use std::ops::{Deref, Range};
+use std::sync::{Arc, OnceLock};
 
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
@@ -91,13 +93,142 @@ impl Serialize for Fingerprint {
     }
 }
 
+/// The name of the pattern a [`Finding`] matched: a built-in one ([`PATTERN_NAMES`](super::PATTERN_NAMES))
+/// or one of the host's own ([`HostPatterns`](super::HostPatterns)).
+///
+/// It reads as a `&str` (it derefs to one, and compares equal to one), so
+/// `finding.pattern == "github_token"` works; cloning is cheap (a host pattern's name is
+/// shared). Every name is `[a-z0-9_]`: built-in names are, and host names are checked.
+#[derive(Clone)]
+pub struct PatternName(Name);
+
+#[derive(Clone)]
+enum Name {
+    Builtin(&'static str),
+    Host(Arc<str>),
+}
+
+impl PatternName {
+    /// A built-in pattern's name.
+    pub(super) fn builtin(name: &'static str) -> PatternName {
+        PatternName(Name::Builtin(name))
+    }
+
+    /// A host pattern's name (checked by [`HostPatterns::new`](super::HostPatterns::new)).
+    pub(super) fn host(name: Arc<str>) -> PatternName {
+        PatternName(Name::Host(name))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Name::Builtin(s) => s,
+            Name::Host(s) => s,
+        }
+    }
+
+    /// Whether the name is one of the host's patterns rather than a built-in one.
+    pub fn is_host(&self) -> bool {
+        matches!(self.0, Name::Host(_))
+    }
+}
+
+impl Deref for PatternName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for PatternName {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for PatternName {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq for PatternName {
+    fn eq(&self, other: &PatternName) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for PatternName {}
+
+impl PartialOrd for PatternName {
+    fn partial_cmp(&self, other: &PatternName) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for PatternName {
+    fn cmp(&self, other: &PatternName) -> Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Hash for PatternName {
+    /// As the `str`, so that a map keyed by names can be looked up with a `&str`.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq<str> for PatternName {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for PatternName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<PatternName> for str {
+    fn eq(&self, other: &PatternName) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<PatternName> for &str {
+    fn eq(&self, other: &PatternName) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl fmt::Display for PatternName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for PatternName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Serialize for PatternName {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// One secret found in scanned text. It holds no part of the secret: its `Debug` and
 /// `Display` are safe to log.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Finding {
-    /// The pattern's name: `github_token`, `aws_access_key_id`, `private_key`, …
-    pub pattern: &'static str,
+    /// The pattern's name: `github_token`, `aws_access_key_id`, `private_key`, … or the
+    /// name of the host pattern that matched (`acme_key`).
+    pub pattern: PatternName,
     /// How the secret was encoded in the text.
     pub encoding: Encoding,
     /// The bytes of the scanned text that hold the (encoded) secret.
@@ -111,8 +242,8 @@ impl Finding {
     /// followed by a newline.
     ///
     /// Written by hand so that the library needs no JSON crate: every field is a number, a
-    /// fixed pattern or encoding name (`[a-z0-9_]`, tested) or hex digits, so nothing needs
-    /// escaping.
+    /// pattern name (`[a-z0-9_]`: built-in names are tested, host names checked), an
+    /// encoding name or hex digits, so nothing needs escaping.
     pub(super) fn write_json_line(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
@@ -137,7 +268,7 @@ impl Serialize for Finding {
     /// `{"pattern":…,"encoding":…,"start":…,"end":…,"fingerprint":…}`
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut st = s.serialize_struct("Finding", 5)?;
-        st.serialize_field("pattern", self.pattern)?;
+        st.serialize_field("pattern", &self.pattern)?;
         st.serialize_field("encoding", self.encoding.as_str())?;
         st.serialize_field("start", &self.range.start)?;
         st.serialize_field("end", &self.range.end)?;
@@ -153,7 +284,7 @@ mod tests {
 
     fn finding(pattern: &'static str, encoding: Encoding) -> Finding {
         Finding {
-            pattern,
+            pattern: PatternName::builtin(pattern),
             encoding,
             range: 3..9,
             fingerprint: Fingerprint([1, 2, 3, 4, 5, 6, 7, 0xab]),

@@ -39,12 +39,20 @@
 //!
 //! `class` (byte classes) → `runs` (the run finder, SIMD masks) → `patterns` (token shapes
 //! and matchers) → `encodings` (decoding windows) → `scanner` (the one-pass block scanner)
-//! → `stream` ([`StreamScanner`], [`scan_stream`]); `finding` holds the reported types.
-//! Each module uses only the ones before it.
+//! → `stream` ([`StreamScanner`], [`scan_stream`]); `finding` holds the reported types,
+//! `host` the host's own patterns ([`HostPatterns`]), which `encodings` and `scanner` run
+//! beside the built-in formats. Each module uses only the ones before it.
+//!
+//! # Host patterns
+//!
+//! A host adds its own secret shapes as regexes (`[sandbox.leak] patterns`,
+//! [`HostPatterns`]); [`scan_with`] and [`StreamScanner::with_patterns`] look for them in
+//! the raw text and in every decoded window, with one `RegexSet` pass per text.
 
 mod class;
 mod encodings;
 mod finding;
+mod host;
 mod patterns;
 mod runs;
 mod scanner;
@@ -53,9 +61,10 @@ mod stream;
 mod testgen;
 
 pub use encodings::{OVERLAP, WINDOW};
-pub use finding::{Encoding, Finding, Fingerprint};
+pub use finding::{Encoding, Finding, Fingerprint, PatternName};
+pub use host::HostPatterns;
 pub use patterns::PATTERN_NAMES;
-pub use stream::{StreamScanner, scan_stream};
+pub use stream::{StreamScanner, scan_stream, scan_stream_with};
 
 /// Scans `input` for secrets, raw and encoded; returns the findings sorted by position.
 ///
@@ -70,5 +79,15 @@ pub use stream::{StreamScanner, scan_stream};
 /// assert_eq!(found[0].range, 20..40);
 /// ```
 pub fn scan(input: &[u8]) -> Vec<Finding> {
-    scanner::scan(input)
+    scanner::scan(input, &HostPatterns::default())
+}
+
+/// [`scan`] for the built-in formats and the host's own `patterns`
+/// ([`HostPatterns`]: a policy's `[sandbox.leak]` table), in the same encodings.
+///
+/// A sandboxed program's output is scanned this way by its
+/// [`Child::redactor`](crate::Child::redactor) and its
+/// [`LineStream`](crate::LineStream)s, with the patterns of the sandbox's policy.
+pub fn scan_with(input: &[u8], patterns: &HostPatterns) -> Vec<Finding> {
+    scanner::scan(input, patterns)
 }

@@ -1,7 +1,8 @@
 //! The one-pass block scanner: every search over the input, a block at a time.
 
 use super::encodings::{MIN_DECODED, Scratch, UrlCursor, scan_run, scan_url};
-use super::finding::{Encoding, Finding, Fingerprint};
+use super::finding::{Encoding, Finding, Fingerprint, PatternName};
+use super::host::HostPatterns;
 use super::patterns::{MIN_TOKEN, pem_hits, run_hits};
 use super::runs::Runs;
 
@@ -9,13 +10,14 @@ use super::runs::Runs;
 /// the searches that go over it.
 const BLOCK: usize = 64 * 1024;
 
-/// Every finding in `hay`, sorted by position.
+/// Every finding in `hay`, the built-in formats' and `host`'s, sorted by position.
 ///
 /// One pass over the text, [`BLOCK`] bytes at a time: the `%` and PEM header searches
 /// and the run finder go over a block while it is in cache, and every candidate run is
-/// checked and decoded as soon as it is found.
-pub(super) fn scan(hay: &[u8]) -> Vec<Finding> {
-    let mut scratch = Scratch::default();
+/// checked and decoded as soon as it is found (its decoded windows go through `host`'s
+/// patterns too). With host patterns, their set makes one more pass over the raw text.
+pub(super) fn scan(hay: &[u8], host: &HostPatterns) -> Vec<Finding> {
+    let mut scratch = Scratch::new(host);
     let mut findings = Vec::new();
     let mut raw = Vec::new();
     let mut runs = Runs::<MIN_TOKEN>::new(hay);
@@ -34,18 +36,26 @@ pub(super) fn scan(hay: &[u8]) -> Vec<Finding> {
         }
     }
     findings.extend(raw.into_iter().map(|h| Finding {
-        pattern: h.pattern,
+        pattern: PatternName::builtin(h.pattern),
+        encoding: Encoding::Raw,
+        fingerprint: Fingerprint::of(&hay[h.range.clone()]),
+        range: h.range,
+    }));
+    let mut host_hits = Vec::new();
+    host.hits(hay, &mut host_hits);
+    findings.extend(host_hits.into_iter().map(|h| Finding {
+        pattern: host.name(h.index),
         encoding: Encoding::Raw,
         fingerprint: Fingerprint::of(&hay[h.range.clone()]),
         range: h.range,
     }));
 
     findings.sort_by(|a, b| {
-        (a.range.start, a.range.end, a.encoding, a.pattern).cmp(&(
+        (a.range.start, a.range.end, a.encoding, &a.pattern).cmp(&(
             b.range.start,
             b.range.end,
             b.encoding,
-            b.pattern,
+            &b.pattern,
         ))
     });
     findings.dedup_by(|a, b| a.range == b.range && a.pattern == b.pattern);

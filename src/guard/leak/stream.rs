@@ -4,6 +4,7 @@ use std::fmt;
 use std::io::{self, Read, Write};
 
 use super::finding::Finding;
+use super::host::HostPatterns;
 use super::scanner;
 
 /// Bytes the stream scanner gathers before scanning.
@@ -17,7 +18,8 @@ const HOLD: usize = 8;
 
 /// Scans a stream that arrives in chunks, with bounded memory.
 ///
-/// Chunks are gathered into batches of 64 KiB and scanned with [`scan`](super::scan); the last bytes of
+/// Chunks are gathered into batches of 64 KiB and scanned with [`scan`](super::scan) (with
+/// host patterns: [`scan_with`](super::scan_with)); the last bytes of
 /// each batch are scanned again with the next one, so a secret split across chunks (raw or
 /// encoded) is found, and found once. Memory stays below the batch size plus the longest
 /// secret the patterns accept (a PEM block of 8 KiB, or its hex encoding), whatever the
@@ -35,12 +37,23 @@ pub struct StreamScanner {
     done: usize,
     /// Bytes pushed since the last scan.
     fresh: usize,
+    /// The host's patterns, looked for beside the built-in formats.
+    host: HostPatterns,
 }
 
 impl StreamScanner {
-    /// A scanner at stream offset 0.
+    /// A scanner at stream offset 0, for the built-in formats.
     pub fn new() -> StreamScanner {
         StreamScanner::default()
+    }
+
+    /// A scanner at stream offset 0, for the built-in formats and `patterns` (see
+    /// [`HostPatterns`] for the longest host match a split stream still finds).
+    pub fn with_patterns(patterns: HostPatterns) -> StreamScanner {
+        StreamScanner {
+            host: patterns,
+            ..StreamScanner::default()
+        }
     }
 
     /// Adds `chunk` to the stream; returns the findings of any batch it completed.
@@ -86,7 +99,7 @@ impl StreamScanner {
         let close = if last { len } else { len.saturating_sub(HOLD) };
         let mut keep_from = if last { len } else { len.saturating_sub(TAIL) };
         let mut found = Vec::new();
-        for mut f in scanner::scan(&self.buf) {
+        for mut f in scanner::scan(&self.buf, &self.host) {
             if f.range.end > close {
                 keep_from = keep_from.min(f.range.start);
                 continue;
@@ -130,8 +143,24 @@ impl fmt::Debug for StreamScanner {
 /// # Errors
 ///
 /// Reading `input` or writing `out` failed.
-pub fn scan_stream(mut input: impl Read, json: bool, mut out: impl Write) -> io::Result<bool> {
-    let mut scanner = StreamScanner::new();
+pub fn scan_stream(input: impl Read, json: bool, out: impl Write) -> io::Result<bool> {
+    scan_stream_with(input, &HostPatterns::default(), json, out)
+}
+
+/// [`scan_stream`] with the host's `patterns` beside the built-in formats: `stockade scan
+/// --pattern NAME=REGEX`, or with `--config`, the policy's `[sandbox.leak]` patterns. A
+/// host pattern's findings name it (`acme_key raw 7..44 …`).
+///
+/// # Errors
+///
+/// Reading `input` or writing `out` failed.
+pub fn scan_stream_with(
+    mut input: impl Read,
+    patterns: &HostPatterns,
+    json: bool,
+    mut out: impl Write,
+) -> io::Result<bool> {
+    let mut scanner = StreamScanner::with_patterns(patterns.clone());
     let mut any = false;
     let mut buf = vec![0u8; BATCH];
     let mut emit = |found: Vec<Finding>, out: &mut dyn Write| -> io::Result<()> {

@@ -3,7 +3,7 @@
 //! A [`Redactor`] replaces every occurrence of the known values with [`REDACTED`], many
 //! values at once in one Aho-Corasick pass. It also replaces the encoded forms a worker is
 //! likely to print (hex, base64 in both alphabets at each of the three byte alignments, and
-//! percent-encoding), so that an expected secret never shows up in a later [`scan`] as a
+//! percent-encoding), so that an expected secret never shows up in a later [`scan`](crate::guard::leak::scan) as a
 //! pattern finding. It runs first; [`Redactor::scrub`] and [`RedactingWriter`] then scan
 //! what remains for the secrets the host did not know about.
 //!
@@ -29,7 +29,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::guard::leak::{Finding, scan};
+use crate::guard::leak::{Finding, HostPatterns, scan_with};
 
 mod encode;
 mod set;
@@ -56,10 +56,13 @@ pub const MIN_SECRET_LEN: usize = 8;
 /// would replace common text everywhere and could not be told apart from it.
 pub const MIN_SECRET_ENV_LEN: usize = 4;
 
-/// Replaces known secret values, and their encoded forms, in text.
+/// Replaces known secret values, and their encoded forms, in text; and carries the host's
+/// own secret patterns ([`HostPatterns`], [`Redactor::with_patterns`]) that the scans
+/// after it ([`Redactor::scrub`], [`RedactingWriter`], a child's
+/// [`LineStream`](crate::LineStream)) look for beside the built-in formats.
 ///
 /// Cloning is cheap (the automata are shared), and so is an empty redactor. `Debug` shows
-/// only counts.
+/// only counts and pattern names.
 ///
 /// ```
 /// use stockade::Redactor;
@@ -75,6 +78,8 @@ pub struct Redactor {
     shared: Option<Arc<NeedleSet>>,
     /// The values added by [`Redactor::with_secrets`] that `shared` does not hold.
     own: Option<Arc<NeedleSet>>,
+    /// The host's patterns, for the scans of the redacted text.
+    patterns: HostPatterns,
 }
 
 impl fmt::Debug for Redactor {
@@ -83,6 +88,7 @@ impl fmt::Debug for Redactor {
         f.debug_struct("Redactor")
             .field("values", &self.len())
             .field("needles", &needles)
+            .field("patterns", &self.patterns)
             .finish()
     }
 }
@@ -119,7 +125,22 @@ impl Redactor {
         Redactor {
             shared: NeedleSet::build(values(secrets, MIN_SECRET_LEN), None).map(Arc::new),
             own: None,
+            patterns: HostPatterns::default(),
         }
+    }
+
+    /// This redactor, with `patterns` (replacing any it had) looked for by the scans of
+    /// the redacted text: [`Redactor::scrub`], [`RedactingWriter::new`] and the
+    /// [`LineStream`](crate::LineStream)s of a child. A [`Sandbox`](crate::Sandbox) gives
+    /// every child's redactor its policy's `[sandbox.leak]` patterns.
+    pub fn with_patterns(mut self, patterns: HostPatterns) -> Redactor {
+        self.patterns = patterns;
+        self
+    }
+
+    /// The host patterns the scans after redaction look for (none by default).
+    pub fn patterns(&self) -> &HostPatterns {
+        &self.patterns
     }
 
     /// A redactor for this one's secrets and `more`, redacting as
@@ -163,6 +184,7 @@ impl Redactor {
         Redactor {
             shared: self.shared.clone(),
             own: NeedleSet::build(own, self.shared.as_deref()).map(Arc::new),
+            patterns: self.patterns.clone(),
         }
     }
 
@@ -306,11 +328,13 @@ impl Redactor {
         }
     }
 
-    /// Redacts the known secrets, then [`scan`]s the result for unknown ones. The
-    /// findings' ranges refer to the redacted text.
+    /// Redacts the known secrets, then scans the result for unknown ones: the built-in
+    /// formats and this redactor's [`patterns`](Self::patterns)
+    /// ([`scan_with`]). The findings' ranges refer to the
+    /// redacted text.
     pub fn scrub(&self, input: &[u8]) -> (Vec<u8>, Vec<Finding>) {
         let out = self.redact(input).into_owned();
-        let found = scan(&out);
+        let found = scan_with(&out, &self.patterns);
         (out, found)
     }
 

@@ -51,8 +51,10 @@ pub struct RedactingWriter<W: Write> {
 }
 
 impl<W: Write> RedactingWriter<W> {
-    /// Redacts with `redactor` and scans the redacted output.
+    /// Redacts with `redactor` and scans the redacted output (the built-in formats and
+    /// the redactor's [`patterns`](Redactor::patterns)).
     pub fn new(redactor: Redactor, inner: W) -> RedactingWriter<W> {
+        let scanner = StreamScanner::with_patterns(redactor.patterns().clone());
         RedactingWriter {
             redactor,
             inner,
@@ -60,7 +62,7 @@ impl<W: Write> RedactingWriter<W> {
             scan: Scan::default(),
             view: View::default(),
             out: Vec::new(),
-            scanner: Some(StreamScanner::new()),
+            scanner: Some(scanner),
             findings: Vec::new(),
         }
     }
