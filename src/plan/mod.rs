@@ -32,7 +32,10 @@ pub use host::node_kind;
 // The Linux launcher and process layer name the counts and the init's share.
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub use limits::{INIT_PROCESSES, Rlimit, USER_COUNTS, processes_bounded_without_cgroup, rlimits};
-pub use seatbelt::{SbplInput, SbplOverlay};
+pub use seatbelt::SbplInput;
+/// The overlay part of [`SbplInput`]: read by the macOS profile's code and its tests.
+#[cfg_attr(not(any(test, feature = "internals")), allow(unused_imports))]
+pub use seatbelt::SbplOverlay;
 pub use select::{Degradation, select};
 pub use step::Step;
 pub use walls::Walls;
