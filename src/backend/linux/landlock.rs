@@ -127,7 +127,7 @@ impl Status {
     }
 
     /// The `allowed_access` bits of a rule for `grant` on a directory (`dir`) or another
-    /// file under this status: see [`Prepared::access_bits`].
+    /// file under this status, as a prepared ruleset gives them (`Prepared::access_bits`).
     pub fn access_bits(&self, grant: Grant, dir: bool) -> u64 {
         rule_access(grant, self.abi, self.handled_fs, dir).bits()
     }
