@@ -339,6 +339,58 @@ fn concurrent_commands_from_many_threads() {
     }
 }
 
+/// With `network = "allow"` the session's egress proxy serves every command: each gets
+/// the proxy variables and reaches an allowed server through it, and nothing else.
+#[test]
+fn network_allow_commands_go_through_the_sessions_proxy() {
+    let (port, count) = common::http_server("through the session");
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |p| {
+            p.network = stockade::Network::Allow;
+            p.allow_domains = vec!["127.0.0.2".into()];
+            p.allow_private = vec!["127.0.0.0/8".into()];
+        }) else {
+            continue;
+        };
+        let before = count.load(std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..2 {
+            let code = format!(
+                "import os, urllib.request\n\
+                 assert os.environ['HTTP_PROXY'].startswith('http://127.0.0.1:'), os.environ\n\
+                 print(urllib.request.urlopen('http://127.0.0.2:{port}/', timeout=10).read().decode())"
+            );
+            let out = s.command("python3").args(["-c", &code]).output().unwrap();
+            assert!(
+                out.status.success(),
+                "{layer:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).trim(),
+                "through the session"
+            );
+        }
+        // An unlisted name is refused by the proxy, and a direct connect has no way out.
+        let refused = sh(
+            &s,
+            "python3 -c \"import urllib.request as u\ntry:\n u.urlopen('http://example.invalid/', timeout=10)\nexcept Exception as e: print(type(e).__name__, getattr(e, 'code', ''))\"",
+        );
+        assert!(
+            String::from_utf8_lossy(&refused.stdout).contains("HTTPError 403"),
+            "{layer:?}: {}",
+            String::from_utf8_lossy(&refused.stdout)
+        );
+        assert_eq!(
+            count.load(std::sync::atomic::Ordering::SeqCst) - before,
+            2,
+            "{layer:?}: two requests reached the server"
+        );
+        s.close().unwrap();
+    }
+}
+
 #[test]
 fn session_as_nobody() {
     common::rerun_as_nobody(&["--skip", "session_as_nobody"]);

@@ -59,9 +59,8 @@
 //!   `None`; the job-control signals (`SIGSTOP`, `SIGTSTP`, `SIGCONT`) are unsupported.
 //! - The walls are the ones the session started with: a later `Sandbox::set_policy` or
 //!   `set_mode` changes how a command's environment and directory are resolved, not the
-//!   live sandbox. With `network = "allow"` the proxy serves the session's sandbox, but
-//!   its variables (`HTTP_PROXY`, …) are not yet given to each command: set them with
-//!   `Command::env` (a remainder of issue 29).
+//!   live sandbox. With `network = "allow"` the proxy serves the session's sandbox, and
+//!   each command gets its variables (`HTTP_PROXY`, …), replacing any of its own.
 //! - Commands share the session's PID namespace: one can list another's pid and
 //!   `/proc/PID/cmdline` (as `ps` does), but not its environment, memory or fds.
 
@@ -103,6 +102,9 @@ pub(super) struct Link {
     control: Mutex<Option<OwnedFd>>,
     /// Layer 2: the session's private `TMPDIR`, every command's.
     tmpdir: Option<OsString>,
+    /// `network = "allow"`: the variables that lead to the session's egress proxy
+    /// (`HTTP_PROXY`, …), every command's.
+    proxy_env: Vec<(OsString, OsString)>,
 }
 
 impl Sandbox {
@@ -150,11 +152,23 @@ impl Sandbox {
             .private_tmp
             .as_ref()
             .map(|t| t.path().as_os_str().to_owned());
+        // The proxy serves the session's sandbox, and so every command in it: its
+        // listeners (inside the sandbox's namespace, or on the host's loopback where the
+        // host makes and admits each connect of the sandbox's processes).
+        let proxy_env = server
+            .egress
+            .as_ref()
+            .map(|run| crate::plan::proxy_env(run.http_addr(), run.socks_addr()))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         Ok(Session {
             sandbox: self.clone(),
             link: Arc::new(Link {
                 control: Mutex::new(Some(host)),
                 tmpdir,
+                proxy_env,
             }),
             server: Some(server),
         })
@@ -214,6 +228,8 @@ impl Link {
             env.retain(|(k, _)| k != "TMPDIR");
             env.push(("TMPDIR".into(), dir.clone()));
         }
+        env.retain(|(k, _)| !self.proxy_env.iter().any(|(n, _)| n == k));
+        env.extend(self.proxy_env.iter().cloned());
     }
 
     /// Starts one command: sends the request, receives the supervisor's pidfd, then
