@@ -262,12 +262,9 @@ fn scan_decoded(
             Decoder::Hex => win.start + 2 * ds..win.start + 2 * de,
             Decoder::Url => {
                 let end = scratch.origin.get(de).map_or(win.end, |o| win.start + o);
-                let range = win.start + scratch.origin[ds]..end;
-                // Without an escape inside, the raw scan already reported it.
-                if range.len() == de - ds {
-                    continue;
-                }
-                range
+                // Without an escape inside, the raw scan may have reported it too (not
+                // when an escape is glued to it: `%22ghp_…`); the scanner keeps one.
+                win.start + scratch.origin[ds]..end
             }
         };
         if !keep.contains(&range.start) {
