@@ -947,11 +947,20 @@ fn pem_block_end(hay: &[u8], start: usize, header_end: usize) -> Option<usize> {
     while i < limit {
         if hay[i] == b'\\' {
             // A line break written as an escape, inside a JSON string or an env var.
-            match PEM_ESCAPES.iter().find(|e| hay[i..limit].starts_with(e)) {
+            let rest = &hay[i..limit];
+            match PEM_ESCAPES.iter().find(|e| rest.starts_with(e)) {
                 Some(e) => {
                     i += e.len();
                     run = 0;
                     continue;
+                }
+                // The text ends inside an escape (a stream cut there): the block runs
+                // to the end, so that the stream scanner waits for the rest.
+                None if limit == hay.len() && longest >= 40 => {
+                    if PEM_ESCAPES.iter().any(|e| e.starts_with(rest)) {
+                        return Some(hay.len());
+                    }
+                    break;
                 }
                 None => break,
             }
