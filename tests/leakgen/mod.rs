@@ -89,7 +89,11 @@ pub fn crc32(data: &[u8]) -> u32 {
     for &b in data {
         c ^= u32::from(b);
         for _ in 0..8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
         }
     }
     !c
@@ -172,7 +176,9 @@ pub fn checksummed(g: &mut Gen, prefix: &str) -> String {
 
 /// A PEM private key block; line breaks as `newline` (real or escaped).
 pub fn pem(g: &mut Gen, newline: &str) -> String {
-    let label = g.choose(&["", "RSA ", "EC ", "OPENSSH ", "ENCRYPTED ", "DSA "]).to_string()
+    let label = g
+        .choose(&["", "RSA ", "EC ", "OPENSSH ", "ENCRYPTED ", "DSA "])
+        .to_string()
         + &["PRIVATE", "KEY"].join(" ");
     let lines = g.range(2, 12);
     let mut body: Vec<String> = (0..lines).map(|_| g.pick(B64STD, 64)).collect();
@@ -190,8 +196,14 @@ pub fn jwt(g: &mut Gen) -> String {
     let alg = g.choose(&["HS256", "RS256", "ES256", "EdDSA", "PS512"]);
     let header = match g.below(3) {
         0 => format!(r#"{{"alg":"{alg}","typ":"JWT"}}"#),
-        1 => format!(r#"{{"typ":"JWT","alg":"{alg}","kid":"{}"}}"#, g.pick(ALNUM, 16)),
-        _ => format!(r#"{{"alg" : "{alg}" , "x5t" : ["{}", 12, true, null] }}"#, g.pick(ALNUM, 8)),
+        1 => format!(
+            r#"{{"typ":"JWT","alg":"{alg}","kid":"{}"}}"#,
+            g.pick(ALNUM, 16)
+        ),
+        _ => format!(
+            r#"{{"alg" : "{alg}" , "x5t" : ["{}", 12, true, null] }}"#,
+            g.pick(ALNUM, 8)
+        ),
     };
     let payload = format!(
         r#"{{"sub":"{}","iat":{},"name":"{}"}}"#,
@@ -211,11 +223,20 @@ pub fn jwt(g: &mut Gen) -> String {
 pub fn plant(g: &mut Gen, k: usize) -> Plant {
     let w = Plant::whole;
     match k {
-        0 => w("anthropic_api_key", format!("sk-ant-api03-{}", g.pick(B64URL, 93))),
-        1 => w("openrouter_api_key", format!("sk-or-v1-{}", g.pick(HEX_LOWER, 64))),
+        0 => w(
+            "anthropic_api_key",
+            format!("sk-ant-api03-{}", g.pick(B64URL, 93)),
+        ),
+        1 => w(
+            "openrouter_api_key",
+            format!("sk-or-v1-{}", g.pick(HEX_LOWER, 64)),
+        ),
         2 => {
             let kind = g.choose(&["proj-", "svcacct-", "admin-"]);
-            w("openai_api_key", format!("sk-{kind}{}", g.pick_in(B64URL, 40, 160)))
+            w(
+                "openai_api_key",
+                format!("sk-{kind}{}", g.pick_in(B64URL, 40, 160)),
+            )
         }
         3 => w("openai_api_key", format!("sk-{}", g.pick(ALNUM, 48))),
         4 => {
@@ -239,7 +260,12 @@ pub fn plant(g: &mut Gen, k: usize) -> Plant {
         ),
         8 => w(
             "slack_app_token",
-            format!("xapp-1-A{}-{}-{}", g.pick(UPPER_DIGIT, 10), g.pick(DIGITS, 13), g.pick(HEX_LOWER, 64)),
+            format!(
+                "xapp-1-A{}-{}-{}",
+                g.pick(UPPER_DIGIT, 10),
+                g.pick(DIGITS, 13),
+                g.pick(HEX_LOWER, 64)
+            ),
         ),
         9 => w("brave_search_api_key", format!("BSA{}", g.pick(B64URL, 28))),
         10 => w(
@@ -248,7 +274,12 @@ pub fn plant(g: &mut Gen, k: usize) -> Plant {
         ),
         11 => w(
             "discord_bot_token",
-            format!("M{}.{}.{}", g.pick(B64URL, 25), g.pick(B64URL, 6), g.pick(B64URL, 38)),
+            format!(
+                "M{}.{}.{}",
+                g.pick(B64URL, 25),
+                g.pick(B64URL, 6),
+                g.pick(B64URL, 38)
+            ),
         ),
         12 => w(
             "telegram_bot_token",
@@ -270,7 +301,10 @@ pub fn plant(g: &mut Gen, k: usize) -> Plant {
         }
         14 => {
             let p = g.choose(&["sk_live_", "sk_test_", "rk_live_", "rk_test_"]);
-            w("stripe_api_key", format!("{p}{}", g.pick_of(ALNUM, &[24, 99])))
+            w(
+                "stripe_api_key",
+                format!("{p}{}", g.pick_of(ALNUM, &[24, 99])),
+            )
         }
         15 => {
             let p = g.choose(&["glpat-", "gldt-", "glrt-"]);
@@ -288,7 +322,11 @@ pub fn plant(g: &mut Gen, k: usize) -> Plant {
         ),
         20 => {
             let sid = format!("SK{}", g.pick(HEX_LOWER, 32));
-            let before = g.choose(&["TWILIO_API_KEY=", "twilio: {\"api_key\": \"", "export Twilio_Key="]);
+            let before = g.choose(&[
+                "TWILIO_API_KEY=",
+                "twilio: {\"api_key\": \"",
+                "export Twilio_Key=",
+            ]);
             Plant::around("twilio_api_key", before, &sid, "")
         }
         21 => w(
@@ -308,7 +346,11 @@ pub fn plant(g: &mut Gen, k: usize) -> Plant {
         _ => {
             let scheme = g.choose(&["postgres", "https", "mongodb+srv", "redis", "amqp"]);
             let user = g.choose(&["", "app", "admin", "u%40x"]);
-            let pass = format!("{}{}", g.pick_in(ALNUM, 8, 24), g.choose(&["", "!", "%21", "-_"]));
+            let pass = format!(
+                "{}{}",
+                g.pick_in(ALNUM, 8, 24),
+                g.choose(&["", "!", "%21", "-_"])
+            );
             Plant::around(
                 "url_password",
                 &format!("{scheme}://{user}:"),

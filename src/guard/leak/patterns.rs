@@ -378,7 +378,10 @@ fn match_segs(hay: &[u8], pos: usize, segs: &[Seg]) -> Option<usize> {
 fn lead_len(token: &[u8], segs: &[Seg]) -> usize {
     match segs.first() {
         Some(Lit(l)) => l.len(),
-        Some(Alt(ls)) => ls.iter().find(|l| token.starts_with(l)).map_or(0, |l| l.len()),
+        Some(Alt(ls)) => ls
+            .iter()
+            .find(|l| token.starts_with(l))
+            .map_or(0, |l| l.len()),
         _ => 0,
     }
 }
@@ -423,7 +426,11 @@ static CRC32: [u32; 256] = {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { 0xEDB8_8320 ^ (c >> 1) } else { c >> 1 };
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[i] = c;
@@ -501,7 +508,11 @@ mod json {
     /// Whether `s` is one JSON object (whitespace around it allowed) with the key `key`
     /// (compared as written, escapes not decoded) at its top level.
     pub(super) fn object_has_key(s: &[u8], key: &[u8]) -> bool {
-        let mut p = Parser { s, i: 0, found: false };
+        let mut p = Parser {
+            s,
+            i: 0,
+            found: false,
+        };
         p.ws();
         if p.peek() != Some(b'{') || p.object(0, Some(key)).is_none() {
             return false;
@@ -797,10 +808,10 @@ fn prefixed_hit(hay: &[u8], pos: usize, hits: &mut Vec<Hit>) -> Option<usize> {
 /// letter and up to 31 of `[A-Za-z0-9+.-]`, not glued to more of them; the user part
 /// (maybe empty) and the password are userinfo characters (unreserved, percent-escapes,
 /// sub-delimiters; not `:`), at most 128 each; a host starts right after the `@`. A
-/// password is 8 characters or more, and what is left of it without its percent-escapes
-/// has at least three of upper case, lower case, digits and other characters: that
-/// rejects `user:password@`, `:$PASSWORD@`, `:secret123@` and URL parsers' test data
-/// (`:%F0%9F%92%A9@`). The finding's range is the password's.
+/// password is 8 characters or more, at most a third of it percent-escapes, and what is
+/// left of it without them has at least three of upper case, lower case, digits and other
+/// characters: that rejects `user:password@`, `:$PASSWORD@`, `:secret123@` and URL
+/// parsers' test data (`:%F0%9F%92%A9@`). The finding's range is the password's.
 pub(super) fn userinfo_hits(hay: &[u8], from: &mut usize, until: usize, hits: &mut Vec<Hit>) {
     static FINDER: OnceLock<memmem::Finder<'static>> = OnceLock::new();
     let finder = FINDER.get_or_init(|| memmem::Finder::new(b"://"));
@@ -852,21 +863,29 @@ fn url_password(hay: &[u8], at: usize) -> Option<Range<usize>> {
     }
     let pass = colon + 1;
     let end = span(pass, 128, &is_userinfo);
-    let host = hay.get(end + 1).is_some_and(|&b| b.is_ascii_alphanumeric() || b == b'[');
+    let host = hay
+        .get(end + 1)
+        .is_some_and(|&b| b.is_ascii_alphanumeric() || b == b'[');
     (end - pass <= 128 && end - pass >= 8 && hay.get(end) == Some(&b'@') && host)
         .then_some(pass..end)
         .filter(|r| password_like(&hay[r.clone()]))
 }
 
 /// Whether `pass`, its percent-escapes left out, has at least three of upper case, lower
-/// case, digits and other characters.
+/// case, digits and other characters, and escapes are at most a third of it (more is a URL
+/// parser's test data, `:%00%01%09…@`).
 fn password_like(pass: &[u8]) -> bool {
     let mut seen = [false; 4];
-    let mut i = 0;
+    let (mut i, mut escaped) = (0, 0);
     while i < pass.len() {
         let b = pass[i];
-        if b == b'%' && pass.get(i + 1..i + 3).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+        if b == b'%'
+            && pass
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+        {
             i += 3;
+            escaped += 3;
             continue;
         }
         let class = if b.is_ascii_uppercase() {
@@ -881,7 +900,7 @@ fn password_like(pass: &[u8]) -> bool {
         seen[class] = true;
         i += 1;
     }
-    seen.iter().filter(|&&s| s).count() >= 3
+    seen.iter().filter(|&&s| s).count() >= 3 && escaped * 3 <= pass.len()
 }
 
 fn pem_finder() -> &'static memmem::Finder<'static> {
@@ -1042,7 +1061,10 @@ mod tests {
         // The check is CRC32 itself: the standard check value.
         assert_eq!(super::crc32(b"123456789"), 0xCBF4_3926);
         assert_eq!(super::crc32(b"123456789"), crc32(b"123456789"));
-        assert_eq!(super::base62(base62_6(0xCBF4_3926).as_bytes()), Some(0xCBF4_3926));
+        assert_eq!(
+            super::base62(base62_6(0xCBF4_3926).as_bytes()),
+            Some(0xCBF4_3926)
+        );
     }
 
     #[test]
@@ -1053,7 +1075,11 @@ mod tests {
             br#" { "typ" : "JWT" , "alg" : "RS256", "x": [1, -2.5e3, true, null, {"a": {}}] } "#,
             br#"{"kid":"a\"b\\c\u00e9","alg":"none"}"#,
         ] {
-            assert!(object_has_key(ok, b"alg"), "{}", String::from_utf8_lossy(ok));
+            assert!(
+                object_has_key(ok, b"alg"),
+                "{}",
+                String::from_utf8_lossy(ok)
+            );
         }
         for bad in [
             &br#"{"typ":"JWT"}"#[..],
@@ -1068,7 +1094,11 @@ mod tests {
             br#"{"alg" "x"}"#,
             br#"{"alg":"x",}"#,
         ] {
-            assert!(!object_has_key(bad, b"alg"), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                !object_has_key(bad, b"alg"),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

@@ -114,8 +114,7 @@ impl StreamScanner {
             }
             f.range = self.base + f.range.start..self.base + f.range.end;
             let key = (f.range.start, f.range.end, f.pattern);
-            if f.range.end <= self.done
-                && (f.range.start < self.held || self.recent.contains(&key))
+            if f.range.end <= self.done && (f.range.start < self.held || self.recent.contains(&key))
             {
                 continue;
             }
