@@ -490,9 +490,9 @@ fn filler(g: &mut Gen, words: usize) -> String {
             }
             1 => s.push_str(&g.raw("0123456789abcdef", 40)),
             2 => s.push_str(&g.raw_in(B64URL, 4, 18)),
-            _ => s.push_str(*g.choose(WORDS)),
+            _ => s.push_str(g.choose::<&str>(WORDS)),
         }
-        s.push_str(*g.choose(&[" ", " ", " ", "\n", ", ", ". "]));
+        s.push_str(g.choose::<&str>(&[" ", " ", " ", "\n", ", ", ". "]));
     }
     s
 }
@@ -563,10 +563,10 @@ fn case(seed: u64) -> Case {
                 plain = format!("the value of the secret: {plain}");
             }
             let (blob, origin) = encode(plain.as_bytes(), form);
-            text.push_str(*g.choose(SEPARATORS));
+            text.push_str(g.choose::<&str>(SEPARATORS));
             let o = text.len();
             text.push_str(&blob);
-            text.push_str(*g.choose(SEPARATORS));
+            text.push_str(g.choose::<&str>(SEPARATORS));
             let unpadded = blob.trim_end_matches('=').len();
             let decoded_in_scan = match form {
                 Form::Url { .. } => oracle().escape.is_match(blob.as_bytes()),
@@ -600,7 +600,7 @@ fn case(seed: u64) -> Case {
                 must.push((p.name, Fingerprint::of(p.secret().as_bytes())));
             }
         }
-        text.push_str(*g.choose(&[" ", "\n"]));
+        text.push_str(g.choose::<&str>(&[" ", "\n"]));
         let more = g.range(0, 30);
         text.push_str(&filler(&mut g, more));
     }
@@ -675,7 +675,7 @@ fn run_case(seed: u64) -> Result<(), String> {
     }
     // One case in four, the same text as a stream, split at a random point with a scan in
     // between.
-    if seed % 4 != 0 {
+    if !seed.is_multiple_of(4) {
         return Ok(());
     }
     let mut g = Gen(seed ^ 0x5117);

@@ -1112,8 +1112,8 @@ mod tests {
         for text in [
             format!("https://db.internal:5432/{pass}@x"),
             format!("https://user@{pass}.example"),
-            format!("postgres://user:password@localhost/db"),
-            format!("redis://:$REDIS_PASSWORD@cache:6379"),
+            "postgres://user:password@localhost/db".to_string(),
+            "redis://:$REDIS_PASSWORD@cache:6379".to_string(),
             format!("9p://u:{pass}@host"),
             format!("postgres://u:{pass}@/socket"),
             format!("see: postgres://u:{}@h", "Ab1"),
