@@ -701,3 +701,27 @@ fn installed_text_raises_no_finding() {
     assert!(scanned > 0, "the repository's own sources at least");
     eprintln!("installed_text_raises_no_finding: {scanned} bytes");
 }
+
+/// Every format is listed in the README, and `stockade scan --json` (`scan_stream`) names
+/// each one when it finds it.
+#[test]
+fn every_format_is_named_in_the_readme_and_in_json() {
+    let readme = include_str!("../README.md");
+    let mut named = std::collections::BTreeSet::new();
+    let mut g = leakgen::Gen(77);
+    for k in 0..leakgen::FORMATS {
+        let p = leakgen::plant(&mut g, k);
+        let mut out = Vec::new();
+        assert!(scan_stream(format!("> {}\n", p.text).as_bytes(), true, &mut out).unwrap());
+        let out = String::from_utf8(out).unwrap();
+        assert!(!out.contains(p.secret()), "the JSON holds the secret: {out}");
+        for line in out.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            named.insert(v["pattern"].as_str().unwrap().to_string());
+        }
+    }
+    for name in PATTERN_NAMES {
+        assert!(named.contains(*name), "no JSON line names {name}");
+        assert!(readme.contains(&format!("`{name}`")), "README.md does not list {name}");
+    }
+}
