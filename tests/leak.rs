@@ -714,7 +714,10 @@ fn every_format_is_named_in_the_readme_and_in_json() {
         let mut out = Vec::new();
         assert!(scan_stream(format!("> {}\n", p.text).as_bytes(), true, &mut out).unwrap());
         let out = String::from_utf8(out).unwrap();
-        assert!(!out.contains(p.secret()), "the JSON holds the secret: {out}");
+        assert!(
+            !out.contains(p.secret()),
+            "the JSON holds the secret: {out}"
+        );
         for line in out.lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             named.insert(v["pattern"].as_str().unwrap().to_string());
@@ -722,6 +725,9 @@ fn every_format_is_named_in_the_readme_and_in_json() {
     }
     for name in PATTERN_NAMES {
         assert!(named.contains(*name), "no JSON line names {name}");
-        assert!(readme.contains(&format!("`{name}`")), "README.md does not list {name}");
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "README.md does not list {name}"
+        );
     }
 }
