@@ -440,6 +440,7 @@ static CRC32: [u32; 256] = {
 };
 
 /// CRC32 (IEEE, as zlib's `crc32`).
+#[cold]
 fn crc32(data: &[u8]) -> u32 {
     !data.iter().fold(!0u32, |c, &b| {
         CRC32[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8)
@@ -461,6 +462,7 @@ fn base62(digits: &[u8]) -> Option<u64> {
 
 /// Whether `header` (at most [`JWT_HEADER_MAX`] base64url characters) decodes to a JSON
 /// object with an `alg` key.
+#[cold]
 fn jwt_header(header: &[u8]) -> bool {
     let mut buf = [0u8; JWT_HEADER_MAX * 3 / 4];
     let Some(n) = decode_base64url(header, &mut buf) else {
@@ -803,8 +805,8 @@ fn prefixed_hit(hay: &[u8], pos: usize, hits: &mut Vec<Hit>) -> Option<usize> {
 
 /// The password of a URL's userinfo: `scheme://user:password@host`.
 ///
-/// Looks at the `://` that start at or after `*from` and before `until`, and moves
-/// `*from` past them, so that a text can be searched piece by piece. The scheme is a
+/// Looks at the `@` at or after `*from` and before `until`, and moves `*from` past them,
+/// so that a text can be searched piece by piece. The scheme is a
 /// letter and up to 31 of `[A-Za-z0-9+.-]`, not glued to more of them; the user part
 /// (maybe empty) and the password are userinfo characters (unreserved, percent-escapes,
 /// sub-delimiters; not `:`), at most 128 each; a host starts right after the `@`. A
