@@ -433,7 +433,7 @@ fn scan_and_scrub() {
     require!(Feature::UserNs);
     use std::io::Write;
     // A token-shaped value built at run time, so that no secret-looking literal is stored.
-    let token = format!("ghp_{}", "aB3".repeat(12));
+    let token = format!("ghp_{}2gEblC", "aB3".repeat(10));
     let mut scan = stockade()
         .arg("scan")
         .stdin(std::process::Stdio::piped())

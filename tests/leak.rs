@@ -4,6 +4,8 @@
 //! Test tokens are generated at run time from a fixed-seed generator, so no secret-shaped
 //! literal sits in the repository for secret scanners to flag.
 
+mod leakgen;
+
 use std::io::Write;
 
 use stockade::guard::leak::{
@@ -45,6 +47,13 @@ impl Gen {
     }
 }
 
+impl Gen {
+    /// A GitHub-style token: `prefix`, 30 random characters and their checksum.
+    fn checksummed(&mut self, prefix: &str) -> String {
+        leakgen::checksummed(&mut leakgen::Gen(self.next()), prefix)
+    }
+}
+
 const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 const B64URL: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 const B64STD: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -61,7 +70,7 @@ fn tokens() -> Vec<(&'static str, String)> {
         "-----BEGIN {pem_label}-----\n{}\n-----END {pem_label}-----",
         pem_body.join("\n")
     );
-    vec![
+    let mut tokens = vec![
         (
             "anthropic_api_key",
             format!("sk-ant-api03-{}", g.pick(B64URL, 93)),
@@ -72,11 +81,11 @@ fn tokens() -> Vec<(&'static str, String)> {
         ),
         ("openai_api_key", format!("sk-proj-{}", g.pick(B64URL, 120))),
         ("openai_api_key", format!("sk-{}", g.pick(ALNUM, 48))),
-        ("github_token", format!("ghp_{}", g.pick(ALNUM, 36))),
-        ("github_token", format!("gho_{}", g.pick(ALNUM, 36))),
-        ("github_token", format!("ghu_{}", g.pick(ALNUM, 36))),
-        ("github_token", format!("ghs_{}", g.pick(ALNUM, 36))),
-        ("github_token", format!("ghr_{}", g.pick(ALNUM, 36))),
+        ("github_token", g.checksummed("ghp_")),
+        ("github_token", g.checksummed("gho_")),
+        ("github_token", g.checksummed("ghu_")),
+        ("github_token", g.checksummed("ghs_")),
+        ("github_token", g.checksummed("ghr_")),
         (
             "github_pat",
             format!("github_pat_{}_{}", g.pick(ALNUM, 22), g.pick(ALNUM, 59)),
@@ -133,7 +142,29 @@ fn tokens() -> Vec<(&'static str, String)> {
             format!("ASIA{}", g.pick(UPPER_DIGIT, 16)),
         ),
         ("private_key", pem),
-    ]
+        (
+            "private_key",
+            leakgen::pem(&mut leakgen::Gen(g.next()), "\\n"),
+        ),
+        (
+            "private_key",
+            leakgen::pem(&mut leakgen::Gen(g.next()), "\\r\\n"),
+        ),
+        (
+            "private_key",
+            leakgen::pem(&mut leakgen::Gen(g.next()), "\\\\n"),
+        ),
+    ];
+    // The formats whose planted text is the secret itself (not Twilio's, Azure's or a
+    // URL's, which need words around them: tests/leak_oracle.rs has those).
+    let mut lg = leakgen::Gen(0x5eed);
+    for k in 14..leakgen::FORMATS {
+        let p = leakgen::plant(&mut lg, k);
+        if p.secret == (0..p.text.len()) {
+            tokens.push((p.name, p.text));
+        }
+    }
+    tokens
 }
 
 fn base64(bytes: &[u8], url_safe: bool, pad: bool) -> String {
@@ -589,5 +620,114 @@ fn a_secret_inside_the_clean_corpus_is_found() {
             .unwrap();
         let text = format!("{} {token} {}", &text[..mid], &text[mid..]);
         assert_found(&scan(text.as_bytes()), name, Encoding::Raw, &token, what);
+    }
+}
+
+/// Files that hold a credential on purpose (an example key, a JWT in a library's README):
+/// they must raise exactly this pattern, so that leaving them out of the clean corpus
+/// hides nothing.
+const KNOWN_HOLDERS: &[(&str, &str)] = &[
+    (
+        "/usr/share/doc/libxmlsec1-dev/examples/rsakey.pem",
+        "private_key",
+    ),
+    ("/usr/share/doc/python3-jwt/README.rst", "jwt"),
+];
+
+/// The files under `root`, sorted, smaller than 4 MiB, up to `budget` bytes in all.
+fn files_under(root: &std::path::Path, budget: &mut usize, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return;
+    };
+    let mut entries: Vec<_> = dir.filter_map(Result::ok).map(|e| e.path()).collect();
+    entries.sort();
+    for p in entries {
+        let Ok(meta) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if meta.is_dir() {
+            files_under(&p, budget, out);
+        } else if meta.is_file() && meta.len() < 4 << 20 && (meta.len() as usize) <= *budget {
+            *budget -= meta.len() as usize;
+            out.push(p);
+        }
+    }
+}
+
+/// Real text installed on this machine raises nothing: this repository's sources, the
+/// crate sources in cargo's registry, /usr/share/doc, node's npm (its JavaScript, some of
+/// it minified). Each tree that is present is read up to 24 MiB; a missing one is named on
+/// stderr.
+#[test]
+fn installed_text_raises_no_finding() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cargo")));
+    let mut roots = vec![
+        std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/src")),
+        "/usr/share/doc".into(),
+        "/usr/lib/node_modules/npm".into(),
+    ];
+    if let Some(h) = home {
+        roots.push(h.join("registry/src"));
+    }
+    let mut scanned = 0;
+    for root in roots {
+        if !root.is_dir() {
+            eprintln!("installed_text_raises_no_finding: no {}", root.display());
+            continue;
+        }
+        let mut files = Vec::new();
+        files_under(&root, &mut (24 << 20), &mut files);
+        for path in files {
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            scanned += bytes.len();
+            let found = scan(&bytes);
+            let holder = KNOWN_HOLDERS
+                .iter()
+                .find(|(p, _)| path == std::path::Path::new(p));
+            match holder {
+                Some((_, pattern)) => assert!(
+                    !found.is_empty() && found.iter().all(|f| f.pattern == *pattern),
+                    "{}: {found:?}",
+                    path.display()
+                ),
+                None => assert!(found.is_empty(), "{}: {found:?}", path.display()),
+            }
+        }
+    }
+    assert!(scanned > 0, "the repository's own sources at least");
+    eprintln!("installed_text_raises_no_finding: {scanned} bytes");
+}
+
+/// Every format is listed in the README, and `stockade scan --json` (`scan_stream`) names
+/// each one when it finds it.
+#[test]
+fn every_format_is_named_in_the_readme_and_in_json() {
+    let readme = include_str!("../README.md");
+    let mut named = std::collections::BTreeSet::new();
+    let mut g = leakgen::Gen(77);
+    for k in 0..leakgen::FORMATS {
+        let p = leakgen::plant(&mut g, k);
+        let mut out = Vec::new();
+        assert!(scan_stream(format!("> {}\n", p.text).as_bytes(), true, &mut out).unwrap());
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            !out.contains(p.secret()),
+            "the JSON holds the secret: {out}"
+        );
+        for line in out.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            named.insert(v["pattern"].as_str().unwrap().to_string());
+        }
+    }
+    for name in PATTERN_NAMES {
+        assert!(named.contains(*name), "no JSON line names {name}");
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "README.md does not list {name}"
+        );
     }
 }

@@ -25,7 +25,7 @@ fn sandbox_in(ws: &Path, mode: Mode) -> Sandbox {
 fn token_halves() -> (String, String) {
     (
         format!("ghp_{}", "A1b2C3d4E5f6G7h8"),
-        "I9j0K1l2M3n4O5p6Q7r8".to_string(),
+        "I9j0K1l2M3n4O50Zb5Hm".to_string(),
     )
 }
 

@@ -118,7 +118,7 @@ fn next_line_holds_a_planted_token_before_it_is_yielded() {
     let ws = tempdir();
     let (a, b) = (
         format!("ghp_{}", "A1b2C3d4E5f6G7h8"),
-        "I9j0K1l2M3n4O5p6Q7r8".to_string(),
+        "I9j0K1l2M3n4O50Zb5Hm".to_string(),
     );
     let token = format!("{a}{b}");
     runtime().block_on(async {

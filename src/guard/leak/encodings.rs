@@ -263,7 +263,10 @@ fn scan_decoded(
     match dec {
         Decoder::Base64(_) => decode_base64(src, &mut scratch.decoded),
         Decoder::Hex => decode_hex(src, &mut scratch.decoded),
-        Decoder::Url => decode_url(src, &mut scratch.decoded, &mut scratch.origin),
+        Decoder::Url => {
+            let cut = win.end == hay.len();
+            decode_url(src, cut, &mut scratch.decoded, &mut scratch.origin);
+        }
     }
     scratch.hits.clear();
     raw_hits(&scratch.decoded, &mut scratch.hits);
@@ -287,12 +290,9 @@ fn scan_decoded(
             Decoder::Hex => win.start + 2 * ds..win.start + 2 * de,
             Decoder::Url => {
                 let end = scratch.origin.get(de).map_or(win.end, |o| win.start + o);
-                let range = win.start + scratch.origin[ds]..end;
-                // Without an escape inside, the raw scan already reported it.
-                if range.len() == de - ds {
-                    continue;
-                }
-                range
+                // Without an escape inside, the raw scan may have reported it too (not
+                // when an escape is glued to it: `%22ghp_…`); the scanner keeps one.
+                win.start + scratch.origin[ds]..end
             }
         };
         if !keep.contains(&range.start) {
@@ -387,16 +387,25 @@ fn decode_hex(src: &[u8], out: &mut Vec<u8>) {
 }
 
 /// Decodes `%XX` escapes and records where each decoded byte came from (relative to `src`).
-/// A `%` not followed by two hex digits stays as is.
+/// A `%` not followed by two hex digits stays as is, but for one that `cut` off the end
+/// (`src` ends the text so far: `%4` may be the start of an escape that the next chunk of
+/// a stream completes), which is left out.
 ///
 /// Hand-written on purpose: `percent_encoding::percent_decode` decodes the same way but
 /// does not say where each decoded byte came from, and a finding must report its range in
 /// the scanned text, escapes included.
-fn decode_url(src: &[u8], out: &mut Vec<u8>, origin: &mut Vec<usize>) {
+fn decode_url(src: &[u8], cut: bool, out: &mut Vec<u8>, origin: &mut Vec<usize>) {
     out.clear();
     origin.clear();
+    let n = src.len();
+    let partial = match src {
+        [.., b'%'] => 1,
+        [.., b'%', h] if is(*h, HEX) => 2,
+        _ => 0,
+    };
+    let end = if cut { n - partial } else { n };
     let mut i = 0;
-    while i < src.len() {
+    while i < end {
         origin.push(i);
         if src[i] == b'%' && i + 2 < src.len() && is(src[i + 1], HEX) && is(src[i + 2], HEX) {
             out.push(hex_value(src[i + 1]) << 4 | hex_value(src[i + 2]));
@@ -468,9 +477,14 @@ mod tests {
         decode_hex(b"68656C6c6f7", &mut out);
         assert_eq!(out, b"hello");
         let mut origin = Vec::new();
-        decode_url(b"a%2Db%2", &mut out, &mut origin);
+        decode_url(b"a%2Db%2", false, &mut out, &mut origin);
         assert_eq!(out, b"a-b%2");
         assert_eq!(origin, [0, 1, 4, 5, 6]);
+        decode_url(b"a%2Db%2", true, &mut out, &mut origin);
+        assert_eq!(out, b"a-b");
+        assert_eq!(origin, [0, 1, 4]);
+        decode_url(b"a%2Db%", true, &mut out, &mut origin);
+        assert_eq!(out, b"a-b");
     }
 
     /// For every length of random hex text in mixed case, the decoder gives what the `hex`

@@ -14,7 +14,9 @@ use std::sync::OnceLock;
 
 use memchr::memmem;
 
-use super::class::{ALNUM, B64URL, DASH, DIGIT, HEX_LOWER, LOWER, PEM_BODY, RUN, UPPER, is};
+use super::class::{
+    ALNUM, B64URL, DASH, DIGIT, HEX_LOWER, LOWER, PEM_BODY, PLUS_SLASH, RUN, UPPER, is,
+};
 use super::runs::Runs;
 
 /// The shortest token any pattern accepts; shorter runs are never looked at.
@@ -40,6 +42,17 @@ pub const PATTERN_NAMES: &[&str] = &[
     "discord_bot_token",
     "telegram_bot_token",
     "private_key",
+    "stripe_api_key",
+    "gitlab_token",
+    "npm_token",
+    "pypi_token",
+    "huggingface_token",
+    "sendgrid_api_key",
+    "twilio_api_key",
+    "google_oauth_client_secret",
+    "azure_storage_key",
+    "jwt",
+    "url_password",
 ];
 
 /// One step of a token shape. Runs are possessive (no backtracking), so each shape is
@@ -59,13 +72,25 @@ enum Check {
     Mixed,
     /// Not one byte repeated.
     NotRepeated,
+    /// The last six characters are the base62 CRC32 of the others after the prefix's
+    /// `_` (GitHub's and npm's tokens).
+    Crc32,
+    /// [`Check::Mixed`], and the part before the first `.` is the base64url of a JSON
+    /// object with an `alg` key (a JWT's header).
+    JwtHeader,
 }
 
 struct Pattern {
     name: &'static str,
     segs: &'static [Seg],
     check: Check,
+    /// A word (lower case) that must appear, in any case, in the [`NEAR`] bytes before
+    /// the token: for shapes too plain to stand alone.
+    near: Option<&'static [u8]>,
 }
+
+/// How far before a token its [`Pattern::near`] word is looked for.
+const NEAR: usize = 64;
 
 use Seg::{Alt, Lit, OneOf, Run};
 
@@ -79,11 +104,13 @@ const ANTHROPIC: Pattern = Pattern {
         Run(B64URL, 40, 250),
     ],
     check: Check::Mixed,
+    near: None,
 };
 const OPENROUTER: Pattern = Pattern {
     name: "openrouter_api_key",
     segs: &[Lit(b"sk-or-v1-"), Run(HEX_LOWER, 64, 64)],
     check: Check::Mixed,
+    near: None,
 };
 const OPENAI_PROJECT: Pattern = Pattern {
     name: "openai_api_key",
@@ -93,16 +120,20 @@ const OPENAI_PROJECT: Pattern = Pattern {
         Run(B64URL, 40, 250),
     ],
     check: Check::Mixed,
+    near: None,
 };
 const OPENAI_LEGACY: Pattern = Pattern {
     name: "openai_api_key",
     segs: &[Lit(b"sk-"), Run(ALNUM, 32, 250)],
     check: Check::Mixed,
+    near: None,
 };
+/// 30 or more random characters and a 6-character base62 CRC32 of them.
 const GITHUB: Pattern = Pattern {
     name: "github_token",
     segs: &[Lit(b"gh"), OneOf(b"pousr"), Lit(b"_"), Run(ALNUM, 36, 251)],
-    check: Check::Mixed,
+    check: Check::Crc32,
+    near: None,
 };
 const GITHUB_PAT: Pattern = Pattern {
     name: "github_pat",
@@ -113,11 +144,13 @@ const GITHUB_PAT: Pattern = Pattern {
         Run(ALNUM, 50, 80),
     ],
     check: Check::Mixed,
+    near: None,
 };
 const GOOGLE: Pattern = Pattern {
     name: "google_api_key",
     segs: &[Lit(b"AIza"), Run(B64URL, 35, 35)],
     check: Check::Mixed,
+    near: None,
 };
 const SLACK: Pattern = Pattern {
     name: "slack_token",
@@ -130,6 +163,7 @@ const SLACK: Pattern = Pattern {
         Run(ALNUM | DASH, 14, 250),
     ],
     check: Check::Mixed,
+    near: None,
 };
 const SLACK_APP: Pattern = Pattern {
     name: "slack_app_token",
@@ -140,11 +174,13 @@ const SLACK_APP: Pattern = Pattern {
         Run(ALNUM | DASH, 20, 250),
     ],
     check: Check::Mixed,
+    near: None,
 };
 const BRAVE: Pattern = Pattern {
     name: "brave_search_api_key",
     segs: &[Lit(b"BSA"), Run(B64URL, 25, 45)],
     check: Check::Mixed,
+    near: None,
 };
 const AWS: Pattern = Pattern {
     name: "aws_access_key_id",
@@ -153,6 +189,7 @@ const AWS: Pattern = Pattern {
         Run(UPPER | DIGIT, 16, 16),
     ],
     check: Check::NotRepeated,
+    near: None,
 };
 /// The first part is the base64 of an 18 or 19 digit user id, so it starts with M, N or O.
 const DISCORD: Pattern = Pattern {
@@ -166,12 +203,106 @@ const DISCORD: Pattern = Pattern {
         Run(B64URL, 27, 38),
     ],
     check: Check::Mixed,
+    near: None,
 };
 const TELEGRAM: Pattern = Pattern {
     name: "telegram_bot_token",
     segs: &[Run(DIGIT, 8, 10), Lit(b":"), Run(B64URL, 35, 35)],
     check: Check::Mixed,
+    near: None,
 };
+
+/// Secret and restricted keys, live and test: 24 characters (older keys) to 99.
+const STRIPE: Pattern = Pattern {
+    name: "stripe_api_key",
+    segs: &[
+        Alt(&[b"sk_live_", b"sk_test_", b"rk_live_", b"rk_test_"]),
+        Run(ALNUM, 24, 247),
+    ],
+    check: Check::Mixed,
+    near: None,
+};
+/// Personal, deploy and runner tokens: 20 characters, longer in GitLab's newer forms.
+const GITLAB: Pattern = Pattern {
+    name: "gitlab_token",
+    segs: &[Alt(&[b"glpat-", b"gldt-", b"glrt-"]), Run(B64URL, 20, 300)],
+    check: Check::Mixed,
+    near: None,
+};
+/// GitHub's format: 30 random characters and their base62 CRC32.
+const NPM: Pattern = Pattern {
+    name: "npm_token",
+    segs: &[Lit(b"npm_"), Run(ALNUM, 36, 36)],
+    check: Check::Crc32,
+    near: None,
+};
+/// A macaroon whose first bytes name the index (`pypi.org`, `test.pypi.org`).
+const PYPI: Pattern = Pattern {
+    name: "pypi_token",
+    segs: &[
+        Alt(&[b"pypi-AgEIcHlwaS5vcmc", b"pypi-AgENdGVzdC5weXBpLm9yZw"]),
+        Run(B64URL, 50, 1000),
+    ],
+    check: Check::Mixed,
+    near: None,
+};
+const HUGGINGFACE: Pattern = Pattern {
+    name: "huggingface_token",
+    segs: &[Lit(b"hf_"), Run(UPPER | LOWER, 34, 34)],
+    check: Check::Mixed,
+    near: None,
+};
+const SENDGRID: Pattern = Pattern {
+    name: "sendgrid_api_key",
+    segs: &[
+        Lit(b"SG."),
+        Run(B64URL, 22, 22),
+        Lit(b"."),
+        Run(B64URL, 43, 43),
+    ],
+    check: Check::Mixed,
+    near: None,
+};
+/// An API key's SID: `SK` and 32 hex digits, a shape too plain to stand alone, so
+/// `twilio` must be written just before it (`TWILIO_API_KEY=…`, `"twilio": {"key": …`).
+const TWILIO: Pattern = Pattern {
+    name: "twilio_api_key",
+    segs: &[Lit(b"SK"), Run(HEX_LOWER, 32, 32)],
+    check: Check::Mixed,
+    near: Some(b"twilio"),
+};
+const GOOGLE_OAUTH: Pattern = Pattern {
+    name: "google_oauth_client_secret",
+    segs: &[Lit(b"GOCSPX-"), Run(B64URL, 28, 28)],
+    check: Check::Mixed,
+    near: None,
+};
+/// The 64-byte key of an Azure storage connection string (`AccountKey=…==`): 88
+/// base64 characters; the trigger is the run after `AccountKey=`.
+const AZURE_STORAGE: Pattern = Pattern {
+    name: "azure_storage_key",
+    segs: &[Run(ALNUM | PLUS_SLASH, 86, 86), Lit(b"==")],
+    check: Check::Mixed,
+    near: None,
+};
+/// Header, payload and signature in base64url; the header is a JSON object with an
+/// `alg` key (`eyJ` is the base64 of `{"`). The trigger is a run that starts with `eyJ`
+/// and ends at a `.`.
+const JWT: Pattern = Pattern {
+    name: "jwt",
+    segs: &[
+        Lit(b"eyJ"),
+        Run(B64URL, 17, JWT_HEADER_MAX - 3),
+        Lit(b"."),
+        Run(B64URL, 2, 4096),
+        Lit(b"."),
+        Run(B64URL, 16, 1024),
+    ],
+    check: Check::JwtHeader,
+    near: None,
+};
+/// The longest JWT header looked at.
+const JWT_HEADER_MAX: usize = 512;
 
 /// Literal prefixes and the patterns to try, in order, where one is found.
 const PREFIXES: &[(&str, &[&Pattern])] = &[
@@ -193,6 +324,18 @@ const PREFIXES: &[(&str, &[&Pattern])] = &[
     ("ASIA", &[&AWS]),
     ("ABIA", &[&AWS]),
     ("ACCA", &[&AWS]),
+    ("sk_live_", &[&STRIPE]),
+    ("sk_test_", &[&STRIPE]),
+    ("rk_live_", &[&STRIPE]),
+    ("rk_test_", &[&STRIPE]),
+    ("glpat-", &[&GITLAB]),
+    ("gldt-", &[&GITLAB]),
+    ("glrt-", &[&GITLAB]),
+    ("npm_", &[&NPM]),
+    ("pypi-", &[&PYPI]),
+    ("hf_", &[&HUGGINGFACE]),
+    ("SK", &[&TWILIO]),
+    ("GOCSPX-", &[&GOOGLE_OAUTH]),
 ];
 
 /// Matches `segs` at `hay[pos..]`; returns the end of the match.
@@ -231,30 +374,301 @@ fn match_segs(hay: &[u8], pos: usize, segs: &[Seg]) -> Option<usize> {
     Some(i)
 }
 
-fn lead_len(segs: &[Seg]) -> usize {
+/// The length of the literal that starts the match of `segs` at `token`, if one does.
+fn lead_len(token: &[u8], segs: &[Seg]) -> usize {
     match segs.first() {
         Some(Lit(l)) => l.len(),
-        Some(Alt(ls)) => ls.first().map_or(0, |l| l.len()),
+        Some(Alt(ls)) => ls
+            .iter()
+            .find(|l| token.starts_with(l))
+            .map_or(0, |l| l.len()),
         _ => 0,
     }
 }
 
-fn passes(check: Check, body: &[u8]) -> bool {
+/// At least two of upper case, lower case and digits.
+fn mixed(body: &[u8]) -> bool {
+    let (mut u, mut l, mut d) = (false, false, false);
+    for &b in body {
+        u |= b.is_ascii_uppercase();
+        l |= b.is_ascii_lowercase();
+        d |= b.is_ascii_digit();
+    }
+    u as u8 + l as u8 + d as u8 >= 2
+}
+
+/// Whether `token` (whose literal lead is `lead` bytes long) passes `check`.
+fn passes(check: Check, token: &[u8], lead: usize) -> bool {
+    let body = &token[lead..];
     match check {
-        Check::Mixed => {
-            let (mut u, mut l, mut d) = (false, false, false);
-            for &b in body {
-                u |= b.is_ascii_uppercase();
-                l |= b.is_ascii_lowercase();
-                d |= b.is_ascii_digit();
-            }
-            u as u8 + l as u8 + d as u8 >= 2
-        }
+        Check::Mixed => mixed(body),
         Check::NotRepeated => body.first().is_some_and(|f| body.iter().any(|b| b != f)),
+        Check::Crc32 => {
+            // The part after the prefix's `_`.
+            let Some(us) = token.iter().position(|&b| b == b'_') else {
+                return false;
+            };
+            let (data, sum) = token[us + 1..].split_at(token.len() - us - 1 - 6);
+            base62(sum) == Some(u64::from(crc32(data)))
+        }
+        Check::JwtHeader => {
+            let header = &token[..token.iter().position(|&b| b == b'.').unwrap_or(0)];
+            mixed(body) && jwt_header(header)
+        }
     }
 }
 
-/// Tries `p` at `hay[pos..]` with the boundary rules and the body check.
+/// The IEEE CRC32 table (polynomial 0xEDB88320, reflected).
+static CRC32: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+/// CRC32 (IEEE, as zlib's `crc32`).
+#[cold]
+fn crc32(data: &[u8]) -> u32 {
+    !data.iter().fold(!0u32, |c, &b| {
+        CRC32[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8)
+    })
+}
+
+/// The value of `digits` in base 62 (`0-9A-Za-z`), if every byte is a digit.
+fn base62(digits: &[u8]) -> Option<u64> {
+    digits.iter().try_fold(0u64, |n, &b| {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'A'..=b'Z' => b - b'A' + 10,
+            b'a'..=b'z' => b - b'a' + 36,
+            _ => return None,
+        };
+        Some(n * 62 + u64::from(d))
+    })
+}
+
+/// Whether `header` (at most [`JWT_HEADER_MAX`] base64url characters) decodes to a JSON
+/// object with an `alg` key.
+#[cold]
+fn jwt_header(header: &[u8]) -> bool {
+    let mut buf = [0u8; JWT_HEADER_MAX * 3 / 4];
+    let Some(n) = decode_base64url(header, &mut buf) else {
+        return false;
+    };
+    let json = &buf[..n];
+    std::str::from_utf8(json).is_ok() && json::object_has_key(json, b"alg")
+}
+
+/// Decodes unpadded base64url into `out` (trailing bits ignored); `None` for a length
+/// that no encoding has or a byte outside the alphabet.
+fn decode_base64url(src: &[u8], out: &mut [u8]) -> Option<usize> {
+    if src.len() % 4 == 1 || src.len() * 3 / 4 > out.len() {
+        return None;
+    }
+    let v = |b: u8| -> Option<u32> {
+        Some(u32::from(match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        }))
+    };
+    let (mut acc, mut bits, mut n) = (0u32, 0, 0);
+    for &b in src {
+        acc = acc << 6 | v(b)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out[n] = (acc >> bits) as u8;
+            acc &= (1 << bits) - 1;
+            n += 1;
+        }
+    }
+    Some(n)
+}
+
+/// A JSON validator just large enough for a JWT header: no allocation, nesting bounded.
+mod json {
+    /// How deep arrays and objects may nest.
+    const DEPTH: usize = 16;
+
+    /// Whether `s` is one JSON object (whitespace around it allowed) with the key `key`
+    /// (compared as written, escapes not decoded) at its top level.
+    pub(super) fn object_has_key(s: &[u8], key: &[u8]) -> bool {
+        let mut p = Parser {
+            s,
+            i: 0,
+            found: false,
+        };
+        p.ws();
+        if p.peek() != Some(b'{') || p.object(0, Some(key)).is_none() {
+            return false;
+        }
+        p.ws();
+        p.i == s.len() && p.found
+    }
+
+    struct Parser<'a> {
+        s: &'a [u8],
+        i: usize,
+        found: bool,
+    }
+
+    impl Parser<'_> {
+        fn peek(&self) -> Option<u8> {
+            self.s.get(self.i).copied()
+        }
+
+        fn eat(&mut self, b: u8) -> Option<()> {
+            (self.peek()? == b).then(|| self.i += 1)
+        }
+
+        fn ws(&mut self) {
+            while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+                self.i += 1;
+            }
+        }
+
+        fn value(&mut self, depth: usize) -> Option<()> {
+            match self.peek()? {
+                b'{' => self.object(depth, None),
+                b'[' => self.array(depth),
+                b'"' => self.string().map(|_| ()),
+                b't' => self.word(b"true"),
+                b'f' => self.word(b"false"),
+                b'n' => self.word(b"null"),
+                _ => self.number(),
+            }
+        }
+
+        /// An object; when `key` is given, notes whether one of its keys is `key`.
+        fn object(&mut self, depth: usize, key: Option<&[u8]>) -> Option<()> {
+            if depth >= DEPTH {
+                return None;
+            }
+            self.eat(b'{')?;
+            self.ws();
+            if self.eat(b'}').is_some() {
+                return Some(());
+            }
+            loop {
+                self.ws();
+                let k = self.string()?;
+                if key == Some(k) {
+                    self.found = true;
+                }
+                self.ws();
+                self.eat(b':')?;
+                self.ws();
+                self.value(depth + 1)?;
+                self.ws();
+                if self.eat(b',').is_none() {
+                    return self.eat(b'}');
+                }
+            }
+        }
+
+        fn array(&mut self, depth: usize) -> Option<()> {
+            if depth >= DEPTH {
+                return None;
+            }
+            self.eat(b'[')?;
+            self.ws();
+            if self.eat(b']').is_some() {
+                return Some(());
+            }
+            loop {
+                self.ws();
+                self.value(depth + 1)?;
+                self.ws();
+                if self.eat(b',').is_none() {
+                    return self.eat(b']');
+                }
+            }
+        }
+
+        /// A string; returns its contents as written.
+        fn string(&mut self) -> Option<&[u8]> {
+            self.eat(b'"')?;
+            let start = self.i;
+            loop {
+                match self.peek()? {
+                    b'"' => break,
+                    b'\\' => {
+                        self.i += 1;
+                        match self.peek()? {
+                            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                            b'u' => {
+                                let hex = self.s.get(self.i + 1..self.i + 5)?;
+                                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                    return None;
+                                }
+                                self.i += 5;
+                            }
+                            _ => return None,
+                        }
+                    }
+                    0..=0x1f => return None,
+                    _ => self.i += 1,
+                }
+            }
+            let end = self.i;
+            self.i += 1;
+            Some(&self.s[start..end])
+        }
+
+        fn word(&mut self, w: &[u8]) -> Option<()> {
+            self.s[self.i..].starts_with(w).then(|| self.i += w.len())
+        }
+
+        /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`
+        fn number(&mut self) -> Option<()> {
+            let _ = self.eat(b'-');
+            match self.peek()? {
+                b'0' => self.i += 1,
+                b'1'..=b'9' => self.digits(),
+                _ => return None,
+            }
+            if self.eat(b'.').is_some() {
+                self.peek().filter(u8::is_ascii_digit)?;
+                self.digits();
+            }
+            if matches!(self.peek(), Some(b'e' | b'E')) {
+                self.i += 1;
+                if matches!(self.peek(), Some(b'+' | b'-')) {
+                    self.i += 1;
+                }
+                self.peek().filter(u8::is_ascii_digit)?;
+                self.digits();
+            }
+            Some(())
+        }
+
+        fn digits(&mut self) {
+            while self.peek().is_some_and(|b| b.is_ascii_digit()) {
+                self.i += 1;
+            }
+        }
+    }
+}
+
+/// Tries `p` at `hay[pos..]` with the boundary rules, the body check and the word that
+/// must be near.
 fn try_pattern(hay: &[u8], pos: usize, p: &Pattern) -> Option<usize> {
     if pos > 0 && is(hay[pos - 1], ALNUM) {
         return None;
@@ -263,8 +677,20 @@ fn try_pattern(hay: &[u8], pos: usize, p: &Pattern) -> Option<usize> {
     if end < hay.len() && is(hay[end], B64URL) {
         return None;
     }
-    let body = &hay[pos + lead_len(p.segs)..end];
-    passes(p.check, body).then_some(end)
+    let token = &hay[pos..end];
+    if !passes(p.check, token, lead_len(token, p.segs)) {
+        return None;
+    }
+    if let Some(word) = p.near {
+        let before = &hay[pos.saturating_sub(NEAR)..pos];
+        if !before
+            .windows(word.len())
+            .any(|w| w.eq_ignore_ascii_case(word))
+        {
+            return None;
+        }
+    }
+    Some(end)
 }
 
 /// A token found in one buffer, before it is mapped back to the scanned text.
@@ -293,6 +719,7 @@ pub(super) fn raw_hits(hay: &[u8], hits: &mut Vec<Hit>) {
         run_hits(hay, s, e, hits);
     }
     pem_hits(hay, &mut 0, hay.len(), hits);
+    userinfo_hits(hay, &mut 0, hay.len(), hits);
 }
 
 /// The tokens in the candidate run `hay[s..e]` (a maximal run of [`RUN`] bytes).
@@ -317,14 +744,22 @@ pub(super) fn run_hits(hay: &[u8], s: usize, e: usize, hits: &mut Vec<Hit>) {
             }
         }
     }
+    let dot_after = hay.get(e) == Some(&b'.');
     // Discord: the run is the first of three dot-separated parts.
-    if (23..=26).contains(&len) && hay.get(e) == Some(&b'.') {
-        if let Some(end) = try_pattern(hay, s, &DISCORD) {
-            hits.push(Hit {
-                pattern: DISCORD.name,
-                range: s..end,
-            });
-        }
+    if (23..=26).contains(&len) && dot_after {
+        push_hit(hay, s, &DISCORD, hits);
+    }
+    // SendGrid: the run is the 22 characters between `SG.` and the second part.
+    if len == 22 && dot_after && s >= 3 && &hay[s - 3..s] == b"SG." {
+        push_hit(hay, s - 3, &SENDGRID, hits);
+    }
+    // A JWT: the run is the header.
+    if dot_after && hay[s..e].starts_with(b"eyJ") {
+        push_hit(hay, s, &JWT, hits);
+    }
+    // Azure storage: the run is the key but for its `==`.
+    if len == 86 && hay[..s].ends_with(b"AccountKey=") {
+        push_hit(hay, s, &AZURE_STORAGE, hits);
     }
     // A token starts at the run's start or right after a non-alphanumeric byte of it
     // (`-`, `_`, `+`, `/`): only there are the literal prefixes compared.
@@ -338,6 +773,16 @@ pub(super) fn run_hits(hay: &[u8], s: usize, e: usize, hits: &mut Vec<Hit>) {
             }
         }
         after_alnum = is(b, ALNUM);
+    }
+}
+
+/// Pushes `p`'s hit at `hay[pos..]`, if it matches there.
+fn push_hit(hay: &[u8], pos: usize, p: &Pattern, hits: &mut Vec<Hit>) {
+    if let Some(end) = try_pattern(hay, pos, p) {
+        hits.push(Hit {
+            pattern: p.name,
+            range: pos..end,
+        });
     }
 }
 
@@ -356,6 +801,107 @@ fn prefixed_hit(hay: &[u8], pos: usize, hits: &mut Vec<Hit>) -> Option<usize> {
         });
         Some(end)
     })
+}
+
+/// The password of a URL's userinfo: `scheme://user:password@host`.
+///
+/// Looks at the `@` at or after `*from` and before `until`, and moves `*from` past them,
+/// so that a text can be searched piece by piece. The scheme is a
+/// letter and up to 31 of `[A-Za-z0-9+.-]`, not glued to more of them; the user part
+/// (maybe empty) and the password are userinfo characters (unreserved, percent-escapes,
+/// sub-delimiters; not `:`), at most 128 each; a host starts right after the `@`. A
+/// password is 8 characters or more, at most a third of it percent-escapes, and what is
+/// left of it without them has at least three of upper case, lower case, digits and other
+/// characters: that rejects `user:password@`, `:$PASSWORD@`, `:secret123@` and URL
+/// parsers' test data (`:%F0%9F%92%A9@`). The finding's range is the password's.
+pub(super) fn userinfo_hits(hay: &[u8], from: &mut usize, until: usize, hits: &mut Vec<Hit>) {
+    // Found from the `@`, which text holds far less often than `:` or `/`.
+    while *from < until {
+        let Some(off) = memchr::memchr(b'@', &hay[*from..until]) else {
+            *from = until;
+            break;
+        };
+        let at = *from + off;
+        *from = at + 1;
+        if let Some(range) = url_password(hay, at) {
+            hits.push(Hit {
+                pattern: "url_password",
+                range,
+            });
+        }
+    }
+}
+
+/// Whether `b` may stand in a URL's userinfo (RFC 3986: unreserved, `%`, sub-delimiters),
+/// `:` aside.
+fn is_userinfo(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(&b)
+}
+
+/// The password of the URL whose userinfo ends at the `@` at `at`, if it has one.
+fn url_password(hay: &[u8], at: usize) -> Option<Range<usize>> {
+    // The userinfo characters right before `hay[end]`, at most `max + 1` of them.
+    let back = |end: usize, max: usize| {
+        hay[end.saturating_sub(max + 1)..end]
+            .iter()
+            .rev()
+            .take_while(|&&b| is_userinfo(b))
+            .count()
+    };
+    let pass = at - back(at, 128);
+    if !(8..=128).contains(&(at - pass)) || pass == 0 || hay[pass - 1] != b':' {
+        return None;
+    }
+    let user = pass - 1 - back(pass - 1, 128);
+    if pass - 1 - user > 128 || !hay[..user].ends_with(b"://") {
+        return None;
+    }
+    let sep = user - 3;
+    let is_scheme = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'.' | b'-');
+    let scheme = hay[sep.saturating_sub(33)..sep]
+        .iter()
+        .rev()
+        .take_while(|&&b| is_scheme(b))
+        .count();
+    if scheme == 0 || scheme > 32 || !hay[sep - scheme].is_ascii_alphabetic() {
+        return None;
+    }
+    let host = hay
+        .get(at + 1)
+        .is_some_and(|&b| b.is_ascii_alphanumeric() || b == b'[');
+    (host && password_like(&hay[pass..at])).then_some(pass..at)
+}
+
+/// Whether `pass`, its percent-escapes left out, has at least three of upper case, lower
+/// case, digits and other characters, and escapes are at most a third of it (more is a URL
+/// parser's test data, `:%00%01%09…@`).
+fn password_like(pass: &[u8]) -> bool {
+    let mut seen = [false; 4];
+    let (mut i, mut escaped) = (0, 0);
+    while i < pass.len() {
+        let b = pass[i];
+        if b == b'%'
+            && pass
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+        {
+            i += 3;
+            escaped += 3;
+            continue;
+        }
+        let class = if b.is_ascii_uppercase() {
+            0
+        } else if b.is_ascii_lowercase() {
+            1
+        } else if b.is_ascii_digit() {
+            2
+        } else {
+            3
+        };
+        seen[class] = true;
+        i += 1;
+    }
+    seen.iter().filter(|&&s| s).count() >= 3 && escaped * 3 <= pass.len()
 }
 
 fn pem_finder() -> &'static memmem::Finder<'static> {
@@ -409,15 +955,38 @@ fn pem_header_end(hay: &[u8], start: usize) -> Option<usize> {
     label_ok.then_some(label_at + label_len + 5)
 }
 
+/// Line breaks as escapes: `\n`, `\r\n`, and both with the backslash escaped again.
+const PEM_ESCAPES: &[&[u8]] = &[b"\\n", b"\\r\\n", b"\\\\n", b"\\\\r\\\\n"];
+
 /// The end of the block whose header spans `start..header_end`: after its `-----END` line
 /// when there is one, else after its body. `None` when no body line of 40 base64
 /// characters follows the header.
 fn pem_block_end(hay: &[u8], start: usize, header_end: usize) -> Option<usize> {
     let limit = hay.len().min(start + PEM_MAX);
     let (mut i, mut run, mut longest) = (header_end, 0, 0);
-    while i < limit && is(hay[i], PEM_BODY) {
+    while i < limit {
+        if hay[i] == b'\\' {
+            // A line break written as an escape, inside a JSON string or an env var.
+            let rest = &hay[i..limit];
+            match PEM_ESCAPES.iter().find(|e| rest.starts_with(e)) {
+                Some(e) => {
+                    i += e.len();
+                    run = 0;
+                    continue;
+                }
+                // The text ends inside an escape (a stream cut there): the block runs
+                // to the end, so that the stream scanner waits for the rest.
+                None if limit == hay.len() && longest >= 40 => {
+                    if PEM_ESCAPES.iter().any(|e| e.starts_with(rest)) {
+                        return Some(hay.len());
+                    }
+                    break;
+                }
+                None => break,
+            }
+        }
         // `-----END` stops the body; a lone `-` inside a header line does not.
-        if hay[i] == b'-' && hay[i..].starts_with(b"-----") {
+        if !is(hay[i], PEM_BODY) || hay[i] == b'-' && hay[i..].starts_with(b"-----") {
             break;
         }
         run = if is(hay[i], RUN) || hay[i] == b'=' {
@@ -447,13 +1016,13 @@ fn pem_block_end(hay: &[u8], start: usize, header_end: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use crate::guard::leak::testgen::{ALNUM_CHARS, Gen};
+    use crate::guard::leak::testgen::{ALNUM_CHARS, Gen, base62_6, crc32};
     use crate::guard::leak::{Encoding, Fingerprint, scan};
 
     #[test]
     fn finds_a_github_token_with_its_range() {
         let mut g = Gen(1);
-        let tok = format!("gh{}_{}", "p", g.pick(ALNUM_CHARS, 36));
+        let tok = g.checksummed(&format!("gh{}_", "p"));
         let text = format!("token: {tok}\n");
         let found = scan(text.as_bytes());
         assert_eq!(found.len(), 1, "{found:?}");
@@ -473,6 +1042,88 @@ mod tests {
         // All one class: a placeholder.
         assert!(scan(format!("ghp_{}", "x".repeat(36)).as_bytes()).is_empty());
         assert!(scan(format!("AKIA{}", "X".repeat(16)).as_bytes()).is_empty());
+    }
+
+    /// A GitHub or npm token whose checksum does not match its random part is not one.
+    #[test]
+    fn a_bad_checksum_is_rejected() {
+        let mut g = Gen(5);
+        for prefix in ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "npm_"] {
+            let tok = g.checksummed(prefix);
+            let found = scan(format!("t={tok}\n").as_bytes());
+            assert_eq!(found.len(), 1, "{prefix}: {found:?}");
+            for k in [prefix.len(), tok.len() - 6, tok.len() - 1] {
+                let mut bad = tok.clone().into_bytes();
+                bad[k] = if bad[k] == b'x' { b'y' } else { b'x' };
+                let bad = String::from_utf8(bad).unwrap();
+                assert!(scan(bad.as_bytes()).is_empty(), "{prefix}: changed at {k}");
+            }
+        }
+        // The check is CRC32 itself: the standard check value.
+        assert_eq!(super::crc32(b"123456789"), 0xCBF4_3926);
+        assert_eq!(super::crc32(b"123456789"), crc32(b"123456789"));
+        assert_eq!(
+            super::base62(base62_6(0xCBF4_3926).as_bytes()),
+            Some(0xCBF4_3926)
+        );
+    }
+
+    #[test]
+    fn jwt_headers_are_json_objects_with_alg() {
+        use super::json::object_has_key;
+        for ok in [
+            &br#"{"alg":"HS256","typ":"JWT"}"#[..],
+            br#" { "typ" : "JWT" , "alg" : "RS256", "x": [1, -2.5e3, true, null, {"a": {}}] } "#,
+            br#"{"kid":"a\"b\\c\u00e9","alg":"none"}"#,
+        ] {
+            assert!(
+                object_has_key(ok, b"alg"),
+                "{}",
+                String::from_utf8_lossy(ok)
+            );
+        }
+        for bad in [
+            &br#"{"typ":"JWT"}"#[..],
+            br#"{"x":{"alg":"HS256"}}"#,
+            br#"["alg"]"#,
+            br#"{"alg":"HS256""#,
+            br#"{"alg":"HS256"} x"#,
+            br#"{"alg":01}"#,
+            br#"{"alg":1.}"#,
+            br#"{"alg":"a	b"}"#,
+            br#"{"alg":"\q"}"#,
+            br#"{"alg" "x"}"#,
+            br#"{"alg":"x",}"#,
+        ] {
+            assert!(
+                !object_has_key(bad, b"alg"),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn url_passwords_need_a_real_userinfo() {
+        let pass = format!("{}{}", "Xk4", "pQ9zLm2");
+        let found = scan(format!("DB=postgres://app:{pass}@db.internal:5432/x\n").as_bytes());
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].pattern, "url_password");
+        assert_eq!(found[0].range, 18..28);
+        for text in [
+            format!("https://db.internal:5432/{pass}@x"),
+            format!("https://user@{pass}.example"),
+            "postgres://user:password@localhost/db".to_string(),
+            "redis://:$REDIS_PASSWORD@cache:6379".to_string(),
+            format!("9p://u:{pass}@host"),
+            format!("postgres://u:{pass}@/socket"),
+            format!("see: postgres://u:{}@h", "Ab1"),
+            format!("ftp://rms:{}@host", "secret123"),
+            format!("http://u:{}@e", "%F0%9F%92%A9"),
+            format!("https://foo.com:123,foo:{}@b", "Bar1"),
+        ] {
+            assert!(scan(text.as_bytes()).is_empty(), "{text}");
+        }
     }
 
     #[test]

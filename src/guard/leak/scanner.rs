@@ -3,7 +3,7 @@
 use super::encodings::{MIN_DECODED, Scratch, UrlCursor, scan_run, scan_url};
 use super::finding::{Encoding, Finding, Fingerprint, PatternName};
 use super::host::HostPatterns;
-use super::patterns::{MIN_TOKEN, pem_hits, run_hits};
+use super::patterns::{MIN_TOKEN, pem_hits, run_hits, userinfo_hits};
 use super::runs::Runs;
 
 /// How much text [`scan`] looks at in one go: small enough to stay in the L2 cache between
@@ -23,11 +23,13 @@ pub(super) fn scan(hay: &[u8], host: &HostPatterns) -> Vec<Finding> {
     let mut runs = Runs::<MIN_TOKEN>::new(hay);
     let mut url = UrlCursor::default();
     let mut pem = 0;
+    let mut userinfo = 0;
     let mut until = 0;
     while until < hay.len() {
         until = hay.len().min(until + BLOCK);
         scan_url(hay, &mut url, until, &mut scratch, &mut findings);
         pem_hits(hay, &mut pem, until, &mut raw);
+        userinfo_hits(hay, &mut userinfo, until, &mut raw);
         while let Some((s, e)) = runs.next_before(until) {
             run_hits(hay, s, e, &mut raw);
             if e - s >= MIN_DECODED {
@@ -50,12 +52,14 @@ pub(super) fn scan(hay: &[u8], host: &HostPatterns) -> Vec<Finding> {
         range: h.range,
     }));
 
+    // The same secret found twice at one place (raw, and inside a decoded URL run) is
+    // reported once, raw.
     findings.sort_by(|a, b| {
-        (a.range.start, a.range.end, a.encoding, &a.pattern).cmp(&(
+        (a.range.start, a.range.end, &a.pattern, a.encoding).cmp(&(
             b.range.start,
             b.range.end,
-            b.encoding,
             &b.pattern,
+            b.encoding,
         ))
     });
     findings.dedup_by(|a, b| a.range == b.range && a.pattern == b.pattern);

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 
-use super::finding::Finding;
+use super::finding::{Finding, PatternName};
 use super::host::HostPatterns;
 use super::scanner;
 
@@ -28,17 +28,37 @@ const HOLD: usize = 8;
 /// Findings come back from [`push`](Self::push) when a batch is complete, from
 /// [`flush`](Self::flush) for what has been pushed so far (but for a few bytes that may
 /// still be the start of a secret), and from [`finish`](Self::finish) for the rest.
-#[derive(Default)]
 pub struct StreamScanner {
     buf: Vec<u8>,
     /// The stream offset of `buf[0]`.
     base: usize,
-    /// Every finding that ends at or before this stream offset has been returned.
+    /// Every finding that ends at or before this stream offset has been returned, but for
+    /// those that start at or after `held` (see there).
     done: usize,
+    /// Where the first finding held back by the last scan starts (it reached the end of
+    /// the buffer): scanned again with more text, it may end earlier than it did (a PEM
+    /// block whose END line was cut), before `done`, and must still be returned.
+    held: usize,
+    /// The findings returned that start at or after `held`: (start, end, pattern).
+    recent: Vec<(usize, usize, PatternName)>,
     /// Bytes pushed since the last scan.
     fresh: usize,
     /// The host's patterns, looked for beside the built-in formats.
     host: HostPatterns,
+}
+
+impl Default for StreamScanner {
+    fn default() -> StreamScanner {
+        StreamScanner {
+            buf: Vec::new(),
+            base: 0,
+            done: 0,
+            held: usize::MAX,
+            recent: Vec::new(),
+            fresh: 0,
+            host: HostPatterns::default(),
+        }
+    }
 }
 
 impl StreamScanner {
@@ -99,18 +119,30 @@ impl StreamScanner {
         let close = if last { len } else { len.saturating_sub(HOLD) };
         let mut keep_from = if last { len } else { len.saturating_sub(TAIL) };
         let mut found = Vec::new();
+        let mut held = usize::MAX;
         for mut f in scanner::scan(&self.buf, &self.host) {
             if f.range.end > close {
                 keep_from = keep_from.min(f.range.start);
-                continue;
-            }
-            if self.base + f.range.end <= self.done {
+                held = held.min(self.base + f.range.start);
                 continue;
             }
             f.range = self.base + f.range.start..self.base + f.range.end;
+            let key = (f.range.start, f.range.end, f.pattern.clone());
+            if f.range.end <= self.done && (f.range.start < self.held || self.recent.contains(&key))
+            {
+                continue;
+            }
             found.push(f);
         }
         self.done = self.done.max(self.base + close);
+        self.held = held;
+        self.recent.retain(|r| r.0 >= held);
+        self.recent.extend(
+            found
+                .iter()
+                .filter(|f| f.range.start >= held)
+                .map(|f| (f.range.start, f.range.end, f.pattern.clone())),
+        );
         self.buf.drain(..keep_from);
         self.base += keep_from;
         self.fresh = 0;

@@ -34,3 +34,39 @@ impl Gen {
 
 pub(super) const ALNUM_CHARS: &str =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/// CRC32 (IEEE), bit by bit: the definition, not the scanner's table.
+pub(super) fn crc32(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+/// `n` in base 62 (`0-9A-Za-z`), six digits with leading zeros.
+pub(super) fn base62_6(mut n: u64) -> String {
+    let digits = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut out = [b'0'; 6];
+    for d in out.iter_mut().rev() {
+        *d = digits[(n % 62) as usize];
+        n /= 62;
+    }
+    String::from_utf8(out.to_vec()).unwrap()
+}
+
+impl Gen {
+    /// A GitHub- or npm-style token: `prefix`, 30 random characters and their checksum.
+    pub(super) fn checksummed(&mut self, prefix: &str) -> String {
+        let random = self.pick(ALNUM_CHARS, 30);
+        let sum = base62_6(u64::from(crc32(random.as_bytes())));
+        format!("{prefix}{random}{sum}")
+    }
+}
