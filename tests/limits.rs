@@ -82,9 +82,12 @@ fn cpu_time_ends_a_busy_process_with_sigxcpu() {
         child.termination(),
         Some(Termination::CpuTime(Duration::from_secs(1)))
     );
+    // The rlimit counts the scheduler's exact runtime; the usage's user and system times
+    // are that runtime split by tick samples (`cputime_adjust`), which on a loaded VM
+    // (steal time) came to 833 ms at the 1 s limit: most of the second, not all of it.
     let usage = child.usage().unwrap();
     assert!(
-        usage.user_cpu + usage.system_cpu >= Duration::from_millis(900),
+        usage.user_cpu + usage.system_cpu >= Duration::from_millis(600),
         "{usage:?}"
     );
 }
