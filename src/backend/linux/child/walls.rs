@@ -109,9 +109,10 @@ pub(super) fn seccomp(walls: Option<&Walls>) -> R {
 pub(super) fn seccomp_explained(explain: &ExplainFilter) -> R {
     // SAFETY: the explained filter answers with ALLOW, KILL_PROCESS, ERRNO of ENOSYS, and
     // USER_NOTIF, which the host answers with the errno the filter without explain would
-    // have returned (EPERM or ENOSYS) or, for a watched `connect`, by letting the call
-    // run: no call reports a success that did not happen. No call of this child waits on
-    // the listener before the host has it (see above).
+    // have returned (EPERM or ENOSYS), by letting a watched call run, or (layer 2's
+    // `network = "allow"`) with the result of a `connect` it made itself on the caller's
+    // own socket: no call reports a success that did not happen. No call of this child
+    // waits on the listener before the host has it (see above).
     let listener =
         unsafe { sys::seccomp_set_mode_filter_listener(0, explain.filter.instructions()) }?;
     // SAFETY: the parent keeps its copy of the socket's child end open in `exec` until
