@@ -483,20 +483,14 @@ impl Answerer {
         let Some(Supervise { ports, admitted }) = &self.supervise else {
             return Made::Continue;
         };
-        let pid = n.pid as libc::pid_t;
-        let fd = n.data.args[0] as u32 as i32;
-        let socket = match sys::pidfd_open(pid, 0).and_then(|p| sys::pidfd_getfd(p.as_fd(), fd)) {
+        let (socket, family) = match self.caller_socket(n) {
             Ok(s) => s,
-            // Not a descriptor of the caller's: the call's own error.
-            Err(stockade_sys::Errno(libc::EBADF)) => return Made::Done(Err(libc::EBADF)),
+            // Not a descriptor of the caller's, or no longer pending: as the kernel says.
+            Err(e @ (libc::EBADF | libc::EINTR)) => return Made::Done(Err(e)),
             // The caller made itself untraceable (or is gone): refused.
             Err(_) => return Made::Refused(None),
         };
-        // The pid named the caller, and its fd table, only while it is pending.
-        if sys::seccomp_notif_id_valid(&self.listener, n.id).is_err() {
-            return Made::Done(Err(libc::EINTR));
-        }
-        match domain_of(&socket) {
+        match family {
             Some(libc::AF_INET | libc::AF_INET6) => {}
             Some(_) => return Made::Continue,
             // Not a socket: the kernel's own answer.
@@ -529,21 +523,34 @@ impl Answerer {
     /// and `listen` would bind it to an ephemeral port on every address by itself); any
     /// other socket's continues (`Ok`). The caller's other errors as the kernel gives them.
     fn listen(&self, n: &libc::seccomp_notif) -> Result<(), i32> {
+        match self.caller_socket(n) {
+            Ok((_, Some(libc::AF_INET | libc::AF_INET6))) => Err(libc::EACCES),
+            Ok((_, Some(_))) => Ok(()),
+            Ok((_, None)) => Err(libc::ENOTSOCK),
+            Err(e @ (libc::EBADF | libc::EINTR)) => Err(e),
+            Err(_) => Err(libc::EACCES),
+        }
+    }
+
+    /// The socket of a watched call (its argument 0) duplicated from the caller
+    /// (`pidfd_getfd`), and its address family (`None`: not a socket), while the call is
+    /// still pending. `Err(EBADF)`: no such descriptor; `Err(EINTR)`: no longer pending;
+    /// another errno: the caller cannot be reached (untraceable, gone).
+    fn caller_socket(
+        &self,
+        n: &libc::seccomp_notif,
+    ) -> Result<(stockade_sys::OwnedFd, Option<i32>), i32> {
         let pid = n.pid as libc::pid_t;
         let fd = n.data.args[0] as u32 as i32;
-        let socket = match sys::pidfd_open(pid, 0).and_then(|p| sys::pidfd_getfd(p.as_fd(), fd)) {
-            Ok(s) => s,
-            Err(stockade_sys::Errno(libc::EBADF)) => return Err(libc::EBADF),
-            Err(_) => return Err(libc::EACCES),
-        };
+        let socket = sys::pidfd_open(pid, 0)
+            .and_then(|p| sys::pidfd_getfd(p.as_fd(), fd))
+            .map_err(|stockade_sys::Errno(e)| e)?;
+        // The pid named the caller, and its fd table, only while it is pending.
         if sys::seccomp_notif_id_valid(&self.listener, n.id).is_err() {
             return Err(libc::EINTR);
         }
-        match domain_of(&socket) {
-            Some(libc::AF_INET | libc::AF_INET6) => Err(libc::EACCES),
-            Some(_) => Ok(()),
-            None => Err(libc::ENOTSOCK),
-        }
+        let family = domain_of(&socket);
+        Ok((socket, family))
     }
 
     /// The IPv4 or IPv6 address of a watched call, whose arguments `at` and `at + 1` are
