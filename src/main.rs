@@ -25,6 +25,9 @@ use stockade::{Error, Network, Policy, Sandbox, SpawnError};
 
 mod forward;
 mod relay;
+#[cfg(target_os = "linux")]
+mod session_cli;
+mod session_wire;
 mod shown;
 
 use shown::shown;
@@ -100,9 +103,51 @@ enum Cmd {
         /// {wall, operation, target, count, hint}.
         #[arg(long, value_name = "FILE")]
         explain_json: Option<PathBuf>,
+        /// Run the program in the session served at SOCKET (`stockade session --socket
+        /// SOCKET`) instead of a sandbox of its own: the session's policy holds, so the
+        /// policy flags (--config, --workspace, …), --scrub, --stats, --stats-json,
+        /// --explain and --explain-json are refused with it. The program gets the
+        /// caller's stdin, stdout and stderr themselves (as with --no-pty); --cwd, --env
+        /// and --secret-env work as without it. The exit status is the program's, as
+        /// without it. SOCKET must be this user's: a socket (not a symbolic link) owned by
+        /// the caller, in a directory only the caller can write, served by the caller's
+        /// uid.
+        #[arg(long, value_name = "SOCKET")]
+        session: Option<PathBuf>,
+        /// With --session: the processes the program leaves running when it ends (`cmd
+        /// &`, daemons) live on until the session ends, instead of ending with it.
+        #[arg(long)]
+        keep_background: bool,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true)]
         program: Vec<OsString>,
+    },
+    /// Serve a warm session at SOCKET: one sandbox, started once, in which each `stockade
+    /// run --session SOCKET -- PROGRAM…` runs its program at the cost of a fork and an
+    /// exec.
+    ///
+    /// The socket is made 0600 in its directory, which must be the caller's and writable
+    /// by no one else, and the server serves only its own uid. What one command writes to
+    /// the workspace, the writable paths and /tmp, the next one sees; nothing else
+    /// persists between commands (see --keep-background of run). Clients are served
+    /// concurrently. SIGINT, SIGTERM or SIGHUP end the session: running commands are
+    /// killed, the sandbox ends, the socket is removed, and the server exits with 128+N.
+    /// If the server is killed otherwise, the sandbox dies with it and the socket is
+    /// removed all the same.
+    Session {
+        /// Where to serve: a path whose name does not exist yet.
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+        #[command(flatten)]
+        policy: PolicyArgs,
+    },
+    /// (Internal: removes a session's socket when its server has ended.)
+    #[command(name = "__session-janitor", hide = true)]
+    SessionJanitor {
+        dir: PathBuf,
+        dir_id: String,
+        name: OsString,
+        id: String,
     },
     /// Show what this kernel allows, layer by layer, and why a layer is refused: the
     /// recognized cause (an AppArmor or sysctl restriction, a container's seccomp profile,
@@ -465,6 +510,37 @@ impl PolicyArgs {
 }
 
 impl PolicyArgs {
+    /// The first policy flag given, by its name (for `run --session`, where the
+    /// session's server holds the policy).
+    fn first_given(&self) -> Option<&'static str> {
+        let given = [
+            ("--config", self.config.is_some()),
+            ("--workspace", self.workspace.is_some()),
+            ("--data-dir", self.data_dir.is_some()),
+            ("--writable", !self.writable.is_empty()),
+            ("--overlay", self.overlay.is_some()),
+            ("--read-only", !self.read_only.is_empty()),
+            ("--tools-dir", self.tools_dir.is_some()),
+            ("--network", self.network.is_some()),
+            ("--allow-domain", !self.allow_domain.is_empty()),
+            ("--allow-private", !self.allow_private.is_empty()),
+            ("--passthrough-env", !self.passthrough_env.is_empty()),
+            ("--keep-session", self.keep_session),
+            ("--layer", self.layer.is_some()),
+            ("--fallback", self.fallback.is_some()),
+            ("--min-layer", self.min_layer.is_some()),
+            ("--allow-ptrace", self.allow_ptrace),
+            ("--memory", self.memory.is_some()),
+            ("--processes", self.processes.is_some()),
+            ("--cpu", self.cpu.is_some()),
+            ("--wall-time", self.wall_time.is_some()),
+            ("--cpu-time", self.cpu_time.is_some()),
+            ("--open-files", self.open_files.is_some()),
+            ("--file-size", self.file_size.is_some()),
+        ];
+        given.into_iter().find_map(|(flag, g)| g.then_some(flag))
+    }
+
     /// Refuses `--allow-domain` and `--allow-private` without the allow mode, and a
     /// `--network` flag that leaves a config's lists without it, naming the flag (the
     /// policy refuses both as well, `PolicyError::AllowWithoutProxy`, but names only its
@@ -527,8 +603,45 @@ fn main() -> ExitCode {
             stats_json,
             explain,
             explain_json,
+            session,
+            keep_background,
             program,
         } => {
+            if let Some(socket) = session {
+                let refused = [
+                    ("--scrub", scrub),
+                    ("--stats", stats),
+                    ("--stats-json", stats_json.is_some()),
+                    ("--explain", explain),
+                    ("--explain-json", explain_json.is_some()),
+                ]
+                .into_iter()
+                .find_map(|(flag, given)| given.then_some(flag))
+                .or_else(|| policy.first_given());
+                if let Some(flag) = refused {
+                    return fail(
+                        2,
+                        format_args!(
+                            "{flag} cannot be used with --session (the session's server \
+                             holds the policy, and the command's output goes to the caller \
+                             directly)"
+                        ),
+                    );
+                }
+                if !no_die_with_parent {
+                    if let Err(e) = caller.die_with() {
+                        return fail(125, format_args!("prctl(PR_SET_PDEATHSIG): {}", Report(&e)));
+                    }
+                }
+                return run_in_session(&socket, cwd, &env, &secret_env, keep_background, &program);
+            }
+            if keep_background {
+                return fail(
+                    2,
+                    "--keep-background needs --session (a sandbox of its own ends with its \
+                     program, and everything in it)",
+                );
+            }
             if !no_die_with_parent {
                 if let Err(e) = caller.die_with() {
                     return fail(125, format_args!("prctl(PR_SET_PDEATHSIG): {}", Report(&e)));
@@ -572,6 +685,13 @@ fn main() -> ExitCode {
             config,
         } => scan(json, pattern, config.as_deref()),
         Cmd::Detect { json } => detect(json),
+        Cmd::Session { socket, policy } => serve_session(&policy, &socket),
+        Cmd::SessionJanitor {
+            dir,
+            dir_id,
+            name,
+            id,
+        } => session_janitor(&dir, &dir_id, &name, &id),
         Cmd::Changes { dir, diff, json } => changes_cmd::list(&dir, diff, json),
         Cmd::Apply {
             dir,
@@ -937,6 +1057,58 @@ fn run(
     code
 }
 
+/// `stockade run --session`: the command in the session at `socket`.
+#[cfg(target_os = "linux")]
+fn run_in_session(
+    socket: &Path,
+    cwd: Option<PathBuf>,
+    env: &[String],
+    secret_env: &[String],
+    keep_background: bool,
+    program: &[OsString],
+) -> ExitCode {
+    match variables(env, secret_env) {
+        Ok(vars) => session_cli::run_in(socket, cwd, vars, keep_background, program),
+        Err(code) => code,
+    }
+}
+
+/// Sessions are Linux's (`Sandbox::session`).
+#[cfg(not(target_os = "linux"))]
+fn run_in_session(
+    _: &Path,
+    _: Option<PathBuf>,
+    _: &[String],
+    _: &[String],
+    _: bool,
+    _: &[OsString],
+) -> ExitCode {
+    fail(125, "--session: sessions need Linux")
+}
+
+/// `stockade session --socket PATH`.
+#[cfg(target_os = "linux")]
+fn serve_session(policy: &PolicyArgs, socket: &Path) -> ExitCode {
+    session_cli::serve(policy, socket)
+}
+
+/// Sessions are Linux's (`Sandbox::session`).
+#[cfg(not(target_os = "linux"))]
+fn serve_session(_: &PolicyArgs, _: &Path) -> ExitCode {
+    fail(125, "session: sessions need Linux")
+}
+
+/// The hidden `__session-janitor` ([`session_cli`]).
+#[cfg(target_os = "linux")]
+fn session_janitor(dir: &Path, dir_id: &str, name: &std::ffi::OsStr, id: &str) -> ExitCode {
+    session_cli::janitor_main(dir, dir_id, name, id)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn session_janitor(_: &Path, _: &str, _: &std::ffi::OsStr, _: &str) -> ExitCode {
+    ExitCode::from(2)
+}
+
 /// Prints the run's usage (`--stats`) and writes it with its end as JSON
 /// (`--stats-json`); exit code 125 when the file cannot be written.
 fn report_stats(
@@ -1083,17 +1255,37 @@ fn command(
     env: &[String],
     secret_env: &[String],
 ) -> Result<stockade::Command, ExitCode> {
+    let (env, secret_env) = variables(env, secret_env)?;
     let mut cmd = sandbox.command(prog);
     cmd.args(rest);
     if let Some(c) = cwd {
         cmd.current_dir(c);
     }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    for (k, v) in secret_env {
+        cmd.secret_env(k, v);
+    }
+    Ok(cmd)
+}
+
+/// The variables of `--env` and `--secret-env`; exit code 2 (a usage error, like clap's)
+/// for a variable without `=` or without a name, or a `--secret-env NAME` that
+/// stockade's own environment does not set.
+#[allow(clippy::type_complexity)]
+fn variables(
+    env: &[String],
+    secret_env: &[String],
+) -> Result<(Vec<(String, OsString)>, Vec<(String, OsString)>), ExitCode> {
+    let mut plain = Vec::new();
     for kv in env {
         match kv.split_once('=') {
-            Some((k, v)) if !k.is_empty() => cmd.env(k, v),
+            Some((k, v)) if !k.is_empty() => plain.push((k.to_string(), v.into())),
             _ => return Err(fail(2, format!("--env {kv:?}: expected NAME=VALUE"))),
         };
     }
+    let mut secret = Vec::new();
     for kv in secret_env {
         // Neither the value nor a name that may be a mistyped value is echoed.
         let (k, v) = match kv.split_once('=') {
@@ -1110,9 +1302,9 @@ fn command(
                 }
             },
         };
-        cmd.secret_env(k, v);
+        secret.push((k, v));
     }
-    Ok(cmd)
+    Ok((plain, secret))
 }
 
 /// Spawns `cmd` and says whether the sandbox runs degraded. A failure gives its exit

@@ -242,6 +242,92 @@ fn background_processes_end_with_their_command() {
 }
 
 #[test]
+fn kept_background_processes_live_until_close() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            continue;
+        };
+        let marker = format!("stockade-session-keep-{}-{layer:?}", std::process::id());
+        // The program ends at once; its job and a double-forked, setsid daemon stay.
+        let script = format!(
+            "(exec -a {marker} sleep 1000) </dev/null >/dev/null 2>&1 & echo $! > bg.pid; \
+             setsid bash -c '(exec -a {marker} sleep 1000) & echo $! > daemon.pid' \
+             </dev/null >/dev/null 2>&1 & wait $!; while [ ! -s daemon.pid ]; do :; done; exit 3"
+        );
+        let status = s
+            .command("bash")
+            .args(["-c", &script])
+            .keep_background(true)
+            .status()
+            .unwrap();
+        // The status is the program's, when the program ends.
+        assert_eq!(status.code(), Some(3), "{layer:?}");
+        assert_eq!(common::host_processes_with(&marker).len(), 2, "{layer:?}");
+        // Still there for a later command (which cannot signal them: their command's
+        // domain is not its own) …
+        for f in ["bg.pid", "daemon.pid"] {
+            let pid = std::fs::read_to_string(ws.path().join(f)).unwrap();
+            let out = sh(&s, &format!("kill -0 {} 2>&1", pid.trim()));
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(!out.status.success(), "{layer:?}: {f}: {text}");
+            assert!(
+                text.contains("Operation not permitted"),
+                "{layer:?}: {f}: {text}"
+            );
+        }
+        // … and what the session's commands write to /tmp in the meantime is theirs.
+        sh_ok(
+            &s,
+            "(sleep 0.3; echo late > /tmp/late) </dev/null >/dev/null 2>&1 &",
+        );
+        assert_eq!(common::host_processes_with(&marker).len(), 2, "{layer:?}");
+        // Kept for that command only: the next one's background job ended with it.
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let out = sh(&s, "cat /tmp/late 2>&1");
+        assert!(!out.status.success(), "{layer:?}: not kept, still ran");
+        let kept = s
+            .command("sh")
+            .args([
+                "-c",
+                "(sleep 0.3; echo late > /tmp/late) </dev/null >/dev/null 2>&1 &",
+            ])
+            .keep_background(true)
+            .status()
+            .unwrap();
+        assert!(kept.success(), "{layer:?}");
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        assert_eq!(sh_ok(&s, "cat /tmp/late"), "late\n", "{layer:?}");
+        // `close` ends them.
+        s.close().unwrap();
+        assert_eq!(
+            common::host_processes_with(&marker),
+            Vec::<u32>::new(),
+            "{layer:?}"
+        );
+    }
+}
+
+#[test]
+fn keep_background_is_refused_outside_a_session() {
+    let ws = workspace();
+    let sb = sandbox_on(ws.path(), Layer::Landlock, |_| {});
+    let err = sb
+        .command("true")
+        .keep_background(true)
+        .status()
+        .expect_err("keep_background without a session");
+    let text = err.to_string();
+    assert!(text.contains("only a session's command"), "{text}");
+    assert!(
+        matches!(&err, stockade::Error::Spawn(e) if e.errno().map(|e| e as i32) == Some(libc::EINVAL)),
+        "{err:?}"
+    );
+    // The same command without it runs.
+    assert!(sb.command("true").status().unwrap().success());
+}
+
+#[test]
 fn close_leaves_no_process() {
     for layer in LAYERS {
         let ws = workspace();

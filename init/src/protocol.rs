@@ -224,6 +224,9 @@ pub mod session {
     pub const FDS: usize = 5;
     /// Request flag: the program starts a session of its own (`setsid`).
     pub const NEW_SESSION: u32 = 1;
+    /// Request flag: the processes the program leaves running when it ends live on until
+    /// the session closes (the host's opt-in, `Command::keep_background`).
+    pub const KEEP_BACKGROUND: u32 = 2;
     /// `"STKP"`, the magic of a reply.
     pub const REPLY_MAGIC: u32 = u32::from_be_bytes(*b"STKP");
     /// Size of a reply.
@@ -250,7 +253,7 @@ pub mod session {
     /// A request's header, checked against the strings that follow it.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct Request<'a> {
-        /// Bits: [`NEW_SESSION`].
+        /// Bits: [`NEW_SESSION`], [`KEEP_BACKGROUND`].
         pub flags: u32,
         /// The number of candidate paths.
         pub candidates: usize,
@@ -288,7 +291,7 @@ pub mod session {
                 return None;
             }
             let flags = word(1)?;
-            if flags & !NEW_SESSION != 0 {
+            if flags & !(NEW_SESSION | KEEP_BACKGROUND) != 0 {
                 return None;
             }
             let (candidates, argc, envc) =

@@ -171,7 +171,7 @@ pub fn main(args: &Args) -> ! {
     // The host reads EOF on the report pipe once every copy is closed: this one (the
     // program's process closes its own at the program's exec).
     let _ = sys::close(report);
-    supervise(&cfg, sfd.as_fd(), status.as_fd(), program)
+    supervise(&cfg, sfd.as_fd(), status.as_fd(), program, Background::End)
 }
 
 /// Reports the init's own step failing with `errno` while the program already runs, and
@@ -258,12 +258,25 @@ fn sorted<const N: usize>(mut v: [i32; N]) -> [i32; N] {
     v
 }
 
+/// What becomes of the processes the program leaves running when it ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Background {
+    /// They are killed and reaped before the status is written (every sandbox's init,
+    /// and a session's command by default).
+    End,
+    /// A session's command whose host opted in (`session::KEEP_BACKGROUND`): the status
+    /// is written when the program ends, and they live on until they end or the kill
+    /// request comes ([`linger`]).
+    Keep,
+}
+
 /// Step 3. Never returns. (A session's command supervisor runs it too: `session.rs`.)
 pub(crate) fn supervise(
     cfg: &Config,
     sfd: BorrowedFd<'_>,
     status_fd: BorrowedFd<'_>,
     program: i32,
+    background: Background,
 ) -> ! {
     let mut status: Option<i32> = None;
     let mut info = [0u8; c::SIGINFO_SIZE];
@@ -289,7 +302,41 @@ pub(crate) fn supervise(
             let _ = sys::kill(program, signo);
         }
         if let Some(st) = status {
+            if background == Background::Keep && children != Children::None {
+                let _ = sys::write(status_fd, &protocol::status_record(st));
+                linger(cfg, sfd, program, st)
+            }
             finish(cfg, status_fd, program, st, children)
+        }
+    }
+}
+
+/// A kept command's supervisor after its program has ended and its status is written:
+/// the subreaper of what the program left, until none of it is left (then it exits) or
+/// the kill request comes (the server's end, through the parent-death signal, or the
+/// host's kill): then it ends them all. Other signals are not forwarded: the program,
+/// which they were for, has ended. Never returns.
+fn linger(cfg: &Config, sfd: BorrowedFd<'_>, program: i32, status: i32) -> ! {
+    let mut info = [0u8; c::SIGINFO_SIZE];
+    let mut st = Some(status);
+    loop {
+        match sys::read(sfd, &mut info) {
+            Ok(c::SIGINFO_SIZE) => {}
+            Err(c::EINTR) => continue,
+            // Cannot happen with a valid signalfd; without one nothing would tell this
+            // process to end them, so they end now.
+            _ => {
+                end_all(cfg, program, &mut st);
+                sys::exit_group(protocol::exit_code(status))
+            }
+        }
+        let (signo, _) = siginfo(&info);
+        if signo == protocol::SIGCHLD && reap(program, &mut st) == Children::None {
+            sys::exit_group(protocol::exit_code(status))
+        }
+        if signo == protocol::KILL_REQUEST {
+            end_all(cfg, program, &mut st);
+            sys::exit_group(protocol::exit_code(status))
         }
     }
 }

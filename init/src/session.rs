@@ -19,7 +19,10 @@
 //!    to its directory, closes every other fd and execs the program;
 //! 4. supervises it as layer 2's init does (`run.rs`): forwards the host's signals, and
 //!    when the program ends kills and reaps every descendant, writes the program's raw wait
-//!    status to the command's status pipe and exits.
+//!    status to the command's status pipe and exits; or, when the host asked to keep the
+//!    command's background processes ([`session::KEEP_BACKGROUND`]), writes the status
+//!    and stays their subreaper until they end, or the server does (its parent-death
+//!    signal is the kill request: then it ends them all).
 //!
 //! Nothing here can reach the host's memory: the server and its forks are copies of this
 //! `no_std` image, exec'd from the sealed memfd. The request's bytes come from the host;
@@ -260,7 +263,12 @@ fn command(request: &[u8], fds: [OwnedFd; session::FDS]) -> ! {
         go_fd: -1,
         program,
     };
-    run::supervise(&cfg, sfd.as_fd(), status.as_fd(), program)
+    let background = if req.flags & session::KEEP_BACKGROUND != 0 {
+        run::Background::Keep
+    } else {
+        run::Background::End
+    };
+    run::supervise(&cfg, sfd.as_fd(), status.as_fd(), program, background)
 }
 
 /// The exit code of a command whose program could not be started.

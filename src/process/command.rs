@@ -58,6 +58,9 @@ pub struct Command {
     controlling_terminal: bool,
     /// Whether dropping the `Child` ends the sandbox.
     kill_on_drop: bool,
+    /// A session's command: its background processes live on until the session closes
+    /// ([`Command::keep_background`]).
+    keep_background: bool,
     /// Whether the run reports what the sandbox denied ([`Command::explain`]).
     explain: bool,
     /// A pseudo-terminal of this size `(rows, cols)` for the program ([`Command::pty`]).
@@ -91,6 +94,7 @@ impl Command {
             pass: Vec::new(),
             controlling_terminal: false,
             kill_on_drop: false,
+            keep_background: false,
             explain: false,
             pty: None,
             pty_modes: None,
@@ -247,6 +251,25 @@ impl Command {
     /// the group escapes), and with a cgroup every process in it.
     pub fn kill_on_drop(&mut self, on: bool) -> &mut Command {
         self.kill_on_drop = on;
+        self
+    }
+
+    /// A session's command ([`Session::command`](crate::Session::command)): with `keep`,
+    /// the processes the program leaves running when it ends (`cmd &`, a daemon that
+    /// double-forks) live on until the session closes, instead of ending with it. The
+    /// command's status still comes when the program itself ends; those processes stay
+    /// in the command's own Landlock domain (no other command can signal or trace them),
+    /// keep the command's stdio open (so a host that reads its output to the end, as
+    /// [`Command::output`] does, waits for them too: give them their own), and end at
+    /// [`Session::close`](crate::Session::close), or with the session's sandbox.
+    /// [`Child::kill`] before the program ends still ends them all. Default: off.
+    ///
+    /// # Errors
+    ///
+    /// The spawn of a command that is not a session's fails with `EINVAL`: a fresh
+    /// sandbox ends with its program, and everything in it.
+    pub fn keep_background(&mut self, keep: bool) -> &mut Command {
+        self.keep_background = keep;
         self
     }
 
@@ -571,6 +594,14 @@ impl Command {
         if let Some(link) = &self.session {
             return self.start_in_session(link, stdio, controlling_terminal, pty);
         }
+        if self.keep_background {
+            return Err(Error::from(SpawnError::Os {
+                call: "keep a command's background processes (only a session's command \
+                       can: Session::command; a fresh sandbox ends with its program)",
+                source: io::Error::from_raw_os_error(libc::EINVAL),
+            })
+            .into());
+        }
         let inner = &self.inner;
         let plan = inner.prepared.plan();
         // `workspace_mode = "overlay"`: the change set (and layer 2's snapshot, which is
@@ -819,7 +850,12 @@ impl Command {
         let mut env = self.resolved_env()?;
         let cwd = self.resolved_cwd()?;
         link.set_env(&mut env);
-        let (pid, handle) = link.spawn(plan, &self.program, &self.args, &env, &cwd, stdio)?;
+        let (pid, handle) = link.spawn(
+            plan,
+            (&self.program, &self.args, &env, &cwd),
+            stdio,
+            self.keep_background,
+        )?;
         let program = launch::ProgramProcess::unknown(plan.steps.contains(&Step::NewSession));
         // The wall-time limit, per command: the watchdog sends the supervisor its kill
         // request. The cgroup's limits are the session's.
@@ -871,6 +907,7 @@ impl Command {
             pass: self.pass.clone(),
             controlling_terminal: self.controlling_terminal,
             kill_on_drop: self.kill_on_drop,
+            keep_background: self.keep_background,
             explain: self.explain,
             pty: self.pty,
             pty_modes: self.pty_modes,

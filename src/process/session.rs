@@ -41,7 +41,10 @@
 //! What persists between commands is what the sandbox keeps: the workspace and the
 //! writable roots, and the session's `/tmp` (the full layer's own, or on layer 2 the
 //! session's private `TMPDIR`, given to every command). Processes do not: a command's
-//! background processes end with it.
+//! background processes end with it, unless the host opted in for that command
+//! ([`Command::keep_background`]). Then its supervisor writes the program's status when
+//! the program ends, and stays, the subreaper of what is left, until that has ended or
+//! the session closes (its parent-death signal, the server's end, is its kill request).
 //!
 //! # What keeps its meaning per command, and what is the session's
 //!
@@ -239,11 +242,9 @@ impl Link {
     pub(super) fn spawn(
         &self,
         plan: &Plan,
-        program: &OsStr,
-        args: &[OsString],
-        env: &[(OsString, OsString)],
-        cwd: &Path,
+        (program, args, env, cwd): (&OsStr, &[OsString], &[(OsString, OsString)], &Path),
         stdio: [RawFd; 3],
+        keep_background: bool,
     ) -> Result<(libc::pid_t, init::Handle), Error> {
         // Checks every string as a fresh sandbox's spawn does, and finds the candidates.
         let prepared = crate::backend::program::Program::new(
@@ -253,11 +254,13 @@ impl Link {
             &plan.path,
         )?;
         let candidates = &prepared.candidates;
-        let flags = if plan.steps.contains(&Step::NewSession) {
-            wire::NEW_SESSION
-        } else {
-            0
-        };
+        let mut flags = 0;
+        if plan.steps.contains(&Step::NewSession) {
+            flags |= wire::NEW_SESSION;
+        }
+        if keep_background {
+            flags |= wire::KEEP_BACKGROUND;
+        }
         let request = encode(flags, cwd, candidates, args, env)?;
         let os = |call: &'static str| {
             move |e: nix::Error| SpawnError::Os {

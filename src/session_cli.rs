@@ -1,0 +1,766 @@
+//! `stockade session --socket PATH` serves one warm session ([`stockade::Session`]) on a
+//! unix socket; `stockade run --session PATH -- PROGRAM…` runs one command in it. A script
+//! then pays for the sandbox once, as a host of the library does.
+//!
+//! # The socket, and who may use it
+//!
+//! The server makes the socket `0600` in a directory that only its user can write: the
+//! socket's parent must be a directory (not a symbolic link) that the caller owns and
+//! neither its group nor others can write, else `session` refuses to start. The socket
+//! appears under its name only once it listens (bound under a temporary name, then
+//! renamed without replacing anything), and a name that exists is refused. The client
+//! checks the same of the directory, that the socket is a socket (not a symbolic link)
+//! owned by the caller's effective uid, and after connecting that the server's
+//! `SO_PEERCRED` uid is the caller's. The server checks the client's `SO_PEERCRED` uid and
+//! closes the connection of any other user without reading it.
+//!
+//! # One command per connection
+//!
+//! The client sends one request ([`crate::session_wire`]) with its own stdin, stdout and
+//! stderr (`SCM_RIGHTS`): the command reads and writes them directly, as `run --no-pty`
+//! hands the caller's. The server starts the command in the session on a thread of its
+//! own, so clients are served concurrently, and replies once with how it ended; the
+//! client exits as `run` does (the code, or 128+N for signal N; 127, 126 or 125 when it did
+//! not start, with the error on its stderr; 124 at the session's `wall_time`, which holds
+//! per command). The signals `run` forwards, the client passes on as records; a client
+//! that goes away (killed, or its connection closed) ends its command and every process
+//! of it.
+//!
+//! # The end
+//!
+//! `SIGINT`, `SIGTERM` and `SIGHUP` end the server: it stops accepting, removes the
+//! socket, ends every running command (each client gets its command's status: killed),
+//! closes the session and exits with 128+N. If the server dies any other way (`SIGKILL`),
+//! the library's sandbox dies with it (its init's parent-death signal), and a *janitor*
+//! removes the socket: a small process the server starts before the session (this binary
+//! again, in a process group of its own, so that a `^C` at the terminal does not end it
+//! first), which waits for the end of a pipe that only the server holds and then unlinks
+//! the socket, if the name still holds the very socket the server made. So nothing of a
+//! session is left on the host after its server.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{IoSlice, IoSliceMut, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::{SigSet, Signal};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
+    SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+};
+use stockade::error::Report;
+use stockade::{Error, Session, SpawnError};
+
+use crate::session_wire::{self as wire, Reply, Request};
+use crate::{PolicyArgs, exit_code, fail, fail_with, is_exec_failure};
+
+/// The signals that end the server.
+const ENDING: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+
+/// The signals a client passes on to its command (those `run` forwards, but `SIGWINCH`:
+/// a session's command has no terminal of its own to resize).
+const FORWARDED: [Signal; 7] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGCONT,
+];
+
+/// How often a command's thread looks at its client's connection (a record, or gone)
+/// and at the server's end, while it waits for the command.
+const TICK: Duration = Duration::from_millis(50);
+
+/// The directory of a session's socket, held open, and the socket's name in it.
+struct Place {
+    dir: OwnedFd,
+    /// The directory's path, as given (made absolute), for messages and the janitor.
+    path: PathBuf,
+    name: OsString,
+}
+
+impl Place {
+    /// Opens the parent of `socket` (without following a symbolic link at its name) and
+    /// checks it: a directory that this user owns and no one else can write.
+    fn open(socket: &Path) -> Result<Place, String> {
+        let shown = socket.display();
+        let Some(name) = socket.file_name() else {
+            return Err(format!("{shown}: names no file"));
+        };
+        let parent = match socket.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let path = crate::absolute(parent).map_err(|e| format!("{shown}: {}", Report(&e)))?;
+        let at =
+            |e: &(dyn std::error::Error + 'static)| format!("{}: {}", path.display(), Report(e));
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| at(&e))?;
+        if meta.file_type().is_symlink() {
+            return Err(format!(
+                "{}: is a symbolic link; a session's socket needs the directory itself",
+                path.display()
+            ));
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let dir = rustix::fs::open(&path, flags, Mode::empty())
+            .map_err(|e| at(&std::io::Error::from(e)))?;
+        let st = rustix::fs::fstat(&dir).map_err(|e| at(&std::io::Error::from(e)))?;
+        let euid = rustix::process::geteuid().as_raw();
+        if st.st_uid != euid {
+            return Err(format!(
+                "{}: owned by uid {}, not by this user (uid {euid}): a session's socket needs \
+                 a directory only you can write",
+                path.display(),
+                st.st_uid
+            ));
+        }
+        if st.st_mode & 0o022 != 0 {
+            return Err(format!(
+                "{}: writable by its group or others (mode {:o}): a session's socket needs a \
+                 directory only you can write",
+                path.display(),
+                st.st_mode & 0o7777
+            ));
+        }
+        Ok(Place {
+            dir,
+            path,
+            name: name.to_owned(),
+        })
+    }
+
+    /// The address of `name` in the directory, through the open directory (so the checked
+    /// directory is the one used, whatever its path names meanwhile).
+    fn address(&self, name: &OsStr) -> Result<SocketAddrUnix, String> {
+        let mut p = format!("/proc/self/fd/{}/", self.dir.as_raw_fd()).into_bytes();
+        p.extend_from_slice(name.as_bytes());
+        SocketAddrUnix::new(p.as_slice()).map_err(|e| {
+            format!(
+                "{}: {} (a socket's name is at most 90 bytes or so)",
+                Path::new(name).display(),
+                Report(&std::io::Error::from(e))
+            )
+        })
+    }
+
+    /// The socket's (device, inode), without following a symbolic link.
+    fn identity(&self, name: &OsStr) -> rustix::io::Result<(u64, u64, rustix::fs::Stat)> {
+        let st = rustix::fs::statat(&self.dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+        Ok((st.st_dev, st.st_ino, st))
+    }
+
+    /// Removes the socket, if its name still holds the socket `(dev, ino)`.
+    fn remove(&self, id: (u64, u64)) {
+        if let Ok((dev, ino, _)) = self.identity(&self.name) {
+            if (dev, ino) == id {
+                let _ = rustix::fs::unlinkat(&self.dir, self.name.as_os_str(), AtFlags::empty());
+            }
+        }
+    }
+}
+
+/// `stockade session --socket PATH`: serves a session until a signal ends it.
+pub fn serve(args: &PolicyArgs, socket: &Path) -> ExitCode {
+    // Before any thread starts: the ending signals wait for the signal thread.
+    let mut ending = SigSet::empty();
+    for s in ENDING {
+        ending.add(s);
+    }
+    if let Err(e) = ending.thread_block() {
+        return fail(125, format_args!("block signals: {}", Report(&e)));
+    }
+    let place = match Place::open(socket) {
+        Ok(p) => p,
+        Err(e) => return fail(125, format_args!("session --socket {e}")),
+    };
+    let (listener, id) = match listen(&place) {
+        Ok(l) => l,
+        Err(e) => return fail(125, format_args!("session --socket {e}")),
+    };
+    // The socket goes when this process ends, however it ends.
+    let _janitor = match janitor(&place, id) {
+        Ok(j) => j,
+        Err(e) => {
+            place.remove(id);
+            return fail(
+                125,
+                format_args!("session: start the janitor: {}", Report(&e)),
+            );
+        }
+    };
+    let code = serve_on(args, (&place, id), &listener, &ending);
+    place.remove(id);
+    code
+}
+
+/// Binds the socket under a temporary name, `0600`, listens, and gives it its name
+/// (refusing to replace anything there). Returns it and its (device, inode).
+fn listen(place: &Place) -> Result<(OwnedFd, (u64, u64)), String> {
+    let shown = place.path.join(&place.name);
+    let shown = shown.display();
+    let io = |e: rustix::io::Errno| Report(&std::io::Error::from(e)).to_string();
+    if place.identity(&place.name).is_ok() {
+        return Err(format!(
+            "{shown}: exists (a session's socket names a new file; remove it if no server \
+             uses it)"
+        ));
+    }
+    let mut temp = OsString::from(".");
+    temp.push(&place.name);
+    temp.push(format!(".{}.new", std::process::id()));
+    let listener = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|e| format!("{shown}: socket: {}", io(e)))?;
+    let addr = place.address(&temp)?;
+    // No moment at which others may connect: made 0600 (the umask of this thread, which
+    // is the only one yet), then checked.
+    let old = rustix::process::umask(Mode::from_raw_mode(0o177));
+    let bound = rustix::net::bind(&listener, &addr);
+    rustix::process::umask(old);
+    bound.map_err(|e| format!("{shown}: bind: {}", io(e)))?;
+    let undo = |msg: String| {
+        let _ = rustix::fs::unlinkat(&place.dir, temp.as_os_str(), AtFlags::empty());
+        msg
+    };
+    let euid = rustix::process::geteuid().as_raw();
+    match place.identity(&temp) {
+        Ok((_, _, st))
+            if FileType::from_raw_mode(st.st_mode) == FileType::Socket
+                && st.st_mode & 0o7777 == 0o600
+                && st.st_uid == euid => {}
+        Ok((_, _, st)) => {
+            return Err(undo(format!(
+                "{shown}: made with mode {:o}, uid {}: not 0600 and this user's",
+                st.st_mode & 0o7777,
+                st.st_uid
+            )));
+        }
+        Err(e) => return Err(undo(format!("{shown}: {}", io(e)))),
+    }
+    rustix::net::listen(&listener, 64).map_err(|e| undo(format!("{shown}: listen: {}", io(e))))?;
+    rustix::fs::renameat_with(
+        &place.dir,
+        temp.as_os_str(),
+        &place.dir,
+        place.name.as_os_str(),
+        rustix::fs::RenameFlags::NOREPLACE,
+    )
+    .map_err(|e| undo(format!("{shown}: {}", io(e))))?;
+    let (dev, ino, _) = place
+        .identity(&place.name)
+        .map_err(|e| format!("{shown}: {}", io(e)))?;
+    Ok((listener, (dev, ino)))
+}
+
+/// Starts the janitor: this binary's hidden `__session-janitor`, which removes the socket
+/// once the pipe it reads reaches its end, that is once this process (the only holder of
+/// the write end, close-on-exec) has ended. Returns the write end.
+fn janitor(place: &Place, id: (u64, u64)) -> std::io::Result<OwnedFd> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let dir = rustix::fs::fstat(&place.dir)?;
+    std::process::Command::new("/proc/self/exe")
+        .arg("__session-janitor")
+        .arg(&place.path)
+        .arg(format!("{}:{}", dir.st_dev, dir.st_ino))
+        .arg(&place.name)
+        .arg(format!("{}:{}", id.0, id.1))
+        .stdin(std::process::Stdio::from(r))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()?;
+    Ok(w)
+}
+
+/// The hidden `__session-janitor DIR DEV:INO NAME DEV:INO`: waits for the end of stdin,
+/// then removes `NAME` in `DIR` if both still are what the server made.
+pub fn janitor_main(dir: &Path, dir_id: &str, name: &OsStr, id: &str) -> ExitCode {
+    let mut all = SigSet::empty();
+    for s in ENDING.into_iter().chain([Signal::SIGQUIT]) {
+        all.add(s);
+    }
+    let _ = all.thread_block();
+    let parse = |s: &str| -> Option<(u64, u64)> {
+        let (a, b) = s.split_once(':')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    };
+    let (Some(dir_id), Some(id)) = (parse(dir_id), parse(id)) else {
+        return ExitCode::from(2);
+    };
+    let mut buf = [0u8; 64];
+    loop {
+        match rustix::io::read(std::io::stdin().as_fd(), &mut buf) {
+            Ok(0) => break,
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => break,
+        }
+    }
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
+        return ExitCode::SUCCESS;
+    };
+    match rustix::fs::fstat(&fd) {
+        Ok(st) if (st.st_dev, st.st_ino) == dir_id => {}
+        _ => return ExitCode::SUCCESS,
+    }
+    let place = Place {
+        dir: fd,
+        path: dir.to_path_buf(),
+        name: name.to_owned(),
+    };
+    place.remove(id);
+    ExitCode::SUCCESS
+}
+
+/// Starts the session and serves the listener until an ending signal.
+fn serve_on(
+    args: &PolicyArgs,
+    (place, id): (&Place, (u64, u64)),
+    listener: &OwnedFd,
+    ending: &SigSet,
+) -> ExitCode {
+    let sandbox = match args.sandbox() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let session = sandbox.session();
+    crate::warn_degraded(&sandbox);
+    crate::warn_unhidden(&sandbox);
+    let session = match session {
+        Ok(s) => s,
+        Err(e) => return fail_with(125, &e),
+    };
+    let (wake_r, wake_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return fail(125, format_args!("pipe: {}", Report(&e))),
+    };
+    let signo = std::sync::Arc::new(AtomicI32::new(0));
+    {
+        let (signo, ending) = (std::sync::Arc::clone(&signo), *ending);
+        std::thread::spawn(move || {
+            if let Ok(sig) = ending.wait() {
+                signo.store(sig as i32, Ordering::SeqCst);
+            }
+            let _ = rustix::io::write(&wake_w, b"x");
+        });
+    }
+    let stop = AtomicBool::new(false);
+    let mut failed = None;
+    std::thread::scope(|scope| {
+        loop {
+            let mut fds = [
+                rustix::event::PollFd::new(listener, rustix::event::PollFlags::IN),
+                rustix::event::PollFd::new(&wake_r, rustix::event::PollFlags::IN),
+            ];
+            match rustix::event::poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    failed = Some(format!("poll: {}", Report(&std::io::Error::from(e))));
+                    break;
+                }
+            }
+            if !fds[1].revents().is_empty() {
+                break;
+            }
+            if fds[0].revents().is_empty() {
+                continue;
+            }
+            match rustix::net::accept_with(listener, SocketFlags::CLOEXEC) {
+                Ok(conn) => {
+                    let (session, stop) = (&session, &stop);
+                    scope.spawn(move || client(session, conn, stop));
+                }
+                // A client that went away before it was accepted, or no fds left for a
+                // moment: the others go on being served.
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        // New clients are refused from now on (the socket goes); running commands end.
+        place.remove(id);
+        stop.store(true, Ordering::SeqCst);
+    });
+    let closed = session.close();
+    if let Some(e) = failed {
+        return fail(125, format_args!("session: {e}"));
+    }
+    if let Err(e) = closed {
+        return fail(125, format_args!("session: close: {}", Report(&e)));
+    }
+    let sig = signo.load(Ordering::SeqCst);
+    ExitCode::from(128u8.wrapping_add(sig as u8))
+}
+
+/// Serves one connection: checks its user, reads its one request, runs the command and
+/// replies how it ended.
+fn client(session: &Session, conn: OwnedFd, stop: &AtomicBool) {
+    let euid = rustix::process::geteuid();
+    match rustix::net::sockopt::socket_peercred(&conn) {
+        Ok(peer) if peer.uid == euid => {}
+        Ok(peer) => {
+            eprintln!(
+                "stockade: session: refused a client of uid {} (pid {}): not this user's",
+                peer.uid.as_raw(),
+                peer.pid.as_raw_nonzero()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!(
+                "stockade: session: a client's credentials: {}",
+                Report(&std::io::Error::from(e))
+            );
+            return;
+        }
+    }
+    let Some((request, [stdin, stdout, stderr])) = receive(&conn) else {
+        return;
+    };
+    let mut err_out = stderr.try_clone().ok().map(std::fs::File::from);
+    let mut say = |line: &dyn std::fmt::Display| {
+        if let Some(f) = err_out.as_mut() {
+            let _ = writeln!(f, "stockade: {line}");
+        }
+    };
+    let reply = run_request(
+        session,
+        &request,
+        [stdin, stdout, stderr],
+        &conn,
+        stop,
+        &mut say,
+    );
+    let _ = rustix::net::send(&conn, &reply.encode(), SendFlags::NOSIGNAL);
+}
+
+/// Receives the one request of a connection and its three fds; `None` (after a line on
+/// the server's stderr, and with every fd received closed) for anything else.
+fn receive(conn: &OwnedFd) -> Option<(Request, [OwnedFd; wire::FDS])> {
+    let mut buf = vec![0u8; wire::MAX_REQUEST + 1];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2 * wire::FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let msg = loop {
+        match rustix::net::recvmsg(
+            conn,
+            &mut [IoSliceMut::new(&mut buf)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        ) {
+            Ok(m) => break m,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return None,
+        }
+    };
+    let mut fds = Vec::new();
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(list) = m {
+            fds.extend(list);
+        }
+    }
+    if msg.bytes == 0 {
+        return None;
+    }
+    let truncated = msg
+        .flags
+        .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC);
+    let request = buf.get(..msg.bytes).and_then(Request::parse);
+    let fds: Option<[OwnedFd; wire::FDS]> = fds.try_into().ok();
+    match (request, fds, truncated) {
+        (Some(r), Some(fds), false) => Some((r, fds)),
+        _ => {
+            eprintln!("stockade: session: refused a malformed request");
+            None
+        }
+    }
+}
+
+/// Starts the request's command in the session and waits for it, watching the client's
+/// connection meanwhile. Returns the reply.
+fn run_request(
+    session: &Session,
+    request: &Request,
+    [stdin, stdout, stderr]: [OwnedFd; wire::FDS],
+    conn: &OwnedFd,
+    stop: &AtomicBool,
+    say: &mut dyn FnMut(&dyn std::fmt::Display),
+) -> Reply {
+    let os = |b: &[u8]| OsString::from_vec(b.to_vec());
+    let Some((program, args)) = request.argv.split_first() else {
+        return Reply::Code(125);
+    };
+    let mut cmd = session.command(os(program));
+    cmd.args(args.iter().map(|a| os(a)));
+    if let Some(cwd) = &request.cwd {
+        cmd.current_dir(os(cwd));
+    }
+    for (k, v) in &request.env {
+        cmd.env(os(k), os(v));
+    }
+    for (k, v) in &request.secret_env {
+        cmd.secret_env(os(k), os(v));
+    }
+    cmd.keep_background(request.keep_background)
+        .stdin(stockade::Stdio::from(stdin))
+        .stdout(stockade::Stdio::from(stdout))
+        .stderr(stockade::Stdio::from(stderr));
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            say(&Report(&e));
+            return Reply::Code(spawn_code(&e));
+        }
+    };
+    drop(cmd);
+    let mut connected = true;
+    let status = loop {
+        match child.wait_timeout(TICK) {
+            Ok(Some(s)) => break s,
+            Ok(None) => {}
+            Err(e) => {
+                say(&format_args!("wait: {}", Report(&e)));
+                let _ = child.kill();
+                return Reply::Code(125);
+            }
+        }
+        if stop.load(Ordering::SeqCst) {
+            let _ = child.kill();
+        }
+        if connected {
+            match from_client(conn) {
+                FromClient::Nothing => {}
+                FromClient::Signal(sig) => {
+                    let _ = child.signal(sig);
+                }
+                // Gone, or speaking out of turn: its command ends.
+                FromClient::Gone | FromClient::Malformed => {
+                    connected = false;
+                    let _ = child.kill();
+                }
+            }
+        }
+    };
+    let termination = child.termination();
+    if let Some(t) = termination.filter(stockade::Termination::by_limit) {
+        say(&t);
+        if matches!(t, stockade::Termination::WallTime(_)) {
+            return Reply::Code(124);
+        }
+    }
+    Reply::Status(status.into_raw())
+}
+
+/// What a client's connection holds while its command runs.
+enum FromClient {
+    Nothing,
+    Signal(i32),
+    Gone,
+    Malformed,
+}
+
+/// Reads one record from the client without waiting.
+fn from_client(conn: &OwnedFd) -> FromClient {
+    let mut fds = [rustix::event::PollFd::new(
+        conn,
+        rustix::event::PollFlags::IN,
+    )];
+    let zero = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match rustix::event::poll(&mut fds, Some(&zero)) {
+        Ok(0) | Err(rustix::io::Errno::INTR) => return FromClient::Nothing,
+        Ok(_) => {}
+        Err(_) => return FromClient::Gone,
+    }
+    // One byte more than a record, so that a longer message is seen (and refused); any
+    // fd sent along is closed by the kernel (no room for it).
+    let mut buf = [0u8; wire::SIGNAL_SIZE + 1];
+    match rustix::net::recv(conn, &mut buf, RecvFlags::DONTWAIT) {
+        Ok((0, _)) => FromClient::Gone,
+        Ok((n, _)) => {
+            let forwarded = |s: i32| FORWARDED.iter().any(|f| *f as i32 == s);
+            match buf.get(..n).and_then(wire::signal::decode) {
+                Some(s) if forwarded(s) => FromClient::Signal(s),
+                _ => FromClient::Malformed,
+            }
+        }
+        Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => FromClient::Nothing,
+        Err(_) => FromClient::Gone,
+    }
+}
+
+/// The exit code of a failed start, as `run` gives it.
+fn spawn_code(e: &Error) -> u8 {
+    match e {
+        Error::Spawn(SpawnError::NotFound { .. }) => 127,
+        Error::Spawn(e @ SpawnError::Setup { .. }) if is_exec_failure(e) => 126,
+        _ => 125,
+    }
+}
+
+/// `stockade run --session PATH`: one command in the session served at `socket`.
+pub fn run_in(
+    socket: &Path,
+    cwd: Option<PathBuf>,
+    (env, secret_env): (Vec<(String, OsString)>, Vec<(String, OsString)>),
+    keep_background: bool,
+    program: &[OsString],
+) -> ExitCode {
+    // Before any thread starts: the forwarded signals wait for the forwarding thread.
+    let mut forwarded = SigSet::empty();
+    for s in FORWARDED {
+        forwarded.add(s);
+    }
+    if let Err(e) = forwarded.thread_block() {
+        return fail(125, format_args!("block signals: {}", Report(&e)));
+    }
+    let bytes = |s: &OsStr| s.as_bytes().to_vec();
+    let var = |(k, v): &(String, OsString)| (k.as_bytes().to_vec(), bytes(v));
+    let request = Request {
+        keep_background,
+        cwd: cwd.map(|c| bytes(c.as_os_str())),
+        argv: program.iter().map(|a| bytes(a)).collect(),
+        env: env.iter().map(var).collect(),
+        secret_env: secret_env.iter().map(var).collect(),
+    };
+    let Some(request) = request.encode() else {
+        return fail(
+            125,
+            format_args!(
+                "--session: the command does not fit one request (at most {} strings, {} \
+                 bytes, no NUL, no empty program)",
+                wire::MAX_STRINGS,
+                wire::MAX_REQUEST
+            ),
+        );
+    };
+    let conn = match connect(socket) {
+        Ok(c) => std::sync::Arc::new(c),
+        Err(e) => return fail(125, format_args!("--session {e}")),
+    };
+    // The caller's stdio, as the command's; /dev/null for one that is closed.
+    let null = std::fs::File::open("/dev/null").ok();
+    let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    let std_fds = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
+    let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
+    for fd in std_fds {
+        match (rustix::io::fcntl_getfd(fd), &null) {
+            (Ok(_), _) => fds.push(fd),
+            (Err(_), Some(n)) => fds.push(n.as_fd()),
+            (Err(e), None) => {
+                return fail(
+                    125,
+                    format_args!("/dev/null: {}", Report(&std::io::Error::from(e))),
+                );
+            }
+        }
+    }
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(wire::FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    control.push(SendAncillaryMessage::ScmRights(&fds));
+    if let Err(e) = rustix::net::sendmsg(
+        conn.as_fd(),
+        &[IoSlice::new(&request)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    ) {
+        return fail(
+            125,
+            format_args!(
+                "--session: send the command: {}",
+                Report(&std::io::Error::from(e))
+            ),
+        );
+    }
+    drop(control);
+    {
+        let conn = std::sync::Arc::clone(&conn);
+        std::thread::spawn(move || {
+            while let Ok(sig) = forwarded.wait() {
+                let record = wire::signal::encode(sig as i32);
+                if rustix::net::send(conn.as_fd(), &record, SendFlags::NOSIGNAL).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    let mut buf = [0u8; wire::REPLY_SIZE + 1];
+    let n = loop {
+        match rustix::net::recv(conn.as_fd(), &mut buf, RecvFlags::empty()) {
+            Ok((n, _)) => break n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                return fail(
+                    125,
+                    format_args!("--session: the reply: {}", Report(&std::io::Error::from(e))),
+                );
+            }
+        }
+    };
+    match buf.get(..n).and_then(Reply::decode) {
+        Some(Reply::Status(raw)) => exit_code(std::process::ExitStatus::from_raw(raw)),
+        Some(Reply::Code(c)) => ExitCode::from(c),
+        None if n == 0 => fail(
+            125,
+            format_args!(
+                "--session {}: the session ended before the command did (or refused it)",
+                socket.display()
+            ),
+        ),
+        None => fail(125, "--session: a malformed reply from the session"),
+    }
+}
+
+/// Connects to the session's socket after checking it is this user's (its directory, its
+/// owner, and the server's uid).
+fn connect(socket: &Path) -> Result<OwnedFd, String> {
+    let place = Place::open(socket)?;
+    let shown = socket.display();
+    let euid = rustix::process::geteuid().as_raw();
+    let io = |e: rustix::io::Errno| Report(&std::io::Error::from(e)).to_string();
+    let (_, _, st) = place
+        .identity(&place.name)
+        .map_err(|e| format!("{shown}: {}", io(e)))?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Socket => {}
+        FileType::Symlink => return Err(format!("{shown}: is a symbolic link, not a socket")),
+        _ => return Err(format!("{shown}: not a socket")),
+    }
+    if st.st_uid != euid {
+        return Err(format!(
+            "{shown}: owned by uid {}, not by this user (uid {euid}): not your session",
+            st.st_uid
+        ));
+    }
+    let conn = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(|e| format!("{shown}: socket: {}", io(e)))?;
+    let addr = place.address(&place.name)?;
+    rustix::net::connect(&conn, &addr).map_err(|e| format!("{shown}: connect: {}", io(e)))?;
+    let peer = rustix::net::sockopt::socket_peercred(&conn)
+        .map_err(|e| format!("{shown}: the server's credentials: {}", io(e)))?;
+    if peer.uid.as_raw() != euid {
+        return Err(format!(
+            "{shown}: served by uid {}, not by this user (uid {euid}): not your session",
+            peer.uid.as_raw()
+        ));
+    }
+    Ok(conn)
+}
