@@ -115,20 +115,20 @@ impl Place {
             .map_err(|e| at(&std::io::Error::from(e)))?;
         let st = rustix::fs::fstat(&dir).map_err(|e| at(&std::io::Error::from(e)))?;
         let euid = rustix::process::geteuid().as_raw();
-        if st.st_uid != euid {
-            return Err(format!(
-                "{}: owned by uid {}, not by this user (uid {euid}): a session's socket needs \
-                 a directory only you can write",
-                path.display(),
-                st.st_uid
-            ));
-        }
         if st.st_mode & 0o022 != 0 {
             return Err(format!(
                 "{}: writable by its group or others (mode {:o}): a session's socket needs a \
                  directory only you can write",
                 path.display(),
                 st.st_mode & 0o7777
+            ));
+        }
+        if st.st_uid != euid {
+            return Err(format!(
+                "{}: owned by uid {}, not by this user (uid {euid}): a session's socket needs \
+                 a directory only you can write",
+                path.display(),
+                st.st_uid
             ));
         }
         Ok(Place {

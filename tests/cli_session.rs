@@ -1,0 +1,588 @@
+//! The CLI pair: `stockade session --socket PATH` serves a warm session, `stockade run
+//! --session PATH -- PROGRAM…` runs one command in it. End to end with real tools, on both
+//! layers, as root and as uid 65534 (`cli_session_as_nobody`); the socket's checks from
+//! both ends; nothing left on the host after the server, however it ends.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{LAYERS, is_root, tempdir};
+use stockade::Layer;
+
+fn stockade() -> Command {
+    Command::new(common::stockade_exe())
+}
+
+/// A server of a session over `ws` on `layer`, its socket at `dir/s`, its stderr in
+/// `dir/server.err`.
+struct Server {
+    child: Child,
+    socket: PathBuf,
+    err: PathBuf,
+}
+
+impl Server {
+    /// Starts it and waits until its socket is there (it appears once it listens), or
+    /// returns `None` after a SKIP line when this host cannot run a session.
+    fn start(dir: &Path, ws: &Path, layer: Layer) -> Option<Server> {
+        let socket = dir.join("s");
+        let err = dir.join(format!("server-{layer:?}.err"));
+        let mut cmd = stockade();
+        cmd.args(["session", "--socket"])
+            .arg(&socket)
+            .arg("--workspace")
+            .arg(ws);
+        match layer {
+            Layer::Full => cmd.args(["--layer", "full"]),
+            _ => cmd.args(["--layer", "landlock", "--min-layer", "landlock"]),
+        };
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .unwrap();
+        let mut server = Server { child, socket, err };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !server.socket.exists() {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                let text = server.stderr();
+                if text.contains("Landlock ABI") {
+                    common::skip("cli_session", &format!("{layer:?}: {text}"));
+                    return None;
+                }
+                panic!("{layer:?}: the server ended: {status:?}: {text}");
+            }
+            assert!(Instant::now() < deadline, "{layer:?}: no socket");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Some(server)
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// `run --session` with `args` (flags, then the program).
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_cmd(args).output().unwrap()
+    }
+
+    fn run_cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = stockade();
+        cmd.arg("run").arg("--session").arg(&self.socket).args(args);
+        cmd
+    }
+
+    fn sh(&self, script: &str) -> Output {
+        self.run(&["--", "sh", "-c", script])
+    }
+
+    /// Ends the server with `signal` and returns its exit status.
+    fn end(mut self, signal: i32) -> std::process::ExitStatus {
+        // SAFETY: kill takes a pid and a signal number; the pid is our unreaped child's.
+        let r = unsafe { libc::kill(self.child.id() as i32, signal) };
+        assert_eq!(r, 0);
+        self.child.wait().unwrap()
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits up to 10 s for `f` to hold.
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A private directory (0700, this user's) for a socket.
+fn socket_dir() -> tempfile::TempDir {
+    let d = tempdir();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    d
+}
+
+#[test]
+fn the_pair_runs_commands_in_one_live_sandbox() {
+    for layer in LAYERS {
+        let (dir, ws) = (socket_dir(), tempdir());
+        let Some(server) = Server::start(dir.path(), ws.path(), layer) else {
+            return;
+        };
+        // The workspace and /tmp persist from one command to the next.
+        // (`$TMPDIR`: `/tmp` on the full layer, the session's private one on layer 2.)
+        let t = format!("stockade-cli-session-{}", std::process::id());
+        let out = server.sh(&format!(
+            "echo one > file; echo two > ${{TMPDIR:-/tmp}}/{t}; exit 7"
+        ));
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{layer:?}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("file")).unwrap(),
+            "one\n"
+        );
+        let out = server.sh(&format!("cat file ${{TMPDIR:-/tmp}}/{t}"));
+        assert_eq!(
+            text(&out.stdout),
+            "one\ntwo\n",
+            "{layer:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(out.status.success());
+        // The session's /tmp is its own, not the host's.
+        assert!(!Path::new("/tmp").join(&t).exists(), "{layer:?}");
+        // Exact statuses: codes, 128+N for signal N, 127 not found, 126 not executable.
+        assert_eq!(server.sh("exit 0").status.code(), Some(0));
+        assert_eq!(server.sh("exit 255").status.code(), Some(255));
+        assert_eq!(
+            server.sh("kill -SEGV $$").status.code(),
+            Some(128 + libc::SIGSEGV)
+        );
+        assert_eq!(
+            server.sh("kill -KILL $$").status.code(),
+            Some(128 + libc::SIGKILL)
+        );
+        let out = server.run(&["--", "stockade-no-such-program"]);
+        assert_eq!(out.status.code(), Some(127), "{layer:?}");
+        assert!(
+            text(&out.stderr).starts_with("stockade: "),
+            "{}",
+            text(&out.stderr)
+        );
+        let out = server.run(&["--", "/etc/hostname"]);
+        assert_eq!(
+            out.status.code(),
+            Some(126),
+            "{layer:?}: {}",
+            text(&out.stderr)
+        );
+        // The caller's own stdio, cwd and variables (plain and secret) as with `run`.
+        std::fs::create_dir(ws.path().join("sub")).unwrap();
+        let mut child = server
+            .run_cmd(&[
+                "--cwd",
+                "sub",
+                "--env",
+                "A=1",
+                "--secret-env",
+                "S=hidden",
+                "--",
+                "sh",
+                "-c",
+                "pwd; echo $A $S; cat; echo err >&2",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"from stdin\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            text(&out.stdout),
+            format!(
+                "{}\n1 hidden\nfrom stdin\n",
+                ws.path().join("sub").display()
+            ),
+            "{layer:?}"
+        );
+        assert_eq!(text(&out.stderr), "err\n");
+        // Clients are served at once, not in turn: the first waits for the second.
+        let waiting = server
+            .run_cmd(&[
+                "--",
+                "sh",
+                "-c",
+                "while [ ! -e go ]; do sleep 0.01; done; exit 5",
+            ])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(server.sh("touch go").status.success());
+        assert_eq!(waiting.wait_with_output().unwrap().status.code(), Some(5));
+        // The signals `run` forwards reach the command.
+        let mut trapped = server
+            .run_cmd(&[
+                "--",
+                "sh",
+                "-c",
+                "trap 'exit 42' TERM; touch ready; while :; do sleep 0.01; done",
+            ])
+            .spawn()
+            .unwrap();
+        eventually("ready", || ws.path().join("ready").exists());
+        // SAFETY: kill takes a pid and a signal number; the pid is our unreaped child's.
+        assert_eq!(unsafe { libc::kill(trapped.id() as i32, libc::SIGTERM) }, 0);
+        assert_eq!(trapped.wait().unwrap().code(), Some(42), "{layer:?}");
+        // SIGTERM ends the server: 128+15, the socket gone.
+        let status = server.end(libc::SIGTERM);
+        assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{layer:?}");
+        assert!(!dir.path().join("s").exists(), "{layer:?}");
+    }
+}
+
+#[test]
+fn flags_that_make_no_sense_in_a_session_are_refused() {
+    let dir = socket_dir();
+    let socket = dir.path().join("s");
+    for flags in [
+        &["--workspace", "/tmp"][..],
+        &["--scrub"],
+        &["--stats"],
+        &["--explain"],
+        &["--network", "none"],
+        &["--wall-time", "5s"],
+    ] {
+        let out = stockade()
+            .arg("run")
+            .arg("--session")
+            .arg(&socket)
+            .args(flags)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("{} cannot be used with --session", flags[0])),
+            "{err}"
+        );
+    }
+    let out = stockade()
+        .args(["run", "--keep-background", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--keep-background needs --session"));
+}
+
+#[test]
+fn a_socket_not_in_a_private_directory_or_not_ours_is_refused() {
+    let ws = tempdir();
+    // A world-writable directory (/tmp itself, and one of our own made so), a group-
+    // writable one, a symbolic link to a private one.
+    let open = tempdir();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let group = tempdir();
+    std::fs::set_permissions(group.path(), std::fs::Permissions::from_mode(0o770)).unwrap();
+    let private = socket_dir();
+    let link = tempdir();
+    std::os::unix::fs::symlink(private.path(), link.path().join("d")).unwrap();
+    let name = format!("stockade-test-{}.sock", std::process::id());
+    for (socket, why) in [
+        (
+            Path::new("/tmp").join(&name),
+            "writable by its group or others",
+        ),
+        (open.path().join("s"), "writable by its group or others"),
+        (group.path().join("s"), "writable by its group or others"),
+        (link.path().join("d/s"), "is a symbolic link"),
+    ] {
+        let out = stockade()
+            .args(["session", "--socket"])
+            .arg(&socket)
+            .arg("--workspace")
+            .arg(ws.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", socket.display());
+        assert!(text(&out.stderr).contains(why), "{}", text(&out.stderr));
+        assert!(!socket.exists(), "{}", socket.display());
+        // The client refuses the same places.
+        let out = stockade()
+            .arg("run")
+            .arg("--session")
+            .arg(&socket)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(text(&out.stderr).contains(why), "{}", text(&out.stderr));
+    }
+    // A name that exists is never replaced.
+    std::fs::write(private.path().join("taken"), "x").unwrap();
+    let out = stockade()
+        .args(["session", "--socket"])
+        .arg(private.path().join("taken"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("exists"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(private.path().join("taken")).unwrap(),
+        "x"
+    );
+    // The client: a symbolic link to a real session's socket, and a file that is not a
+    // socket.
+    let Some(server) = Server::start(private.path(), ws.path(), Layer::Landlock) else {
+        return;
+    };
+    std::os::unix::fs::symlink(&server.socket, private.path().join("alias")).unwrap();
+    for (name, why) in [("alias", "is a symbolic link"), ("taken", "not a socket")] {
+        let out = stockade()
+            .arg("run")
+            .arg("--session")
+            .arg(private.path().join(name))
+            .args(["--", "touch", "ran"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(text(&out.stderr).contains(why), "{}", text(&out.stderr));
+    }
+    assert!(!ws.path().join("ran").exists());
+    // The real one works.
+    assert!(server.run(&["--", "touch", "ran"]).status.success());
+    assert!(ws.path().join("ran").exists());
+    server.end(libc::SIGINT);
+}
+
+/// Host processes whose command line contains `marker`, after waiting for them to go.
+fn gone(marker: &str) {
+    eventually(&format!("processes of {marker} left"), || {
+        common::host_processes_with(marker).is_empty()
+    });
+}
+
+#[test]
+fn killing_the_server_or_a_client_leaves_nothing() {
+    for layer in LAYERS {
+        let (dir, ws) = (socket_dir(), tempdir());
+        let Some(server) = Server::start(dir.path(), ws.path(), layer) else {
+            return;
+        };
+        let marker = format!("{}.{}", 900 + std::process::id() % 97, layer as u32);
+        // A client that goes away mid-command ends its command.
+        let mut client = server
+            .run_cmd(&[
+                "--",
+                "sh",
+                "-c",
+                &format!("touch started; exec sleep {marker}"),
+            ])
+            .spawn()
+            .unwrap();
+        eventually("started", || ws.path().join("started").exists());
+        eventually("sleeping", || {
+            !common::host_processes_with(&marker).is_empty()
+        });
+        client.kill().unwrap();
+        client.wait().unwrap();
+        gone(&marker);
+        // Kept background processes, a command still running, and then the server killed.
+        let out = server.run(&[
+            "--keep-background",
+            "--",
+            "sh",
+            "-c",
+            &format!("sleep {marker} </dev/null >/dev/null 2>&1 &"),
+        ]);
+        assert!(out.status.success(), "{layer:?}: {}", text(&out.stderr));
+        assert_eq!(common::host_processes_with(&marker).len(), 1, "{layer:?}");
+        let running = server
+            .run_cmd(&["--", "sleep", &marker])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The kept process, the running command, and its client (whose command line
+        // names it too).
+        eventually("three", || common::host_processes_with(&marker).len() == 3);
+        let socket = server.socket.clone();
+        let status = server.end(libc::SIGKILL);
+        assert_eq!(status.signal_number(), Some(libc::SIGKILL));
+        // The client learns that its session has ended.
+        let out = running.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{layer:?}");
+        assert!(text(&out.stderr).contains("ended"), "{}", text(&out.stderr));
+        // No process of the session (nor the janitor, whose command line names the
+        // directory), no socket.
+        gone(&marker);
+        gone(&dir.path().display().to_string());
+        eventually("socket removed", || !socket.exists());
+    }
+}
+
+trait SignalNumber {
+    fn signal_number(&self) -> Option<i32>;
+}
+
+impl SignalNumber for std::process::ExitStatus {
+    fn signal_number(&self) -> Option<i32> {
+        std::os::unix::process::ExitStatusExt::signal(self)
+    }
+}
+
+/// A raw client in Python: sends a valid request for `touch NAME` with its own stdio, and
+/// prints `reply N` (the reply's length) or `no reply`.
+const RAW_CLIENT: &str = r#"
+import os, socket, struct, sys
+path, name = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(path)
+strings = [b"touch", name.encode()]
+head = struct.pack("=5I", int.from_bytes(b"STCQ", "big"), 0, len(strings), 0, 0)
+req = head + b"".join(x + b"\0" for x in strings)
+try:
+    socket.send_fds(s, [req], [0, 1, 2])
+    r = s.recv(13)
+except OSError:
+    r = b""
+print("reply %d" % len(r) if r else "no reply")
+"#;
+
+#[test]
+fn root_only_a_client_of_another_uid_is_refused() {
+    if !is_root() {
+        common::skip("root_only_a_client_of_another_uid_is_refused", "needs root");
+        return;
+    }
+    if !Path::new("/usr/bin/setpriv").exists() || !Path::new("/usr/bin/python3").exists() {
+        common::skip(
+            "root_only_a_client_of_another_uid_is_refused",
+            "setpriv, python3",
+        );
+        return;
+    }
+    let (dir, ws) = (tempdir(), tempdir());
+    // Root's directory, readable by all but writable by root only: the server accepts it.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(ws.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let Some(server) = Server::start(dir.path(), ws.path(), Layer::Full) else {
+        return;
+    };
+    // A directory of another user's, private to that user: refused to root too.
+    let theirs = tempdir();
+    std::os::unix::fs::chown(theirs.path(), Some(65534), Some(65534)).unwrap();
+    let out = stockade()
+        .args(["session", "--socket"])
+        .arg(theirs.path().join("s"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("owned by uid 65534"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!theirs.path().join("s").exists());
+    let script = dir.path().join("client.py");
+    std::fs::write(&script, RAW_CLIENT).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // 0600: uid 65534 cannot even connect.
+    let as_nobody = |args: &[&std::ffi::OsStr]| {
+        Command::new("setpriv")
+            .args(["--reuid", "65534", "--regid", "65534", "--clear-groups"])
+            .args(args)
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let py = |name: &str| -> Vec<std::ffi::OsString> {
+        vec![
+            "/usr/bin/python3".into(),
+            script.clone().into(),
+            server.socket.clone().into(),
+            name.into(),
+        ]
+    };
+    let args = py("by-nobody");
+    let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let out = as_nobody(&refs);
+    assert!(
+        text(&out.stderr).contains("Permission denied"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Opened to all by mistake: the server still serves only root, and `run --session`
+    // of uid 65534 refuses a socket that is not its own.
+    std::fs::set_permissions(&server.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = as_nobody(&refs);
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "no reply",
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!ws.path().join("by-nobody").exists());
+    assert!(
+        server.stderr().contains("refused a client of uid 65534"),
+        "{}",
+        server.stderr()
+    );
+    let exe = tempdir();
+    std::fs::set_permissions(exe.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cli = exe.path().join("stockade");
+    std::fs::copy(common::stockade_exe(), &cli).unwrap();
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run_args: Vec<std::ffi::OsString> = vec![
+        cli.into(),
+        "run".into(),
+        "--session".into(),
+        server.socket.clone().into(),
+        "--".into(),
+        "touch".into(),
+        "by-nobody".into(),
+    ];
+    let refs: Vec<&std::ffi::OsStr> = run_args.iter().map(|a| a.as_os_str()).collect();
+    let out = as_nobody(&refs);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("owned by uid 0"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!ws.path().join("by-nobody").exists());
+    // The same raw client as root is served.
+    let out = Command::new("/usr/bin/python3")
+        .args(&py("by-root")[1..])
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "reply 12",
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(ws.path().join("by-root").exists());
+    // A socket of another user's, to root's client: refused too.
+    let out = server.run(&["--", "true"]);
+    assert!(out.status.success());
+    std::os::unix::fs::chown(&server.socket, Some(65534), None).unwrap();
+    let out = server.run(&["--", "touch", "after-chown"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("owned by uid 65534"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!ws.path().join("after-chown").exists());
+    server.end(libc::SIGTERM);
+}
+
+#[test]
+fn cli_session_as_nobody() {
+    common::rerun_as_nobody(&["--skip", "cli_session_as_nobody"]);
+}
