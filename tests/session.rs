@@ -276,28 +276,33 @@ fn kept_background_processes_live_until_close() {
                 "{layer:?}: {f}: {text}"
             );
         }
-        // … and what the session's commands write to /tmp in the meantime is theirs.
+        // A command's own background job, not kept, ends with it (`$TMPDIR`: the
+        // session's /tmp on both layers).
         sh_ok(
             &s,
-            "(sleep 0.3; echo late > /tmp/late) </dev/null >/dev/null 2>&1 &",
+            "(sleep 0.3; echo late > \"${TMPDIR:-/tmp}/late\") </dev/null >/dev/null 2>&1 &",
         );
         assert_eq!(common::host_processes_with(&marker).len(), 2, "{layer:?}");
         // Kept for that command only: the next one's background job ended with it.
         std::thread::sleep(std::time::Duration::from_millis(600));
-        let out = sh(&s, "cat /tmp/late 2>&1");
+        let out = sh(&s, "cat \"${TMPDIR:-/tmp}/late\" 2>&1");
         assert!(!out.status.success(), "{layer:?}: not kept, still ran");
         let kept = s
             .command("sh")
             .args([
                 "-c",
-                "(sleep 0.3; echo late > /tmp/late) </dev/null >/dev/null 2>&1 &",
+                "(sleep 0.3; echo late > \"${TMPDIR:-/tmp}/late\") </dev/null >/dev/null 2>&1 &",
             ])
             .keep_background(true)
             .status()
             .unwrap();
         assert!(kept.success(), "{layer:?}");
         std::thread::sleep(std::time::Duration::from_millis(600));
-        assert_eq!(sh_ok(&s, "cat /tmp/late"), "late\n", "{layer:?}");
+        assert_eq!(
+            sh_ok(&s, "cat \"${TMPDIR:-/tmp}/late\""),
+            "late\n",
+            "{layer:?}"
+        );
         // `close` ends them.
         s.close().unwrap();
         assert_eq!(
