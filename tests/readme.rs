@@ -555,13 +555,17 @@ fn readme_cli_synopsis_lists_every_flag() {
             }
         }
     }
+    // A subcommand may take more than one line (`run`, and `run --session`).
     let listed = |sub: &str| -> Vec<String> {
-        let mut f = by_sub
+        assert!(
+            by_sub.iter().any(|(s, _)| s == sub),
+            "no `stockade {sub}` in the synopsis"
+        );
+        let mut f: Vec<String> = by_sub
             .iter()
-            .find(|(s, _)| s == sub)
-            .unwrap_or_else(|| panic!("no `stockade {sub}` in the synopsis"))
-            .1
-            .clone();
+            .filter(|(s, _)| s == sub)
+            .flat_map(|(_, f)| f.clone())
+            .collect();
         f.sort();
         f.dedup();
         f
@@ -586,6 +590,19 @@ fn readme_cli_synopsis_lists_every_flag() {
         assert!(
             help_flags("plan").contains(f),
             "README lists `stockade plan {f}`, --help does not"
+        );
+    }
+    // `session --socket PATH [run's policy flags]`: exactly those.
+    let session = listed("session");
+    assert_eq!(
+        session,
+        ["--socket"],
+        "`stockade session` in README's synopsis"
+    );
+    for f in help_flags("session") {
+        assert!(
+            session.contains(&f) || (run.contains(&f) && help_flags("plan").contains(&f)),
+            "README's synopsis lacks `stockade session {f}`"
         );
     }
 }
