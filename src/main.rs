@@ -27,6 +27,7 @@ mod forward;
 mod relay;
 #[cfg(target_os = "linux")]
 mod session_cli;
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 mod session_wire;
 mod shown;
 
@@ -1270,14 +1271,13 @@ fn command(
     Ok(cmd)
 }
 
+/// Variables as `NAME`, `VALUE` pairs.
+type Vars = Vec<(String, OsString)>;
+
 /// The variables of `--env` and `--secret-env`; exit code 2 (a usage error, like clap's)
 /// for a variable without `=` or without a name, or a `--secret-env NAME` that
 /// stockade's own environment does not set.
-#[allow(clippy::type_complexity)]
-fn variables(
-    env: &[String],
-    secret_env: &[String],
-) -> Result<(Vec<(String, OsString)>, Vec<(String, OsString)>), ExitCode> {
+fn variables(env: &[String], secret_env: &[String]) -> Result<(Vars, Vars), ExitCode> {
     let mut plain = Vec::new();
     for kv in env {
         match kv.split_once('=') {

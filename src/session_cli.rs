@@ -615,7 +615,7 @@ fn spawn_code(e: &Error) -> u8 {
 pub fn run_in(
     socket: &Path,
     cwd: Option<PathBuf>,
-    (env, secret_env): (Vec<(String, OsString)>, Vec<(String, OsString)>),
+    (env, secret_env): (crate::Vars, crate::Vars),
     keep_background: bool,
     program: &[OsString],
 ) -> ExitCode {
@@ -685,7 +685,6 @@ pub fn run_in(
             ),
         );
     }
-    drop(control);
     {
         let conn = std::sync::Arc::clone(&conn);
         std::thread::spawn(move || {

@@ -816,8 +816,11 @@ mod tests {
         bad[0] ^= 1;
         assert_eq!(Request::parse(&bad), None);
         let mut flags = req.clone();
-        flags[4] = 2;
+        flags[4] = 4;
         assert_eq!(Request::parse(&flags), None);
+        // The known flags: the program's own session, and kept background processes.
+        flags[4] = (NEW_SESSION | KEEP_BACKGROUND) as u8;
+        assert_eq!(Request::parse(&flags).map(|r| r.flags), Some(3));
         let mut none = std::vec::Vec::new();
         none.extend_from_slice(&header(0, 0, 0, 0));
         none.extend_from_slice(b"/\0");
