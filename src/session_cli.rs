@@ -426,7 +426,7 @@ fn client(session: &Session, conn: OwnedFd, stop: &AtomicBool) {
             return;
         }
     }
-    let Some((request, [stdin, stdout, stderr])) = receive(&conn) else {
+    let Some((request, [stdin, stdout, stderr])) = receive(&conn, stop) else {
         return;
     };
     let mut err_out = stderr.try_clone().ok().map(std::fs::File::from);
@@ -448,7 +448,27 @@ fn client(session: &Session, conn: OwnedFd, stop: &AtomicBool) {
 
 /// Receives the one request of a connection and its three fds; `None` (after a line on
 /// the server's stderr, and with every fd received closed) for anything else.
-fn receive(conn: &OwnedFd) -> Option<(Request, [OwnedFd; wire::FDS])> {
+fn receive(conn: &OwnedFd, stop: &AtomicBool) -> Option<(Request, [OwnedFd; wire::FDS])> {
+    // A client that connects and sends nothing holds no more than its thread, and not
+    // the server's end.
+    let tick = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: TICK.as_nanos() as i64,
+    };
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        let mut fds = [rustix::event::PollFd::new(
+            conn,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&tick)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => {}
+            Ok(_) => break,
+            Err(_) => return None,
+        }
+    }
     let mut buf = vec![0u8; wire::MAX_REQUEST + 1];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2 * wire::FDS))];
     let mut control = RecvAncillaryBuffer::new(&mut space);

@@ -242,6 +242,82 @@ fn the_pair_runs_commands_in_one_live_sandbox() {
 }
 
 #[test]
+fn the_wall_time_holds_per_command_and_a_silent_client_does_not_hold_the_end() {
+    let (dir, ws) = (socket_dir(), tempdir());
+    let socket = dir.path().join("s");
+    let mut server = stockade()
+        .args([
+            "session",
+            "--wall-time",
+            "1s",
+            "--layer",
+            "landlock",
+            "--min-layer",
+        ])
+        .args(["landlock", "--socket"])
+        .arg(&socket)
+        .arg("--workspace")
+        .arg(ws.path())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("socket", || socket.exists());
+    let run = |script: &str| {
+        stockade()
+            .arg("run")
+            .arg("--session")
+            .arg(&socket)
+            .args(["--", "sh", "-c", script])
+            .output()
+            .unwrap()
+    };
+    // Each command has its second: two of 0.6 s each run to their end.
+    for _ in 0..2 {
+        assert_eq!(run("sleep 0.6; exit 3").status.code(), Some(3));
+    }
+    let started = Instant::now();
+    let out = run("sleep 5");
+    assert_eq!(out.status.code(), Some(124), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("wall"), "{}", text(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(4));
+    // A client that connects and says nothing: the server still ends at once.
+    let raw = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import socket, sys, time\n\
+             s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n\
+             s.connect(sys.argv[1]); print('connected', flush=True); time.sleep(30)",
+        ])
+        .arg(&socket)
+        .stdout(Stdio::piped())
+        .spawn();
+    let Ok(mut raw) = raw else {
+        common::skip("silent client", "no /usr/bin/python3");
+        return;
+    };
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(raw.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "connected\n");
+    // SAFETY: kill takes a pid and a signal number; the pid is our unreaped child's.
+    assert_eq!(unsafe { libc::kill(server.id() as i32, libc::SIGHUP) }, 0);
+    let started = Instant::now();
+    let status = server.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGHUP));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!socket.exists());
+    raw.kill().unwrap();
+    raw.wait().unwrap();
+}
+
+#[test]
 fn flags_that_make_no_sense_in_a_session_are_refused() {
     let dir = socket_dir();
     let socket = dir.path().join("s");
