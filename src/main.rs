@@ -9,6 +9,9 @@
 //! found; 2 for a usage error (an unknown flag before the program). Errors print with their
 //! causes, each OS error with its errno name ([`Report`]).
 //!
+//! `session --socket PATH` serves a warm session on a unix socket, and `run --session
+//! PATH` runs one command in it (see `session_cli`).
+//!
 //! `run` dies with its caller unless `--no-die-with-parent` is given (see `caller`). It
 //! hands the program streams, never the caller's terminal or files: a pseudo-terminal of
 //! its own when stdin or stdout is a terminal (unless `--no-pty` or `--keep-session`), and
