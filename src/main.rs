@@ -111,8 +111,9 @@ enum Cmd {
         /// SOCKET`) instead of a sandbox of its own: the session's policy holds, so the
         /// policy flags (--config, --workspace, …), --scrub, --stats, --stats-json,
         /// --explain and --explain-json are refused with it. The program gets the
-        /// caller's stdin, stdout and stderr themselves (as with --no-pty); --cwd, --env
-        /// and --secret-env work as without it. The exit status is the program's, as
+        /// caller's terminal itself (as with --no-pty: a session's command has no
+        /// pseudo-terminal), pipes and sockets as they are, and files through pipes;
+        /// --cwd, --env and --secret-env work as without it. The exit status is the program's, as
         /// without it. SOCKET must be this user's: a socket (not a symbolic link) owned by
         /// the caller, in a directory only the caller can write, served by the caller's
         /// uid.

@@ -93,7 +93,7 @@ pub struct Options {
 
 /// What one of the caller's stdio fds is, as far as the program is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Terminal,
     /// An anonymous pipe or a socket: nothing behind it but the stream.
     Channel,
@@ -106,7 +106,7 @@ enum Kind {
     Closed,
 }
 
-fn kind(fd: BorrowedFd<'_>) -> Kind {
+pub(crate) fn kind(fd: BorrowedFd<'_>) -> Kind {
     if termios::isatty(fd) {
         return Kind::Terminal;
     }
@@ -140,7 +140,7 @@ fn anonymous_pipe(fd: BorrowedFd<'_>) -> bool {
 }
 
 /// The caller's fds 0, 1 and 2.
-fn caller_fds() -> [BorrowedFd<'static>; 3] {
+pub(crate) fn caller_fds() -> [BorrowedFd<'static>; 3] {
     [
         rustix::stdio::stdin(),
         rustix::stdio::stdout(),

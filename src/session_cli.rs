@@ -16,9 +16,10 @@
 //!
 //! # One command per connection
 //!
-//! The client sends one request ([`crate::session_wire`]) with its own stdin, stdout and
-//! stderr (`SCM_RIGHTS`): the command reads and writes them directly, as `run --no-pty`
-//! hands the caller's. The server starts the command in the session on a thread of its
+//! The client sends one request ([`crate::session_wire`]) with the command's stdin,
+//! stdout and stderr (`SCM_RIGHTS`): its own terminal, pipes and sockets (a terminal as
+//! `run --no-pty` hands it over: a session's command has no pseudo-terminal), and for a
+//! file, a device or `/dev/null` a pipe that it copies ([`Streams`]). The server starts the command in the session on a thread of its
 //! own, so clients are served concurrently, and replies once with how it ended; the
 //! client exits as `run` does (the code, or 128+N for signal N; 127, 126 or 125 when it did
 //! not start, with the error on its stderr; 124 at the session's `wall_time`, which holds
@@ -649,6 +650,11 @@ pub fn run_in(
     }
     let bytes = |s: &OsStr| s.as_bytes().to_vec();
     let var = |(k, v): &(String, OsString)| (k.as_bytes().to_vec(), bytes(v));
+    let done = std::sync::Arc::new(AtomicBool::new(false));
+    let stdio = match Streams::new(&done) {
+        Ok(s) => s,
+        Err(e) => return fail(125, format_args!("--session: stdio: {}", Report(&e))),
+    };
     let request = Request {
         keep_background,
         cwd: cwd.map(|c| bytes(c.as_os_str())),
@@ -671,23 +677,7 @@ pub fn run_in(
         Ok(c) => std::sync::Arc::new(c),
         Err(e) => return fail(125, format_args!("--session {e}")),
     };
-    // The caller's stdio, as the command's; /dev/null for one that is closed.
-    let null = std::fs::File::open("/dev/null").ok();
-    let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
-    let std_fds = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
-    let mut fds: Vec<BorrowedFd<'_>> = Vec::new();
-    for fd in std_fds {
-        match (rustix::io::fcntl_getfd(fd), &null) {
-            (Ok(_), _) => fds.push(fd),
-            (Err(_), Some(n)) => fds.push(n.as_fd()),
-            (Err(e), None) => {
-                return fail(
-                    125,
-                    format_args!("/dev/null: {}", Report(&std::io::Error::from(e))),
-                );
-            }
-        }
-    }
+    let fds: Vec<BorrowedFd<'_>> = stdio.fds.iter().map(|f| f.as_fd()).collect();
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(wire::FDS))];
     let mut control = SendAncillaryBuffer::new(&mut space);
     control.push(SendAncillaryMessage::ScmRights(&fds));
@@ -729,6 +719,10 @@ pub fn run_in(
             }
         }
     };
+    // What the command wrote to a file of the caller's is in the pipes by now; what a
+    // kept background process writes later is not copied.
+    drop(fds);
+    stdio.finish(&done);
     match buf.get(..n).and_then(Reply::decode) {
         Some(Reply::Status(raw)) => exit_code(std::process::ExitStatus::from_raw(raw)),
         Some(Reply::Code(c)) => ExitCode::from(c),
@@ -782,4 +776,104 @@ fn connect(socket: &Path) -> Result<OwnedFd, String> {
         ));
     }
     Ok(conn)
+}
+
+/// The command's stdio, from the caller's own, as `run` hands them over but for
+/// terminals: a terminal, a pipe or a socket itself (a session's command has no
+/// pseudo-terminal: as with `run --no-pty`); for anything else (a regular file, a device,
+/// `/dev/null`, a named FIFO, or a closed fd) a pipe that this process copies to or from
+/// the caller's, as `run` does (`relay`), so that the program cannot truncate, `chmod` or
+/// otherwise change it through the fd.
+struct Streams {
+    /// What is sent for fds 0, 1 and 2.
+    fds: Vec<OwnedFd>,
+    /// The threads that copy the command's output to the caller's files.
+    outputs: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Streams {
+    fn new(done: &std::sync::Arc<AtomicBool>) -> std::io::Result<Streams> {
+        use crate::relay::Kind;
+        let mut s = Streams {
+            fds: Vec::new(),
+            outputs: Vec::new(),
+        };
+        for (i, fd) in crate::relay::caller_fds().into_iter().enumerate() {
+            let kind = crate::relay::kind(fd);
+            if matches!(kind, Kind::Terminal | Kind::Channel) {
+                s.fds.push(rustix::io::fcntl_dupfd_cloexec(fd, 3)?);
+                continue;
+            }
+            // A closed fd reads as empty and writes to nowhere.
+            let caller: Option<std::fs::File> = match kind {
+                Kind::Closed => None,
+                _ => Some(rustix::io::fcntl_dupfd_cloexec(fd, 3)?.into()),
+            };
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+            if i == 0 {
+                s.fds.push(r);
+                if let Some(caller) = caller {
+                    std::thread::spawn(move || copy_input(caller, w));
+                }
+            } else {
+                s.fds.push(w);
+                let done = std::sync::Arc::clone(done);
+                let to: Box<dyn Write + Send> = match caller {
+                    Some(f) => Box::new(f),
+                    None => Box::new(std::io::sink()),
+                };
+                s.outputs
+                    .push(std::thread::spawn(move || copy_output(r, to, &done)));
+            }
+        }
+        Ok(s)
+    }
+
+    /// Once the command has ended: copies what is left in the output pipes.
+    fn finish(self, done: &AtomicBool) {
+        drop(self.fds);
+        done.store(true, Ordering::SeqCst);
+        for t in self.outputs {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Copies the caller's stdin into the command's pipe until either ends.
+fn copy_input(mut from: std::fs::File, to: OwnedFd) {
+    let mut to = std::fs::File::from(to);
+    let _ = std::io::copy(&mut from, &mut to);
+}
+
+/// Copies the command's output pipe to the caller's file: until its end, or, once `done`
+/// (the command has ended), until it holds nothing more.
+fn copy_output(from: OwnedFd, mut to: Box<dyn Write + Send>, done: &AtomicBool) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let finished = done.load(Ordering::SeqCst);
+        let wait = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: if finished { 0 } else { TICK.as_nanos() as i64 },
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &from,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&wait)) {
+            Ok(0) if finished => return,
+            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+            Ok(_) => {}
+            Err(_) => return,
+        }
+        match rustix::io::read(&from, &mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if to.write_all(buf.get(..n).unwrap_or(&[])).is_err() {
+                    return;
+                }
+            }
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+            Err(_) => return,
+        }
+    }
 }
