@@ -358,7 +358,11 @@ fn a_secret_split_across_chunks_is_found_once_in_every_encoding() {
 fn a_long_jwt_split_anywhere_is_found_once_in_every_encoding() {
     let mut g = Gen(12);
     let header = base64(br#"{"alg":"RS256","typ":"JWT","kid":"k1"}"#, true, false);
-    let claims = format!(r#"{{"sub":"{}","groups":"{}"}}"#, g.pick(ALNUM, 20), g.pick(ALNUM, 2900));
+    let claims = format!(
+        r#"{{"sub":"{}","groups":"{}"}}"#,
+        g.pick(ALNUM, 20),
+        g.pick(ALNUM, 2900)
+    );
     let payload = base64(claims.as_bytes(), true, false);
     let jwt = format!("{header}.{payload}.{}", g.pick(B64URL, 342));
     assert!((4200..4500).contains(&jwt.len()), "{}", jwt.len());
@@ -375,7 +379,12 @@ fn a_long_jwt_split_anywhere_is_found_once_in_every_encoding() {
         assert!(form.len() > 2048, "{encoding}: {}", form.len());
         let text = format!("header line\nvalue: {form} trailer\n");
         let start = text.find(&form).unwrap();
-        for split in [start + 1, start + 2100, start + form.len() / 2, start + form.len() - 30] {
+        for split in [
+            start + 1,
+            start + 2100,
+            start + form.len() / 2,
+            start + form.len() - 30,
+        ] {
             let found = stream_scan(text.as_bytes(), split);
             let context = format!("jwt as {encoding} ({} bytes) split at {split}", form.len());
             assert_found(&found, "jwt", encoding, &jwt, &context);

@@ -226,14 +226,21 @@ fn a_short_host_secret_is_found_encoded_exactly_within_the_documented_bound() {
             let found = scan_with(text.as_bytes(), &p)
                 .iter()
                 .any(|f| f.pattern == "short_key" && f.encoding == encoding && f.fingerprint == fp);
-            assert_eq!(found, expect, "{n} bytes as {encoding} ({} bytes): {form}", form.len());
+            assert_eq!(
+                found,
+                expect,
+                "{n} bytes as {encoding} ({} bytes): {form}",
+                form.len()
+            );
         }
         // Encoded together with its variable's name, a short secret's run is long enough.
         if n >= 8 {
             let env = STANDARD.encode(format!("export ACME_SHORT_KEY={secret}\n"));
             let found = scan_with(format!("env: {env}\n").as_bytes(), &p);
             assert!(
-                found.iter().any(|f| f.pattern == "short_key" && f.encoding == Encoding::Base64),
+                found
+                    .iter()
+                    .any(|f| f.pattern == "short_key" && f.encoding == Encoding::Base64),
                 "{n} bytes in an encoded env line: {found:?}"
             );
         }

@@ -1192,7 +1192,16 @@ mod tests {
             b64.encode(format!(r#"{{"sub":"{}"}}"#, g.pick(ALNUM_CHARS, 12))),
             g.pick(ALNUM_CHARS, 43)
         );
-        for before in ["", " ", "x=", "token_", "TOKEN-", "a+", "https://h/auth/", "q_x-"] {
+        for before in [
+            "",
+            " ",
+            "x=",
+            "token_",
+            "TOKEN-",
+            "a+",
+            "https://h/auth/",
+            "q_x-",
+        ] {
             let text = format!("{before}{jwt} done");
             let found = scan(text.as_bytes());
             assert_eq!(found.len(), 1, "{before:?}: {found:?}");
@@ -1206,6 +1215,41 @@ mod tests {
         // A `+` or `/` inside the header is not base64url: no JWT starts before it.
         let text = format!("{}/x{} done", &jwt[..10], &jwt[10..]);
         assert!(scan(text.as_bytes()).is_empty());
+    }
+
+    /// The probe for short decoded windows says "maybe" exactly when the text has a run of
+    /// 20 run bytes or an `@`, the things the full search needs in a text under 64 bytes.
+    #[test]
+    fn the_short_text_probe_agrees_with_its_definition() {
+        use crate::guard::leak::class::{RUN, is};
+        let mut g = Gen(8);
+        let mut answers = [0, 0];
+        for round in 0..20_000 {
+            let len = (g.next() % 64) as usize;
+            let text: Vec<u8> = (0..len)
+                .map(|_| match g.next() % 100 {
+                    0 => b'@',
+                    1..=6 => g.next() as u8,
+                    7..=9 => b' ',
+                    _ => b"aZ9+/-_x"[(g.next() % 8) as usize],
+                })
+                .collect();
+            let mut want = text.contains(&b'@');
+            let mut run = 0;
+            for &b in &text {
+                run = if is(b, RUN) { run + 1 } else { 0 };
+                want |= run >= super::MIN_TOKEN;
+            }
+            let got = super::short_text_may_hold_a_token(&text);
+            assert_eq!(
+                got,
+                want,
+                "round {round}: {:?}",
+                String::from_utf8_lossy(&text)
+            );
+            answers[usize::from(got)] += 1;
+        }
+        assert!(answers[0] > 2000 && answers[1] > 2000, "{answers:?}");
     }
 
     #[test]
