@@ -349,6 +349,64 @@ fn a_secret_split_across_chunks_is_found_once_in_every_encoding() {
     }
 }
 
+/// A JWT of 4,300 bytes (a long payload, as OIDC ID tokens with many claims have), split
+/// anywhere, raw or encoded: no part of it matches (a JWT cut before its signature is
+/// none), so the stream must keep the run it is in. Before, only the last 2 KiB of a batch
+/// were kept, and a JWT split more than 2 KiB (or 2 KiB of its encoding) after its start
+/// was missed. Every form of it is longer than 2 KiB; the percent-escaped one is 13 KB.
+#[test]
+fn a_long_jwt_split_anywhere_is_found_once_in_every_encoding() {
+    let mut g = Gen(12);
+    let header = base64(br#"{"alg":"RS256","typ":"JWT","kid":"k1"}"#, true, false);
+    let claims = format!(
+        r#"{{"sub":"{}","groups":"{}"}}"#,
+        g.pick(ALNUM, 20),
+        g.pick(ALNUM, 2900)
+    );
+    let payload = base64(claims.as_bytes(), true, false);
+    let jwt = format!("{header}.{payload}.{}", g.pick(B64URL, 342));
+    assert!((4200..4500).contains(&jwt.len()), "{}", jwt.len());
+    assert_eq!(
+        scan(format!("x {jwt} y").as_bytes()).len(),
+        1,
+        "the long JWT is a JWT"
+    );
+    let mut forms = encoded_forms(&jwt);
+    // Inside a larger encoded text, as a JSON document holding it would be.
+    let doc = format!("{{\"id_token\": \"{jwt}\"}}");
+    forms.push((base64(doc.as_bytes(), false, true), Encoding::Base64));
+    for (form, encoding) in forms {
+        assert!(form.len() > 2048, "{encoding}: {}", form.len());
+        let text = format!("header line\nvalue: {form} trailer\n");
+        let start = text.find(&form).unwrap();
+        for split in [
+            start + 1,
+            start + 2100,
+            start + form.len() / 2,
+            start + form.len() - 30,
+        ] {
+            let found = stream_scan(text.as_bytes(), split);
+            let context = format!("jwt as {encoding} ({} bytes) split at {split}", form.len());
+            assert_found(&found, "jwt", encoding, &jwt, &context);
+            assert_eq!(found.len(), 1, "{context}: {found:?}");
+        }
+        // In 64 KiB batches, the JWT straddling the first batch's end.
+        for behind in [2100, form.len() / 2, form.len() - 30] {
+            let lead = 64 * 1024 - behind - 2;
+            let text = format!("{}\n {form} trailer\n", "x".repeat(lead));
+            let mut s = StreamScanner::new();
+            let mut found = Vec::new();
+            for c in text.as_bytes().chunks(4096) {
+                found.extend(s.push(c));
+            }
+            found.extend(s.finish());
+            let context = format!("jwt as {encoding} {behind} bytes into the batch's end");
+            assert_found(&found, "jwt", encoding, &jwt, &context);
+            assert_eq!(found.len(), 1, "{context}: {found:?}");
+        }
+    }
+}
+
 #[test]
 fn the_writer_finds_a_split_secret_it_does_not_know() {
     let (name, token) = tokens().swap_remove(4);

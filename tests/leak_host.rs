@@ -194,3 +194,55 @@ fn clean_text_raises_nothing_with_host_patterns() {
     let found = scan_with(text.as_bytes(), &p);
     assert!(found.is_empty(), "{found:?}");
 }
+
+/// The documented bound for short host secrets, exactly: a secret alone in its encoded
+/// form is decoded (and found) when that form is as long as the shortest built-in token's
+/// needs: 26 base64 characters (19 bytes), 40 hex digits (20 bytes), 20 bytes of
+/// percent-encoded text; raw, it is found at any length. So every host secret of 20 bytes
+/// or more is found in every encoding, and a shorter one, encoded on its own, only where
+/// these hold (encoded with the text around it, `TOKEN=…` in an encoded env file, the run
+/// is longer).
+#[test]
+fn a_short_host_secret_is_found_encoded_exactly_within_the_documented_bound() {
+    let p = HostPatterns::new(&[HostPattern::new("short_key", r"k9_[a-z0-9]+")]).unwrap();
+    for n in 4..=40 {
+        let pool = format!("{}{}", &acme_secret(n as u64)[5..], &acme_secret(99)[5..]);
+        let secret = format!("k9_{}", &pool[..n - 3]);
+        let b = secret.as_bytes();
+        let url: String = b.iter().map(|c| format!("%{c:02X}")).collect();
+        let partial = secret.replace('_', "%5F");
+        let b64 = STANDARD.encode(b);
+        let unpadded = b64.trim_end_matches('=').len();
+        let forms = [
+            (secret.clone(), Encoding::Raw, true),
+            (b64.clone(), Encoding::Base64, unpadded >= 26),
+            (hex::encode(b), Encoding::Hex, 2 * n >= 40),
+            (url.clone(), Encoding::Url, url.len() >= 20),
+            (partial.clone(), Encoding::Url, partial.len() >= 20),
+        ];
+        for (form, encoding, expect) in forms {
+            let text = format!("worker said: {form}\nok\n");
+            let fp = Fingerprint::of(b);
+            let found = scan_with(text.as_bytes(), &p)
+                .iter()
+                .any(|f| f.pattern == "short_key" && f.encoding == encoding && f.fingerprint == fp);
+            assert_eq!(
+                found,
+                expect,
+                "{n} bytes as {encoding} ({} bytes): {form}",
+                form.len()
+            );
+        }
+        // Encoded together with its variable's name, a short secret's run is long enough.
+        if n >= 8 {
+            let env = STANDARD.encode(format!("export ACME_SHORT_KEY={secret}\n"));
+            let found = scan_with(format!("env: {env}\n").as_bytes(), &p);
+            assert!(
+                found
+                    .iter()
+                    .any(|f| f.pattern == "short_key" && f.encoding == Encoding::Base64),
+                "{n} bytes in an encoded env line: {found:?}"
+            );
+        }
+    }
+}

@@ -153,7 +153,7 @@ fn oracle() -> &'static Oracle {
             single(shape("discord_bot_token", &discord, &[], Mixed), &discord, Before::RunByte, After::Word),
             single(shape("telegram_bot_token", &telegram, &[], Mixed), &telegram, Before::Alnum, After::RunByte),
             single(shape("sendgrid_api_key", &sendgrid, &["SG."], Mixed), &sendgrid, Before::Alnum, After::Word),
-            single(shape("jwt", &jwt, &["eyJ"], Jwt), &jwt, Before::RunByte, After::Word),
+            single(shape("jwt", &jwt, &["eyJ"], Jwt), &jwt, Before::Alnum, After::Word),
             single(
                 Shape { context: "AccountKey=".len(), ..shape("azure_storage_key", azure, &[], Mixed) },
                 azure,

@@ -271,7 +271,9 @@ fn scan_decoded(
     scratch.hits.clear();
     raw_hits(&scratch.decoded, &mut scratch.hits);
     scratch.host_hits.clear();
-    scratch.host.hits(&scratch.decoded, &mut scratch.host_hits);
+    if !scratch.host.is_empty() {
+        scratch.host.hits(&scratch.decoded, &mut scratch.host_hits);
+    }
     let builtin = scratch
         .hits
         .iter()

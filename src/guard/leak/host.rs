@@ -38,12 +38,19 @@ const SET_DFA_SIZE_LIMIT: usize = 16 << 20;
 /// pattern's name with a [`Fingerprint`](super::Fingerprint) of the matched (decoded)
 /// bytes, never the bytes.
 ///
-/// Limits, from the scanner's design: an encoded secret is looked for only in encoded runs
-/// the scanner decodes, so a host secret shorter than 20 bytes may be missed in its
-/// base64, hex or percent-encoded form (never in its raw form); a stream
+/// Limits, from the scanner's design. Raw, a match is found at any length. Encoded, it is
+/// found in the runs the scanner decodes, those long enough to hold the shortest built-in
+/// token (20 bytes): a base64 run of at least 26 characters from where its encoding
+/// starts, a hex run of at least 40 digits, a run of at least 20 URL bytes around a `%XX`
+/// escape. So a host secret of 20 bytes or more is found in every encoding; a shorter one
+/// encoded on its own is found when that form is this long (base64 from 19 bytes, hex from
+/// 20, every byte percent-escaped from 7), and encoded with the text around it (a
+/// `TOKEN=…` line of an encoded env file, a JSON document) whenever the whole is. Decoding
+/// shorter runs would decode most words of ordinary text. A stream
 /// ([`StreamScanner`](super::StreamScanner)) finds a match split across its 64 KiB batches
-/// when the match is at most 2 KiB long. The regex decides the word boundaries: write
-/// `\b` where a match must not extend a longer word.
+/// when the match is at most 2 KiB long, or (raw or encoded) a run of base64, hex or URL
+/// bytes of at most 20 KiB. The regex decides the word boundaries: write `\b` where a
+/// match must not extend a longer word.
 ///
 /// Cloning is cheap (the compiled set is shared); the default holds no pattern, and
 /// scanning with it is [`scan`](super::scan). `Debug` shows the names only.

@@ -26,7 +26,9 @@
 //! alignment (four for base64, two for hex), and the decoded bytes go through the same
 //! token matchers. Each input byte is decoded a bounded number of times, so the cost is
 //! linear in the input however long a run is. The hex stretches inside a base64 run are
-//! looked for in strides of 40 bytes, not byte by byte.
+//! looked for in strides of 40 bytes, not byte by byte. Most decoded windows are short and
+//! random (a UUID, a git SHA or a path read as base64): three bytes of one, those a run of
+//! 20 must cover, and a search for `@` reject it before any other search starts.
 //!
 //! # Tuning against false positives
 //!

@@ -286,8 +286,8 @@ const AZURE_STORAGE: Pattern = Pattern {
     near: None,
 };
 /// Header, payload and signature in base64url; the header is a JSON object with an
-/// `alg` key (`eyJ` is the base64 of `{"`). The trigger is a run that starts with `eyJ`
-/// and ends at a `.`.
+/// `alg` key (`eyJ` is the base64 of `{"`). The trigger is a run that ends at a `.` with
+/// an `eyJ` in it, at its start or after one of its bytes that is not a letter or digit.
 const JWT: Pattern = Pattern {
     name: "jwt",
     segs: &[
@@ -701,25 +701,67 @@ pub(super) struct Hit {
     pub(super) range: Range<usize>,
 }
 
-/// Whether a literal prefix starts with this byte.
-static LEADS: [bool; 256] = {
-    let mut t = [false; 256];
+/// For each byte, the literal prefixes (bit `i` for `PREFIXES[i]`) whose first byte
+/// (`LEADS[0]`) or second byte (`LEADS[1]`) it is: the prefixes a text `t` can start with
+/// are `LEADS[0][t[0]] & LEADS[1][t[1]]`, most often none (`pkg/`, `left-pad`), and then
+/// no prefix is compared.
+static LEADS: [[u32; 256]; 2] = {
+    assert!(PREFIXES.len() <= 32);
+    let mut t = [[0u32; 256]; 2];
     let mut i = 0;
     while i < PREFIXES.len() {
-        t[PREFIXES[i].0.as_bytes()[0] as usize] = true;
+        let p = PREFIXES[i].0.as_bytes();
+        t[0][p[0] as usize] |= 1 << i;
+        t[1][p[1] as usize] |= 1 << i;
         i += 1;
     }
     t
 };
 
+/// The literal prefixes `text` may start with, as bits of [`LEADS`].
+#[inline(always)]
+fn leads(text: &[u8]) -> u32 {
+    match text {
+        [a, b, ..] => LEADS[0][*a as usize] & LEADS[1][*b as usize],
+        _ => 0,
+    }
+}
+
 /// Raw tokens in `hay`, in order of position, without decoding anything.
 pub(super) fn raw_hits(hay: &[u8], hits: &mut Vec<Hit>) {
+    if hay.len() < 64 && !short_text_may_hold_a_token(hay) {
+        return;
+    }
     let mut runs = Runs::<MIN_TOKEN>::new(hay);
     while let Some((s, e)) = runs.next_before(hay.len()) {
         run_hits(hay, s, e, hits);
     }
     pem_hits(hay, &mut 0, hay.len(), hits);
     userinfo_hits(hay, &mut 0, hay.len(), hits);
+}
+
+/// Whether the text `hay` (shorter than 64 bytes, too short for a PEM block) holds a run
+/// of [`MIN_TOKEN`] [`RUN`] bytes or an `@` (a URL password's end), in one pass.
+///
+/// Most of the decoded windows the scanner makes are this short (a UUID, a git SHA or a
+/// path, read as base64 or hex) and random; this answers for them without the run
+/// finder's and the `@` search's setup, which cost more than the pass on so few bytes.
+fn short_text_may_hold_a_token(hay: &[u8]) -> bool {
+    // A run of `MIN_TOKEN` bytes covers a byte whose offset is `MIN_TOKEN - 1` modulo
+    // `MIN_TOKEN`: only around those is a run looked for. A random byte is a run byte one
+    // time in four.
+    let mut k = MIN_TOKEN - 1;
+    while k < hay.len() {
+        if is(hay[k], RUN) {
+            let before = hay[..k].iter().rev().take_while(|&&b| is(b, RUN)).count();
+            let after = hay[k..].iter().take_while(|&&b| is(b, RUN)).count();
+            if before + after >= MIN_TOKEN {
+                return true;
+            }
+        }
+        k += MIN_TOKEN;
+    }
+    hay.contains(&b'@')
 }
 
 /// The tokens in the candidate run `hay[s..e]` (a maximal run of [`RUN`] bytes).
@@ -753,9 +795,10 @@ pub(super) fn run_hits(hay: &[u8], s: usize, e: usize, hits: &mut Vec<Hit>) {
     if len == 22 && dot_after && s >= 3 && &hay[s - 3..s] == b"SG." {
         push_hit(hay, s - 3, &SENDGRID, hits);
     }
-    // A JWT: the run is the header.
-    if dot_after && hay[s..e].starts_with(b"eyJ") {
-        push_hit(hay, s, &JWT, hits);
+    // A JWT: the run ends with the header, which starts at an `eyJ` at the run's start
+    // or after a byte of it that is not a letter or digit (`token_eyJ…`, `/auth/eyJ…`).
+    if dot_after {
+        jwt_hits(hay, s, e, hits);
     }
     // Azure storage: the run is the key but for its `==`.
     if len == 86 && hay[..s].ends_with(b"AccountKey=") {
@@ -767,12 +810,35 @@ pub(super) fn run_hits(hay: &[u8], s: usize, e: usize, hits: &mut Vec<Hit>) {
     let mut after_alnum = false;
     for pos in s..e {
         let b = hay[pos];
-        if !after_alnum && pos >= next && LEADS[b as usize] {
-            if let Some(end) = prefixed_hit(hay, pos, hits) {
-                next = end;
+        if !after_alnum && pos >= next {
+            let candidates = leads(&hay[pos..]);
+            if candidates != 0 {
+                if let Some(end) = prefixed_hit(hay, pos, candidates, hits) {
+                    next = end;
+                }
             }
         }
         after_alnum = is(b, ALNUM);
+    }
+}
+
+/// The JWTs whose header ends the run `hay[s..e]` (a `.` follows it).
+///
+/// The header is at most [`JWT_HEADER_MAX`] base64url characters, so only the run's last
+/// ones after its last `+` or `/` are looked at: a long base64 run costs no more than a
+/// short one.
+fn jwt_hits(hay: &[u8], s: usize, e: usize, hits: &mut Vec<Hit>) {
+    let from = e.saturating_sub(JWT_HEADER_MAX).max(s);
+    let from = hay[from..e]
+        .iter()
+        .rposition(|&b| is(b, PLUS_SLASH))
+        .map_or(from, |k| from + k + 1);
+    // Most runs that end at a `.` are words of a path or a version (`left-pad-1.3.0`): a
+    // plain loop, not a `memmem` searcher built for each.
+    for pos in from..e.saturating_sub(2) {
+        if hay[pos] == b'e' && hay[pos + 1] == b'y' && hay[pos + 2] == b'J' {
+            push_hit(hay, pos, &JWT, hits);
+        }
     }
 }
 
@@ -786,13 +852,22 @@ fn push_hit(hay: &[u8], pos: usize, p: &Pattern, hits: &mut Vec<Hit>) {
     }
 }
 
-/// Tries the patterns of the literal prefix at `hay[pos..]`, if any; pushes the first that
-/// matches and returns its end.
-fn prefixed_hit(hay: &[u8], pos: usize, hits: &mut Vec<Hit>) -> Option<usize> {
+/// Tries the patterns of the literal prefix at `hay[pos..]`, if any of `candidates` (bits
+/// of [`LEADS`]) is there; pushes the first that matches and returns its end.
+#[inline(never)]
+fn prefixed_hit(hay: &[u8], pos: usize, candidates: u32, hits: &mut Vec<Hit>) -> Option<usize> {
     let rest = &hay[pos..];
-    let (_, patterns) = PREFIXES
-        .iter()
-        .find(|(p, _)| rest.starts_with(p.as_bytes()))?;
+    let mut bits = candidates;
+    let patterns = loop {
+        if bits == 0 {
+            return None;
+        }
+        let (p, patterns) = PREFIXES[bits.trailing_zeros() as usize];
+        if rest.starts_with(p.as_bytes()) {
+            break patterns;
+        }
+        bits &= bits - 1;
+    };
     patterns.iter().find_map(|p| {
         let end = try_pattern(hay, pos, p)?;
         hits.push(Hit {
@@ -1101,6 +1176,80 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    /// A JWT is found where gitleaks' `\b` finds one (after `=`, `/`, `-`, `+`, a space)
+    /// and, as every prefixed token, also after `_` (`token_eyJ…`); never glued to a
+    /// letter or digit. Before, only a JWT that started a run was found.
+    #[test]
+    fn a_jwt_starts_after_any_byte_but_a_letter_or_digit() {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let mut g = Gen(6);
+        let jwt = format!(
+            "{}.{}.{}",
+            b64.encode(br#"{"alg":"HS256","typ":"JWT"}"#),
+            b64.encode(format!(r#"{{"sub":"{}"}}"#, g.pick(ALNUM_CHARS, 12))),
+            g.pick(ALNUM_CHARS, 43)
+        );
+        for before in [
+            "",
+            " ",
+            "x=",
+            "token_",
+            "TOKEN-",
+            "a+",
+            "https://h/auth/",
+            "q_x-",
+        ] {
+            let text = format!("{before}{jwt} done");
+            let found = scan(text.as_bytes());
+            assert_eq!(found.len(), 1, "{before:?}: {found:?}");
+            assert_eq!(found[0].pattern, "jwt");
+            assert_eq!(&text[found[0].range.clone()], jwt, "{before:?}");
+        }
+        for before in ["x", "token", "Q7", "a_b9"] {
+            let text = format!("{before}{jwt} done");
+            assert!(scan(text.as_bytes()).is_empty(), "{before:?}");
+        }
+        // A `+` or `/` inside the header is not base64url: no JWT starts before it.
+        let text = format!("{}/x{} done", &jwt[..10], &jwt[10..]);
+        assert!(scan(text.as_bytes()).is_empty());
+    }
+
+    /// The probe for short decoded windows says "maybe" exactly when the text has a run of
+    /// 20 run bytes or an `@`, the things the full search needs in a text under 64 bytes.
+    #[test]
+    fn the_short_text_probe_agrees_with_its_definition() {
+        use crate::guard::leak::class::{RUN, is};
+        let mut g = Gen(8);
+        let mut answers = [0, 0];
+        for round in 0..20_000 {
+            let len = (g.next() % 64) as usize;
+            let text: Vec<u8> = (0..len)
+                .map(|_| match g.next() % 100 {
+                    0 => b'@',
+                    1..=6 => g.next() as u8,
+                    7..=9 => b' ',
+                    _ => b"aZ9+/-_x"[(g.next() % 8) as usize],
+                })
+                .collect();
+            let mut want = text.contains(&b'@');
+            let mut run = 0;
+            for &b in &text {
+                run = if is(b, RUN) { run + 1 } else { 0 };
+                want |= run >= super::MIN_TOKEN;
+            }
+            let got = super::short_text_may_hold_a_token(&text);
+            assert_eq!(
+                got,
+                want,
+                "round {round}: {:?}",
+                String::from_utf8_lossy(&text)
+            );
+            answers[usize::from(got)] += 1;
+        }
+        assert!(answers[0] > 2000 && answers[1] > 2000, "{answers:?}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 
+use super::class::{RUN, URL, is};
 use super::finding::{Finding, PatternName};
 use super::host::HostPatterns;
 use super::scanner;
@@ -10,8 +11,19 @@ use super::scanner;
 /// Bytes the stream scanner gathers before scanning.
 const BATCH: usize = 64 * 1024;
 /// Bytes kept from one batch to the next, so that a secret split across batches is seen
-/// whole: more than the longest encoded token.
+/// whole: more than any token or host match that is not made only of [`PENDING_CLASS`]
+/// bytes (a URL password and its URL, an Azure connection string's key).
 const TAIL: usize = 2 * 1024;
+/// How far back the run of [`PENDING_CLASS`] bytes that ends a batch is kept with it: more
+/// than the longest encoded token that no scan of a part of it reports (a JWT, cut before
+/// its signature, matches nothing). The longest JWT is 5,634 bytes (a 512-byte header, a
+/// 4,096-byte payload, a 1,024-byte signature), 11,268 in hex and 16,902 with every byte
+/// percent-escaped. Tokens that a cut leaves matching (a PEM block, a prefixed token) are
+/// kept from their start as long as they reach the end.
+const PENDING: usize = 20 * 1024;
+/// The bytes a token, raw or encoded, is written with: base64 in both alphabets, hex, and
+/// percent-encoding's unreserved bytes and `%` (a JWT's `.` among them).
+const PENDING_CLASS: u16 = RUN | URL;
 /// A finding that ends this close to the end of the buffer may still grow (a longer token,
 /// a base64 quantum not yet complete) and waits for more input.
 const HOLD: usize = 8;
@@ -21,9 +33,14 @@ const HOLD: usize = 8;
 /// Chunks are gathered into batches of 64 KiB and scanned with [`scan`](super::scan) (with
 /// host patterns: [`scan_with`](super::scan_with)); the last bytes of
 /// each batch are scanned again with the next one, so a secret split across chunks (raw or
-/// encoded) is found, and found once. Memory stays below the batch size plus the longest
-/// secret the patterns accept (a PEM block of 8 KiB, or its hex encoding), whatever the
-/// length of the stream. Ranges in the findings are offsets from the start of the stream.
+/// encoded) is found, and found once. What is scanned again: the last 2 KiB, the run of
+/// base64, hex or URL bytes that ends the batch up to 20 KiB back (the longest JWT, every
+/// byte percent-escaped, is 16.5 KiB), and a finding that reaches the end from its start
+/// (a PEM block of up to 8 KiB, 24 KiB once percent-escaped). So memory stays below the
+/// batch size plus 24 KiB, whatever the length of the stream. A host pattern's match split
+/// across batches is found when it is at most 2 KiB long, or when it is (raw or encoded)
+/// such a run of at most 20 KiB. Ranges in the findings are offsets from the start of the
+/// stream.
 ///
 /// Findings come back from [`push`](Self::push) when a batch is complete, from
 /// [`flush`](Self::flush) for what has been pushed so far (but for a few bytes that may
@@ -109,7 +126,7 @@ impl StreamScanner {
         self.base + self.buf.len()
     }
 
-    /// The number of bytes held for the next scan: at most 64 KiB plus the longest secret.
+    /// The number of bytes held for the next scan: at most 64 KiB plus 24 KiB.
     pub fn buffered(&self) -> usize {
         self.buf.len()
     }
@@ -117,7 +134,11 @@ impl StreamScanner {
     fn scan_buffer(&mut self, last: bool) -> Vec<Finding> {
         let len = self.buf.len();
         let close = if last { len } else { len.saturating_sub(HOLD) };
-        let mut keep_from = if last { len } else { len.saturating_sub(TAIL) };
+        let mut keep_from = if last {
+            len
+        } else {
+            len.saturating_sub(TAIL).min(pending(&self.buf))
+        };
         let mut found = Vec::new();
         let mut held = usize::MAX;
         for mut f in scanner::scan(&self.buf, &self.host) {
@@ -148,6 +169,16 @@ impl StreamScanner {
         self.fresh = 0;
         found
     }
+}
+
+/// Where the run of [`PENDING_CLASS`] bytes that ends `buf` starts, at most [`PENDING`]
+/// bytes back: the start of a secret, raw or encoded, that the next batch may complete.
+fn pending(buf: &[u8]) -> usize {
+    let floor = buf.len().saturating_sub(PENDING);
+    buf[floor..]
+        .iter()
+        .rposition(|&b| !is(b, PENDING_CLASS))
+        .map_or(floor, |k| floor + k + 1)
 }
 
 impl fmt::Debug for StreamScanner {
