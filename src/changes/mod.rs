@@ -303,6 +303,14 @@ impl ChangeSet {
             let fd = fs::open_file_at(&dir_fd, OsStr::new(MARKER))
                 .map_err(|e| open_err(&marker_path, e))?;
             let mst = fstat(&fd).map_err(|e| open_err(&marker_path, e))?;
+            // A run on this change set whose program has ended may still be closing (its
+            // sandbox going, its overlay's last reference in this or another host
+            // process): what it wrote is complete once that is over.
+            #[allow(clippy::useless_conversion)]
+            crate::process::changeset::settle(
+                (u64::from(st.st_dev), u64::from(st.st_ino)),
+                std::os::fd::AsFd::as_fd(&fd),
+            );
             if fs::ftype(&mst) != libc::S_IFREG {
                 return Err(ChangesError::Marker {
                     path: marker_path,

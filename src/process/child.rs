@@ -452,7 +452,22 @@ impl Child {
         self.nested.finish();
         self.git.finish();
         if let Some(run) = self.snapshot.take() {
-            run.finish(launch::wait_gone(&self.handle));
+            if run.is_overlay() {
+                // The full layer's overlay: the program has ended, so a later run on the
+                // change set waits for this one rather than being refused; the sandbox's
+                // end and the overlay's last reference (its sync of the change set's
+                // file system) are waited for on a thread of their own, off this caller's
+                // path, and the change set is released after them.
+                run.closing();
+                let later = tmp::after_exit(self.pid, &self.handle, "stockade-overlay", run, {
+                    |run, gone| run.finish(gone)
+                });
+                if let Err(run) = later {
+                    run.finish(launch::wait_gone(&self.handle));
+                }
+            } else {
+                run.finish(launch::wait_gone(&self.handle));
+            }
         }
         s
     }
