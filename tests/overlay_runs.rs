@@ -382,6 +382,74 @@ fn masks_kept(layer: Layer) {
 }
 
 #[test]
+fn the_host_holds_the_overlay_until_the_sandbox_is_gone_and_the_program_never_does() {
+    require!(Feature::UserNs);
+    use std::io::Read;
+    // The change set on ext4 (/var/tmp), where the overlay's last reference costs a sync.
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    let name = format!("pinned-{}", std::process::id());
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
+    assert_eq!(sb.layer(), Layer::Full);
+    // Inside: every fd of the program (and of the init, where /proc lets it be read)
+    // with its file system's type; the working directory's, the overlay's, to show the
+    // check sees one. Then stdout closes and the program waits for stdin's end.
+    let script = format!(
+        "echo x > {name}; echo \"cwd $(stat -f -c %t .)\"; \
+         for f in /proc/self/fd/* /proc/1/fd/*; do \
+           t=$(stat -L -f -c %t \"$f\" 2>/dev/null) && echo \"$f $t\"; \
+         done; exec >&-; cat > /dev/null"
+    );
+    let mut child = sb
+        .command("sh")
+        .args(["-c", &script])
+        .stdin(stockade::Stdio::piped())
+        .stdout(stockade::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut seen)
+        .unwrap();
+    let overlay = format!("{:x}", common::OVERLAY_MAGIC);
+    assert!(seen.contains(&format!("cwd {overlay}\n")), "{seen}");
+    assert!(seen.contains("/proc/self/fd/0 "), "{seen}");
+    let held_inside: Vec<&str> = seen
+        .lines()
+        .filter(|l| l.starts_with("/proc/") && l.ends_with(&overlay))
+        .collect();
+    assert!(
+        held_inside.is_empty(),
+        "the program (or its init) holds the overlay: {held_inside:?}\n{seen}"
+    );
+    // The host holds the overlay's mount, close-on-exec, while the sandbox runs.
+    let pins = common::overlay_pins(&name);
+    assert_eq!(pins.len(), 1, "{pins:?}");
+    assert!(pins[0].1, "the overlay's mount is inheritable: {pins:?}");
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    // The change set, opened right after the wait, waits for the close and sees the
+    // write; then nothing of the overlay is left in the host.
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    assert!(
+        set.entries()
+            .iter()
+            .any(|e| e.path == Path::new(&name) && e.kind == stockade::ChangeKind::Added),
+        "{:?}",
+        set.entries()
+    );
+    assert_eq!(common::overlay_pins(&name), Vec::new());
+    // A second run right after the wait is not refused and sees the first's write.
+    assert_eq!(common::sh_ok(&sb, &format!("cat {name}")), "x\n");
+    stockade::ChangeSet::open(&changes).unwrap();
+    assert_eq!(common::overlay_pins(&name), Vec::new());
+}
+
+#[test]
 fn the_change_set_is_not_reachable_inside_but_through_the_overlay() {
     require!(Feature::UserNs);
     let (_w, ws) = common::var_tempdir();

@@ -527,6 +527,7 @@ fn json_string(p: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CStr;
 
     /// Change sets whose overlay's close ([`Run::finish`]) waits until the test that
     /// gated them lets it go.
@@ -548,6 +549,111 @@ mod tests {
                 .wait(g)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
+    }
+
+    /// The fds of this process that are an overlay mount holding `name` at its root
+    /// (a test resolves the name through the fd to tell its run's overlay from another
+    /// test's; the library never does).
+    fn pins(name: &CStr) -> Vec<RawFd> {
+        let mut out = Vec::new();
+        for e in fs::read_dir("/proc/self/fd").unwrap().flatten() {
+            let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()) else {
+                continue;
+            };
+            // SAFETY: `statfs` is plain old data; all-zero bytes are a valid value.
+            let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+            // SAFETY: `sfs` is writable for the call; a closed fd only fails.
+            if unsafe { libc::fstatfs(fd, &mut sfs) } != 0 || sfs.f_type != 0x794c_7630 {
+                continue;
+            }
+            // SAFETY: as above, for `stat`.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: `name` is NUL-terminated and `st` writable for the call.
+            let r = unsafe { libc::fstatat(fd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+            if r == 0 {
+                out.push(fd);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_run_on_a_closing_change_set_waits_for_the_overlays_close_and_sees_its_writes() {
+        use crate::{Layer, Policy, Sandbox, WorkspaceMode};
+        let test = "a_run_on_a_closing_change_set_waits_for_the_overlays_close_and_sees_its_writes";
+        if !crate::Capabilities::probe().user_namespaces.available {
+            let required = std::env::var("STOCKADE_TEST_REQUIRE")
+                .is_ok_and(|v| v.split(',').any(|f| f == "all" || f == "userns"));
+            assert!(!required, "{test}: required feature userns missing");
+            eprintln!("SKIP {test}: no user namespace");
+            return;
+        }
+        // On ext4 (/var/tmp), where the overlay's last reference costs a sync.
+        let base = tempfile::Builder::new()
+            .prefix("stockade-test-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let root = fs::canonicalize(base.path()).unwrap();
+        let ws = root.join("ws");
+        fs::create_dir(&ws).unwrap();
+        let changes = root.join("set");
+        fs::DirBuilder::new().mode(0o700).create(&changes).unwrap();
+        let meta = fs::metadata(&changes).unwrap();
+        let id = (meta.dev(), meta.ino());
+        let mut p = Policy::with_workspace(&ws);
+        p.layer = Some(Layer::Full);
+        p.min_layer = Some(Layer::Landlock);
+        p.workspace_mode = WorkspaceMode::Overlay;
+        p.changes_dir = Some(changes.clone());
+        let sb = Sandbox::new(p).unwrap();
+        assert_eq!(sb.layer(), Layer::Full);
+        // The first run's close is held at the gate until this test opens it.
+        gated().insert(id);
+        let st = sb
+            .command("sh")
+            .args(["-c", "echo one > first"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // The wait has returned: the host holds the overlay, close-on-exec.
+        let held = pins(c"first");
+        assert_eq!(held.len(), 1, "{held:?}");
+        // SAFETY: F_GETFD reads the fd's flags and has no other effect.
+        let flags = unsafe { libc::fcntl(held[0], libc::F_GETFD) };
+        assert!(flags >= 0 && flags & libc::FD_CLOEXEC != 0, "{flags}");
+        // A second run on the change set (and `ChangeSet::open`) waits, not refused.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let second = sb.clone();
+        let t = std::thread::spawn(move || {
+            let _ = tx.send(second.command("cat").arg("first").output());
+        });
+        let (otx, orx) = std::sync::mpsc::channel();
+        let dir = changes.clone();
+        let o = std::thread::spawn(move || {
+            let _ = otx.send(crate::ChangeSet::open(&dir).map(|s| s.entries().len()));
+        });
+        let pause = std::time::Duration::from_millis(400);
+        assert!(
+            rx.recv_timeout(pause).is_err(),
+            "the second run did not wait"
+        );
+        assert!(orx.try_recv().is_err(), "ChangeSet::open did not wait");
+        assert_eq!(pins(c"first").len(), 1);
+        {
+            gated().remove(&id);
+            UNGATED.notify_all();
+        }
+        let long = std::time::Duration::from_secs(60);
+        let out = rx.recv_timeout(long).unwrap().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"one\n");
+        assert_eq!(orx.recv_timeout(long).unwrap().unwrap(), 1);
+        t.join().unwrap();
+        o.join().unwrap();
+        // Both runs over: nothing of either overlay is left in this process.
+        crate::ChangeSet::open(&changes).unwrap();
+        assert_eq!(pins(c"first"), Vec::<RawFd>::new());
+        assert!(registry().get(&id).is_none());
     }
 
     #[test]
