@@ -449,6 +449,64 @@ fn the_host_holds_the_overlay_until_the_sandbox_is_gone_and_the_program_never_do
     assert_eq!(common::overlay_pins(&name), Vec::new());
 }
 
+/// Another process holding a POSIX record lock on byte `byte` of `marker` for `ms`
+/// milliseconds (Python's `fcntl.lockf`), once it says so.
+fn hold_marker_byte(marker: &Path, byte: u32, ms: u32) -> std::process::Child {
+    use std::io::BufRead;
+    let mut c = std::process::Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import fcntl, sys, time\n\
+             f = open(sys.argv[1], 'r+')\n\
+             fcntl.lockf(f, fcntl.LOCK_EX, 1, int(sys.argv[2]))\n\
+             print('held', flush=True)\n\
+             time.sleep(int(sys.argv[3]) / 1000)\n",
+        ])
+        .arg(marker)
+        .arg(byte.to_string())
+        .arg(ms.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(c.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "held\n");
+    c
+}
+
+#[test]
+fn another_processs_closing_run_is_waited_for_and_its_running_one_refused() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    let marker = changes.join("stockade-changes.json");
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
+    common::sh_ok(&sb, "echo a > a");
+    stockade::ChangeSet::open(&changes).unwrap();
+    // Another host process's run whose program runs (its byte 0): refused here.
+    let mut other = hold_marker_byte(&marker, 0, 60_000);
+    let err = sb.command("true").status().unwrap_err().to_string();
+    assert!(err.contains("another run on this change set"), "{err}");
+    other.kill().unwrap();
+    other.wait().unwrap();
+    // One that is closing (its byte 1 only): `ChangeSet::open` and a run here wait.
+    let long = std::time::Duration::from_millis(500);
+    let mut other = hold_marker_byte(&marker, 1, 800);
+    let t = std::time::Instant::now();
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    assert!(t.elapsed() >= long, "open did not wait: {:?}", t.elapsed());
+    assert_eq!(set.entries().len(), 1);
+    other.wait().unwrap();
+    let mut other = hold_marker_byte(&marker, 1, 800);
+    let t = std::time::Instant::now();
+    assert_eq!(common::sh_ok(&sb, "cat a"), "a\n");
+    assert!(t.elapsed() >= long, "the run did not wait: {:?}", t.elapsed());
+    other.wait().unwrap();
+}
+
 #[test]
 fn the_change_set_is_not_reachable_inside_but_through_the_overlay() {
     require!(Feature::UserNs);
