@@ -503,7 +503,11 @@ fn another_processs_closing_run_is_waited_for_and_its_running_one_refused() {
     let mut other = hold_marker_byte(&marker, 1, 800);
     let t = std::time::Instant::now();
     assert_eq!(common::sh_ok(&sb, "cat a"), "a\n");
-    assert!(t.elapsed() >= long, "the run did not wait: {:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= long,
+        "the run did not wait: {:?}",
+        t.elapsed()
+    );
     other.wait().unwrap();
 }
 
