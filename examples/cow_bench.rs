@@ -44,10 +44,18 @@ fn sandbox(ws: &Path, layer: Layer, changes: Option<&Path>) -> Sandbox {
 }
 
 fn run(sb: &Sandbox) -> Duration {
+    let (s, w) = run_split(sb);
+    s + w
+}
+
+/// One spawn + wait: (the spawn, the wait).
+fn run_split(sb: &Sandbox) -> (Duration, Duration) {
     let t = Instant::now();
-    let st = sb.command("/bin/true").status().expect("spawn");
+    let mut child = sb.command("/bin/true").spawn().expect("spawn");
+    let spawned = t.elapsed();
+    let st = child.wait().expect("wait");
     assert!(st.success());
-    t.elapsed()
+    (spawned, t.elapsed() - spawned)
 }
 
 fn main() {
@@ -84,12 +92,15 @@ fn main() {
         }
     };
     let (mut d, mut o, mut t, mut f) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut ds, mut dw, mut os, mut ow) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     run(&direct);
     run(&overlay);
     run(&fresh);
     for _ in 0..iterations {
-        d.push(run(&direct));
-        o.push(run(&overlay));
+        let (s, w) = run_split(&direct);
+        (d.push(s + w), ds.push(s), dw.push(w));
+        let (s, w) = run_split(&overlay);
+        (o.push(s + w), os.push(s), ow.push(w));
         if let Some(sb) = &on_tmpfs {
             t.push(run(sb));
         }
@@ -97,6 +108,8 @@ fn main() {
         f.push(run(&fresh));
     }
     let (d, o, f) = (median(&mut d), median(&mut o), median(&mut f));
+    let (ds, dw) = (median(&mut ds), median(&mut dw));
+    let (os, ow) = (median(&mut os), median(&mut ow));
     println!("| spawn + wait /bin/true, full layer ({iterations}, interleaved) | median |");
     println!("| --- | ---: |");
     println!("| direct | {:.3} ms |", ms(d));
@@ -104,6 +117,13 @@ fn main() {
         "| overlay, one change set in /var/tmp | {:.3} ms ({:+.3} ms) |",
         ms(o),
         ms(o) - ms(d)
+    );
+    println!(
+        "| of which spawn / wait: direct {:.3} / {:.3} ms, overlay {:.3} / {:.3} ms | |",
+        ms(ds),
+        ms(dw),
+        ms(os),
+        ms(ow)
     );
     println!(
         "| overlay, a fresh change set in /var/tmp per run | {:.3} ms ({:+.3} ms) |",
