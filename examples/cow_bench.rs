@@ -98,9 +98,13 @@ fn main() {
     run(&fresh);
     for _ in 0..iterations {
         let (s, w) = run_split(&direct);
-        (d.push(s + w), ds.push(s), dw.push(w));
+        d.push(s + w);
+        ds.push(s);
+        dw.push(w);
         let (s, w) = run_split(&overlay);
-        (o.push(s + w), os.push(s), ow.push(w));
+        o.push(s + w);
+        os.push(s);
+        ow.push(w);
         if let Some(sb) = &on_tmpfs {
             t.push(run(sb));
         }

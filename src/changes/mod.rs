@@ -306,11 +306,10 @@ impl ChangeSet {
             // A run on this change set whose program has ended may still be closing (its
             // sandbox going, its overlay's last reference in this or another host
             // process): what it wrote is complete once that is over.
-            #[allow(clippy::useless_conversion)]
-            crate::process::changeset::settle(
-                (u64::from(st.st_dev), u64::from(st.st_ino)),
-                std::os::fd::AsFd::as_fd(&fd),
-            );
+            // `st_dev` is a `u64` on Linux, an `i32` on macOS (as std's `dev()` casts it).
+            #[allow(clippy::unnecessary_cast)]
+            let id = (st.st_dev as u64, st.st_ino);
+            crate::process::changeset::settle(id, std::os::fd::AsFd::as_fd(&fd));
             if fs::ftype(&mst) != libc::S_IFREG {
                 return Err(ChangesError::Marker {
                     path: marker_path,

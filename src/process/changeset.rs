@@ -89,15 +89,15 @@ pub(crate) fn prepare(plan: &Plan) -> Result<Option<Run>, Error> {
 /// run; on the full layer the overlay's mount fd (see the module's docs).
 #[derive(Debug)]
 pub(crate) struct Run {
+    /// The overlay's mount, as the setup child sent it: never a path's start, only
+    /// closed. (Fields drop in order: the pin before the lock.)
+    pin: Option<OwnedFd>,
+    /// The overlay's channel until the spawn is over: (host's end, child's end).
+    channel: Option<(OwnedFd, OwnedFd)>,
+    after: Option<super::snapshot::After>,
     /// Released when this is dropped, after the pin: after the sandbox is gone, or with
     /// a `Child` dropped unwaited.
     lock: Option<Held>,
-    after: Option<super::snapshot::After>,
-    /// The overlay's channel until the spawn is over: (host's end, child's end).
-    channel: Option<(OwnedFd, OwnedFd)>,
-    /// The overlay's mount, as the setup child sent it: never a path's start, only
-    /// closed.
-    pin: Option<OwnedFd>,
 }
 
 impl Run {
@@ -260,6 +260,11 @@ fn registry() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<Id, S
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// `F_WRLCK` and `F_UNLCK` as `flock::l_type` (an `int` constant on Linux, a `short` one
+/// on macOS).
+const WRITE: libc::c_short = libc::F_WRLCK as libc::c_short;
+const UNLOCK: libc::c_short = libc::F_UNLCK as libc::c_short;
+
 /// The marker's byte a run holds while its program runs: a run that finds it held is
 /// refused.
 const RUNNING: libc::off_t = 0;
@@ -315,7 +320,7 @@ fn lock_marker(mut held: Held) -> Result<Held, Error> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&marker)
         .map_err(|e| path_error(&marker, &e))?;
-    match record_lock(f.as_fd(), libc::F_WRLCK, RUNNING, false) {
+    match record_lock(f.as_fd(), WRITE, RUNNING, false) {
         Ok(()) => {}
         Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => {
             return Err(in_use(dir));
@@ -323,7 +328,7 @@ fn lock_marker(mut held: Held) -> Result<Held, Error> {
         Err(e) => return Err(path_error(&marker, &e)),
     }
     // Another process's run on this set may still be closing: its turn ends with that.
-    record_lock(f.as_fd(), libc::F_WRLCK, CLOSING, true).map_err(|e| path_error(&marker, &e))?;
+    record_lock(f.as_fd(), WRITE, CLOSING, true).map_err(|e| path_error(&marker, &e))?;
     held.file = Some(f);
     Ok(held)
 }
@@ -332,7 +337,7 @@ fn lock_marker(mut held: Held) -> Result<Held, Error> {
 /// `fd`'s file; with `wait`, `F_SETLKW` (retried on `EINTR`).
 fn record_lock(
     fd: std::os::fd::BorrowedFd<'_>,
-    kind: libc::c_int,
+    kind: libc::c_short,
     byte: libc::off_t,
     wait: bool,
 ) -> io::Result<()> {
@@ -354,17 +359,17 @@ fn record_lock(
 /// Whether another process holds a lock on byte `byte` of `fd`'s file that a write lock
 /// would conflict with (`F_GETLK`, which changes no lock); `false` when it cannot tell.
 fn locked_elsewhere(fd: std::os::fd::BorrowedFd<'_>, byte: libc::off_t) -> bool {
-    let mut fl = flock(libc::F_WRLCK, byte);
+    let mut fl = flock(WRITE, byte);
     // SAFETY: `fl` is valid for reads and writes for the call; `fd` is open for its
     // borrow.
     let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETLK, &mut fl) };
-    r == 0 && fl.l_type != libc::F_UNLCK as libc::c_short
+    r == 0 && fl.l_type != UNLOCK
 }
 
-fn flock(kind: libc::c_int, byte: libc::off_t) -> libc::flock {
+fn flock(kind: libc::c_short, byte: libc::off_t) -> libc::flock {
     // SAFETY: `flock` is plain old data; all-zero bytes are a valid value.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = kind as libc::c_short;
+    fl.l_type = kind;
     fl.l_whence = libc::SEEK_SET as libc::c_short;
     fl.l_start = byte;
     fl.l_len = 1;
@@ -417,7 +422,7 @@ impl Held {
             *s = State::Closing;
         }
         if let Some(f) = &self.file {
-            let _ = record_lock(f.as_fd(), libc::F_UNLCK, RUNNING, false);
+            let _ = record_lock(f.as_fd(), UNLOCK, RUNNING, false);
         }
     }
 }
