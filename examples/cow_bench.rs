@@ -1,7 +1,11 @@
 //! The copy-on-write workspace (`workspace_mode = "overlay"`, issue 27), side by side:
 //!
-//! 1. spawn + wait of /bin/true on the full layer, direct vs overlay (the same change set
-//!    for every overlay spawn, as in a session of tool calls), interleaved, medians;
+//! 1. spawn + wait of /bin/true on the full layer, direct vs overlay, interleaved,
+//!    medians: the same change set for every overlay spawn (as in a session of tool
+//!    calls), a fresh change set per spawn (the previous one discarded, untimed), and the
+//!    change set on a tmpfs; then back-to-back runs on one change set with nothing in
+//!    between (each waits for the previous one's close: the overlay's last reference,
+//!    which the host drops on a thread of its own after the wait);
 //! 2. layer 2's snapshot: the first run on a workspace of `SIZE_MIB` MiB (64 files of
 //!    equal size plus 1000 small ones) minus a direct run, per GiB; then a later run
 //!    (the snapshot made, the difference written after the run) minus a direct run.
@@ -40,10 +44,18 @@ fn sandbox(ws: &Path, layer: Layer, changes: Option<&Path>) -> Sandbox {
 }
 
 fn run(sb: &Sandbox) -> Duration {
+    let (s, w) = run_split(sb);
+    s + w
+}
+
+/// One spawn + wait: (the spawn, the wait).
+fn run_split(sb: &Sandbox) -> (Duration, Duration) {
     let t = Instant::now();
-    let st = sb.command("/bin/true").status().expect("spawn");
+    let mut child = sb.command("/bin/true").spawn().expect("spawn");
+    let spawned = t.elapsed();
+    let st = child.wait().expect("wait");
     assert!(st.success());
-    t.elapsed()
+    (spawned, t.elapsed() - spawned)
 }
 
 fn main() {
@@ -72,24 +84,55 @@ fn main() {
     let on_tmpfs = shm
         .as_ref()
         .map(|d| sandbox(&ws, Layer::Full, Some(&d.path().join("set"))));
-    let (mut d, mut o, mut t) = (Vec::new(), Vec::new(), Vec::new());
+    let fresh_set = root.join("fresh");
+    let fresh = sandbox(&ws, Layer::Full, Some(&fresh_set));
+    let discard = || {
+        if let Ok(set) = stockade::ChangeSet::open(&fresh_set) {
+            set.discard().expect("discard");
+        }
+    };
+    let (mut d, mut o, mut t, mut f) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut ds, mut dw, mut os, mut ow) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     run(&direct);
     run(&overlay);
+    run(&fresh);
     for _ in 0..iterations {
-        d.push(run(&direct));
-        o.push(run(&overlay));
+        let (s, w) = run_split(&direct);
+        d.push(s + w);
+        ds.push(s);
+        dw.push(w);
+        let (s, w) = run_split(&overlay);
+        o.push(s + w);
+        os.push(s);
+        ow.push(w);
         if let Some(sb) = &on_tmpfs {
             t.push(run(sb));
         }
+        discard();
+        f.push(run(&fresh));
     }
-    let (d, o) = (median(&mut d), median(&mut o));
+    let (d, o, f) = (median(&mut d), median(&mut o), median(&mut f));
+    let (ds, dw) = (median(&mut ds), median(&mut dw));
+    let (os, ow) = (median(&mut os), median(&mut ow));
     println!("| spawn + wait /bin/true, full layer ({iterations}, interleaved) | median |");
     println!("| --- | ---: |");
     println!("| direct | {:.3} ms |", ms(d));
     println!(
-        "| overlay, change set in /var/tmp | {:.3} ms ({:+.3} ms) |",
+        "| overlay, one change set in /var/tmp | {:.3} ms ({:+.3} ms) |",
         ms(o),
         ms(o) - ms(d)
+    );
+    println!(
+        "| of which spawn / wait: direct {:.3} / {:.3} ms, overlay {:.3} / {:.3} ms | |",
+        ms(ds),
+        ms(dw),
+        ms(os),
+        ms(ow)
+    );
+    println!(
+        "| overlay, a fresh change set in /var/tmp per run | {:.3} ms ({:+.3} ms) |",
+        ms(f),
+        ms(f) - ms(d)
     );
     if !t.is_empty() {
         let t = median(&mut t);
@@ -99,6 +142,23 @@ fn main() {
             ms(t) - ms(d)
         );
     }
+    // Back to back, nothing in between: each overlay run may wait at its start for the
+    // previous one's close (the sync of the change set's file system).
+    let n = iterations.min(100);
+    let (mut bd, mut bo) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        bd.push(run(&direct));
+    }
+    for _ in 0..n {
+        bo.push(run(&overlay));
+    }
+    let (bd, bo) = (median(&mut bd), median(&mut bo));
+    println!("| back to back ({n} each): direct | {:.3} ms |", ms(bd));
+    println!(
+        "| back to back: overlay, one change set in /var/tmp | {:.3} ms ({:+.3} ms) |",
+        ms(bo),
+        ms(bo) - ms(bd)
+    );
 
     // 2. Layer 2's snapshot.
     let big = root.join("big");

@@ -382,6 +382,136 @@ fn masks_kept(layer: Layer) {
 }
 
 #[test]
+fn the_host_holds_the_overlay_until_the_sandbox_is_gone_and_the_program_never_does() {
+    require!(Feature::UserNs);
+    use std::io::Read;
+    // The change set on ext4 (/var/tmp), where the overlay's last reference costs a sync.
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    let name = format!("pinned-{}", std::process::id());
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
+    assert_eq!(sb.layer(), Layer::Full);
+    // Inside: every fd of the program (and of the init, where /proc lets it be read)
+    // with its file system's type; the working directory's, the overlay's, to show the
+    // check sees one. Then stdout closes and the program waits for stdin's end.
+    let script = format!(
+        "echo x > {name}; echo \"cwd $(stat -f -c %t .)\"; \
+         for f in /proc/self/fd/* /proc/1/fd/*; do \
+           t=$(stat -L -f -c %t \"$f\" 2>/dev/null) && echo \"$f $t\"; \
+         done; exec >&-; cat > /dev/null"
+    );
+    let mut child = sb
+        .command("sh")
+        .args(["-c", &script])
+        .stdin(stockade::Stdio::piped())
+        .stdout(stockade::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut seen)
+        .unwrap();
+    let overlay = format!("{:x}", common::OVERLAY_MAGIC);
+    assert!(seen.contains(&format!("cwd {overlay}\n")), "{seen}");
+    assert!(seen.contains("/proc/self/fd/0 "), "{seen}");
+    let held_inside: Vec<&str> = seen
+        .lines()
+        .filter(|l| l.starts_with("/proc/") && l.ends_with(&overlay))
+        .collect();
+    assert!(
+        held_inside.is_empty(),
+        "the program (or its init) holds the overlay: {held_inside:?}\n{seen}"
+    );
+    // The host holds the overlay's mount, close-on-exec, while the sandbox runs.
+    let pins = common::overlay_pins(&name);
+    assert_eq!(pins.len(), 1, "{pins:?}");
+    assert!(pins[0].1, "the overlay's mount is inheritable: {pins:?}");
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    // The change set, opened right after the wait, waits for the close and sees the
+    // write; then nothing of the overlay is left in the host.
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    assert!(
+        set.entries()
+            .iter()
+            .any(|e| e.path == Path::new(&name) && e.kind == stockade::ChangeKind::Added),
+        "{:?}",
+        set.entries()
+    );
+    assert_eq!(common::overlay_pins(&name), Vec::new());
+    // A second run right after the wait is not refused and sees the first's write.
+    assert_eq!(common::sh_ok(&sb, &format!("cat {name}")), "x\n");
+    stockade::ChangeSet::open(&changes).unwrap();
+    assert_eq!(common::overlay_pins(&name), Vec::new());
+}
+
+/// Another process holding a POSIX record lock on byte `byte` of `marker` for `ms`
+/// milliseconds (Python's `fcntl.lockf`), once it says so.
+fn hold_marker_byte(marker: &Path, byte: u32, ms: u32) -> std::process::Child {
+    use std::io::BufRead;
+    let mut c = std::process::Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import fcntl, sys, time\n\
+             f = open(sys.argv[1], 'r+')\n\
+             fcntl.lockf(f, fcntl.LOCK_EX, 1, int(sys.argv[2]))\n\
+             print('held', flush=True)\n\
+             time.sleep(int(sys.argv[3]) / 1000)\n",
+        ])
+        .arg(marker)
+        .arg(byte.to_string())
+        .arg(ms.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(c.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "held\n");
+    c
+}
+
+#[test]
+fn another_processs_closing_run_is_waited_for_and_its_running_one_refused() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    let marker = changes.join("stockade-changes.json");
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
+    common::sh_ok(&sb, "echo a > a");
+    stockade::ChangeSet::open(&changes).unwrap();
+    // Another host process's run whose program runs (its byte 0): refused here.
+    let mut other = hold_marker_byte(&marker, 0, 60_000);
+    let err = sb.command("true").status().unwrap_err().to_string();
+    assert!(err.contains("another run on this change set"), "{err}");
+    other.kill().unwrap();
+    other.wait().unwrap();
+    // One that is closing (its byte 1 only): `ChangeSet::open` and a run here wait.
+    let long = std::time::Duration::from_millis(500);
+    let mut other = hold_marker_byte(&marker, 1, 800);
+    let t = std::time::Instant::now();
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    assert!(t.elapsed() >= long, "open did not wait: {:?}", t.elapsed());
+    assert_eq!(set.entries().len(), 1);
+    other.wait().unwrap();
+    let mut other = hold_marker_byte(&marker, 1, 800);
+    let t = std::time::Instant::now();
+    assert_eq!(common::sh_ok(&sb, "cat a"), "a\n");
+    assert!(
+        t.elapsed() >= long,
+        "the run did not wait: {:?}",
+        t.elapsed()
+    );
+    other.wait().unwrap();
+}
+
+#[test]
 fn the_change_set_is_not_reachable_inside_but_through_the_overlay() {
     require!(Feature::UserNs);
     let (_w, ws) = common::var_tempdir();

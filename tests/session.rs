@@ -650,3 +650,34 @@ fn async_spawn_and_wait_in_a_session() {
         s.close().unwrap();
     }
 }
+
+#[test]
+fn an_overlay_sessions_change_set_is_held_while_it_lives_and_released_at_close() {
+    require!(common::Feature::UserNs);
+    let ws = workspace();
+    let c = workspace();
+    let changes = c.path().join("set");
+    let name = format!("session-pin-{}", std::process::id());
+    let Some(s) = session(ws.path(), Layer::Full, |p| {
+        p.workspace_mode = stockade::WorkspaceMode::Overlay;
+        p.changes_dir = Some(changes.clone());
+    }) else {
+        return;
+    };
+    sh_ok(&s, &format!("echo s > {name}"));
+    assert_eq!(sh_ok(&s, &format!("cat {name}")), "s\n");
+    assert!(!ws.path().join(&name).exists());
+    // While the session lives, the host holds its overlay's mount, close-on-exec.
+    let pins = common::overlay_pins(&name);
+    assert_eq!(pins.len(), 1, "{pins:?}");
+    assert!(pins[0].1, "{pins:?}");
+    s.close().unwrap();
+    // Opened right after the close: waits for the overlay's last reference to go.
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    assert!(
+        set.entries().iter().any(|e| e.path == Path::new(&name)),
+        "{:?}",
+        set.entries()
+    );
+    assert_eq!(common::overlay_pins(&name), Vec::new());
+}

@@ -127,6 +127,63 @@ fn wait_timeout_async_returns_none_on_time_and_the_exact_status_otherwise() {
     });
 }
 
+/// Overlay mode on the full layer: the host's hold on the overlay's mount goes after an
+/// async wait, and after a run dropped unwaited, as after a blocking wait.
+#[test]
+fn the_overlays_mount_is_released_after_an_async_wait_and_a_dropped_run() {
+    require!(Feature::UserNs);
+    runtime().block_on(async {
+        let (_w, ws) = common::var_tempdir();
+        let (_c, cdir) = common::var_tempdir();
+        let changes = cdir.join("set");
+        let name = format!("async-pin-{}", std::process::id());
+        let sb = sandbox(&ws, |p| {
+            p.layer = Some(stockade::Layer::Full);
+            p.min_layer = Some(stockade::Layer::Landlock);
+            p.workspace_mode = stockade::WorkspaceMode::Overlay;
+            p.changes_dir = Some(changes.clone());
+        });
+        assert_eq!(sb.layer(), stockade::Layer::Full);
+        let mut child = sb
+            .command("sh")
+            .args(["-c", &format!("echo a > {name}; cat > /dev/null")])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The write is in before the host looks: the change set's upper/ has it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !changes.join("upper").join(&name).exists() {
+            assert!(std::time::Instant::now() < deadline, "no write");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(common::overlay_pins(&name).len(), 1);
+        drop(child.stdin.take());
+        assert!(child.wait_async().await.unwrap().success());
+        stockade::ChangeSet::open(&changes).unwrap();
+        assert_eq!(common::overlay_pins(&name), Vec::new());
+        // Dropped unwaited: the hold lasts while the program runs, and goes after.
+        let mut child = sb
+            .command("sh")
+            .args(["-c", &format!("cat {name} > /dev/null; cat > /dev/null")])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert_eq!(common::overlay_pins(&name).len(), 1);
+        let stdin = child.stdin.take();
+        drop(child);
+        drop(stdin);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !common::overlay_pins(&name).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the dropped run's overlay is held"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        stockade::ChangeSet::open(&changes).unwrap();
+    });
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

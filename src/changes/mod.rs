@@ -303,6 +303,13 @@ impl ChangeSet {
             let fd = fs::open_file_at(&dir_fd, OsStr::new(MARKER))
                 .map_err(|e| open_err(&marker_path, e))?;
             let mst = fstat(&fd).map_err(|e| open_err(&marker_path, e))?;
+            // A run on this change set whose program has ended may still be closing (its
+            // sandbox going, its overlay's last reference in this or another host
+            // process): what it wrote is complete once that is over.
+            // `st_dev` is a `u64` on Linux, an `i32` on macOS (as std's `dev()` casts it).
+            #[allow(clippy::unnecessary_cast)]
+            let id = (st.st_dev as u64, st.st_ino);
+            crate::process::changeset::settle(id, std::os::fd::AsFd::as_fd(&fd));
             if fs::ftype(&mst) != libc::S_IFREG {
                 return Err(ChangesError::Marker {
                     path: marker_path,

@@ -7,9 +7,24 @@
 //! `{"version":1,"workspace":"/canonical/ws","mode":"overlay","started_ns":N}`, `N` the
 //! first run's start in `CLOCK_REALTIME` nanoseconds. A later run checks the version and
 //! the workspace, and sees the earlier runs' writes through the same `upper/`.
+//!
+//! # The overlay's last reference (full layer)
+//!
+//! When the overlay's superblock goes, overlayfs syncs its upper file system
+//! (`ovl_sync_fs`: on ext4 a journal commit, 4–33 ms under load). Left to the sandbox,
+//! that happens in its init's `exit`, before the pidfd the host waits on is signalled.
+//! So the setup child sends the host the overlay's mount fd ([`Run::overlay_socket`]),
+//! the host keeps it ([`Run::pin`]) and, once the program's status is known, a thread
+//! of its own waits for the sandbox's end, closes the fd (the sync runs there) and only
+//! then lets the change set go. Meanwhile the set is *closing*: a later run on it, and
+//! [`settle`] (`ChangeSet::open`), wait for that instead of being refused. The fd is an
+//! `O_PATH` mount of a tree the program wrote: the host never resolves a path through
+//! it, and it is close-on-exec (received with `MSG_CMSG_CLOEXEC`), so no later child
+//! inherits it.
 
 use std::fs;
 use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
@@ -36,7 +51,15 @@ pub(crate) fn prepare(plan: &Plan) -> Result<Option<Run>, Error> {
         match step {
             Step::Overlay { path, changes } => {
                 let lock = ready(path, changes, "overlay")?;
-                return Ok(Some(Run { lock, after: None }));
+                // The datagram pair the overlay's mount fd comes back through.
+                let (parent, child) = std::os::unix::net::UnixDatagram::pair()
+                    .map_err(|e| path_error(changes, &e))?;
+                return Ok(Some(Run {
+                    lock: Some(lock),
+                    after: None,
+                    channel: Some((parent.into(), child.into())),
+                    pin: None,
+                }));
             }
             Step::Snapshot {
                 workspace,
@@ -47,8 +70,10 @@ pub(crate) fn prepare(plan: &Plan) -> Result<Option<Run>, Error> {
                 let lock = ready(workspace, changes, "snapshot")?;
                 let after = super::snapshot::before(workspace, changes, *max, skip)?;
                 return Ok(Some(Run {
-                    lock,
+                    lock: Some(lock),
                     after: Some(after),
+                    channel: None,
+                    pin: None,
                 }));
             }
             _ => {}
@@ -57,25 +82,71 @@ pub(crate) fn prepare(plan: &Plan) -> Result<Option<Run>, Error> {
     Ok(None)
 }
 
-/// One run's hold on its change set: an exclusive `flock` on the directory, so that a
-/// second run on the same set at the same time is refused
-/// ([`Conflict::ChangeSetInUse`]) rather than sharing an upper directory (which
-/// overlayfs leaves undefined) or racing layer 2's difference; and layer 2's work after
-/// the run.
+/// One run's hold on its change set ([`Held`]), so that a second run on the same set at
+/// the same time is refused ([`Conflict::ChangeSetInUse`]) rather than sharing an upper
+/// directory (which overlayfs leaves undefined) or racing layer 2's difference, and one
+/// that comes while this run's sandbox is going waits for it; layer 2's work after the
+/// run; on the full layer the overlay's mount fd (see the module's docs).
 #[derive(Debug)]
 pub(crate) struct Run {
-    /// Released when this is dropped: after the sandbox is gone, or with a `Child`
-    /// dropped unwaited.
-    #[allow(dead_code)]
-    lock: Held,
+    /// The overlay's mount, as the setup child sent it: never a path's start, only
+    /// closed. (Fields drop in order: the pin before the lock.)
+    pin: Option<OwnedFd>,
+    /// The overlay's channel until the spawn is over: (host's end, child's end).
+    channel: Option<(OwnedFd, OwnedFd)>,
     after: Option<super::snapshot::After>,
+    /// Released when this is dropped, after the pin: after the sandbox is gone, or with
+    /// a `Child` dropped unwaited.
+    lock: Option<Held>,
 }
 
 impl Run {
+    /// The child's end of the socket the overlay's mount fd goes to the host through
+    /// (close-on-exec), or -1 (layer 2; or after [`Run::pin`]).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(crate) fn overlay_socket(&self) -> RawFd {
+        self.channel
+            .as_ref()
+            .map_or(-1, |(_, child)| child.as_raw_fd())
+    }
+
+    /// After a successful spawn: the overlay's mount fd the setup child sent before it
+    /// exec'd, kept until the sandbox is gone. With none (a child that could not send
+    /// it), the overlay's sync runs in the init's exit, as without this.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn pin(&mut self) {
+        let Some((parent, child)) = self.channel.take() else {
+            return;
+        };
+        drop(child);
+        match crate::backend::linux::recv_fds(&parent) {
+            Ok(fds) => {
+                self.pin = fds
+                    .into_iter()
+                    .find_map(|(tag, fd)| (tag == 0).then_some(fd))
+            }
+            Err(e) => tracing::debug!(error = %e, "stockade: no overlay mount fd from the sandbox"),
+        }
+    }
+
+    /// Whether this is the full layer's overlay (no snapshot to write after the run).
+    pub(crate) fn is_overlay(&self) -> bool {
+        self.after.is_none()
+    }
+
+    /// The program has ended: from now on a later run on this change set, and
+    /// [`settle`], wait for this one to [`finish`](Run::finish) instead of being refused.
+    pub(crate) fn closing(&self) {
+        if let Some(lock) = &self.lock {
+            lock.closing();
+        }
+    }
+
     /// After the program: layer 2's difference written when every process of the
-    /// sandbox is gone (`gone`), then the lock released.
-    pub(crate) fn finish(self, gone: bool) {
-        match self.after {
+    /// sandbox is gone (`gone`); then the overlay's mount closed (its superblock goes
+    /// here, with the sync of the change set's file system), then the lock released.
+    pub(crate) fn finish(mut self, gone: bool) {
+        match self.after.take() {
             Some(after) if gone => after.finish(),
             Some(_) => tracing::warn!(
                 "the sandbox's processes outlived the wait: the snapshot's difference is \
@@ -83,6 +154,12 @@ impl Run {
             ),
             None => {}
         }
+        #[cfg(test)]
+        if let (Some(_), Some(lock)) = (&self.pin, &self.lock) {
+            tests::gate(lock.id);
+        }
+        drop(self.pin.take());
+        drop(self.lock.take());
     }
 }
 
@@ -153,40 +230,86 @@ fn ready(workspace: &Path, dir: &Path, mode: &str) -> Result<Held, Error> {
     }
     // In this process first: the marker's check below opens and closes the marker, which
     // would drop another run's record lock on it.
-    let held = claim(dir)?;
+    let held = claim(dir, (meta.dev(), meta.ino()))?;
     marker(workspace, dir, started, mode)?;
     lock_marker(held)
 }
 
+/// A change set's identity: its directory's device and inode.
+pub(crate) type Id = (u64, u64);
+
+/// Where a run on a change set is, in this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Its program runs: a second run is refused.
+    Running,
+    /// Its program has ended; its sandbox is going and its overlay closing: a second
+    /// run, and [`settle`], wait.
+    Closing,
+}
+
+/// The change sets this process runs on now.
+static HELD: std::sync::Mutex<std::collections::BTreeMap<Id, State>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// Signalled when an entry of [`HELD`] goes.
+static TURN: std::sync::Condvar = std::sync::Condvar::new();
+
+fn registry() -> std::sync::MutexGuard<'static, std::collections::BTreeMap<Id, State>> {
+    HELD.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `F_WRLCK` and `F_UNLCK` as `flock::l_type` (an `int` constant on Linux, a `short` one
+/// on macOS).
+const WRITE: libc::c_short = libc::F_WRLCK as libc::c_short;
+const UNLOCK: libc::c_short = libc::F_UNLCK as libc::c_short;
+
+/// The marker's byte a run holds while its program runs: a run that finds it held is
+/// refused.
+const RUNNING: libc::off_t = 0;
+/// The marker's byte a run holds until its sandbox is gone and its overlay closed: a run
+/// that finds it held (and [`RUNNING`] free) waits.
+const CLOSING: libc::off_t = 1;
+
+fn in_use(dir: &Path) -> Error {
+    PlanError::Conflict(Conflict::ChangeSetInUse {
+        dir: dir.to_path_buf(),
+    })
+    .into()
+}
+
 /// The change set's directory held for this run: in this process through a registry of
-/// the directories in use, across processes through a POSIX record lock on its marker
-/// (`F_SETLK`: not inherited by a `fork`, so a child some other thread forks meanwhile
-/// cannot keep it; released when the process ends, or when it closes any fd of the
-/// marker, which only this module opens while a run lasts).
-fn claim(dir: &Path) -> Result<Held, Error> {
-    let in_use = || -> Error {
-        PlanError::Conflict(Conflict::ChangeSetInUse {
-            dir: dir.to_path_buf(),
-        })
-        .into()
-    };
-    {
-        let mut held = HELD
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !held.insert(dir.to_path_buf()) {
-            return Err(in_use());
+/// the change sets in use (by identity), across processes through POSIX record locks on
+/// two bytes of its marker ([`RUNNING`], [`CLOSING`]; `F_SETLK`: not inherited by a
+/// `fork`, so a child some other thread forks meanwhile cannot keep them; released when
+/// the process ends, or when it closes any fd of the marker, which only this module opens
+/// while a run lasts). A set whose run is closing ([`Run::closing`]) is waited for; one
+/// whose program runs is refused.
+fn claim(dir: &Path, id: Id) -> Result<Held, Error> {
+    let mut held = registry();
+    loop {
+        match held.get(&id) {
+            None => break,
+            Some(State::Running) => return Err(in_use(dir)),
+            Some(State::Closing) => {
+                held = TURN
+                    .wait(held)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
         }
     }
+    held.insert(id, State::Running);
     Ok(Held {
+        id,
         dir: dir.to_path_buf(),
         file: None,
     })
 }
 
-/// The cross-process half of [`claim`], once the marker exists.
+/// The cross-process half of [`claim`], once the marker exists: [`RUNNING`] taken (or
+/// the run refused), then [`CLOSING`] waited for.
 fn lock_marker(mut held: Held) -> Result<Held, Error> {
-    use std::os::fd::AsRawFd;
     let dir = held.dir.clone();
     let dir = dir.as_path();
     // The marker, the one file of the set that is never replaced after the first run.
@@ -197,44 +320,120 @@ fn lock_marker(mut held: Held) -> Result<Held, Error> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(&marker)
         .map_err(|e| path_error(&marker, &e))?;
-    // SAFETY: `flock` is plain old data; all-zero bytes are a valid value.
-    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = libc::F_WRLCK as libc::c_short;
-    fl.l_whence = libc::SEEK_SET as libc::c_short;
-    // SAFETY: `fl` is valid for reads for the call; `f` is open.
-    let r = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETLK, &fl) };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) {
-            return Err(PlanError::Conflict(Conflict::ChangeSetInUse {
-                dir: dir.to_path_buf(),
-            })
-            .into());
+    match record_lock(f.as_fd(), WRITE, RUNNING, false) {
+        Ok(()) => {}
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)) => {
+            return Err(in_use(dir));
         }
-        return Err(path_error(&marker, &e));
+        Err(e) => return Err(path_error(&marker, &e)),
     }
+    // Another process's run on this set may still be closing: its turn ends with that.
+    record_lock(f.as_fd(), WRITE, CLOSING, true).map_err(|e| path_error(&marker, &e))?;
     held.file = Some(f);
     Ok(held)
 }
 
-/// The change sets this process runs on now.
-static HELD: std::sync::Mutex<std::collections::BTreeSet<std::path::PathBuf>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
+/// A POSIX record lock of `kind` (`F_WRLCK`, `F_RDLCK`, `F_UNLCK`) on byte `byte` of
+/// `fd`'s file; with `wait`, `F_SETLKW` (retried on `EINTR`).
+fn record_lock(
+    fd: std::os::fd::BorrowedFd<'_>,
+    kind: libc::c_short,
+    byte: libc::off_t,
+    wait: bool,
+) -> io::Result<()> {
+    let fl = flock(kind, byte);
+    let cmd = if wait { libc::F_SETLKW } else { libc::F_SETLK };
+    loop {
+        // SAFETY: `fl` is valid for reads for the call; `fd` is open for its borrow.
+        let r = unsafe { libc::fcntl(fd.as_raw_fd(), cmd, &fl) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
 
-/// A change set held by a run (see [`lock`]); released on drop.
+/// Whether another process holds a lock on byte `byte` of `fd`'s file that a write lock
+/// would conflict with (`F_GETLK`, which changes no lock); `false` when it cannot tell.
+fn locked_elsewhere(fd: std::os::fd::BorrowedFd<'_>, byte: libc::off_t) -> bool {
+    let mut fl = flock(WRITE, byte);
+    // SAFETY: `fl` is valid for reads and writes for the call; `fd` is open for its
+    // borrow.
+    let r = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETLK, &mut fl) };
+    r == 0 && fl.l_type != UNLOCK
+}
+
+fn flock(kind: libc::c_short, byte: libc::off_t) -> libc::flock {
+    // SAFETY: `flock` is plain old data; all-zero bytes are a valid value.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = byte;
+    fl.l_len = 1;
+    fl
+}
+
+/// Returns once no run on the change set `id` (whose marker `marker` is open) is
+/// closing: in this process (waiting for its [`Run::finish`]), and in another one (its
+/// [`CLOSING`] byte held while [`RUNNING`] is free; polled with `F_GETLK`, which cannot
+/// disturb this process's own locks, every millisecond, for at most ten seconds). A run
+/// whose program still runs is not waited for.
+pub(crate) fn settle(id: Id, marker: std::os::fd::BorrowedFd<'_>) {
+    {
+        let mut held = registry();
+        loop {
+            match held.get(&id) {
+                Some(State::Closing) => {
+                    held = TURN
+                        .wait(held)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                Some(State::Running) => return,
+                None => break,
+            }
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while locked_elsewhere(marker, CLOSING)
+        && !locked_elsewhere(marker, RUNNING)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// A change set held by a run (see [`claim`]); released on drop.
 #[derive(Debug)]
 pub(crate) struct Held {
+    id: Id,
     dir: std::path::PathBuf,
-    #[allow(dead_code)]
     file: Option<fs::File>,
+}
+
+impl Held {
+    /// The run's program has ended: a later run waits for this hold's end rather than
+    /// being refused (in this process through the registry, elsewhere through
+    /// [`RUNNING`], let go here).
+    fn closing(&self) {
+        if let Some(s) = registry().get_mut(&self.id) {
+            *s = State::Closing;
+        }
+        if let Some(f) = &self.file {
+            let _ = record_lock(f.as_fd(), UNLOCK, RUNNING, false);
+        }
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let mut held = HELD
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        held.remove(&self.dir);
+        // The marker first: closing it drops every record lock this process holds on it,
+        // which must not take a later run's that the registry has let in.
+        drop(self.file.take());
+        registry().remove(&self.id);
+        TURN.notify_all();
     }
 }
 
@@ -333,6 +532,134 @@ fn json_string(p: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::CStr;
+
+    /// Change sets whose overlay's close ([`Run::finish`]) waits until the test that
+    /// gated them lets it go.
+    static GATED: std::sync::Mutex<std::collections::BTreeSet<Id>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    static UNGATED: std::sync::Condvar = std::sync::Condvar::new();
+
+    fn gated() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<Id>> {
+        GATED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Called by [`Run::finish`] before it closes a pinned overlay.
+    pub(super) fn gate(id: Id) {
+        let mut g = gated();
+        while g.contains(&id) {
+            g = UNGATED
+                .wait(g)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// The fds of this process that are an overlay mount holding `name` at its root
+    /// (a test resolves the name through the fd to tell its run's overlay from another
+    /// test's; the library never does).
+    fn pins(name: &CStr) -> Vec<RawFd> {
+        let mut out = Vec::new();
+        for e in fs::read_dir("/proc/self/fd").unwrap().flatten() {
+            let Some(fd) = e.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()) else {
+                continue;
+            };
+            // SAFETY: `statfs` is plain old data; all-zero bytes are a valid value.
+            let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+            // SAFETY: `sfs` is writable for the call; a closed fd only fails.
+            if unsafe { libc::fstatfs(fd, &mut sfs) } != 0 || sfs.f_type != 0x794c_7630 {
+                continue;
+            }
+            // SAFETY: as above, for `stat`.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: `name` is NUL-terminated and `st` writable for the call.
+            let r = unsafe { libc::fstatat(fd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+            if r == 0 {
+                out.push(fd);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_run_on_a_closing_change_set_waits_for_the_overlays_close_and_sees_its_writes() {
+        use crate::{Layer, Policy, Sandbox, WorkspaceMode};
+        let test = "a_run_on_a_closing_change_set_waits_for_the_overlays_close_and_sees_its_writes";
+        if !crate::Capabilities::probe().user_namespaces.available {
+            let required = std::env::var("STOCKADE_TEST_REQUIRE")
+                .is_ok_and(|v| v.split(',').any(|f| f == "all" || f == "userns"));
+            assert!(!required, "{test}: required feature userns missing");
+            eprintln!("SKIP {test}: no user namespace");
+            return;
+        }
+        // On ext4 (/var/tmp), where the overlay's last reference costs a sync.
+        let base = tempfile::Builder::new()
+            .prefix("stockade-test-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let root = fs::canonicalize(base.path()).unwrap();
+        let ws = root.join("ws");
+        fs::create_dir(&ws).unwrap();
+        let changes = root.join("set");
+        fs::DirBuilder::new().mode(0o700).create(&changes).unwrap();
+        let meta = fs::metadata(&changes).unwrap();
+        let id = (meta.dev(), meta.ino());
+        let mut p = Policy::with_workspace(&ws);
+        p.layer = Some(Layer::Full);
+        p.min_layer = Some(Layer::Landlock);
+        p.workspace_mode = WorkspaceMode::Overlay;
+        p.changes_dir = Some(changes.clone());
+        let sb = Sandbox::new(p).unwrap();
+        assert_eq!(sb.layer(), Layer::Full);
+        // The first run's close is held at the gate until this test opens it.
+        gated().insert(id);
+        let st = sb
+            .command("sh")
+            .args(["-c", "echo one > first"])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // The wait has returned: the host holds the overlay, close-on-exec.
+        let held = pins(c"first");
+        assert_eq!(held.len(), 1, "{held:?}");
+        // SAFETY: F_GETFD reads the fd's flags and has no other effect.
+        let flags = unsafe { libc::fcntl(held[0], libc::F_GETFD) };
+        assert!(flags >= 0 && flags & libc::FD_CLOEXEC != 0, "{flags}");
+        // A second run on the change set (and `ChangeSet::open`) waits, not refused.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let second = sb.clone();
+        let t = std::thread::spawn(move || {
+            let _ = tx.send(second.command("cat").arg("first").output());
+        });
+        let (otx, orx) = std::sync::mpsc::channel();
+        let dir = changes.clone();
+        let o = std::thread::spawn(move || {
+            let _ = otx.send(crate::ChangeSet::open(&dir).map(|s| s.entries().len()));
+        });
+        let pause = std::time::Duration::from_millis(400);
+        assert!(
+            rx.recv_timeout(pause).is_err(),
+            "the second run did not wait"
+        );
+        assert!(orx.try_recv().is_err(), "ChangeSet::open did not wait");
+        assert_eq!(pins(c"first").len(), 1);
+        {
+            gated().remove(&id);
+            UNGATED.notify_all();
+        }
+        let long = std::time::Duration::from_secs(60);
+        let out = rx.recv_timeout(long).unwrap().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, b"one\n");
+        assert_eq!(orx.recv_timeout(long).unwrap().unwrap(), 1);
+        t.join().unwrap();
+        o.join().unwrap();
+        // Both runs over: nothing of either overlay is left in this process.
+        crate::ChangeSet::open(&changes).unwrap();
+        assert_eq!(pins(c"first"), Vec::<RawFd>::new());
+        assert!(registry().get(&id).is_none());
+    }
 
     #[test]
     fn json_strings_escape_quotes_backslashes_and_controls() {

@@ -266,7 +266,12 @@ impl Child {
     /// init is reaped by a later spawn or wait, or when the last clone of a
     /// [`Sandbox`](crate::Sandbox) is dropped. Until then the sandbox's mount namespace may
     /// still hold its bind mounts of host file systems, so a device the host unmounts right
-    /// after the wait may still be busy for that long. Elsewhere: `waitpid` of the program.
+    /// after the wait may still be busy for that long. In overlay mode
+    /// (`workspace_mode = "overlay"`) on the full layer, the overlay's last reference is
+    /// the host's and is dropped after the init's exit on a thread of its own (overlayfs
+    /// syncs the change set's file system then); the change set stays held until that is
+    /// done, and a later run on it, or [`ChangeSet::open`](crate::ChangeSet::open), waits
+    /// for it. Elsewhere: `waitpid` of the program.
     pub fn wait(&mut self) -> io::Result<ExitStatus> {
         drop(self.stdin.take());
         if let Some(s) = self.status {
@@ -452,7 +457,22 @@ impl Child {
         self.nested.finish();
         self.git.finish();
         if let Some(run) = self.snapshot.take() {
-            run.finish(launch::wait_gone(&self.handle));
+            if run.is_overlay() {
+                // The full layer's overlay: the program has ended, so a later run on the
+                // change set waits for this one rather than being refused; the sandbox's
+                // end and the overlay's last reference (its sync of the change set's
+                // file system) are waited for on a thread of their own, off this caller's
+                // path, and the change set is released after them.
+                run.closing();
+                let later = tmp::after_exit(self.pid, &self.handle, "stockade-overlay", run, {
+                    |run, gone| run.finish(gone)
+                });
+                if let Err(run) = later {
+                    run.finish(launch::wait_gone(&self.handle));
+                }
+            } else {
+                run.finish(launch::wait_gone(&self.handle));
+            }
         }
         s
     }

@@ -606,7 +606,8 @@ impl Command {
         let plan = inner.prepared.plan();
         // `workspace_mode = "overlay"`: the change set (and layer 2's snapshot, which is
         // the working directory's workspace then), made at the first run.
-        let snapshot = super::changeset::prepare(plan)?;
+        #[allow(unused_mut)]
+        let mut snapshot = super::changeset::prepare(plan)?;
         let mut env = self.resolved_env()?;
         let cwd = self.resolved_cwd()?;
         // `network = "allow"`: the proxy's listeners, and the variables that lead to them.
@@ -735,10 +736,19 @@ impl Command {
             #[cfg(target_os = "linux")]
             egress_socket: egress.as_ref().map_or(-1, |e| e.child_socket()),
             #[cfg(target_os = "linux")]
+            overlay_socket: snapshot
+                .as_ref()
+                .map_or(-1, super::changeset::Run::overlay_socket),
+            #[cfg(target_os = "linux")]
             explain: explain_child,
             serve: self.serve,
         };
         let (pid, handle) = launch::start(&inner.prepared, req)?;
+        // The overlay's mount, sent before the child exec'd: it waits in the socket.
+        #[cfg(target_os = "linux")]
+        if let Some(run) = snapshot.as_mut() {
+            run.pin();
+        }
         // First, before anything waits on the program: its denied calls wait for answers.
         #[cfg(target_os = "linux")]
         let explain = explain.map(|s| s.started(launch::until_fd(&handle), pid));
@@ -1043,6 +1053,10 @@ pub(super) struct Request<'a> {
     /// setup child sends the proxy's listeners through, or -1.
     #[cfg(target_os = "linux")]
     pub(super) egress_socket: RawFd,
+    /// In overlay mode on the full layer: the child's end of the socket the setup child
+    /// sends the overlay's mount fd through, or -1.
+    #[cfg(target_os = "linux")]
+    pub(super) overlay_socket: RawFd,
     /// With explain on: the explained filter and the child's end of the socket its
     /// listener goes back through.
     #[cfg(target_os = "linux")]

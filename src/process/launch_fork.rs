@@ -425,6 +425,8 @@ mod tests {
             #[cfg(target_os = "linux")]
             egress_socket: -1,
             #[cfg(target_os = "linux")]
+            overlay_socket: -1,
+            #[cfg(target_os = "linux")]
             explain: None,
             serve: false,
         }

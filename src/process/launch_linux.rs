@@ -254,6 +254,9 @@ pub(super) fn start(
     if req.egress_socket >= 0 {
         exec.set_egress_socket(req.egress_socket);
     }
+    if req.overlay_socket >= 0 {
+        exec.set_overlay_socket(req.overlay_socket);
+    }
     if let Some((filter, socket, landlock_log)) = req.explain.take() {
         exec.set_explain(prepare::ExplainFilter {
             filter,

@@ -16,7 +16,7 @@
 mod asynchronous;
 #[cfg(target_os = "linux")]
 pub(crate) mod audit;
-mod changeset;
+pub(crate) mod changeset;
 mod child;
 mod command;
 mod data_dir;

@@ -431,3 +431,50 @@ pub fn http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic
     });
     (port, count)
 }
+
+/// overlayfs's `f_type` (`OVERLAYFS_SUPER_MAGIC`).
+pub const OVERLAY_MAGIC: i64 = 0x794c_7630;
+
+/// The fds of this process that are an overlay mount holding the entry `name` at its
+/// root, each with whether it is close-on-exec: the overlay's mount the host keeps after
+/// a run (`workspace_mode = "overlay"`). Test only: the library never resolves a name
+/// through that fd; a test does, to tell its own run's overlay from another test's.
+pub fn overlay_pins(name: &str) -> Vec<(i32, bool)> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(name).unwrap();
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(fd) = std::str::from_utf8(e.file_name().as_bytes())
+            .ok()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: `statfs` is plain old data; all-zero bytes are a valid value.
+        let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `sfs` is writable for the call; a closed or reused fd only fails or
+        // answers for another file, which the checks below tell apart.
+        if unsafe { libc::fstatfs(fd, &mut sfs) } != 0 {
+            continue;
+        }
+        // `f_type` is an `i64` on 64-bit glibc, an `i32` or `u32` elsewhere.
+        #[allow(clippy::unnecessary_cast, clippy::cast_lossless)]
+        if sfs.f_type as i64 != OVERLAY_MAGIC {
+            continue;
+        }
+        // SAFETY: as above, for `stat`.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `name` is NUL-terminated and `st` writable for the call.
+        let r = unsafe { libc::fstatat(fd, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if r != 0 {
+            continue;
+        }
+        // SAFETY: F_GETFD reads the fd's flags and has no other effect.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        out.push((fd, flags >= 0 && flags & libc::FD_CLOEXEC != 0));
+    }
+    out
+}

@@ -172,7 +172,7 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
             work,
             dst,
             mkdirs,
-        } => overlay::mount(lower, upper, work, dst, mkdirs),
+        } => overlay::mount(lower, upper, work, dst, mkdirs, exec.overlay_socket),
         Op::Snapshot => Ok(()),
         Op::PivotRoot => mounts::pivot_root(),
         Op::RootReadOnly => mounts::root_read_only(),

@@ -717,6 +717,9 @@ pub struct Exec {
     /// The child's end of the socket the egress proxy's listeners go to the parent
     /// through ([`Op::EgressListeners`]), or -1.
     pub egress_socket: RawFd,
+    /// The child's end of the socket the overlay's mount fd goes to the parent through
+    /// ([`Op::Overlay`]), or -1.
+    pub overlay_socket: RawFd,
     /// With explain on: the explained filter that [`Op::Seccomp`] installs instead of the
     /// layout's, and where its listener goes.
     pub explain: Option<ExplainFilter>,
@@ -796,6 +799,7 @@ impl Exec {
             pty: None,
             cgroup: Vec::new(),
             egress_socket: -1,
+            overlay_socket: -1,
             explain: None,
         })
     }
@@ -854,6 +858,15 @@ impl Exec {
         self.keep.sort_unstable();
         self.keep.dedup();
         self.egress_socket = socket;
+    }
+
+    /// Sets the socket the overlay's mount fd is sent through ([`Op::Overlay`]), which
+    /// survives `CloseFds` (it is close-on-exec).
+    pub fn set_overlay_socket(&mut self, socket: RawFd) {
+        self.keep.push(socket);
+        self.keep.sort_unstable();
+        self.keep.dedup();
+        self.overlay_socket = socket;
     }
 
     /// Installs `explain`'s filter instead of the layout's; its socket survives

@@ -2,7 +2,10 @@
 //! through an overlay whose lower layer is the real workspace and whose upper and work
 //! directories are the change set's, all three opened without following symlinks and
 //! named to the overlay by their fds' magic links (a symlink planted in the workspace or
-//! the change set cannot redirect a layer).
+//! the change set cannot redirect a layer). Once attached, the mount's fd goes to the
+//! parent, which holds the overlay's last reference: its superblock, and overlayfs's sync
+//! of the change set's file system with it, go when the host closes that fd, off the
+//! path of the host's wait (`process/changeset.rs`), not in the init's exit.
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -10,7 +13,7 @@
     clippy::indexing_slicing
 )]
 
-use core::ffi::{CStr, c_uint};
+use core::ffi::{CStr, c_int, c_uint};
 use std::ffi::CString;
 
 use stockade_sys::linux as sys;
@@ -21,27 +24,35 @@ use super::R;
 use super::git_layer::{FD_PATH_LEN, fd_path};
 use super::mounts::{make_dirs, open_no_symlinks};
 
-/// Mounts the overlay on `dst` (made first, with its ancestors, on the new root).
-pub(super) fn mount(lower: &CStr, upper: &CStr, work: &CStr, dst: &CStr, mkdirs: &[CString]) -> R {
+/// Mounts the overlay on `dst` (made first, with its ancestors, on the new root) and
+/// sends its mount fd on `socket` (tag 0) when that is not -1.
+pub(super) fn mount(
+    lower: &CStr,
+    upper: &CStr,
+    work: &CStr,
+    dst: &CStr,
+    mkdirs: &[CString],
+    socket: c_int,
+) -> R {
     let flags = libc::O_PATH | libc::O_DIRECTORY;
     let lower = open_no_symlinks(lower, flags)?;
-    let r = with_lower(lower.as_fd(), upper, work, dst, mkdirs);
+    let r = with_lower(lower.as_fd(), (upper, work), dst, mkdirs, socket);
     let _ = sys::close(lower);
     r
 }
 
 fn with_lower(
     lower: BorrowedFd<'_>,
-    upper: &CStr,
-    work: &CStr,
+    (upper, work): (&CStr, &CStr),
     dst: &CStr,
     mkdirs: &[CString],
+    socket: c_int,
 ) -> R {
     let flags = libc::O_PATH | libc::O_DIRECTORY;
     let upper = open_no_symlinks(upper, flags)?;
     let r = match open_no_symlinks(work, flags) {
         Ok(work) => {
-            let r = layers(lower, upper.as_fd(), work.as_fd(), dst, mkdirs);
+            let r = layers(lower, (upper.as_fd(), work.as_fd()), dst, mkdirs, socket);
             let _ = sys::close(work);
             r
         }
@@ -53,10 +64,10 @@ fn with_lower(
 
 fn layers(
     lower: BorrowedFd<'_>,
-    upper: BorrowedFd<'_>,
-    work: BorrowedFd<'_>,
+    (upper, work): (BorrowedFd<'_>, BorrowedFd<'_>),
     dst: &CStr,
     mkdirs: &[CString],
+    socket: c_int,
 ) -> R {
     let mut lower_buf = [0u8; FD_PATH_LEN];
     let mut upper_buf = [0u8; FD_PATH_LEN];
@@ -75,7 +86,7 @@ fn layers(
         Err(e) => Err(e),
     };
     let _ = sys::close(fs);
-    attach(mnt?, dst)
+    attach(mnt?, dst, socket)
 }
 
 /// `userxattr`: whiteouts and opaque markers in `user.overlay.*`, which a user namespace
@@ -91,8 +102,20 @@ fn configure(fs: BorrowedFd<'_>, lowerdir: &CStr, upperdir: &CStr, workdir: &CSt
     sys::fsconfig_create(fs)
 }
 
-fn attach(mnt: OwnedFd, dst: &CStr) -> R {
+/// Attaches `mnt` on `dst`, then sends it on `socket`. This child's copy is closed here,
+/// before anything of the program runs (it is close-on-exec besides), so that only the
+/// host holds the mount afterwards. A send that fails leaves the overlay to the sandbox
+/// alone (its sync then runs in the init's exit), which keeps every guarantee: the run
+/// goes on.
+fn attach(mnt: OwnedFd, dst: &CStr, socket: c_int) -> R {
     let r = sys::move_mount(mnt.as_fd(), c"", CWD, dst, libc::MOVE_MOUNT_F_EMPTY_PATH);
+    if r.is_ok() && socket >= 0 {
+        // SAFETY: the parent keeps its copy of the socket's child end open in the
+        // changeset's run until this child has exec'd or exited, and `close_fds` keeps it
+        // (it is in `exec.keep`).
+        let socket = unsafe { BorrowedFd::borrow_raw(socket) };
+        let _ = sys::send_fd(socket, 0, mnt.as_fd());
+    }
     let _ = sys::close(mnt);
     r
 }
