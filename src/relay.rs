@@ -121,12 +121,17 @@ fn kind(fd: BorrowedFd<'_>) -> Kind {
     }
 }
 
-/// Whether a character device is the system's `/dev/null`.
+/// Whether a character device is the system's `/dev/null` (whose device number is looked
+/// up once, not once per stdio slot).
 fn is_null(dev: &rustix::fs::Stat) -> bool {
-    rustix::fs::stat("/dev/null").is_ok_and(|null| {
-        FileType::from_raw_mode(null.st_mode) == FileType::CharacterDevice
-            && null.st_rdev == dev.st_rdev
-    })
+    static NULL: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let null = NULL.get_or_init(|| {
+        rustix::fs::stat("/dev/null")
+            .ok()
+            .filter(|null| FileType::from_raw_mode(null.st_mode) == FileType::CharacterDevice)
+            .map(|null| null.st_rdev)
+    });
+    *null == Some(dev.st_rdev)
 }
 
 /// `PIPEFS_MAGIC`: the file system of anonymous pipes. A named FIFO lives on the file

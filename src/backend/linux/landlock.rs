@@ -256,8 +256,11 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
 /// [`LandlockBuildError::AddRule`] and [`LandlockBuildError::AddPortRule`], which only a
 /// build meets.
 pub fn status(spec: &RulesetSpec) -> Result<Status, LandlockBuildError> {
-    let (mut status, opened) = negotiate_and_open(spec)?;
-    for (path, _, grant, dir) in opened {
+    // A `stat` per path where a build opens, `fstat`s and closes it: the status needs
+    // only what each path is, and this runs at every `Sandbox::new`.
+    let (mut status, looked) =
+        negotiate_and_look(spec, |p| std::fs::metadata(p).map(|md| ((), md)))?;
+    for (path, (), grant, dir) in looked {
         if rule_access(grant, status.abi, status.handled_fs, dir).is_empty() {
             status.skipped.push(path.to_path_buf());
         }
@@ -268,6 +271,19 @@ pub fn status(spec: &RulesetSpec) -> Result<Status, LandlockBuildError> {
 /// The negotiated status of `spec` (its `skipped` the paths that do not exist) and the
 /// paths opened for their rules.
 fn negotiate_and_open(spec: &RulesetSpec) -> Result<(Status, Opened<'_>), LandlockBuildError> {
+    negotiate_and_look(spec, |p| {
+        let file = open_path(p)?;
+        let md = file.metadata()?;
+        Ok((file, md))
+    })
+}
+
+/// As [`negotiate_and_open`], each path looked at with `look` (which follows symlinks,
+/// as opening a path for a rule does), keeping what it returns.
+fn negotiate_and_look<T>(
+    spec: &RulesetSpec,
+    look: impl Fn(&Path) -> io::Result<(T, std::fs::Metadata)>,
+) -> Result<(Status, Looked<'_, T>), LandlockBuildError> {
     let (kernel_abi, abi) = negotiate()?;
     let handled_fs = AccessFs::from_all(abi);
     let handled_net = if spec.deny_tcp {
@@ -291,7 +307,7 @@ fn negotiate_and_open(spec: &RulesetSpec) -> Result<(Status, Opened<'_>), Landlo
         BitFlags::EMPTY
     };
     // Open everything first, so a missing workspace fails before any kernel object exists.
-    let (opened, skipped) = open_all(spec)?;
+    let (opened, skipped) = look_all(spec, look)?;
     Ok((
         Status {
             kernel_abi,
@@ -332,19 +348,22 @@ fn kernel_abi() -> Result<i32, stockade_sys::Errno> {
 
 /// The paths of a spec opened for their rules, each with its grant and whether it is a
 /// directory.
-type Opened<'a> = Vec<(&'a Path, File, Grant, bool)>;
+type Opened<'a> = Looked<'a, File>;
 
-/// Opens the workspace (read-write) and every rule's path; returns them and the paths
-/// skipped because they do not exist.
-fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBuildError> {
-    let workspace = open_path(&spec.workspace).map_err(|source| LandlockBuildError::Workspace {
-        path: spec.workspace.clone(),
-        source,
-    })?;
-    // One `fstat` per path, here: the device check and the rule's rights both need it.
-    let md = workspace
-        .metadata()
-        .map_err(|source| LandlockBuildError::Workspace {
+/// The paths of a spec, each with what [`look_all`] kept of it, its grant and whether it
+/// is a directory.
+type Looked<'a, T> = Vec<(&'a Path, T, Grant, bool)>;
+
+/// Looks at the workspace (read-write) and every rule's path with `look`; returns what it
+/// kept and the paths skipped because they do not exist.
+fn look_all<T>(
+    spec: &RulesetSpec,
+    look: impl Fn(&Path) -> io::Result<(T, std::fs::Metadata)>,
+) -> Result<(Looked<'_, T>, Vec<PathBuf>), LandlockBuildError> {
+    // One `fstat` (or `stat`) per path, here: the device check and the rule's rights both
+    // need it.
+    let (workspace, md) =
+        look(&spec.workspace).map_err(|source| LandlockBuildError::Workspace {
             path: spec.workspace.clone(),
             source,
         })?;
@@ -356,10 +375,7 @@ fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBu
     )];
     let mut skipped = Vec::new();
     for rule in &spec.rules {
-        let file = open_path(&rule.path).and_then(|file| {
-            let md = file.metadata()?;
-            Ok((file, md))
-        });
+        let file = look(&rule.path);
         match file {
             Ok((_, md)) if rule.grant == Grant::Device && !is_device(&md) => {
                 // A device rule grants writing: through a symlink at a /dev name (or a
