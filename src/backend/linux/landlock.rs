@@ -451,6 +451,7 @@ fn add_rules(
     handled_fs: BitFlags<AccessFs>,
     skipped: &mut Vec<PathBuf>,
 ) -> Result<(), LandlockBuildError> {
+    let mut done = Vec::with_capacity(opened.len());
     for (path, file, grant, dir) in opened {
         let access = rule_access(grant, abi, handled_fs, dir);
         if access.is_empty() {
@@ -467,8 +468,33 @@ fn add_rules(
             path: path.to_path_buf(),
             source: Box::new(io::Error::from_raw_os_error(e.raw())),
         })?;
+        done.push(OwnedFd::from(file));
     }
+    close_all(done);
     Ok(())
+}
+
+/// Closes `fds` with one `close_range` per run of consecutive numbers: the paths of a
+/// ruleset are opened one after the other and usually get consecutive fds, so a command's
+/// ten rule paths take one call instead of ten.
+fn close_all(fds: Vec<OwnedFd>) {
+    use std::os::fd::IntoRawFd;
+    let mut raw: Vec<RawFd> = fds.into_iter().map(IntoRawFd::into_raw_fd).collect();
+    raw.sort_unstable();
+    let mut rest = raw.as_slice();
+    while let Some((&first, _)) = rest.split_first() {
+        // The longest run first, first + 1, … at the front of `rest`.
+        let len = rest
+            .iter()
+            .zip(first..)
+            .take_while(|(fd, want)| **fd == *want)
+            .count();
+        let last = first + len as RawFd - 1;
+        // SAFETY: every number in `first..=last` is an fd this function owns (taken from
+        // an `OwnedFd` above and not closed yet), so the range closes exactly those.
+        let _ = unsafe { stockade_sys::linux::close_range(first as u32, last as u32, 0) };
+        rest = rest.get(len..).unwrap_or_default();
+    }
 }
 
 /// Whether `file` (the target, symlinks followed) is what a device rule may grant: a
@@ -499,6 +525,42 @@ fn open_path(path: &Path) -> io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn close_all_closes_each_run_of_fds_and_nothing_between() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let md = file.as_file().metadata().unwrap();
+        let ours = (md.dev(), md.ino());
+        let mut fds: Vec<OwnedFd> = (0..6)
+            .map(|_| OwnedFd::from(File::open(file.path()).unwrap()))
+            .collect();
+        // One left out: the others make (at least) two runs around it.
+        let kept = fds.remove(2);
+        let numbers: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+        close_all(fds);
+        // What `fd` is open on now, if anything (a closed number may be reused at once by
+        // another test's thread, but not for this test's own file).
+        let on = |fd: RawFd| {
+            let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+            // SAFETY: fstat writes one `stat` into `st`, a local; any fd number is allowed.
+            if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+                return None;
+            }
+            // SAFETY: fstat succeeded, so it filled `st`.
+            let st = unsafe { st.assume_init() };
+            Some((st.st_dev, st.st_ino))
+        };
+        assert_eq!(
+            on(kept.as_raw_fd()),
+            Some(ours),
+            "the fd left out stays open"
+        );
+        for fd in numbers {
+            assert_ne!(on(fd), Some(ours), "fd {fd} still open");
+        }
+    }
 
     #[test]
     fn file_rules_get_only_file_rights() {
