@@ -321,8 +321,8 @@ fn root_is_no_mount(mountinfo: &str) -> bool {
 /// The whole of a small kernel-made file (`/proc`, `/sys`), read with one `open`, reads
 /// into a buffer of `capacity` bytes (grown when the file is larger) and one `close`.
 ///
-/// `std::fs::read_to_string` asks for the file's size first (`statx`, and `lseek`), which
-/// a procfs file reports as 0, and then reads in chunks of 32 bytes and up, doubling:
+/// `std::fs::read_to_string` asks for the file's size first (`statx` or `fstat`), which a
+/// procfs file reports as 0, and then reads in chunks of 32 bytes and up, doubling:
 /// nine system calls for a 300-byte `/proc/PID/stat`, and more for `/proc/net/unix`.
 /// These files sit on the spawn path (the sandbox's first checks and every spawn's
 /// evidence), where each call counts.
@@ -463,6 +463,29 @@ fn sandbox_availability() -> Availability {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_small_read_returns_the_whole_file_whatever_its_buffer() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let text: String = (0..500).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(file.path(), &text).unwrap();
+        // Smaller than the file (grown, twice over), and larger.
+        for capacity in [1, 100, 1 << 16] {
+            assert_eq!(super::read_small(file.path(), capacity).unwrap(), text);
+        }
+        // A procfs file, which reports its size as 0.
+        if cfg!(target_os = "linux") {
+            let status = super::read_small("/proc/self/status", 64).unwrap();
+            assert!(
+                status.starts_with("Name:") && status.contains("\nSigCgt:"),
+                "{status}"
+            );
+        }
+        assert_eq!(
+            super::read_small("/nonexistent/x", 64).unwrap_err().kind(),
+            std::io::ErrorKind::NotFound
+        );
+    }
+
     #[test]
     fn pid_1_is_never_cleared_by_comparing_its_root_with_itself() {
         let mounted = "22 1 0:21 / / rw - tmpfs none rw\n";

@@ -222,7 +222,7 @@ fn make_userns() -> io::Result<OwnedFd> {
     // SAFETY: `all` is initialized; `old` is a valid place the call initializes.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr()) };
     // SAFETY: `top` is the end of a 64 KiB buffer that is freed only after the child has
-    // been reaped (it moves to `HOLDER` below, or is forgotten), and x86_64/aarch64 stacks
+    // been reaped (it moves to `HOLDERS` below, or is forgotten), and x86_64/aarch64 stacks
     // grow down from it. `hold` makes only errno-free raw system calls on its own stack
     // and its argument (an fd number that stays open while the child lives), with every
     // signal but SIGKILL blocked, so sharing memory with every other thread of the host is
@@ -235,6 +235,9 @@ fn make_userns() -> io::Result<OwnedFd> {
     if pid < 0 {
         return Err(clone_error);
     }
+    // SAFETY: the kernel returned this pidfd to us through `CLONE_PIDFD` (-1 stays when it
+    // did not); nothing else owns it.
+    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
     let result = (|| {
         let map = format!("0 {SHOWN_AS} 1\n");
         let proc = PathBuf::from(format!("/proc/{pid}"));
@@ -246,19 +249,15 @@ fn make_userns() -> io::Result<OwnedFd> {
     })();
     // SAFETY: signals our own child, by the pid clone returned; it has not been reaped.
     let killed = unsafe { libc::kill(pid, libc::SIGKILL) } == 0;
-    if pidfd < 0 {
-        // No pidfd (a kernel without CLONE_PIDFD would have refused the clone): the stack
-        // can never be known free, so it is never freed; the zombie goes when this
-        // process does.
-        std::mem::forget(stack);
-    } else {
-        // SAFETY: the kernel returned this pidfd to us through `CLONE_PIDFD`; nothing
-        // else owns it.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-        HOLDERS
+    match pidfd.filter(|_| killed) {
+        Some(pidfd) => HOLDERS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((pidfd, stack));
+            .push((pidfd, stack)),
+        // No pidfd (a kernel without CLONE_PIDFD would have refused the clone), or a child
+        // that may live on: the stack can never be known free, so it is never freed, and
+        // nothing waits for the child (it ends with this process, `PR_SET_PDEATHSIG`).
+        None => std::mem::forget(stack),
     }
     // The fd table is shared: a number closed here may be reused at once. A child with
     // SIGKILL pending never runs another instruction of its own, so it cannot `read` a
