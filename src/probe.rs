@@ -318,6 +318,55 @@ fn root_is_no_mount(mountinfo: &str) -> bool {
     !mountinfo.lines().any(|l| l.split(' ').nth(4) == Some("/"))
 }
 
+/// The whole of a small kernel-made file (`/proc`, `/sys`), read with one `open`, reads
+/// into a buffer of `capacity` bytes (grown when the file is larger) and one `close`.
+///
+/// `std::fs::read_to_string` asks for the file's size first (`statx` or `fstat`), which a
+/// procfs file reports as 0, and then reads in chunks of 32 bytes and up, doubling:
+/// nine system calls for a 300-byte `/proc/PID/stat`, and more for `/proc/net/unix`.
+/// These files sit on the spawn path (the sandbox's first checks and every spawn's
+/// evidence), where each call counts.
+///
+/// # Errors
+///
+/// The error of `open` or `read`.
+pub(crate) fn read_small(
+    path: impl AsRef<std::path::Path>,
+    capacity: usize,
+) -> std::io::Result<String> {
+    String::from_utf8(read_small_bytes(path, capacity)?)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))
+}
+
+/// As [`read_small`], the bytes as they are (a `/proc/PID/stat` names its process with
+/// any bytes).
+///
+/// # Errors
+///
+/// The error of `open` or `read`.
+pub(crate) fn read_small_bytes(
+    path: impl AsRef<std::path::Path>,
+    capacity: usize,
+) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; capacity.max(64)];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match file.read(buf.get_mut(len..).unwrap_or_default()) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
 /// The note of [`proc_note`].
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) const PROC_NOT_MOUNTED: &str = "/proc is not mounted";
@@ -414,6 +463,29 @@ fn sandbox_availability() -> Availability {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_small_read_returns_the_whole_file_whatever_its_buffer() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let text: String = (0..500).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(file.path(), &text).unwrap();
+        // Smaller than the file (grown, twice over), and larger.
+        for capacity in [1, 100, 1 << 16] {
+            assert_eq!(super::read_small(file.path(), capacity).unwrap(), text);
+        }
+        // A procfs file, which reports its size as 0.
+        if cfg!(target_os = "linux") {
+            let status = super::read_small("/proc/self/status", 64).unwrap();
+            assert!(
+                status.starts_with("Name:") && status.contains("\nSigCgt:"),
+                "{status}"
+            );
+        }
+        assert_eq!(
+            super::read_small("/nonexistent/x", 64).unwrap_err().kind(),
+            std::io::ErrorKind::NotFound
+        );
+    }
+
     #[test]
     fn pid_1_is_never_cleared_by_comparing_its_root_with_itself() {
         let mounted = "22 1 0:21 / / rw - tmpfs none rw\n";

@@ -121,12 +121,17 @@ pub(crate) fn kind(fd: BorrowedFd<'_>) -> Kind {
     }
 }
 
-/// Whether a character device is the system's `/dev/null`.
+/// Whether a character device is the system's `/dev/null` (whose `stat` is taken once, not
+/// once per stdio slot).
 fn is_null(dev: &rustix::fs::Stat) -> bool {
-    rustix::fs::stat("/dev/null").is_ok_and(|null| {
-        FileType::from_raw_mode(null.st_mode) == FileType::CharacterDevice
-            && null.st_rdev == dev.st_rdev
+    static NULL: std::sync::OnceLock<Option<rustix::fs::Stat>> = std::sync::OnceLock::new();
+    NULL.get_or_init(|| {
+        rustix::fs::stat("/dev/null")
+            .ok()
+            .filter(|null| FileType::from_raw_mode(null.st_mode) == FileType::CharacterDevice)
     })
+    .as_ref()
+    .is_some_and(|null| null.st_rdev == dev.st_rdev)
 }
 
 /// `PIPEFS_MAGIC`: the file system of anonymous pipes. A named FIFO lives on the file

@@ -302,7 +302,7 @@ mod evidence {
     const PF_FORKNOEXEC: u64 = 0x40;
 
     pub(super) fn exec_happened(pid: libc::pid_t) -> Option<bool> {
-        let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+        let stat = crate::probe::read_small_bytes(format!("/proc/{pid}/stat"), 1024).ok()?;
         flags(&stat).map(|f| f & PF_FORKNOEXEC == 0)
     }
 

@@ -16,7 +16,7 @@ use super::PrivateEntry;
 /// Pathname sockets from `/proc/net/unix` (the caller's network namespace; abstract names
 /// start with `@` there and are left out), sorted, without duplicates.
 pub(super) fn unix_sockets() -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string("/proc/net/unix") else {
+    let Ok(text) = crate::probe::read_small("/proc/net/unix", 16 * 1024) else {
         return Vec::new();
     };
     parse_unix(&text)
@@ -62,7 +62,7 @@ fn temp_dir_of(tmpdir: Option<std::ffi::OsString>, is_dir: impl Fn(&Path) -> boo
 /// Whether this process's user namespace maps uid 0 to its parent's uid 0 (the initial
 /// namespace maps every uid to itself). Unreadable: assumed so, the stricter answer.
 pub(super) fn uid_zero_maps_to_zero() -> bool {
-    std::fs::read_to_string("/proc/self/uid_map").map_or(true, |map| maps_zero_to_zero(&map))
+    crate::probe::read_small("/proc/self/uid_map", 256).map_or(true, |map| maps_zero_to_zero(&map))
 }
 
 /// Whether a `uid_map` (`inside outside count` per line) maps 0 to 0.

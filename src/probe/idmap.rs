@@ -184,8 +184,19 @@ fn make_tree(root: &Path) -> io::Result<OwnedFd> {
     Ok(tree)
 }
 
+/// The mapping children once killed, until each is reaped ([`reap_holder`]): a pidfd of
+/// it and the stack it ran on, which must not be freed before. (One per process, made at
+/// the first [`userns`]; the tests make more.)
+static HOLDERS: Mutex<Vec<(OwnedFd, Vec<u8>)>> = Mutex::new(Vec::new());
+
 /// Makes the mapping's user namespace: clones a child into a new user namespace, writes
 /// its maps from here, keeps an fd of its namespace and kills the child.
+///
+/// The child is not waited for here. Its death needs it to run once more, and on a busy
+/// machine the scheduler may run it milliseconds later (a 48 ms wait for it was seen at
+/// load 12, in a first `Sandbox::new` that otherwise took 0.5 ms). It is reaped later
+/// through its pidfd ([`reap_holder`], from every spawn and wait, and blocking when the
+/// last `Sandbox` is dropped); its stack is kept until then.
 fn make_userns() -> io::Result<OwnedFd> {
     // SAFETY: geteuid has no arguments and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
@@ -195,12 +206,13 @@ fn make_userns() -> io::Result<OwnedFd> {
     let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     // The child shares this process's memory and fd table (no page tables to copy, which
     // for a large host would cost milliseconds) and runs `hold` on a stack of its own. No
-    // exit signal: the host's SIGCHLD handling never sees it; it is reaped below with
-    // `__WCLONE`.
+    // exit signal: the host's SIGCHLD handling never sees it; it is reaped with
+    // `__WCLONE`, through the pidfd `CLONE_PIDFD` makes.
     let mut stack = vec![0u8; 64 * 1024];
     let top = stack.as_mut_ptr_range().end.cast::<libc::c_void>();
-    let flags = libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_NEWUSER;
+    let flags = libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_NEWUSER | libc::CLONE_PIDFD;
     let arg = hold_r.as_raw_fd() as usize as *mut libc::c_void;
+    let mut pidfd: libc::c_int = -1;
     // Every signal blocked across the clone: the child inherits the mask, so no handler of
     // the host ever runs on its stack (only SIGKILL, which cannot be blocked, reaches it).
     let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
@@ -210,17 +222,22 @@ fn make_userns() -> io::Result<OwnedFd> {
     // SAFETY: `all` is initialized; `old` is a valid place the call initializes.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr()) };
     // SAFETY: `top` is the end of a 64 KiB buffer that is freed only after the child has
-    // been reaped (or never, below), and x86_64/aarch64 stacks grow down from it. `hold`
-    // makes only errno-free raw system calls on its own stack and its argument (an fd
-    // number that stays open while the child lives), with every signal but SIGKILL
-    // blocked, so sharing memory with every other thread of the host is safe.
-    let pid = unsafe { libc::clone(hold, top, flags, arg) };
+    // been reaped (it moves to `HOLDERS` below, or is forgotten), and x86_64/aarch64 stacks
+    // grow down from it. `hold` makes only errno-free raw system calls on its own stack
+    // and its argument (an fd number that stays open while the child lives), with every
+    // signal but SIGKILL blocked, so sharing memory with every other thread of the host is
+    // safe. With `CLONE_PIDFD` the kernel writes the pidfd to `pidfd`, a local that
+    // outlives the call.
+    let pid = unsafe { libc::clone(hold, top, flags, arg, std::ptr::from_mut(&mut pidfd)) };
     let clone_error = io::Error::last_os_error();
     // SAFETY: `old` was initialized by the pthread_sigmask call above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
     if pid < 0 {
         return Err(clone_error);
     }
+    // SAFETY: the kernel returned this pidfd to us through `CLONE_PIDFD` (-1 stays when it
+    // did not); nothing else owns it.
+    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
     let result = (|| {
         let map = format!("0 {SHOWN_AS} 1\n");
         let proc = PathBuf::from(format!("/proc/{pid}"));
@@ -231,25 +248,55 @@ fn make_userns() -> io::Result<OwnedFd> {
         Ok(OwnedFd::from(ns))
     })();
     // SAFETY: signals our own child, by the pid clone returned; it has not been reaped.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    loop {
-        let mut status = 0;
-        // SAFETY: waits for our own child; `status` is a local the kernel writes.
-        let r = unsafe { libc::waitpid(pid, &mut status, libc::__WCLONE) };
-        if r == pid {
-            drop(stack);
-            break;
-        }
-        if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        // Not reaped: the child may still run on its stack, which must then never be
-        // freed or reused.
-        std::mem::forget(stack);
-        break;
+    let killed = unsafe { libc::kill(pid, libc::SIGKILL) } == 0;
+    match pidfd.filter(|_| killed) {
+        Some(pidfd) => HOLDERS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((pidfd, stack)),
+        // No pidfd (a kernel without CLONE_PIDFD would have refused the clone), or a child
+        // that may live on: the stack can never be known free, so it is never freed, and
+        // nothing waits for the child (it ends with this process, `PR_SET_PDEATHSIG`).
+        None => std::mem::forget(stack),
     }
-    drop((hold_r, hold_w));
+    // The fd table is shared: a number closed here may be reused at once. A child with
+    // SIGKILL pending never runs another instruction of its own, so it cannot `read` a
+    // reused number; if the kill failed, the child may still read, and the pipe stays.
+    if killed {
+        drop((hold_r, hold_w));
+    } else {
+        std::mem::forget((hold_r, hold_w));
+    }
     result
+}
+
+/// Reaps the mapping child that [`make_userns`] killed, if it has exited (with `block`,
+/// once it has), and frees its stack. Nothing to do when there is none or it is reaped.
+pub(crate) fn reap_holder(block: bool) {
+    let mut holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
+    if holders.is_empty() {
+        return;
+    }
+    let mut options = libc::WEXITED | libc::__WCLONE;
+    if !block {
+        options |= libc::WNOHANG;
+    }
+    holders.retain_mut(|(pidfd, stack)| {
+        loop {
+            match stockade_sys::linux::waitid_pidfd_rusage(pidfd.as_fd().into(), options) {
+                Ok(None) => return true,
+                // Reaped now, or (ECHILD) by someone else, a `waitpid(-1, __WALL)` of the
+                // host's: either way it is gone and its stack free.
+                Ok(Some(_)) | Err(stockade_sys::Errno(libc::ECHILD)) => return false,
+                Err(stockade_sys::Errno(libc::EINTR)) => {}
+                // Nothing else can be retried usefully; the stack is never freed.
+                Err(_) => {
+                    std::mem::forget(std::mem::take(stack));
+                    return false;
+                }
+            }
+        }
+    });
 }
 
 /// The mapping child: ends with its parent (`PR_SET_PDEATHSIG`), else blocks until the
@@ -302,5 +349,61 @@ mod tests {
         assert_eq!(r, 0);
         assert_eq!((st.st_uid, st.st_gid), (SHOWN_AS, SHOWN_AS));
         assert!(supported(Path::new("/usr")));
+    }
+
+    #[test]
+    fn the_mapping_child_is_not_waited_for_and_is_reaped_later() {
+        // SAFETY: geteuid has no arguments and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIP the_mapping_child_is_not_waited_for_and_is_reaped_later: not root");
+            return;
+        }
+        let Ok(ns) = make_userns() else {
+            let required = std::env::var("STOCKADE_TEST_REQUIRE").is_ok_and(|v| !v.is_empty());
+            assert!(
+                !required,
+                "root without a user namespace for idmapped binds"
+            );
+            eprintln!(
+                "SKIP the_mapping_child_is_not_waited_for_and_is_reaped_later: no user namespace"
+            );
+            return;
+        };
+        // Its pidfd, a second one: the child is listed, killed but not reaped yet.
+        let pidfd = {
+            let holders = HOLDERS.lock().unwrap();
+            let (fd, _) = holders.last().expect("the killed child, kept to reap");
+            fd.try_clone().unwrap()
+        };
+        drop(ns);
+        let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+        // Not reaped by `make_userns`: still this process's child (running or a zombie).
+        // SAFETY: as below; WNOWAIT leaves the child as it is.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                pidfd.as_raw_fd() as libc::id_t,
+                info.as_mut_ptr(),
+                libc::WEXITED | libc::__WCLONE | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        reap_holder(true);
+        // Reaped: no child is left behind the pidfd (unreaped, this waitid would reap it
+        // and return 0).
+        // SAFETY: waitid writes one siginfo_t into `info`, a local; the other arguments
+        // are integers and our own open pidfd.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PIDFD,
+                pidfd.as_raw_fd() as libc::id_t,
+                info.as_mut_ptr(),
+                libc::WEXITED | libc::__WCLONE | libc::WNOHANG,
+            )
+        };
+        assert_eq!(
+            (r, std::io::Error::last_os_error().raw_os_error()),
+            (-1, Some(libc::ECHILD))
+        );
     }
 }

@@ -803,12 +803,13 @@ impl Command {
             plan.layer == Layer::Passthrough,
             plan.steps.contains(&Step::NewSession),
         );
-        let ender = launch::ender(pid, &handle, Arc::clone(&run.reaped), &program);
-        // A session's own sandbox has no deadline: `wall_time` is each command's.
-        let armed = if self.serve {
+        // A session's own sandbox has no deadline: `wall_time` is each command's. Without
+        // a deadline no ender is made (it holds a second pidfd of the init).
+        let armed = if self.serve || !run.has_wall_time() {
             Ok(())
         } else {
-            ender.and_then(|end| run.started(end))
+            launch::ender(pid, &handle, Arc::clone(&run.reaped), &program)
+                .and_then(|end| run.started(end))
         };
         if let Err(source) = armed {
             // A limit that cannot be armed is not silently dropped: end the sandbox.

@@ -199,7 +199,7 @@ pub(super) fn start(
     prepared: &Prepared,
     mut req: Request<'_>,
 ) -> Result<(libc::pid_t, Handle), StartError> {
-    super::reap::reap(false);
+    reap_earlier(false);
     let plan = &prepared.layout.plan;
     let ruleset = command_ruleset(plan, &req)?;
     let tmp_parent = req.private_tmp_parent;
@@ -561,6 +561,9 @@ pub(super) fn wait_gone(handle: &Handle) -> bool {
 /// `block`, waits for them.
 pub(super) fn reap_earlier(block: bool) {
     super::reap::reap(block);
+    // And a root host's idmap child, killed at its first `Sandbox::new` and not waited
+    // for there ([`crate::probe::idmap`]).
+    crate::probe::idmap::reap_holder(block);
 }
 
 /// The program's exit status, from the init's report when there is one.
@@ -677,7 +680,8 @@ impl ProgramProcess {
             };
         }
         let first_child = || {
-            let list = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+            let list =
+                crate::probe::read_small(format!("/proc/{pid}/task/{pid}/children"), 256).ok()?;
             list.split_ascii_whitespace()
                 .next()?
                 .parse::<libc::pid_t>()

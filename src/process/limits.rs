@@ -140,6 +140,11 @@ impl Run {
         self.leaf.as_ref().map(|l| l.join_fds()).unwrap_or_default()
     }
 
+    /// Whether the run has a wall-time limit, for which [`Run::started`] arms the watchdog.
+    pub(super) fn has_wall_time(&self) -> bool {
+        self.limits.wall_time.is_some()
+    }
+
     /// Arms the wall-time limit, if any, with `end` as the way to end the sandbox.
     ///
     /// # Errors

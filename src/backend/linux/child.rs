@@ -240,10 +240,15 @@ fn reset_signals() -> R {
 
 /// The signals whose disposition is ignored or caught, as the bit mask of
 /// `/proc/self/status` (bit `n - 1` for signal `n`); `None` when the file cannot be read
-/// whole into the buffer or either line is missing.
+/// or either line is missing from what one read returns.
+///
+/// One read, not a read to EOF: procfs makes the whole file at the first read and the
+/// masks need only their two lines, each a key and exactly 16 hex digits. A file cut
+/// short before them leaves a line or digits missing, and the caller then resets
+/// everything.
 fn non_default_signals() -> Option<u64> {
-    // `status` is about 1.5 KiB; a very long `Groups:` line may not fit, and then the
-    // caller resets everything.
+    // `status` is about 1.5 KiB; a very long `Groups:` line may push the masks out of
+    // the buffer, and then the caller resets everything.
     let mut buf = [0u8; 4096];
     let fd = sys::openat(
         CWD,
@@ -252,26 +257,14 @@ fn non_default_signals() -> Option<u64> {
         0,
     )
     .ok()?;
-    let mut len = 0;
-    let complete = loop {
-        let Some(rest) = buf.get_mut(len..) else {
-            break false;
-        };
-        if rest.is_empty() {
-            break false;
-        }
-        match sys::read(fd.as_fd(), rest) {
-            Ok(0) => break true,
-            Ok(n) => len += n,
+    let read = loop {
+        match sys::read(fd.as_fd(), &mut buf) {
             Err(Errno(libc::EINTR)) => {}
-            Err(_) => break false,
+            r => break r,
         }
     };
     let _ = sys::close(fd);
-    if !complete {
-        return None;
-    }
-    let text = buf.get(..len)?;
+    let text = buf.get(..read.ok()?)?;
     Some(status_mask(text, b"\nSigIgn:\t")? | status_mask(text, b"\nSigCgt:\t")?)
 }
 

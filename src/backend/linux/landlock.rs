@@ -256,8 +256,11 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
 /// [`LandlockBuildError::AddRule`] and [`LandlockBuildError::AddPortRule`], which only a
 /// build meets.
 pub fn status(spec: &RulesetSpec) -> Result<Status, LandlockBuildError> {
-    let (mut status, opened) = negotiate_and_open(spec)?;
-    for (path, _, grant, dir) in opened {
+    // A `stat` per path where a build opens, `fstat`s and closes it: the status needs
+    // only what each path is, and this runs at every `Sandbox::new`.
+    let (mut status, looked) =
+        negotiate_and_look(spec, |p| std::fs::metadata(p).map(|md| ((), md)))?;
+    for (path, (), grant, dir) in looked {
         if rule_access(grant, status.abi, status.handled_fs, dir).is_empty() {
             status.skipped.push(path.to_path_buf());
         }
@@ -268,6 +271,19 @@ pub fn status(spec: &RulesetSpec) -> Result<Status, LandlockBuildError> {
 /// The negotiated status of `spec` (its `skipped` the paths that do not exist) and the
 /// paths opened for their rules.
 fn negotiate_and_open(spec: &RulesetSpec) -> Result<(Status, Opened<'_>), LandlockBuildError> {
+    negotiate_and_look(spec, |p| {
+        let file = open_path(p)?;
+        let md = file.metadata()?;
+        Ok((file, md))
+    })
+}
+
+/// As [`negotiate_and_open`], each path looked at with `look` (which follows symlinks,
+/// as opening a path for a rule does), keeping what it returns.
+fn negotiate_and_look<T>(
+    spec: &RulesetSpec,
+    look: impl Fn(&Path) -> io::Result<(T, std::fs::Metadata)>,
+) -> Result<(Status, Looked<'_, T>), LandlockBuildError> {
     let (kernel_abi, abi) = negotiate()?;
     let handled_fs = AccessFs::from_all(abi);
     let handled_net = if spec.deny_tcp {
@@ -291,7 +307,7 @@ fn negotiate_and_open(spec: &RulesetSpec) -> Result<(Status, Opened<'_>), Landlo
         BitFlags::EMPTY
     };
     // Open everything first, so a missing workspace fails before any kernel object exists.
-    let (opened, skipped) = open_all(spec)?;
+    let (opened, skipped) = look_all(spec, look)?;
     Ok((
         Status {
             kernel_abi,
@@ -332,19 +348,22 @@ fn kernel_abi() -> Result<i32, stockade_sys::Errno> {
 
 /// The paths of a spec opened for their rules, each with its grant and whether it is a
 /// directory.
-type Opened<'a> = Vec<(&'a Path, File, Grant, bool)>;
+type Opened<'a> = Looked<'a, File>;
 
-/// Opens the workspace (read-write) and every rule's path; returns them and the paths
-/// skipped because they do not exist.
-fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBuildError> {
-    let workspace = open_path(&spec.workspace).map_err(|source| LandlockBuildError::Workspace {
-        path: spec.workspace.clone(),
-        source,
-    })?;
-    // One `fstat` per path, here: the device check and the rule's rights both need it.
-    let md = workspace
-        .metadata()
-        .map_err(|source| LandlockBuildError::Workspace {
+/// The paths of a spec, each with what [`look_all`] kept of it, its grant and whether it
+/// is a directory.
+type Looked<'a, T> = Vec<(&'a Path, T, Grant, bool)>;
+
+/// Looks at the workspace (read-write) and every rule's path with `look`; returns what it
+/// kept and the paths skipped because they do not exist.
+fn look_all<T>(
+    spec: &RulesetSpec,
+    look: impl Fn(&Path) -> io::Result<(T, std::fs::Metadata)>,
+) -> Result<(Looked<'_, T>, Vec<PathBuf>), LandlockBuildError> {
+    // One `fstat` (or `stat`) per path, here: the device check and the rule's rights both
+    // need it.
+    let (workspace, md) =
+        look(&spec.workspace).map_err(|source| LandlockBuildError::Workspace {
             path: spec.workspace.clone(),
             source,
         })?;
@@ -356,10 +375,7 @@ fn open_all(spec: &RulesetSpec) -> Result<(Opened<'_>, Vec<PathBuf>), LandlockBu
     )];
     let mut skipped = Vec::new();
     for rule in &spec.rules {
-        let file = open_path(&rule.path).and_then(|file| {
-            let md = file.metadata()?;
-            Ok((file, md))
-        });
+        let file = look(&rule.path);
         match file {
             Ok((_, md)) if rule.grant == Grant::Device && !is_device(&md) => {
                 // A device rule grants writing: through a symlink at a /dev name (or a
@@ -435,6 +451,7 @@ fn add_rules(
     handled_fs: BitFlags<AccessFs>,
     skipped: &mut Vec<PathBuf>,
 ) -> Result<(), LandlockBuildError> {
+    let mut done = Vec::with_capacity(opened.len());
     for (path, file, grant, dir) in opened {
         let access = rule_access(grant, abi, handled_fs, dir);
         if access.is_empty() {
@@ -451,8 +468,33 @@ fn add_rules(
             path: path.to_path_buf(),
             source: Box::new(io::Error::from_raw_os_error(e.raw())),
         })?;
+        done.push(OwnedFd::from(file));
     }
+    close_all(done);
     Ok(())
+}
+
+/// Closes `fds` with one `close_range` per run of consecutive numbers: the paths of a
+/// ruleset are opened one after the other and usually get consecutive fds, so a command's
+/// ten rule paths take one call instead of ten.
+fn close_all(fds: Vec<OwnedFd>) {
+    use std::os::fd::IntoRawFd;
+    let mut raw: Vec<RawFd> = fds.into_iter().map(IntoRawFd::into_raw_fd).collect();
+    raw.sort_unstable();
+    let mut rest = raw.as_slice();
+    while let Some((&first, _)) = rest.split_first() {
+        // The longest run first, first + 1, … at the front of `rest`.
+        let len = rest
+            .iter()
+            .zip(first..)
+            .take_while(|(fd, want)| **fd == *want)
+            .count();
+        let last = first + len as RawFd - 1;
+        // SAFETY: every number in `first..=last` is an fd this function owns (taken from
+        // an `OwnedFd` above and not closed yet), so the range closes exactly those.
+        let _ = unsafe { stockade_sys::linux::close_range(first as u32, last as u32, 0) };
+        rest = rest.get(len..).unwrap_or_default();
+    }
 }
 
 /// Whether `file` (the target, symlinks followed) is what a device rule may grant: a
@@ -483,6 +525,42 @@ fn open_path(path: &Path) -> io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn close_all_closes_each_run_of_fds_and_nothing_between() {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let md = file.as_file().metadata().unwrap();
+        let ours = (md.dev(), md.ino());
+        let mut fds: Vec<OwnedFd> = (0..6)
+            .map(|_| OwnedFd::from(File::open(file.path()).unwrap()))
+            .collect();
+        // One left out: the others make (at least) two runs around it.
+        let kept = fds.remove(2);
+        let numbers: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+        close_all(fds);
+        // What `fd` is open on now, if anything (a closed number may be reused at once by
+        // another test's thread, but not for this test's own file).
+        let on = |fd: RawFd| {
+            let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+            // SAFETY: fstat writes one `stat` into `st`, a local; any fd number is allowed.
+            if unsafe { libc::fstat(fd, st.as_mut_ptr()) } != 0 {
+                return None;
+            }
+            // SAFETY: fstat succeeded, so it filled `st`.
+            let st = unsafe { st.assume_init() };
+            Some((st.st_dev, st.st_ino))
+        };
+        assert_eq!(
+            on(kept.as_raw_fd()),
+            Some(ours),
+            "the fd left out stays open"
+        );
+        for fd in numbers {
+            assert_ne!(on(fd), Some(ours), "fd {fd} still open");
+        }
+    }
 
     #[test]
     fn file_rules_get_only_file_rights() {

@@ -347,7 +347,7 @@ pub fn start(
 
 /// Reads `/proc/sys/kernel/cap_last_cap` (the highest capability this kernel knows).
 pub fn last_cap() -> u32 {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+    crate::probe::read_small("/proc/sys/kernel/cap_last_cap", 64)
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(63)
