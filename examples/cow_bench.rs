@@ -76,6 +76,13 @@ fn main() {
     }
     let direct = sandbox(&ws, Layer::Full, None);
     let overlay = sandbox(&ws, Layer::Full, Some(&root.join("set")));
+    // A second set whose previous run's close is waited for, untimed, before each run:
+    // a session of tool calls with the model's turn between them.
+    let settled_set = root.join("settled");
+    let settled = sandbox(&ws, Layer::Full, Some(&settled_set));
+    let settle = || {
+        let _ = stockade::ChangeSet::open(&settled_set);
+    };
     // The same with the change set on a tmpfs: what the upper file system costs.
     let shm = tempfile::Builder::new()
         .prefix("cow-bench-")
@@ -92,10 +99,12 @@ fn main() {
         }
     };
     let (mut d, mut o, mut t, mut f) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut st = Vec::new();
     let (mut ds, mut dw, mut os, mut ow) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     run(&direct);
     run(&overlay);
     run(&fresh);
+    run(&settled);
     for _ in 0..iterations {
         let (s, w) = run_split(&direct);
         d.push(s + w);
@@ -110,8 +119,11 @@ fn main() {
         }
         discard();
         f.push(run(&fresh));
+        settle();
+        st.push(run(&settled));
     }
     let (d, o, f) = (median(&mut d), median(&mut o), median(&mut f));
+    let st = median(&mut st);
     let (ds, dw) = (median(&mut ds), median(&mut dw));
     let (os, ow) = (median(&mut os), median(&mut ow));
     println!("| spawn + wait /bin/true, full layer ({iterations}, interleaved) | median |");
@@ -128,6 +140,11 @@ fn main() {
         ms(dw),
         ms(os),
         ms(ow)
+    );
+    println!(
+        "| overlay, one change set in /var/tmp, the previous run's close settled (untimed) | {:.3} ms ({:+.3} ms) |",
+        ms(st),
+        ms(st) - ms(d)
     );
     println!(
         "| overlay, a fresh change set in /var/tmp per run | {:.3} ms ({:+.3} ms) |",
