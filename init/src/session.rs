@@ -1,25 +1,31 @@
 //! The session server and each command's supervisor: a warm session's commands, started
-//! inside the live sandbox at the cost of two forks and an exec.
+//! inside the live sandbox at the cost of one fork and an exec.
 //!
 //! The server is the starter of a session's sandbox (`start.rs`, `argv[0]` =
 //! [`session::SERVE_ARGV0`]): it runs inside every wall of the sandbox, in the program's
 //! nested Landlock domain, maps no host memory (the image was exec'd), is not dumpable,
-//! and holds nothing but its control socket (fd 0) and `/dev/null` on fds 1 and 2. For
-//! each request ([`session`]'s protocol) it forks a *supervisor* and replies with a
-//! pidfd of it. The supervisor:
+//! and holds nothing but its control socket (fd 0), `/dev/null` on fds 1 and 2 and the
+//! commands' Landlock ruleset. It keeps one *supervisor* forked ahead of the next
+//! request, set up as far as a command allows before its request is known, and blocked
+//! on the control socket; the supervisor takes one request ([`session`]'s protocol),
+//! tells the server (which forks the next one) and starts the command. So a command's
+//! start wakes one process of the session, not three. The supervisor:
 //!
 //! 1. enters a fresh Landlock domain nested in the server's, which scopes signals and
 //!    abstract unix sockets: every command lives in a domain of its own, which no other
 //!    command's domain contains, so that (Landlock's ptrace rule and its scopes) no
 //!    command can trace, signal, read the `/proc/PID/{environ,mem,fd}` of, or reach the
 //!    abstract sockets of another command, of the server or of the init;
-//! 2. becomes a child subreaper with the server's death as its kill request;
-//! 3. forks the program's process, which enters one more nested domain (so that it cannot
-//!    signal its supervisor either), takes its session, puts its stdio in place, changes
-//!    to its directory, closes every other fd and execs the program;
-//! 4. supervises it as layer 2's init does (`run.rs`): forwards the host's signals, and
-//!    when the program ends kills and reaps every descendant, writes the program's raw wait
-//!    status to the command's status pipe and exits.
+//! 2. becomes a child subreaper with the server's death as its kill request, and opens
+//!    a pidfd of itself;
+//! 3. takes a request, closes the control socket and forks the program's process, which
+//!    enters one more nested domain (so that it cannot signal its supervisor either),
+//!    takes its session, puts its stdio in place, changes to its directory, closes every
+//!    other fd and execs the program;
+//! 4. sends the host its pidfd on the command's reply socket, and supervises the program
+//!    as layer 2's init does (`run.rs`): forwards the host's signals, and when the program
+//!    ends kills and reaps every descendant, writes the program's raw wait status to the
+//!    command's status pipe and exits.
 //!
 //! Nothing here can reach the host's memory: the server and its forks are copies of this
 //! `no_std` image, exec'd from the sealed memfd. The request's bytes come from the host;
@@ -39,6 +45,15 @@ const SCOPES: u64 = c::LANDLOCK_SCOPE_SIGNAL | c::LANDLOCK_SCOPE_ABSTRACT_UNIX_S
 /// twice the fds expected, so that a message with more is seen (and refused) whole.
 const CONTROL_SIZE: usize = 16 + 4 * session::FDS * 2;
 
+/// The byte a supervisor writes to the server when it has taken a request.
+const TAKEN: u8 = b'T';
+/// The byte a supervisor writes to the server when the host has closed the session.
+const ENDED: u8 = b'E';
+
+/// The signal mask of a supervisor waiting for its request: all blocked (its signalfd's)
+/// but the kill request, which ends it (the server's death signal).
+const WAITING_MASK: u64 = !(1u64 << (protocol::KILL_REQUEST - 1));
+
 /// The control buffer, aligned as a `cmsghdr`.
 #[repr(C, align(8))]
 struct Control([u8; CONTROL_SIZE]);
@@ -50,10 +65,94 @@ pub fn serve() -> ! {
     let control = unsafe { OwnedFd::from_raw(0) };
     let _ = sys::prctl_set_dumpable(false);
     let _ = sys::prctl_set_name(c"stockade-serve");
-    let mut buf = [0u8; session::MAX_REQUEST];
-    let mut cmsg = Control([0; CONTROL_SIZE]);
+    // Made once: every `landlock_restrict_self` with it makes a new domain, so each
+    // command's are its own all the same.
+    let ruleset = sys::landlock_scoped_ruleset(SCOPES);
     loop {
         reap_ended();
+        let (taken_r, taken_w) = match sys::pipe() {
+            Ok(pair) => pair,
+            Err(e) => {
+                fail_one(control.as_fd(), e);
+                continue;
+            }
+        };
+        // SAFETY: this process has one thread.
+        match unsafe { sys::fork() } {
+            Ok(0) => {
+                drop(taken_r);
+                supervisor(
+                    control,
+                    taken_w,
+                    ruleset.as_ref().map(OwnedFd::as_fd).map_err(|e| *e),
+                )
+            }
+            Ok(_) => {
+                drop(taken_w);
+                let mut byte = [0u8; 1];
+                let n = loop {
+                    match sys::read(taken_r.as_fd(), &mut byte) {
+                        Err(c::EINTR) => {}
+                        r => break r,
+                    }
+                };
+                match (n, byte[0]) {
+                    (Ok(1), TAKEN) => {}
+                    // The host closed its end: the session is over. The init ends what
+                    // is left.
+                    (Ok(1), ENDED) => sys::exit_group(0),
+                    // The supervisor ended before it took a request (killed): the next
+                    // request fails rather than wait, and another is forked after it.
+                    _ => fail_one(control.as_fd(), c::ECHILD),
+                }
+            }
+            Err(e) => fail_one(control.as_fd(), e),
+        }
+    }
+}
+
+/// Reaps every supervisor that has ended (they are the server's only children).
+fn reap_ended() {
+    while let Ok((pid, _)) = sys::wait4(-1, c::WNOHANG | c::WALL) {
+        if pid == 0 {
+            return;
+        }
+    }
+}
+
+/// Takes one request and fails it with `errno` (at the fork step): the server could not
+/// give it a supervisor. Exits when the host has closed the session.
+fn fail_one(control: BorrowedFd<'_>, errno: sys::Errno) {
+    let mut buf = [0u8; 64];
+    let mut cmsg = Control([0; CONTROL_SIZE]);
+    match receive(control, &mut buf, &mut cmsg) {
+        Received::Ended => sys::exit_group(0),
+        Received::Failed => sys::exit_group(run::INIT_FAILED),
+        Received::Bad => {}
+        Received::Request(_, fds) => {
+            let _ = sys::write(
+                fds[session::REPORT].as_fd(),
+                &protocol::setup_record(session::step::FORK, errno),
+            );
+        }
+    }
+}
+
+/// What one `recvmsg` on the control socket gave.
+enum Received {
+    /// A request of this many bytes with its fds.
+    Request(usize, [OwnedFd; session::FDS]),
+    /// A message without exactly its fds, or truncated: whatever came is closed.
+    Bad,
+    /// The host closed its end.
+    Ended,
+    /// The socket failed.
+    Failed,
+}
+
+/// Receives one message from the control socket into `buf` (retried on `EINTR`).
+fn receive(control: BorrowedFd<'_>, buf: &mut [u8], cmsg: &mut Control) -> Received {
+    loop {
         let mut iov = sys::IoVec {
             base: buf.as_mut_ptr(),
             len: buf.len(),
@@ -67,52 +166,18 @@ pub fn serve() -> ! {
             controllen: CONTROL_SIZE,
             flags: 0,
         };
-        let n = match sys::recvmsg(control.as_fd(), &mut hdr, c::MSG_CMSG_CLOEXEC) {
-            // The host closed its end: the session is over. The init ends what is left.
-            Ok(0) => sys::exit_group(0),
+        let n = match sys::recvmsg(control, &mut hdr, c::MSG_CMSG_CLOEXEC) {
+            Ok(0) => return Received::Ended,
             Ok(n) => n,
             Err(c::EINTR) => continue,
-            Err(_) => sys::exit_group(run::INIT_FAILED),
+            Err(_) => return Received::Failed,
         };
         let truncated = hdr.flags & (c::MSG_TRUNC | c::MSG_CTRUNC) != 0;
-        let fds = received_fds(&cmsg.0, hdr.controllen);
-        let (Some(fds), false) = (fds, truncated) else {
-            // Whatever fds came are closed as `fds` drops.
-            answer(control.as_fd(), c::EINVAL, None);
-            continue;
+        // Whatever fds came are closed as they drop.
+        return match (received_fds(&cmsg.0, hdr.controllen), truncated) {
+            (Some(fds), false) => Received::Request(n, fds),
+            _ => Received::Bad,
         };
-        let request = buf.get(..n).unwrap_or(&[]);
-        // SAFETY: this process has one thread.
-        match unsafe { sys::fork() } {
-            Ok(0) => {
-                drop(control);
-                command(request, fds)
-            }
-            Ok(pid) => {
-                drop(fds);
-                match sys::pidfd_open(pid) {
-                    Ok(pidfd) => answer(control.as_fd(), 0, Some(pidfd.as_fd())),
-                    Err(e) => {
-                        // Unsupervisable by the host: the supervisor ends its command.
-                        let _ = sys::kill(pid, protocol::KILL_REQUEST);
-                        answer(control.as_fd(), e, None);
-                    }
-                }
-            }
-            Err(e) => {
-                drop(fds);
-                answer(control.as_fd(), e, None);
-            }
-        }
-    }
-}
-
-/// Reaps every supervisor that has ended (they are the server's only children).
-fn reap_ended() {
-    while let Ok((pid, _)) = sys::wait4(-1, c::WNOHANG | c::WALL) {
-        if pid == 0 {
-            return;
-        }
     }
 }
 
@@ -155,47 +220,72 @@ fn received_fds(control: &[u8; CONTROL_SIZE], len: usize) -> Option<[OwnedFd; se
     }
     let mut it = fds.into_iter().flatten();
     let mut take = || it.next();
-    Some([take()?, take()?, take()?, take()?, take()?])
+    Some([take()?, take()?, take()?, take()?, take()?, take()?])
 }
 
-/// Sends the reply, with `pidfd` when given. A failure means the host is gone; the next
-/// `recvmsg` says so.
-fn answer(control: BorrowedFd<'_>, errno: i32, pidfd: Option<BorrowedFd<'_>>) {
-    let mut record = session::reply(errno);
+/// Sends the host the supervisor's reply on the command's reply socket: a started
+/// record and `pidfd`. A failure means the host is gone (or will see no pidfd and fail
+/// the spawn); the command runs on, supervised, either way.
+fn answer(reply: BorrowedFd<'_>, pidfd: BorrowedFd<'_>) {
+    let mut record = session::reply(0);
     let mut iov = sys::IoVec {
         base: record.as_mut_ptr(),
         len: record.len(),
     };
     let mut cmsg = Control([0; CONTROL_SIZE]);
-    let mut controllen = 0;
-    if let Some(fd) = pidfd {
-        let len: u64 = 16 + 4;
-        cmsg.0[..8].copy_from_slice(&len.to_ne_bytes());
-        cmsg.0[8..12].copy_from_slice(&c::SOL_SOCKET.to_ne_bytes());
-        cmsg.0[12..16].copy_from_slice(&c::SCM_RIGHTS.to_ne_bytes());
-        cmsg.0[16..20].copy_from_slice(&fd.raw().to_ne_bytes());
-        // CMSG_SPACE(4): the data padded to 8.
-        controllen = 24;
-    }
+    let len: u64 = 16 + 4;
+    cmsg.0[..8].copy_from_slice(&len.to_ne_bytes());
+    cmsg.0[8..12].copy_from_slice(&c::SOL_SOCKET.to_ne_bytes());
+    cmsg.0[12..16].copy_from_slice(&c::SCM_RIGHTS.to_ne_bytes());
+    cmsg.0[16..20].copy_from_slice(&pidfd.raw().to_ne_bytes());
     let hdr = sys::MsgHdr {
         name: core::ptr::null_mut(),
         namelen: 0,
         iov: &raw mut iov,
         iovlen: 1,
-        control: if controllen == 0 {
-            core::ptr::null_mut()
-        } else {
-            cmsg.0.as_mut_ptr()
-        },
-        controllen,
+        control: cmsg.0.as_mut_ptr(),
+        // CMSG_SPACE(4): the data padded to 8.
+        controllen: 24,
         flags: 0,
     };
-    let _ = sys::sendmsg(control, &hdr, c::MSG_NOSIGNAL);
+    let _ = sys::sendmsg(reply, &hdr, c::MSG_NOSIGNAL);
 }
 
-/// The supervisor of one command (a fork of the server). Never returns.
-fn command(request: &[u8], fds: [OwnedFd; session::FDS]) -> ! {
-    let [stdin, stdout, stderr, status, report] = fds;
+/// One supervisor (a fork of the server): set up ahead of its request, then one
+/// command's. Never returns.
+fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<'_>>) -> ! {
+    // Everything that does not depend on the request, done while no request waits. A
+    // failure is the command's: reported on its report pipe once it comes.
+    let setup = || -> Result<(OwnedFd, OwnedFd), (u32, sys::Errno)> {
+        let domain = |e| (session::step::DOMAIN, e);
+        sys::landlock_restrict_self(ruleset.clone().map_err(domain)?).map_err(domain)?;
+        sys::prctl_set_name(c"stockade-cmd").map_err(domain)?;
+        sys::prctl_set_child_subreaper().map_err(domain)?;
+        sys::prctl_set_pdeathsig(protocol::KILL_REQUEST).map_err(domain)?;
+        let sfd = sys::signalfd(!0).map_err(domain)?;
+        let pidfd = sys::pidfd_open(sys::getpid()).map_err(|e| (session::step::FORK, e))?;
+        sys::set_sigmask(WAITING_MASK).map_err(domain)?;
+        Ok((sfd, pidfd))
+    };
+    let setup = setup();
+    let mut buf = [0u8; session::MAX_REQUEST];
+    let mut cmsg = Control([0; CONTROL_SIZE]);
+    let (n, fds) = match receive(control.as_fd(), &mut buf, &mut cmsg) {
+        Received::Request(n, fds) => (n, fds),
+        Received::Ended => {
+            let _ = sys::write(taken.as_fd(), &[ENDED]);
+            sys::exit_group(0)
+        }
+        // A bad request (closed as it came, so the host sees no reply) or a failed
+        // socket: the server forks the next supervisor, or fails the next request.
+        Received::Bad | Received::Failed => sys::exit_group(run::INIT_FAILED),
+    };
+    // Signals wait in the signalfd again (the program's process unblocks them at exec).
+    let masked = sys::set_sigmask(!0);
+    let _ = sys::write(taken.as_fd(), &[TAKEN]);
+    drop(taken);
+    drop(control);
+    let [stdin, stdout, stderr, status, report, reply] = fds;
     let fail = |step: u32, errno: sys::Errno| -> ! {
         let _ = sys::write(report.as_fd(), &protocol::setup_record(step, errno));
         sys::exit_group(start_failed())
@@ -207,20 +297,14 @@ fn command(request: &[u8], fds: [OwnedFd; session::FDS]) -> ! {
     if let Err(e) = unsafe { sys::close_range(0, 2) } {
         fail(session::step::STDIO, e)
     }
-    if let Err(e) = sys::landlock_enter_scoped(SCOPES) {
+    let (sfd, pidfd) = match setup {
+        Ok(fds) => fds,
+        Err((step, e)) => fail(step, e),
+    };
+    if let Err(e) = masked {
         fail(session::step::DOMAIN, e)
     }
-    let setup = || -> sys::Result<OwnedFd> {
-        sys::prctl_set_name(c"stockade-cmd")?;
-        sys::prctl_set_child_subreaper()?;
-        sys::prctl_set_pdeathsig(protocol::KILL_REQUEST)?;
-        sys::signalfd(!0)
-    };
-    let sfd = match setup() {
-        Ok(fd) => fd,
-        Err(e) => fail(session::step::DOMAIN, e),
-    };
-    let Some(req) = session::Request::parse(request) else {
+    let Some(req) = session::Request::parse(buf.get(..n).unwrap_or(&[])) else {
         fail(session::step::REQUEST, c::EINVAL)
     };
     // Pointers to the strings, in order: directory, candidates, argv, NULL, environment,
@@ -241,17 +325,23 @@ fn command(request: &[u8], fds: [OwnedFd; session::FDS]) -> ! {
     if let Some(p) = ptrs.get_mut(env_at + req.envc) {
         p.write(core::ptr::null());
     }
+    // The program's domain is made with the same ruleset, one level further down.
+    let Ok(ruleset) = ruleset else {
+        fail(session::step::DOMAIN, c::EINVAL)
+    };
     // SAFETY: this process has one thread.
     let program = match unsafe { sys::fork() } {
         Ok(0) => {
-            drop(sfd);
-            drop(status);
-            program(&req, &ptrs, [stdin, stdout, stderr], report)
+            drop((sfd, status, reply, pidfd));
+            program(&req, &ptrs, [stdin, stdout, stderr], report, ruleset)
         }
         Ok(pid) => pid,
         Err(e) => fail(session::step::FORK, e),
     };
-    drop((stdin, stdout, stderr, report));
+    // The host reads the reply once the report pipe ends, which it cannot before this
+    // process closes its end below: the pidfd is always there by then.
+    answer(reply.as_fd(), pidfd.as_fd());
+    drop((stdin, stdout, stderr, report, reply, pidfd));
     let cfg = Config {
         flags: flag::SUBREAPER | flag::SCOPE_SIGNALS,
         report_fd: -1,
@@ -275,13 +365,14 @@ fn program(
     ptrs: &[MaybeUninit<*const u8>; session::MAX_STRINGS + 2],
     stdio: [OwnedFd; 3],
     report: OwnedFd,
+    ruleset: BorrowedFd<'_>,
 ) -> ! {
     let fail = |step: u32, errno: sys::Errno| -> ! {
         let _ = sys::write(report.as_fd(), &protocol::setup_record(step, errno));
         sys::exit_group(start_failed())
     };
     // A second domain, nested in the supervisor's: the program cannot signal it.
-    if let Err(e) = sys::landlock_enter_scoped(SCOPES) {
+    if let Err(e) = sys::landlock_restrict_self(ruleset) {
         fail(session::step::DOMAIN, e)
     }
     if req.flags & session::NEW_SESSION != 0 {
@@ -315,7 +406,8 @@ fn program(
     // Everything but stdio and the report pipe (close-on-exec) goes.
     let r = report.as_fd().raw() as u32;
     // SAFETY: the fds from 3 on are the report pipe (kept) and none other this process
-    // owns: stdio's sources were dropped, the signalfd and status pipe too.
+    // owns: stdio's sources were dropped, the signalfd, status pipe, reply socket and
+    // pidfd too; the ruleset is borrowed from the server's, not used after this.
     let closed = unsafe { sys::close_range(3, r.saturating_sub(1)) }
         // SAFETY: as above, past the report pipe.
         .and_then(|()| unsafe { sys::close_range(r + 1, u32::MAX) });

@@ -112,6 +112,8 @@ pub mod nr {
     pub const PIDFD_OPEN: usize = 434;
     pub const LANDLOCK_CREATE_RULESET: usize = 444;
     pub const LANDLOCK_RESTRICT_SELF: usize = 446;
+    pub const GETPID: usize = 39;
+    pub const PIPE2: usize = 293;
 }
 
 /// System call numbers (the generic table).
@@ -141,6 +143,8 @@ pub mod nr {
     pub const PIDFD_OPEN: usize = 434;
     pub const LANDLOCK_CREATE_RULESET: usize = 444;
     pub const LANDLOCK_RESTRICT_SELF: usize = 446;
+    pub const GETPID: usize = 172;
+    pub const PIPE2: usize = 59;
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -520,10 +524,10 @@ pub fn pidfd_open(pid: i32) -> Result<OwnedFd> {
     Ok(unsafe { new_fd(fd) })
 }
 
-/// Enters a new Landlock domain, nested in the current one, that handles no access right
-/// and scopes `scoped` (`LANDLOCK_SCOPE_*`): `landlock_create_ruleset` then
-/// `landlock_restrict_self`. Needs `no_new_privs`.
-pub fn landlock_enter_scoped(scoped: u64) -> Result<()> {
+/// A Landlock ruleset that handles no access right and scopes `scoped`
+/// (`LANDLOCK_SCOPE_*`): each [`landlock_restrict_self`] with it enters one more domain,
+/// a new one every call, nested in the caller's.
+pub fn landlock_scoped_ruleset(scoped: u64) -> Result<OwnedFd> {
     // `struct landlock_ruleset_attr`: handled_access_fs, handled_access_net, scoped.
     let attr: [u64; 3] = [0, 0, scoped];
     // SAFETY: `attr` is a live `landlock_ruleset_attr` of the size passed; the kernel
@@ -537,11 +541,33 @@ pub fn landlock_enter_scoped(scoped: u64) -> Result<()> {
         )
     }?;
     // SAFETY: the call succeeded and returned a new fd.
-    let fd = unsafe { new_fd(fd) };
-    // SAFETY: `landlock_restrict_self` takes no pointer; `fd` is the ruleset just made.
-    let r = unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, fd.as_fd().raw(), 0usize) };
-    let _ = close(fd);
-    r.map(drop)
+    Ok(unsafe { new_fd(fd) })
+}
+
+/// `landlock_restrict_self(ruleset, 0)`: the calling thread enters a new domain made of
+/// its current one and `ruleset`. Needs `no_new_privs`.
+pub fn landlock_restrict_self(ruleset: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: `landlock_restrict_self` takes no pointer.
+    unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, ruleset.raw(), 0usize) }.map(drop)
+}
+
+/// `getpid(2)`.
+pub fn getpid() -> i32 {
+    // SAFETY: `getpid` takes no argument and cannot fail.
+    let r = unsafe { syscall!(nr::GETPID) };
+    r.unwrap_or(0) as i32
+}
+
+/// `pipe2(fds, O_CLOEXEC)`: the read end and the write end.
+pub fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1i32; 2];
+    // SAFETY: the kernel writes two `int`s to `fds`, a local of that size.
+    unsafe { syscall!(nr::PIPE2, fds.as_mut_ptr(), c::O_CLOEXEC) }?;
+    // SAFETY: the call succeeded: both are new fds it installed, owned by nothing else.
+    let read = unsafe { new_fd(fds[0] as usize) };
+    // SAFETY: as above.
+    let write = unsafe { new_fd(fds[1] as usize) };
+    Ok((read, write))
 }
 
 /// `exit_group(2)`.
@@ -558,7 +584,9 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 23] = [
+        let pairs: [(usize, libc::c_long); 25] = [
+            (nr::GETPID, libc::SYS_getpid),
+            (nr::PIPE2, libc::SYS_pipe2),
             (nr::CLONE, libc::SYS_clone),
             (nr::DUP3, libc::SYS_dup3),
             (nr::CHDIR, libc::SYS_chdir),

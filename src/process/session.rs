@@ -268,6 +268,13 @@ impl Link {
         let (status_r, status_w) = init::status_pipe()?;
         let (report_r, report_w) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(os("pipe2 (report)"))?;
+        let (reply_r, reply_w) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(os("socketpair (session reply)"))?;
         // -1: the host's own fd of that number, as a fresh sandbox inherits it.
         let stdio: [RawFd; 3] = [0, 1, 2].map(|i| if stdio[i] < 0 { i as RawFd } else { stdio[i] });
         let fds = [
@@ -276,8 +283,9 @@ impl Link {
             stdio[2],
             status_w.as_raw_fd(),
             report_w.as_raw_fd(),
+            reply_w.as_raw_fd(),
         ];
-        let pidfd = {
+        {
             let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
             let Some(control) = control.as_ref() else {
                 return Err(SpawnError::Os {
@@ -296,19 +304,31 @@ impl Link {
                 None,
             )
             .map_err(os("sendmsg (session request)"))?;
-            receive_reply(control.as_fd())?
-        };
-        drop((status_w, report_w));
-        // The supervisor's answer about the program's start: EOF once it has exec'd.
+        }
+        drop((status_w, report_w, reply_w));
+        // The supervisor's answer about the program's start: EOF once it has exec'd (or
+        // once the request was dropped unserved: the session ended, or refused it). The
+        // one wait of the start; the reply is sent before the supervisor's end of the
+        // report pipe closes, so it is waiting by now when there is one.
         let mut record = [0u8; protocol::SETUP_RECORD_SIZE + 1];
         let n = read_all(report_r.as_fd(), &mut record);
+        let reply = receive_reply(reply_r.as_fd());
         if let Some(r) = crate::backend::report::Record::decode(record.get(..n).unwrap_or(&[])) {
             let (step, errno) = (r.step, r.errno);
-            // The supervisor ends; the status pipe says how, and is not needed.
-            let _ = init::wait_exited(pidfd.as_fd());
+            // The supervisor ends (the status pipe says how, and is not needed): with a
+            // pidfd, await its end; without, the status pipe's, which it holds until then.
+            match reply {
+                Ok((pidfd, _)) => {
+                    let _ = init::wait_exited(pidfd.as_fd());
+                }
+                Err(_) => {
+                    let mut rest = [0u8; 64];
+                    while read_all(status_r.as_fd(), &mut rest) == rest.len() {}
+                }
+            }
             return Err(start_failure(program, cwd, step, errno));
         }
-        let pid = pid_of(&pidfd).unwrap_or(0);
+        let (pidfd, pid) = reply?;
         let handle = init::Handle::new(pidfd, Some(status_r), Some(protocol::flag::SUBREAPER));
         Ok((pid, handle))
     }
@@ -353,12 +373,14 @@ fn read_all(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8]) -> usize {
     n
 }
 
-/// Receives the server's reply: exactly one record and, when it says started, exactly one
-/// fd, which must be a pidfd. Anything else is an error (and every fd received is
-/// closed).
-fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error> {
+/// Receives the supervisor's reply from the command's reply socket: exactly one record
+/// saying started, with exactly one fd, which must be a pidfd. Anything else is an error
+/// (and every fd received is closed); no reply at all (the socket's EOF) means the
+/// request was not served: the session has ended, or it refused the request. Returns the
+/// pidfd and the pid it names in the host's namespace (0 once reaped).
+fn receive_reply(reply: std::os::fd::BorrowedFd<'_>) -> Result<(OwnedFd, libc::pid_t), Error> {
     let bad = |what: &str| SpawnError::Os {
-        call: "receive the session server's reply",
+        call: "receive the session supervisor's reply",
         source: io::Error::new(io::ErrorKind::InvalidData, what.to_owned()),
     };
     let mut buf = [0u8; wire::REPLY_SIZE + 1];
@@ -366,7 +388,7 @@ fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error>
     let (n, flags, mut fds) = loop {
         let mut iov = [IoSliceMut::new(&mut buf)];
         match recvmsg::<()>(
-            control.as_raw_fd(),
+            reply.as_raw_fd(),
             &mut iov,
             Some(&mut space),
             MsgFlags::MSG_CMSG_CLOEXEC,
@@ -397,7 +419,7 @@ fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error>
     };
     if n == 0 {
         return Err(SpawnError::Os {
-            call: "receive the session server's reply (the session has ended)",
+            call: "start a command in the session (it has ended, or refused the request)",
             source: io::Error::from_raw_os_error(libc::ESHUTDOWN),
         }
         .into());
@@ -408,19 +430,15 @@ fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error>
     let errno =
         wire::decode_reply(buf.get(..n).unwrap_or(&[])).ok_or_else(|| bad("not a reply"))?;
     if errno != 0 {
-        return Err(SpawnError::Os {
-            call: "start a command in the session",
-            source: io::Error::from_raw_os_error(errno),
-        }
-        .into());
+        return Err(bad("not a started reply").into());
     }
     let (Some(pidfd), true) = (fds.pop(), fds.is_empty()) else {
         return Err(bad("not one fd").into());
     };
-    if !is_pidfd(&pidfd) {
+    let Some(pid) = pidfd_field(&pidfd) else {
         return Err(bad("not a pidfd").into());
-    }
-    Ok(pidfd)
+    };
+    Ok((pidfd, pid.max(0)))
 }
 
 /// The `Pid:` field of a pidfd's fdinfo: the pid in this process's namespace, -1 once the
@@ -430,16 +448,6 @@ fn pidfd_field(fd: &OwnedFd) -> Option<libc::pid_t> {
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
     let line = info.lines().find_map(|l| l.strip_prefix("Pid:"))?;
     line.trim().parse().ok()
-}
-
-/// Whether `fd` is a pidfd.
-fn is_pidfd(fd: &OwnedFd) -> bool {
-    pidfd_field(fd).is_some()
-}
-
-/// The pid a pidfd names, while its process has not been reaped.
-fn pid_of(fd: &OwnedFd) -> Option<libc::pid_t> {
-    pidfd_field(fd).filter(|&p| p > 0)
 }
 
 /// The request's bytes ([`wire`]'s format).
