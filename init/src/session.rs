@@ -276,24 +276,30 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
             let _ = sys::write(taken.as_fd(), &[ENDED]);
             sys::exit_group(0)
         }
-        // A bad request (closed as it came, so the host sees no reply) or a failed
-        // socket: the server forks the next supervisor, or fails the next request.
-        Received::Bad | Received::Failed => sys::exit_group(run::INIT_FAILED),
+        // A bad request, closed as it came (so the host sees no reply): the server
+        // forks the next supervisor.
+        Received::Bad => {
+            let _ = sys::write(taken.as_fd(), &[TAKEN]);
+            sys::exit_group(run::INIT_FAILED)
+        }
+        // A failed socket: the server's own read of it fails too, and ends the session.
+        Received::Failed => sys::exit_group(run::INIT_FAILED),
     };
     // Signals wait in the signalfd again (the program's process unblocks them at exec).
     let masked = sys::set_sigmask(!0);
-    let _ = sys::write(taken.as_fd(), &[TAKEN]);
-    drop(taken);
-    drop(control);
+    // Closed with fds 1 and 2 below.
+    core::mem::forget(control);
     let [stdin, stdout, stderr, status, report, reply] = fds;
+    // The request was this supervisor's: the server forks the next one either way.
     let fail = |step: u32, errno: sys::Errno| -> ! {
         let _ = sys::write(report.as_fd(), &protocol::setup_record(step, errno));
+        let _ = sys::write(taken.as_fd(), &[TAKEN]);
         sys::exit_group(start_failed())
     };
     // The server's stdio (its control socket, closed already, and /dev/null): not the
     // command's.
     // SAFETY: fds 0 to 2 are the server's, which nothing in this fork uses again (the
-    // control socket's `OwnedFd` was dropped before the call).
+    // control socket's `OwnedFd` was forgotten before the call).
     if let Err(e) = unsafe { sys::close_range(0, 2) } {
         fail(session::step::STDIO, e)
     }
@@ -332,7 +338,10 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
     // SAFETY: this process has one thread.
     let program = match unsafe { sys::fork() } {
         Ok(0) => {
-            drop((sfd, status, reply, pidfd));
+            // Close-on-exec, as every fd of this process from 3 on (received with
+            // `MSG_CMSG_CLOEXEC`, or made with it): the program's process closes none
+            // itself, its exec closes them all.
+            core::mem::forget((sfd, status, reply, pidfd, taken));
             program(&req, &ptrs, [stdin, stdout, stderr], report, ruleset)
         }
         Ok(pid) => pid,
@@ -342,6 +351,9 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
     // process closes its end below: the pidfd is always there by then.
     answer(reply.as_fd(), pidfd.as_fd());
     drop((stdin, stdout, stderr, report, reply, pidfd));
+    // Now that the command runs, the server forks the next supervisor.
+    let _ = sys::write(taken.as_fd(), &[TAKEN]);
+    drop(taken);
     let cfg = Config {
         flags: flag::SUBREAPER | flag::SCOPE_SIGNALS,
         report_fd: -1,
@@ -391,7 +403,8 @@ fn program(
             fail(session::step::STDIO, e)
         }
     }
-    drop(stdio);
+    // Their numbers from 3 on close at exec, with every other fd (below).
+    core::mem::forget(stdio);
     let at = |i: usize| -> *const u8 {
         // SAFETY: the supervisor wrote every slot up to the environment's NULL.
         ptrs.get(i)
@@ -403,15 +416,10 @@ fn program(
     if let Err(e) = sys::chdir(cwd) {
         fail(session::step::CWD, e)
     }
-    // Everything but stdio and the report pipe (close-on-exec) goes.
-    let r = report.as_fd().raw() as u32;
-    // SAFETY: the fds from 3 on are the report pipe (kept) and none other this process
-    // owns: stdio's sources were dropped, the signalfd, status pipe, reply socket and
-    // pidfd too; the ruleset is borrowed from the server's, not used after this.
-    let closed = unsafe { sys::close_range(3, r.saturating_sub(1)) }
-        // SAFETY: as above, past the report pipe.
-        .and_then(|()| unsafe { sys::close_range(r + 1, u32::MAX) });
-    if let Err(e) = closed {
+    // Everything but stdio closes at exec: the report pipe (its EOF tells the host that
+    // the program runs), stdio's sources, the supervisor's fds and any other, all made or
+    // received close-on-exec already, and so marked again here whatever they are.
+    if let Err(e) = sys::close_range_at_exec(3) {
         fail(session::step::STDIO, e)
     }
     if let Err(e) = sys::set_sigmask(0) {

@@ -165,6 +165,7 @@ pub mod c {
     pub const SFD_CLOEXEC: usize = 0o2000000;
     pub const O_RDONLY: usize = 0;
     pub const O_CLOEXEC: usize = 0o2000000;
+    pub const CLOSE_RANGE_CLOEXEC: usize = 1 << 2;
     pub const AT_FDCWD: isize = -100;
     pub const F_SETFD: usize = 2;
     pub const FD_CLOEXEC: usize = 1;
@@ -350,6 +351,14 @@ pub unsafe fn close_range(first: u32, last: u32) -> Result<()> {
     // SAFETY: `close_range` takes no pointer; the caller guarantees that no fd in the range
     // is used by anyone after this.
     unsafe { syscall!(nr::CLOSE_RANGE, first, last, 0usize) }.map(drop)
+}
+
+/// `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)`: every fd from `first` on closes at the
+/// next `execve` (none now, so no owner of one is affected before that).
+pub fn close_range_at_exec(first: u32) -> Result<()> {
+    // SAFETY: `close_range` takes no pointer; with `CLOSE_RANGE_CLOEXEC` it only sets the
+    // close-on-exec flag of the fds in the range.
+    unsafe { syscall!(nr::CLOSE_RANGE, first, u32::MAX, c::CLOSE_RANGE_CLOEXEC) }.map(drop)
 }
 
 /// `fcntl(fd, F_SETFD, flags)`.
@@ -636,6 +645,7 @@ mod tests {
         assert_eq!(c::SFD_CLOEXEC as i32, libc::SFD_CLOEXEC);
         assert_eq!(c::O_RDONLY as i32, libc::O_RDONLY);
         assert_eq!(c::O_CLOEXEC as i32, libc::O_CLOEXEC);
+        assert_eq!(c::CLOSE_RANGE_CLOEXEC as u32, libc::CLOSE_RANGE_CLOEXEC);
         assert_eq!(c::AT_FDCWD as i32, libc::AT_FDCWD);
         assert_eq!(c::F_SETFD as i32, libc::F_SETFD);
         assert_eq!(c::FD_CLOEXEC as i32, libc::FD_CLOEXEC);

@@ -445,7 +445,20 @@ fn receive_reply(reply: std::os::fd::BorrowedFd<'_>) -> Result<(OwnedFd, libc::p
 /// process has been reaped (a fast command's supervisor may be, by the server, before
 /// the host looks); `None` for an fd that is not a pidfd.
 fn pidfd_field(fd: &OwnedFd) -> Option<libc::pid_t> {
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    use std::io::Read;
+    let mut file = std::fs::File::open(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    // A pidfd's fdinfo is a few short lines; more than this is not one.
+    let mut buf = [0u8; 1024];
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(buf.get_mut(n..).unwrap_or(&mut [])) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    let info = std::str::from_utf8(buf.get(..n).unwrap_or(&[])).ok()?;
     let line = info.lines().find_map(|l| l.strip_prefix("Pid:"))?;
     line.trim().parse().ok()
 }
