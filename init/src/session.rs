@@ -287,13 +287,15 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
     };
     // Signals wait in the signalfd again (the program's process unblocks them at exec).
     let masked = sys::set_sigmask(!0);
+    // The request is this supervisor's: the server forks the next one, which a request
+    // made meanwhile (another thread's) finds ready sooner.
+    let _ = sys::write(taken.as_fd(), &[TAKEN]);
+    drop(taken);
     // Closed with fds 1 and 2 below.
     core::mem::forget(control);
     let [stdin, stdout, stderr, status, report, reply] = fds;
-    // The request was this supervisor's: the server forks the next one either way.
     let fail = |step: u32, errno: sys::Errno| -> ! {
         let _ = sys::write(report.as_fd(), &protocol::setup_record(step, errno));
-        let _ = sys::write(taken.as_fd(), &[TAKEN]);
         sys::exit_group(start_failed())
     };
     // The server's stdio (its control socket, closed already, and /dev/null): not the
@@ -341,7 +343,7 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
             // Close-on-exec, as every fd of this process from 3 on (received with
             // `MSG_CMSG_CLOEXEC`, or made with it): the program's process closes none
             // itself, its exec closes them all.
-            core::mem::forget((sfd, status, reply, pidfd, taken));
+            core::mem::forget((sfd, status, reply, pidfd));
             program(&req, &ptrs, [stdin, stdout, stderr], report, ruleset)
         }
         Ok(pid) => pid,
@@ -351,9 +353,6 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
     // process closes its end below: the pidfd is always there by then.
     answer(reply.as_fd(), pidfd.as_fd());
     drop((stdin, stdout, stderr, report, reply, pidfd));
-    // Now that the command runs, the server forks the next supervisor.
-    let _ = sys::write(taken.as_fd(), &[TAKEN]);
-    drop(taken);
     let cfg = Config {
         flags: flag::SUBREAPER | flag::SCOPE_SIGNALS,
         report_fd: -1,
