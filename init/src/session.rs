@@ -1,31 +1,33 @@
 //! The session server and each command's supervisor: a warm session's commands, started
-//! inside the live sandbox at the cost of one fork and an exec.
+//! inside the live sandbox at the cost of an exec.
 //!
 //! The server is the starter of a session's sandbox (`start.rs`, `argv[0]` =
 //! [`session::SERVE_ARGV0`]): it runs inside every wall of the sandbox, in the program's
 //! nested Landlock domain, maps no host memory (the image was exec'd), is not dumpable,
 //! and holds nothing but its control socket (fd 0), `/dev/null` on fds 1 and 2 and the
-//! commands' Landlock ruleset. It keeps one *supervisor* forked ahead of the next
-//! request, set up as far as a command allows before its request is known, and blocked
-//! on the control socket; the supervisor takes one request ([`session`]'s protocol),
-//! tells the server (which forks the next one) and starts the command. So a command's
-//! start wakes one process of the session, not three. The supervisor:
+//! commands' Landlock ruleset. It keeps the next command forked ahead: a *supervisor*,
+//! and its child, the command's program's process, both set up as far as a command can
+//! be before its request is known, the latter blocked on the control socket. That
+//! process takes one request ([`session`]'s protocol), tells the server (which forks the
+//! next pair), and execs the program: a command's start wakes one process of the
+//! session, which forks none.
 //!
-//! 1. enters a fresh Landlock domain nested in the server's, which scopes signals and
-//!    abstract unix sockets: every command lives in a domain of its own, which no other
-//!    command's domain contains, so that (Landlock's ptrace rule and its scopes) no
-//!    command can trace, signal, read the `/proc/PID/{environ,mem,fd}` of, or reach the
-//!    abstract sockets of another command, of the server or of the init;
-//! 2. becomes a child subreaper with the server's death as its kill request, and opens
-//!    a pidfd of itself;
-//! 3. takes a request, closes the control socket and forks the program's process, which
-//!    enters one more nested domain (so that it cannot signal its supervisor either),
-//!    takes its session, puts its stdio in place, changes to its directory, closes every
-//!    other fd and execs the program;
-//! 4. sends the host its pidfd on the command's reply socket, and supervises the program
-//!    as layer 2's init does (`run.rs`): forwards the host's signals, and when the program
-//!    ends kills and reaps every descendant, writes the program's raw wait status to the
-//!    command's status pipe and exits.
+//! 1. The supervisor enters a fresh Landlock domain nested in the server's, which scopes
+//!    signals and abstract unix sockets: every command lives in a domain of its own,
+//!    which no other command's domain contains, so that (Landlock's ptrace rule and its
+//!    scopes) no command can trace, signal, read the `/proc/PID/{environ,mem,fd}` of, or
+//!    reach the abstract sockets of another command, of the server or of the init. It
+//!    becomes a child subreaper with the server's death as its kill request, opens a
+//!    pidfd of itself and the command's status pipe, and forks the program's process.
+//! 2. The program's process enters one more nested domain (so that it cannot signal its
+//!    supervisor either) and waits for a request. With it, it sends the host the
+//!    supervisor's pidfd and the status pipe's read end on the command's reply socket,
+//!    takes its session, puts its stdio in place (over the control socket), changes to
+//!    its directory, marks every other fd close-on-exec and execs the program. Before the
+//!    request it holds nothing of any command; after it, nothing of the next.
+//! 3. The supervisor supervises it as layer 2's init does (`run.rs`): forwards the host's
+//!    signals, and when the program ends kills and reaps every descendant, writes the
+//!    program's raw wait status to the status pipe and exits.
 //!
 //! Nothing here can reach the host's memory: the server and its forks are copies of this
 //! `no_std` image, exec'd from the sealed memfd. The request's bytes come from the host;
@@ -50,10 +52,6 @@ const TAKEN: u8 = b'T';
 /// The byte a supervisor writes to the server when the host has closed the session.
 const ENDED: u8 = b'E';
 
-/// The signal mask of a supervisor waiting for its request: all blocked (its signalfd's)
-/// but the kill request, which ends it (the server's death signal).
-const WAITING_MASK: u64 = !(1u64 << (protocol::KILL_REQUEST - 1));
-
 /// The control buffer, aligned as a `cmsghdr`.
 #[repr(C, align(8))]
 struct Control([u8; CONTROL_SIZE]);
@@ -70,7 +68,7 @@ pub fn serve() -> ! {
     let ruleset = sys::landlock_scoped_ruleset(SCOPES);
     loop {
         reap_ended();
-        let (taken_r, taken_w) = match sys::pipe() {
+        let (taken_r, taken_w) = match sys::pipe(0) {
             Ok(pair) => pair,
             Err(e) => {
                 fail_one(control.as_fd(), e);
@@ -101,8 +99,9 @@ pub fn serve() -> ! {
                     // The host closed its end: the session is over. The init ends what
                     // is left.
                     (Ok(1), ENDED) => sys::exit_group(0),
-                    // The supervisor ended before it took a request (killed): the next
-                    // request fails rather than wait, and another is forked after it.
+                    // The supervisor or its program's process ended before it took a
+                    // request (killed): the next request fails rather than wait, and
+                    // another pair is forked after it.
                     _ => fail_one(control.as_fd(), c::ECHILD),
                 }
             }
@@ -220,54 +219,130 @@ fn received_fds(control: &[u8; CONTROL_SIZE], len: usize) -> Option<[OwnedFd; se
     }
     let mut it = fds.into_iter().flatten();
     let mut take = || it.next();
-    Some([take()?, take()?, take()?, take()?, take()?, take()?])
+    Some([take()?, take()?, take()?, take()?, take()?])
 }
 
-/// Sends the host the supervisor's reply on the command's reply socket: a started
-/// record and `pidfd`. A failure means the host is gone (or will see no pidfd and fail
-/// the spawn); the command runs on, supervised, either way.
-fn answer(reply: BorrowedFd<'_>, pidfd: BorrowedFd<'_>) {
+/// Sends the host the command's reply on its reply socket: a started record, `pidfd`
+/// (the supervisor's) and `status` (the status pipe's read end). A failure means the
+/// host is gone (or will see no reply and fail the spawn); the command runs on,
+/// supervised, either way.
+fn answer(reply: BorrowedFd<'_>, pidfd: BorrowedFd<'_>, status: BorrowedFd<'_>) {
     let mut record = session::reply(0);
     let mut iov = sys::IoVec {
         base: record.as_mut_ptr(),
         len: record.len(),
     };
     let mut cmsg = Control([0; CONTROL_SIZE]);
-    let len: u64 = 16 + 4;
+    let len: u64 = 16 + 4 * session::REPLY_FDS as u64;
     cmsg.0[..8].copy_from_slice(&len.to_ne_bytes());
     cmsg.0[8..12].copy_from_slice(&c::SOL_SOCKET.to_ne_bytes());
     cmsg.0[12..16].copy_from_slice(&c::SCM_RIGHTS.to_ne_bytes());
     cmsg.0[16..20].copy_from_slice(&pidfd.raw().to_ne_bytes());
+    cmsg.0[20..24].copy_from_slice(&status.raw().to_ne_bytes());
     let hdr = sys::MsgHdr {
         name: core::ptr::null_mut(),
         namelen: 0,
         iov: &raw mut iov,
         iovlen: 1,
         control: cmsg.0.as_mut_ptr(),
-        // CMSG_SPACE(4): the data padded to 8.
+        // CMSG_SPACE(8): the data, a multiple of 8 already.
         controllen: 24,
         flags: 0,
     };
     let _ = sys::sendmsg(reply, &hdr, c::MSG_NOSIGNAL);
 }
 
-/// One supervisor (a fork of the server): set up ahead of its request, then one
-/// command's. Never returns.
+/// One supervisor (a fork of the server), set up and with its program's process forked
+/// ahead of its request; then that command's. Never returns.
 fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<'_>>) -> ! {
-    // Everything that does not depend on the request, done while no request waits. A
-    // failure is the command's: reported on its report pipe once it comes.
-    let setup = || -> Result<(OwnedFd, OwnedFd), (u32, sys::Errno)> {
-        let domain = |e| (session::step::DOMAIN, e);
-        sys::landlock_restrict_self(ruleset.clone().map_err(domain)?).map_err(domain)?;
+    let domain = |e| (session::step::DOMAIN, e);
+    let setup = || {
+        let ruleset = ruleset.map_err(domain)?;
+        sys::landlock_restrict_self(ruleset).map_err(domain)?;
         sys::prctl_set_name(c"stockade-cmd").map_err(domain)?;
         sys::prctl_set_child_subreaper().map_err(domain)?;
+        // Blocked, as every signal (the server's mask): read from the signalfd once this
+        // supervises its program, which it then ends.
         sys::prctl_set_pdeathsig(protocol::KILL_REQUEST).map_err(domain)?;
         let sfd = sys::signalfd(!0).map_err(domain)?;
-        let pidfd = sys::pidfd_open(sys::getpid()).map_err(|e| (session::step::FORK, e))?;
-        sys::set_sigmask(WAITING_MASK).map_err(domain)?;
-        Ok((sfd, pidfd))
+        let fork = |e| (session::step::FORK, e);
+        let pidfd = sys::pidfd_open(sys::getpid()).map_err(fork)?;
+        let status = sys::pipe(c::O_NONBLOCK).map_err(fork)?;
+        Ok::<_, (u32, sys::Errno)>((sfd, pidfd, status, ruleset))
     };
-    let setup = setup();
+    let (sfd, pidfd, (status_r, status_w), ruleset) = match setup() {
+        Ok(made) => made,
+        Err((step, e)) => refuse(control.as_fd(), taken.as_fd(), step, e),
+    };
+    // SAFETY: this process has one thread.
+    let program = match unsafe { sys::fork() } {
+        Ok(0) => {
+            drop((sfd, status_w));
+            program(control, taken, pidfd, status_r, ruleset)
+        }
+        Ok(pid) => pid,
+        Err(e) => refuse(control.as_fd(), taken.as_fd(), session::step::FORK, e),
+    };
+    // The request goes to the program's process, the status pipe's read end and this
+    // process's pidfd to the host through it; this process holds none of them.
+    drop((control, taken, pidfd, status_r));
+    let cfg = Config {
+        flags: flag::SUBREAPER | flag::SCOPE_SIGNALS,
+        report_fd: -1,
+        status_fd: -1,
+        init_step: 0,
+        go_fd: -1,
+        program,
+    };
+    run::supervise(&cfg, sfd.as_fd(), status_w.as_fd(), program)
+}
+
+/// Takes one request and fails it at `step` with `errno` (a supervisor that could not be
+/// set up, or fork its program's process), then exits.
+fn refuse(control: BorrowedFd<'_>, taken: BorrowedFd<'_>, step: u32, errno: sys::Errno) -> ! {
+    let mut buf = [0u8; 64];
+    let mut cmsg = Control([0; CONTROL_SIZE]);
+    match receive(control, &mut buf, &mut cmsg) {
+        Received::Ended => {
+            let _ = sys::write(taken, &[ENDED]);
+            sys::exit_group(0)
+        }
+        Received::Failed => sys::exit_group(run::INIT_FAILED),
+        Received::Bad => {
+            let _ = sys::write(taken, &[TAKEN]);
+            sys::exit_group(run::INIT_FAILED)
+        }
+        Received::Request(_, fds) => {
+            let _ = sys::write(taken, &[TAKEN]);
+            let _ = sys::write(
+                fds[session::REPORT].as_fd(),
+                &protocol::setup_record(step, errno),
+            );
+            sys::exit_group(start_failed())
+        }
+    }
+}
+
+/// The exit code of a command whose program could not be started.
+fn start_failed() -> i32 {
+    protocol::start::EXEC_FAILED
+}
+
+/// The program's process (a fork of its supervisor): its own nested domain, then, with
+/// its request, the reply, its session, stdio, directory; then the program. Never
+/// returns.
+fn program(
+    control: OwnedFd,
+    taken: OwnedFd,
+    pidfd: OwnedFd,
+    status: OwnedFd,
+    ruleset: BorrowedFd<'_>,
+) -> ! {
+    // Before the request. A second domain, nested in the supervisor's: the program
+    // cannot signal it.
+    let setup = sys::landlock_restrict_self(ruleset)
+        .and_then(|()| sys::prctl_set_pdeathsig(protocol::SIGKILL));
+    // Zeroed now, so that the request lands in pages of this process's own.
     let mut buf = [0u8; session::MAX_REQUEST];
     let mut cmsg = Control([0; CONTROL_SIZE]);
     let (n, fds) = match receive(control.as_fd(), &mut buf, &mut cmsg) {
@@ -277,7 +352,7 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
             sys::exit_group(0)
         }
         // A bad request, closed as it came (so the host sees no reply): the server
-        // forks the next supervisor.
+        // forks the next pair.
         Received::Bad => {
             let _ = sys::write(taken.as_fd(), &[TAKEN]);
             sys::exit_group(run::INIT_FAILED)
@@ -285,31 +360,21 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
         // A failed socket: the server's own read of it fails too, and ends the session.
         Received::Failed => sys::exit_group(run::INIT_FAILED),
     };
-    // Signals wait in the signalfd again (the program's process unblocks them at exec).
-    let masked = sys::set_sigmask(!0);
-    // The request is this supervisor's: the server forks the next one, which a request
+    // The request is this process's: the server forks the next pair, which a request
     // made meanwhile (another thread's) finds ready sooner.
     let _ = sys::write(taken.as_fd(), &[TAKEN]);
-    drop(taken);
-    // Closed with fds 1 and 2 below.
-    core::mem::forget(control);
-    let [stdin, stdout, stderr, status, report, reply] = fds;
+    let [stdin, stdout, stderr, report, reply] = fds;
+    // First, so that the host has the supervisor to wait for whatever happens next.
+    answer(reply.as_fd(), pidfd.as_fd(), status.as_fd());
+    // Close-on-exec, as every fd of this process from 3 on (received with
+    // `MSG_CMSG_CLOEXEC`, or made with it): closed at exec with the rest (below); the
+    // control socket (fd 0) is replaced by the program's stdin.
+    core::mem::forget((control, taken, pidfd, status, reply));
     let fail = |step: u32, errno: sys::Errno| -> ! {
         let _ = sys::write(report.as_fd(), &protocol::setup_record(step, errno));
         sys::exit_group(start_failed())
     };
-    // The server's stdio (its control socket, closed already, and /dev/null): not the
-    // command's.
-    // SAFETY: fds 0 to 2 are the server's, which nothing in this fork uses again (the
-    // control socket's `OwnedFd` was forgotten before the call).
-    if let Err(e) = unsafe { sys::close_range(0, 2) } {
-        fail(session::step::STDIO, e)
-    }
-    let (sfd, pidfd) = match setup {
-        Ok(fds) => fds,
-        Err((step, e)) => fail(step, e),
-    };
-    if let Err(e) = masked {
+    if let Err(e) = setup {
         fail(session::step::DOMAIN, e)
     }
     let Some(req) = session::Request::parse(buf.get(..n).unwrap_or(&[])) else {
@@ -333,71 +398,17 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
     if let Some(p) = ptrs.get_mut(env_at + req.envc) {
         p.write(core::ptr::null());
     }
-    // The program's domain is made with the same ruleset, one level further down.
-    let Ok(ruleset) = ruleset else {
-        fail(session::step::DOMAIN, c::EINVAL)
-    };
-    // SAFETY: this process has one thread.
-    let program = match unsafe { sys::fork() } {
-        Ok(0) => {
-            // Close-on-exec, as every fd of this process from 3 on (received with
-            // `MSG_CMSG_CLOEXEC`, or made with it): the program's process closes none
-            // itself, its exec closes them all.
-            core::mem::forget((sfd, status, reply, pidfd));
-            program(&req, &ptrs, [stdin, stdout, stderr], report, ruleset)
-        }
-        Ok(pid) => pid,
-        Err(e) => fail(session::step::FORK, e),
-    };
-    // The host reads the reply once the report pipe ends, which it cannot before this
-    // process closes its end below: the pidfd is always there by then.
-    answer(reply.as_fd(), pidfd.as_fd());
-    drop((stdin, stdout, stderr, report, reply, pidfd));
-    let cfg = Config {
-        flags: flag::SUBREAPER | flag::SCOPE_SIGNALS,
-        report_fd: -1,
-        status_fd: -1,
-        init_step: 0,
-        go_fd: -1,
-        program,
-    };
-    run::supervise(&cfg, sfd.as_fd(), status.as_fd(), program)
-}
-
-/// The exit code of a command whose program could not be started.
-fn start_failed() -> i32 {
-    protocol::start::EXEC_FAILED
-}
-
-/// The program's process: its own nested domain, session, stdio, directory; then the
-/// program. Never returns.
-fn program(
-    req: &session::Request<'_>,
-    ptrs: &[MaybeUninit<*const u8>; session::MAX_STRINGS + 2],
-    stdio: [OwnedFd; 3],
-    report: OwnedFd,
-    ruleset: BorrowedFd<'_>,
-) -> ! {
-    let fail = |step: u32, errno: sys::Errno| -> ! {
-        let _ = sys::write(report.as_fd(), &protocol::setup_record(step, errno));
-        sys::exit_group(start_failed())
-    };
-    // A second domain, nested in the supervisor's: the program cannot signal it.
-    if let Err(e) = sys::landlock_restrict_self(ruleset) {
-        fail(session::step::DOMAIN, e)
-    }
     if req.flags & session::NEW_SESSION != 0 {
         if let Err(e) = sys::setsid() {
             fail(session::step::SESSION, e)
         }
     }
-    if let Err(e) = sys::prctl_set_pdeathsig(protocol::SIGKILL) {
-        fail(session::step::DOMAIN, e)
-    }
+    let stdio = [stdin, stdout, stderr];
     for (target, fd) in stdio.iter().enumerate() {
-        // The received fds are 3 or above (the server held 0 to 2 when they came).
-        // SAFETY: fds 0 to 2 are free in this process (the supervisor closed them) and
-        // owned by nothing.
+        // The received fds are 3 or above (0 to 2 were taken when they came).
+        // SAFETY: fds 0 to 2 are the control socket and `/dev/null`, whose owners were
+        // forgotten (above) or are the server's, which this process does not use: owned
+        // by nothing here.
         if let Err(e) = unsafe { sys::dup3(fd.as_fd(), target as i32) } {
             fail(session::step::STDIO, e)
         }
@@ -405,12 +416,12 @@ fn program(
     // Their numbers from 3 on close at exec, with every other fd (below).
     core::mem::forget(stdio);
     let at = |i: usize| -> *const u8 {
-        // SAFETY: the supervisor wrote every slot up to the environment's NULL.
+        // SAFETY: every slot up to the environment's NULL was written above.
         ptrs.get(i)
             .map_or(core::ptr::null(), |p| unsafe { p.assume_init() })
     };
     // SAFETY: slot 0 points at the directory's first byte in the request, a string the
-    // parser found NUL-terminated, alive in this process's copy of the server's buffer.
+    // parser found NUL-terminated, alive in `buf` until exec.
     let cwd = unsafe { CStr::from_ptr(at(0).cast()) };
     if let Err(e) = sys::chdir(cwd) {
         fail(session::step::CWD, e)
@@ -433,8 +444,8 @@ fn program(
     let mut seen = c::ENOENT;
     for i in 1..argv_at {
         // SAFETY: slot `i` is a candidate path, NUL-terminated in the request; `argv` and
-        // `envp` point at initialized, NULL-terminated runs of `ptrs` (the supervisor wrote
-        // them), whose strings live in this process's copy of the request.
+        // `envp` point at initialized, NULL-terminated runs of `ptrs` (written above),
+        // whose strings live in `buf`.
         let e = unsafe { sys::execve(at(i), argv, envp) };
         match e {
             c::ENOENT | c::ENOTDIR | c::ESTALE => {}

@@ -166,6 +166,7 @@ pub mod c {
     pub const O_RDONLY: usize = 0;
     pub const O_CLOEXEC: usize = 0o2000000;
     pub const CLOSE_RANGE_CLOEXEC: usize = 1 << 2;
+    pub const O_NONBLOCK: usize = 0o4000;
     pub const AT_FDCWD: isize = -100;
     pub const F_SETFD: usize = 2;
     pub const FD_CLOEXEC: usize = 1;
@@ -567,11 +568,11 @@ pub fn getpid() -> i32 {
     r.unwrap_or(0) as i32
 }
 
-/// `pipe2(fds, O_CLOEXEC)`: the read end and the write end.
-pub fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+/// `pipe2(fds, O_CLOEXEC | extra)`: the read end and the write end.
+pub fn pipe(extra: usize) -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [-1i32; 2];
     // SAFETY: the kernel writes two `int`s to `fds`, a local of that size.
-    unsafe { syscall!(nr::PIPE2, fds.as_mut_ptr(), c::O_CLOEXEC) }?;
+    unsafe { syscall!(nr::PIPE2, fds.as_mut_ptr(), c::O_CLOEXEC | extra) }?;
     // SAFETY: the call succeeded: both are new fds it installed, owned by nothing else.
     let read = unsafe { new_fd(fds[0] as usize) };
     // SAFETY: as above.
@@ -646,6 +647,7 @@ mod tests {
         assert_eq!(c::O_RDONLY as i32, libc::O_RDONLY);
         assert_eq!(c::O_CLOEXEC as i32, libc::O_CLOEXEC);
         assert_eq!(c::CLOSE_RANGE_CLOEXEC as u32, libc::CLOSE_RANGE_CLOEXEC);
+        assert_eq!(c::O_NONBLOCK as i32, libc::O_NONBLOCK);
         assert_eq!(c::AT_FDCWD as i32, libc::AT_FDCWD);
         assert_eq!(c::F_SETFD as i32, libc::F_SETFD);
         assert_eq!(c::FD_CLOEXEC as i32, libc::FD_CLOEXEC);

@@ -265,7 +265,6 @@ impl Link {
                 source: e.into(),
             }
         };
-        let (status_r, status_w) = init::status_pipe()?;
         let (report_r, report_w) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(os("pipe2 (report)"))?;
         let (reply_r, reply_w) = socketpair(
@@ -281,7 +280,6 @@ impl Link {
             stdio[0],
             stdio[1],
             stdio[2],
-            status_w.as_raw_fd(),
             report_w.as_raw_fd(),
             reply_w.as_raw_fd(),
         ];
@@ -305,7 +303,7 @@ impl Link {
             )
             .map_err(os("sendmsg (session request)"))?;
         }
-        drop((status_w, report_w, reply_w));
+        drop((report_w, reply_w));
         // The supervisor's answer about the program's start: EOF once it has exec'd (or
         // once the request was dropped unserved: the session ended, or refused it). The
         // one wait of the start; the reply is sent before the supervisor's end of the
@@ -315,20 +313,15 @@ impl Link {
         let reply = receive_reply(reply_r.as_fd());
         if let Some(r) = crate::backend::report::Record::decode(record.get(..n).unwrap_or(&[])) {
             let (step, errno) = (r.step, r.errno);
-            // The supervisor ends (the status pipe says how, and is not needed): with a
-            // pidfd, await its end; without, the status pipe's, which it holds until then.
-            match reply {
-                Ok((pidfd, _)) => {
-                    let _ = init::wait_exited(pidfd.as_fd());
-                }
-                Err(_) => {
-                    let mut rest = [0u8; 64];
-                    while read_all(status_r.as_fd(), &mut rest) == rest.len() {}
-                }
+            // The supervisor ends (the status pipe says how, and is not needed): await its
+            // end. (Without a reply, the program's process failed before it had the
+            // request's fds: the supervisor could not be set up, and ends.)
+            if let Ok((pidfd, ..)) = reply {
+                let _ = init::wait_exited(pidfd.as_fd());
             }
             return Err(start_failure(program, cwd, step, errno));
         }
-        let (pidfd, pid) = reply?;
+        let (pidfd, pid, status_r) = reply?;
         let handle = init::Handle::new(pidfd, Some(status_r), Some(protocol::flag::SUBREAPER));
         Ok((pid, handle))
     }
@@ -373,18 +366,21 @@ fn read_all(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8]) -> usize {
     n
 }
 
-/// Receives the supervisor's reply from the command's reply socket: exactly one record
-/// saying started, with exactly one fd, which must be a pidfd. Anything else is an error
-/// (and every fd received is closed); no reply at all (the socket's EOF) means the
+/// Receives the command's reply from its reply socket: exactly one record saying
+/// started, with exactly two fds, a pidfd and a pipe's read end. Anything else is an
+/// error (and every fd received is closed); no reply at all (the socket's EOF) means the
 /// request was not served: the session has ended, or it refused the request. Returns the
-/// pidfd and the pid it names in the host's namespace (0 once reaped).
-fn receive_reply(reply: std::os::fd::BorrowedFd<'_>) -> Result<(OwnedFd, libc::pid_t), Error> {
+/// supervisor's pidfd, the pid it names in the host's namespace (0 once reaped) and the
+/// status pipe.
+fn receive_reply(
+    reply: std::os::fd::BorrowedFd<'_>,
+) -> Result<(OwnedFd, libc::pid_t, OwnedFd), Error> {
     let bad = |what: &str| SpawnError::Os {
         call: "receive the session supervisor's reply",
         source: io::Error::new(io::ErrorKind::InvalidData, what.to_owned()),
     };
     let mut buf = [0u8; wire::REPLY_SIZE + 1];
-    let mut space = nix::cmsg_space!([RawFd; 2]);
+    let mut space = nix::cmsg_space!([RawFd; wire::REPLY_FDS + 1]);
     let (n, flags, mut fds) = loop {
         let mut iov = [IoSliceMut::new(&mut buf)];
         match recvmsg::<()>(
@@ -432,13 +428,20 @@ fn receive_reply(reply: std::os::fd::BorrowedFd<'_>) -> Result<(OwnedFd, libc::p
     if errno != 0 {
         return Err(bad("not a started reply").into());
     }
-    let (Some(pidfd), true) = (fds.pop(), fds.is_empty()) else {
-        return Err(bad("not one fd").into());
+    let (Some(status), Some(pidfd), true) = (fds.pop(), fds.pop(), fds.is_empty()) else {
+        return Err(bad("not two fds").into());
     };
     let Some(pid) = pidfd_field(&pidfd) else {
         return Err(bad("not a pidfd").into());
     };
-    Ok((pidfd, pid.max(0)))
+    let readable_pipe = nix::sys::stat::fstat(status.as_fd()).is_ok_and(|st| {
+        st.st_mode & libc::S_IFMT == libc::S_IFIFO
+    }) && nix::fcntl::fcntl(status.as_fd(), nix::fcntl::FcntlArg::F_GETFL)
+        .is_ok_and(|fl| fl & libc::O_ACCMODE == libc::O_RDONLY && fl & libc::O_NONBLOCK != 0);
+    if !readable_pipe {
+        return Err(bad("not a non-blocking pipe's read end").into());
+    }
+    Ok((pidfd, pid.max(0), status))
 }
 
 /// The `Pid:` field of a pidfd's fdinfo: the pid in this process's namespace, -1 once the
