@@ -16,17 +16,21 @@
 //! A command of the session ([`Session::command`] gives the same [`Command`] builder) is
 //! resolved on the host as any (environment with its `secret_env`, working directory,
 //! program candidates on the plan's `PATH`, stdio) and sent as one message with its stdio,
-//! a status pipe and a report pipe (`SCM_RIGHTS`), under a lock (one request and its reply
-//! at a time). The server forks a *supervisor*, which enters a fresh Landlock domain nested
-//! in the server's (it handles no access right and scopes signals and abstract unix
-//! sockets: Landlock ≥ 6), becomes a child subreaper, and forks the program's process,
-//! which enters one more nested domain and execs the program. The server replies with a
-//! pidfd of the supervisor: the host's [`Child`](crate::Child) holds it as it holds a
-//! sandbox's init (layer 2's kind, which ends every descendant on a kill request), and
-//! reads the program's exact wait status from the status pipe, written by the supervisor
-//! once every process the command started has been killed and reaped. A failure to start
-//! the program (not found, a bad directory) comes back on the report pipe as a setup
-//! record and fails the spawn, as on a fresh sandbox.
+//! a report pipe and one end of a reply socket of its own (`SCM_RIGHTS`). The server keeps
+//! the next command forked ahead of its request: a *supervisor*, which has entered a fresh
+//! Landlock domain nested in the server's (it handles no access right and scopes signals
+//! and abstract unix sockets: Landlock ≥ 6), become a child subreaper and made the
+//! command's status pipe, and its child, the program's process, which has entered one more
+//! nested domain and waits on the control socket. That process takes the request, tells
+//! the server (which forks the next pair), sends the reply (a pidfd of the supervisor and
+//! the status pipe's read end) and execs the program: one wake-up and no fork inside the
+//! sandbox on the start's path. The host waits once, for the report pipe's end (the
+//! program runs) or a setup record (a failure to start: not found, a bad directory, which
+//! fails the spawn as on a fresh sandbox), then takes the reply, which was sent before.
+//! The host's [`Child`](crate::Child) holds the pidfd as it holds a sandbox's init
+//! (layer 2's kind, which ends every descendant on a kill request), and reads the
+//! program's exact wait status from the status pipe, written by the supervisor once every
+//! process the command started has been killed and reaped.
 //!
 //! Isolation between commands is Landlock's: a process may ptrace (and so read
 //! `/proc/PID/{environ,mem,fd}` of, or `pidfd_getfd` from) only processes of its own
@@ -232,10 +236,10 @@ impl Link {
         env.extend(self.proxy_env.iter().cloned());
     }
 
-    /// Starts one command: sends the request, receives the supervisor's pidfd, then
-    /// waits until the program has been exec'd (the report pipe's EOF) or has failed to
-    /// start (a record). Returns the supervisor's pid in the host's namespace and its
-    /// handle.
+    /// Starts one command: sends the request, waits until the program has been exec'd
+    /// (the report pipe's EOF) or has failed to start (a record), then takes the reply
+    /// (the supervisor's pidfd, the status pipe). Returns the supervisor's pid in the
+    /// host's namespace and its handle.
     pub(super) fn spawn(
         &self,
         plan: &Plan,
@@ -304,10 +308,11 @@ impl Link {
             .map_err(os("sendmsg (session request)"))?;
         }
         drop((report_w, reply_w));
-        // The supervisor's answer about the program's start: EOF once it has exec'd (or
-        // once the request was dropped unserved: the session ended, or refused it). The
-        // one wait of the start; the reply is sent before the supervisor's end of the
-        // report pipe closes, so it is waiting by now when there is one.
+        // The answer about the program's start: EOF once it has exec'd (or once the
+        // request was dropped unserved: the session ended, or refused it). The one wait
+        // of the start: the program's process sends the reply before its exec closes its
+        // end of the report pipe, so the reply is waiting by now when there is one (and
+        // the reply socket's end, closed at the same exec, says so when there is none).
         let mut record = [0u8; protocol::SETUP_RECORD_SIZE + 1];
         let n = read_all(report_r.as_fd(), &mut record);
         let reply = receive_reply(reply_r.as_fd());
@@ -434,10 +439,10 @@ fn receive_reply(
     let Some(pid) = pidfd_field(&pidfd) else {
         return Err(bad("not a pidfd").into());
     };
-    let readable_pipe = nix::sys::stat::fstat(status.as_fd()).is_ok_and(|st| {
-        st.st_mode & libc::S_IFMT == libc::S_IFIFO
-    }) && nix::fcntl::fcntl(status.as_fd(), nix::fcntl::FcntlArg::F_GETFL)
-        .is_ok_and(|fl| fl & libc::O_ACCMODE == libc::O_RDONLY && fl & libc::O_NONBLOCK != 0);
+    let readable_pipe = nix::sys::stat::fstat(status.as_fd())
+        .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO)
+        && nix::fcntl::fcntl(status.as_fd(), nix::fcntl::FcntlArg::F_GETFL)
+            .is_ok_and(|fl| fl & libc::O_ACCMODE == libc::O_RDONLY && fl & libc::O_NONBLOCK != 0);
     if !readable_pipe {
         return Err(bad("not a non-blocking pipe's read end").into());
     }
