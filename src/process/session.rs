@@ -51,7 +51,8 @@
 //!
 //! - The wall-time limit is per command (the watchdog sends the supervisor its kill
 //!   request). The limits made of rlimits (CPU time, file size, open files) hold per
-//!   process as always; the cgroup's (memory, processes) hold for the session as a whole.
+//!   process as always; the cgroup's (memory, processes) hold for the session as a whole,
+//!   which includes the server and the next command's two processes, waiting forked.
 //! - The `.git` copy-on-write layer and the nested-repository check are the session's:
 //!   their merge needs every writer gone, so they are made and finished once, with the
 //!   session's own sandbox, at [`Session::close`]. Overlay mode's change set likewise.
