@@ -47,6 +47,10 @@ const SCOPES: u64 = c::LANDLOCK_SCOPE_SIGNAL | c::LANDLOCK_SCOPE_ABSTRACT_UNIX_S
 /// twice the fds expected, so that a message with more is seen (and refused) whole.
 const CONTROL_SIZE: usize = 16 + 4 * session::FDS * 2;
 
+/// How many commands wait forked ahead: one for the next request, one for a request
+/// made while that one starts (another thread's).
+const AHEAD: usize = 2;
+
 /// The byte a supervisor writes to the server when it has taken a request.
 const TAKEN: u8 = b'T';
 /// The byte a supervisor writes to the server when the host has closed the session.
@@ -66,47 +70,76 @@ pub fn serve() -> ! {
     // Made once: every `landlock_restrict_self` with it makes a new domain, so each
     // command's are its own all the same.
     let ruleset = sys::landlock_scoped_ruleset(SCOPES);
+    let ruleset = ruleset.as_ref().map(OwnedFd::as_fd).map_err(|e| *e);
+    // The read ends of the pairs' pipes, `None` where a pair is to be forked.
+    let mut ahead: [Option<OwnedFd>; AHEAD] = Default::default();
+    // A pair ended without taking a request (killed): none is forked again in its place
+    // until another takes a request, so that pairs that cannot live do not make this
+    // loop spin; with none left, the next request fails rather than wait.
+    let mut stalled = false;
     loop {
         reap_ended();
-        let (taken_r, taken_w) = match sys::pipe(0) {
-            Ok(pair) => pair,
-            Err(e) => {
-                fail_one(control.as_fd(), e);
-                continue;
+        let mut failed = None;
+        for slot in ahead.iter_mut().filter(|s| s.is_none()) {
+            if stalled {
+                break;
             }
-        };
-        // SAFETY: this process has one thread.
-        match unsafe { sys::fork() } {
-            Ok(0) => {
-                drop(taken_r);
-                supervisor(
-                    control,
-                    taken_w,
-                    ruleset.as_ref().map(OwnedFd::as_fd).map_err(|e| *e),
-                )
-            }
-            Ok(_) => {
-                drop(taken_w);
-                let mut byte = [0u8; 1];
-                let n = loop {
-                    match sys::read(taken_r.as_fd(), &mut byte) {
-                        Err(c::EINTR) => {}
-                        r => break r,
-                    }
-                };
-                match (n, byte[0]) {
-                    (Ok(1), TAKEN) => {}
-                    // The host closed its end: the session is over. The init ends what
-                    // is left.
-                    (Ok(1), ENDED) => sys::exit_group(0),
-                    // The supervisor or its program's process ended before it took a
-                    // request (killed): the next request fails rather than wait, and
-                    // another pair is forked after it.
-                    _ => fail_one(control.as_fd(), c::ECHILD),
+            match fork_pair(&control, ruleset) {
+                Ok(taken) => *slot = Some(taken),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
                 }
             }
-            Err(e) => fail_one(control.as_fd(), e),
         }
+        if ahead.iter().all(Option::is_none) {
+            fail_one(control.as_fd(), failed.unwrap_or(c::ECHILD));
+            stalled = false;
+            continue;
+        }
+        let mut polled = ahead.each_ref().map(|s| sys::PollFd {
+            fd: s.as_ref().map_or(-1, |fd| fd.as_fd().raw()),
+            events: c::POLLIN,
+            revents: 0,
+        });
+        if sys::ppoll(&mut polled).is_err() {
+            continue;
+        }
+        for (slot, p) in ahead.iter_mut().zip(polled) {
+            let Some(taken) = slot.as_ref().filter(|_| p.revents != 0) else {
+                continue;
+            };
+            let mut byte = [0u8; 1];
+            let n = sys::read(taken.as_fd(), &mut byte);
+            match (n, byte[0]) {
+                (Ok(1), TAKEN) => stalled = false,
+                // The host closed its end: the session is over. The init ends what is
+                // left.
+                (Ok(1), ENDED) => sys::exit_group(0),
+                (Err(c::EINTR), _) => continue,
+                _ => stalled = true,
+            }
+            *slot = None;
+        }
+    }
+}
+
+/// Forks one pair ahead: a supervisor, which forks its program's process, which waits
+/// for a request. Returns the read end of the pipe on which the latter says it took one.
+fn fork_pair(control: &OwnedFd, ruleset: sys::Result<BorrowedFd<'_>>) -> sys::Result<OwnedFd> {
+    let (taken_r, taken_w) = sys::pipe(0)?;
+    // SAFETY: this process has one thread.
+    match unsafe { sys::fork() }? {
+        0 => {
+            drop(taken_r);
+            // The other pairs' pipes' read ends are close-on-exec: the program's process
+            // execs, the supervisor never reads them.
+            // SAFETY: fd 0 is the control socket, which this fork takes over from the
+            // server's `OwnedFd` (left unused here: this never returns).
+            let control = unsafe { OwnedFd::from_raw(control.as_fd().raw()) };
+            supervisor(control, taken_w, ruleset)
+        }
+        _ => Ok(taken_r),
     }
 }
 

@@ -114,6 +114,7 @@ pub mod nr {
     pub const LANDLOCK_RESTRICT_SELF: usize = 446;
     pub const GETPID: usize = 39;
     pub const PIPE2: usize = 293;
+    pub const PPOLL: usize = 271;
 }
 
 /// System call numbers (the generic table).
@@ -145,6 +146,7 @@ pub mod nr {
     pub const LANDLOCK_RESTRICT_SELF: usize = 446;
     pub const GETPID: usize = 172;
     pub const PIPE2: usize = 59;
+    pub const PPOLL: usize = 73;
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -167,6 +169,7 @@ pub mod c {
     pub const O_CLOEXEC: usize = 0o2000000;
     pub const CLOSE_RANGE_CLOEXEC: usize = 1 << 2;
     pub const O_NONBLOCK: usize = 0o4000;
+    pub const POLLIN: i16 = 1;
     pub const AT_FDCWD: isize = -100;
     pub const F_SETFD: usize = 2;
     pub const FD_CLOEXEC: usize = 1;
@@ -561,6 +564,35 @@ pub fn landlock_restrict_self(ruleset: BorrowedFd<'_>) -> Result<()> {
     unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, ruleset.raw(), 0usize) }.map(drop)
 }
 
+/// `struct pollfd`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct PollFd {
+    /// The fd (negative: ignored).
+    pub fd: i32,
+    /// The events asked for.
+    pub events: i16,
+    /// The events that happened.
+    pub revents: i16,
+}
+
+/// `ppoll(fds, n, NULL, NULL)`: waits without a timeout until one of `fds` has news; the
+/// number of those that have.
+pub fn ppoll(fds: &mut [PollFd]) -> Result<usize> {
+    // SAFETY: the kernel reads and writes `fds.len()` `pollfd`s at `fds`, an exclusive
+    // borrow of that many; the timeout and mask pointers are NULL.
+    unsafe {
+        syscall!(
+            nr::PPOLL,
+            fds.as_mut_ptr(),
+            fds.len(),
+            0usize,
+            0usize,
+            8usize
+        )
+    }
+}
+
 /// `getpid(2)`.
 pub fn getpid() -> i32 {
     // SAFETY: `getpid` takes no argument and cannot fail.
@@ -594,7 +626,8 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 25] = [
+        let pairs: [(usize, libc::c_long); 26] = [
+            (nr::PPOLL, libc::SYS_ppoll),
             (nr::GETPID, libc::SYS_getpid),
             (nr::PIPE2, libc::SYS_pipe2),
             (nr::CLONE, libc::SYS_clone),
@@ -648,6 +681,8 @@ mod tests {
         assert_eq!(c::O_CLOEXEC as i32, libc::O_CLOEXEC);
         assert_eq!(c::CLOSE_RANGE_CLOEXEC as u32, libc::CLOSE_RANGE_CLOEXEC);
         assert_eq!(c::O_NONBLOCK as i32, libc::O_NONBLOCK);
+        assert_eq!(c::POLLIN, libc::POLLIN);
+        assert_eq!(size_of::<PollFd>(), size_of::<libc::pollfd>());
         assert_eq!(c::AT_FDCWD as i32, libc::AT_FDCWD);
         assert_eq!(c::F_SETFD as i32, libc::F_SETFD);
         assert_eq!(c::FD_CLOEXEC as i32, libc::FD_CLOEXEC);
