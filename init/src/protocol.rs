@@ -186,8 +186,8 @@ pub mod start {
 /// with `argv[0]` = [`SERVE_ARGV0`](session::SERVE_ARGV0): after the init's go byte the
 /// starter closes the report pipe (the host's spawn returns) and, instead of exec'ing a
 /// program, serves the control socket on its fd 0 (a `SOCK_SEQPACKET` socket whose
-/// other end the host holds): it keeps the next command's supervisor and program's
-/// process forked ahead, the latter blocked on that socket, which takes the next request.
+/// other end the host holds): it keeps the next commands' supervisors and program's
+/// processes forked ahead, the latter blocked on that socket, each to take one request.
 ///
 /// # A request
 ///

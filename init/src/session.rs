@@ -5,12 +5,12 @@
 //! [`session::SERVE_ARGV0`]): it runs inside every wall of the sandbox, in the program's
 //! nested Landlock domain, maps no host memory (the image was exec'd), is not dumpable,
 //! and holds nothing but its control socket (fd 0), `/dev/null` on fds 1 and 2 and the
-//! commands' Landlock ruleset. It keeps the next command forked ahead: a *supervisor*,
-//! and its child, the command's program's process, both set up as far as a command can
-//! be before its request is known, the latter blocked on the control socket. That
-//! process takes one request ([`session`]'s protocol), tells the server (which forks the
-//! next pair), and execs the program: a command's start wakes one process of the
-//! session, which forks none.
+//! commands' Landlock ruleset. It keeps the next commands ([`AHEAD`] of them) forked
+//! ahead: for each a *supervisor* and its child, the command's program's process, both
+//! set up as far as a command can be before its request is known, the latter blocked on
+//! the control socket. Such a process takes one request ([`session`]'s protocol), tells
+//! the server (which forks another pair), and execs the program: a command's start wakes
+//! one process of the session, which forks none.
 //!
 //! 1. The supervisor enters a fresh Landlock domain nested in the server's, which scopes
 //!    signals and abstract unix sockets: every command lives in a domain of its own,

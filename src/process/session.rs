@@ -17,12 +17,12 @@
 //! resolved on the host as any (environment with its `secret_env`, working directory,
 //! program candidates on the plan's `PATH`, stdio) and sent as one message with its stdio,
 //! a report pipe and one end of a reply socket of its own (`SCM_RIGHTS`). The server keeps
-//! the next command forked ahead of its request: a *supervisor*, which has entered a fresh
-//! Landlock domain nested in the server's (it handles no access right and scopes signals
-//! and abstract unix sockets: Landlock ≥ 6), become a child subreaper and made the
-//! command's status pipe, and its child, the program's process, which has entered one more
-//! nested domain and waits on the control socket. That process takes the request, tells
-//! the server (which forks the next pair), sends the reply (a pidfd of the supervisor and
+//! the next two commands forked ahead of their requests, each a *supervisor*, which has
+//! entered a fresh Landlock domain nested in the server's (it handles no access right and
+//! scopes signals and abstract unix sockets: Landlock ≥ 6), become a child subreaper and
+//! made the command's status pipe, and its child, the program's process, which has entered
+//! one more nested domain and waits on the control socket. That process takes the
+//! request, tells the server (which forks another pair), sends the reply (a pidfd of the supervisor and
 //! the status pipe's read end) and execs the program: one wake-up and no fork inside the
 //! sandbox on the start's path. The host waits once, for the report pipe's end (the
 //! program runs) or a setup record (a failure to start: not found, a bad directory, which
@@ -52,7 +52,7 @@
 //! - The wall-time limit is per command (the watchdog sends the supervisor its kill
 //!   request). The limits made of rlimits (CPU time, file size, open files) hold per
 //!   process as always; the cgroup's (memory, processes) hold for the session as a whole,
-//!   which includes the server and the next command's two processes, waiting forked.
+//!   which includes the server and the next two commands' four processes, waiting forked.
 //! - The `.git` copy-on-write layer and the nested-repository check are the session's:
 //!   their merge needs every writer gone, so they are made and finished once, with the
 //!   session's own sandbox, at [`Session::close`]. Overlay mode's change set likewise.
