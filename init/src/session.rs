@@ -155,7 +155,7 @@ fn reap_ended() {
 /// Takes one request and fails it with `errno` (at the fork step): the server could not
 /// give it a supervisor. Exits when the host has closed the session.
 fn fail_one(control: BorrowedFd<'_>, errno: sys::Errno) {
-    let mut buf = [0u8; 64];
+    let mut buf = [MaybeUninit::uninit(); 64];
     let mut cmsg = Control([0; CONTROL_SIZE]);
     match receive(control, &mut buf, &mut cmsg) {
         Received::Ended => sys::exit_group(0),
@@ -171,9 +171,9 @@ fn fail_one(control: BorrowedFd<'_>, errno: sys::Errno) {
 }
 
 /// What one `recvmsg` on the control socket gave.
-enum Received {
-    /// A request of this many bytes with its fds.
-    Request(usize, [OwnedFd; session::FDS]),
+enum Received<'a> {
+    /// A request's bytes with its fds.
+    Request(&'a [u8], [OwnedFd; session::FDS]),
     /// A message without exactly its fds, or truncated: whatever came is closed.
     Bad,
     /// The host closed its end.
@@ -182,11 +182,17 @@ enum Received {
     Failed,
 }
 
-/// Receives one message from the control socket into `buf` (retried on `EINTR`).
-fn receive(control: BorrowedFd<'_>, buf: &mut [u8], cmsg: &mut Control) -> Received {
+/// Receives one message from the control socket into `buf` (retried on `EINTR`). The
+/// buffer need not be initialized: the kernel writes what the message holds, and only
+/// that is read.
+fn receive<'a>(
+    control: BorrowedFd<'_>,
+    buf: &'a mut [MaybeUninit<u8>],
+    cmsg: &mut Control,
+) -> Received<'a> {
     loop {
         let mut iov = sys::IoVec {
-            base: buf.as_mut_ptr(),
+            base: buf.as_mut_ptr().cast::<u8>(),
             len: buf.len(),
         };
         let mut hdr = sys::MsgHdr {
@@ -206,8 +212,13 @@ fn receive(control: BorrowedFd<'_>, buf: &mut [u8], cmsg: &mut Control) -> Recei
         };
         let truncated = hdr.flags & (c::MSG_TRUNC | c::MSG_CTRUNC) != 0;
         // Whatever fds came are closed as they drop.
+        let n = n.min(buf.len());
+        // SAFETY: `recvmsg` wrote the message's `n` bytes (no more than the buffer's
+        // length) at the buffer's start; they are initialized `u8`s, borrowed for as long
+        // as the buffer is.
+        let bytes = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
         return match (received_fds(&cmsg.0, hdr.controllen), truncated) {
-            (Some(fds), false) => Received::Request(n, fds),
+            (Some(fds), false) => Received::Request(bytes, fds),
             _ => Received::Bad,
         };
     }
@@ -333,7 +344,7 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
 /// Takes one request and fails it at `step` with `errno` (a supervisor that could not be
 /// set up, or fork its program's process), then exits.
 fn refuse(control: BorrowedFd<'_>, taken: BorrowedFd<'_>, step: u32, errno: sys::Errno) -> ! {
-    let mut buf = [0u8; 64];
+    let mut buf = [MaybeUninit::uninit(); 64];
     let mut cmsg = Control([0; CONTROL_SIZE]);
     match receive(control, &mut buf, &mut cmsg) {
         Received::Ended => {
@@ -375,11 +386,11 @@ fn program(
     // cannot signal it.
     let setup = sys::landlock_restrict_self(ruleset)
         .and_then(|()| sys::prctl_set_pdeathsig(protocol::SIGKILL));
-    // Zeroed now, so that the request lands in pages of this process's own.
-    let mut buf = [0u8; session::MAX_REQUEST];
+    // Not zeroed: no page is touched beyond those the request fills.
+    let mut buf = [MaybeUninit::<u8>::uninit(); session::MAX_REQUEST];
     let mut cmsg = Control([0; CONTROL_SIZE]);
-    let (n, fds) = match receive(control.as_fd(), &mut buf, &mut cmsg) {
-        Received::Request(n, fds) => (n, fds),
+    let (request, fds) = match receive(control.as_fd(), &mut buf, &mut cmsg) {
+        Received::Request(bytes, fds) => (bytes, fds),
         Received::Ended => {
             let _ = sys::write(taken.as_fd(), &[ENDED]);
             sys::exit_group(0)
@@ -410,7 +421,7 @@ fn program(
     if let Err(e) = setup {
         fail(session::step::DOMAIN, e)
     }
-    let Some(req) = session::Request::parse(buf.get(..n).unwrap_or(&[])) else {
+    let Some(req) = session::Request::parse(request) else {
         fail(session::step::REQUEST, c::EINVAL)
     };
     // Pointers to the strings, in order: directory, candidates, argv, NULL, environment,
@@ -454,7 +465,7 @@ fn program(
             .map_or(core::ptr::null(), |p| unsafe { p.assume_init() })
     };
     // SAFETY: slot 0 points at the directory's first byte in the request, a string the
-    // parser found NUL-terminated, alive in `buf` until exec.
+    // parser found NUL-terminated, alive in `buf` (which nothing writes again) until exec.
     let cwd = unsafe { CStr::from_ptr(at(0).cast()) };
     if let Err(e) = sys::chdir(cwd) {
         fail(session::step::CWD, e)
