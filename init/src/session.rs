@@ -8,9 +8,10 @@
 //! commands' Landlock ruleset. It keeps the next commands ([`AHEAD`] of them) forked
 //! ahead: for each a *supervisor* and its child, the command's program's process, both
 //! set up as far as a command can be before its request is known, the latter blocked on
-//! the control socket. Such a process takes one request ([`session`]'s protocol), tells
-//! the server (which forks another pair), and execs the program: a command's start wakes
-//! one process of the session, which forks none.
+//! the control socket. Such a process takes one request ([`session`]'s protocol) and
+//! execs the program: a command's start wakes one process of the session, which forks
+//! none. Its exec closes the last write end of its pair's pipe, which wakes the server
+//! to fork another pair once the program runs.
 //!
 //! 1. The supervisor enters a fresh Landlock domain nested in the server's, which scopes
 //!    signals and abstract unix sockets: every command lives in a domain of its own,
@@ -97,9 +98,13 @@ pub fn serve() -> ! {
             stalled = false;
             continue;
         }
+        // No event asked: only the pipe's end (`POLLHUP`, every write end closed) wakes
+        // the server, not the byte before it. A pair's program's process holds the last
+        // write end until its exec closes it, so the next pair is forked once the
+        // program runs, rather than while its process still has to exec it.
         let mut polled = ahead.each_ref().map(|s| sys::PollFd {
             fd: s.as_ref().map_or(-1, |fd| fd.as_fd().raw()),
-            events: c::POLLIN,
+            events: 0,
             revents: 0,
         });
         if sys::ppoll(&mut polled).is_err() {
@@ -404,8 +409,8 @@ fn program(
         // A failed socket: the server's own read of it fails too, and ends the session.
         Received::Failed => sys::exit_group(run::INIT_FAILED),
     };
-    // The request is this process's: the server forks the next pair, which a request
-    // made meanwhile (another thread's) finds ready sooner.
+    // The request is this process's (the server reads it once this process's exec or
+    // exit ends the pipe, and forks another pair).
     let _ = sys::write(taken.as_fd(), &[TAKEN]);
     let [stdin, stdout, stderr, report, reply] = fds;
     // First, so that the host has the supervisor to wait for whatever happens next.

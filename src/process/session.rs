@@ -22,9 +22,9 @@
 //! scopes signals and abstract unix sockets: Landlock ≥ 6), become a child subreaper and
 //! made the command's status pipe, and its child, the program's process, which has entered
 //! one more nested domain and waits on the control socket. That process takes the
-//! request, tells the server (which forks another pair), sends the reply (a pidfd of the supervisor and
-//! the status pipe's read end) and execs the program: one wake-up and no fork inside the
-//! sandbox on the start's path. The host waits once, for the report pipe's end (the
+//! request, sends the reply (a pidfd of the supervisor and the status pipe's read end)
+//! and execs the program: one wake-up and no fork inside the sandbox on the start's path
+//! (the server forks another pair once the program runs). The host waits once, for the report pipe's end (the
 //! program runs) or a setup record (a failure to start: not found, a bad directory, which
 //! fails the spawn as on a fresh sandbox), then takes the reply, which was sent before.
 //! The host's [`Child`](crate::Child) holds the pidfd as it holds a sandbox's init
