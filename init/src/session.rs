@@ -52,9 +52,9 @@ const CONTROL_SIZE: usize = 16 + 4 * session::FDS * 2;
 /// made while that one starts (another thread's).
 const AHEAD: usize = 2;
 
-/// The byte a supervisor writes to the server when it has taken a request.
+/// The byte a pair writes to the server when it has taken a request.
 const TAKEN: u8 = b'T';
-/// The byte a supervisor writes to the server when the host has closed the session.
+/// The byte a pair writes to the server when the host has closed the session.
 const ENDED: u8 = b'E';
 
 /// The control buffer, aligned as a `cmsghdr`.
