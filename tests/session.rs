@@ -109,7 +109,10 @@ fn exit_statuses_are_exact() {
 
 /// What a command (B) can do to the process `pid`: `kill -0`, open its environ and mem,
 /// read its fds' links, `PTRACE_ATTACH`; each `ok` or the errno's name. Then the same
-/// against B's supervisor, the session's server and the init, and against B's own child.
+/// against B's supervisor, the session's server and the init, every other process the
+/// server started and their children (A's supervisor and A, and the next commands'
+/// supervisors and program's processes, waiting forked for a request that may carry
+/// secrets), and against B's own child.
 const PROBE: &str = r#"
 import ctypes, errno, os, sys
 def tries(pid):
@@ -141,6 +144,19 @@ targets = [("a", int(sys.argv[1]))]
 sup = os.getppid()
 server = ppid(sup)
 targets += [("supervisor", sup), ("server", server), ("init", ppid(server))]
+def children(of):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if ppid(int(d)) == of:
+                    out.append(int(d))
+            except OSError:
+                pass
+    return out
+for s in children(server):
+    if s != sup:
+        targets += [("other", s)] + [("other", p) for p in children(s)]
 for name, pid in targets:
     print(name, tries(pid))
 # The allowed thing: its own child.
@@ -198,6 +214,13 @@ fn a_command_cannot_reach_another_command_nor_the_session() {
                 .find(|l| l.starts_with(&format!("{who} ")))
                 .unwrap();
             assert_eq!(line, format!("{who} {DENIED}"), "{layer:?}:\n{text}");
+        }
+        // A's supervisor and A, and at least one command waiting forked ahead (its
+        // supervisor and its program's process).
+        let others: Vec<&str> = text.lines().filter(|l| l.starts_with("other ")).collect();
+        assert!(others.len() >= 4, "{layer:?}:\n{text}");
+        for line in others {
+            assert_eq!(line, format!("other {DENIED}"), "{layer:?}:\n{text}");
         }
         let own = text.lines().find(|l| l.starts_with("own ")).unwrap();
         assert_eq!(

@@ -1,6 +1,6 @@
 //! The records of a warm session's control socket (`stockade_init::protocol::session`):
-//! the server's reply, which the host reads from inside the sandbox, and the request,
-//! which the server parses.
+//! a command's reply, which the host reads from inside the sandbox, and the request,
+//! which the program's process waiting in the session parses.
 //!
 //! None may panic on any bytes; a reply decodes only when it is one whole record with a
 //! non-negative errno, and then encodes back to the same bytes; a request parses only when

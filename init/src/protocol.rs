@@ -186,7 +186,8 @@ pub mod start {
 /// with `argv[0]` = [`SERVE_ARGV0`](session::SERVE_ARGV0): after the init's go byte the
 /// starter closes the report pipe (the host's spawn returns) and, instead of exec'ing a
 /// program, serves the control socket on its fd 0 (a `SOCK_SEQPACKET` socket whose
-/// other end the host holds).
+/// other end the host holds): it keeps the next commands' supervisors and program's
+/// processes forked ahead, the latter blocked on that socket, each to take one request.
 ///
 /// # A request
 ///
@@ -196,16 +197,20 @@ pub mod start {
 /// NUL-terminated strings as the header says plus one, in order: the working directory,
 /// the candidate paths (tried as `execvp` does), `argv`, the environment. It carries
 /// [`FDS`](session::FDS) fds (`SCM_RIGHTS`): stdin, stdout, stderr, the write end of the
-/// command's status pipe and of its report pipe.
+/// command's report pipe, and one end of the command's own reply socket
+/// (`SOCK_SEQPACKET`).
 ///
 /// # The reply
 ///
-/// One [`REPLY_SIZE`](session::REPLY_SIZE)-byte record ([`REPLY_MAGIC`](session::REPLY_MAGIC),
-/// errno: 0 when the command's supervisor was forked) carrying, on success, one fd: a
-/// pidfd of the command's supervisor, which the host signals and polls as it does a
-/// sandbox's init. The supervisor reports a failure to start the program as a setup
-/// record on the report pipe (steps of [`step`](session::step)), and the program's raw
-/// wait status as a status record on the status pipe, as the init does.
+/// On the command's reply socket, never the control socket: one
+/// [`REPLY_SIZE`](session::REPLY_SIZE)-byte record ([`REPLY_MAGIC`](session::REPLY_MAGIC),
+/// errno 0) carrying [`REPLY_FDS`](session::REPLY_FDS) fds: a pidfd of the command's
+/// supervisor, which the host signals and polls as it does a sandbox's init, and the read
+/// end of the command's status pipe, on which the supervisor writes the program's raw
+/// wait status as a status record, as the init does. The program's process sends it
+/// before anything else, so the host reads the report pipe first (one wake: its EOF says
+/// the program runs, or a setup record of [`step`](session::step) why not) and then finds
+/// the reply waiting.
 pub mod session {
     use core::ffi::CStr;
 
@@ -220,8 +225,14 @@ pub mod session {
     pub const MAX_REQUEST: usize = 192 * 1024;
     /// The most strings a request carries (directory, candidates, arguments, environment).
     pub const MAX_STRINGS: usize = 8192;
-    /// The fds a request carries.
+    /// The fds a request carries: stdin, stdout, stderr, the report pipe's write end and
+    /// the reply socket.
     pub const FDS: usize = 5;
+    /// The index of the report pipe among a request's fds.
+    pub const REPORT: usize = 3;
+    /// The fds a reply carries: a pidfd of the command's supervisor and the read end of
+    /// the command's status pipe.
+    pub const REPLY_FDS: usize = 2;
     /// Request flag: the program starts a session of its own (`setsid`).
     pub const NEW_SESSION: u32 = 1;
     /// Request flag: the processes the program leaves running when it ends live on until

@@ -171,7 +171,7 @@ pub fn main(args: &Args) -> ! {
     // The host reads EOF on the report pipe once every copy is closed: this one (the
     // program's process closes its own at the program's exec).
     let _ = sys::close(report);
-    supervise(&cfg, sfd.as_fd(), status.as_fd(), program, Background::End)
+    supervise(&cfg, sfd.as_fd(), status.as_fd(), program, || Background::End)
 }
 
 /// Reports the init's own step failing with `errno` while the program already runs, and
@@ -276,7 +276,7 @@ pub(crate) fn supervise(
     sfd: BorrowedFd<'_>,
     status_fd: BorrowedFd<'_>,
     program: i32,
-    background: Background,
+    background: impl Fn() -> Background,
 ) -> ! {
     let mut status: Option<i32> = None;
     let mut info = [0u8; c::SIGINFO_SIZE];
@@ -302,7 +302,7 @@ pub(crate) fn supervise(
             let _ = sys::kill(program, signo);
         }
         if let Some(st) = status {
-            if background == Background::Keep && children != Children::None {
+            if children != Children::None && background() == Background::Keep {
                 let _ = sys::write(status_fd, &protocol::status_record(st));
                 linger(cfg, sfd, program, st)
             }

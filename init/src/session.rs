@@ -1,28 +1,38 @@
 //! The session server and each command's supervisor: a warm session's commands, started
-//! inside the live sandbox at the cost of two forks and an exec.
+//! inside the live sandbox at the cost of an exec.
 //!
 //! The server is the starter of a session's sandbox (`start.rs`, `argv[0]` =
 //! [`session::SERVE_ARGV0`]): it runs inside every wall of the sandbox, in the program's
 //! nested Landlock domain, maps no host memory (the image was exec'd), is not dumpable,
-//! and holds nothing but its control socket (fd 0) and `/dev/null` on fds 1 and 2. For
-//! each request ([`session`]'s protocol) it forks a *supervisor* and replies with a
-//! pidfd of it. The supervisor:
+//! and holds nothing but its control socket (fd 0), `/dev/null` on fds 1 and 2 and the
+//! commands' Landlock ruleset. It keeps the next commands ([`AHEAD`] of them) forked
+//! ahead: for each a *supervisor* and its child, the command's program's process, both
+//! set up as far as a command can be before its request is known, the latter blocked on
+//! the control socket. Such a process takes one request ([`session`]'s protocol) and
+//! execs the program: a command's start wakes one process of the session, which forks
+//! none. Its exec closes the last write end of its pair's pipe, which wakes the server
+//! to fork another pair once the program runs.
 //!
-//! 1. enters a fresh Landlock domain nested in the server's, which scopes signals and
-//!    abstract unix sockets: every command lives in a domain of its own, which no other
-//!    command's domain contains, so that (Landlock's ptrace rule and its scopes) no
-//!    command can trace, signal, read the `/proc/PID/{environ,mem,fd}` of, or reach the
-//!    abstract sockets of another command, of the server or of the init;
-//! 2. becomes a child subreaper with the server's death as its kill request;
-//! 3. forks the program's process, which enters one more nested domain (so that it cannot
-//!    signal its supervisor either), takes its session, puts its stdio in place, changes
-//!    to its directory, closes every other fd and execs the program;
-//! 4. supervises it as layer 2's init does (`run.rs`): forwards the host's signals, and
-//!    when the program ends kills and reaps every descendant, writes the program's raw wait
-//!    status to the command's status pipe and exits; or, when the host asked to keep the
-//!    command's background processes ([`session::KEEP_BACKGROUND`]), writes the status
-//!    and stays their subreaper until they end, or the server does (its parent-death
-//!    signal is the kill request: then it ends them all).
+//! 1. The supervisor enters a fresh Landlock domain nested in the server's, which scopes
+//!    signals and abstract unix sockets: every command lives in a domain of its own,
+//!    which no other command's domain contains, so that (Landlock's ptrace rule and its
+//!    scopes) no command can trace, signal, read the `/proc/PID/{environ,mem,fd}` of, or
+//!    reach the abstract sockets of another command, of the server or of the init. It
+//!    becomes a child subreaper with the server's death as its kill request, opens a
+//!    pidfd of itself and the command's status pipe, and forks the program's process.
+//! 2. The program's process enters one more nested domain (so that it cannot signal its
+//!    supervisor either) and waits for a request. With it, it sends the host the
+//!    supervisor's pidfd and the status pipe's read end on the command's reply socket,
+//!    takes its session, puts its stdio in place (over the control socket), changes to
+//!    its directory, marks every other fd close-on-exec and execs the program. Before the
+//!    request it holds nothing of any command; after it, nothing of the next.
+//! 3. The supervisor supervises it as layer 2's init does (`run.rs`): forwards the host's
+//!    signals, and when the program ends kills and reaps every descendant, writes the
+//!    program's raw wait status to the status pipe and exits; or, when the host asked to
+//!    keep the command's background processes ([`session::KEEP_BACKGROUND`], which the
+//!    program's process passes on as one byte on a pipe before its exec), writes the
+//!    status and stays their subreaper until they end, or the server does (its
+//!    parent-death signal is the kill request: then it ends them all).
 //!
 //! Nothing here can reach the host's memory: the server and its forks are copies of this
 //! `no_std` image, exec'd from the sealed memfd. The request's bytes come from the host;
@@ -42,6 +52,15 @@ const SCOPES: u64 = c::LANDLOCK_SCOPE_SIGNAL | c::LANDLOCK_SCOPE_ABSTRACT_UNIX_S
 /// twice the fds expected, so that a message with more is seen (and refused) whole.
 const CONTROL_SIZE: usize = 16 + 4 * session::FDS * 2;
 
+/// How many commands wait forked ahead: one for the next request, one for a request
+/// made while that one starts (another thread's).
+const AHEAD: usize = 2;
+
+/// The byte a pair writes to the server when it has taken a request.
+const TAKEN: u8 = b'T';
+/// The byte a pair writes to the server when the host has closed the session.
+const ENDED: u8 = b'E';
+
 /// The control buffer, aligned as a `cmsghdr`.
 #[repr(C, align(8))]
 struct Control([u8; CONTROL_SIZE]);
@@ -53,12 +72,136 @@ pub fn serve() -> ! {
     let control = unsafe { OwnedFd::from_raw(0) };
     let _ = sys::prctl_set_dumpable(false);
     let _ = sys::prctl_set_name(c"stockade-serve");
-    let mut buf = [0u8; session::MAX_REQUEST];
-    let mut cmsg = Control([0; CONTROL_SIZE]);
+    // Made once: every `landlock_restrict_self` with it makes a new domain, so each
+    // command's are its own all the same.
+    let ruleset = sys::landlock_scoped_ruleset(SCOPES);
+    let ruleset = ruleset.as_ref().map(OwnedFd::as_fd).map_err(|e| *e);
+    // The read ends of the pairs' pipes, `None` where a pair is to be forked.
+    let mut ahead: [Option<OwnedFd>; AHEAD] = Default::default();
+    // A pair ended without taking a request (killed): none is forked again in its place
+    // until another takes a request, so that pairs that cannot live do not make this
+    // loop spin; with none left, the next request fails rather than wait.
+    let mut stalled = false;
     loop {
         reap_ended();
+        let mut failed = None;
+        for slot in ahead.iter_mut().filter(|s| s.is_none()) {
+            if stalled {
+                break;
+            }
+            match fork_pair(&control, ruleset) {
+                Ok(taken) => *slot = Some(taken),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if ahead.iter().all(Option::is_none) {
+            fail_one(control.as_fd(), failed.unwrap_or(c::ECHILD));
+            stalled = false;
+            continue;
+        }
+        // No event asked: only the pipe's end (`POLLHUP`, every write end closed) wakes
+        // the server, not the byte before it. A pair's program's process holds the last
+        // write end until its exec closes it, so the next pair is forked once the
+        // program runs, rather than while its process still has to exec it.
+        let mut polled = ahead.each_ref().map(|s| sys::PollFd {
+            fd: s.as_ref().map_or(-1, |fd| fd.as_fd().raw()),
+            events: 0,
+            revents: 0,
+        });
+        if sys::ppoll(&mut polled).is_err() {
+            continue;
+        }
+        for (slot, p) in ahead.iter_mut().zip(polled) {
+            let Some(taken) = slot.as_ref().filter(|_| p.revents != 0) else {
+                continue;
+            };
+            let mut byte = [0u8; 1];
+            let n = sys::read(taken.as_fd(), &mut byte);
+            match (n, byte[0]) {
+                (Ok(1), TAKEN) => stalled = false,
+                // The host closed its end: the session is over. The init ends what is
+                // left.
+                (Ok(1), ENDED) => sys::exit_group(0),
+                (Err(c::EINTR), _) => continue,
+                _ => stalled = true,
+            }
+            *slot = None;
+        }
+    }
+}
+
+/// Forks one pair ahead: a supervisor, which forks its program's process, which waits
+/// for a request. Returns the read end of the pipe on which the latter says it took one.
+fn fork_pair(control: &OwnedFd, ruleset: sys::Result<BorrowedFd<'_>>) -> sys::Result<OwnedFd> {
+    let (taken_r, taken_w) = sys::pipe(0)?;
+    // SAFETY: this process has one thread.
+    match unsafe { sys::fork() }? {
+        0 => {
+            drop(taken_r);
+            // The other pairs' pipes' read ends are close-on-exec: the program's process
+            // execs, the supervisor never reads them.
+            // SAFETY: fd 0 is the control socket, which this fork takes over from the
+            // server's `OwnedFd` (left unused here: this never returns).
+            let control = unsafe { OwnedFd::from_raw(control.as_fd().raw()) };
+            supervisor(control, taken_w, ruleset)
+        }
+        _ => Ok(taken_r),
+    }
+}
+
+/// Reaps every supervisor that has ended (they are the server's only children).
+fn reap_ended() {
+    while let Ok((pid, _)) = sys::wait4(-1, c::WNOHANG | c::WALL) {
+        if pid == 0 {
+            return;
+        }
+    }
+}
+
+/// Takes one request and fails it with `errno` (at the fork step): the server could not
+/// give it a supervisor. Exits when the host has closed the session.
+fn fail_one(control: BorrowedFd<'_>, errno: sys::Errno) {
+    let mut buf = [MaybeUninit::uninit(); 64];
+    let mut cmsg = Control([0; CONTROL_SIZE]);
+    match receive(control, &mut buf, &mut cmsg) {
+        Received::Ended => sys::exit_group(0),
+        Received::Failed => sys::exit_group(run::INIT_FAILED),
+        Received::Bad => {}
+        Received::Request(_, fds) => {
+            let _ = sys::write(
+                fds[session::REPORT].as_fd(),
+                &protocol::setup_record(session::step::FORK, errno),
+            );
+        }
+    }
+}
+
+/// What one `recvmsg` on the control socket gave.
+enum Received<'a> {
+    /// A request's bytes with its fds.
+    Request(&'a [u8], [OwnedFd; session::FDS]),
+    /// A message without exactly its fds, or truncated: whatever came is closed.
+    Bad,
+    /// The host closed its end.
+    Ended,
+    /// The socket failed.
+    Failed,
+}
+
+/// Receives one message from the control socket into `buf` (retried on `EINTR`). The
+/// buffer need not be initialized: the kernel writes what the message holds, and only
+/// that is read.
+fn receive<'a>(
+    control: BorrowedFd<'_>,
+    buf: &'a mut [MaybeUninit<u8>],
+    cmsg: &mut Control,
+) -> Received<'a> {
+    loop {
         let mut iov = sys::IoVec {
-            base: buf.as_mut_ptr(),
+            base: buf.as_mut_ptr().cast::<u8>(),
             len: buf.len(),
         };
         let mut hdr = sys::MsgHdr {
@@ -70,52 +213,23 @@ pub fn serve() -> ! {
             controllen: CONTROL_SIZE,
             flags: 0,
         };
-        let n = match sys::recvmsg(control.as_fd(), &mut hdr, c::MSG_CMSG_CLOEXEC) {
-            // The host closed its end: the session is over. The init ends what is left.
-            Ok(0) => sys::exit_group(0),
+        let n = match sys::recvmsg(control, &mut hdr, c::MSG_CMSG_CLOEXEC) {
+            Ok(0) => return Received::Ended,
             Ok(n) => n,
             Err(c::EINTR) => continue,
-            Err(_) => sys::exit_group(run::INIT_FAILED),
+            Err(_) => return Received::Failed,
         };
         let truncated = hdr.flags & (c::MSG_TRUNC | c::MSG_CTRUNC) != 0;
-        let fds = received_fds(&cmsg.0, hdr.controllen);
-        let (Some(fds), false) = (fds, truncated) else {
-            // Whatever fds came are closed as `fds` drops.
-            answer(control.as_fd(), c::EINVAL, None);
-            continue;
+        // Whatever fds came are closed as they drop.
+        let n = n.min(buf.len());
+        // SAFETY: `recvmsg` wrote the message's `n` bytes (no more than the buffer's
+        // length) at the buffer's start; they are initialized `u8`s, borrowed for as long
+        // as the buffer is.
+        let bytes = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) };
+        return match (received_fds(&cmsg.0, hdr.controllen), truncated) {
+            (Some(fds), false) => Received::Request(bytes, fds),
+            _ => Received::Bad,
         };
-        let request = buf.get(..n).unwrap_or(&[]);
-        // SAFETY: this process has one thread.
-        match unsafe { sys::fork() } {
-            Ok(0) => {
-                drop(control);
-                command(request, fds)
-            }
-            Ok(pid) => {
-                drop(fds);
-                match sys::pidfd_open(pid) {
-                    Ok(pidfd) => answer(control.as_fd(), 0, Some(pidfd.as_fd())),
-                    Err(e) => {
-                        // Unsupervisable by the host: the supervisor ends its command.
-                        let _ = sys::kill(pid, protocol::KILL_REQUEST);
-                        answer(control.as_fd(), e, None);
-                    }
-                }
-            }
-            Err(e) => {
-                drop(fds);
-                answer(control.as_fd(), e, None);
-            }
-        }
-    }
-}
-
-/// Reaps every supervisor that has ended (they are the server's only children).
-fn reap_ended() {
-    while let Ok((pid, _)) = sys::wait4(-1, c::WNOHANG | c::WALL) {
-        if pid == 0 {
-            return;
-        }
     }
 }
 
@@ -161,71 +275,186 @@ fn received_fds(control: &[u8; CONTROL_SIZE], len: usize) -> Option<[OwnedFd; se
     Some([take()?, take()?, take()?, take()?, take()?])
 }
 
-/// Sends the reply, with `pidfd` when given. A failure means the host is gone; the next
-/// `recvmsg` says so.
-fn answer(control: BorrowedFd<'_>, errno: i32, pidfd: Option<BorrowedFd<'_>>) {
-    let mut record = session::reply(errno);
+/// Sends the host the command's reply on its reply socket: a started record, `pidfd`
+/// (the supervisor's) and `status` (the status pipe's read end). A failure means the
+/// host is gone (or will see no reply and fail the spawn); the command runs on,
+/// supervised, either way.
+fn answer(reply: BorrowedFd<'_>, pidfd: BorrowedFd<'_>, status: BorrowedFd<'_>) {
+    let mut record = session::reply(0);
     let mut iov = sys::IoVec {
         base: record.as_mut_ptr(),
         len: record.len(),
     };
     let mut cmsg = Control([0; CONTROL_SIZE]);
-    let mut controllen = 0;
-    if let Some(fd) = pidfd {
-        let len: u64 = 16 + 4;
-        cmsg.0[..8].copy_from_slice(&len.to_ne_bytes());
-        cmsg.0[8..12].copy_from_slice(&c::SOL_SOCKET.to_ne_bytes());
-        cmsg.0[12..16].copy_from_slice(&c::SCM_RIGHTS.to_ne_bytes());
-        cmsg.0[16..20].copy_from_slice(&fd.raw().to_ne_bytes());
-        // CMSG_SPACE(4): the data padded to 8.
-        controllen = 24;
-    }
+    let len: u64 = 16 + 4 * session::REPLY_FDS as u64;
+    cmsg.0[..8].copy_from_slice(&len.to_ne_bytes());
+    cmsg.0[8..12].copy_from_slice(&c::SOL_SOCKET.to_ne_bytes());
+    cmsg.0[12..16].copy_from_slice(&c::SCM_RIGHTS.to_ne_bytes());
+    cmsg.0[16..20].copy_from_slice(&pidfd.raw().to_ne_bytes());
+    cmsg.0[20..24].copy_from_slice(&status.raw().to_ne_bytes());
     let hdr = sys::MsgHdr {
         name: core::ptr::null_mut(),
         namelen: 0,
         iov: &raw mut iov,
         iovlen: 1,
-        control: if controllen == 0 {
-            core::ptr::null_mut()
-        } else {
-            cmsg.0.as_mut_ptr()
-        },
-        controllen,
+        control: cmsg.0.as_mut_ptr(),
+        // CMSG_SPACE(8): the data, a multiple of 8 already.
+        controllen: 24,
         flags: 0,
     };
-    let _ = sys::sendmsg(control, &hdr, c::MSG_NOSIGNAL);
+    let _ = sys::sendmsg(reply, &hdr, c::MSG_NOSIGNAL);
 }
 
-/// The supervisor of one command (a fork of the server). Never returns.
-fn command(request: &[u8], fds: [OwnedFd; session::FDS]) -> ! {
-    let [stdin, stdout, stderr, status, report] = fds;
+/// One supervisor (a fork of the server), set up and with its program's process forked
+/// ahead of its request; then that command's. Never returns.
+fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<'_>>) -> ! {
+    let domain = |e| (session::step::DOMAIN, e);
+    let setup = || {
+        let ruleset = ruleset.map_err(domain)?;
+        sys::landlock_restrict_self(ruleset).map_err(domain)?;
+        sys::prctl_set_name(c"stockade-cmd").map_err(domain)?;
+        sys::prctl_set_child_subreaper().map_err(domain)?;
+        // Blocked, as every signal (the server's mask): read from the signalfd once this
+        // supervises its program, which it then ends.
+        sys::prctl_set_pdeathsig(protocol::KILL_REQUEST).map_err(domain)?;
+        let sfd = sys::signalfd(!0).map_err(domain)?;
+        let fork = |e| (session::step::FORK, e);
+        let pidfd = sys::pidfd_open(sys::getpid()).map_err(fork)?;
+        let status = sys::pipe(c::O_NONBLOCK).map_err(fork)?;
+        // The program's process writes one byte here before its exec when the host asked
+        // to keep the command's background processes (the request is its, not this
+        // process's); read when the program has ended, which is after that exec.
+        let keep = sys::pipe(c::O_NONBLOCK).map_err(fork)?;
+        Ok::<_, (u32, sys::Errno)>((sfd, pidfd, status, keep, ruleset))
+    };
+    let (sfd, pidfd, (status_r, status_w), (keep_r, keep_w), ruleset) = match setup() {
+        Ok(made) => made,
+        Err((step, e)) => refuse(control.as_fd(), taken.as_fd(), step, e),
+    };
+    // SAFETY: this process has one thread.
+    let program = match unsafe { sys::fork() } {
+        Ok(0) => {
+            drop((sfd, status_w, keep_r));
+            program(control, taken, pidfd, (status_r, keep_w), ruleset)
+        }
+        Ok(pid) => pid,
+        Err(e) => refuse(control.as_fd(), taken.as_fd(), session::step::FORK, e),
+    };
+    // The request goes to the program's process, the status pipe's read end and this
+    // process's pidfd to the host through it; this process holds none of them.
+    drop((control, taken, pidfd, status_r, keep_w));
+    let cfg = Config {
+        flags: flag::SUBREAPER | flag::SCOPE_SIGNALS,
+        report_fd: -1,
+        status_fd: -1,
+        init_step: 0,
+        go_fd: -1,
+        program,
+    };
+    // Asked once the program has ended: its process wrote the byte before its exec, or
+    // never will (it failed, or the host did not ask).
+    let background = || {
+        let mut byte = [0u8; 1];
+        match sys::read(keep_r.as_fd(), &mut byte) {
+            Ok(1) if byte[0] == KEEP => run::Background::Keep,
+            _ => run::Background::End,
+        }
+    };
+    run::supervise(&cfg, sfd.as_fd(), status_w.as_fd(), program, background)
+}
+
+/// The byte a command's program's process writes to its supervisor before its exec when
+/// the host asked to keep its background processes ([`session::KEEP_BACKGROUND`]).
+const KEEP: u8 = b'k';
+
+/// Takes one request and fails it at `step` with `errno` (a supervisor that could not be
+/// set up, or fork its program's process), then exits.
+fn refuse(control: BorrowedFd<'_>, taken: BorrowedFd<'_>, step: u32, errno: sys::Errno) -> ! {
+    let mut buf = [MaybeUninit::uninit(); 64];
+    let mut cmsg = Control([0; CONTROL_SIZE]);
+    match receive(control, &mut buf, &mut cmsg) {
+        Received::Ended => {
+            let _ = sys::write(taken, &[ENDED]);
+            sys::exit_group(0)
+        }
+        Received::Failed => sys::exit_group(run::INIT_FAILED),
+        Received::Bad => {
+            let _ = sys::write(taken, &[TAKEN]);
+            sys::exit_group(run::INIT_FAILED)
+        }
+        Received::Request(_, fds) => {
+            let _ = sys::write(taken, &[TAKEN]);
+            let _ = sys::write(
+                fds[session::REPORT].as_fd(),
+                &protocol::setup_record(step, errno),
+            );
+            sys::exit_group(start_failed())
+        }
+    }
+}
+
+/// The exit code of a command whose program could not be started.
+fn start_failed() -> i32 {
+    protocol::start::EXEC_FAILED
+}
+
+/// The program's process (a fork of its supervisor): its own nested domain, then, with
+/// its request, the reply, its session, stdio, directory; then the program. Never
+/// returns.
+fn program(
+    control: OwnedFd,
+    taken: OwnedFd,
+    pidfd: OwnedFd,
+    (status, keep): (OwnedFd, OwnedFd),
+    ruleset: BorrowedFd<'_>,
+) -> ! {
+    // Before the request. A second domain, nested in the supervisor's: the program
+    // cannot signal it.
+    let setup = sys::landlock_restrict_self(ruleset)
+        .and_then(|()| sys::prctl_set_pdeathsig(protocol::SIGKILL));
+    // Not zeroed: no page is touched beyond those the request fills.
+    let mut buf = [MaybeUninit::<u8>::uninit(); session::MAX_REQUEST];
+    let mut cmsg = Control([0; CONTROL_SIZE]);
+    let (request, fds) = match receive(control.as_fd(), &mut buf, &mut cmsg) {
+        Received::Request(bytes, fds) => (bytes, fds),
+        Received::Ended => {
+            let _ = sys::write(taken.as_fd(), &[ENDED]);
+            sys::exit_group(0)
+        }
+        // A bad request, closed as it came (so the host sees no reply): the server
+        // forks the next pair.
+        Received::Bad => {
+            let _ = sys::write(taken.as_fd(), &[TAKEN]);
+            sys::exit_group(run::INIT_FAILED)
+        }
+        // A failed socket: the server's own read of it fails too, and ends the session.
+        Received::Failed => sys::exit_group(run::INIT_FAILED),
+    };
+    // The request is this process's (the server reads it once this process's exec or
+    // exit ends the pipe, and forks another pair).
+    let _ = sys::write(taken.as_fd(), &[TAKEN]);
+    let [stdin, stdout, stderr, report, reply] = fds;
+    // First, so that the host has the supervisor to wait for whatever happens next.
+    answer(reply.as_fd(), pidfd.as_fd(), status.as_fd());
+    // Close-on-exec, as every fd of this process from 3 on (received with
+    // `MSG_CMSG_CLOEXEC`, or made with it): closed at exec with the rest (below); the
+    // control socket (fd 0) is replaced by the program's stdin.
+    core::mem::forget((control, taken, pidfd, status, reply));
     let fail = |step: u32, errno: sys::Errno| -> ! {
         let _ = sys::write(report.as_fd(), &protocol::setup_record(step, errno));
         sys::exit_group(start_failed())
     };
-    // The server's stdio (its control socket, closed already, and /dev/null): not the
-    // command's.
-    // SAFETY: fds 0 to 2 are the server's, which nothing in this fork uses again (the
-    // control socket's `OwnedFd` was dropped before the call).
-    if let Err(e) = unsafe { sys::close_range(0, 2) } {
-        fail(session::step::STDIO, e)
-    }
-    if let Err(e) = sys::landlock_enter_scoped(SCOPES) {
+    if let Err(e) = setup {
         fail(session::step::DOMAIN, e)
     }
-    let setup = || -> sys::Result<OwnedFd> {
-        sys::prctl_set_name(c"stockade-cmd")?;
-        sys::prctl_set_child_subreaper()?;
-        sys::prctl_set_pdeathsig(protocol::KILL_REQUEST)?;
-        sys::signalfd(!0)
-    };
-    let sfd = match setup() {
-        Ok(fd) => fd,
-        Err(e) => fail(session::step::DOMAIN, e),
-    };
     let Some(req) = session::Request::parse(request) else {
         fail(session::step::REQUEST, c::EINVAL)
     };
+    // Before the exec, so that the supervisor finds it once the program has ended.
+    if req.flags & session::KEEP_BACKGROUND != 0 {
+        let _ = sys::write(keep.as_fd(), &[KEEP]);
+    }
+    drop(keep);
     // Pointers to the strings, in order: directory, candidates, argv, NULL, environment,
     // NULL. Left uninitialized (no page is touched beyond those written).
     let mut ptrs = [const { MaybeUninit::<*const u8>::uninit() }; session::MAX_STRINGS + 2];
@@ -244,90 +473,38 @@ fn command(request: &[u8], fds: [OwnedFd; session::FDS]) -> ! {
     if let Some(p) = ptrs.get_mut(env_at + req.envc) {
         p.write(core::ptr::null());
     }
-    // SAFETY: this process has one thread.
-    let program = match unsafe { sys::fork() } {
-        Ok(0) => {
-            drop(sfd);
-            drop(status);
-            program(&req, &ptrs, [stdin, stdout, stderr], report)
-        }
-        Ok(pid) => pid,
-        Err(e) => fail(session::step::FORK, e),
-    };
-    drop((stdin, stdout, stderr, report));
-    let cfg = Config {
-        flags: flag::SUBREAPER | flag::SCOPE_SIGNALS,
-        report_fd: -1,
-        status_fd: -1,
-        init_step: 0,
-        go_fd: -1,
-        program,
-    };
-    let background = if req.flags & session::KEEP_BACKGROUND != 0 {
-        run::Background::Keep
-    } else {
-        run::Background::End
-    };
-    run::supervise(&cfg, sfd.as_fd(), status.as_fd(), program, background)
-}
-
-/// The exit code of a command whose program could not be started.
-fn start_failed() -> i32 {
-    protocol::start::EXEC_FAILED
-}
-
-/// The program's process: its own nested domain, session, stdio, directory; then the
-/// program. Never returns.
-fn program(
-    req: &session::Request<'_>,
-    ptrs: &[MaybeUninit<*const u8>; session::MAX_STRINGS + 2],
-    stdio: [OwnedFd; 3],
-    report: OwnedFd,
-) -> ! {
-    let fail = |step: u32, errno: sys::Errno| -> ! {
-        let _ = sys::write(report.as_fd(), &protocol::setup_record(step, errno));
-        sys::exit_group(start_failed())
-    };
-    // A second domain, nested in the supervisor's: the program cannot signal it.
-    if let Err(e) = sys::landlock_enter_scoped(SCOPES) {
-        fail(session::step::DOMAIN, e)
-    }
     if req.flags & session::NEW_SESSION != 0 {
         if let Err(e) = sys::setsid() {
             fail(session::step::SESSION, e)
         }
     }
-    if let Err(e) = sys::prctl_set_pdeathsig(protocol::SIGKILL) {
-        fail(session::step::DOMAIN, e)
-    }
+    let stdio = [stdin, stdout, stderr];
     for (target, fd) in stdio.iter().enumerate() {
-        // The received fds are 3 or above (the server held 0 to 2 when they came).
-        // SAFETY: fds 0 to 2 are free in this process (the supervisor closed them) and
-        // owned by nothing.
+        // The received fds are 3 or above (0 to 2 were taken when they came).
+        // SAFETY: fds 0 to 2 are the control socket and `/dev/null`, whose owners were
+        // forgotten (above) or are the server's, which this process does not use: owned
+        // by nothing here.
         if let Err(e) = unsafe { sys::dup3(fd.as_fd(), target as i32) } {
             fail(session::step::STDIO, e)
         }
     }
-    drop(stdio);
+    // Their numbers from 3 on close at exec, with every other fd (below).
+    core::mem::forget(stdio);
     let at = |i: usize| -> *const u8 {
-        // SAFETY: the supervisor wrote every slot up to the environment's NULL.
+        // SAFETY: every slot up to the environment's NULL was written above.
         ptrs.get(i)
             .map_or(core::ptr::null(), |p| unsafe { p.assume_init() })
     };
     // SAFETY: slot 0 points at the directory's first byte in the request, a string the
-    // parser found NUL-terminated, alive in this process's copy of the server's buffer.
+    // parser found NUL-terminated, alive in `buf` (which nothing writes again) until exec.
     let cwd = unsafe { CStr::from_ptr(at(0).cast()) };
     if let Err(e) = sys::chdir(cwd) {
         fail(session::step::CWD, e)
     }
-    // Everything but stdio and the report pipe (close-on-exec) goes.
-    let r = report.as_fd().raw() as u32;
-    // SAFETY: the fds from 3 on are the report pipe (kept) and none other this process
-    // owns: stdio's sources were dropped, the signalfd and status pipe too.
-    let closed = unsafe { sys::close_range(3, r.saturating_sub(1)) }
-        // SAFETY: as above, past the report pipe.
-        .and_then(|()| unsafe { sys::close_range(r + 1, u32::MAX) });
-    if let Err(e) = closed {
+    // Everything but stdio closes at exec: the report pipe (its EOF tells the host that
+    // the program runs), stdio's sources, the supervisor's fds and any other, all made or
+    // received close-on-exec already, and so marked again here whatever they are.
+    if let Err(e) = sys::close_range_at_exec(3) {
         fail(session::step::STDIO, e)
     }
     if let Err(e) = sys::set_sigmask(0) {
@@ -342,8 +519,8 @@ fn program(
     let mut seen = c::ENOENT;
     for i in 1..argv_at {
         // SAFETY: slot `i` is a candidate path, NUL-terminated in the request; `argv` and
-        // `envp` point at initialized, NULL-terminated runs of `ptrs` (the supervisor wrote
-        // them), whose strings live in this process's copy of the request.
+        // `envp` point at initialized, NULL-terminated runs of `ptrs` (written above),
+        // whose strings live in `buf`.
         let e = unsafe { sys::execve(at(i), argv, envp) };
         match e {
             c::ENOENT | c::ENOTDIR | c::ESTALE => {}

@@ -112,6 +112,9 @@ pub mod nr {
     pub const PIDFD_OPEN: usize = 434;
     pub const LANDLOCK_CREATE_RULESET: usize = 444;
     pub const LANDLOCK_RESTRICT_SELF: usize = 446;
+    pub const GETPID: usize = 39;
+    pub const PIPE2: usize = 293;
+    pub const PPOLL: usize = 271;
 }
 
 /// System call numbers (the generic table).
@@ -141,6 +144,9 @@ pub mod nr {
     pub const PIDFD_OPEN: usize = 434;
     pub const LANDLOCK_CREATE_RULESET: usize = 444;
     pub const LANDLOCK_RESTRICT_SELF: usize = 446;
+    pub const GETPID: usize = 172;
+    pub const PIPE2: usize = 59;
+    pub const PPOLL: usize = 73;
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -161,6 +167,9 @@ pub mod c {
     pub const SFD_CLOEXEC: usize = 0o2000000;
     pub const O_RDONLY: usize = 0;
     pub const O_CLOEXEC: usize = 0o2000000;
+    pub const CLOSE_RANGE_CLOEXEC: usize = 1 << 2;
+    pub const O_NONBLOCK: usize = 0o4000;
+    pub const POLLIN: i16 = 1;
     pub const AT_FDCWD: isize = -100;
     pub const F_SETFD: usize = 2;
     pub const FD_CLOEXEC: usize = 1;
@@ -348,6 +357,14 @@ pub unsafe fn close_range(first: u32, last: u32) -> Result<()> {
     unsafe { syscall!(nr::CLOSE_RANGE, first, last, 0usize) }.map(drop)
 }
 
+/// `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)`: every fd from `first` on closes at the
+/// next `execve` (none now, so no owner of one is affected before that).
+pub fn close_range_at_exec(first: u32) -> Result<()> {
+    // SAFETY: `close_range` takes no pointer; with `CLOSE_RANGE_CLOEXEC` it only sets the
+    // close-on-exec flag of the fds in the range.
+    unsafe { syscall!(nr::CLOSE_RANGE, first, u32::MAX, c::CLOSE_RANGE_CLOEXEC) }.map(drop)
+}
+
 /// `fcntl(fd, F_SETFD, flags)`.
 pub fn fcntl_setfd(fd: BorrowedFd<'_>, flags: usize) -> Result<()> {
     // SAFETY: with `F_SETFD` the third argument is an integer, never a pointer.
@@ -520,10 +537,10 @@ pub fn pidfd_open(pid: i32) -> Result<OwnedFd> {
     Ok(unsafe { new_fd(fd) })
 }
 
-/// Enters a new Landlock domain, nested in the current one, that handles no access right
-/// and scopes `scoped` (`LANDLOCK_SCOPE_*`): `landlock_create_ruleset` then
-/// `landlock_restrict_self`. Needs `no_new_privs`.
-pub fn landlock_enter_scoped(scoped: u64) -> Result<()> {
+/// A Landlock ruleset that handles no access right and scopes `scoped`
+/// (`LANDLOCK_SCOPE_*`): each [`landlock_restrict_self`] with it enters one more domain,
+/// a new one every call, nested in the caller's.
+pub fn landlock_scoped_ruleset(scoped: u64) -> Result<OwnedFd> {
     // `struct landlock_ruleset_attr`: handled_access_fs, handled_access_net, scoped.
     let attr: [u64; 3] = [0, 0, scoped];
     // SAFETY: `attr` is a live `landlock_ruleset_attr` of the size passed; the kernel
@@ -537,11 +554,62 @@ pub fn landlock_enter_scoped(scoped: u64) -> Result<()> {
         )
     }?;
     // SAFETY: the call succeeded and returned a new fd.
-    let fd = unsafe { new_fd(fd) };
-    // SAFETY: `landlock_restrict_self` takes no pointer; `fd` is the ruleset just made.
-    let r = unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, fd.as_fd().raw(), 0usize) };
-    let _ = close(fd);
-    r.map(drop)
+    Ok(unsafe { new_fd(fd) })
+}
+
+/// `landlock_restrict_self(ruleset, 0)`: the calling thread enters a new domain made of
+/// its current one and `ruleset`. Needs `no_new_privs`.
+pub fn landlock_restrict_self(ruleset: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: `landlock_restrict_self` takes no pointer.
+    unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, ruleset.raw(), 0usize) }.map(drop)
+}
+
+/// `struct pollfd`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct PollFd {
+    /// The fd (negative: ignored).
+    pub fd: i32,
+    /// The events asked for.
+    pub events: i16,
+    /// The events that happened.
+    pub revents: i16,
+}
+
+/// `ppoll(fds, n, NULL, NULL)`: waits without a timeout until one of `fds` has news; the
+/// number of those that have.
+pub fn ppoll(fds: &mut [PollFd]) -> Result<usize> {
+    // SAFETY: the kernel reads and writes `fds.len()` `pollfd`s at `fds`, an exclusive
+    // borrow of that many; the timeout and mask pointers are NULL.
+    unsafe {
+        syscall!(
+            nr::PPOLL,
+            fds.as_mut_ptr(),
+            fds.len(),
+            0usize,
+            0usize,
+            8usize
+        )
+    }
+}
+
+/// `getpid(2)`.
+pub fn getpid() -> i32 {
+    // SAFETY: `getpid` takes no argument and cannot fail.
+    let r = unsafe { syscall!(nr::GETPID) };
+    r.unwrap_or(0) as i32
+}
+
+/// `pipe2(fds, O_CLOEXEC | extra)`: the read end and the write end.
+pub fn pipe(extra: usize) -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1i32; 2];
+    // SAFETY: the kernel writes two `int`s to `fds`, a local of that size.
+    unsafe { syscall!(nr::PIPE2, fds.as_mut_ptr(), c::O_CLOEXEC | extra) }?;
+    // SAFETY: the call succeeded: both are new fds it installed, owned by nothing else.
+    let read = unsafe { new_fd(fds[0] as usize) };
+    // SAFETY: as above.
+    let write = unsafe { new_fd(fds[1] as usize) };
+    Ok((read, write))
 }
 
 /// `exit_group(2)`.
@@ -558,7 +626,10 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 23] = [
+        let pairs: [(usize, libc::c_long); 26] = [
+            (nr::PPOLL, libc::SYS_ppoll),
+            (nr::GETPID, libc::SYS_getpid),
+            (nr::PIPE2, libc::SYS_pipe2),
             (nr::CLONE, libc::SYS_clone),
             (nr::DUP3, libc::SYS_dup3),
             (nr::CHDIR, libc::SYS_chdir),
@@ -608,6 +679,10 @@ mod tests {
         assert_eq!(c::SFD_CLOEXEC as i32, libc::SFD_CLOEXEC);
         assert_eq!(c::O_RDONLY as i32, libc::O_RDONLY);
         assert_eq!(c::O_CLOEXEC as i32, libc::O_CLOEXEC);
+        assert_eq!(c::CLOSE_RANGE_CLOEXEC as u32, libc::CLOSE_RANGE_CLOEXEC);
+        assert_eq!(c::O_NONBLOCK as i32, libc::O_NONBLOCK);
+        assert_eq!(c::POLLIN, libc::POLLIN);
+        assert_eq!(size_of::<PollFd>(), size_of::<libc::pollfd>());
         assert_eq!(c::AT_FDCWD as i32, libc::AT_FDCWD);
         assert_eq!(c::F_SETFD as i32, libc::F_SETFD);
         assert_eq!(c::FD_CLOEXEC as i32, libc::FD_CLOEXEC);

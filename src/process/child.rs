@@ -367,19 +367,23 @@ impl Child {
         // The init's record: the program and every process of the sandbox are gone; the
         // init's own exit is left, reaped later.
         let block = flags & libc::WNOHANG == 0;
-        if let Some(s) = launch::early_status(&mut self.handle, block, &self.run.rusage) {
-            return Ok(Some(self.ended(s)));
-        }
         #[cfg(target_os = "linux")]
         if self.program.in_session() {
-            // A session's command: its supervisor is not the host's child. No record yet,
-            // or none will come (the supervisor was killed with the session: the
-            // command's processes died with it, as a sandbox killed whole).
+            // A session's command: its supervisor is not the host's child (the session's
+            // server reaps it). No record yet, or none will come (the supervisor was
+            // killed with the session: the command's processes died with it, as a
+            // sandbox killed whole).
+            if let Some(s) = self.handle.early_status(block) {
+                return Ok(Some(self.ended(s)));
+            }
             if self.handle.status_fd().is_some() {
                 return Ok(None);
             }
             launch::wait_gone(&self.handle);
             let s = std::os::unix::process::ExitStatusExt::from_raw(libc::SIGKILL);
+            return Ok(Some(self.ended(s)));
+        }
+        if let Some(s) = launch::early_status(&mut self.handle, block, &self.run.rusage) {
             return Ok(Some(self.ended(s)));
         }
         // Wait without reaping, then reap under the lock the wall-time watchdog takes

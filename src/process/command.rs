@@ -871,14 +871,18 @@ impl Command {
         // The wall-time limit, per command: the watchdog sends the supervisor its kill
         // request. The cgroup's limits are the session's.
         let mut run = super::limits::Run::new(&self.inner.policy.limits, None);
-        let ender = launch::ender(pid, &handle, Arc::clone(&run.reaped), &program);
-        if let Err(source) = ender.and_then(|end| run.started(end)) {
-            let _ = launch::kill(pid, &handle);
-            return Err(Error::from(SpawnError::Os {
-                call: "arm the wall-time limit",
-                source,
-            })
-            .into());
+        // The watchdog's own pidfd only when there is a limit to watch (`started` arms
+        // nothing without one).
+        if self.inner.policy.limits.wall_time.is_some() {
+            let ender = launch::ender(pid, &handle, Arc::clone(&run.reaped), &program);
+            if let Err(source) = ender.and_then(|end| run.started(end)) {
+                let _ = launch::kill(pid, &handle);
+                return Err(Error::from(SpawnError::Os {
+                    call: "arm the wall-time limit",
+                    source,
+                })
+                .into());
+            }
         }
         Ok(Started {
             pid,

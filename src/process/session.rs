@@ -16,17 +16,21 @@
 //! A command of the session ([`Session::command`] gives the same [`Command`] builder) is
 //! resolved on the host as any (environment with its `secret_env`, working directory,
 //! program candidates on the plan's `PATH`, stdio) and sent as one message with its stdio,
-//! a status pipe and a report pipe (`SCM_RIGHTS`), under a lock (one request and its reply
-//! at a time). The server forks a *supervisor*, which enters a fresh Landlock domain nested
-//! in the server's (it handles no access right and scopes signals and abstract unix
-//! sockets: Landlock ≥ 6), becomes a child subreaper, and forks the program's process,
-//! which enters one more nested domain and execs the program. The server replies with a
-//! pidfd of the supervisor: the host's [`Child`](crate::Child) holds it as it holds a
-//! sandbox's init (layer 2's kind, which ends every descendant on a kill request), and
-//! reads the program's exact wait status from the status pipe, written by the supervisor
-//! once every process the command started has been killed and reaped. A failure to start
-//! the program (not found, a bad directory) comes back on the report pipe as a setup
-//! record and fails the spawn, as on a fresh sandbox.
+//! a report pipe and one end of a reply socket of its own (`SCM_RIGHTS`). The server keeps
+//! the next two commands forked ahead of their requests, each a *supervisor*, which has
+//! entered a fresh Landlock domain nested in the server's (it handles no access right and
+//! scopes signals and abstract unix sockets: Landlock ≥ 6), become a child subreaper and
+//! made the command's status pipe, and its child, the program's process, which has entered
+//! one more nested domain and waits on the control socket. That process takes the
+//! request, sends the reply (a pidfd of the supervisor and the status pipe's read end)
+//! and execs the program: one wake-up and no fork inside the sandbox on the start's path
+//! (the server forks another pair once the program runs). The host waits once, for the report pipe's end (the
+//! program runs) or a setup record (a failure to start: not found, a bad directory, which
+//! fails the spawn as on a fresh sandbox), then takes the reply, which was sent before.
+//! The host's [`Child`](crate::Child) holds the pidfd as it holds a sandbox's init
+//! (layer 2's kind, which ends every descendant on a kill request), and reads the
+//! program's exact wait status from the status pipe, written by the supervisor once every
+//! process the command started has been killed and reaped.
 //!
 //! Isolation between commands is Landlock's: a process may ptrace (and so read
 //! `/proc/PID/{environ,mem,fd}` of, or `pidfd_getfd` from) only processes of its own
@@ -50,7 +54,8 @@
 //!
 //! - The wall-time limit is per command (the watchdog sends the supervisor its kill
 //!   request). The limits made of rlimits (CPU time, file size, open files) hold per
-//!   process as always; the cgroup's (memory, processes) hold for the session as a whole.
+//!   process as always; the cgroup's (memory, processes) hold for the session as a whole,
+//!   which includes the server and the next two commands' four processes, waiting forked.
 //! - The `.git` copy-on-write layer and the nested-repository check are the session's:
 //!   their merge needs every writer gone, so they are made and finished once, with the
 //!   session's own sandbox, at [`Session::close`]. Overlay mode's change set likewise.
@@ -235,10 +240,10 @@ impl Link {
         env.extend(self.proxy_env.iter().cloned());
     }
 
-    /// Starts one command: sends the request, receives the supervisor's pidfd, then
-    /// waits until the program has been exec'd (the report pipe's EOF) or has failed to
-    /// start (a record). Returns the supervisor's pid in the host's namespace and its
-    /// handle.
+    /// Starts one command: sends the request, waits until the program has been exec'd
+    /// (the report pipe's EOF) or has failed to start (a record), then takes the reply
+    /// (the supervisor's pidfd, the status pipe). Returns the supervisor's pid in the
+    /// host's namespace and its handle.
     pub(super) fn spawn(
         &self,
         plan: &Plan,
@@ -268,19 +273,25 @@ impl Link {
                 source: e.into(),
             }
         };
-        let (status_r, status_w) = init::status_pipe()?;
         let (report_r, report_w) =
             nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(os("pipe2 (report)"))?;
+        let (reply_r, reply_w) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(os("socketpair (session reply)"))?;
         // -1: the host's own fd of that number, as a fresh sandbox inherits it.
         let stdio: [RawFd; 3] = [0, 1, 2].map(|i| if stdio[i] < 0 { i as RawFd } else { stdio[i] });
         let fds = [
             stdio[0],
             stdio[1],
             stdio[2],
-            status_w.as_raw_fd(),
             report_w.as_raw_fd(),
+            reply_w.as_raw_fd(),
         ];
-        let pidfd = {
+        {
             let control = self.control.lock().unwrap_or_else(|e| e.into_inner());
             let Some(control) = control.as_ref() else {
                 return Err(SpawnError::Os {
@@ -299,19 +310,27 @@ impl Link {
                 None,
             )
             .map_err(os("sendmsg (session request)"))?;
-            receive_reply(control.as_fd())?
-        };
-        drop((status_w, report_w));
-        // The supervisor's answer about the program's start: EOF once it has exec'd.
+        }
+        drop((report_w, reply_w));
+        // The answer about the program's start: EOF once it has exec'd (or once the
+        // request was dropped unserved: the session ended, or refused it). The one wait
+        // of the start: the program's process sends the reply before its exec closes its
+        // end of the report pipe, so the reply is waiting by now when there is one (and
+        // the reply socket's end, closed at the same exec, says so when there is none).
         let mut record = [0u8; protocol::SETUP_RECORD_SIZE + 1];
         let n = read_all(report_r.as_fd(), &mut record);
+        let reply = receive_reply(reply_r.as_fd());
         if let Some(r) = crate::backend::report::Record::decode(record.get(..n).unwrap_or(&[])) {
             let (step, errno) = (r.step, r.errno);
-            // The supervisor ends; the status pipe says how, and is not needed.
-            let _ = init::wait_exited(pidfd.as_fd());
+            // The supervisor ends (the status pipe says how, and is not needed): await its
+            // end. (Without a reply, the program's process failed before it had the
+            // request's fds: the supervisor could not be set up, and ends.)
+            if let Ok((pidfd, ..)) = reply {
+                let _ = init::wait_exited(pidfd.as_fd());
+            }
             return Err(start_failure(program, cwd, step, errno));
         }
-        let pid = pid_of(&pidfd).unwrap_or(0);
+        let (pidfd, pid, status_r) = reply?;
         let handle = init::Handle::new(pidfd, Some(status_r), Some(protocol::flag::SUBREAPER));
         Ok((pid, handle))
     }
@@ -356,20 +375,25 @@ fn read_all(fd: std::os::fd::BorrowedFd<'_>, buf: &mut [u8]) -> usize {
     n
 }
 
-/// Receives the server's reply: exactly one record and, when it says started, exactly one
-/// fd, which must be a pidfd. Anything else is an error (and every fd received is
-/// closed).
-fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error> {
+/// Receives the command's reply from its reply socket: exactly one record saying
+/// started, with exactly two fds, a pidfd and a pipe's read end. Anything else is an
+/// error (and every fd received is closed); no reply at all (the socket's EOF) means the
+/// request was not served: the session has ended, or it refused the request. Returns the
+/// supervisor's pidfd, the pid it names in the host's namespace (0 once reaped) and the
+/// status pipe.
+fn receive_reply(
+    reply: std::os::fd::BorrowedFd<'_>,
+) -> Result<(OwnedFd, libc::pid_t, OwnedFd), Error> {
     let bad = |what: &str| SpawnError::Os {
-        call: "receive the session server's reply",
+        call: "receive the session supervisor's reply",
         source: io::Error::new(io::ErrorKind::InvalidData, what.to_owned()),
     };
     let mut buf = [0u8; wire::REPLY_SIZE + 1];
-    let mut space = nix::cmsg_space!([RawFd; 2]);
+    let mut space = nix::cmsg_space!([RawFd; wire::REPLY_FDS + 1]);
     let (n, flags, mut fds) = loop {
         let mut iov = [IoSliceMut::new(&mut buf)];
         match recvmsg::<()>(
-            control.as_raw_fd(),
+            reply.as_raw_fd(),
             &mut iov,
             Some(&mut space),
             MsgFlags::MSG_CMSG_CLOEXEC,
@@ -400,7 +424,7 @@ fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error>
     };
     if n == 0 {
         return Err(SpawnError::Os {
-            call: "receive the session server's reply (the session has ended)",
+            call: "start a command in the session (it has ended, or refused the request)",
             source: io::Error::from_raw_os_error(libc::ESHUTDOWN),
         }
         .into());
@@ -411,38 +435,44 @@ fn receive_reply(control: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Error>
     let errno =
         wire::decode_reply(buf.get(..n).unwrap_or(&[])).ok_or_else(|| bad("not a reply"))?;
     if errno != 0 {
-        return Err(SpawnError::Os {
-            call: "start a command in the session",
-            source: io::Error::from_raw_os_error(errno),
-        }
-        .into());
+        return Err(bad("not a started reply").into());
     }
-    let (Some(pidfd), true) = (fds.pop(), fds.is_empty()) else {
-        return Err(bad("not one fd").into());
+    let (Some(status), Some(pidfd), true) = (fds.pop(), fds.pop(), fds.is_empty()) else {
+        return Err(bad("not two fds").into());
     };
-    if !is_pidfd(&pidfd) {
+    let Some(pid) = pidfd_field(&pidfd) else {
         return Err(bad("not a pidfd").into());
+    };
+    let readable_pipe = nix::sys::stat::fstat(status.as_fd())
+        .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO)
+        && nix::fcntl::fcntl(status.as_fd(), nix::fcntl::FcntlArg::F_GETFL)
+            .is_ok_and(|fl| fl & libc::O_ACCMODE == libc::O_RDONLY && fl & libc::O_NONBLOCK != 0);
+    if !readable_pipe {
+        return Err(bad("not a non-blocking pipe's read end").into());
     }
-    Ok(pidfd)
+    Ok((pidfd, pid.max(0), status))
 }
 
 /// The `Pid:` field of a pidfd's fdinfo: the pid in this process's namespace, -1 once the
 /// process has been reaped (a fast command's supervisor may be, by the server, before
 /// the host looks); `None` for an fd that is not a pidfd.
 fn pidfd_field(fd: &OwnedFd) -> Option<libc::pid_t> {
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    use std::io::Read;
+    let mut file = std::fs::File::open(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    // A pidfd's fdinfo is a few short lines; more than this is not one.
+    let mut buf = [0u8; 1024];
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read(buf.get_mut(n..).unwrap_or(&mut [])) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    let info = std::str::from_utf8(buf.get(..n).unwrap_or(&[])).ok()?;
     let line = info.lines().find_map(|l| l.strip_prefix("Pid:"))?;
     line.trim().parse().ok()
-}
-
-/// Whether `fd` is a pidfd.
-fn is_pidfd(fd: &OwnedFd) -> bool {
-    pidfd_field(fd).is_some()
-}
-
-/// The pid a pidfd names, while its process has not been reaped.
-fn pid_of(fd: &OwnedFd) -> Option<libc::pid_t> {
-    pidfd_field(fd).filter(|&p| p > 0)
 }
 
 /// The request's bytes ([`wire`]'s format).
