@@ -171,7 +171,9 @@ pub fn main(args: &Args) -> ! {
     // The host reads EOF on the report pipe once every copy is closed: this one (the
     // program's process closes its own at the program's exec).
     let _ = sys::close(report);
-    supervise(&cfg, sfd.as_fd(), status.as_fd(), program, || Background::End)
+    supervise(&cfg, sfd.as_fd(), status.as_fd(), program, || {
+        Background::End
+    })
 }
 
 /// Reports the init's own step failing with `errno` while the program already runs, and
