@@ -511,6 +511,68 @@ fn another_processs_closing_run_is_waited_for_and_its_running_one_refused() {
     other.wait().unwrap();
 }
 
+/// Whether another process can take byte `byte` of `marker` at once (a POSIX lock, as
+/// `hold_marker_byte` takes it).
+fn marker_byte_free(marker: &Path, byte: u32) -> bool {
+    let out = std::process::Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import fcntl, sys\n\
+             f = open(sys.argv[1], 'r+')\n\
+             try:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, int(sys.argv[2]))\n\
+             except OSError:\n    print('held')\nelse:\n    print('free')\n",
+        ])
+        .arg(marker)
+        .arg(byte.to_string())
+        .output()
+        .unwrap();
+    match String::from_utf8_lossy(&out.stdout).trim() {
+        "free" => true,
+        "held" => false,
+        other => panic!("{other}: {}", String::from_utf8_lossy(&out.stderr)),
+    }
+}
+
+#[test]
+fn opening_the_change_set_meanwhile_keeps_a_running_runs_hold_against_other_processes() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    let marker = changes.join("stockade-changes.json");
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
+    common::sh_ok(&sb, "echo a > a");
+    stockade::ChangeSet::open(&changes).unwrap();
+    assert!(marker_byte_free(&marker, 0), "no run: byte 0 free");
+    let mut child = sb
+        .command("sh")
+        .args(["-c", "read x; exit 0"])
+        .stdin(stockade::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(!marker_byte_free(&marker, 0), "a running run holds byte 0");
+    // The host looks at the change set (twice) while the run goes on: its opens and
+    // closes of the marker must not drop the run's hold (a POSIX lock goes with any close
+    // of the file by its process).
+    for _ in 0..2 {
+        let set = stockade::ChangeSet::open(&changes).unwrap();
+        assert_eq!(set.entries().len(), 1);
+        drop(set);
+        assert!(
+            !marker_byte_free(&marker, 0),
+            "the run's hold went with ChangeSet::open's close of the marker"
+        );
+    }
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    // Once the run is over (and its overlay closed), the set is free again, and a run
+    // here takes it as before.
+    stockade::ChangeSet::open(&changes).unwrap();
+    assert!(marker_byte_free(&marker, 0));
+    assert!(marker_byte_free(&marker, 1));
+    assert_eq!(common::sh_ok(&sb, "cat a"), "a\n");
+}
+
 #[test]
 fn the_change_set_is_not_reachable_inside_but_through_the_overlay() {
     require!(Feature::UserNs);

@@ -127,6 +127,26 @@ pub(super) fn read_bounded(fd: OwnedFd, max: u64) -> Result<Vec<u8>, Errno> {
     Ok(data)
 }
 
+/// As [`read_bounded`], from the start of `fd`'s file with `pread` (the fd is borrowed:
+/// neither its offset nor its life is touched).
+pub(super) fn read_bounded_at(fd: &OwnedFd, max: u64) -> Result<Vec<u8>, Errno> {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match nix::sys::uio::pread(fd, &mut buf, data.len() as libc::off_t) {
+            Ok(0) => return Ok(data),
+            Ok(n) => {
+                data.extend_from_slice(&buf[..n]);
+                if data.len() as u64 > max {
+                    return Err(Errno::EFBIG);
+                }
+            }
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Whether the two open regular files hold the same bytes (their sizes already equal).
 pub(super) fn same_contents(a: OwnedFd, b: OwnedFd) -> Result<bool, Errno> {
     let (mut a, mut b) = (File::from(a), File::from(b));

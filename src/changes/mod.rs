@@ -309,14 +309,21 @@ impl ChangeSet {
             // `st_dev` is a `u64` on Linux, an `i32` on macOS (as std's `dev()` casts it).
             #[allow(clippy::unnecessary_cast)]
             let id = (st.st_dev as u64, st.st_ino);
-            crate::process::changeset::settle(id, std::os::fd::AsFd::as_fd(&fd));
+            // Never closed while a run of this process holds the set (its record locks
+            // would go with the close): see `MarkerFd`.
+            let fd = crate::process::changeset::MarkerFd::new(id, fd);
+            let Some(file) = fd.file() else {
+                return Err(open_err(&marker_path, Errno::EBADF));
+            };
+            crate::process::changeset::settle(id, std::os::fd::AsFd::as_fd(file));
             if fs::ftype(&mst) != libc::S_IFREG {
                 return Err(ChangesError::Marker {
                     path: marker_path,
                     reason: "not a regular file",
                 });
             }
-            let text = fs::read_bounded(fd, MARKER_MAX).map_err(|e| open_err(&marker_path, e))?;
+            let text =
+                fs::read_bounded_at(file, MARKER_MAX).map_err(|e| open_err(&marker_path, e))?;
             crate::process::marker::parse(&text).map_err(|reason| ChangesError::Marker {
                 path: marker_path.clone(),
                 reason,

@@ -405,6 +405,59 @@ pub(crate) fn settle(id: Id, marker: std::os::fd::BorrowedFd<'_>) {
     }
 }
 
+/// Marker fds that [`MarkerFd`] could not close yet (a run of this process held their
+/// change set): closed by that run's [`Held`] when it goes. Locked only with [`HELD`]'s
+/// lock held, so that a run is never let in between a look at the registry and a close.
+static PARKED: std::sync::Mutex<Vec<(Id, std::os::fd::OwnedFd)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn parked() -> std::sync::MutexGuard<'static, Vec<(Id, std::os::fd::OwnedFd)>> {
+    PARKED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// An fd of a change set's marker opened outside any run (`ChangeSet::open`). POSIX
+/// record locks are the process's: closing *any* fd of the marker drops every one this
+/// process holds on it, a run's hold included (which would let another host process's
+/// run in beside it). So this fd is not closed while a run of this process holds the set:
+/// it is parked, and closed by that run's [`Held`] as it goes (when the run's own close
+/// releases the locks anyway).
+#[derive(Debug)]
+pub(crate) struct MarkerFd {
+    id: Id,
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+impl MarkerFd {
+    /// `fd`, an open marker of the change set `id`.
+    pub(crate) fn new(id: Id, fd: std::os::fd::OwnedFd) -> MarkerFd {
+        MarkerFd { id, fd: Some(fd) }
+    }
+
+    /// The marker, as a file to read from (never to close: see the type's docs).
+    pub(crate) fn file(&self) -> Option<&std::os::fd::OwnedFd> {
+        self.fd.as_ref()
+    }
+}
+
+impl Drop for MarkerFd {
+    fn drop(&mut self) {
+        let Some(fd) = self.fd.take() else {
+            return;
+        };
+        let held = registry();
+        if held.contains_key(&self.id) {
+            parked().push((self.id, fd));
+        } else {
+            // Closed with the registry held: no run of this process takes its locks
+            // between the look and the close.
+            drop(fd);
+        }
+        drop(held);
+    }
+}
+
 /// A change set held by a run (see [`claim`]); released on drop.
 #[derive(Debug)]
 pub(crate) struct Held {
@@ -432,7 +485,12 @@ impl Drop for Held {
         // The marker first: closing it drops every record lock this process holds on it,
         // which must not take a later run's that the registry has let in.
         drop(self.file.take());
-        registry().remove(&self.id);
+        let mut held = registry();
+        held.remove(&self.id);
+        // The marker fds `ChangeSet::open` left while this run held the set: no lock of
+        // this process is on the marker now, and none can be taken while `held` is.
+        parked().retain(|(id, _)| *id != self.id);
+        drop(held);
         TURN.notify_all();
     }
 }
