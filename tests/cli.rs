@@ -195,6 +195,11 @@ fn overlay_flag_shows_in_the_plan_makes_nothing_and_keeps_the_workspace() {
     assert_eq!(out.stdout, b"hi\n", "{out:?}");
     assert!(!ws.path().join("made").exists());
     assert_eq!(std::fs::read(changes.join("upper/made")).unwrap(), b"hi\n");
+    // `discard` takes the whole set away, the overlay's `work/work` (mode 000) too, so
+    // that nothing is left behind as an unprivileged user either.
+    let out = stockade().arg("discard").arg(&changes).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(!changes.exists());
     // Inside the workspace: refused before anything runs.
     let out = stockade()
         .args(["run", "--workspace"])

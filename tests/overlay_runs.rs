@@ -574,6 +574,22 @@ fn opening_the_change_set_meanwhile_keeps_a_running_runs_hold_against_other_proc
 }
 
 #[test]
+fn after_a_run_the_change_set_is_left_removable_by_its_owner() {
+    require!(Feature::UserNs);
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
+    common::sh_ok(&sb, "echo a > a");
+    // Once the run's close is over, overlayfs's scratch directory (mode 000) is gone, so
+    // an owner without `CAP_DAC_OVERRIDE` removes the set with a plain `rm -r`.
+    stockade::ChangeSet::open(&changes).unwrap();
+    assert!(changes.join("work").is_dir());
+    assert!(!changes.join("work/work").exists());
+    std::fs::remove_dir_all(&changes).unwrap();
+}
+
+#[test]
 fn the_change_set_is_not_reachable_inside_but_through_the_overlay() {
     require!(Feature::UserNs);
     let (_w, ws) = common::var_tempdir();

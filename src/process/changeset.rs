@@ -146,6 +146,7 @@ impl Run {
     /// sandbox is gone (`gone`); then the overlay's mount closed (its superblock goes
     /// here, with the sync of the change set's file system), then the lock released.
     pub(crate) fn finish(mut self, gone: bool) {
+        let overlay = self.is_overlay();
         match self.after.take() {
             Some(after) if gone => after.finish(),
             Some(_) => tracing::warn!(
@@ -159,6 +160,15 @@ impl Run {
             tests::gate(lock.id);
         }
         drop(self.pin.take());
+        // The overlay is gone with its last reference: its scratch directory, which
+        // overlayfs leaves empty and without any permission (mode 000, so that a caller
+        // without `CAP_DAC_OVERRIDE` could not `rm -r` the change set), goes too. Only
+        // when empty (`rmdir`); the next mount makes it again.
+        if gone && overlay {
+            if let Some(lock) = &self.lock {
+                let _ = fs::remove_dir(lock.dir.join("work").join("work"));
+            }
+        }
         drop(self.lock.take());
     }
 }
