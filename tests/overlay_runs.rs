@@ -476,16 +476,28 @@ fn hold_marker_byte(marker: &Path, byte: u32, ms: u32) -> std::process::Child {
     c
 }
 
-#[test]
-fn another_processs_closing_run_is_waited_for_and_its_running_one_refused() {
-    require!(Feature::UserNs);
-    let (_w, ws) = common::var_tempdir();
-    let (_c, cdir) = common::var_tempdir();
+/// A change set in `/var/tmp` on which one full-layer run wrote `a`, settled: (the temp
+/// dirs to keep, the set, its marker, the sandbox).
+fn marked_set() -> (
+    (tempfile::TempDir, tempfile::TempDir),
+    PathBuf,
+    PathBuf,
+    Sandbox,
+) {
+    let (w, ws) = common::var_tempdir();
+    let (c, cdir) = common::var_tempdir();
     let changes = cdir.join("set");
     let marker = changes.join("stockade-changes.json");
     let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
     common::sh_ok(&sb, "echo a > a");
     stockade::ChangeSet::open(&changes).unwrap();
+    ((w, c), changes, marker, sb)
+}
+
+#[test]
+fn another_processs_closing_run_is_waited_for_and_its_running_one_refused() {
+    require!(Feature::UserNs);
+    let (_dirs, changes, marker, sb) = marked_set();
     // Another host process's run whose program runs (its byte 0): refused here.
     let mut other = hold_marker_byte(&marker, 0, 60_000);
     let err = sb.command("true").status().unwrap_err().to_string();
@@ -536,13 +548,7 @@ fn marker_byte_free(marker: &Path, byte: u32) -> bool {
 #[test]
 fn opening_the_change_set_meanwhile_keeps_a_running_runs_hold_against_other_processes() {
     require!(Feature::UserNs);
-    let (_w, ws) = common::var_tempdir();
-    let (_c, cdir) = common::var_tempdir();
-    let changes = cdir.join("set");
-    let marker = changes.join("stockade-changes.json");
-    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
-    common::sh_ok(&sb, "echo a > a");
-    stockade::ChangeSet::open(&changes).unwrap();
+    let (_dirs, changes, marker, sb) = marked_set();
     assert!(marker_byte_free(&marker, 0), "no run: byte 0 free");
     let mut child = sb
         .command("sh")
