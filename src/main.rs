@@ -1094,6 +1094,13 @@ fn run(
     // the host (a root host's layer-2 directory for the TMPDIRs).
     drop(child);
     drop(sandbox);
+    // An overlay's change set is closed on a thread of the library's (its sync, the
+    // scratch directory's removal, the marker made durable): waited for here, or this
+    // process's exit would cut it short and leave the set for a caller without
+    // `CAP_DAC_OVERRIDE` unable to remove it. Opening it waits for exactly that.
+    if let Some(dir) = &args.overlay {
+        let _ = stockade::ChangeSet::open(dir);
+    }
     code
 }
 

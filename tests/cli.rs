@@ -200,6 +200,20 @@ fn overlay_flag_shows_in_the_plan_makes_nothing_and_keeps_the_workspace() {
     let out = stockade().arg("discard").arg(&changes).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(!changes.exists());
+    // A run that deletes a file (overlayfs then keeps a whiteout in `work/work`) leaves,
+    // once `run` has exited, a set its owner removes with a plain `rm -r`.
+    std::fs::write(ws.path().join("old"), "old").unwrap();
+    let out = stockade()
+        .args(["run", "--workspace"])
+        .arg(ws.path())
+        .arg("--overlay")
+        .arg(&changes)
+        .args(["--", "rm", "old"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(ws.path().join("old").exists());
+    std::fs::remove_dir_all(&changes).unwrap();
     // Inside the workspace: refused before anything runs.
     let out = stockade()
         .args(["run", "--workspace"])

@@ -585,14 +585,68 @@ fn after_a_run_the_change_set_is_left_removable_by_its_owner() {
     let (_w, ws) = common::var_tempdir();
     let (_c, cdir) = common::var_tempdir();
     let changes = cdir.join("set");
+    fs::write(ws.join("old"), "old").unwrap();
     let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
-    common::sh_ok(&sb, "echo a > a");
+    // A deletion too: overlayfs then keeps a shared whiteout in its scratch directory.
+    common::sh_ok(&sb, "echo a > a && rm old");
     // Once the run's close is over, overlayfs's scratch directory (mode 000) is gone, so
     // an owner without `CAP_DAC_OVERRIDE` removes the set with a plain `rm -r`.
     stockade::ChangeSet::open(&changes).unwrap();
     assert!(changes.join("work").is_dir());
     assert!(!changes.join("work/work").exists());
     std::fs::remove_dir_all(&changes).unwrap();
+}
+
+/// A change set's marker is written without `fsync` at its first spawn (that journal
+/// commit was most of a fresh set's cost) and made durable at that run's end. So a host
+/// crash before then can leave it empty, or missing beside what the run wrote: such a
+/// set is refused, by a run and by `ChangeSet::open`, never taken as a fresh one (whose
+/// new start time would hide a workspace edit made since the crashed run began).
+#[test]
+fn a_change_set_a_crash_left_half_made_is_refused_not_taken_as_fresh() {
+    require!(Feature::UserNs);
+    for layer in [Layer::Full, Layer::Landlock] {
+        let (_w, ws) = common::var_tempdir();
+        let (_c, cdir) = common::var_tempdir();
+        let changes = cdir.join("set");
+        let marker = changes.join("stockade-changes.json");
+        let sb = common::sandbox(&ws, overlay_on(&changes, layer));
+        common::sh_ok(&sb, "echo a > a");
+        stockade::ChangeSet::open(&changes).unwrap();
+        let good = fs::read(&marker).unwrap();
+
+        fs::write(&marker, "").unwrap();
+        let err = sb.command("true").status().unwrap_err().to_string();
+        assert!(err.contains("empty"), "{layer:?}: {err}");
+        let err = stockade::ChangeSet::open(&changes).unwrap_err().to_string();
+        assert!(err.contains("empty"), "{layer:?}: {err}");
+        assert!(
+            fs::read(&marker).unwrap().is_empty(),
+            "{layer:?}: marker re-made"
+        );
+
+        fs::remove_file(&marker).unwrap();
+        let err = sb.command("true").status().unwrap_err().to_string();
+        assert!(err.contains("marker is missing"), "{layer:?}: {err}");
+        assert!(!marker.exists(), "{layer:?}: marker re-made");
+
+        // Put back, the set is the same set again, with the first run's start.
+        fs::write(&marker, &good).unwrap();
+        common::sh_ok(&sb, "test -f a");
+        assert_eq!(fs::read(&marker).unwrap(), good, "{layer:?}");
+        stockade::ChangeSet::open(&changes).unwrap();
+    }
+    // A set made but never run on (no marker, nothing written) is a fresh one.
+    let (_w, ws) = common::var_tempdir();
+    let (_c, cdir) = common::var_tempdir();
+    let changes = cdir.join("set");
+    fs::create_dir(&changes).unwrap();
+    fs::set_permissions(&changes, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::create_dir(changes.join("upper")).unwrap();
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
+    common::sh_ok(&sb, "echo a > a");
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    assert_eq!(set.entries().len(), 1);
 }
 
 #[test]

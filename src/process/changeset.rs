@@ -161,15 +161,37 @@ impl Run {
         }
         drop(self.pin.take());
         // The overlay is gone with its last reference: its scratch directory, which
-        // overlayfs leaves empty and without any permission (mode 000, so that a caller
-        // without `CAP_DAC_OVERRIDE` could not `rm -r` the change set), goes too. Only
-        // when empty (`rmdir`); the next mount makes it again.
+        // overlayfs leaves without any permission (mode 000, so that a caller without
+        // `CAP_DAC_OVERRIDE` could not `rm -r` the change set), goes too; the next mount
+        // makes it again.
         if gone && overlay {
             if let Some(lock) = &self.lock {
-                let _ = fs::remove_dir(lock.dir.join("work").join("work"));
+                remove_scratch(&lock.dir.join("work"));
             }
         }
+        if let Some(lock) = &self.lock {
+            lock.make_durable();
+        }
         drop(self.lock.take());
+    }
+}
+
+/// Removes `work/work`, overlayfs's scratch directory, from the change set's `work`
+/// directory, once no overlay uses it. overlayfs leaves it mode 000 and, after a run that
+/// deleted a file, not empty: it keeps one shared whiteout there to link new ones from.
+/// Only a directory is touched (`lstat`: never a symlink's target; the directory it is in
+/// is the caller's, mode 0700, and unreachable from inside a sandbox, where the change
+/// set is seen only through the overlay); its mode is given back to its owner and
+/// `remove_dir_all` (which never follows a symlink) empties it. A failure leaves it as it
+/// is: the next mount cleans it.
+fn remove_scratch(work: &Path) {
+    let scratch = work.join("work");
+    match fs::symlink_metadata(&scratch) {
+        Ok(m) if m.is_dir() => {}
+        _ => return,
+    }
+    if fs::set_permissions(&scratch, fs::Permissions::from_mode(0o700)).is_ok() {
+        let _ = fs::remove_dir_all(&scratch);
     }
 }
 
@@ -240,8 +262,8 @@ fn ready(workspace: &Path, dir: &Path, mode: &str) -> Result<Held, Error> {
     }
     // In this process first: the marker's check below opens and closes the marker, which
     // would drop another run's record lock on it.
-    let held = claim(dir, (meta.dev(), meta.ino()))?;
-    marker(workspace, dir, started, mode)?;
+    let mut held = claim(dir, (meta.dev(), meta.ino()))?;
+    held.made_marker = marker(workspace, dir, started, mode)?;
     lock_marker(held)
 }
 
@@ -314,6 +336,7 @@ fn claim(dir: &Path, id: Id) -> Result<Held, Error> {
         id,
         dir: dir.to_path_buf(),
         file: None,
+        made_marker: false,
     })
 }
 
@@ -474,9 +497,31 @@ pub(crate) struct Held {
     id: Id,
     dir: std::path::PathBuf,
     file: Option<fs::File>,
+    /// This run wrote the marker (the set's first run): it is made durable at the
+    /// run's end ([`Held::make_durable`]), off the spawn's path.
+    made_marker: bool,
 }
 
 impl Held {
+    /// At the end of the set's first run, on the host's background thread: the marker,
+    /// written without `fsync` at the spawn (a journal commit, 0.8–1.3 ms on ext4, was
+    /// most of a fresh change set's cost), and its directory entry are made durable. The
+    /// marker's own fd: closing another one would drop this run's locks. Until here a
+    /// host crash can leave the marker empty, which a later run and `ChangeSet::open`
+    /// refuse, or missing, which they refuse too once `upper/` holds anything ([`marker`]);
+    /// a crashed first run's set is never taken as a fresh one.
+    fn make_durable(&self) {
+        if !self.made_marker {
+            return;
+        }
+        if let Some(f) = &self.file {
+            let _ = f.sync_all();
+        }
+        if let Ok(d) = fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+    }
+
     /// The run's program has ended: a later run waits for this hold's end rather than
     /// being refused (in this process through the registry, elsewhere through
     /// [`RUNNING`], let go here).
@@ -505,8 +550,12 @@ impl Drop for Held {
     }
 }
 
-/// The marker written (temp + rename) at the first run, checked at later ones.
-fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<(), Error> {
+/// The marker written (temp + rename) at the first run, checked at later ones. Returns
+/// whether it was written now: it is not `fsync`ed here but at the run's end
+/// ([`Held::make_durable`]). A set a host crash left with an empty marker, or with none
+/// beside a non-empty `upper/`, is refused, never taken as a fresh set (a workspace
+/// edited since the crashed run's start would not be a conflict then).
+fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<bool, Error> {
     let path = dir.join(MARKER);
     let ws =
         json_string(workspace).ok_or_else(|| not_this(dir, "the workspace path is not UTF-8"))?;
@@ -539,27 +588,53 @@ fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<(), 
                     ),
                 ));
             }
-            Ok(())
+            Ok(false)
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            // Used before (a crashed first run: what the overlay wrote in `upper/`, layer
+            // 2's snapshot), never fresh.
+            let upper = dir.join("upper");
+            let used = fs::read_dir(&upper)
+                .map_err(|e| path_error(&upper, &e))?
+                .next()
+                .is_some()
+                || ["snapshot", "snapshot.stamp"]
+                    .iter()
+                    .any(|n| fs::symlink_metadata(dir.join(n)).is_ok());
+            if used {
+                return Err(not_this(
+                    dir,
+                    "it was used but its marker is missing (did the host stop before the \
+                     change set's first run ended?): review it by hand, then remove it",
+                ));
+            }
             let body = format!(
                 "{{\"version\":{VERSION},\"workspace\":{ws},\"mode\":\"{mode}\",\"started_ns\":{started}}}\n"
             );
             let tmp = dir.join(format!(".{MARKER}.{}", std::process::id()));
+            // Linked into place, not renamed: a link never replaces a marker another
+            // process made meanwhile (whose run holds its locks on that file).
+            // (A temp file of this name is a crashed process's: this process's runs on
+            // one set are one at a time.)
+            let _ = fs::remove_file(&tmp);
             let write = || -> io::Result<()> {
                 let mut f = fs::OpenOptions::new()
                     .write(true)
                     .create_new(true)
                     .mode(0o600)
                     .open(&tmp)?;
-                f.write_all(body.as_bytes())?;
-                f.sync_all()?;
-                fs::rename(&tmp, &path)
+                f.write_all(body.as_bytes())
             };
-            write().map_err(|e| {
-                let _ = fs::remove_file(&tmp);
-                path_error(&path, &e)
-            })
+            let linked = write().map(|()| fs::hard_link(&tmp, &path));
+            let _ = fs::remove_file(&tmp);
+            match linked {
+                Ok(Ok(())) => Ok(true),
+                // Another process's first run made it meanwhile: checked as any.
+                Ok(Err(e)) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    marker(workspace, dir, started, mode)
+                }
+                Ok(Err(e)) | Err(e) => Err(path_error(&path, &e)),
+            }
         }
         Err(e) => Err(path_error(&path, &e)),
     }

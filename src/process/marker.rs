@@ -25,6 +25,11 @@ enum Value {
 
 /// Parses the marker; `Err` names what is wrong.
 pub(crate) fn parse(text: &[u8]) -> Result<Marker, &'static str> {
+    if text.is_empty() {
+        // What a host crash before the set's first run ended can leave (the marker is
+        // made durable at that run's end: `changeset::Held::make_durable`).
+        return Err("empty (did the host stop before the change set's first run ended?)");
+    }
     let text = std::str::from_utf8(text).map_err(|_| "not UTF-8")?;
     let mut p = Parser {
         s: text.as_bytes(),
