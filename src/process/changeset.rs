@@ -3,7 +3,8 @@
 //! [`Step::Overlay`](crate::plan::Step::Overlay)).
 //!
 //! `<changes_dir>` (mode 0700, the caller's, never a symlink) holds `upper/` and `work/`
-//! (the overlay's) and `stockade-changes.json`, written atomically by the first run:
+//! (the overlay's) and `stockade-changes.json`, written by the first run (linked into
+//! place: whole or absent; made durable at that run's end, see [`Held::make_durable`]):
 //! `{"version":1,"workspace":"/canonical/ws","mode":"overlay","started_ns":N}`, `N` the
 //! first run's start in `CLOCK_REALTIME` nanoseconds. A later run checks the version and
 //! the workspace, and sees the earlier runs' writes through the same `upper/`.
