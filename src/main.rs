@@ -1092,15 +1092,12 @@ fn run(
     // this process leaves no zombie to the caller's reaper (a subreaper, or PID 1 of a
     // container, that reaps only its own children), and removes what the sandbox made on
     // the host (a root host's layer-2 directory for the TMPDIRs).
+    // An overlay's change set is closed on a thread of the library's (its sync, the
+    // scratch directory's removal, the marker made durable); the sandbox's drop waits for
+    // it, or this process's exit would cut it short and leave a set that a caller without
+    // `CAP_DAC_OVERRIDE` cannot remove.
     drop(child);
     drop(sandbox);
-    // An overlay's change set is closed on a thread of the library's (its sync, the
-    // scratch directory's removal, the marker made durable): waited for here, or this
-    // process's exit would cut it short and leave the set for a caller without
-    // `CAP_DAC_OVERRIDE` unable to remove it. Opening it waits for exactly that.
-    if let Some(dir) = &args.overlay {
-        let _ = stockade::ChangeSet::open(dir);
-    }
     code
 }
 

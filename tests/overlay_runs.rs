@@ -595,6 +595,13 @@ fn after_a_run_the_change_set_is_left_removable_by_its_owner() {
     assert!(changes.join("work").is_dir());
     assert!(!changes.join("work/work").exists());
     std::fs::remove_dir_all(&changes).unwrap();
+    // Or once the sandbox is dropped, right after the wait (the close runs on a thread
+    // of the library's: the drop waits for it).
+    fs::write(ws.join("old"), "old").unwrap();
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
+    common::sh_ok(&sb, "rm old");
+    drop(sb);
+    std::fs::remove_dir_all(&changes).unwrap();
 }
 
 /// A change set's marker is written without `fsync` at its first spawn (that journal

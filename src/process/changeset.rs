@@ -439,6 +439,21 @@ pub(crate) fn settle(id: Id, marker: std::os::fd::BorrowedFd<'_>) {
     }
 }
 
+/// Returns once no run of this process on the change set at `dir` is closing (a running
+/// one is not waited for); at once when `dir` is gone. For a `Sandbox`'s drop.
+pub(crate) fn settle_here(dir: &Path) {
+    let Ok(m) = fs::symlink_metadata(dir) else {
+        return;
+    };
+    let id = (m.dev(), m.ino());
+    let mut held = registry();
+    while held.get(&id) == Some(&State::Closing) {
+        held = TURN
+            .wait(held)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    }
+}
+
 /// Marker fds that [`MarkerFd`] could not close yet (a run of this process held their
 /// change set): closed by that run's [`Held`] when it goes. Locked only with [`HELD`]'s
 /// lock held, so that a run is never let in between a look at the registry and a close.

@@ -41,7 +41,10 @@ use crate::probe::Capabilities;
 /// still be tearing the sandbox's namespaces down (see [`Child::wait`](crate::Child::wait)),
 /// to be reaped by a later spawn or wait. Dropping the last clone of a `Sandbox` reaps
 /// every such init of the process, waiting for those still exiting (a fraction of a
-/// millisecond each), so that none is left as a zombie.
+/// millisecond each), so that none is left as a zombie; with `workspace_mode =
+/// "overlay"`, it also waits for the change set's close after a run whose program has
+/// ended (the overlay's sync of its file system, on a thread of this process), so that
+/// the set is whole and removable once the drop returns.
 #[derive(Clone, Debug)]
 pub struct Sandbox {
     shared: Arc<ArcSwap<Inner>>,
@@ -55,6 +58,16 @@ impl Drop for Sandbox {
         // The last clone only: the others' drops block nothing.
         if Arc::strong_count(&self.shared) == 1 {
             launch::reap_earlier(true);
+            // A change set whose run's program has ended may still be closing on a
+            // thread of this process: over when this returns, so that a caller who
+            // removes the set next (`rm -r`, a temporary directory dropped) finds it
+            // whole and removable. A run whose program still runs is not waited for.
+            let inner = self.current();
+            if let (crate::WorkspaceMode::Overlay, Some(dir)) =
+                (inner.policy.workspace_mode, &inner.policy.changes_dir)
+            {
+                super::changeset::settle_here(dir);
+            }
         }
     }
 }
