@@ -213,6 +213,7 @@ fn overlay_flag_shows_in_the_plan_makes_nothing_and_keeps_the_workspace() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert!(ws.path().join("old").exists());
+    assert!(!changes.join("work/work").exists());
     std::fs::remove_dir_all(&changes).unwrap();
     // Inside the workspace: refused before anything runs.
     let out = stockade()

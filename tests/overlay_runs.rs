@@ -601,6 +601,7 @@ fn after_a_run_the_change_set_is_left_removable_by_its_owner() {
     let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Full));
     common::sh_ok(&sb, "rm old");
     drop(sb);
+    assert!(!changes.join("work/work").exists());
     std::fs::remove_dir_all(&changes).unwrap();
 }
 
@@ -619,6 +620,7 @@ fn a_change_set_a_crash_left_half_made_is_refused_not_taken_as_fresh() {
         let marker = changes.join("stockade-changes.json");
         let sb = common::sandbox(&ws, overlay_on(&changes, layer));
         common::sh_ok(&sb, "echo a > a");
+        assert_eq!(sb.layer(), layer);
         stockade::ChangeSet::open(&changes).unwrap();
         let good = fs::read(&marker).unwrap();
 
@@ -636,6 +638,19 @@ fn a_change_set_a_crash_left_half_made_is_refused_not_taken_as_fresh() {
         let err = sb.command("true").status().unwrap_err().to_string();
         assert!(err.contains("marker is missing"), "{layer:?}: {err}");
         assert!(!marker.exists(), "{layer:?}: marker re-made");
+        assert!(stockade::ChangeSet::open(&changes).is_err(), "{layer:?}");
+        if layer == Layer::Landlock {
+            // A layer-2 run that crashed before its end wrote nothing into `upper/` yet:
+            // its snapshot is what says the set was used.
+            let upper = changes.join("upper");
+            fs::rename(&upper, cdir.join("upper.kept")).unwrap();
+            fs::create_dir(&upper).unwrap();
+            let err = sb.command("true").status().unwrap_err().to_string();
+            assert!(err.contains("marker is missing"), "{layer:?}: {err}");
+            assert!(!marker.exists(), "{layer:?}: marker re-made");
+            fs::remove_dir(&upper).unwrap();
+            fs::rename(cdir.join("upper.kept"), &upper).unwrap();
+        }
 
         // Put back, the set is the same set again, with the first run's start.
         fs::write(&marker, &good).unwrap();

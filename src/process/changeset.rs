@@ -170,9 +170,6 @@ impl Run {
                 remove_scratch(&lock.dir.join("work"));
             }
         }
-        if let Some(lock) = &self.lock {
-            lock.make_durable();
-        }
         drop(self.lock.take());
     }
 }
@@ -246,10 +243,12 @@ fn ready(workspace: &Path, dir: &Path, mode: &str) -> Result<Held, Error> {
     } else {
         &[("upper", ws_mode)]
     };
+    let mut made_upper = false;
     for &(name, mode) in subs {
         let sub = dir.join(name);
         match fs::DirBuilder::new().mode(0o700).create(&sub) {
             Ok(()) => {
+                made_upper |= name == "upper";
                 fs::set_permissions(&sub, fs::Permissions::from_mode(mode))
                     .map_err(|e| path_error(&sub, &e))?;
             }
@@ -264,7 +263,7 @@ fn ready(workspace: &Path, dir: &Path, mode: &str) -> Result<Held, Error> {
     // In this process first: the marker's check below opens and closes the marker, which
     // would drop another run's record lock on it.
     let mut held = claim(dir, (meta.dev(), meta.ino()))?;
-    held.made_marker = marker(workspace, dir, started, mode)?;
+    held.made_marker = marker(workspace, dir, started, mode, made_upper)?;
     lock_marker(held)
 }
 
@@ -440,17 +439,25 @@ pub(crate) fn settle(id: Id, marker: std::os::fd::BorrowedFd<'_>) {
 }
 
 /// Returns once no run of this process on the change set at `dir` is closing (a running
-/// one is not waited for); at once when `dir` is gone. For a `Sandbox`'s drop.
+/// one is not waited for), or after ten seconds with a warning (a stuck file system);
+/// at once when `dir` is gone. For a `Sandbox`'s drop.
 pub(crate) fn settle_here(dir: &Path) {
     let Ok(m) = fs::symlink_metadata(dir) else {
         return;
     };
     let id = (m.dev(), m.ino());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let mut held = registry();
     while held.get(&id) == Some(&State::Closing) {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            tracing::warn!(dir = %dir.display(), "stockade: the change set's close is still going after 10 s; not waited for");
+            return;
+        }
         held = TURN
-            .wait(held)
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .wait_timeout(held, left)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .0;
     }
 }
 
@@ -513,19 +520,21 @@ pub(crate) struct Held {
     id: Id,
     dir: std::path::PathBuf,
     file: Option<fs::File>,
-    /// This run wrote the marker (the set's first run): it is made durable at the
-    /// run's end ([`Held::make_durable`]), off the spawn's path.
+    /// This run wrote the marker (the set's first run): it is made durable when the
+    /// hold goes ([`Held::make_durable`]), off the spawn's path.
     made_marker: bool,
 }
 
 impl Held {
-    /// At the end of the set's first run, on the host's background thread: the marker,
-    /// written without `fsync` at the spawn (a journal commit, 0.8–1.3 ms on ext4, was
-    /// most of a fresh change set's cost), and its directory entry are made durable. The
-    /// marker's own fd: closing another one would drop this run's locks. Until here a
-    /// host crash can leave the marker empty, which a later run and `ChangeSet::open`
-    /// refuse, or missing, which they refuse too once `upper/` holds anything ([`marker`]);
-    /// a crashed first run's set is never taken as a fresh one.
+    /// When the hold of the run that made the marker goes (after the run, on the full
+    /// layer on the host's background thread; or at once when its spawn failed or another
+    /// process's run had the set): the marker, written without `fsync` at the spawn (a
+    /// journal commit, 0.8–1.3 ms on ext4, was most of a fresh change set's cost), and its
+    /// directory entry are made durable, through the marker's own fd (closing another one
+    /// would drop this run's locks). Until then a host crash can leave the marker empty,
+    /// which a later run and `ChangeSet::open` refuse, or missing, which they refuse too
+    /// once the set holds anything ([`marker`]): a crashed first run's set is never taken
+    /// as a fresh one.
     fn make_durable(&self) {
         if !self.made_marker {
             return;
@@ -553,6 +562,7 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
+        self.make_durable();
         // The marker first: closing it drops every record lock this process holds on it,
         // which must not take a later run's that the registry has let in.
         drop(self.file.take());
@@ -566,16 +576,33 @@ impl Drop for Held {
     }
 }
 
-/// The marker written (temp + rename) at the first run, checked at later ones. Returns
-/// whether it was written now: it is not `fsync`ed here but at the run's end
-/// ([`Held::make_durable`]). A set a host crash left with an empty marker, or with none
-/// beside a non-empty `upper/`, is refused, never taken as a fresh set (a workspace
-/// edited since the crashed run's start would not be a conflict then).
-fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<bool, Error> {
+/// The marker written at the first run (a temp file linked into place), checked at later
+/// ones. Returns whether it was written now: it is not `fsync`ed here but when the run's
+/// hold goes ([`Held::make_durable`]). A set a host crash left with an empty marker, or
+/// with none beside a non-empty `upper/` or layer 2's snapshot, is refused, never taken
+/// as a fresh set (a workspace edited since the crashed run's start would not be a
+/// conflict then). `made_upper`: `upper/` was made just now (empty, and perhaps, with the
+/// workspace's mode, not readable by its owner).
+fn marker(
+    workspace: &Path,
+    dir: &Path,
+    started: u64,
+    mode: &str,
+    made_upper: bool,
+) -> Result<bool, Error> {
     let path = dir.join(MARKER);
     let ws =
         json_string(workspace).ok_or_else(|| not_this(dir, "the workspace path is not UTF-8"))?;
-    match fs::read(&path) {
+    let read = || -> io::Result<Vec<u8>> {
+        let mut f = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)?;
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut f, &mut bytes)?;
+        Ok(bytes)
+    };
+    match read() {
         Ok(bytes) => {
             let m = super::marker::parse(&bytes)
                 .map_err(|why| not_this(dir, &format!("its marker: {why}")))?;
@@ -610,10 +637,11 @@ fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<bool
             // Used before (a crashed first run: what the overlay wrote in `upper/`, layer
             // 2's snapshot), never fresh.
             let upper = dir.join("upper");
-            let used = fs::read_dir(&upper)
-                .map_err(|e| path_error(&upper, &e))?
-                .next()
-                .is_some()
+            let used = (!made_upper
+                && fs::read_dir(&upper)
+                    .map_err(|e| path_error(&upper, &e))?
+                    .next()
+                    .is_some())
                 || ["snapshot", "snapshot.stamp"]
                     .iter()
                     .any(|n| fs::symlink_metadata(dir.join(n)).is_ok());
@@ -627,12 +655,10 @@ fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<bool
             let body = format!(
                 "{{\"version\":{VERSION},\"workspace\":{ws},\"mode\":\"{mode}\",\"started_ns\":{started}}}\n"
             );
-            let tmp = dir.join(format!(".{MARKER}.{}", std::process::id()));
+            // A name no other process uses (pids repeat across PID namespaces).
+            let tmp = dir.join(format!(".{MARKER}.{}.{}", std::process::id(), now_ns()));
             // Linked into place, not renamed: a link never replaces a marker another
             // process made meanwhile (whose run holds its locks on that file).
-            // (A temp file of this name is a crashed process's: this process's runs on
-            // one set are one at a time.)
-            let _ = fs::remove_file(&tmp);
             let write = || -> io::Result<()> {
                 let mut f = fs::OpenOptions::new()
                     .write(true)
@@ -645,10 +671,13 @@ fn marker(workspace: &Path, dir: &Path, started: u64, mode: &str) -> Result<bool
             let _ = fs::remove_file(&tmp);
             match linked {
                 Ok(Ok(())) => Ok(true),
-                // Another process's first run made it meanwhile: checked as any.
-                Ok(Err(e)) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    marker(workspace, dir, started, mode)
-                }
+                // Another process's first run made it meanwhile: checked as any, once (a
+                // name that stays neither readable nor free, a dangling symlink, is an
+                // error, not a loop).
+                Ok(Err(e)) if e.kind() == io::ErrorKind::AlreadyExists => match read() {
+                    Ok(_) => marker(workspace, dir, started, mode, false),
+                    Err(e) => Err(path_error(&path, &e)),
+                },
                 Ok(Err(e)) | Err(e) => Err(path_error(&path, &e)),
             }
         }
