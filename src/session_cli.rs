@@ -37,7 +37,9 @@
 //! again, in a process group of its own, so that a `^C` at the terminal does not end it
 //! first), which waits for the end of a pipe that only the server holds and then unlinks
 //! the socket, if the name still holds the very socket the server made. So nothing of a
-//! session is left on the host after its server.
+//! session is left on the host after its server. The other way round, a session's
+//! sandbox that ends first (killed from outside) ends its server: it stops accepting,
+//! removes the socket, ends what is left and exits with 125.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{IoSlice, IoSliceMut, Write};
@@ -365,6 +367,9 @@ fn serve_on(
             let mut fds = [
                 rustix::event::PollFd::new(listener, rustix::event::PollFlags::IN),
                 rustix::event::PollFd::new(&wake_r, rustix::event::PollFlags::IN),
+                // The session's sandbox: readable once it has ended (killed from outside,
+                // say), when no command could start any more.
+                rustix::event::PollFd::new(&session, rustix::event::PollFlags::IN),
             ];
             match rustix::event::poll(&mut fds, None) {
                 Ok(_) => {}
@@ -375,6 +380,10 @@ fn serve_on(
                 }
             }
             if !fds[1].revents().is_empty() {
+                break;
+            }
+            if !fds[2].revents().is_empty() {
+                failed = Some("the session's sandbox ended".to_string());
                 break;
             }
             if fds[0].revents().is_empty() {

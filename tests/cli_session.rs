@@ -551,6 +551,65 @@ fn killing_the_server_or_a_client_leaves_nothing() {
     }
 }
 
+/// A session's sandbox killed from outside (its init, the server's child) ends its
+/// server: it does not go on accepting clients whose every command would fail.
+#[test]
+fn a_server_whose_sandbox_died_ends_too() {
+    for layer in LAYERS {
+        let (dir, ws) = (socket_dir(), tempdir());
+        let Some(mut server) = Server::start(dir.path(), ws.path(), layer) else {
+            return;
+        };
+        let out = server.sh("echo ok");
+        assert_eq!(
+            text(&out.stdout),
+            "ok\n",
+            "{layer:?}: {}",
+            text(&out.stderr)
+        );
+        let inits = children_named(server.child.id(), "stockade-init");
+        assert_eq!(inits.len(), 1, "{layer:?}: {inits:?}");
+        // SAFETY: kill takes a pid and a signal number; the pid is the server's child's,
+        // which the server has not reaped (it is alive: listed just now).
+        let r = unsafe { libc::kill(inits[0], libc::SIGKILL) };
+        assert_eq!(r, 0);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{layer:?}: the server still runs"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(status.code(), Some(125), "{layer:?}: {}", server.stderr());
+        assert!(
+            server.stderr().contains("sandbox ended"),
+            "{}",
+            server.stderr()
+        );
+        assert!(!server.socket.exists(), "{layer:?}: socket left");
+    }
+}
+
+/// The pids of `pid`'s children whose command name is `name`.
+fn children_named(pid: u32, name: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let children =
+            std::fs::read_to_string(task.unwrap().path().join("children")).unwrap_or_default();
+        for child in children.split_whitespace() {
+            let comm = std::fs::read_to_string(format!("/proc/{child}/comm")).unwrap_or_default();
+            if comm.trim() == name {
+                found.push(child.parse().unwrap());
+            }
+        }
+    }
+    found
+}
+
 trait SignalNumber {
     fn signal_number(&self) -> Option<i32>;
 }

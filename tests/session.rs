@@ -433,6 +433,51 @@ fn a_closed_session_refuses_commands_and_signals_reach_the_program() {
     }
 }
 
+/// A session's fd is a pidfd of its sandbox: not readable while it lives, readable once it
+/// has died (here: killed through that very fd), after which commands fail to start.
+#[test]
+fn the_sessions_fd_tells_when_its_sandbox_has_ended() {
+    use std::os::fd::{AsFd, AsRawFd};
+    let readable = |s: &Session, ms: i32| {
+        let mut p = libc::pollfd {
+            fd: s.as_fd().as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for the call's duration.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        n == 1 && p.revents & libc::POLLIN != 0
+    };
+    for layer in LAYERS {
+        let ws = workspace();
+        let Some(s) = session(ws.path(), layer, |_| {}) else {
+            return;
+        };
+        assert_eq!(sh_ok(&s, "echo ok"), "ok\n");
+        assert!(!readable(&s, 50), "{layer:?}: readable while alive");
+        // SAFETY: pidfd_send_signal with a pidfd this test holds, no siginfo, no flags.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                s.as_fd().as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        assert_eq!(r, 0, "{layer:?}");
+        assert!(
+            readable(&s, 10_000),
+            "{layer:?}: not readable after its end"
+        );
+        let r = s.command("true").status();
+        assert!(
+            r.is_err(),
+            "{layer:?}: a command started in a dead session: {r:?}"
+        );
+    }
+}
+
 #[test]
 fn concurrent_commands_from_many_threads() {
     for layer in LAYERS {

@@ -95,6 +95,11 @@ use crate::policy::Layer;
 ///
 /// Dropping it ends every command still running and the sandbox, as
 /// [`Session::close`] does.
+///
+/// Its fd ([`AsFd`]) is a pidfd of the session's sandbox (its first process): readable
+/// (`POLLIN`) once the sandbox has ended, whether closed or died (killed from outside,
+/// say), after which every command fails to start. A server of the session polls it to
+/// stop serving a sandbox that is gone.
 #[derive(Debug)]
 pub struct Session {
     sandbox: Sandbox,
@@ -103,11 +108,20 @@ pub struct Session {
     server: Option<Child>,
 }
 
+impl AsFd for Session {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.link.sandbox.as_fd()
+    }
+}
+
 /// The host's end of a session's control socket, shared by its commands.
 #[derive(Debug)]
 pub(super) struct Link {
     /// `None` once the session is closed.
     control: Mutex<Option<OwnedFd>>,
+    /// A duplicate of the session's pidfd (its sandbox's first process; the server's
+    /// `Child` goes at the close): readable once the sandbox has ended.
+    sandbox: OwnedFd,
     /// Layer 2: the session's private `TMPDIR`, every command's.
     tmpdir: Option<OsString>,
     /// `network = "allow"`: the variables that lead to the session's egress proxy
@@ -171,9 +185,18 @@ impl Sandbox {
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
+        let ended = server
+            .handle
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| SpawnError::Os {
+                call: "dup (the session's pidfd)",
+                source: e,
+            })?;
         Ok(Session {
             sandbox: self.clone(),
             link: Arc::new(Link {
+                sandbox: ended,
                 control: Mutex::new(Some(host)),
                 tmpdir,
                 proxy_env,
@@ -227,6 +250,15 @@ impl Drop for Session {
     fn drop(&mut self) {
         let _ = self.end();
     }
+}
+
+/// Whether the process of `pidfd` has ended (the pidfd is readable), without waiting.
+fn ended(pidfd: std::os::fd::BorrowedFd<'_>) -> bool {
+    let mut fds = [nix::poll::PollFd::new(pidfd, nix::poll::PollFlags::POLLIN)];
+    matches!(
+        nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO),
+        Ok(1)
+    )
 }
 
 impl Link {
@@ -300,6 +332,16 @@ impl Link {
                 }
                 .into());
             };
+            // A sandbox known to have ended (killed from outside) starts nothing: on
+            // layer 2 a command waiting ahead could otherwise still take the request in
+            // the instant before its parent-death signal reaches it, only to be killed.
+            if ended(self.sandbox.as_fd()) {
+                return Err(SpawnError::Os {
+                    call: "start a command in a session whose sandbox has ended",
+                    source: io::Error::from_raw_os_error(libc::ESHUTDOWN),
+                }
+                .into());
+            }
             let cmsg = [ControlMessage::ScmRights(&fds)];
             let iov = [IoSlice::new(&request)];
             sendmsg::<()>(
