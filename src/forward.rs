@@ -26,6 +26,19 @@ use stockade::Child;
 
 use crate::relay::Running;
 
+/// The signals passed on to the program as they are (`run`, and a session's client to
+/// its command). `run` also relays `SIGWINCH` (to a terminal of the program's own) and
+/// handles `SIGTSTP` itself.
+pub const FORWARDED: [Signal; 7] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGCONT,
+];
+
 /// The forwarded signals, blocked in this thread and every thread it starts from now on.
 pub struct Signals {
     set: SigSet,
@@ -35,18 +48,11 @@ impl Signals {
     /// Blocks the forwarded signals and `SIGCHLD`. Call before anything starts a thread.
     pub fn block() -> Signals {
         let mut set = SigSet::empty();
-        for sig in [
-            Signal::SIGTERM,
-            Signal::SIGINT,
-            Signal::SIGHUP,
-            Signal::SIGQUIT,
-            Signal::SIGUSR1,
-            Signal::SIGUSR2,
+        for sig in FORWARDED.into_iter().chain([
             Signal::SIGWINCH,
-            Signal::SIGCONT,
             Signal::SIGCHLD,
             Signal::SIGTSTP,
-        ] {
+        ]) {
             set.add(sig);
         }
         // Cannot fail for a valid set; if it did, the signals would act as before (end

@@ -67,17 +67,9 @@ use crate::{PolicyArgs, exit_code, fail, fail_with, is_exec_failure};
 /// The signals that end the server.
 const ENDING: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
-/// The signals a client passes on to its command (those `run` forwards, but `SIGWINCH`:
-/// a session's command has no terminal of its own to resize).
-const FORWARDED: [Signal; 7] = [
-    Signal::SIGTERM,
-    Signal::SIGINT,
-    Signal::SIGHUP,
-    Signal::SIGQUIT,
-    Signal::SIGUSR1,
-    Signal::SIGUSR2,
-    Signal::SIGCONT,
-];
+/// The signals a client passes on to its command: those `run` forwards, but `SIGWINCH`
+/// (a session's command has no terminal of its own to resize).
+use crate::forward::FORWARDED;
 
 /// How often a command's thread looks at its client's connection (a record, or gone)
 /// and at the server's end, while it waits for the command.
