@@ -78,10 +78,15 @@ fn main() {
     let overlay = sandbox(&ws, Layer::Full, Some(&root.join("set")));
     // A second set whose previous run's close is waited for, untimed, before each run:
     // a session of tool calls with the model's turn between them.
+    // Every close of a run on the same file system is waited for, not only this set's:
+    // the fresh set's run just before would otherwise still be syncing the file system.
     let settled_set = root.join("settled");
     let settled = sandbox(&ws, Layer::Full, Some(&settled_set));
+    let fresh_set = root.join("fresh");
     let settle = || {
         let _ = stockade::ChangeSet::open(&settled_set);
+        let _ = stockade::ChangeSet::open(&fresh_set);
+        let _ = stockade::ChangeSet::open(root.join("set"));
     };
     // The same with the change set on a tmpfs: what the upper file system costs.
     let shm = tempfile::Builder::new()
@@ -91,7 +96,6 @@ fn main() {
     let on_tmpfs = shm
         .as_ref()
         .map(|d| sandbox(&ws, Layer::Full, Some(&d.path().join("set"))));
-    let fresh_set = root.join("fresh");
     let fresh = sandbox(&ws, Layer::Full, Some(&fresh_set));
     let discard = || {
         if let Ok(set) = stockade::ChangeSet::open(&fresh_set) {
