@@ -48,11 +48,10 @@ impl Signals {
     /// Blocks the forwarded signals and `SIGCHLD`. Call before anything starts a thread.
     pub fn block() -> Signals {
         let mut set = SigSet::empty();
-        for sig in FORWARDED.into_iter().chain([
-            Signal::SIGWINCH,
-            Signal::SIGCHLD,
-            Signal::SIGTSTP,
-        ]) {
+        for sig in FORWARDED
+            .into_iter()
+            .chain([Signal::SIGWINCH, Signal::SIGCHLD, Signal::SIGTSTP])
+        {
             set.add(sig);
         }
         // Cannot fail for a valid set; if it did, the signals would act as before (end
