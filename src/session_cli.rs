@@ -331,6 +331,18 @@ fn serve_on(
         Ok(s) => s,
         Err(code) => return code,
     };
+    if let Some(root) = writable_inside(&sandbox.policy(), &place.path) {
+        return fail(
+            125,
+            format_args!(
+                "session --socket {}: inside {}, which the session's commands can write: \
+                 one could replace the socket with its own and serve the next clients; \
+                 choose a directory outside the workspace and the writable paths",
+                place.path.display(),
+                root.display()
+            ),
+        );
+    }
     let session = sandbox.session();
     crate::warn_degraded(&sandbox);
     crate::warn_unhidden(&sandbox);
@@ -411,7 +423,19 @@ fn serve_on(
 fn client(session: &Session, conn: OwnedFd, stop: &AtomicBool) {
     let euid = rustix::process::geteuid();
     match rustix::net::sockopt::socket_peercred(&conn) {
-        Ok(peer) if peer.uid == euid => {}
+        Ok(peer) if peer.uid == euid => {
+            // The same uid is not enough: the session's own commands run as this user
+            // too, and Landlock does not govern `connect` to a pathname socket (layer 2
+            // reaches every one; the full layer one in a writable root). A command that
+            // got in could start commands that outlive it (`--keep-background`) with
+            // its stdio, the caller's terminal perhaps. So a client must not descend
+            // from the session's sandbox.
+            let pid = peer.pid.as_raw_nonzero().get();
+            if let Some(why) = refused_peer(&conn, pid, session.id()) {
+                eprintln!("stockade: session: refused a client (pid {pid}): {why}");
+                return;
+            }
+        }
         Ok(peer) => {
             eprintln!(
                 "stockade: session: refused a client of uid {} (pid {}): not this user's",
@@ -446,6 +470,89 @@ fn client(session: &Session, conn: OwnedFd, stop: &AtomicBool) {
         &mut say,
     );
     let _ = rustix::net::send(&conn, &reply.encode(), SendFlags::NOSIGNAL);
+}
+
+/// The root of `policy` writable inside the sandbox (the workspace or a writable path)
+/// that holds `dir`, compared canonically; `None` when none does.
+fn writable_inside(policy: &stockade::Policy, dir: &Path) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    // No workspace named: the working directory is the workspace.
+    let workspace = policy
+        .workspace
+        .clone()
+        .or_else(|| std::env::current_dir().ok());
+    workspace
+        .into_iter()
+        .chain(policy.writable_paths.iter().cloned())
+        .find(|root| std::fs::canonicalize(root).is_ok_and(|r| dir.starts_with(r)))
+}
+
+/// Why the client of `conn`, whose pid (at its `connect`) is `pid`, is refused: it
+/// descends from the session's sandbox, whose first process is `sandbox`, or it has
+/// ended, or its ancestry cannot be read. The client is pinned by its pidfd
+/// (`SO_PEERPIDFD`) and must still be alive once its ancestry has been walked: its pid
+/// is then its own, not a reused one. Its ancestors are walked through `/proc`; one that
+/// ends meanwhile leaves its children to the sandbox's subreaper init or namespace init,
+/// still above them, so a process of the sandbox cannot step out of the walk.
+fn refused_peer(conn: &OwnedFd, pid: i32, sandbox: u32) -> Option<&'static str> {
+    let pidfd = peer_pidfd(conn);
+    let sandbox = i32::try_from(sandbox).unwrap_or(0);
+    let mut p = pid;
+    // At most this many ancestors (a deeper chain is not a normal client's).
+    for _ in 0..4096 {
+        if sandbox > 0 && p == sandbox {
+            return Some("a process of the session's own sandbox");
+        }
+        if p <= 1 {
+            // The host's init (or above this PID namespace): not the sandbox's.
+            let alive = pidfd.as_ref().is_none_or(|fd| {
+                let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+                matches!(
+                    rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())),
+                    Ok(0)
+                )
+            });
+            return (!alive).then_some("it has ended");
+        }
+        match parent_of(p) {
+            Some(q) => p = q,
+            None => return Some("its ancestry cannot be read"),
+        }
+    }
+    Some("its ancestry is too deep")
+}
+
+/// A pidfd of `conn`'s peer (`SO_PEERPIDFD`, Linux 6.5); `None` where the kernel has none.
+fn peer_pidfd(conn: &OwnedFd) -> Option<OwnedFd> {
+    const SO_PEERPIDFD: libc::c_int = 77;
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `fd` and `len` are valid for writes for the call and `len` is `fd`'s size;
+    // `conn` is open for its borrow.
+    let r = unsafe {
+        libc::getsockopt(
+            conn.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&raw mut fd).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 || fd < 0 {
+        return None;
+    }
+    // SAFETY: the kernel just made `fd` for this process (close-on-exec); nothing else
+    // owns it.
+    Some(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
+/// The parent's pid of `pid` (`/proc/PID/stat`'s fourth field, read after the command
+/// name's last `)`, which the name itself may contain).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
 /// Receives the one request of a connection and its three fds; `None` (after a line on

@@ -551,6 +551,85 @@ fn killing_the_server_or_a_client_leaves_nothing() {
     }
 }
 
+/// A command of the session runs as the caller's uid. Layer 2 reaches every pathname
+/// socket (Landlock does not govern `connect`), so a command there connects to its own
+/// server: the server refuses it, as it refuses every process that descends from the
+/// session's sandbox (it could otherwise start commands that outlive it, with its stdio).
+/// The full layer shows it no socket outside its roots. A client outside is served. And a
+/// socket in a root the commands can write (where one could replace it with its own) is
+/// refused before the session starts, on both layers.
+#[test]
+fn a_command_of_the_session_cannot_become_its_client() {
+    for layer in LAYERS {
+        let ws = tempdir();
+        // Inside the workspace: refused.
+        let inside = ws.path().join("sockets");
+        std::fs::create_dir(&inside).unwrap();
+        std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let out = stockade()
+            .args(["session", "--socket"])
+            .arg(inside.join("s"))
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(["--layer", "landlock", "--min-layer", "landlock"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("which the session's commands can write"),
+            "{}",
+            text(&out.stderr)
+        );
+        assert!(!inside.join("s").exists());
+
+        let dir = socket_dir();
+        let Some(server) = Server::start(dir.path(), ws.path(), layer) else {
+            return;
+        };
+        let script = ws.path().join("client.py");
+        std::fs::write(&script, RAW_CLIENT).unwrap();
+        let socket = server.socket.to_str().unwrap().to_owned();
+        let out = server.run(&[
+            "--",
+            "python3",
+            script.to_str().unwrap(),
+            &socket,
+            "from-inside",
+        ]);
+        assert!(!ws.path().join("from-inside").exists(), "{layer:?}");
+        if layer == Layer::Landlock {
+            assert_eq!(
+                text(&out.stdout).trim(),
+                "no reply",
+                "{layer:?}: {}",
+                text(&out.stderr)
+            );
+            assert!(
+                server
+                    .stderr()
+                    .contains("a process of the session's own sandbox"),
+                "{layer:?}: {}",
+                server.stderr()
+            );
+        } else {
+            assert!(!out.status.success(), "{layer:?}: {}", text(&out.stdout));
+        }
+        // The same client from outside is served.
+        let out = Command::new("python3")
+            .arg(&script)
+            .arg(&socket)
+            .arg("from-outside")
+            .output()
+            .unwrap();
+        assert!(
+            text(&out.stdout).starts_with("reply"),
+            "{layer:?}: {}",
+            text(&out.stderr)
+        );
+        eventually("from-outside", || ws.path().join("from-outside").exists());
+    }
+}
+
 /// A session's sandbox killed from outside (its init, the server's child) ends its
 /// server: it does not go on accepting clients whose every command would fail.
 #[test]

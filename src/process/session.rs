@@ -215,6 +215,13 @@ impl Session {
         cmd
     }
 
+    /// The host's process id of the session's sandbox's first process (its init): every
+    /// process of the session, its commands' included, descends from it (on layer 2 it is
+    /// their subreaper; on the full layer their PID namespace's init). 0 once closed.
+    pub fn id(&self) -> u32 {
+        self.server.as_ref().map_or(0, Child::id)
+    }
+
     /// Ends every command still running and the session's sandbox, and waits until
     /// nothing of it is left. Returns the server's exit status (0 when it ended because
     /// the session was closed).
