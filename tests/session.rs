@@ -478,6 +478,49 @@ fn the_sessions_fd_tells_when_its_sandbox_has_ended() {
     }
 }
 
+/// A command the server cannot fork a supervisor for (the session's process limit taken
+/// by kept background processes) fails with the fork's own error, not as if the session
+/// had ended: the server fails the request without reading it whole.
+#[test]
+fn a_command_the_server_cannot_fork_for_fails_with_the_forks_error() {
+    for layer in LAYERS {
+        let ws = workspace();
+        // Layer 2 without a cgroup (an unprivileged host here) cannot hold the limit and
+        // says so (RLIMIT_NPROC would count every process of the user): nothing to fail.
+        let sb = sandbox_on(ws.path(), layer, |p| p.limits.processes = Some(10));
+        if layer == Layer::Landlock && sb.degradation().is_some() {
+            continue;
+        }
+        assert_eq!(sb.degradation(), None, "{layer:?}");
+        let Some(s) = session(ws.path(), layer, |p| p.limits.processes = Some(10)) else {
+            return;
+        };
+        let mut failed = None;
+        for i in 0..12 {
+            // A long request (arguments the server does not read when it only fails it).
+            let r = s
+                .command("sh")
+                .args(["-c", "sleep 1000 </dev/null >/dev/null 2>&1 & true", "x"])
+                .arg("y".repeat(200 + i))
+                .keep_background(true)
+                .status();
+            if let Err(e) = r {
+                failed = Some(e.to_string());
+                break;
+            }
+        }
+        let Some(e) = failed else {
+            panic!("{layer:?}: every command started under the process limit");
+        };
+        assert!(
+            !e.contains("has ended, or refused"),
+            "{layer:?}: the fork's error was lost: {e}"
+        );
+        assert!(e.contains("EAGAIN"), "{layer:?}: {e}");
+        s.close().unwrap();
+    }
+}
+
 #[test]
 fn concurrent_commands_from_many_threads() {
     for layer in LAYERS {

@@ -166,7 +166,7 @@ fn reap_ended() {
 fn fail_one(control: BorrowedFd<'_>, errno: sys::Errno) {
     let mut buf = [MaybeUninit::uninit(); 64];
     let mut cmsg = Control([0; CONTROL_SIZE]);
-    match receive(control, &mut buf, &mut cmsg) {
+    match receive(control, &mut buf, &mut cmsg, false) {
         Received::Ended => sys::exit_group(0),
         Received::Failed => sys::exit_group(run::INIT_FAILED),
         Received::Bad => {}
@@ -198,6 +198,7 @@ fn receive<'a>(
     control: BorrowedFd<'_>,
     buf: &'a mut [MaybeUninit<u8>],
     cmsg: &mut Control,
+    bytes_read: bool,
 ) -> Received<'a> {
     loop {
         let mut iov = sys::IoVec {
@@ -219,7 +220,14 @@ fn receive<'a>(
             Err(c::EINTR) => continue,
             Err(_) => return Received::Failed,
         };
-        let truncated = hdr.flags & (c::MSG_TRUNC | c::MSG_CTRUNC) != 0;
+        // A request only failed (`bytes_read` false) is not read: its bytes may be cut
+        // off (`MSG_TRUNC`), never its fds.
+        let cut = if bytes_read {
+            c::MSG_TRUNC | c::MSG_CTRUNC
+        } else {
+            c::MSG_CTRUNC
+        };
+        let truncated = hdr.flags & cut != 0;
         // Whatever fds came are closed as they drop.
         let n = n.min(buf.len());
         // SAFETY: `recvmsg` wrote the message's `n` bytes (no more than the buffer's
@@ -331,11 +339,18 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
         Ok(made) => made,
         Err((step, e)) => refuse(control.as_fd(), taken.as_fd(), step, e),
     };
+    let supervisor = sys::getpid();
     // SAFETY: this process has one thread.
     let program = match unsafe { sys::fork() } {
         Ok(0) => {
             drop((sfd, status_w, keep_r));
-            program(control, taken, pidfd, (status_r, keep_w), ruleset)
+            program(
+                control,
+                taken,
+                (pidfd, supervisor),
+                (status_r, keep_w),
+                ruleset,
+            )
         }
         Ok(pid) => pid,
         Err(e) => refuse(control.as_fd(), taken.as_fd(), session::step::FORK, e),
@@ -372,7 +387,7 @@ const KEEP: u8 = b'k';
 fn refuse(control: BorrowedFd<'_>, taken: BorrowedFd<'_>, step: u32, errno: sys::Errno) -> ! {
     let mut buf = [MaybeUninit::uninit(); 64];
     let mut cmsg = Control([0; CONTROL_SIZE]);
-    match receive(control, &mut buf, &mut cmsg) {
+    match receive(control, &mut buf, &mut cmsg, false) {
         Received::Ended => {
             let _ = sys::write(taken, &[ENDED]);
             sys::exit_group(0)
@@ -404,7 +419,7 @@ fn start_failed() -> i32 {
 fn program(
     control: OwnedFd,
     taken: OwnedFd,
-    pidfd: OwnedFd,
+    (pidfd, supervisor): (OwnedFd, i32),
     (status, keep): (OwnedFd, OwnedFd),
     ruleset: BorrowedFd<'_>,
 ) -> ! {
@@ -412,10 +427,16 @@ fn program(
     // cannot signal it.
     let setup = sys::landlock_restrict_self(ruleset)
         .and_then(|()| sys::prctl_set_pdeathsig(protocol::SIGKILL));
+    // A supervisor that died before the death signal was armed (killed: the OOM killer,
+    // say) would leave this process to run a command that nothing supervises or ends:
+    // it goes before taking a request (the server sees its pair end without one).
+    if sys::getppid() != supervisor {
+        sys::exit_group(run::INIT_FAILED)
+    }
     // Not zeroed: no page is touched beyond those the request fills.
     let mut buf = [MaybeUninit::<u8>::uninit(); session::MAX_REQUEST];
     let mut cmsg = Control([0; CONTROL_SIZE]);
-    let (request, fds) = match receive(control.as_fd(), &mut buf, &mut cmsg) {
+    let (request, fds) = match receive(control.as_fd(), &mut buf, &mut cmsg, true) {
         Received::Request(bytes, fds) => (bytes, fds),
         Received::Ended => {
             let _ = sys::write(taken.as_fd(), &[ENDED]);
