@@ -521,6 +521,91 @@ fn a_command_the_server_cannot_fork_for_fails_with_the_forks_error() {
     }
 }
 
+/// With `keep_session` the session's processes stay in the host's process group, the
+/// commands waiting forked ahead too: a signal sent to the group before a command is
+/// requested (a terminal's `^C`, a `kill` of the group, meant for an earlier command)
+/// must not end the next command's program the moment it is unblocked.
+#[test]
+fn a_signal_to_the_group_before_a_command_does_not_end_it() {
+    for layer in LAYERS {
+        let ws = workspace();
+        let mut host = std::process::Command::new(std::env::current_exe().unwrap());
+        host.args(["--exact", "helper_keep_session_host", "--nocapture"])
+            .env("STOCKADE_TEST_HELPER_WORKSPACE", ws.path())
+            .env("STOCKADE_TEST_HELPER_LAYER", format!("{layer:?}"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit());
+        std::os::unix::process::CommandExt::process_group(&mut host, 0);
+        let mut host = host.spawn().unwrap();
+        let mut out = std::io::BufReader::new(host.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.starts_with("READY") {
+            line.clear();
+            let n = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+            if n == 0 {
+                break;
+            }
+        }
+        if !line.starts_with("READY") {
+            // No session on this host (the helper printed its SKIP line).
+            assert!(host.wait().unwrap().success());
+            return;
+        }
+        // SAFETY: kill takes a process group id and a signal number; the group is the
+        // helper's own (made for it above).
+        let r = unsafe { libc::kill(-(host.id() as i32), libc::SIGUSR1) };
+        assert_eq!(r, 0);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        std::io::Write::write_all(host.stdin.as_mut().unwrap(), b"go\n").unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let status = host.wait().unwrap();
+        assert!(status.success(), "{layer:?}: {status:?}: {rest}");
+        assert!(rest.contains("alive"), "{layer:?}: {rest}");
+        assert!(rest.contains("status 0"), "{layer:?}: {rest}");
+    }
+}
+
+/// Not a test of its own: the host of `a_signal_to_the_group_before_a_command_does_not_end_it`,
+/// in a process group of its own, where it ignores `SIGUSR1` (the sandbox's processes
+/// get the default back).
+#[test]
+fn helper_keep_session_host() {
+    let (Some(ws), Ok(layer)) = (
+        std::env::var_os("STOCKADE_TEST_HELPER_WORKSPACE"),
+        std::env::var("STOCKADE_TEST_HELPER_LAYER"),
+    ) else {
+        return;
+    };
+    // SAFETY: setting a signal's disposition to SIG_IGN; no handler runs.
+    unsafe { libc::signal(libc::SIGUSR1, libc::SIG_IGN) };
+    let layer = if layer == "Full" {
+        Layer::Full
+    } else {
+        Layer::Landlock
+    };
+    let Some(s) = session(Path::new(&ws), layer, |p| p.keep_session = true) else {
+        return;
+    };
+    // Two commands waiting forked ahead once this one has run.
+    assert_eq!(sh_ok(&s, "echo first"), "first\n");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    println!("READY");
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).unwrap();
+    let out = sh(&s, "sleep 0.1; echo alive");
+    println!(
+        "{} status {}",
+        String::from_utf8_lossy(&out.stdout).trim(),
+        out.status.code().map_or_else(
+            || format!("signal {:?}", out.status.signal()),
+            |c| c.to_string()
+        )
+    );
+    s.close().unwrap();
+}
+
 #[test]
 fn concurrent_commands_from_many_threads() {
     for layer in LAYERS {

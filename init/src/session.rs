@@ -528,6 +528,11 @@ fn program(
     if let Err(e) = sys::close_range_at_exec(3) {
         fail(session::step::STDIO, e)
     }
+    // Signals that came while this process waited forked ahead were not this command's:
+    // with `keep_session` it sat in the caller's process group, where a terminal's `^C`
+    // or a `kill` of the group meant for an earlier command reached it too, and would
+    // end this program the moment its signals were unblocked.
+    sys::discard_pending_signals();
     if let Err(e) = sys::set_sigmask(0) {
         fail(session::step::EXEC, e)
     }

@@ -93,6 +93,7 @@ pub mod nr {
     pub const WRITE: usize = 1;
     pub const CLOSE: usize = 3;
     pub const RT_SIGPROCMASK: usize = 14;
+    pub const RT_SIGTIMEDWAIT: usize = 128;
     pub const WAIT4: usize = 61;
     pub const KILL: usize = 62;
     pub const FCNTL: usize = 72;
@@ -131,6 +132,7 @@ pub mod nr {
     pub const EXECVE: usize = 221;
     pub const KILL: usize = 129;
     pub const RT_SIGPROCMASK: usize = 135;
+    pub const RT_SIGTIMEDWAIT: usize = 137;
     pub const PRCTL: usize = 167;
     pub const GETPPID: usize = 173;
     pub const WAIT4: usize = 260;
@@ -434,6 +436,33 @@ pub fn set_sigmask(set: u64) -> Result<()> {
     unsafe { syscall!(nr::RT_SIGPROCMASK, c::SIG_SETMASK, set, 0usize, 8usize) }.map(drop)
 }
 
+/// Takes every pending signal (all of them blocked) off the queues of this thread and
+/// its process, discarding them: `rt_sigtimedwait` with a zero timeout until none is left.
+pub fn discard_pending_signals() {
+    let all: u64 = !0;
+    // A `struct timespec` of zero: return at once when nothing is pending.
+    let zero = [0i64; 2];
+    // Standard signals are pending once each; queued real-time ones are bounded by
+    // `RLIMIT_SIGPENDING`, and so is this loop.
+    for _ in 0..4096 {
+        // SAFETY: the kernel reads 8 bytes (the size argument) from `all` and a
+        // `timespec` (two longs) from `zero`, both locals alive for the call; the
+        // `siginfo` pointer is NULL (not written).
+        let taken = unsafe {
+            syscall!(
+                nr::RT_SIGTIMEDWAIT,
+                core::ptr::from_ref(&all),
+                0usize,
+                core::ptr::from_ref(&zero),
+                8usize
+            )
+        };
+        if taken.is_err() {
+            return;
+        }
+    }
+}
+
 /// `signalfd4(-1, set, SFD_CLOEXEC)`: a new signalfd for the (blocked) signals in `set`.
 pub fn signalfd(set: u64) -> Result<OwnedFd> {
     let set = core::ptr::from_ref(&set);
@@ -626,7 +655,7 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 26] = [
+        let pairs: [(usize, libc::c_long); 27] = [
             (nr::PPOLL, libc::SYS_ppoll),
             (nr::GETPID, libc::SYS_getpid),
             (nr::PIPE2, libc::SYS_pipe2),
@@ -647,6 +676,7 @@ mod tests {
             (nr::WRITE, libc::SYS_write),
             (nr::CLOSE, libc::SYS_close),
             (nr::RT_SIGPROCMASK, libc::SYS_rt_sigprocmask),
+            (nr::RT_SIGTIMEDWAIT, libc::SYS_rt_sigtimedwait),
             (nr::WAIT4, libc::SYS_wait4),
             (nr::KILL, libc::SYS_kill),
             (nr::GETPPID, libc::SYS_getppid),
