@@ -396,7 +396,15 @@ fn serve_on(
             match rustix::net::accept_with(listener, SocketFlags::CLOEXEC) {
                 Ok(conn) => {
                     let (session, stop) = (&session, &stop);
-                    scope.spawn(move || client(session, conn, stop));
+                    // No thread to be had (a limit): that client is dropped (its `run`
+                    // says the session refused it), and the server goes on; `spawn`
+                    // would panic here and leave the scope waiting for the clients'
+                    // threads with the stop never signalled.
+                    let spawned = std::thread::Builder::new()
+                        .spawn_scoped(scope, move || client(session, conn, stop));
+                    if let Err(e) = spawned {
+                        eprintln!("stockade: session: no thread for a client: {}", Report(&e));
+                    }
                 }
                 // A client that went away before it was accepted, or no fds left for a
                 // moment: the others go on being served.
