@@ -548,7 +548,7 @@ pub struct Config {
 
 impl Config {
     /// Parses the arguments; `arg(i)` returns argument `i` without its NUL. Exactly
-    /// [`arg::COUNT`] of them (`argc`), or `None`.
+    /// [`arg::COUNT`] of them (`argc`), with three different fds, or `None`.
     pub fn parse<'a>(argc: usize, arg: impl Fn(usize) -> Option<&'a [u8]>) -> Option<Config> {
         let num = |i| arg(i).and_then(parse_u32);
         let positive = |i| num(i).and_then(|v| i32::try_from(v).ok());
@@ -557,12 +557,21 @@ impl Config {
             return None;
         }
         let program = positive(arg::PROGRAM).filter(|&pid| pid > 0)?;
+        let (report_fd, status_fd, go_fd) = (
+            positive(arg::REPORT_FD)?,
+            positive(arg::STATUS_FD)?,
+            positive(arg::GO_FD)?,
+        );
+        // Three fds, three owners: one number twice is not what the host sends.
+        if report_fd == status_fd || go_fd == report_fd || go_fd == status_fd {
+            return None;
+        }
         Some(Config {
             flags,
-            report_fd: positive(arg::REPORT_FD)?,
-            status_fd: positive(arg::STATUS_FD)?,
+            report_fd,
+            status_fd,
             init_step: num(arg::INIT_STEP)?,
-            go_fd: positive(arg::GO_FD)?,
+            go_fd,
             program,
         })
     }
@@ -718,7 +727,8 @@ mod tests {
             assert_eq!(flag::terminal(c.flags), Some(fd as i32));
             assert!(c.has(flag::NEW_SESSION) && !c.has(flag::SCOPE_SIGNALS));
         }
-        // Unknown flags, another argv[0], pid 0, a missing or an extra argument: refused.
+        // Unknown flags, another argv[0], pid 0, one fd twice (the fuzz target `records`
+        // found the parser taking that), a missing or an extra argument: refused.
         for (i, v) in [
             (1, "64"),
             (0, "init"),
@@ -726,6 +736,9 @@ mod tests {
             (6, "-2"),
             (6, ""),
             (5, "x"),
+            (3, "5"),
+            (5, "5"),
+            (5, "6"),
         ] {
             let mut b = a;
             b[i] = v;
