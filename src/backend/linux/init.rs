@@ -633,7 +633,16 @@ mod tests {
     fn the_argv_carries_the_fixed_arguments_and_the_pid() {
         let go = go_pipe().unwrap();
         let go_w = go.1.as_raw_fd().to_string();
-        let l = Launch::new(9, 5, 6, go, 3, Steps { init: 41, exec: 40 });
+        // Report and status numbers no pipe of this process can get (the parser refuses
+        // one fd named twice, and the go pipe's number is whatever was free).
+        let l = Launch::new(
+            9,
+            2_000_000_005,
+            2_000_000_006,
+            go,
+            3,
+            Steps { init: 41, exec: 40 },
+        );
         let mut buf = [b'x'; 11];
         let argv = l.argv(4_194_304, &mut buf);
         let args: Vec<&str> = argv[..argv.len() - 1]
@@ -644,7 +653,15 @@ mod tests {
             .collect();
         assert_eq!(
             args,
-            ["stockade-init", "3", "5", "6", "41", &go_w, "4194304"]
+            [
+                "stockade-init",
+                "3",
+                "2000000005",
+                "2000000006",
+                "41",
+                &go_w,
+                "4194304"
+            ]
         );
         assert!(argv.last().unwrap().is_null());
         let parsed = protocol::Config::parse(args.len(), |i| args.get(i).map(|s| s.as_bytes()));
