@@ -107,14 +107,20 @@ fn exit_statuses_are_exact() {
     }
 }
 
-/// What a command (B) can do to the process `pid`: `kill -0`, open its environ and mem,
-/// read its fds' links, `PTRACE_ATTACH`; each `ok` or the errno's name. Then the same
-/// against B's supervisor, the session's server and the init, every other process the
-/// server started and their children (A's supervisor and A, and the next commands'
-/// supervisors and program's processes, waiting forked for a request that may carry
-/// secrets), and against B's own child.
+/// What a command (B) can do to the process `pid`: `kill -0`, read its command line, open
+/// its environ and mem, read its fds' links, `PTRACE_ATTACH`; each `ok` or the errno's
+/// name. Then the same against B's supervisor, the session's server and the init, every
+/// other process the server started and their children (A's supervisor and A, and the
+/// next commands' supervisors and program's processes, waiting forked for a request that
+/// may carry secrets), and against B's own child.
+///
+/// On layer 2 (the host's `/proc`) the others are found through `/proc`; on the full
+/// layer the session's `/proc` hides them (`hidepid=ptraceable`), so they are found by
+/// signalling every pid of the session's PID namespace (`kill -0`: `EPERM`, not `ESRCH`),
+/// and the probe prints the pids its `/proc` lists (`listing`), then its own and its
+/// child's.
 const PROBE: &str = r#"
-import ctypes, errno, os, sys
+import ctypes, errno, os, subprocess, sys
 def tries(pid):
     out = []
     def attempt(name, f):
@@ -124,6 +130,7 @@ def tries(pid):
         except OSError as e:
             out.append(name + ":" + errno.errorcode[e.errno])
     attempt("kill", lambda: os.kill(pid, 0))
+    attempt("cmdline", lambda: open("/proc/%d/cmdline" % pid, "rb").read())
     attempt("environ", lambda: open("/proc/%d/environ" % pid, "rb").read())
     attempt("mem", lambda: open("/proc/%d/mem" % pid, "rb"))
     # The fd numbers may be listed (the directory is the owner's); what they are may not.
@@ -140,36 +147,57 @@ def ppid(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("PPid:"):
             return int(line.split()[1])
-targets = [("a", int(sys.argv[1]))]
+def exists(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+a = int(sys.argv[1])
 sup = os.getppid()
-server = ppid(sup)
-targets += [("supervisor", sup), ("server", server), ("init", ppid(server))]
-def children(of):
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if ppid(int(d)) == of:
-                    out.append(int(d))
-            except OSError:
-                pass
-    return out
-for s in children(server):
-    if s != sup:
-        targets += [("other", s)] + [("other", p) for p in children(s)]
+targets = [("a", a), ("supervisor", sup)]
+if sys.argv[2] == "full":
+    targets.append(("init", 1))
+    named = {a, sup, 1, os.getpid()}
+    targets += [("other", p) for p in range(2, 5000) if p not in named and exists(p)]
+else:
+    server = ppid(sup)
+    targets += [("server", server), ("init", ppid(server))]
+    def children(of):
+        out = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    if ppid(int(d)) == of:
+                        out.append(int(d))
+                except OSError:
+                    pass
+        return out
+    for s in children(server):
+        if s != sup:
+            targets += [("other", s)] + [("other", p) for p in children(s)]
 for name, pid in targets:
     print(name, tries(pid))
 # The allowed thing: its own child.
-import subprocess
 child = subprocess.Popen(["sleep", "30"])
+listed = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
+print("listing", " ".join(map(str, listed)), "self", os.getpid(), "child", child.pid)
 print("own", tries(child.pid))
 child.kill()
 "#;
 
 #[test]
 fn a_command_cannot_reach_another_command_nor_the_session() {
-    const DENIED: &str = "kill:EPERM environ:EACCES mem:EACCES fd:EACCES ptrace:EPERM";
     for layer in LAYERS {
+        // The full layer's `/proc` shows a command only its own processes; layer 2's, the
+        // host's, shows every process and its command line (not its environment).
+        let denied = if layer == Layer::Full {
+            "kill:EPERM cmdline:ENOENT environ:ENOENT mem:ENOENT fd:ENOENT ptrace:EPERM"
+        } else {
+            "kill:EPERM cmdline:ok environ:EACCES mem:EACCES fd:EACCES ptrace:EPERM"
+        };
         let ws = workspace();
         // ptrace allowed by the filter: Landlock alone must keep the commands apart.
         let Some(s) = session(ws.path(), layer, |p| p.allow_ptrace = true) else {
@@ -199,7 +227,12 @@ fn a_command_cannot_reach_another_command_nor_the_session() {
         };
         let out = s
             .command("python3")
-            .args(["-c", PROBE, &pid.to_string()])
+            .args([
+                "-c",
+                PROBE,
+                &pid.to_string(),
+                &format!("{layer:?}").to_lowercase(),
+            ])
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
@@ -208,23 +241,50 @@ fn a_command_cannot_reach_another_command_nor_the_session() {
             "{layer:?}: {text}{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        for who in ["a", "supervisor", "server", "init"] {
+        let named: &[&str] = if layer == Layer::Full {
+            &["a", "supervisor", "init"]
+        } else {
+            &["a", "supervisor", "server", "init"]
+        };
+        for who in named {
             let line = text
                 .lines()
                 .find(|l| l.starts_with(&format!("{who} ")))
                 .unwrap();
-            assert_eq!(line, format!("{who} {DENIED}"), "{layer:?}:\n{text}");
+            assert_eq!(line, format!("{who} {denied}"), "{layer:?}:\n{text}");
         }
-        // A's supervisor and A, and at least one command waiting forked ahead (its
-        // supervisor and its program's process).
+        // Layer 2: A's supervisor and A, and at least one command waiting forked ahead
+        // (its supervisor and its program's process). The full layer: those and the
+        // server.
         let others: Vec<&str> = text.lines().filter(|l| l.starts_with("other ")).collect();
         assert!(others.len() >= 4, "{layer:?}:\n{text}");
         for line in others {
-            assert_eq!(line, format!("other {DENIED}"), "{layer:?}:\n{text}");
+            assert_eq!(line, format!("other {denied}"), "{layer:?}:\n{text}");
+        }
+        // What the command's `/proc` lists: on the full layer itself and its child, no
+        // more; on layer 2 every process, A included.
+        let listing: Vec<&str> = text
+            .lines()
+            .find_map(|l| l.strip_prefix("listing "))
+            .unwrap()
+            .split(' ')
+            .collect();
+        let (listed, own) = listing.split_at(listing.len() - 4);
+        let (me, child) = (own[1], own[3]);
+        if layer == Layer::Full {
+            let mut mine = vec![me.parse::<u32>().unwrap(), child.parse().unwrap()];
+            mine.sort_unstable();
+            let listed: Vec<u32> = listed.iter().map(|p| p.parse().unwrap()).collect();
+            assert_eq!(listed, mine, "{layer:?}:\n{text}");
+        } else {
+            assert!(
+                listed.contains(&pid.to_string().as_str()),
+                "{layer:?}:\n{text}"
+            );
         }
         let own = text.lines().find(|l| l.starts_with("own ")).unwrap();
         assert_eq!(
-            own, "own kill:ok environ:ok mem:ok fd:ok ptrace:ok",
+            own, "own kill:ok cmdline:ok environ:ok mem:ok fd:ok ptrace:ok",
             "{layer:?}"
         );
         // A's secret is in A alone.
@@ -736,16 +796,18 @@ fn from_its_first_instruction_a_command_cannot_reach_its_supervisor() {
                 let line = String::from_utf8_lossy(&out.stdout);
                 let context = format!("{layer:?} {target} run {run}");
                 assert!(out.status.success(), "{context}: {} {line}", out.status);
-                check_refused(line.trim(), &context);
+                check_refused(line.trim(), layer, &context);
             }
         }
         s.close().unwrap();
     }
 }
 
-/// The racing program's line: every door refused (`EPERM` for the trace, `EACCES` for the
-/// `/proc` files, each fd `EACCES` or `ENOENT`), at least one fd refused as such.
-fn check_refused(line: &str, context: &str) {
+/// The racing program's line: every door refused: `EPERM` for the trace; on layer 2
+/// `EACCES` for the `/proc` files (each fd `EACCES` or `ENOENT`, at least one refused as
+/// such); on the full layer, whose session `/proc` lists no process of another domain,
+/// `ENOENT` for every one.
+fn check_refused(line: &str, layer: Layer, context: &str) {
     let field = |name: &str| -> &str {
         line.split_whitespace()
             .find_map(|f| f.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
@@ -756,8 +818,13 @@ fn check_refused(line: &str, context: &str) {
         (-libc::EPERM).to_string(),
         "{context}: {line}"
     );
+    let refused = if layer == Layer::Full {
+        -libc::ENOENT
+    } else {
+        -libc::EACCES
+    };
     for f in ["mem", "maps", "environ"] {
-        assert_eq!(field(f), (-libc::EACCES).to_string(), "{context}: {line}");
+        assert_eq!(field(f), refused.to_string(), "{context}: {line}");
     }
     let fds: Vec<i32> = field("fd").split(',').map(|v| v.parse().unwrap()).collect();
     assert_eq!(fds.len(), 16, "{context}: {line}");
@@ -766,7 +833,7 @@ fn check_refused(line: &str, context: &str) {
             .all(|&e| e == -libc::EACCES || e == -libc::ENOENT),
         "{context}: {line}"
     );
-    assert!(fds.contains(&-libc::EACCES), "{context}: {line}");
+    assert!(fds.contains(&refused), "{context}: {line}");
 }
 
 /// `wall_time` is each command's: the session outlives it, and a command that overruns it

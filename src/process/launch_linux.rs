@@ -238,6 +238,7 @@ pub(super) fn start(
             if let Some(starter) = exec.starter.as_mut() {
                 starter.serve();
             }
+            exec.hide_pids = true;
         }
     }
     let (mounts, socket) = req.git.mounts()?;

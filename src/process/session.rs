@@ -69,8 +69,11 @@
 //!   `set_mode` changes how a command's environment and directory are resolved, not the
 //!   live sandbox. With `network = "allow"` the proxy serves the session's sandbox, and
 //!   each command gets its variables (`HTTP_PROXY`, …), replacing any of its own.
-//! - Commands share the session's PID namespace: one can list another's pid and
-//!   `/proc/PID/cmdline` (as `ps` does), but not its environment, memory or fds.
+//! - Commands share the session's PID namespace. On the full layer its `/proc` is
+//!   mounted with `hidepid=ptraceable` (`Exec::hide_pids`): a command lists only its own
+//!   processes, not another command's pid or `/proc/PID/cmdline`, nor the init's or the
+//!   server's. On layer 2 (the host's `/proc`) it can list another's pid and command line
+//!   (as `ps` does), but not its environment, memory or fds.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, IoSlice, IoSliceMut};

@@ -152,7 +152,7 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
             }
             console::bind(exec.console.as_ref())
         }
-        Op::Proc { fallback, counts } => mounts::proc(*fallback, counts),
+        Op::Proc { fallback, counts } => mounts::proc(*fallback, counts, exec.hide_pids),
         Op::MaskDir {
             path,
             beneath,

@@ -723,6 +723,11 @@ pub struct Exec {
     /// With explain on: the explained filter that [`Op::Seccomp`] installs instead of the
     /// layout's, and where its listener goes.
     pub explain: Option<ExplainFilter>,
+    /// A session's sandbox: its fresh `/proc` shows each process only the processes it
+    /// may ptrace (`hidepid=ptraceable`), so that a command, in a Landlock domain of its
+    /// own, sees neither another command nor the init and the server
+    /// ([`crate::Session`]).
+    pub hide_pids: bool,
 }
 
 /// The seccomp filter of a command with explain on
@@ -801,6 +806,7 @@ impl Exec {
             egress_socket: -1,
             overlay_socket: -1,
             explain: None,
+            hide_pids: false,
         })
     }
 

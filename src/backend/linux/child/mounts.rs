@@ -253,13 +253,22 @@ pub(super) fn dev(nodes: &[(CString, CString)]) -> R {
 /// namespace, and the namespace's root holds `CAP_SYS_RESOURCE` in it until the
 /// capabilities are dropped). The host's `/proc` of the fallback is bound read-only and
 /// left as it is: its counts are the host user's.
-pub(super) fn proc(fallback: bool, counts: &[(std::ffi::CString, Vec<u8>)]) -> R {
+/// With `hide_pids` (a session's sandbox) the fresh `/proc` lists only the processes the
+/// reader may ptrace (`hidepid=ptraceable`): Landlock's ptrace rule then hides every
+/// process outside the reader's domain and the domains nested in it. The fallback, the
+/// host's own `/proc` bound, cannot hide anything.
+pub(super) fn proc(fallback: bool, counts: &[(std::ffi::CString, Vec<u8>)], hide_pids: bool) -> R {
     match sys::mkdirat(CWD, c"/newroot/proc", 0o555) {
         Ok(()) | Err(Errno(libc::EEXIST)) => {}
         Err(e) => return Err(e),
     }
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    match sys::mount(Some(c"proc"), c"/newroot/proc", Some(c"proc"), flags, None) {
+    let data = if hide_pids {
+        Some(c"hidepid=ptraceable")
+    } else {
+        None
+    };
+    match sys::mount(Some(c"proc"), c"/newroot/proc", Some(c"proc"), flags, data) {
         Ok(()) => {
             for (path, value) in counts {
                 super::write_file(path, value)?;
