@@ -400,27 +400,27 @@ fn wait_for(program: i32) -> i32 {
 /// its list on the next round; so nothing the program started survives, however it
 /// detached (double fork, `setsid`).
 ///
-/// The list is `/proc/thread-self/children`. Without it (no `/proc` mounted, as in a
-/// minimal container image, or a kernel without `CONFIG_PROC_CHILDREN`) each round is a
-/// `kill(-1, SIGKILL)` instead, when the init's Landlock domain scopes signals
-/// ([`domain_confines_kill`]): that reaches exactly the processes of this command. With
-/// neither, what has ended is reaped and the rest left, rather than block on a process
-/// that lives on (the host warns of it: `launch_linux::warn_leftovers_survive`).
+/// When the init's Landlock domain scopes signals ([`domain_confines_kill`]), each round
+/// is one `kill(-1, SIGKILL)`: that reaches exactly the processes of this command, at
+/// every depth at once (a fork bomb's whole tree, not one generation per round). Else
+/// the list is `/proc/thread-self/children`; without it (no `/proc` mounted, as in a
+/// minimal container image, or a kernel without `CONFIG_PROC_CHILDREN`) what has ended
+/// is reaped and the rest left, rather than block on a process that lives on (the host
+/// warns of it: `launch_linux::warn_leftovers_survive`).
 fn end_all(cfg: &Config, program: i32, status: &mut Option<i32>) {
     if status.is_none() {
         // Not reaped yet: the pid still names the program.
         let _ = sys::kill(program, protocol::SIGKILL);
     }
-    let mut scoped = None;
+    let scoped = domain_confines_kill(cfg);
     loop {
-        if !kill_children() {
-            if !*scoped.get_or_insert_with(|| domain_confines_kill(cfg)) {
-                let _ = reap(program, status);
-                return;
-            }
+        if scoped {
             // ESRCH or EPERM alone: nothing of this command is left to signal; the wait
             // below then says so too.
             let _ = sys::kill(-1, protocol::SIGKILL);
+        } else if !kill_children() {
+            let _ = reap(program, status);
+            return;
         }
         match sys::wait4(-1, c::WALL) {
             Ok((pid, st)) => {
