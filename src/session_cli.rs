@@ -25,7 +25,9 @@
 //! not start, with the error on its stderr; 124 at the session's `wall_time`, which holds
 //! per command). The signals `run` forwards, the client passes on as records; a client
 //! that goes away (killed, or its connection closed) ends its command and every process
-//! of it.
+//! of it. At most [`MAX_CLIENTS`] are served at once (one more is dropped unread), and a
+//! client that sends no request within [`REQUEST_DEADLINE`] of its connect is dropped:
+//! clients that connect and wait hold a bounded number of threads, for a bounded time.
 //!
 //! # The end
 //!
@@ -49,7 +51,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal};
@@ -74,6 +76,15 @@ use crate::forward::FORWARDED;
 /// How often a command's thread looks at its client's connection (a record, or gone)
 /// and at the server's end, while it waits for the command.
 const TICK: Duration = Duration::from_millis(50);
+
+/// How long a client has, once connected, to send its request: one that says nothing is
+/// dropped then, and holds its thread no longer.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+
+/// How many clients are served at once, each on a thread of its own: a client beyond
+/// them is dropped unread (its `run` says the session refused it), so that clients that
+/// connect and wait cannot make the server take threads without bound.
+const MAX_CLIENTS: usize = 128;
 
 /// The directory of a session's socket, held open, and the socket's name in it.
 struct Place {
@@ -365,6 +376,7 @@ fn serve_on(
         });
     }
     let stop = AtomicBool::new(false);
+    let clients = AtomicUsize::new(0);
     let mut failed = None;
     std::thread::scope(|scope| {
         loop {
@@ -395,14 +407,25 @@ fn serve_on(
             }
             match rustix::net::accept_with(listener, SocketFlags::CLOEXEC) {
                 Ok(conn) => {
-                    let (session, stop) = (&session, &stop);
+                    if clients.load(Ordering::SeqCst) >= MAX_CLIENTS {
+                        eprintln!(
+                            "stockade: session: refused a client: {MAX_CLIENTS} are served \
+                             already"
+                        );
+                        continue;
+                    }
+                    clients.fetch_add(1, Ordering::SeqCst);
+                    let (session, stop, clients) = (&session, &stop, &clients);
                     // No thread to be had (a limit): that client is dropped (its `run`
                     // says the session refused it), and the server goes on; `spawn`
                     // would panic here and leave the scope waiting for the clients'
                     // threads with the stop never signalled.
-                    let spawned = std::thread::Builder::new()
-                        .spawn_scoped(scope, move || client(session, conn, stop));
+                    let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
+                        client(session, conn, stop);
+                        clients.fetch_sub(1, Ordering::SeqCst);
+                    });
                     if let Err(e) = spawned {
+                        clients.fetch_sub(1, Ordering::SeqCst);
                         eprintln!("stockade: session: no thread for a client: {}", Report(&e));
                     }
                 }
@@ -567,13 +590,21 @@ fn parent_of(pid: i32) -> Option<i32> {
 /// the server's stderr, and with every fd received closed) for anything else.
 fn receive(conn: &OwnedFd, stop: &AtomicBool) -> Option<(Request, [OwnedFd; wire::FDS])> {
     // A client that connects and sends nothing holds no more than its thread, and not
-    // the server's end.
+    // the server's end, and that for `REQUEST_DEADLINE` at most.
     let tick = rustix::event::Timespec {
         tv_sec: 0,
         tv_nsec: TICK.as_nanos() as i64,
     };
+    let deadline = std::time::Instant::now() + REQUEST_DEADLINE;
     loop {
         if stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        if std::time::Instant::now() >= deadline {
+            eprintln!(
+                "stockade: session: dropped a client that sent no request in {} s",
+                REQUEST_DEADLINE.as_secs()
+            );
             return None;
         }
         let mut fds = [rustix::event::PollFd::new(

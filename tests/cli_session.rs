@@ -632,6 +632,62 @@ fn a_command_of_the_session_cannot_become_its_client() {
 
 /// A session's sandbox killed from outside (its init, the server's child) ends its
 /// server: it does not go on accepting clients whose every command would fail.
+/// Clients that connect and say nothing hold a bounded number of the server's threads for
+/// a bounded time: beyond 128 at once a client is dropped unread, and each is dropped 5 s
+/// after its connect; the server serves on.
+#[test]
+fn idle_clients_are_bounded_in_number_and_time() {
+    if !Path::new("/usr/bin/python3").exists() {
+        common::skip("idle clients", "no /usr/bin/python3");
+        return;
+    }
+    let (dir, ws) = (socket_dir(), tempdir());
+    let Some(server) = Server::start(dir.path(), ws.path(), Layer::Landlock) else {
+        return;
+    };
+    let out = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import socket, sys, time\n\
+             def connect():\n\
+             \x20   s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n\
+             \x20   s.connect(sys.argv[1])\n\
+             \x20   return s\n\
+             start = time.monotonic()\n\
+             idle = [connect() for _ in range(128)]\n\
+             extra = connect()\n\
+             extra.settimeout(4)\n\
+             t = time.monotonic()\n\
+             print('extra', extra.recv(100), round(time.monotonic() - t, 1))\n\
+             idle[0].settimeout(30)\n\
+             print('first', idle[0].recv(100), round(time.monotonic() - start))\n\
+             print('last', idle[-1].recv(100))\n",
+        ])
+        .arg(&server.socket)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    // The 129th: closed at once, unread.
+    assert!(lines[0].starts_with("extra b'' "), "{stdout}");
+    let waited: f64 = lines[0].rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(waited < 3.0, "{stdout}");
+    // The first: closed at its deadline (not at once, not never).
+    let first: Vec<&str> = lines[1].split(' ').collect();
+    assert_eq!(first[1], "b''", "{stdout}");
+    let secs: u64 = first[2].parse().unwrap();
+    assert!((4..=20).contains(&secs), "{stdout}");
+    assert_eq!(lines[2], "last b''", "{stdout}");
+    let err = server.stderr();
+    assert!(err.contains("128 are served already"), "{err}");
+    assert!(err.contains("sent no request in 5 s"), "{err}");
+    // And it serves.
+    let out = server.sh("echo served");
+    assert_eq!(text(&out.stdout), "served\n", "{}", text(&out.stderr));
+    assert_eq!(server.end(libc::SIGTERM).code(), Some(128 + libc::SIGTERM));
+}
+
 #[test]
 fn a_server_whose_sandbox_died_ends_too() {
     for layer in LAYERS {
