@@ -98,6 +98,7 @@ enum Cmd {
         /// own (the caller's stays in raw mode while it runs, and is restored), so it
         /// cannot resize or reconfigure the caller's. Useful in a pipeline whose other end
         /// reads the same terminal (`stockade run … | less`). --keep-session implies it.
+        /// With --session: the terminal itself instead of filtered pipes.
         #[arg(long)]
         no_pty: bool,
         /// After the run, print on stderr what the whole sandbox used: wall time, user and
@@ -119,9 +120,10 @@ enum Cmd {
         /// Run the program in the session served at SOCKET (`stockade session --socket
         /// SOCKET`) instead of a sandbox of its own: the session's policy holds, so the
         /// policy flags (--config, --workspace, …), --scrub, --stats, --stats-json,
-        /// --explain and --explain-json are refused with it. The program gets the
-        /// caller's terminal itself (as with --no-pty: a session's command has no
-        /// pseudo-terminal), pipes and sockets as they are, and files through pipes;
+        /// --explain and --explain-json are refused with it. A session's command has no
+        /// pseudo-terminal: it gets pipes and sockets as they are, and files and the
+        /// caller's terminal through pipes (output bound for the terminal filtered as
+        /// without --session; with --no-pty, the terminal itself);
         /// --cwd, --env and --secret-env work as without it. The exit status is the program's, as
         /// without it. SOCKET must be this user's: a socket (not a symbolic link) owned by
         /// the caller, in a directory only the caller can write, served by the caller's
@@ -673,7 +675,13 @@ fn main() -> ExitCode {
                         return fail(125, format_args!("prctl(PR_SET_PDEATHSIG): {}", Report(&e)));
                     }
                 }
-                return run_in_session(&socket, cwd, &env, &secret_env, keep_background, &program);
+                return run_in_session(
+                    &socket,
+                    cwd,
+                    (&env, &secret_env),
+                    (keep_background, no_pty),
+                    &program,
+                );
             }
             if keep_background {
                 return fail(
@@ -1106,13 +1114,12 @@ fn run(
 fn run_in_session(
     socket: &Path,
     cwd: Option<PathBuf>,
-    env: &[String],
-    secret_env: &[String],
-    keep_background: bool,
+    (env, secret_env): (&[String], &[String]),
+    flags: (bool, bool),
     program: &[OsString],
 ) -> ExitCode {
     match variables(env, secret_env) {
-        Ok(vars) => session_cli::run_in(socket, cwd, vars, keep_background, program),
+        Ok(vars) => session_cli::run_in(socket, cwd, vars, flags, program),
         Err(code) => code,
     }
 }
@@ -1122,9 +1129,8 @@ fn run_in_session(
 fn run_in_session(
     _: &Path,
     _: Option<PathBuf>,
-    _: &[String],
-    _: &[String],
-    _: bool,
+    _: (&[String], &[String]),
+    _: (bool, bool),
     _: &[OsString],
 ) -> ExitCode {
     fail(125, "--session: sessions need Linux")

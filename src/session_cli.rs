@@ -17,9 +17,10 @@
 //! # One command per connection
 //!
 //! The client sends one request ([`crate::session_wire`]) with the command's stdin,
-//! stdout and stderr (`SCM_RIGHTS`): its own terminal, pipes and sockets (a terminal as
-//! `run --no-pty` hands it over: a session's command has no pseudo-terminal), and for a
-//! file, a device or `/dev/null` a pipe that it copies ([`Streams`]). The server starts the command in the session on a thread of its
+//! stdout and stderr (`SCM_RIGHTS`): its own pipes and sockets, and for a terminal, a
+//! file, a device or `/dev/null` a pipe that it copies ([`Streams`]; output bound for a
+//! terminal through a [`TerminalFilter`], as `run`'s pseudo-terminal relay does; with
+//! `--no-pty`, the terminal itself, as `run --no-pty` hands it over). The server starts the command in the session on a thread of its
 //! own, so clients are served concurrently, and replies once with how it ended; the
 //! client exits as `run` does (the code, or 128+N for signal N; 127, 126 or 125 when it did
 //! not start, with the error on its stderr; 124 at the session's `wall_time`, which holds
@@ -61,6 +62,7 @@ use rustix::net::{
     SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
 use stockade::error::Report;
+use stockade::guard::terminal::TerminalFilter;
 use stockade::{Error, Session, SpawnError};
 
 use crate::session_wire::{self as wire, Reply, Request};
@@ -784,7 +786,7 @@ pub fn run_in(
     socket: &Path,
     cwd: Option<PathBuf>,
     (env, secret_env): (crate::Vars, crate::Vars),
-    keep_background: bool,
+    (keep_background, raw_terminal): (bool, bool),
     program: &[OsString],
 ) -> ExitCode {
     // Before any thread starts: the forwarded signals wait for the forwarding thread.
@@ -798,7 +800,7 @@ pub fn run_in(
     let bytes = |s: &OsStr| s.as_bytes().to_vec();
     let var = |(k, v): &(String, OsString)| (k.as_bytes().to_vec(), bytes(v));
     let done = std::sync::Arc::new(AtomicBool::new(false));
-    let stdio = match Streams::new(&done) {
+    let stdio = match Streams::new(&done, raw_terminal) {
         Ok(s) => s,
         Err(e) => return fail(125, format_args!("--session: stdio: {}", Report(&e))),
     };
@@ -925,12 +927,16 @@ fn connect(socket: &Path) -> Result<OwnedFd, String> {
     Ok(conn)
 }
 
-/// The command's stdio, from the caller's own, as `run` hands them over but for
-/// terminals: a terminal, a pipe or a socket itself (a session's command has no
-/// pseudo-terminal: as with `run --no-pty`); for anything else (a regular file, a device,
-/// `/dev/null`, a named FIFO, or a closed fd) a pipe that this process copies to or from
-/// the caller's, as `run` does (`relay`), so that the program cannot truncate, `chmod` or
-/// otherwise change it through the fd.
+/// The command's stdio, from the caller's own: a pipe or a socket itself; for anything
+/// else (a terminal, a regular file, a device, `/dev/null`, a named FIFO, or a closed fd)
+/// a pipe that this process copies to or from the caller's, as `run` does (`relay`), so
+/// that the program cannot truncate, `chmod` or otherwise change it through the fd. A
+/// session's command has no pseudo-terminal: output bound for the caller's terminal is
+/// copied through a [`TerminalFilter`] (the escape sequences that write its clipboard or
+/// make it answer are dropped, as `run`'s pseudo-terminal relay does), and input from it
+/// copied, so that the program cannot reconfigure the caller's terminal or type into it.
+/// With `--no-pty` (`raw_terminal`) the terminal itself is handed over, as `run
+/// --no-pty` does.
 struct Streams {
     /// What is sent for fds 0, 1 and 2.
     fds: Vec<OwnedFd>,
@@ -939,7 +945,7 @@ struct Streams {
 }
 
 impl Streams {
-    fn new(done: &std::sync::Arc<AtomicBool>) -> std::io::Result<Streams> {
+    fn new(done: &std::sync::Arc<AtomicBool>, raw_terminal: bool) -> std::io::Result<Streams> {
         use crate::relay::Kind;
         let mut s = Streams {
             fds: Vec::new(),
@@ -947,7 +953,8 @@ impl Streams {
         };
         for (i, fd) in crate::relay::caller_fds().into_iter().enumerate() {
             let kind = crate::relay::kind(fd);
-            if matches!(kind, Kind::Terminal | Kind::Channel) {
+            let terminal = kind == Kind::Terminal;
+            if kind == Kind::Channel || (terminal && raw_terminal) {
                 s.fds.push(rustix::io::fcntl_dupfd_cloexec(fd, 3)?);
                 continue;
             }
@@ -966,6 +973,11 @@ impl Streams {
                 s.fds.push(w);
                 let done = std::sync::Arc::clone(done);
                 let to: Box<dyn Write + Send> = match caller {
+                    Some(f) if terminal => Box::new(Filtered {
+                        filter: TerminalFilter::new(),
+                        buf: Vec::new(),
+                        to: f,
+                    }),
                     Some(f) => Box::new(f),
                     None => Box::new(std::io::sink()),
                 };
@@ -983,6 +995,35 @@ impl Streams {
         for t in self.outputs {
             let _ = t.join();
         }
+    }
+}
+
+/// Output bound for the caller's terminal, its escape sequences filtered on the way.
+struct Filtered {
+    filter: TerminalFilter,
+    buf: Vec<u8>,
+    to: std::fs::File,
+}
+
+impl Write for Filtered {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.clear();
+        self.filter.push(data, &mut self.buf);
+        self.to.write_all(&self.buf)?;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.to.flush()
+    }
+}
+
+impl Drop for Filtered {
+    /// What the filter held back (an unfinished sequence) is settled at the stream's end.
+    fn drop(&mut self) {
+        self.buf.clear();
+        self.filter.finish(&mut self.buf);
+        let _ = self.to.write_all(&self.buf);
     }
 }
 

@@ -231,6 +231,99 @@ fn output_to_a_pipe_is_not_filtered() {
     }
 }
 
+/// `run --session`: a session's command has no pseudo-terminal, and yet never writes to
+/// the caller's terminal itself: its output is copied through the same filter, its stdin
+/// and stdout are pipes (the program cannot reconfigure the caller's terminal). With
+/// `--no-pty` the terminal itself is handed over, unfiltered, as `run --no-pty` does.
+#[test]
+fn a_session_commands_output_bound_for_a_terminal_is_filtered() {
+    use std::os::unix::fs::PermissionsExt;
+    require!(Feature::UserNs);
+    let ws = workspace();
+    let dir = tempfile::Builder::new()
+        .prefix("stockade-filter-socket-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let socket = dir.path().join("s");
+    let mut server = StdCommand::new(common::stockade_exe())
+        .args(["session", "--socket"])
+        .arg(&socket)
+        .arg("--workspace")
+        .arg(ws.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        if let Some(st) = server.try_wait().unwrap() {
+            let mut err = String::new();
+            server
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            if err.contains("Landlock ABI") {
+                common::skip("session filter", &err);
+                return;
+            }
+            panic!("the server ended: {st:?}: {err}");
+        }
+        assert!(Instant::now() < deadline, "no socket");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let run = |flags: &[&str], args: &[&str]| {
+        let mut cmd = StdCommand::new(common::stockade_exe());
+        cmd.arg("run")
+            .arg("--session")
+            .arg(&socket)
+            .args(flags)
+            .arg("--")
+            .args(args);
+        cmd
+    };
+    check(&on_terminal(run(&[], &["python3", "-c", &script("1")])));
+    let ttys = on_terminal(run(
+        &[],
+        &[
+            "python3",
+            "-c",
+            "import os; print('ttys', os.isatty(0), os.isatty(1), os.isatty(2))",
+        ],
+    ));
+    assert!(
+        contains(&ttys, b"ttys False False False"),
+        "{}",
+        String::from_utf8_lossy(&ttys)
+    );
+    // The opt-in: the terminal itself, and what the program writes reaches it as written.
+    let raw = on_terminal(run(&["--no-pty"], &["python3", "-c", &script("1")]));
+    assert!(
+        contains(&raw, b"cm0gLXJmIH4K"),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+    let ttys = on_terminal(run(
+        &["--no-pty"],
+        &[
+            "python3",
+            "-c",
+            "import os; print('ttys', os.isatty(0), os.isatty(1))",
+        ],
+    ));
+    assert!(
+        contains(&ttys, b"ttys True True"),
+        "{}",
+        String::from_utf8_lossy(&ttys)
+    );
+    // SAFETY: kill takes a pid and a signal number; the pid is our unreaped child's.
+    assert_eq!(unsafe { libc::kill(server.id() as i32, libc::SIGTERM) }, 0);
+    assert_eq!(server.wait().unwrap().code(), Some(128 + libc::SIGTERM));
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {
