@@ -149,11 +149,17 @@ enum Cmd {
     /// concurrently. SIGINT, SIGTERM or SIGHUP end the session: running commands are
     /// killed, the sandbox ends, the socket is removed, and the server exits with 128+N.
     /// If the server is killed otherwise, the sandbox dies with it and the socket is
-    /// removed all the same.
+    /// removed all the same. Like run, the server dies with the process that started it
+    /// (see --no-die-with-parent).
     Session {
         /// Where to serve: a path whose name does not exist yet.
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
+        /// Keep serving when the process that started the server exits (a server started
+        /// for later scripts). By default the server dies with its caller
+        /// (Linux: PR_SET_PDEATHSIG), and the session with the server.
+        #[arg(long)]
+        no_die_with_parent: bool,
         #[command(flatten)]
         policy: PolicyArgs,
     },
@@ -733,7 +739,18 @@ fn main() -> ExitCode {
             config,
         } => scan(json, pattern, config.as_deref()),
         Cmd::Detect { json } => detect(json),
-        Cmd::Session { socket, policy } => serve_session(&policy, &socket),
+        Cmd::Session {
+            socket,
+            no_die_with_parent,
+            policy,
+        } => {
+            if !no_die_with_parent {
+                if let Err(e) = caller.die_with() {
+                    return fail(125, format_args!("prctl(PR_SET_PDEATHSIG): {}", Report(&e)));
+                }
+            }
+            serve_session(&policy, &socket)
+        }
         Cmd::SessionJanitor {
             dir,
             dir_id,

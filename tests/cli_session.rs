@@ -93,6 +93,17 @@ impl Server {
     }
 }
 
+/// A server still running when its test ends (it failed, or never ended it): killed, so
+/// that no test leaves a server behind (its sandbox and its socket go with it).
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -627,11 +638,14 @@ fn a_command_of_the_session_cannot_become_its_client() {
             text(&out.stderr)
         );
         eventually("from-outside", || ws.path().join("from-outside").exists());
+        assert_eq!(
+            server.end(libc::SIGTERM).code(),
+            Some(128 + libc::SIGTERM),
+            "{layer:?}"
+        );
     }
 }
 
-/// A session's sandbox killed from outside (its init, the server's child) ends its
-/// server: it does not go on accepting clients whose every command would fail.
 /// Clients that connect and say nothing hold a bounded number of the server's threads for
 /// a bounded time: beyond 128 at once a client is dropped unread, and each is dropped 5 s
 /// after its connect; the server serves on.
@@ -688,6 +702,80 @@ fn idle_clients_are_bounded_in_number_and_time() {
     assert_eq!(server.end(libc::SIGTERM).code(), Some(128 + libc::SIGTERM));
 }
 
+/// Like `run`, a server dies with the process that started it (a script that started it
+/// in the background, say): its sandbox and its socket go with it. With
+/// `--no-die-with-parent` it serves on.
+#[test]
+fn a_server_dies_with_its_caller_unless_told_not_to() {
+    for keep in [false, true] {
+        let (dir, ws) = (socket_dir(), tempdir());
+        let socket = dir.path().join("s");
+        // The caller: a shell that starts the server in the background, prints its pid
+        // and waits for a line on its stdin.
+        let mut caller = Command::new("sh")
+            .arg("-c")
+            .arg(
+                "\"$0\" session --socket \"$1\" --workspace \"$2\" --layer landlock \
+                 --min-layer landlock $3 </dev/null >/dev/null 2>&1 & echo $!; read x; true",
+            )
+            .arg(common::stockade_exe())
+            .arg(&socket)
+            .arg(ws.path())
+            .arg(if keep { "--no-die-with-parent" } else { "" })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(caller.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let pid: i32 = line.trim().parse().unwrap();
+        eventually("the socket", || socket.exists());
+        // SAFETY: kill with signal 0 only checks that the process exists.
+        let alive = || unsafe { libc::kill(pid, 0) } == 0;
+        assert!(alive());
+        // The caller ends.
+        drop(caller.stdin.take());
+        assert!(caller.wait().unwrap().success());
+        if keep {
+            std::thread::sleep(Duration::from_millis(500));
+            assert!(
+                alive(),
+                "--no-die-with-parent: the server ended with its caller"
+            );
+            assert!(socket.exists());
+            let out = stockade()
+                .arg("run")
+                .arg("--session")
+                .arg(&socket)
+                .args(["--", "echo", "served"])
+                .output()
+                .unwrap();
+            assert_eq!(text(&out.stdout), "served\n", "{}", text(&out.stderr));
+            // SAFETY: kill takes a pid and a signal number; the pid is the server's,
+            // checked alive above (reparented, not our child: no reuse while it lives).
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        }
+        // Ended (it was the shell's child; reaped by whoever adopted it), and nothing of
+        // it is left: its socket is removed.
+        eventually("the server's end", || !alive() || is_zombie(pid));
+        eventually("the socket's removal", || !socket.exists());
+    }
+}
+
+/// Whether `pid` is a zombie (ended, not yet reaped by its adopter).
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// A session's sandbox killed from outside (its init, the server's child) ends its
+/// server: it does not go on accepting clients whose every command would fail.
 #[test]
 fn a_server_whose_sandbox_died_ends_too() {
     for layer in LAYERS {

@@ -246,16 +246,19 @@ fn a_session_commands_output_bound_for_a_terminal_is_filtered() {
         .unwrap();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     let socket = dir.path().join("s");
-    let mut server = StdCommand::new(common::stockade_exe())
-        .args(["session", "--socket"])
-        .arg(&socket)
-        .arg("--workspace")
-        .arg(ws.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = Kill(
+        StdCommand::new(common::stockade_exe())
+            .args(["session", "--socket"])
+            .arg(&socket)
+            .arg("--workspace")
+            .arg(ws.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let server = &mut server.0;
     let deadline = Instant::now() + Duration::from_secs(20);
     while !socket.exists() {
         if let Some(st) = server.try_wait().unwrap() {
@@ -322,6 +325,18 @@ fn a_session_commands_output_bound_for_a_terminal_is_filtered() {
     // SAFETY: kill takes a pid and a signal number; the pid is our unreaped child's.
     assert_eq!(unsafe { libc::kill(server.id() as i32, libc::SIGTERM) }, 0);
     assert_eq!(server.wait().unwrap().code(), Some(128 + libc::SIGTERM));
+}
+
+/// A server killed when its test ends without ending it (a failed assertion).
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 #[test]
