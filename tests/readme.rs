@@ -592,11 +592,11 @@ fn readme_cli_synopsis_lists_every_flag() {
             "README lists `stockade plan {f}`, --help does not"
         );
     }
-    // `session --socket PATH [run's policy flags]`: exactly those.
+    // `session --socket PATH [--no-die-with-parent] [run's policy flags]`: exactly those.
     let session = listed("session");
     assert_eq!(
         session,
-        ["--socket"],
+        ["--no-die-with-parent", "--socket"],
         "`stockade session` in README's synopsis"
     );
     for f in help_flags("session") {

@@ -328,7 +328,9 @@ fn hidden_host_entries(
             out.push((p, dir));
         }
     };
-    for sock in fs.unix_sockets() {
+    // Only a socket beneath a read-only root is looked at (one `lstat` each): the host
+    // may have many elsewhere, which `take` would refuse anyway.
+    for sock in fs.unix_sockets().into_iter().filter(|s| visible(s)) {
         if let Some(Kind::File) = fs.kind(&sock) {
             take(sock, false);
         }
