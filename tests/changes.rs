@@ -261,6 +261,14 @@ fn overlay_run(ws: &Path, set: &Path, script: &str, merged_copy: &Path) -> Optio
         }
         panic!("overlay run failed: {:?}: {err}\n{full}", out.status);
     }
+    // overlayfs leaves its scratch directory mode 000 (with a whiteout in it after a
+    // deletion): removed as the library removes its own overlay's, so that the test's
+    // directory goes as an unprivileged user too.
+    let scratch = set.join("work/work");
+    if fs::symlink_metadata(&scratch).is_ok_and(|m| m.is_dir()) {
+        chmod(&scratch, 0o700);
+        fs::remove_dir_all(&scratch).unwrap();
+    }
     Some(())
 }
 

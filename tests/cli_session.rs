@@ -25,6 +25,9 @@ struct Server {
     child: Child,
     socket: PathBuf,
     err: PathBuf,
+    /// The server's `TMPDIR`, where layer 2 makes the session's private one: a server
+    /// killed with `SIGKILL` cannot remove it, and this goes with the test.
+    _tmp: tempfile::TempDir,
 }
 
 impl Server {
@@ -33,11 +36,13 @@ impl Server {
     fn start(dir: &Path, ws: &Path, layer: Layer) -> Option<Server> {
         let socket = dir.join("s");
         let err = dir.join(format!("server-{layer:?}.err"));
+        let tmp = tempdir();
         let mut cmd = stockade();
         cmd.args(["session", "--socket"])
             .arg(&socket)
             .arg("--workspace")
-            .arg(ws);
+            .arg(ws)
+            .env("TMPDIR", tmp.path());
         match layer {
             Layer::Full => cmd.args(["--layer", "full"]),
             _ => cmd.args(["--layer", "landlock", "--min-layer", "landlock"]),
@@ -48,7 +53,12 @@ impl Server {
             .stderr(std::fs::File::create(&err).unwrap())
             .spawn()
             .unwrap();
-        let mut server = Server { child, socket, err };
+        let mut server = Server {
+            child,
+            socket,
+            err,
+            _tmp: tmp,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !server.socket.exists() {
             if let Some(status) = server.child.try_wait().unwrap() {
@@ -708,11 +718,13 @@ fn idle_clients_are_bounded_in_number_and_time() {
 #[test]
 fn a_server_dies_with_its_caller_unless_told_not_to() {
     for keep in [false, true] {
-        let (dir, ws) = (socket_dir(), tempdir());
+        let (dir, ws, tmp) = (socket_dir(), tempdir(), tempdir());
         let socket = dir.path().join("s");
         // The caller: a shell that starts the server in the background, prints its pid
-        // and waits for a line on its stdin.
+        // and waits for a line on its stdin. (The server's TMPDIR, where layer 2 makes
+        // the session's, is the test's: a server killed cannot remove it.)
         let mut caller = Command::new("sh")
+            .env("TMPDIR", tmp.path())
             .arg("-c")
             .arg(
                 "\"$0\" session --socket \"$1\" --workspace \"$2\" --layer landlock \
