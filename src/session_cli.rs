@@ -1034,30 +1034,50 @@ fn copy_input(mut from: std::fs::File, to: OwnedFd) {
 }
 
 /// Copies the command's output pipe to the caller's file: until its end, or, once `done`
-/// (the command has ended), until it holds nothing more.
+/// (the command has ended), what the pipe holds at that moment and no more. A background
+/// process the command left running (`--keep-background`) may hold the pipe and go on
+/// writing: what it writes after its command's end is not copied, and the client does
+/// not wait for it.
 fn copy_output(from: OwnedFd, mut to: Box<dyn Write + Send>, done: &AtomicBool) {
     let mut buf = vec![0u8; 64 * 1024];
+    // Once the command has ended: the bytes still to copy.
+    let mut left: Option<usize> = None;
     loop {
-        let finished = done.load(Ordering::SeqCst);
+        if left.is_none() && done.load(Ordering::SeqCst) {
+            // FIONREAD: what the pipe holds now (0 when it cannot tell: nothing more).
+            let held = rustix::io::ioctl_fionread(&from).unwrap_or(0);
+            left = Some(usize::try_from(held).unwrap_or(usize::MAX));
+        }
+        if left == Some(0) {
+            return;
+        }
         let wait = rustix::event::Timespec {
             tv_sec: 0,
-            tv_nsec: if finished { 0 } else { TICK.as_nanos() as i64 },
+            tv_nsec: if left.is_some() {
+                0
+            } else {
+                TICK.as_nanos() as i64
+            },
         };
         let mut fds = [rustix::event::PollFd::new(
             &from,
             rustix::event::PollFlags::IN,
         )];
         match rustix::event::poll(&mut fds, Some(&wait)) {
-            Ok(0) if finished => return,
+            Ok(0) if left.is_some() => return,
             Ok(0) | Err(rustix::io::Errno::INTR) => continue,
             Ok(_) => {}
             Err(_) => return,
         }
-        match rustix::io::read(&from, &mut buf) {
+        let room = left.map_or(buf.len(), |l| l.min(buf.len()));
+        match rustix::io::read(&from, buf.get_mut(..room).unwrap_or(&mut [])) {
             Ok(0) => return,
             Ok(n) => {
                 if to.write_all(buf.get(..n).unwrap_or(&[])).is_err() {
                     return;
+                }
+                if let Some(l) = left.as_mut() {
+                    *l = l.saturating_sub(n);
                 }
             }
             Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}

@@ -656,6 +656,72 @@ fn a_command_of_the_session_cannot_become_its_client() {
     }
 }
 
+/// A background process a command leaves running (`--keep-background`) and that goes on
+/// writing to the command's output does not keep the client copying: the client copies
+/// what the command's output held when the command ended, and exits with its status. The
+/// client's stdout is a FIFO that the test drains slowly, so that the kept writer (`yes`)
+/// keeps the command's pipe full: a client that copied until the pipe was empty would
+/// never exit.
+#[test]
+fn a_kept_writer_does_not_hold_the_client() {
+    use std::io::Read;
+    let (dir, ws) = (socket_dir(), tempdir());
+    let Some(server) = Server::start(dir.path(), ws.path(), Layer::Landlock) else {
+        return;
+    };
+    let fifo = dir.path().join("out");
+    let path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path and creates a FIFO; nothing else.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut f = std::fs::File::open(&fifo).unwrap();
+            let mut first = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                match f.read(&mut buf) {
+                    Ok(0) | Err(_) => return first,
+                    Ok(n) => {
+                        if first.len() < 6 {
+                            first.extend_from_slice(&buf[..n.min(6 - first.len())]);
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let out = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    let mut client = server
+        .run_cmd(&[
+            "--keep-background",
+            "--",
+            "sh",
+            "-c",
+            "echo first; yes later & sleep 0.2; exit 3",
+        ])
+        .stdout(out)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(st) = client.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = client.kill();
+            let _ = client.wait();
+            let _ = server.end(libc::SIGTERM);
+            panic!("the client went on copying the kept writer's output");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(reader.join().unwrap(), b"first\n");
+    assert_eq!(server.end(libc::SIGTERM).code(), Some(128 + libc::SIGTERM));
+}
+
 /// Clients that connect and say nothing hold a bounded number of the server's threads for
 /// a bounded time: beyond 128 at once a client is dropped unread, and each is dropped 5 s
 /// after its connect; the server serves on.
