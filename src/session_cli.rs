@@ -195,7 +195,7 @@ pub fn serve(args: &PolicyArgs, socket: &Path) -> ExitCode {
         Err(e) => return fail(125, format_args!("session --socket {e}")),
     };
     // The socket goes when this process ends, however it ends.
-    let _janitor = match janitor(&place, id) {
+    let janitor = match janitor(&place, id) {
         Ok(j) => j,
         Err(e) => {
             place.remove(id);
@@ -207,8 +207,16 @@ pub fn serve(args: &PolicyArgs, socket: &Path) -> ExitCode {
     };
     let code = serve_on(args, (&place, id), &listener, &ending);
     place.remove(id);
+    // Removed: the janitor is told so (before this process ends, which is when it acts),
+    // and leaves the name alone. Another server may take the name meanwhile, and its
+    // socket the same inode number (a tmpfs reuses them): that one is not this one's to
+    // remove.
+    let _ = rustix::io::write(&janitor, &[REMOVED]);
     code
 }
+
+/// The byte a server writes to its janitor once it has removed its socket itself.
+const REMOVED: u8 = b'r';
 
 /// Binds the socket under a temporary name, `0600`, listens, and gives it its name
 /// (refusing to replace anything there). Returns it and its (device, inode).
@@ -294,7 +302,8 @@ fn janitor(place: &Place, id: (u64, u64)) -> std::io::Result<OwnedFd> {
 }
 
 /// The hidden `__session-janitor DIR DEV:INO NAME DEV:INO`: waits for the end of stdin,
-/// then removes `NAME` in `DIR` if both still are what the server made.
+/// then removes `NAME` in `DIR` if both still are what the server made, unless the server
+/// said it removed the socket itself ([`REMOVED`]).
 pub fn janitor_main(dir: &Path, dir_id: &str, name: &OsStr, id: &str) -> ExitCode {
     let mut all = SigSet::empty();
     for s in ENDING.into_iter().chain([Signal::SIGQUIT]) {
@@ -309,12 +318,17 @@ pub fn janitor_main(dir: &Path, dir_id: &str, name: &OsStr, id: &str) -> ExitCod
         return ExitCode::from(2);
     };
     let mut buf = [0u8; 64];
+    let mut removed = false;
     loop {
         match rustix::io::read(std::io::stdin().as_fd(), &mut buf) {
             Ok(0) => break,
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Ok(n) => removed |= buf.get(..n).is_some_and(|b| b.contains(&REMOVED)),
+            Err(rustix::io::Errno::INTR) => {}
             Err(_) => break,
         }
+    }
+    if removed {
+        return ExitCode::SUCCESS;
     }
     let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {

@@ -722,6 +722,40 @@ fn a_kept_writer_does_not_hold_the_client() {
     assert_eq!(server.end(libc::SIGTERM).code(), Some(128 + libc::SIGTERM));
 }
 
+/// The janitor removes its server's socket when the server ends without removing it
+/// (killed), and leaves the name alone when the server said it removed the socket itself:
+/// by then another server's socket may hold the name, and on a tmpfs the same inode
+/// number, which the janitor's identity check alone could not tell apart.
+#[test]
+fn the_janitor_leaves_a_socket_its_server_removed() {
+    use std::os::unix::fs::MetadataExt;
+    for told in [false, true] {
+        let dir = socket_dir();
+        let socket = dir.path().join("s");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let (d, s) = (
+            std::fs::metadata(dir.path()).unwrap(),
+            std::fs::symlink_metadata(&socket).unwrap(),
+        );
+        let mut janitor = stockade()
+            .arg("__session-janitor")
+            .arg(dir.path())
+            .arg(format!("{}:{}", d.dev(), d.ino()))
+            .arg("s")
+            .arg(format!("{}:{}", s.dev(), s.ino()))
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut to = janitor.stdin.take().unwrap();
+        if told {
+            to.write_all(b"r").unwrap();
+        }
+        drop(to);
+        assert!(janitor.wait().unwrap().success());
+        assert_eq!(socket.exists(), told, "told: {told}");
+    }
+}
+
 /// Clients that connect and say nothing hold a bounded number of the server's threads for
 /// a bounded time: beyond 128 at once a client is dropped unread, and each is dropped 5 s
 /// after its connect; the server serves on.
