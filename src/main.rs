@@ -149,15 +149,16 @@ enum Cmd {
     /// concurrently. SIGINT, SIGTERM or SIGHUP end the session: running commands are
     /// killed, the sandbox ends, the socket is removed, and the server exits with 128+N.
     /// If the server is killed otherwise, the sandbox dies with it and the socket is
-    /// removed all the same. Like run, the server dies with the process that started it
+    /// removed all the same. Like run, the server ends with the process (the thread)
+    /// that started it: it gets SIGTERM then, and closes the session as for any SIGTERM
     /// (see --no-die-with-parent).
     Session {
         /// Where to serve: a path whose name does not exist yet.
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
         /// Keep serving when the process that started the server exits (a server started
-        /// for later scripts). By default the server dies with its caller
-        /// (Linux: PR_SET_PDEATHSIG), and the session with the server.
+        /// for later scripts). By default the server ends with its caller (Linux:
+        /// PR_SET_PDEATHSIG with SIGTERM, which closes the session as any SIGTERM does).
         #[arg(long)]
         no_die_with_parent: bool,
         #[command(flatten)]
@@ -745,7 +746,7 @@ fn main() -> ExitCode {
             policy,
         } => {
             if !no_die_with_parent {
-                if let Err(e) = caller.die_with() {
+                if let Err(e) = caller.end_with() {
                     return fail(125, format_args!("prctl(PR_SET_PDEATHSIG): {}", Report(&e)));
                 }
             }
@@ -799,9 +800,20 @@ mod caller {
         /// The signal follows the caller's *thread*: a multithreaded caller whose spawning
         /// thread exits also ends the run (prctl(2)).
         pub fn die_with(&self) -> nix::Result<()> {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            self.die_with_signal(Signal::SIGKILL)
+        }
+
+        /// As [`Caller::die_with`], with `SIGTERM`: for `stockade session`, whose ending
+        /// signals close the session (commands ended, the `.git` layer merged, its
+        /// temporary directories removed) rather than drop it.
+        pub fn end_with(&self) -> nix::Result<()> {
+            self.die_with_signal(Signal::SIGTERM)
+        }
+
+        fn die_with_signal(&self, signal: Signal) -> nix::Result<()> {
+            nix::sys::prctl::set_pdeathsig(signal)?;
             if getppid() != self.0 {
-                raise(Signal::SIGKILL)?;
+                raise(signal)?;
             }
             Ok(())
         }
@@ -820,6 +832,10 @@ mod caller {
         }
 
         pub fn die_with(&self) -> Result<(), std::convert::Infallible> {
+            Ok(())
+        }
+
+        pub fn end_with(&self) -> Result<(), std::convert::Infallible> {
             Ok(())
         }
     }

@@ -205,14 +205,18 @@ pub fn serve(args: &PolicyArgs, socket: &Path) -> ExitCode {
             );
         }
     };
-    let code = serve_on(args, (&place, id), &listener, &ending);
-    place.remove(id);
-    // Removed: the janitor is told so (before this process ends, which is when it acts),
-    // and leaves the name alone. Another server may take the name meanwhile, and its
-    // socket the same inode number (a tmpfs reuses them): that one is not this one's to
-    // remove.
-    let _ = rustix::io::write(&janitor, &[REMOVED]);
+    let code = serve_on(args, (&place, id), &listener, (&ending, &janitor));
+    removed(&place, id, &janitor);
     code
+}
+
+/// Removes the socket and tells the janitor so (before this process ends, which is when
+/// it acts; the session's close, which may take a while, comes after), which then leaves
+/// the name alone: another server may take it meanwhile, and its socket the same inode
+/// number (a tmpfs reuses them), and that one is not this one's to remove.
+fn removed(place: &Place, id: (u64, u64), janitor: &OwnedFd) {
+    place.remove(id);
+    let _ = rustix::io::write(janitor, &[REMOVED]);
 }
 
 /// The byte a server writes to its janitor once it has removed its socket itself.
@@ -352,7 +356,7 @@ fn serve_on(
     args: &PolicyArgs,
     (place, id): (&Place, (u64, u64)),
     listener: &OwnedFd,
-    ending: &SigSet,
+    (ending, janitor): (&SigSet, &OwnedFd),
 ) -> ExitCode {
     let sandbox = match args.sandbox() {
         Ok(s) => s,
@@ -430,18 +434,18 @@ fn serve_on(
                         );
                         continue;
                     }
-                    clients.fetch_add(1, Ordering::SeqCst);
-                    let (session, stop, clients) = (&session, &stop, &clients);
+                    let slot = Slot::take(&clients);
+                    let (session, stop) = (&session, &stop);
                     // No thread to be had (a limit): that client is dropped (its `run`
-                    // says the session refused it), and the server goes on; `spawn`
-                    // would panic here and leave the scope waiting for the clients'
-                    // threads with the stop never signalled.
+                    // says the session refused it; the slot goes back with the closure),
+                    // and the server goes on; `spawn` would panic here and leave the
+                    // scope waiting for the clients' threads with the stop never signalled.
                     let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
+                        // Held until the thread ends, a panic included.
+                        let _slot = slot;
                         client(session, conn, stop);
-                        clients.fetch_sub(1, Ordering::SeqCst);
                     });
                     if let Err(e) = spawned {
-                        clients.fetch_sub(1, Ordering::SeqCst);
                         eprintln!("stockade: session: no thread for a client: {}", Report(&e));
                     }
                 }
@@ -451,7 +455,7 @@ fn serve_on(
             }
         }
         // New clients are refused from now on (the socket goes); running commands end.
-        place.remove(id);
+        removed(place, id, janitor);
         stop.store(true, Ordering::SeqCst);
     });
     let closed = session.close();
@@ -463,6 +467,23 @@ fn serve_on(
     }
     let sig = signo.load(Ordering::SeqCst);
     ExitCode::from(128u8.wrapping_add(sig as u8))
+}
+
+/// One of the [`MAX_CLIENTS`] places, given back when dropped (the client's thread ends,
+/// however it ends).
+struct Slot<'a>(&'a AtomicUsize);
+
+impl<'a> Slot<'a> {
+    fn take(count: &'a AtomicUsize) -> Slot<'a> {
+        count.fetch_add(1, Ordering::SeqCst);
+        Slot(count)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Serves one connection: checks its user, reads its one request, runs the command and
@@ -981,7 +1002,7 @@ impl Streams {
             if i == 0 {
                 s.fds.push(r);
                 if let Some(caller) = caller {
-                    std::thread::spawn(move || copy_input(caller, w));
+                    std::thread::spawn(move || copy_input(caller, w, terminal));
                 }
             } else {
                 s.fds.push(w);
@@ -1041,10 +1062,55 @@ impl Drop for Filtered {
     }
 }
 
-/// Copies the caller's stdin into the command's pipe until either ends.
-fn copy_input(mut from: std::fs::File, to: OwnedFd) {
+/// Copies the caller's stdin into the command's pipe until either ends. From a terminal,
+/// only while this process is in its foreground process group (or it is not this
+/// process's controlling terminal): a read from the background would stop the client
+/// (`SIGTTIN`), and with it the copying of the command's output (`stockade run --session
+/// S -- make >log &`).
+fn copy_input(mut from: std::fs::File, to: OwnedFd, terminal: bool) {
     let mut to = std::fs::File::from(to);
-    let _ = std::io::copy(&mut from, &mut to);
+    if !terminal {
+        let _ = std::io::copy(&mut from, &mut to);
+        return;
+    }
+    let foreground = |f: &std::fs::File| {
+        rustix::termios::tcgetpgrp(f).map_or(true, |p| p == rustix::process::getpgrp())
+    };
+    let tick = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: TICK.as_nanos() as i64,
+    };
+    let mut buf = [0u8; 4096];
+    loop {
+        if !foreground(&from) {
+            std::thread::sleep(TICK);
+            continue;
+        }
+        // Waited for with `poll`, which a background process may do: only the read
+        // would stop it.
+        let mut fds = [rustix::event::PollFd::new(
+            &from,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&tick)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+            Ok(_) => {}
+            Err(_) => return,
+        }
+        if !foreground(&from) {
+            continue;
+        }
+        match std::io::Read::read(&mut from, &mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if to.write_all(buf.get(..n).unwrap_or(&[])).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// Copies the command's output pipe to the caller's file: until its end, or, once `done`

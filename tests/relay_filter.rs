@@ -302,6 +302,30 @@ fn a_session_commands_output_bound_for_a_terminal_is_filtered() {
         "{}",
         String::from_utf8_lossy(&ttys)
     );
+    // A client in the background of its terminal (a job of its own process group, not
+    // the foreground one) does not read the terminal, which would stop it (`SIGTTIN`)
+    // with its command's output uncopied; it runs to its end.
+    let background = on_terminal({
+        let mut cmd = StdCommand::new("python3");
+        cmd.args([
+            "-c",
+            "import os, subprocess, sys\n\
+             p = subprocess.Popen(sys.argv[1:], preexec_fn=lambda: os.setpgid(0, 0))\n\
+             try:\n\
+             \x20   print('client-exit', p.wait(timeout=15), flush=True)\n\
+             except subprocess.TimeoutExpired:\n\
+             \x20   print('client-stuck', flush=True)\n\
+             \x20   p.kill()\n",
+        ])
+        .arg(common::stockade_exe())
+        .args(["run", "--session"])
+        .arg(&socket)
+        .args(["--", "sh", "-c", "echo from-background"]);
+        cmd
+    });
+    let shown = String::from_utf8_lossy(&background);
+    assert!(contains(&background, b"from-background"), "{shown}");
+    assert!(contains(&background, b"client-exit 0"), "{shown}");
     // The opt-in: the terminal itself, and what the program writes reaches it as written.
     let raw = on_terminal(run(&["--no-pty"], &["python3", "-c", &script("1")]));
     assert!(
