@@ -612,9 +612,14 @@ fn root_only_stale_leaves_of_a_killed_host_are_removed() {
     require!(Feature::Root);
     require!(Feature::UserNs);
     let (_d, ws) = common::var_tempdir();
+    // The killed host's TMPDIR: on layer 2 its command's private one is made there, and a
+    // host killed with `SIGKILL` cannot remove it (`src/process/tmp.rs`); it goes with
+    // the test.
+    let (_t, tmp) = common::var_tempdir();
     for layer in ["full", "landlock"] {
         let marker = format!("stale{}{layer}", std::process::id());
         let mut host = cli(&ws)
+            .env("TMPDIR", &tmp)
             .args(["--layer", layer, "--min-layer", "landlock", "--"])
             // The marker is put together inside, so that the CLI's own command line, which
             // has the script, does not carry it.
