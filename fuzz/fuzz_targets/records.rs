@@ -31,7 +31,9 @@ fuzz_target!(|data: &[u8]| {
     let arg = |i: usize| args.get(i).copied();
     if let Some(c) = protocol::Config::parse(args.len(), arg) {
         assert_eq!(args.len(), protocol::arg::COUNT);
-        assert!(c.program > 0 && c.report_fd != c.status_fd);
+        assert!(c.program > 0);
+        // Three fds, three owners.
+        assert!(c.report_fd != c.status_fd && c.go_fd != c.report_fd && c.go_fd != c.status_fd);
     }
     if let Some(c) = protocol::start::Config::parse(args.len(), arg) {
         assert!(c.program_argv() < args.len(), "the program's argv[0] is an argument");

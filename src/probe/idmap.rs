@@ -355,6 +355,12 @@ mod tests {
     fn the_mapping_child_is_not_waited_for_and_is_reaped_later() {
         // SAFETY: geteuid has no arguments and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
+            let required = std::env::var("STOCKADE_TEST_REQUIRE")
+                .is_ok_and(|v| v.split(',').any(|f| f.trim() == "root"));
+            assert!(
+                !required,
+                "the_mapping_child_is_not_waited_for_and_is_reaped_later: needs root"
+            );
             eprintln!("SKIP the_mapping_child_is_not_waited_for_and_is_reaped_later: not root");
             return;
         }
