@@ -277,11 +277,7 @@ impl Relay {
                 None => Box::new(Plain(f)),
             };
             Ok(if terminals[i] {
-                Box::new(Filtered {
-                    filter: TerminalFilter::new(),
-                    buf: Vec::new(),
-                    to,
-                })
+                Box::new(Filtered::new(to))
             } else {
                 to
             })
@@ -479,30 +475,66 @@ impl Write for Plain {
 
 /// Output bound for the caller's terminal: the escape sequences that write its clipboard
 /// or make it answer are dropped on the way (`stockade::guard::terminal` has the lists).
+/// What the filter holds back at the stream's end (an unfinished sequence) is settled by
+/// [`Finish::finish_stream`], or when it is dropped.
 struct Filtered {
     filter: TerminalFilter,
     buf: Vec<u8>,
-    to: Box<dyn Finish>,
+    /// `None` once the stream is finished.
+    to: Option<Box<dyn Finish>>,
+}
+
+impl Filtered {
+    fn new(to: Box<dyn Finish>) -> Filtered {
+        Filtered {
+            filter: TerminalFilter::new(),
+            buf: Vec::new(),
+            to: Some(to),
+        }
+    }
+
+    /// Writes what the filter held back; the stream's end.
+    fn settle(&mut self) -> Option<Box<dyn Finish>> {
+        let mut to = self.to.take()?;
+        self.buf.clear();
+        self.filter.finish(&mut self.buf);
+        let _ = to.write_all(&self.buf);
+        Some(to)
+    }
+}
+
+/// A writer to the caller's terminal `to` ([`Filtered`]), for a session's client
+/// (`session_cli`), whose stream ends when the writer is dropped.
+pub(crate) fn filtered_terminal(to: File) -> Box<dyn Write + Send> {
+    Box::new(Filtered::new(Box::new(Plain(to))))
 }
 
 impl Write for Filtered {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let Some(to) = self.to.as_mut() else {
+            return Err(io::ErrorKind::BrokenPipe.into());
+        };
         self.buf.clear();
         self.filter.push(data, &mut self.buf);
-        self.to.write_all(&self.buf)?;
+        to.write_all(&self.buf)?;
         Ok(data.len())
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.to.flush()
+        self.to.as_mut().map_or(Ok(()), |to| to.flush())
     }
 }
 
 impl Finish for Filtered {
     fn finish_stream(mut self: Box<Self>) -> Vec<Finding> {
-        self.buf.clear();
-        self.filter.finish(&mut self.buf);
-        let _ = self.to.write_all(&self.buf);
-        self.to.finish_stream()
+        self.settle()
+            .map(|to| to.finish_stream())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Filtered {
+    fn drop(&mut self) {
+        let _ = self.settle();
     }
 }
 

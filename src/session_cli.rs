@@ -19,7 +19,7 @@
 //! The client sends one request ([`crate::session_wire`]) with the command's stdin,
 //! stdout and stderr (`SCM_RIGHTS`): its own pipes and sockets, and for a terminal, a
 //! file, a device or `/dev/null` a pipe that it copies ([`Streams`]; output bound for a
-//! terminal through a [`TerminalFilter`], as `run`'s pseudo-terminal relay does; with
+//! terminal through a [`TerminalFilter`](stockade::guard::terminal::TerminalFilter), as `run`'s pseudo-terminal relay does; with
 //! `--no-pty`, the terminal itself, as `run --no-pty` hands it over). The server starts the command in the session on a thread of its
 //! own, so clients are served concurrently, and replies once with how it ended; the
 //! client exits as `run` does (the code, or 128+N for signal N; 127, 126 or 125 when it did
@@ -62,7 +62,6 @@ use rustix::net::{
     SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
 };
 use stockade::error::Report;
-use stockade::guard::terminal::TerminalFilter;
 use stockade::{Error, Session, SpawnError};
 
 use crate::session_wire::{self as wire, Reply, Request};
@@ -967,7 +966,7 @@ fn connect(socket: &Path) -> Result<OwnedFd, String> {
 /// a pipe that this process copies to or from the caller's, as `run` does (`relay`), so
 /// that the program cannot truncate, `chmod` or otherwise change it through the fd. A
 /// session's command has no pseudo-terminal: output bound for the caller's terminal is
-/// copied through a [`TerminalFilter`] (the escape sequences that write its clipboard or
+/// copied through the terminal filter (the escape sequences that write its clipboard or
 /// make it answer are dropped, as `run`'s pseudo-terminal relay does), and input from it
 /// copied, so that the program cannot reconfigure the caller's terminal or type into it.
 /// With `--no-pty` (`raw_terminal`) the terminal itself is handed over, as `run
@@ -1008,11 +1007,7 @@ impl Streams {
                 s.fds.push(w);
                 let done = std::sync::Arc::clone(done);
                 let to: Box<dyn Write + Send> = match caller {
-                    Some(f) if terminal => Box::new(Filtered {
-                        filter: TerminalFilter::new(),
-                        buf: Vec::new(),
-                        to: f,
-                    }),
+                    Some(f) if terminal => crate::relay::filtered_terminal(f),
                     Some(f) => Box::new(f),
                     None => Box::new(std::io::sink()),
                 };
@@ -1030,35 +1025,6 @@ impl Streams {
         for t in self.outputs {
             let _ = t.join();
         }
-    }
-}
-
-/// Output bound for the caller's terminal, its escape sequences filtered on the way.
-struct Filtered {
-    filter: TerminalFilter,
-    buf: Vec<u8>,
-    to: std::fs::File,
-}
-
-impl Write for Filtered {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.buf.clear();
-        self.filter.push(data, &mut self.buf);
-        self.to.write_all(&self.buf)?;
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.to.flush()
-    }
-}
-
-impl Drop for Filtered {
-    /// What the filter held back (an unfinished sequence) is settled at the stream's end.
-    fn drop(&mut self) {
-        self.buf.clear();
-        self.filter.finish(&mut self.buf);
-        let _ = self.to.write_all(&self.buf);
     }
 }
 
