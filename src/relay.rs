@@ -505,6 +505,7 @@ impl Filtered {
 
 /// A writer to the caller's terminal `to` ([`Filtered`]), for a session's client
 /// (`session_cli`), whose stream ends when the writer is dropped.
+#[cfg(target_os = "linux")]
 pub(crate) fn filtered_terminal(to: File) -> Box<dyn Write + Send> {
     Box::new(Filtered::new(Box::new(Plain(to))))
 }
