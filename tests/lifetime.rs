@@ -352,6 +352,116 @@ fn program_id_names_the_program_on_the_host() {
     }
 }
 
+/// The `stockade-*` entries of `dir`, with the entries of each directory among them, sorted.
+fn stockade_entries(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("stockade-") {
+            continue;
+        }
+        if let Ok(inner) = std::fs::read_dir(e.path()) {
+            for i in inner.flatten() {
+                out.push(format!("{name}/{}", i.file_name().to_string_lossy()));
+            }
+        }
+        out.push(name);
+    }
+    out.sort();
+    out
+}
+
+/// A host killed with `SIGKILL` cannot remove its command's private `TMPDIR` on layer 2
+/// (nor, for a root host, the sandbox's directory holding it). A later host of the same
+/// user removes them, and leaves alone those of a host that still runs, even one started
+/// before it.
+#[test]
+fn a_killed_hosts_private_tmp_is_removed_by_a_later_host() {
+    let (_w, ws) = common::var_tempdir();
+    let (_t, tmp) = common::var_tempdir();
+    let host = |program: &[&str]| {
+        let mut c = std::process::Command::new(common::stockade_exe());
+        c.args([
+            "run",
+            "--no-pty",
+            "--layer",
+            "landlock",
+            "--min-layer",
+            "landlock",
+        ])
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("--")
+        .args(program)
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+        c
+    };
+    let started =
+        |marker: &str| within(Duration::from_secs(10), || !sleeps(marker).is_empty()).is_some();
+    let (a_marker, b_marker) = (marker(), marker());
+    let mut a = host(&["sleep", &a_marker]).spawn().unwrap();
+    assert!(started(&a_marker), "host A's program did not start");
+    let of_a = stockade_entries(&tmp);
+    assert!(
+        of_a.iter().any(|e| e.contains("stockade-tmp-")),
+        "host A made no private TMPDIR: {of_a:?}"
+    );
+    // Host B starts (and sweeps) while A runs: A's directories stay.
+    let b = host(&["sleep", &b_marker]).spawn().unwrap();
+    if !started(&b_marker) {
+        kill_leftovers(&a_marker);
+        panic!("host B's program did not start");
+    }
+    let of_b: Vec<String> = stockade_entries(&tmp)
+        .into_iter()
+        .filter(|e| !of_a.contains(e))
+        .collect();
+    assert!(!of_b.is_empty(), "host B made nothing");
+    a.kill().unwrap();
+    a.wait().unwrap();
+    assert!(
+        within(Duration::from_secs(5), || sleeps(&a_marker).is_empty()).is_some(),
+        "host A's program outlived its killed host"
+    );
+    let now = stockade_entries(&tmp);
+    for e in of_a.iter().chain(&of_b) {
+        assert!(
+            now.contains(e),
+            "{e} went before a later host swept: {now:?}"
+        );
+    }
+    // Host C sweeps: A's go (within its run: the sweep has a thread of its own), B's stay.
+    let c = host(&["sleep", "1"]).output().unwrap();
+    assert!(c.status.success(), "{}", common::output_text(&c));
+    let now = stockade_entries(&tmp);
+    let kept: Vec<&String> = of_a.iter().filter(|e| now.contains(e)).collect();
+    let lost: Vec<&String> = of_b.iter().filter(|e| !now.contains(e)).collect();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(b.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let b_out = b.wait_with_output().unwrap();
+    assert!(
+        kept.is_empty(),
+        "a killed host's directories stayed: {kept:?}"
+    );
+    assert!(
+        lost.is_empty(),
+        "a running host's directories went: {lost:?}"
+    );
+    // B ended as a host ends: it removed its own, and nothing is left.
+    assert_eq!(
+        stockade_entries(&tmp),
+        Vec::<String>::new(),
+        "B: {}",
+        common::output_text(&b_out)
+    );
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

@@ -8,7 +8,7 @@
 //! layer does with its merge. If the host process exits first, that thread dies with it
 //! and the directory stays behind (under the host's temporary directory, named
 //! `stockade-tmp-*`): removing it earlier would pull it from under a program that still
-//! writes there.
+//! writes there. On Linux the next host of the same user removes it (see below).
 //!
 //! # The sandbox's directory (a root host's layer 2)
 //!
@@ -26,6 +26,13 @@
 //! last one to go removes it, after its `TMPDIR`, so a command that outlives its sandbox
 //! keeps it. Before each command the sandbox checks that its path still names the inode
 //! it made (a cleaner of old files may have removed it), else it makes a new one.
+//!
+//! # What a host that is gone left
+//!
+//! On Linux each of these directories is locked by the process that uses it, and the
+//! first `TMPDIR` a process makes starts a sweep that removes the unlocked ones its user's
+//! gone hosts left (`sweep`). Elsewhere a sandbox may outlive its host (no parent-death
+//! signal), so nothing is swept there.
 
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -37,13 +44,46 @@ use tempfile::TempDir;
 use super::launch;
 use crate::error::SpawnError;
 
+#[cfg(target_os = "linux")]
+mod sweep;
+
+/// Elsewhere a sandbox may outlive its host, so no directory is swept, and none is locked.
+#[cfg(not(target_os = "linux"))]
+mod sweep {
+    #[derive(Debug)]
+    pub(super) struct Hold;
+
+    impl Hold {
+        pub(super) fn keep(self) {}
+    }
+
+    pub(super) enum Claim {
+        Held(Hold),
+        #[allow(dead_code)]
+        Lost,
+    }
+
+    pub(super) fn claim(_: &std::path::Path) -> Claim {
+        Claim::Held(Hold)
+    }
+
+    pub(super) fn start(_: &std::path::Path) {}
+}
+
+use sweep::{Claim, Hold};
+
+/// How many fresh names a maker tries when sweeps of other processes take the ones it
+/// made (`sweep`'s window between `mkdir` and the lock: one in a million would be many).
+const ATTEMPTS: usize = 8;
+
 /// A command's private temporary directory and, when the plan needs one, the sandbox's
 /// directory it lies in ([`Parents`]). Dropped, it removes the tree, then lets go of the
 /// sandbox's directory.
 #[derive(Debug)]
 pub(super) struct PrivateTmp {
-    // Declared first: dropped (and removed) before the parent lets go.
+    // Declared first: dropped (and removed) before its lock and the parent let go.
     dir: TempDir,
+    hold: Hold,
     parent: Option<Arc<Parent>>,
 }
 
@@ -66,6 +106,9 @@ pub(super) struct Parent {
     path: PathBuf,
     /// `(st_dev, st_ino)` when it was made.
     id: (u64, u64),
+    /// Its lock: a field, so dropped after `Drop::drop` has removed it.
+    #[allow(dead_code)]
+    hold: Hold,
 }
 
 impl Parent {
@@ -75,21 +118,31 @@ impl Parent {
             call: "create the sandbox's directory for its commands' TMPDIRs",
             source,
         };
-        let path = tempfile::Builder::new()
-            .prefix("stockade-sandbox-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(root)
-            .map_err(|e| SpawnError::Path {
-                what: "create the sandbox's directory for its commands' TMPDIRs in",
-                path: root.to_path_buf(),
-                errno: errno_in(&e, root),
-                note: None,
-            })?
-            .keep();
+        let mut claimed = None;
+        for _ in 0..ATTEMPTS {
+            let path = tempfile::Builder::new()
+                .prefix("stockade-sandbox-")
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir_in(root)
+                .map_err(|e| SpawnError::Path {
+                    what: "create the sandbox's directory for its commands' TMPDIRs in",
+                    path: root.to_path_buf(),
+                    errno: errno_in(&e, root),
+                    note: None,
+                })?
+                .keep();
+            // Else the sweep that took it removes it.
+            if let Claim::Held(hold) = sweep::claim(&path) {
+                claimed = Some((path, hold));
+                break;
+            }
+        }
+        let (path, hold) = claimed.ok_or_else(|| os(taken()))?;
         let md = std::fs::symlink_metadata(&path).map_err(os)?;
         let parent = Parent {
             path,
             id: (md.dev(), md.ino()),
+            hold,
         };
         // `mkdir` made it (no planted entry): it is ours. Anything else, and it is left
         // alone (the drop checks the inode again, which is still this one).
@@ -168,27 +221,54 @@ pub(super) fn create(
     parents: Option<&Parents>,
 ) -> Result<PrivateTmp, SpawnError> {
     let parent = parents.map(Parents::get).transpose()?;
+    // Not `tempdir()`: `std::env::temp_dir` is `/tmp` without `$TMPDIR`, which a minimal
+    // image may lack. The plan's view of the host finds the same directory.
+    let host_tmp = match parents {
+        Some(parents) => parents.root.clone(),
+        None => crate::plan::HostFs::temp_dir(&crate::plan::RealFs),
+    };
+    sweep::start(&host_tmp);
+    let root = match &parent {
+        Some(parent) => parent.path().to_path_buf(),
+        None => host_tmp,
+    };
     let mut builder = tempfile::Builder::new();
     // 0700: tempfile's default follows the umask (0755), which would let every user of
     // the host list and read what the program leaves in its temporary files.
     builder
         .prefix("stockade-tmp-")
         .permissions(std::fs::Permissions::from_mode(0o700));
-    // Not `tempdir()`: `std::env::temp_dir` is `/tmp` without `$TMPDIR`, which a minimal
-    // image may lack. The plan's view of the host finds the same directory.
-    let root = match &parent {
-        Some(parent) => parent.path().to_path_buf(),
-        None => crate::plan::HostFs::temp_dir(&crate::plan::RealFs),
-    };
-    let dir = builder.tempdir_in(&root).map_err(|e| SpawnError::Path {
-        what: "create the private tmp dir in",
-        errno: errno_in(&e, &root),
-        path: root,
-        note: None,
+    let mut claimed = None;
+    for _ in 0..ATTEMPTS {
+        let dir = builder.tempdir_in(&root).map_err(|e| SpawnError::Path {
+            what: "create the private tmp dir in",
+            errno: errno_in(&e, &root),
+            path: root.clone(),
+            note: None,
+        })?;
+        match sweep::claim(dir.path()) {
+            Claim::Held(hold) => {
+                claimed = Some((dir, hold));
+                break;
+            }
+            // The sweep that took it removes it.
+            Claim::Lost => drop(dir.keep()),
+        }
+    }
+    let (dir, hold) = claimed.ok_or_else(|| SpawnError::Os {
+        call: "create the private tmp dir",
+        source: taken(),
     })?;
     env.retain(|(k, _)| k != "TMPDIR");
     env.push(("TMPDIR".into(), dir.path().as_os_str().to_owned()));
-    Ok(PrivateTmp { dir, parent })
+    Ok(PrivateTmp { dir, hold, parent })
+}
+
+/// Every name made was taken by other processes' sweeps.
+fn taken() -> std::io::Error {
+    std::io::Error::other(format!(
+        "{ATTEMPTS} directories made in a row were taken by sweeps of other processes"
+    ))
 }
 
 /// The errno of `tempfile`'s failure to make a directory in `dir`. Its error wraps the
@@ -213,8 +293,10 @@ fn errno_in(e: &std::io::Error, dir: &Path) -> crate::error::Errno {
 /// Removes `tmp` now: with one `rmdir` when the program left it empty (the common case,
 /// a third of the cost of walking it), else with everything in it; then lets go of the
 /// sandbox's directory (which the last holder removes).
+// Elsewhere `Hold` holds nothing, so dropping it does nothing.
+#[cfg_attr(not(target_os = "linux"), allow(clippy::drop_non_drop))]
 pub(super) fn remove(tmp: PrivateTmp) {
-    let PrivateTmp { dir, parent } = tmp;
+    let PrivateTmp { dir, hold, parent } = tmp;
     if std::fs::remove_dir(dir.path()).is_ok() {
         // Gone: `TempDir` must not remove a directory made under that name since.
         let _ = dir.keep();
@@ -222,6 +304,8 @@ pub(super) fn remove(tmp: PrivateTmp) {
         // `TempDir`'s drop removes the tree.
         drop(dir);
     }
+    // Its lock only once it is gone.
+    drop(hold);
     drop(parent);
 }
 
@@ -277,8 +361,11 @@ pub(super) fn after_exit<T: Send + 'static>(
 
 /// Keeps `tmp` on the host, with a warning that names it.
 fn leave(tmp: PrivateTmp, why: &str) {
-    let PrivateTmp { dir, parent } = tmp;
+    let PrivateTmp { dir, hold, parent } = tmp;
     let path = dir.keep();
+    // Its program may still use it: locked until this process exits (then the program,
+    // which dies with it on Linux, is gone, and a sweep may take it).
+    hold.keep();
     // Not empty now: it stays (its drop says so).
     drop(parent);
     tracing::warn!(path = %path.display(), why, "stockade: a dropped command's private tmp dir is left in place");
