@@ -45,6 +45,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+#[cfg(not(target_os = "linux"))]
 use nix::dir::{Dir, Type};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
@@ -326,6 +327,8 @@ fn check(roots: &[PathBuf], known: &HashSet<(u64, u64)>) -> Vec<NestedRepository
 struct Walk {
     entries: usize,
     unchecked: Vec<NestedRepository>,
+    /// The buffer the listings share.
+    buf: Vec<u8>,
 }
 
 /// What a walk reports: the directory holding the repository, its name there, its host
@@ -362,53 +365,42 @@ impl Walk {
         depth: usize,
         visit: &mut Visit<'_>,
     ) {
-        let dup = match fd.try_clone() {
-            Ok(d) => d,
-            Err(e) => return self.unchecked(path, e.raw_os_error().unwrap_or(libc::EIO)),
-        };
-        let mut dir = match Dir::from_fd(dup) {
-            Ok(d) => d,
-            Err(e) => return self.unchecked(path, e as i32),
-        };
         let mut subdirs: Vec<OsString> = Vec::new();
         let mut git_parts = 0u8;
-        for entry in dir.iter() {
-            let Ok(entry) = entry else {
-                return self.unchecked(path, libc::EIO);
-            };
-            let name = OsStr::from_bytes(entry.file_name().to_bytes());
-            if name == "." || name == ".." {
-                continue;
-            }
+        let mut stop = None;
+        let mut buf = std::mem::take(&mut self.buf);
+        let listed = list(&fd, &mut buf, &mut |name, is_dir| {
             self.entries += 1;
             if self.entries > MAX_ENTRIES {
-                return self.unchecked(path, libc::E2BIG);
+                stop = Some(libc::E2BIG);
+                return false;
             }
             match name.as_bytes() {
                 b".git" => {
                     if let Ok(st) = fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
                         visit(fd.as_fd(), name, &path.join(name), &st);
                     }
-                    continue;
+                    return true;
                 }
                 b"HEAD" => git_parts |= 1,
                 b"objects" => git_parts |= 2,
                 b"refs" => git_parts |= 4,
                 _ => {}
             }
-            match entry.file_type() {
-                Some(Type::Directory) => subdirs.push(name.to_owned()),
-                Some(_) => {}
-                None => {
-                    if fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
-                        SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
-                    }) {
-                        subdirs.push(name.to_owned());
-                    }
-                }
+            let is_dir = is_dir.unwrap_or_else(|| {
+                fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
+                    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
+                })
+            });
+            if is_dir {
+                subdirs.push(name.to_owned());
             }
+            true
+        });
+        self.buf = buf;
+        if let Some(errno) = listed.err().or(stop) {
+            return self.unchecked(path, errno);
         }
-        drop(dir);
         // A directory with HEAD, objects/ and refs/ is one git takes as a (bare)
         // repository when run inside it: report it, and do not look into it.
         if git_parts == 7 {
@@ -446,6 +438,66 @@ impl Walk {
             }
         }
     }
+}
+
+/// Calls `each` with the name of every entry of the directory `fd` but `.` and `..`, and
+/// whether it is a directory (`None`: the file system does not say), until `each` returns
+/// `false`; `Err(errno)` when the listing fails. One `getdents64` per 32 KiB of entries,
+/// and nothing else: a walk lists every directory of every writable root twice per
+/// command.
+#[cfg(target_os = "linux")]
+fn list(
+    fd: &OwnedFd,
+    buf: &mut Vec<u8>,
+    each: &mut dyn FnMut(&OsStr, Option<bool>) -> bool,
+) -> Result<(), i32> {
+    if buf.is_empty() {
+        buf.resize(32 * 1024, 0);
+    }
+    loop {
+        let n = stockade_sys::linux::getdents64(fd.as_fd().into(), buf).map_err(|e| e.raw())?;
+        if n == 0 {
+            return Ok(());
+        }
+        for (kind, name) in stockade_sys::linux::dirents(buf.get(..n).unwrap_or_default()) {
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let is_dir = match kind {
+                libc::DT_DIR => Some(true),
+                libc::DT_UNKNOWN => None,
+                _ => Some(false),
+            };
+            if !each(OsStr::from_bytes(name), is_dir) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// As on Linux, through `readdir` of a duplicate of `fd`.
+#[cfg(not(target_os = "linux"))]
+fn list(
+    fd: &OwnedFd,
+    _buf: &mut Vec<u8>,
+    each: &mut dyn FnMut(&OsStr, Option<bool>) -> bool,
+) -> Result<(), i32> {
+    let dup = fd
+        .try_clone()
+        .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
+    let mut dir = Dir::from_fd(dup).map_err(|e| e as i32)?;
+    for entry in dir.iter() {
+        let entry = entry.map_err(|_| libc::EIO)?;
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        if name == "." || name == ".." {
+            continue;
+        }
+        let is_dir = entry.file_type().map(|t| t == Type::Directory);
+        if !each(name, is_dir) {
+            return Ok(());
+        }
+    }
+    Ok(())
 }
 
 /// Opens a root (a canonical host path) as a directory without following any symlink.

@@ -165,3 +165,144 @@ mod readlink_tests {
         assert_eq!(readlink(c"/", &mut buf), Err(Errno(libc::EINVAL)));
     }
 }
+
+/// `getdents64(2)`: reads the next entries of the directory `fd` into `buf` and returns
+/// how many bytes it wrote (0 at the end); [`dirents`] reads them.
+pub fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<usize> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes to `buf`, a live exclusive
+    // borrow that outlives the call.
+    unsafe {
+        syscall!(
+            libc::SYS_getdents64,
+            fd.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len()
+        )
+    }
+}
+
+/// The offset of `d_reclen` in a `linux_dirent64` (after `d_ino` and `d_off`).
+const RECLEN_AT: usize = 16;
+/// The offset of `d_type`.
+const TYPE_AT: usize = 18;
+/// The offset of `d_name`.
+const NAME_AT: usize = 19;
+
+/// The entries of what one [`getdents64`] wrote: each as its `d_type` (`DT_DIR`, …,
+/// `DT_UNKNOWN`) and its name without the NUL. A record that does not fit ends the
+/// iteration: the kernel writes none.
+pub fn dirents(buf: &[u8]) -> Dirents<'_> {
+    Dirents { rest: buf }
+}
+
+/// The iterator of [`dirents`].
+#[derive(Clone, Debug)]
+pub struct Dirents<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for Dirents<'a> {
+    type Item = (u8, &'a [u8]);
+
+    fn next(&mut self) -> Option<(u8, &'a [u8])> {
+        let len_bytes = self.rest.get(RECLEN_AT..NAME_AT - 1)?;
+        let reclen = usize::from(u16::from_ne_bytes([
+            *len_bytes.first()?,
+            *len_bytes.get(1)?,
+        ]));
+        let record = self.rest.get(..reclen).filter(|r| r.len() > NAME_AT)?;
+        let kind = *record.get(TYPE_AT)?;
+        let name_field = record.get(NAME_AT..)?;
+        let name = name_field.get(..name_field.iter().position(|&b| b == 0)?)?;
+        self.rest = self.rest.get(reclen..)?;
+        Some((kind, name))
+    }
+}
+
+#[cfg(test)]
+mod getdents_tests {
+    extern crate std;
+
+    use super::*;
+    use crate::fd::CWD;
+    use std::borrow::ToOwned;
+
+    /// One `linux_dirent64` as the kernel lays it out, padded to 8 bytes.
+    fn record(kind: u8, name: &[u8]) -> std::vec::Vec<u8> {
+        let len = (NAME_AT + name.len() + 1).next_multiple_of(8);
+        let mut r = std::vec![0u8; len];
+        r[RECLEN_AT..RECLEN_AT + 2].copy_from_slice(&(len as u16).to_ne_bytes());
+        r[TYPE_AT] = kind;
+        r[NAME_AT..NAME_AT + name.len()].copy_from_slice(name);
+        r
+    }
+
+    #[test]
+    fn the_entries_of_a_directory_are_all_read_once() {
+        let dir =
+            std::env::temp_dir().join(std::format!("stockade-sys-dirents-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let mut want = std::vec::Vec::new();
+        for i in 0..300 {
+            let name = std::format!("entry-with-a-longish-name-{i}");
+            if i % 3 == 0 {
+                std::fs::create_dir(dir.join(&name)).unwrap();
+            } else {
+                std::fs::write(dir.join(&name), b"").unwrap();
+            }
+            want.push((name, i % 3 == 0));
+        }
+        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+        let fd = openat(
+            CWD,
+            &path,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0,
+        )
+        .unwrap();
+        // A small buffer: many calls, each ending on a whole record.
+        let mut buf = [0u8; 512];
+        let mut got = std::vec::Vec::new();
+        loop {
+            let n = getdents64(fd.as_fd(), &mut buf).unwrap();
+            if n == 0 {
+                break;
+            }
+            for (kind, name) in dirents(&buf[..n]) {
+                let name = std::str::from_utf8(name).unwrap().to_owned();
+                if name != "." && name != ".." {
+                    got.push((name, kind == libc::DT_DIR));
+                }
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_record_that_does_not_fit_ends_the_entries() {
+        let mut buf = record(libc::DT_REG, b"a");
+        buf.extend(record(libc::DT_DIR, b"bb"));
+        let all: std::vec::Vec<_> = dirents(&buf).collect();
+        assert_eq!(all, [(libc::DT_REG, &b"a"[..]), (libc::DT_DIR, &b"bb"[..])]);
+        // Cut anywhere: only the whole records before the cut.
+        let first = record(libc::DT_REG, b"a").len();
+        for cut in 0..buf.len() {
+            let n = dirents(&buf[..cut]).count();
+            assert_eq!(n, usize::from(cut >= first), "cut at {cut}");
+        }
+        // A record length of zero, or shorter than the header, or a name without its NUL.
+        let mut zero = record(libc::DT_REG, b"a");
+        zero[RECLEN_AT..RECLEN_AT + 2].copy_from_slice(&0u16.to_ne_bytes());
+        assert_eq!(dirents(&zero).count(), 0);
+        let mut short = record(libc::DT_REG, b"a");
+        short[RECLEN_AT..RECLEN_AT + 2].copy_from_slice(&(NAME_AT as u16).to_ne_bytes());
+        assert_eq!(dirents(&short).count(), 0);
+        let mut unterminated = record(libc::DT_REG, b"abcd");
+        let len = unterminated.len();
+        unterminated[NAME_AT..len].fill(b'x');
+        assert_eq!(dirents(&unterminated).count(), 0);
+    }
+}
