@@ -197,24 +197,23 @@ fn scan(dir: &Path) -> (Vec<PathBuf>, Vec<PrivateEntry>) {
 /// What the metadata `md` (of a path not followed, or of an open file) shows: the kind,
 /// with a device's numbers. A symlink's target is not in `md`: it is reported without one.
 pub fn node_kind(md: &std::fs::Metadata) -> crate::error::NodeKind {
+    use std::os::unix::fs::MetadataExt;
+    node_kind_of(md.mode(), md.rdev())
+}
+
+/// As [`node_kind`], from a `stat`'s `st_mode` and `st_rdev`.
+#[allow(clippy::unnecessary_cast)] // `mode_t` is `u16` on macOS
+pub fn node_kind_of(mode: u32, rdev: u64) -> crate::error::NodeKind {
     use crate::error::NodeKind;
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let t = md.file_type();
-    let (major, minor) = device_numbers(md.rdev());
-    if t.is_char_device() {
-        NodeKind::CharDevice { major, minor }
-    } else if t.is_block_device() {
-        NodeKind::BlockDevice { major, minor }
-    } else if t.is_dir() {
-        NodeKind::Dir
-    } else if t.is_symlink() {
-        NodeKind::Symlink(PathBuf::new())
-    } else if t.is_fifo() {
-        NodeKind::Fifo
-    } else if t.is_socket() {
-        NodeKind::Socket
-    } else {
-        NodeKind::File
+    let (major, minor) = device_numbers(rdev);
+    match mode & libc::S_IFMT as u32 {
+        m if m == libc::S_IFCHR as u32 => NodeKind::CharDevice { major, minor },
+        m if m == libc::S_IFBLK as u32 => NodeKind::BlockDevice { major, minor },
+        m if m == libc::S_IFDIR as u32 => NodeKind::Dir,
+        m if m == libc::S_IFLNK as u32 => NodeKind::Symlink(PathBuf::new()),
+        m if m == libc::S_IFIFO as u32 => NodeKind::Fifo,
+        m if m == libc::S_IFSOCK as u32 => NodeKind::Socket,
+        _ => NodeKind::File,
     }
 }
 
@@ -230,6 +229,42 @@ fn device_numbers(rdev: u64) -> (u32, u32) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// The kind from an fd's `fstat` is the kind from the path's metadata, for each type.
+    #[test]
+    fn node_kind_of_a_stat_is_node_kind_of_its_metadata() {
+        use crate::error::NodeKind;
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink("x", &link).unwrap();
+        let sock = d.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let file = d.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let mut seen = Vec::new();
+        for p in [Path::new("/dev/null"), d.path(), &fifo, &link, &sock, &file] {
+            let st = nix::sys::stat::lstat(p).unwrap();
+            let md = std::fs::symlink_metadata(p).unwrap();
+            #[allow(clippy::unnecessary_cast)]
+            let of = node_kind_of(st.st_mode as u32, st.st_rdev as u64);
+            assert_eq!(of, node_kind(&md), "{}", p.display());
+            seen.push(of);
+        }
+        #[cfg(target_os = "linux")]
+        assert_eq!(seen[0], NodeKind::CharDevice { major: 1, minor: 3 });
+        assert_eq!(
+            seen[1..],
+            [
+                NodeKind::Dir,
+                NodeKind::Fifo,
+                NodeKind::Symlink(PathBuf::new()),
+                NodeKind::Socket,
+                NodeKind::File
+            ]
+        );
+    }
 
     // Linux's device numbers.
     #[cfg(target_os = "linux")]

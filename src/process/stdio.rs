@@ -112,10 +112,9 @@ fn null(write: bool) -> Result<OwnedFd, Error> {
         }
     };
     if linux {
-        let md = File::from(fd.try_clone().map_err(stdio_err)?)
-            .metadata()
-            .map_err(stdio_err)?;
-        plan::NULL.check(plan::node_kind(&md))?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| stdio_err(e.into()))?;
+        #[allow(clippy::unnecessary_cast)] // `st_mode` is `u16` on some targets
+        plan::NULL.check(plan::node_kind_of(st.st_mode as u32, st.st_rdev as u64))?;
     }
     Ok(above_stdio(fd).map_err(stdio_err)?)
 }
