@@ -201,7 +201,8 @@ pub fn node_kind(md: &std::fs::Metadata) -> crate::error::NodeKind {
     node_kind_of(md.mode(), md.rdev())
 }
 
-/// As [`node_kind`], from a `stat`'s `st_mode` and `st_rdev`.
+/// The kind of node a `stat`'s `st_mode` and `st_rdev` describe (`node_kind` reads the
+/// same from a `Metadata`).
 #[allow(clippy::unnecessary_cast)] // `mode_t` is `u16` on macOS
 pub fn node_kind_of(mode: u32, rdev: u64) -> crate::error::NodeKind {
     use crate::error::NodeKind;

@@ -28,7 +28,7 @@ use crate::policy::{Layer, Policy};
 
 pub use dev::{DEV_NODES, NULL};
 pub use egress::{EgressPlan, Listen, proxy_env};
-pub use host::{node_kind, node_kind_of};
+pub use host::node_kind_of;
 // The Linux launcher and process layer name the counts and the init's share.
 #[cfg_attr(not(target_os = "linux"), allow(unused_imports))]
 pub use limits::{INIT_PROCESSES, Rlimit, USER_COUNTS, processes_bounded_without_cgroup, rlimits};
