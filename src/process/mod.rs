@@ -49,12 +49,21 @@ mod limits;
 pub(crate) mod marker;
 mod nested;
 mod pty;
+#[cfg(target_os = "linux")]
+mod rmtree;
 mod sandbox;
 #[cfg(target_os = "linux")]
 mod session;
 mod snapshot;
 mod stdio;
 mod stream;
+/// Elsewhere: std's removal (recursive).
+#[cfg(not(target_os = "linux"))]
+mod rmtree {
+    pub(crate) fn remove_tree(path: &std::path::Path) -> std::io::Result<()> {
+        std::fs::remove_dir_all(path)
+    }
+}
 mod tmp;
 mod unhidden;
 mod watchdog;

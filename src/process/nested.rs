@@ -459,7 +459,8 @@ fn list(
         if n == 0 {
             return Ok(());
         }
-        for (kind, name) in stockade_sys::linux::dirents(buf.get(..n).unwrap_or_default()) {
+        let mut records = stockade_sys::linux::dirents(buf.get(..n).unwrap_or_default());
+        for (kind, name) in records.by_ref() {
             if name == b"." || name == b".." {
                 continue;
             }
@@ -471,6 +472,11 @@ fn list(
             if !each(OsStr::from_bytes(name), is_dir) {
                 return Ok(());
             }
+        }
+        // A record that does not fit (the kernel writes none): the entries after it would
+        // go unseen.
+        if records.leftover() != 0 {
+            return Err(libc::EIO);
         }
     }
 }

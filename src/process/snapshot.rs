@@ -95,7 +95,7 @@ pub(crate) fn before(
     let made =
         copy_tree(workspace, &tmp, Path::new(""), skip).and_then(|()| fs::rename(&tmp, &snap));
     if let Err(e) = made {
-        let _ = fs::remove_dir_all(&tmp);
+        let _ = super::rmtree::remove_tree(&tmp);
         return Err(super::changeset::path_error(&snap, &e));
     }
     fs::OpenOptions::new()
@@ -126,7 +126,7 @@ impl After {
         let snap = self.changes.join("snapshot");
         let upper = self.changes.join("upper");
         let new = self.changes.join(format!(".upper.{}", std::process::id()));
-        let _ = fs::remove_dir_all(&new);
+        let _ = super::rmtree::remove_tree(&new);
         let root = fs::symlink_metadata(&snap)?;
         if !root.is_dir() {
             // Not followed: a snapshot replaced by a symlink would lead the difference
@@ -142,7 +142,7 @@ impl After {
         let r = diff_dir(&snap, &self.workspace, &new, Path::new(""), &ctx)
             .and_then(|_| fs::set_permissions(&new, fs::Permissions::from_mode(root_mode)));
         if let Err(e) = r {
-            let _ = fs::remove_dir_all(&new);
+            let _ = super::rmtree::remove_tree(&new);
             return Err(e);
         }
         // `renameat2(RENAME_EXCHANGE)` would be atomic; the old tree goes after a plain
@@ -155,12 +155,12 @@ impl After {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
-                let _ = fs::remove_dir_all(&new);
+                let _ = super::rmtree::remove_tree(&new);
                 return Err(e);
             }
         }
         fs::rename(&new, &upper)?;
-        let _ = fs::remove_dir_all(&old);
+        let _ = super::rmtree::remove_tree(&old);
         Ok(())
     }
 }

@@ -61,6 +61,8 @@ mod sweep {
         Held(Hold),
         #[allow(dead_code)]
         Lost,
+        #[allow(dead_code)]
+        Failed(std::io::Error),
     }
 
     pub(super) fn claim(_: &std::path::Path) -> Claim {
@@ -131,10 +133,17 @@ impl Parent {
                     note: None,
                 })?
                 .keep();
-            // Else the sweep that took it removes it.
-            if let Claim::Held(hold) = sweep::claim(&path) {
-                claimed = Some((path, hold));
-                break;
+            match sweep::claim(&path) {
+                Claim::Held(hold) => {
+                    claimed = Some((path, hold));
+                    break;
+                }
+                // The sweep that took it removes it.
+                Claim::Lost => {}
+                Claim::Failed(e) => {
+                    let _ = std::fs::remove_dir(&path);
+                    return Err(os(e));
+                }
             }
         }
         let (path, hold) = claimed.ok_or_else(|| os(taken()))?;
@@ -253,6 +262,13 @@ pub(super) fn create(
             }
             // The sweep that took it removes it.
             Claim::Lost => drop(dir.keep()),
+            // `TempDir`'s drop removes it (empty).
+            Claim::Failed(source) => {
+                return Err(SpawnError::Os {
+                    call: "lock the private tmp dir",
+                    source,
+                });
+            }
         }
     }
     let (dir, hold) = claimed.ok_or_else(|| SpawnError::Os {
@@ -291,18 +307,20 @@ fn errno_in(e: &std::io::Error, dir: &Path) -> crate::error::Errno {
 }
 
 /// Removes `tmp` now: with one `rmdir` when the program left it empty (the common case,
-/// a third of the cost of walking it), else with everything in it; then lets go of the
-/// sandbox's directory (which the last holder removes).
+/// a third of the cost of walking it), else with everything in it (`rmtree`); then lets go
+/// of its lock and of the sandbox's directory (which the last holder removes).
 // Elsewhere `Hold` holds nothing, so dropping it does nothing.
 #[cfg_attr(not(target_os = "linux"), allow(clippy::drop_non_drop))]
 pub(super) fn remove(tmp: PrivateTmp) {
     let PrivateTmp { dir, hold, parent } = tmp;
-    if std::fs::remove_dir(dir.path()).is_ok() {
-        // Gone: `TempDir` must not remove a directory made under that name since.
-        let _ = dir.keep();
-    } else {
-        // `TempDir`'s drop removes the tree.
-        drop(dir);
+    // `TempDir` must not remove a directory made under that name since.
+    let path = dir.keep();
+    if std::fs::remove_dir(&path).is_err() {
+        // What the program left: removed without recursion (a deep chain of directories
+        // would overflow the stack of `remove_dir_all`, `TempDir`'s drop).
+        if let Err(e) = super::rmtree::remove_tree(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "stockade: a command's private tmp dir is left in place");
+        }
     }
     // Its lock only once it is gone.
     drop(hold);

@@ -23,7 +23,7 @@
 //! go. For each entry named as stockade names them that is a directory (never through a
 //! symlink), owned by this user and closed to everyone else, the sweep tries the lock
 //! without waiting; when it gets it, and the name still names that directory, the
-//! directory goes (`remove_dir_all`, which never follows a symlink in it). A sandbox's
+//! directory goes (`rmtree`: no symlink followed, no recursion). A sandbox's
 //! directory is swept in the same way, entry by entry, and removed only once empty: a
 //! `TMPDIR` left on purpose (a program whose end could not be watched) keeps its lock
 //! until its host exits.
@@ -37,19 +37,23 @@
 //! maker leaves that name to the sweep and makes another. A sweep holds the lock until
 //! the directory is gone, so no third case exists.
 //!
-//! Where `flock` is not supported (some network file systems answer `ENOLCK`), the maker
-//! goes on without a lock, and a sweep, which cannot take one either, removes nothing.
-//! Directories made by a stockade that took no lock (before this module) look unused and
-//! are removed.
+//! Only a temporary directory on a local file system is swept (tmpfs, ext4, xfs, btrfs,
+//! f2fs, overlayfs): a lock shows a running host only to processes of the same kernel, and
+//! a directory shared with other machines or a VM (NFS, SMB, 9p, virtiofs) may hold the
+//! live directories of hosts there. Where a directory cannot be locked, it is not
+//! swept either: on such a file system the maker goes on without a lock; on a swept one the
+//! spawn fails with the error. Directories made by a stockade that took no lock (before
+//! this module) look unused and are removed.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use nix::sys::statfs::{self, FsType};
 
 /// The prefix of a command's private `TMPDIR`.
 pub(super) const TMP_PREFIX: &str = "stockade-tmp-";
@@ -57,11 +61,13 @@ pub(super) const TMP_PREFIX: &str = "stockade-tmp-";
 pub(super) const SANDBOX_PREFIX: &str = "stockade-sandbox-";
 
 /// The lock that says this process still uses a directory it made: held until the
-/// directory is removed (dropped after it), or forever ([`Hold::keep`]).
+/// directory is removed (dropped after it), or forever ([`Hold::keep`]). The open file
+/// holds the lock, and closing it (its last copy: a forked child's copy keeps it) lets go;
+/// nothing ever unlocks it explicitly, which would let go for every copy.
 #[derive(Debug)]
 pub(super) struct Hold(
-    // Only kept, never read: the open file holds the lock.
-    #[allow(dead_code)] Option<Flock<File>>,
+    // Only kept, never read.
+    #[allow(dead_code)] Option<File>,
 );
 
 impl Hold {
@@ -79,6 +85,9 @@ pub(super) enum Claim {
     Held(Hold),
     /// A sweep took it between its `mkdir` and the lock: make another.
     Lost,
+    /// It could not be opened or locked: the error, for the spawn to fail with (the
+    /// maker removes the directory).
+    Failed(std::io::Error),
 }
 
 /// Takes the lock on `path`, a directory this process has just made (see the module
@@ -86,24 +95,52 @@ pub(super) enum Claim {
 pub(super) fn claim(path: &Path) -> Claim {
     match open_dir(path) {
         Ok(file) => claim_open(file),
-        // Made 0700 by this process a moment ago: only a removal makes this fail, and a
-        // sweep removes only what it holds.
-        Err(_) => Claim::Lost,
+        // Made 0700 by this process a moment ago: only a sweep that removed it since
+        // makes it disappear.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Claim::Lost,
+        Err(e) => Claim::Failed(e),
     }
 }
 
 /// As [`claim`], the directory already open.
 fn claim_open(file: File) -> Claim {
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => match lock.metadata() {
-            Ok(md) if md.nlink() > 0 => Claim::Held(Hold(Some(lock))),
+    match lock(&file) {
+        Ok(()) => match file.metadata() {
+            Ok(md) if md.nlink() > 0 => Claim::Held(Hold(Some(file))),
             // Removed by a sweep that has let go since.
-            _ => Claim::Lost,
+            Ok(_) => Claim::Lost,
+            Err(e) => Claim::Failed(e),
         },
-        Err((_, Errno::EWOULDBLOCK)) => Claim::Lost,
-        // No locks here: a sweep cannot take one either, so it removes nothing.
-        Err((_, _)) => Claim::Held(Hold(None)),
+        Err(Errno::EWOULDBLOCK) => Claim::Lost,
+        // Where nothing is swept, a directory needs no lock (some network file systems
+        // have none: `ENOLCK`).
+        Err(_) if !sweepable(&file) => Claim::Held(Hold(None)),
+        Err(e) => Claim::Failed(e.into()),
     }
+}
+
+/// `flock(LOCK_EX | LOCK_NB)` on `file`.
+fn lock(file: &File) -> Result<(), Errno> {
+    // SAFETY: `flock` takes an fd and flags and touches no memory; `file` keeps the fd
+    // open for the call.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    Errno::result(r).map(drop)
+}
+
+/// Whether the directory `dir` is on a local file system, the only kind swept: a lock
+/// shows a running host only to processes of the same kernel, and a temporary directory
+/// shared with other machines or a VM (NFS, SMB, 9p, virtiofs and other FUSE file
+/// systems) may hold the live directories of hosts there.
+fn sweepable(dir: &File) -> bool {
+    const LOCAL: &[FsType] = &[
+        statfs::TMPFS_MAGIC,
+        statfs::EXT4_SUPER_MAGIC,
+        statfs::XFS_SUPER_MAGIC,
+        statfs::BTRFS_SUPER_MAGIC,
+        statfs::F2FS_SUPER_MAGIC,
+        statfs::OVERLAYFS_SUPER_MAGIC,
+    ];
+    statfs::fstatfs(dir).is_ok_and(|st| LOCAL.contains(&st.filesystem_type()))
 }
 
 /// Starts a sweep of `root` on a thread of its own, once per process and directory.
@@ -133,6 +170,9 @@ pub(super) fn start(root: &Path) {
 /// Removes what hosts that are gone left in `dir` (the host's temporary directory when
 /// `top`, else a sandbox's directory); returns how many directories went.
 pub(super) fn sweep(dir: &Path, top: bool) -> usize {
+    if top && !open_dir(dir).is_ok_and(|d| sweepable(&d)) {
+        return 0;
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
@@ -151,10 +191,10 @@ pub(super) fn sweep(dir: &Path, top: bool) -> usize {
         if md.uid() != euid || md.mode() & 0o077 != 0 {
             continue;
         }
-        // Held: its host still runs (or flock is not supported here).
-        let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
+        // Held: its host still runs.
+        if lock(&file).is_err() {
             continue;
-        };
+        }
         // Still that directory under that name (not removed and made again meanwhile).
         let same = std::fs::symlink_metadata(&path)
             .is_ok_and(|now| (now.dev(), now.ino()) == (md.dev(), md.ino()));
@@ -167,11 +207,11 @@ pub(super) fn sweep(dir: &Path, top: bool) -> usize {
             if std::fs::remove_dir(&path).is_ok() {
                 removed += 1;
             }
-        } else if std::fs::remove_dir_all(&path).is_ok() {
+        } else if crate::process::rmtree::remove_tree(&path).is_ok() {
             removed += 1;
         }
         // The lock goes only now, with the directory gone.
-        drop(lock);
+        drop(file);
     }
     removed
 }
@@ -210,6 +250,23 @@ mod tests {
         drop(hold);
         assert_eq!(sweep(root.path(), true), 1);
         assert!(!live.exists());
+    }
+
+    #[test]
+    fn a_directory_left_on_purpose_stays_locked_until_the_process_exits() {
+        let root = tempfile::tempdir().unwrap();
+        let left = made(root.path(), "stockade-tmp-left");
+        let Claim::Held(hold) = claim(&left) else {
+            panic!("a fresh directory is claimed")
+        };
+        // What `tmp::leave` does with a directory whose program may still run.
+        hold.keep();
+        assert_eq!(sweep(root.path(), true), 0);
+        assert!(left.is_dir());
+        // Its lock is this process's until it exits: another open cannot take it.
+        let other = open_dir(&left).unwrap();
+        assert_eq!(lock(&other), Err(Errno::EWOULDBLOCK));
+        std::fs::remove_dir(&left).unwrap();
     }
 
     #[test]
@@ -259,9 +316,12 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         // A sweep holds it: the maker's lock is refused.
         let held = made(root.path(), "stockade-tmp-held");
-        let sweeping = Flock::lock(open_dir(&held).unwrap(), FlockArg::LockExclusive).unwrap();
+        let sweeping = open_dir(&held).unwrap();
+        lock(&sweeping).unwrap();
         assert!(matches!(claim(&held), Claim::Lost));
         drop(sweeping);
+        // Let go: the maker gets it.
+        assert!(matches!(claim(&held), Claim::Held(Hold(Some(_)))));
         // A sweep removed it and let go: the maker gets the lock of a directory with no
         // link left.
         let removed = made(root.path(), "stockade-tmp-removed");

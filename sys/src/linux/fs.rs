@@ -201,6 +201,14 @@ pub struct Dirents<'a> {
     rest: &'a [u8],
 }
 
+impl Dirents<'_> {
+    /// The bytes not read as records: 0 once every record has been read; more when the
+    /// iteration stopped at a record that does not fit (the caller's error to report).
+    pub fn leftover(&self) -> usize {
+        self.rest.len()
+    }
+}
+
 impl<'a> Iterator for Dirents<'a> {
     type Item = (u8, &'a [u8]);
 
@@ -294,6 +302,12 @@ mod getdents_tests {
             assert_eq!(n, usize::from(cut >= first), "cut at {cut}");
         }
         // A record length of zero, or shorter than the header, or a name without its NUL.
+        let mut whole = dirents(&buf);
+        assert_eq!(whole.by_ref().count(), 2);
+        assert_eq!(whole.leftover(), 0);
+        let mut cut = dirents(&buf[..first + 3]);
+        assert_eq!(cut.by_ref().count(), 1);
+        assert_eq!(cut.leftover(), 3);
         let mut zero = record(libc::DT_REG, b"a");
         zero[RECLEN_AT..RECLEN_AT + 2].copy_from_slice(&0u16.to_ne_bytes());
         assert_eq!(dirents(&zero).count(), 0);
