@@ -93,8 +93,18 @@ impl Repo {
     }
 }
 
+/// An entry that goes between the listing and its `lstat` or read is left out: a test
+/// polls while the put-back runs, which writes each file under a temporary name and
+/// renames it into place. (The poll then sees a state that is not yet the snapshot's, and
+/// polls again.)
 fn walk(dir: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, (u32, Vec<u8>)>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if gone(&e) => return,
+        Err(e) => panic!("{}: {e}", dir.display()),
+    };
+    for e in entries.flatten() {
         let name = e.file_name();
         let rel = rel.join(&name);
         let top = rel.components().next().unwrap().as_os_str().to_owned();
@@ -113,18 +123,30 @@ fn walk(dir: &Path, rel: &Path, out: &mut BTreeMap<PathBuf, (u32, Vec<u8>)>) {
         {
             continue;
         }
-        let meta = std::fs::symlink_metadata(e.path()).unwrap();
+        let meta = match std::fs::symlink_metadata(e.path()) {
+            Ok(meta) => meta,
+            Err(e) if gone(&e) => continue,
+            Err(err) => panic!("{}: {err}", e.path().display()),
+        };
         if meta.is_dir() {
             out.insert(rel.clone(), (meta.permissions().mode(), Vec::new()));
             walk(&e.path(), &rel, out);
         } else if meta.is_symlink() {
-            let t = std::fs::read_link(e.path()).unwrap();
-            out.insert(rel, (0o120000, t.into_os_string().into_encoded_bytes()));
+            match std::fs::read_link(e.path()) {
+                Ok(t) => {
+                    out.insert(rel, (0o120000, t.into_os_string().into_encoded_bytes()));
+                }
+                Err(e) if gone(&e) => {}
+                Err(err) => panic!("{}: {err}", e.path().display()),
+            }
         } else {
-            out.insert(
-                rel,
-                (meta.permissions().mode(), std::fs::read(e.path()).unwrap()),
-            );
+            match std::fs::read(e.path()) {
+                Ok(bytes) => {
+                    out.insert(rel, (meta.permissions().mode(), bytes));
+                }
+                Err(e) if gone(&e) => {}
+                Err(err) => panic!("{}: {err}", e.path().display()),
+            }
         }
     }
 }

@@ -244,6 +244,39 @@ fn changes_of_one_run(layer: Layer) {
     }
 }
 
+/// A program that leaves a chain of directories deeper than the snapshot's walks go, on
+/// layer 2 (which writes the difference on the host): the host lives (the walks recursed
+/// per level and overflowed the test thread's stack, aborting the host; one-letter names,
+/// so that the host's paths stay below `PATH_MAX` that deep), the next run works, and a
+/// workspace that deep is refused with `E2BIG` before any run.
+#[test]
+fn layer_two_a_deep_chain_made_in_the_snapshot_does_not_bring_the_host_down() {
+    let (_w, ws) = common::var_tempdir();
+    fixture(&ws);
+    let (_c, parent) = common::var_tempdir();
+    let changes = parent.join("set");
+    let sb = common::sandbox(&ws, overlay_on(&changes, Layer::Landlock));
+    let out = common::sh_ok(
+        &sb,
+        "python3 -c '\nimport os\nfor i in range(1000):\n    os.mkdir(\"q\")\n    os.chdir(\"q\")\nprint(\"made\")'",
+    );
+    assert_eq!(out.trim(), "made");
+    // The host is here to run the next command, which sees the chain in its snapshot.
+    let again = common::sh_ok(&sb, "test -d q/q/q && echo again");
+    assert_eq!(again.trim(), "again");
+    // A workspace that deep from the start: refused before the snapshot is made.
+    let (_d, deep) = common::var_tempdir();
+    let mut p = deep.clone();
+    for _ in 0..300 {
+        p.push("d");
+    }
+    std::fs::create_dir_all(&p).unwrap();
+    let (_c2, parent2) = common::var_tempdir();
+    let sb = common::sandbox(&deep, overlay_on(&parent2.join("set"), Layer::Landlock));
+    let err = sb.command("true").status().unwrap_err().to_string();
+    assert!(err.contains("E2BIG"), "{err}");
+}
+
 #[test]
 fn two_runs_on_one_change_set_see_each_others_writes() {
     require!(Feature::UserNs);

@@ -39,6 +39,23 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Conflict, Error, PlanError};
 
+/// The deepest a snapshot's walks go (the workspace, the snapshot, the difference), as
+/// `changes/`'s: each level is a frame of their recursion, and a chain of directories some
+/// 2 000 deep (one `mkdir` each, by a program in its snapshot) overflowed the 2 MiB stack
+/// of the host thread that wrote the difference, which aborted the host. Deeper is an
+/// error: the snapshot is refused, or the difference is not written (and logged; the
+/// snapshot keeps the program's work).
+const MAX_DEPTH: usize = 256;
+
+/// `E2BIG` when `rel` (a path below a walk's root) is too deep for it, as the other
+/// bounded walks report a bound.
+fn too_deep(rel: &Path) -> io::Result<()> {
+    if rel.components().count() >= MAX_DEPTH {
+        return Err(io::Error::from_raw_os_error(libc::E2BIG));
+    }
+    Ok(())
+}
+
 /// What runs after the program: the difference written into `upper/`.
 #[derive(Debug)]
 pub(crate) struct After {
@@ -203,6 +220,7 @@ fn skipped(rel: &Path, skip: &[PathBuf]) -> bool {
 
 /// The regular files' sizes under `root/rel`, skipped entries left out.
 fn measure(root: &Path, rel: &Path, skip: &[PathBuf]) -> io::Result<u64> {
+    too_deep(rel)?;
     let mut total = 0u64;
     for e in fs::read_dir(root.join(rel))? {
         let e = e?;
@@ -251,6 +269,7 @@ fn lstat(p: &Path) -> io::Result<Option<fs::Metadata>> {
 
 /// Copies the tree `src/rel` to `dst` (which must not exist).
 fn copy_tree(src_root: &Path, dst: &Path, rel: &Path, skip: &[PathBuf]) -> io::Result<()> {
+    too_deep(rel)?;
     let src = src_root.join(rel);
     let m = fs::symlink_metadata(&src)?;
     fs::DirBuilder::new().mode(0o700).create(dst)?;
@@ -399,6 +418,7 @@ fn diff_dir(
     rel: &Path,
     ctx: &Diff<'_>,
 ) -> io::Result<bool> {
+    too_deep(rel)?;
     let skip = ctx.skip;
     let snap = snap_root.join(rel);
     let ws = ws_root.join(rel);
