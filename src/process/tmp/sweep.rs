@@ -53,7 +53,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use nix::errno::Errno;
-use nix::sys::statfs::{self, FsType};
+use nix::sys::statfs;
 
 /// The prefix of a command's private `TMPDIR`.
 pub(super) const TMP_PREFIX: &str = "stockade-tmp-";
@@ -132,15 +132,18 @@ fn lock(file: &File) -> Result<(), Errno> {
 /// shared with other machines or a VM (NFS, SMB, 9p, virtiofs and other FUSE file
 /// systems) may hold the live directories of hosts there.
 fn sweepable(dir: &File) -> bool {
-    const LOCAL: &[FsType] = &[
-        statfs::TMPFS_MAGIC,
-        statfs::EXT4_SUPER_MAGIC,
-        statfs::XFS_SUPER_MAGIC,
-        statfs::BTRFS_SUPER_MAGIC,
-        statfs::F2FS_SUPER_MAGIC,
-        statfs::OVERLAYFS_SUPER_MAGIC,
+    // The magic numbers of `statfs(2)` (nix leaves some out on musl): tmpfs, ext2/3/4, xfs,
+    // btrfs, f2fs, overlayfs.
+    const LOCAL: &[u64] = &[
+        0x0102_1994,
+        0xEF53,
+        0x5846_5342,
+        0x9123_683E,
+        0xF2F5_2010,
+        0x794C_7630,
     ];
-    statfs::fstatfs(dir).is_ok_and(|st| LOCAL.contains(&st.filesystem_type()))
+    #[allow(clippy::unnecessary_cast)] // `f_type`'s type differs between libcs
+    statfs::fstatfs(dir).is_ok_and(|st| LOCAL.contains(&(st.filesystem_type().0 as u64)))
 }
 
 /// Starts a sweep of `root` on a thread of its own, once per process and directory.
