@@ -596,6 +596,11 @@ fn no_symlinks(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<(), PlanE
     let mut prefix = PathBuf::new();
     for c in p.components() {
         prefix.push(c);
+        // The root is no symlink, whatever `fs` says of it (a `HostFs` that knows nothing
+        // of `/` must not end the walk before its first real component).
+        if c == std::path::Component::RootDir {
+            continue;
+        }
         match fs.kind(&prefix) {
             Some(Kind::Symlink(target)) => {
                 return Err(PlanError::Symlink {
