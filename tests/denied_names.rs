@@ -17,6 +17,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::git::git;
 use common::{Feature, sandbox, sh, sh_ok, var_tempdir};
 use stockade::error::Unhidable;
 use stockade::{Error, Layer, SpawnError};
@@ -48,22 +49,6 @@ fn assert_refused(r: Result<String, Error>, path: &Path, want: Unhidable) {
             panic!("the spawn was not refused: {out}");
         }
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.email=h@example.invalid", "-c", "user.name=h"])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        common::output_text(&out)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

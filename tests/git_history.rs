@@ -14,73 +14,14 @@
 mod common;
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
+use common::git::{Repo, git, git_out};
 use common::{Feature, var_tempdir};
 use stockade::{GitDrop, GitDropReason, Layer, Policy, Sandbox, Stdio};
 
-/// Runs host git in `dir` (identity set on the command line), returns the output.
-fn git_out(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.email=host@example.invalid",
-            "-c",
-            "user.name=host",
-        ])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .expect("git")
-}
-
-/// Runs host git in `dir`, asserts success, returns stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_out(dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A host repository with one commit, and a host-only directory for markers.
-struct Repo {
-    _dirs: Vec<tempfile::TempDir>,
-    ws: PathBuf,
-    /// Not visible inside: a planted command that runs on the host leaves its marker here.
-    host: PathBuf,
-}
-
 impl Repo {
-    fn new() -> Repo {
-        let (w, ws) = var_tempdir();
-        let (h, host) = var_tempdir();
-        git(&ws, &["init", "-q", "-b", "main"]);
-        std::fs::write(ws.join("README"), "hello\n").unwrap();
-        git(&ws, &["add", "README"]);
-        git(&ws, &["commit", "-qm", "host"]);
-        Repo {
-            _dirs: vec![w, h],
-            ws,
-            host,
-        }
-    }
-
-    fn marker(&self) -> PathBuf {
-        self.host.join("pwned")
-    }
-
-    fn git_dir(&self) -> PathBuf {
-        self.ws.join(".git")
-    }
-
     /// Shell lines that make, inside, a repository `sub` whose config runs a script that
     /// creates the marker (`core.fsmonitor`), and the shell variable `$SUB`, its commit.
     fn plant_submodule(&self) -> String {
@@ -92,13 +33,6 @@ impl Repo {
             marker = self.marker().display(),
             script = self.ws.join("evil/run.sh").display(),
         )
-    }
-
-    fn assert_no_marker(&self, what: &str) {
-        assert!(
-            !self.marker().exists(),
-            "{what}: the host ran a command the program planted"
-        );
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! Fixtures sit under `/var/tmp` (outside the sandbox's private `/tmp`). Every test runs
 //! as the current user; as root, `zz_all_tests_pass_as_uid_65534` re-runs the file as uid
-//! 65534. (Helpers copied from `git_layer.rs`.)
+//! 65534.
 #![cfg(target_os = "linux")]
 
 mod common;
@@ -12,39 +12,9 @@ mod common;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use common::git::git;
 use common::{Feature, var_tempdir};
 use stockade::{GitDrop, GitDropReason, Layer, Policy, Sandbox, Stdio};
-
-/// Runs host git in `dir` (identity set on the command line), returns the output.
-fn git_out(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.email=host@example.invalid",
-            "-c",
-            "user.name=host",
-        ])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_CEILING_DIRECTORIES")
-        .output()
-        .expect("git")
-}
-
-/// Runs host git in `dir`, asserts success, returns stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_out(dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A host repository in `ws` with one commit: file `a` ("real\n"), tagged `v1`.
 fn init_repo(ws: &Path) {

@@ -18,70 +18,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use common::git::{Repo, git, git_out};
 use common::{Feature, sh_ok, var_tempdir};
 use stockade::{Child, GitDrop, GitDropReason, GitUnguardedReason, Layer, Policy, Sandbox, Stdio};
 
-/// Runs host git in `dir` (identity set on the command line), returns the output.
-fn git_out(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.email=host@example.invalid",
-            "-c",
-            "user.name=host",
-        ])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .expect("git")
-}
-
-/// Runs host git in `dir`, asserts success, returns stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_out(dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A host repository with one commit, and a host-only directory for markers.
-struct Repo {
-    _dirs: Vec<tempfile::TempDir>,
-    ws: PathBuf,
-    /// Not visible inside: a planted command that runs on the host leaves its marker here.
-    host: PathBuf,
-}
-
 impl Repo {
-    fn new() -> Repo {
-        let (w, ws) = var_tempdir();
-        let (h, host) = var_tempdir();
-        git(&ws, &["init", "-q", "-b", "main"]);
-        std::fs::write(ws.join("README"), "hello\n").unwrap();
-        git(&ws, &["add", "README"]);
-        git(&ws, &["commit", "-qm", "host"]);
-        Repo {
-            _dirs: vec![w, h],
-            ws,
-            host,
-        }
-    }
-
-    fn marker(&self) -> PathBuf {
-        self.host.join("pwned")
-    }
-
-    fn git_dir(&self) -> PathBuf {
-        self.ws.join(".git")
-    }
-
     /// Shell lines that write an executable script into the workspace which, run on the
     /// host, creates the marker: the command a program plants for the host's git.
     fn plant_script(&self) -> String {
@@ -93,13 +34,6 @@ impl Repo {
 
     fn script(&self) -> PathBuf {
         self.ws.join("evil/run.sh")
-    }
-
-    fn assert_no_marker(&self, what: &str) {
-        assert!(
-            !self.marker().exists(),
-            "{what}: the host ran a command the program planted"
-        );
     }
 }
 

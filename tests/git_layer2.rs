@@ -18,63 +18,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::git::{Repo, git, git_out};
 use common::var_tempdir;
 use stockade::{Error, GitDrop, GitDropReason, Layer, Policy, Sandbox, SpawnError, Stdio};
 
-fn git_out(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.email=host@example.invalid",
-            "-c",
-            "user.name=host",
-        ])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .expect("git")
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_out(dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A host repository with one commit, and a host-only directory for markers.
-struct Repo {
-    _dirs: Vec<tempfile::TempDir>,
-    ws: PathBuf,
-    host: PathBuf,
-}
-
 impl Repo {
-    fn new() -> Repo {
-        let (w, ws) = var_tempdir();
-        let (h, host) = var_tempdir();
-        git(&ws, &["init", "-q", "-b", "main"]);
-        std::fs::write(ws.join("README"), "hello\n").unwrap();
-        git(&ws, &["add", "README"]);
-        git(&ws, &["commit", "-qm", "host"]);
-        Repo {
-            _dirs: vec![w, h],
-            ws,
-            host,
-        }
-    }
-
-    fn marker(&self) -> PathBuf {
-        self.host.join("pwned")
-    }
-
     /// Shell lines that write `evil/run.sh` (which, run on the host, makes the marker) and
     /// `evil/hooks/*`, copies of it.
     fn plant_script(&self) -> String {

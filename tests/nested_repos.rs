@@ -13,58 +13,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use common::git::{Repo, git};
 use common::{Feature, var_tempdir};
 use stockade::{Layer, NestedOutcome, NestedRepository, Policy, Sandbox};
 
-/// Host git in `dir` (identity on the command line); asserts success; returns stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.email=host@example.invalid",
-            "-c",
-            "user.name=host",
-        ])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A host repository with one commit, and a host directory the sandbox cannot see.
-struct Repo {
-    _dirs: Vec<tempfile::TempDir>,
-    ws: PathBuf,
-    host: PathBuf,
-}
-
 impl Repo {
-    fn new() -> Repo {
-        let (w, ws) = var_tempdir();
-        let (h, host) = var_tempdir();
-        git(&ws, &["init", "-q", "-b", "main"]);
-        std::fs::write(ws.join("README"), "hello\n").unwrap();
-        git(&ws, &["add", "README"]);
-        git(&ws, &["commit", "-qm", "host"]);
-        Repo {
-            _dirs: vec![w, h],
-            ws,
-            host,
-        }
-    }
-
     /// The markers planted commands left on the host.
     fn markers(&self) -> Vec<String> {
         std::fs::read_dir(&self.host)

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use common::git::git;
 use common::{Feature, py_ok, sh, sh_ok, try_errno, var_tempdir};
 use stockade::{Error, Layer, PlanError, Policy, Sandbox};
 
@@ -41,27 +42,6 @@ fn snapshot(root: &Path, skip: &[&str]) -> BTreeMap<PathBuf, String> {
     let mut out = BTreeMap::new();
     walk(root, root, skip, &mut out);
     out
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.email=host@example.invalid",
-            "-c",
-            "user.name=host",
-        ])
-        .args(args)
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The layers a containment test runs on: the full layout and layer 2.

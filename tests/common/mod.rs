@@ -26,6 +26,8 @@ use std::process::Output;
 
 use stockade::{Capabilities, Policy, Sandbox};
 
+pub mod git;
+
 /// A kernel feature or privilege a test needs.
 #[derive(Clone, Copy, Debug)]
 pub enum Feature {
