@@ -87,6 +87,37 @@ const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
 /// connect and wait cannot make the server take threads without bound.
 const MAX_CLIENTS: usize = 128;
 
+/// At most this many lines about refused or dropped clients per [`SAID_WINDOW`]; the rest
+/// are counted and the count said once the window has passed. A command of the session
+/// that loops on `connect` is refused each time, and would otherwise fill the server's
+/// log (18 MB in 25 s, as tried).
+const SAID_PER_WINDOW: u32 = 20;
+const SAID_WINDOW: Duration = Duration::from_secs(10);
+
+/// The window's start, the lines said in it and the lines held back since the last count.
+static SAID: std::sync::Mutex<Option<(std::time::Instant, u32, u64)>> = std::sync::Mutex::new(None);
+
+/// Says `line` about a client on the server's stderr, within [`SAID_PER_WINDOW`].
+fn say_client(line: std::fmt::Arguments<'_>) {
+    let now = std::time::Instant::now();
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    let (start, shown, held) = said.get_or_insert((now, 0, 0));
+    if now.duration_since(*start) >= SAID_WINDOW {
+        if *held > 0 {
+            eprintln!(
+                "stockade: session: {held} more lines about refused or dropped clients not shown"
+            );
+        }
+        (*start, *shown, *held) = (now, 0, 0);
+    }
+    if *shown < SAID_PER_WINDOW {
+        *shown += 1;
+        eprintln!("stockade: session: {line}");
+    } else {
+        *held += 1;
+    }
+}
+
 /// The directory of a session's socket, held open, and the socket's name in it.
 struct Place {
     dir: OwnedFd,
@@ -96,8 +127,11 @@ struct Place {
 }
 
 impl Place {
-    /// Opens the parent of `socket` (without following a symbolic link at its name) and
-    /// checks it: a directory that this user owns and no one else can write.
+    /// Opens the parent of `socket` without following a symbolic link anywhere in its path
+    /// (`RESOLVE_NO_SYMLINKS`) and checks it: a directory that this user owns and no one
+    /// else can write. A link on the way could be one a sandboxed program planted in its
+    /// workspace and can point elsewhere later: at a directory of its own, where its own
+    /// socket would take the client's request (secrets, stdio) as the session's.
     fn open(socket: &Path) -> Result<Place, String> {
         let shown = socket.display();
         let Some(name) = socket.file_name() else {
@@ -110,16 +144,29 @@ impl Place {
         let path = crate::absolute(parent).map_err(|e| format!("{shown}: {}", Report(&e)))?;
         let at =
             |e: &(dyn std::error::Error + 'static)| format!("{}: {}", path.display(), Report(e));
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| at(&e))?;
-        if meta.file_type().is_symlink() {
-            return Err(format!(
-                "{}: is a symbolic link; a session's socket needs the directory itself",
-                path.display()
-            ));
-        }
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let dir = rustix::fs::open(&path, flags, Mode::empty())
-            .map_err(|e| at(&std::io::Error::from(e)))?;
+        // Not `O_NOFOLLOW`, which would answer a link at the end with `ENOTDIR`:
+        // `RESOLVE_NO_SYMLINKS` refuses a link anywhere with `ELOOP`.
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let dir = match rustix::fs::openat2(
+            rustix::fs::CWD,
+            &path,
+            flags,
+            Mode::empty(),
+            rustix::fs::ResolveFlags::NO_SYMLINKS,
+        ) {
+            Ok(dir) => dir,
+            Err(rustix::io::Errno::LOOP) => {
+                let real = std::fs::canonicalize(&path)
+                    .map(|r| format!(" (its real path is {})", r.display()))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "{}: passes through a symbolic link{real}; a session's socket needs a \
+                     path without one",
+                    path.display()
+                ));
+            }
+            Err(e) => return Err(at(&std::io::Error::from(e))),
+        };
         let st = rustix::fs::fstat(&dir).map_err(|e| at(&std::io::Error::from(e)))?;
         let euid = rustix::process::geteuid().as_raw();
         if st.st_mode & 0o022 != 0 {
@@ -427,10 +474,9 @@ fn serve_on(
             match rustix::net::accept_with(listener, SocketFlags::CLOEXEC) {
                 Ok(conn) => {
                     if clients.load(Ordering::SeqCst) >= MAX_CLIENTS {
-                        eprintln!(
-                            "stockade: session: refused a client: {MAX_CLIENTS} are served \
-                             already"
-                        );
+                        say_client(format_args!(
+                            "refused a client: {MAX_CLIENTS} are served already"
+                        ));
                         continue;
                     }
                     let slot = Slot::take(&clients);
@@ -499,23 +545,23 @@ fn client(session: &Session, conn: OwnedFd, stop: &AtomicBool) {
             // from the session's sandbox.
             let pid = peer.pid.as_raw_nonzero().get();
             if let Some(why) = refused_peer(&conn, pid, session.id()) {
-                eprintln!("stockade: session: refused a client (pid {pid}): {why}");
+                say_client(format_args!("refused a client (pid {pid}): {why}"));
                 return;
             }
         }
         Ok(peer) => {
-            eprintln!(
-                "stockade: session: refused a client of uid {} (pid {}): not this user's",
+            say_client(format_args!(
+                "refused a client of uid {} (pid {}): not this user's",
                 peer.uid.as_raw(),
                 peer.pid.as_raw_nonzero()
-            );
+            ));
             return;
         }
         Err(e) => {
-            eprintln!(
-                "stockade: session: a client's credentials: {}",
+            say_client(format_args!(
+                "a client's credentials: {}",
                 Report(&std::io::Error::from(e))
-            );
+            ));
             return;
         }
     }
@@ -560,11 +606,18 @@ fn writable_inside(policy: &stockade::Policy, dir: &Path) -> Option<PathBuf> {
 /// (`SO_PEERPIDFD`) and must still be alive once its ancestry has been walked: its pid
 /// is then its own, not a reused one. Its ancestors are walked through `/proc`; one that
 /// ends meanwhile leaves its children to the sandbox's subreaper init or namespace init,
-/// still above them, so a process of the sandbox cannot step out of the walk.
+/// still above them, so a process of the sandbox cannot step out of the walk. An ancestor
+/// that ended between the read of its child's parent and the read of its own could have
+/// left its pid to a new process elsewhere: each parent must have started no later than
+/// its child (`/proc/PID/stat`'s start time), else the walk stops and the client is
+/// refused (it may connect again).
 fn refused_peer(conn: &OwnedFd, pid: i32, sandbox: u32) -> Option<&'static str> {
     let pidfd = peer_pidfd(conn);
     let sandbox = i32::try_from(sandbox).unwrap_or(0);
     let mut p = pid;
+    let Some((mut parent, mut started)) = stat_of(p) else {
+        return Some("its ancestry cannot be read");
+    };
     // At most this many ancestors (a deeper chain is not a normal client's).
     for _ in 0..4096 {
         if sandbox > 0 && p == sandbox {
@@ -581,10 +634,13 @@ fn refused_peer(conn: &OwnedFd, pid: i32, sandbox: u32) -> Option<&'static str> 
             });
             return (!alive).then_some("it has ended");
         }
-        match parent_of(p) {
-            Some(q) => p = q,
-            None => return Some("its ancestry cannot be read"),
+        let Some((grandparent, parent_started)) = stat_of(parent) else {
+            return Some("its ancestry cannot be read");
+        };
+        if parent_started > started {
+            return Some("its ancestry changed while it was read");
         }
+        (p, parent, started) = (parent, grandparent, parent_started);
     }
     Some("its ancestry is too deep")
 }
@@ -613,13 +669,23 @@ fn peer_pidfd(conn: &OwnedFd) -> Option<OwnedFd> {
     Some(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
-/// The parent's pid of `pid` (`/proc/PID/stat`'s fourth field, read after the command
-/// name's last `)`, which the name itself may contain).
-fn parent_of(pid: i32) -> Option<i32> {
+/// The parent's pid of `pid` and when `pid` started (`/proc/PID/stat`'s fourth and
+/// twenty-second fields, read after the command name's last `)`, which the name itself
+/// may contain), from one read.
+fn stat_of(pid: i32) -> Option<(i32, u64)> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&stat)
+}
+
+/// `stat_of`'s parse of a `/proc/PID/stat` line.
+fn parse_stat(stat: &[u8]) -> Option<(i32, u64)> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
-    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    let mut fields = rest.split_ascii_whitespace();
+    // After the name: state (3), ppid (4), …, starttime (22).
+    let ppid = fields.nth(1)?.parse().ok()?;
+    let started = fields.nth(17)?.parse().ok()?;
+    Some((ppid, started))
 }
 
 /// Receives the one request of a connection and its three fds; `None` (after a line on
@@ -637,10 +703,10 @@ fn receive(conn: &OwnedFd, stop: &AtomicBool) -> Option<(Request, [OwnedFd; wire
             return None;
         }
         if std::time::Instant::now() >= deadline {
-            eprintln!(
-                "stockade: session: dropped a client that sent no request in {} s",
+            say_client(format_args!(
+                "dropped a client that sent no request in {} s",
                 REQUEST_DEADLINE.as_secs()
-            );
+            ));
             return None;
         }
         let mut fds = [rustix::event::PollFd::new(
@@ -685,7 +751,7 @@ fn receive(conn: &OwnedFd, stop: &AtomicBool) -> Option<(Request, [OwnedFd; wire
     match (request, fds, truncated) {
         (Some(r), Some(fds), false) => Some((r, fds)),
         _ => {
-            eprintln!("stockade: session: refused a malformed request");
+            say_client(format_args!("refused a malformed request"));
             None
         }
     }
@@ -958,7 +1024,56 @@ fn connect(socket: &Path) -> Result<OwnedFd, String> {
             peer.uid.as_raw()
         ));
     }
+    if let Some(why) = confined_server(&conn, peer.pid.as_raw_nonzero().get()) {
+        return Err(format!("{shown}: {why}: not your session's server"));
+    }
     Ok(conn)
+}
+
+/// Why the server at the other end of `conn` (pid `pid` at its `listen`) is not taken
+/// for a session's: it runs under more seccomp filters than this client. Every sandboxed
+/// program of stockade's (either layer) runs under one more filter than the host that
+/// started it, and runs as this user: one that could write where the caller put the
+/// socket (another session's workspace, say) could serve its own socket there and take
+/// the requests, secrets and stdio included. A real server is the caller's own
+/// `stockade session`, under no more filters than a client started beside it.
+///
+/// The count is `/proc/PID/status`'s `Seccomp_filters` (Linux 5.9), of the server
+/// pinned by its pidfd (`SO_PEERPIDFD`, Linux 6.5: the pid is checked to be its own
+/// once read); without the line (older kernels) nothing is checked.
+fn confined_server(conn: &OwnedFd, pid: i32) -> Option<String> {
+    let pidfd = peer_pidfd(conn);
+    let filters = |pid: &str| -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        status_filters(&status)
+    };
+    // No count of its own (no `/proc`, an older kernel): nothing to compare with.
+    let own = filters("self")?;
+    let theirs = filters(&pid.to_string());
+    let alive = pidfd.as_ref().is_none_or(|fd| {
+        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+        matches!(
+            rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())),
+            Ok(0)
+        )
+    });
+    match theirs {
+        _ if !alive => Some("the server ended while it was checked".to_string()),
+        None => Some(format!("the server (pid {pid}) cannot be checked")),
+        Some(n) if n > own => Some(format!(
+            "served by a process under {n} seccomp filters, more than this one's {own} \
+             (a sandboxed program)"
+        )),
+        Some(_) => None,
+    }
+}
+
+/// The `Seccomp_filters` count of a `/proc/PID/status` text.
+fn status_filters(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Seccomp_filters:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The command's stdio, from the caller's own: a pipe or a socket itself; for anything
@@ -1129,5 +1244,37 @@ fn copy_output(from: OwnedFd, mut to: Box<dyn Write + Send>, done: &AtomicBool) 
             Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
             Err(_) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_gives_the_parent_and_the_start_time_whatever_the_name() {
+        let tail = " R 16933 16933 1139 0 -1 4194304 103 0 0 0 0 0 0 0 20 0 1 0 214055 3133440 416";
+        for name in ["cat", "a) R 1 2 3 (b", ") )", ""] {
+            let line = format!("16937 ({name}){tail}");
+            assert_eq!(parse_stat(line.as_bytes()), Some((16933, 214055)), "{name}");
+        }
+        // Cut before the start time, or no name at all.
+        assert_eq!(parse_stat(b"16937 (cat) R 16933 16933 1139"), None);
+        assert_eq!(parse_stat(b"16937 cat R 16933"), None);
+        // This process's own: its parent is the test runner, started before it.
+        let (ppid, started) = stat_of(std::process::id() as i32).unwrap();
+        assert_eq!(ppid as u32, std::os::unix::process::parent_id());
+        let (_, parent_started) = stat_of(ppid).unwrap();
+        assert!(parent_started <= started);
+    }
+
+    #[test]
+    fn seccomp_filters_are_read_from_the_status_text() {
+        let status = "Name:\tx\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t3\nSpeculation_Store_Bypass:\tx\n";
+        assert_eq!(status_filters(status), Some(3));
+        assert_eq!(status_filters("Seccomp:\t0\n"), None);
+        assert_eq!(status_filters("Seccomp_filters:\tmany\n"), None);
+        let own = std::fs::read_to_string("/proc/self/status").unwrap();
+        assert!(status_filters(&own).is_some(), "{own}");
     }
 }

@@ -427,7 +427,9 @@ fn flags_that_make_no_sense_in_a_session_are_refused() {
 fn a_socket_not_in_a_private_directory_or_not_ours_is_refused() {
     let ws = tempdir();
     // A world-writable directory (/tmp itself, and one of our own made so), a group-
-    // writable one, a symbolic link to a private one.
+    // writable one, a symbolic link to a private one, and a private one reached through a
+    // symbolic link further up (which a program could have planted in its workspace, to
+    // point it at a directory of its own later: such a path was once taken).
     let open = tempdir();
     std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let group = tempdir();
@@ -435,6 +437,14 @@ fn a_socket_not_in_a_private_directory_or_not_ours_is_refused() {
     let private = socket_dir();
     let link = tempdir();
     std::os::unix::fs::symlink(private.path(), link.path().join("d")).unwrap();
+    let real = socket_dir();
+    std::fs::create_dir(real.path().join("sub")).unwrap();
+    std::fs::set_permissions(
+        real.path().join("sub"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(real.path(), link.path().join("up")).unwrap();
     let name = format!("stockade-test-{}.sock", std::process::id());
     for (socket, why) in [
         (
@@ -443,7 +453,11 @@ fn a_socket_not_in_a_private_directory_or_not_ours_is_refused() {
         ),
         (open.path().join("s"), "writable by its group or others"),
         (group.path().join("s"), "writable by its group or others"),
-        (link.path().join("d/s"), "is a symbolic link"),
+        (link.path().join("d/s"), "passes through a symbolic link"),
+        (
+            link.path().join("up/sub/s"),
+            "passes through a symbolic link",
+        ),
     ] {
         let out = stockade()
             .args(["session", "--socket"])
@@ -505,6 +519,70 @@ fn a_socket_not_in_a_private_directory_or_not_ours_is_refused() {
     assert!(server.run(&["--", "touch", "ran"]).status.success());
     assert!(ws.path().join("ran").exists());
     server.end(libc::SIGINT);
+}
+
+/// A sandboxed program that can write where a caller puts a session's socket (its own
+/// workspace here; another session's, say) serves a socket of its own there, as the
+/// user's uid, in a directory the user owns: every check of the place passes. The client
+/// refuses that server by its seccomp filters, one more than its own, before it sends
+/// anything (its secrets, its stdio).
+#[test]
+fn a_server_inside_a_sandbox_is_not_taken_for_a_session() {
+    const FAKE: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1] + "/s")
+s.listen(1)
+c, _ = s.accept()
+data = c.recv(1 << 17)
+if data:
+    open(sys.argv[1] + "/got-a-request", "w").write(str(len(data)))
+"#;
+    for layer in [Layer::Full, Layer::Landlock] {
+        let ws = socket_dir();
+        let tmp = tempdir();
+        let mut fake = stockade();
+        fake.args(["run", "--workspace"]).arg(ws.path());
+        match layer {
+            Layer::Full => fake.args(["--layer", "full"]),
+            _ => fake.args(["--layer", "landlock", "--min-layer", "landlock"]),
+        };
+        let mut fake = fake
+            .args(["--", "python3", "-c", FAKE])
+            .arg(ws.path())
+            .env("TMPDIR", tmp.path())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let socket = ws.path().join("s");
+        eventually(&format!("{layer:?}: the fake server listens"), || {
+            socket.exists()
+        });
+        let out = stockade()
+            .arg("run")
+            .arg("--session")
+            .arg(&socket)
+            .args(["--secret-env", "TOKEN=s3cret-value", "--", "true"])
+            .output()
+            .unwrap();
+        let _ = fake.kill();
+        let _ = fake.wait();
+        assert_eq!(
+            out.status.code(),
+            Some(125),
+            "{layer:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("seccomp filters"),
+            "{layer:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            !ws.path().join("got-a-request").exists(),
+            "{layer:?}: the fake server got the request"
+        );
+    }
 }
 
 /// Host processes whose command line contains `marker`, after waiting for them to go.
@@ -581,6 +659,17 @@ fn killing_the_server_or_a_client_leaves_nothing() {
 /// refused before the session starts, on both layers.
 #[test]
 fn a_command_of_the_session_cannot_become_its_client() {
+    const CONNECT_LOOP: &str = r#"
+import socket, sys
+for _ in range(200):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(sys.argv[1])
+        s.recv(1)
+    except OSError:
+        pass
+    s.close()
+"#;
     for layer in LAYERS {
         let ws = tempdir();
         // Inside the workspace: refused.
@@ -632,6 +721,20 @@ fn a_command_of_the_session_cannot_become_its_client() {
                 "{layer:?}: {}",
                 server.stderr()
             );
+            // A command that loops on `connect` is refused each time, and the server says
+            // so at most 20 times in 10 s (each line once filled its log: 18 MB in 25 s).
+            let out = server.run(&["--", "python3", "-c", CONNECT_LOOP, &socket]);
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            let refused = || {
+                server
+                    .stderr()
+                    .lines()
+                    .filter(|l| l.contains("refused a client"))
+                    .count()
+            };
+            eventually("the refusals said", || refused() >= 20);
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(refused(), 20, "{}", server.stderr());
         } else {
             assert!(!out.status.success(), "{layer:?}: {}", text(&out.stdout));
         }

@@ -142,6 +142,31 @@ def tries(pid):
         libc.ptrace(17, pid, 0, 0)
     else:
         out.append("ptrace:" + errno.errorcode[ctypes.get_errno()])
+    return " ".join(out) + " " + sched(pid)
+# What a command can change of the process `pid` (0: itself): its limits, its nice value,
+# its CPU affinity, its I/O priority (each set to what the caller has: a no-op where allowed).
+def sched(pid):
+    out = []
+    def attempt(name, f):
+        try:
+            f()
+            out.append(name + ":ok")
+        except OSError as e:
+            out.append(name + ":" + errno.errorcode[e.errno])
+    import resource
+    attempt("prlimit", lambda: resource.prlimit(pid, resource.RLIMIT_FSIZE, resource.getrlimit(resource.RLIMIT_FSIZE)))
+    attempt("nice", lambda: os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, 0)))
+    attempt("affinity", lambda: os.sched_setaffinity(pid, os.sched_getaffinity(0)))
+    libc = ctypes.CDLL(None, use_errno=True)
+    def ioprio():
+        if libc.syscall(251, 1, pid, (2 << 13) | 4) != 0:
+            raise OSError(ctypes.get_errno(), "ioprio_set")
+    attempt("ioprio", ioprio)
+    def shm():
+        if libc.shmget(0, 4096, 0o1600) < 0:
+            raise OSError(ctypes.get_errno(), "shmget")
+    if pid == 0:
+        attempt("shmget", shm)
     return " ".join(out)
 def ppid(pid):
     for line in open("/proc/%d/status" % pid):
@@ -185,6 +210,7 @@ child = subprocess.Popen(["sleep", "30"])
 listed = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
 print("listing", " ".join(map(str, listed)), "self", os.getpid(), "child", child.pid)
 print("own", tries(child.pid))
+print("self", sched(0))
 child.kill()
 "#;
 
@@ -193,10 +219,15 @@ fn a_command_cannot_reach_another_command_nor_the_session() {
     for layer in LAYERS {
         // The full layer's `/proc` shows a command only its own processes; layer 2's, the
         // host's, shows every process and its command line (not its environment).
+        // Nor change another's limits, scheduling or I/O priority: the commands share a
+        // PID namespace (the full layer's, or the host's) and a uid, which is all the
+        // kernel checks for those (a command once set another's `RLIMIT_FSIZE` to 0).
         let denied = if layer == Layer::Full {
-            "kill:EPERM cmdline:ENOENT environ:ENOENT mem:ENOENT fd:ENOENT ptrace:EPERM"
+            "kill:EPERM cmdline:ENOENT environ:ENOENT mem:ENOENT fd:ENOENT ptrace:EPERM \
+             prlimit:EPERM nice:EPERM affinity:EPERM ioprio:EPERM"
         } else {
-            "kill:EPERM cmdline:ok environ:EACCES mem:EACCES fd:EACCES ptrace:EPERM"
+            "kill:EPERM cmdline:ok environ:EACCES mem:EACCES fd:EACCES ptrace:EPERM \
+             prlimit:EPERM nice:EPERM affinity:EPERM ioprio:EPERM"
         };
         let ws = workspace();
         // ptrace allowed by the filter: Landlock alone must keep the commands apart.
@@ -283,8 +314,18 @@ fn a_command_cannot_reach_another_command_nor_the_session() {
             );
         }
         let own = text.lines().find(|l| l.starts_with("own ")).unwrap();
+        // Its own child, by pid: the filter cannot know a command's pids, so the calls
+        // that change another process name the caller alone (pid 0), as on layer 2.
         assert_eq!(
-            own, "own kill:ok cmdline:ok environ:ok mem:ok fd:ok ptrace:ok",
+            own,
+            "own kill:ok cmdline:ok environ:ok mem:ok fd:ok ptrace:ok \
+             prlimit:EPERM nice:EPERM affinity:EPERM ioprio:EPERM",
+            "{layer:?}"
+        );
+        // Itself: allowed; no SysV IPC object, which every command could reach.
+        let me = text.lines().find(|l| l.starts_with("self ")).unwrap();
+        assert_eq!(
+            me, "self prlimit:ok nice:ok affinity:ok ioprio:ok shmget:EPERM",
             "{layer:?}"
         );
         // A's secret is in A alone.

@@ -210,9 +210,11 @@ pub struct FilterOptions {
     /// Landlock's TCP rules do not cover). For `network = "allow"` without a private
     /// network namespace, where Landlock allows TCP to the egress proxy's ports alone.
     pub inet_stream_only: bool,
-    /// The program shares the host's PID and IPC namespaces (layer 2): SysV IPC and POSIX
-    /// message queues fail with `EPERM`, and the calls that change another process's
-    /// resource limits, scheduling or I/O priority must name the caller (pid 0).
+    /// The program shares its PID and IPC namespaces with processes it must not reach: the
+    /// host's (layer 2), or a session's other commands (a session's sandbox, on either
+    /// layer): SysV IPC and POSIX message queues fail with `EPERM`, and the calls that
+    /// change another process's resource limits, scheduling or I/O priority must name the
+    /// caller (pid 0).
     pub host_namespaces: bool,
 }
 

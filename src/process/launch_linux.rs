@@ -239,6 +239,17 @@ pub(super) fn start(
                 starter.serve();
             }
             exec.hide_pids = true;
+            // Its commands share the sandbox's PID and IPC namespaces, as a program on
+            // layer 2 shares the host's: the calls that reach another process's limits,
+            // scheduling or SysV IPC objects name the caller alone (the same filter as
+            // layer 2's, on the full layer too).
+            if let Some(options) = &plan.walls.seccomp {
+                let options = FilterOptions {
+                    host_namespaces: true,
+                    ..*options
+                };
+                exec.session_filter = Some(seccomp::build(&options)?);
+            }
         }
     }
     let (mounts, socket) = req.git.mounts()?;

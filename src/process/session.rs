@@ -38,7 +38,11 @@
 //! to the abstract sockets of, processes outside them. Each command's domain is a sibling
 //! of every other's, below the server's and the init's, so a command can reach none of
 //! them, and none of another command's processes; the server and the supervisors are also
-//! not dumpable. A session needs Landlock with scopes (ABI ≥ 6) on a layer with an init
+//! not dumpable. What Landlock has no hook for (another process's resource limits,
+//! scheduling and I/O priority, where the kernel checks only the uid, and SysV IPC),
+//! the seccomp filter refuses: a session's sandbox gets layer 2's
+//! [`host_namespaces`](crate::plan::FilterOptions::host_namespaces) filter on the full
+//! layer too. A session needs Landlock with scopes (ABI ≥ 6) on a layer with an init
 //! (full or landlock): without them [`Sandbox::session`] refuses, rather than run
 //! commands that could read each other's secrets.
 //!

@@ -188,9 +188,10 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
         Op::ResourceLimits(list) => resource_limits(list),
         Op::LandlockRules => walls::landlock_rules(layout.walls.as_ref(), exec),
         Op::Landlock => walls::landlock(exec),
-        Op::Seccomp => match &exec.explain {
-            None => walls::seccomp(layout.walls.as_ref()),
-            Some(explain) => walls::seccomp_explained(explain),
+        Op::Seccomp => match (&exec.explain, &exec.session_filter) {
+            (Some(explain), _) => walls::seccomp_explained(explain),
+            (None, Some(filter)) => walls::seccomp(Some(filter)),
+            (None, None) => walls::seccomp(layout.walls.as_ref().map(|w| &w.filter)),
         },
         Op::Exit => sys::exit_group(0),
     }

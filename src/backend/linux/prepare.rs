@@ -728,6 +728,12 @@ pub struct Exec {
     /// own, sees neither another command nor the init and the server
     /// ([`crate::Session`]).
     pub hide_pids: bool,
+    /// A session's sandbox: the filter [`Op::Seccomp`] installs instead of the layout's,
+    /// compiled with [`FilterOptions::host_namespaces`](crate::plan::FilterOptions): the
+    /// commands of a session share one PID and IPC namespace, so no command may change
+    /// another's resource limits, scheduling or I/O priority, or reach its SysV IPC
+    /// objects.
+    pub session_filter: Option<super::seccomp::Filter>,
 }
 
 /// The seccomp filter of a command with explain on
@@ -807,6 +813,7 @@ impl Exec {
             overlay_socket: -1,
             explain: None,
             hide_pids: false,
+            session_filter: None,
         })
     }
 

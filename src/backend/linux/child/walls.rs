@@ -16,6 +16,7 @@ use stockade_sys::{BorrowedFd, Errno};
 
 use super::R;
 use crate::backend::linux::prepare::{Exec, ExplainFilter, Walls};
+use crate::backend::linux::seccomp::Filter;
 
 /// The command's Landlock ruleset fd (only asked for when the plan has walls, so it is open).
 fn landlock_fd(exec: &Exec) -> BorrowedFd<'_> {
@@ -87,13 +88,13 @@ pub(super) fn log_flags(exec: &Exec) -> u32 {
 /// Installs the seccomp filter. The kernel copies the program during the call
 /// (`seccomp_prepare_user_filter`), so the parent's buffer only has to outlive it, which
 /// CLONE_VFORK guarantees.
-pub(super) fn seccomp(walls: Option<&Walls>) -> R {
-    match walls {
-        Some(w) => {
+pub(super) fn seccomp(filter: Option<&Filter>) -> R {
+    match filter {
+        Some(f) => {
             // SAFETY: stockade's filter answers only with ALLOW, KILL_PROCESS and ERRNO
             // of EPERM or ENOSYS (`seccomp::build`): no call reports a success that did
             // not happen.
-            unsafe { sys::seccomp_set_mode_filter(0, w.filter.instructions()) }.map(drop)
+            unsafe { sys::seccomp_set_mode_filter(0, f.instructions()) }.map(drop)
         }
         None => Err(Errno(libc::EINVAL)),
     }

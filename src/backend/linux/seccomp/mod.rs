@@ -60,7 +60,8 @@
 //!   their mode (`vfs_mkdir` keeps only the permission bits and `S_ISVTX`), and refusing
 //!   them would fail `cp -a` of a tree with a setgid directory at the `mkdirat` rather than
 //!   at the `chmod` that follows it.
-//! - With [`FilterOptions::host_namespaces`] (layer 2): `prlimit64`, `sched_setaffinity`,
+//! - With [`FilterOptions::host_namespaces`] (layer 2, and a session's sandbox on either
+//!   layer): `prlimit64`, `sched_setaffinity`,
 //!   `sched_setscheduler`, `sched_setparam` and `sched_setattr` only with pid 0 (the
 //!   caller), `setpriority` only with `PRIO_PROCESS` and who 0, `ioprio_set` only with
 //!   `IOPRIO_WHO_PROCESS` and who 0. A static filter cannot know the program's own pids, so
