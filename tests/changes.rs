@@ -760,6 +760,87 @@ fn git_in_a_change_set_goes_through_the_git_merge() {
     );
 }
 
+/// A repository the program made below the top (a `.git` directory, a `gitdir:` file of
+/// a submodule checkout, a bare repository) would have the host's git, run there, run
+/// its config and hooks: not applied (the review of the change-set feature applied
+/// `sub/.git/config` with a `core.fsmonitor`, and host `git status` in `sub` ran it). The
+/// files around them are.
+#[test]
+fn repositories_made_below_the_top_are_not_applied() {
+    require!(Feature::UserNs);
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    write(&ws.join("file.txt"), "one\n");
+    write(
+        &ws.join("checkout/.git"),
+        "gitdir: ../.git/modules/checkout\n",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let set = new_set(&root, &ws);
+    let merged = root.join("merged-copy");
+    let marker = root.join("pwned");
+    let script = format!(
+        "export HOME=/nonexistent GIT_CONFIG_NOSYSTEM=1; \
+         git init -q sub; git -C sub config core.fsmonitor 'touch {m}; echo'; \
+         printf '#!/bin/sh\\ntouch {m}\\n' > sub/.git/hooks/post-checkout; \
+         echo data > sub/file; \
+         git init -q --bare bare.git; git -C bare.git config core.pager 'touch {m}'; \
+         printf '#!/bin/sh\\ntouch {m}\\n' > bare.git/hooks/post-update; \
+         echo 'gitdir: /elsewhere' > checkout/.git; echo two > file.txt",
+        m = marker.display()
+    );
+    if overlay_run(&ws, &set, &script, &merged).is_none() {
+        return;
+    }
+    let report = ChangeSet::open(&set)
+        .unwrap()
+        .apply(&ApplyOptions::default())
+        .unwrap();
+    let refused: BTreeMap<String, RefusalReason> = report
+        .refused
+        .iter()
+        .map(|r| (r.path.display().to_string(), r.reason))
+        .collect();
+    for path in [
+        "sub/.git",
+        "bare.git/config",
+        "bare.git/hooks",
+        "checkout/.git",
+    ] {
+        assert_eq!(
+            refused.get(path),
+            Some(&RefusalReason::Repository),
+            "{path}: {report:?}"
+        );
+    }
+    for path in ["file.txt", "sub/file", "bare.git/HEAD"] {
+        assert!(
+            report.applied.contains(&PathBuf::from(path)),
+            "{path}: {report:?}"
+        );
+    }
+    assert!(!ws.join("sub/.git").exists());
+    assert!(!ws.join("bare.git/config").exists());
+    assert!(!ws.join("bare.git/hooks").exists());
+    assert_eq!(
+        fs::read_to_string(ws.join("checkout/.git")).unwrap(),
+        "gitdir: ../.git/modules/checkout\n"
+    );
+    assert_eq!(fs::read_to_string(ws.join("file.txt")).unwrap(), "two\n");
+    // Host git in what was applied runs nothing of the program's.
+    let _ = Command::new("git")
+        .args(["status"])
+        .current_dir(ws.join("sub"))
+        .env("GIT_CEILING_DIRECTORIES", &root)
+        .output();
+    let _ = Command::new("git")
+        .args(["-C", "bare.git", "log"])
+        .current_dir(&ws)
+        .output();
+    assert!(!marker.exists());
+}
+
 #[test]
 fn an_apply_that_fails_half_way_names_what_landed() {
     let tmp = tempdir();

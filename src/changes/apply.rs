@@ -103,6 +103,11 @@ pub enum RefusalReason {
     Git(crate::GitDropReason),
     /// No `.git` merge on this OS.
     GitUnsupported,
+    /// In a repository below the workspace's top: under (or at) a `.git` entry that is
+    /// not the workspace's own, or the `config` or `hooks` of a directory git takes for a
+    /// bare repository (`HEAD`, `objects/` and `refs/`). Git on the host run there would
+    /// run that config's commands and those hooks.
+    Repository,
 }
 
 impl std::fmt::Display for RefusalReason {
@@ -120,6 +125,9 @@ impl std::fmt::Display for RefusalReason {
             Self::GitReplaced => f.write_str(".git itself added, deleted or replaced"),
             Self::Git(r) => write!(f, "kept out by the .git merge: {r}"),
             Self::GitUnsupported => f.write_str("no .git merge on this OS"),
+            Self::Repository => f.write_str(
+                "in a repository below the workspace's top (git there would run its config and hooks)",
+            ),
         }
     }
 }
@@ -322,6 +330,9 @@ impl ChangeSet {
     ) -> Outcome {
         if let Some(r) = names(&c.path, opts) {
             return Outcome::Refused(r);
+        }
+        if in_repository(&c.path, &self.upper, &self.workspace) {
+            return Outcome::Refused(RefusalReason::Repository);
         }
         if c.path.ancestors().skip(1).any(|a| skipped.contains(a)) {
             return Outcome::Refused(RefusalReason::ParentNotApplied);
@@ -607,6 +618,36 @@ impl ChangeSet {
             });
         }
     }
+}
+
+/// Whether `rel` is in a repository below the workspace's top ([`RefusalReason::Repository`]):
+/// a `.git` component past the first (the top's own `.git` goes through the merge), or a
+/// bare repository's `config` or `hooks`, the directory looking like one in the change
+/// set or in the workspace. (In place, after a run, the nested-repository check sets such
+/// files aside; a change set's are not applied at all.)
+fn in_repository(rel: &Path, upper: &OwnedFd, workspace: &OwnedFd) -> bool {
+    let parts: Vec<&OsStr> = rel.iter().collect();
+    if parts.iter().skip(1).any(|c| *c == ".git") {
+        return true;
+    }
+    parts.iter().enumerate().any(|(i, c)| {
+        let control = *c == "hooks" || (*c == "config" && i + 1 == parts.len());
+        control && {
+            let dir: PathBuf = parts.iter().take(i).collect();
+            looks_bare(upper, &dir) || looks_bare(workspace, &dir)
+        }
+    })
+}
+
+/// Whether `dir` (beneath `root`, no symlink followed) has `HEAD`, `objects` and `refs`:
+/// what git takes for a bare repository.
+fn looks_bare(root: &OwnedFd, dir: &Path) -> bool {
+    let Ok(d) = fs::open_beneath(root, dir) else {
+        return false;
+    };
+    ["HEAD", "objects", "refs"]
+        .iter()
+        .all(|n| fstatat(&d, *n, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok())
 }
 
 /// The refusal the name lists give `rel`.

@@ -247,21 +247,25 @@ pub(super) fn remove_tree(
     }
 }
 
-/// Sets the mode of the directory `name` of `dir` (the change set's: the caller's).
+/// Sets the permission bits (`mode & 0o777`: never a set-id or sticky bit) of the entry
+/// `name` of `dir` (the change set's: the caller's), never through a symlink: `name` was
+/// a directory at the caller's `lstat`, but a program writing the set meanwhile could
+/// have made it a symlink to any host file, whose mode the host would then set (a run
+/// still going when a review began once did; `ChangeSet::open` now refuses that, and
+/// this holds whatever runs). A symlink there fails (`EOPNOTSUPP`), and what is under
+/// it then fails to be read, and says so.
 pub(super) fn chmod_at(dir: &impl AsFd, name: &OsStr, mode: u32) -> Result<(), Errno> {
-    // `fchmodat` follows a symlink; `name` was a directory at the caller's `lstat`, in
-    // the caller's own change set, and no program runs on it during a review.
     fchmodat(
         dir.as_fd(),
         name,
-        Mode::from_bits_truncate(mode as libc::mode_t),
-        FchmodatFlags::FollowSymlink,
+        Mode::from_bits_truncate((mode & 0o777) as libc::mode_t),
+        FchmodatFlags::NoFollowSymlink,
     )
 }
 
 /// Gives the owner access to the directory `name` of `dir` whose mode is `mode`.
 pub(super) fn grant(dir: &impl AsFd, name: &OsStr, mode: u32) -> Result<(), Errno> {
-    chmod_at(dir, name, mode & 0o7777 | 0o700)
+    chmod_at(dir, name, mode | 0o700)
 }
 
 /// The upper directories without owner access, opened up while a change set is read

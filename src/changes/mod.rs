@@ -173,6 +173,13 @@ pub enum ChangesError {
         #[source]
         source: io::Error,
     },
+    /// A run on the change set has a program running: it is reviewed, applied or
+    /// discarded once that run has ended.
+    #[error("{}: a run on this change set is still going; review it once it has ended", path.display())]
+    Busy {
+        /// The change set.
+        path: PathBuf,
+    },
     /// The directory, its marker or its `upper/` is a symlink.
     #[error("{} is a symlink", path.display())]
     Symlink {
@@ -316,6 +323,12 @@ impl ChangeSet {
                 return Err(open_err(&marker_path, Errno::EBADF));
             };
             crate::process::changeset::settle(id, std::os::fd::AsFd::as_fd(file));
+            // A program that still runs writes `upper/` while it is read: what a review
+            // shows would not be what is applied, and the walk's own changes to `upper/`
+            // (the modes it lends a locked directory) would race the program's.
+            if crate::process::changeset::running(id, std::os::fd::AsFd::as_fd(file)) {
+                return Err(ChangesError::Busy { path: dir });
+            }
             if fs::ftype(&mst) != libc::S_IFREG {
                 return Err(ChangesError::Marker {
                     path: marker_path,
@@ -474,6 +487,11 @@ mod tests {
                 false,
             ),
             (
+                ChangesError::Busy { path: p.clone() },
+                "/s: a run on this change set is still going; review it once it has ended",
+                false,
+            ),
+            (
                 ChangesError::NotOwned {
                     path: p.clone(),
                     owner: 1,
@@ -529,5 +547,28 @@ mod tests {
             assert_eq!(e.to_string(), text);
             assert_eq!(e.source().is_some(), source, "{e}");
         }
+    }
+
+    /// The walk lends a locked directory of `upper/` its owner's access and gives its mode
+    /// back: never through a symlink the program put in its place meanwhile (the host
+    /// file's mode was set once), and never a set-id or sticky bit.
+    #[test]
+    fn modes_are_never_set_through_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let host = d.path().join("host-file");
+        std::fs::write(&host, "x").unwrap();
+        std::fs::set_permissions(&host, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::symlink(&host, d.path().join("d")).unwrap();
+        let dir = std::fs::File::open(d.path()).unwrap();
+        assert!(fs::chmod_at(&dir, OsStr::new("d"), 0o577).is_err());
+        assert!(fs::grant(&dir, OsStr::new("d"), 0o077).is_err());
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&host), 0o644);
+        std::fs::create_dir(d.path().join("real")).unwrap();
+        fs::chmod_at(&dir, OsStr::new("real"), 0o3577).unwrap();
+        assert_eq!(mode(&d.path().join("real")), 0o577);
+        fs::grant(&dir, OsStr::new("real"), 0o077).unwrap();
+        assert_eq!(mode(&d.path().join("real")), 0o777);
     }
 }

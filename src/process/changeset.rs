@@ -438,6 +438,12 @@ pub(crate) fn settle(id: Id, marker: std::os::fd::BorrowedFd<'_>) {
     }
 }
 
+/// Whether a run on the change set `id` (whose marker `marker` is open) has a program
+/// running now: in this process, or in another one (its [`RUNNING`] byte held).
+pub(crate) fn running(id: Id, marker: std::os::fd::BorrowedFd<'_>) -> bool {
+    registry().get(&id) == Some(&State::Running) || locked_elsewhere(marker, RUNNING)
+}
+
 /// Returns once no run of this process on the change set at `dir` is closing (a running
 /// one is not waited for), or after ten seconds with a warning (a stuck file system);
 /// at once when `dir` is gone. For a `Sandbox`'s drop.
