@@ -923,14 +923,14 @@ mod changes_cmd {
             let target = c
                 .target
                 .as_ref()
-                .map(|t| format!(" -> {}", t.display()))
+                .map(|t| format!(" -> {}", crate::shown::shown_path(t)))
                 .unwrap_or_default();
             let size = c.size.map(|s| format!("  ({s} bytes)")).unwrap_or_default();
             out!(
                 "{:<13}{:<8}{}{target}{size}",
                 c.kind.as_str(),
                 c.entry.as_str(),
-                c.path.display()
+                crate::shown::shown_path(&c.path)
             );
         }
         ExitCode::SUCCESS
@@ -949,16 +949,28 @@ mod changes_cmd {
             Err(e) => return fail(2, Report(&e)),
         };
         for p in &report.applied {
-            out!("applied   {}", p.display());
+            out!("applied   {}", crate::shown::shown_path(p));
         }
         for r in &report.refused {
-            eprintln!("stockade: refused  {}: {}", r.path.display(), r.reason);
+            eprintln!(
+                "stockade: refused  {}: {}",
+                crate::shown::shown_path(&r.path),
+                r.reason
+            );
         }
         for c in &report.conflicts {
-            eprintln!("stockade: conflict {}: {}", c.path.display(), c.reason);
+            eprintln!(
+                "stockade: conflict {}: {}",
+                crate::shown::shown_path(&c.path),
+                c.reason
+            );
         }
         for f in &report.failed {
-            eprintln!("stockade: failed   {}: {}", f.path.display(), f.error);
+            eprintln!(
+                "stockade: failed   {}: {}",
+                crate::shown::shown_path(&f.path),
+                f.error
+            );
         }
         if report.is_complete() {
             ExitCode::SUCCESS

@@ -15,10 +15,17 @@ pub fn shown(child: &stockade::Child, scrub: bool, text: &str) -> String {
     escape_controls(&text)
 }
 
+/// A path the program chose (a change set's entry, a symlink's target), lossily as text
+/// with its control characters escaped ([`escape_controls`]): a name with a newline and
+/// an escape sequence once printed a made-up line in colour in `changes` and `apply`.
+pub fn shown_path(path: &std::path::Path) -> String {
+    escape_controls(&path.to_string_lossy())
+}
+
 /// `text` with each control character (C0, DEL, C1), line or paragraph separator and
 /// bidirectional mark or override (which reorder how a line reads) written as Rust writes
 /// it in a string literal.
-fn escape_controls(text: &str) -> String {
+pub fn escape_controls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(

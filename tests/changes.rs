@@ -665,6 +665,60 @@ fn the_commands_list_apply_and_discard() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
 
+/// Names and symlink targets are the program's: the commands print their control
+/// characters escaped, so that a name cannot color the caller's terminal or print a
+/// made-up line (a name with `\e[31m` and a newline followed by a forged `added` line
+/// once did both in `changes` and `apply`).
+#[test]
+fn names_with_control_characters_are_printed_escaped() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    fs::create_dir(&ws).unwrap();
+    let set = new_set(&root, &ws);
+    let name = "x\x1b[31mRED\x1b[0m\nadded        file    FAKE.txt";
+    write(&set.join("upper").join(name), "data\n");
+    symlink("t\x1b]52;c;aGk=\x07\nx", set.join("upper/link")).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(common::stockade_exe())
+            .args(args)
+            .arg(&set)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !text.contains('\x1b') && !text.contains('\x07'),
+            "{args:?}: {text:?}"
+        );
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.starts_with("added        file    FAKE.txt")),
+            "{args:?}: {text}"
+        );
+        text
+    };
+    let listed = run(&["changes"]);
+    assert!(
+        listed.contains("x\\u{1b}[31mRED\\u{1b}[0m\\nadded"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("-> t\\u{1b}]52;c;aGk=\\u{7}\\nx"),
+        "{listed}"
+    );
+    let diff = run(&["changes", "--diff"]);
+    assert!(diff.contains("b/x\\u{1b}[31mRED"), "{diff}");
+    let applied = run(&["apply"]);
+    assert!(applied.contains("applied   x\\u{1b}[31mRED"), "{applied}");
+    // The name itself lands as it was.
+    assert_eq!(fs::read(ws.join(name)).unwrap(), b"data\n");
+}
+
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args([
@@ -839,6 +893,75 @@ fn repositories_made_below_the_top_are_not_applied() {
         .current_dir(&ws)
         .output();
     assert!(!marker.exists());
+}
+
+/// Paths are held per entry: a deep tree of long names is refused as too large once the
+/// paths pass 64 MiB in all, before the host holds gigabytes for it.
+#[test]
+fn a_change_set_of_too_many_path_bytes_is_refused() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    fs::create_dir(&ws).unwrap();
+    let set = new_set(&root, &ws);
+    let mut deep = set.join("upper");
+    for i in 0..14 {
+        deep.push(format!("{i:02}{}", "n".repeat(240)));
+    }
+    fs::create_dir_all(&deep).unwrap();
+    let dir = fs::File::open(&deep).unwrap();
+    use std::os::fd::AsRawFd;
+    for i in 0..20_000 {
+        let name = CString::new(format!("f{i:05}")).unwrap();
+        // SAFETY: `name` is NUL-terminated and outlives the call; `dir` is open.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o644,
+            )
+        };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just opened here and is closed once.
+        unsafe { libc::close(fd) };
+    }
+    let err = ChangeSet::open(&set).unwrap_err();
+    assert!(matches!(err, ChangesError::TooLarge { .. }), "{err}");
+    // Half as many files pass.
+    for i in 10_000..20_000 {
+        fs::remove_file(deep.join(format!("f{i:05}"))).unwrap();
+    }
+    assert_eq!(ChangeSet::open(&set).unwrap().entries().len(), 14 + 10_000);
+}
+
+/// A diff's time is bounded: every line of a 40 000-line file rewritten (once 150 s in a
+/// debug build) gives a coarser diff in about a second, and every new line is in it.
+#[test]
+fn a_diff_of_a_file_rewritten_line_by_line_is_bounded() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    let old: String = (0..40_000).map(|i| format!("line {i}\n")).collect();
+    write(&ws.join("big.txt"), &old);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let set = new_set(&root, &ws);
+    let new: String = (0..40_000).map(|i| format!("other {i}\n")).collect();
+    write(&set.join("upper/big.txt"), &new);
+    let cs = ChangeSet::open(&set).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(cs.diff());
+    });
+    // A hang detector, not a speed target: minutes without the bound.
+    let diff = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the diff did not end within 60 s")
+        .unwrap();
+    for i in [0, 19_999, 39_999] {
+        assert!(diff.contains(&format!("+other {i}\n")), "{i}");
+        assert!(diff.contains(&format!("-line {i}\n")), "{i}");
+    }
 }
 
 #[test]

@@ -8,6 +8,12 @@ use std::path::Path;
 use nix::errno::Errno;
 use nix::fcntl::readlinkat;
 use similar::TextDiff;
+use std::time::{Duration, Instant};
+
+/// How long one file's line diff may look for the minimal one.
+const FILE_BUDGET: Duration = Duration::from_secs(1);
+/// How long a whole [`ChangeSet::diff`] may look for minimal ones.
+const DIFF_BUDGET: Duration = Duration::from_secs(20);
 
 use super::fs;
 use super::{Change, ChangeKind, ChangeSet, ChangesError, EntryType};
@@ -36,21 +42,27 @@ impl ChangeSet {
     ///
     /// [`ChangesError::Read`] when an entry of the change set or the workspace can no
     /// longer be read.
+    ///
+    /// The line diff of each file is minimal within a second and then coarser (the rest
+    /// of the file as removed and added), and after 20 s in all every further
+    /// one is coarse at once: a diff's time is bounded, whatever the files (a program that
+    /// rewrote every line of a 40 000-line file once made one diff take 150 s).
     pub fn diff(&self) -> Result<String, ChangesError> {
         let mut out = String::new();
         let _granted = fs::Granted::new(&self.upper, &self.locked);
+        let end = Instant::now() + DIFF_BUDGET;
         for c in &self.entries {
-            self.diff_one(c, &mut out)?;
+            self.diff_one(c, &mut out, end)?;
         }
         Ok(out)
     }
 
-    fn diff_one(&self, c: &Change, out: &mut String) -> Result<(), ChangesError> {
+    fn diff_one(&self, c: &Change, out: &mut String, end: Instant) -> Result<(), ChangesError> {
         let err = |e: Errno| ChangesError::Read {
             path: c.path.clone(),
             source: fs::io(e),
         };
-        let p = c.path.display();
+        let p = escaped(&c.path.to_string_lossy());
         let old = match c.kind {
             ChangeKind::Added => Side::None,
             _ => side(&self.workspace, &c.path).map_err(err)?,
@@ -81,7 +93,7 @@ impl ChangeSet {
         let text = |s: &Side| match s {
             Side::None => Some(String::new()),
             Side::Text(t) => Some(t.clone()),
-            Side::Link(t) => Some(format!("-> {}\n", String::from_utf8_lossy(t))),
+            Side::Link(t) => Some(format!("-> {}\n", escaped(&String::from_utf8_lossy(t)))),
             _ => None,
         };
         match (text(&old), text(&new)) {
@@ -89,7 +101,8 @@ impl ChangeSet {
                 if x == y {
                     return Ok(());
                 }
-                let d = TextDiff::from_lines(&x, &y);
+                let deadline = (Instant::now() + FILE_BUDGET).min(end);
+                let d = TextDiff::configure().deadline(deadline).diff_lines(&x, &y);
                 let _ = write!(out, "{}", d.unified_diff().context_radius(3).header(&a, &b));
             }
             _ => {
@@ -146,4 +159,20 @@ fn side(root: &OwnedFd, rel: &Path) -> Result<Side, Errno> {
         }
         _ => Side::Special,
     })
+}
+
+/// `text` (a path or a symlink's target, chosen by the program) with each control
+/// character escaped as Rust writes it in a string literal, so that a name cannot end a
+/// diff's header line and forge the next, nor reach the reader's terminal as an escape
+/// sequence. File contents are left as they are, as `git diff` leaves them.
+fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        if ch.is_control() {
+            out.extend(ch.escape_default());
+        } else {
+            out.push(ch);
+        }
+    }
+    out
 }

@@ -57,6 +57,10 @@ pub const VERSION: u64 = 1;
 /// A change set with more entries than this (in `upper/`, or deleted by an opaque
 /// directory) is refused as too large.
 pub const MAX_ENTRIES: usize = 1_000_000;
+/// A change set whose entries' paths are longer than this in all (bytes) is refused as
+/// too large: each entry keeps its path, so a program's deep tree of long names (240
+/// levels of 255 bytes) once made the host hold over a gigabyte for 20 000 files.
+pub const MAX_PATH_BYTES: usize = 64 << 20;
 /// The marker is at most this large.
 const MARKER_MAX: u64 = 64 << 10;
 
@@ -219,7 +223,8 @@ pub enum ChangesError {
         #[source]
         source: io::Error,
     },
-    /// The change set has more than [`MAX_ENTRIES`] entries or is deeper than 256.
+    /// The change set has more than [`MAX_ENTRIES`] entries, paths longer than
+    /// [`MAX_PATH_BYTES`] in all, or is deeper than 256.
     #[error("change set too large or too deep at {}", path.display())]
     TooLarge {
         /// The path (relative to the workspace) where the limit was reached.

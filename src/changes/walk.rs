@@ -25,6 +25,7 @@ pub(super) fn walk(
         out: Vec::new(),
         links: Links::new(),
         seen: 0,
+        path_bytes: 0,
         locked: Vec::new(),
     };
     w.dir(upper, Some(workspace), Path::new(""), 0, false)?;
@@ -44,6 +45,8 @@ struct Walk {
     out: Vec<Change>,
     links: Links,
     seen: usize,
+    /// The bytes of the paths of the entries listed so far ([`super::MAX_PATH_BYTES`]).
+    path_bytes: usize,
     locked: Locked,
 }
 
@@ -113,6 +116,10 @@ impl Walk {
         }
         for (name, st) in &list {
             let path = rel.join(name);
+            self.path_bytes += path.as_os_str().len();
+            if self.path_bytes > super::MAX_PATH_BYTES {
+                return Err(Self::too_large(rel));
+            }
             let low = match lower {
                 Some(l) => match fstatat(l, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
                     Ok(s) => Some(s),
@@ -127,11 +134,12 @@ impl Walk {
         // and the change set does not was deleted.
         if let Some(lower) = lower {
             if opaque {
-                let have: Vec<&OsStr> = list.iter().map(|(n, _)| n.as_os_str()).collect();
+                let have: std::collections::HashSet<&OsStr> =
+                    list.iter().map(|(n, _)| n.as_os_str()).collect();
                 let lower_list =
                     fs::entries(lower, MAX_ENTRIES).map_err(|e| Self::read_err(rel, e))?;
                 for (name, st) in lower_list {
-                    if have.contains(&name.as_os_str()) {
+                    if have.contains(name.as_os_str()) {
                         continue;
                     }
                     self.push(deleted(rel.join(&name), &st))?;
