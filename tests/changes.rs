@@ -665,6 +665,72 @@ fn the_commands_list_apply_and_discard() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
 }
 
+/// A change set too deep to review (a program's 600-level chain, a level of it locked
+/// `chmod 000`) still goes with `discard`, which does not read it; a directory that is
+/// no change set (no marker that parses) is never removed.
+#[test]
+fn a_change_set_too_deep_to_review_is_discarded() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    fs::create_dir(&ws).unwrap();
+    let set = new_set(&root, &ws);
+    // Made relative to a directory fd as the path grows past PATH_MAX.
+    let mut dir = fs::File::open(set.join("upper")).unwrap();
+    use std::os::fd::AsRawFd;
+    for _ in 0..600 {
+        let name = CString::new("d").unwrap();
+        // SAFETY: `name` is NUL-terminated and outlives both calls; `dir` is open.
+        assert_eq!(
+            unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o700) },
+            0
+        );
+        // SAFETY: as above.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just opened here and nothing else owns it.
+        dir = unsafe { <fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let file = CString::new("f").unwrap();
+        // SAFETY: as above.
+        let f = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                file.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o644,
+            )
+        };
+        assert!(f >= 0);
+        // SAFETY: `f` was just opened here and is closed once.
+        unsafe { libc::close(f) };
+    }
+    drop(dir);
+    // A level locked, as a program may leave it.
+    chmod(&set.join("upper/d/d/d/d/d/d"), 0o000);
+    let err = ChangeSet::open(&set).unwrap_err();
+    assert!(matches!(err, ChangesError::TooLarge { .. }), "{err}");
+    // Not a change set: refused, left as it is.
+    let other = root.join("other");
+    write(&other.join("keep"), "k");
+    let err = ChangeSet::discard_dir(&other).unwrap_err();
+    assert!(matches!(err, ChangesError::Open { .. }), "{err}");
+    assert!(other.join("keep").exists());
+    let out = Command::new(common::stockade_exe())
+        .arg("discard")
+        .arg(&set)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(!set.exists());
+    assert!(ws.exists());
+}
+
 /// What `apply` writes is what the change set held when it was opened (and so what its
 /// `entries` and `diff` showed): an entry a later run changed is a conflict, left out,
 /// until the set is opened again.

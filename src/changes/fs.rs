@@ -247,6 +247,68 @@ pub(super) fn remove_tree(
     }
 }
 
+/// Removes `name` of `top` (the change set's directory) whatever its depth, following no
+/// symlink and giving a directory without owner access that access first. A directory
+/// [`MAX_DEPTH`] levels down is moved up into `top` under a name of its own and removed
+/// in turn, so that no walk goes deeper and a chain of any length goes (a program's
+/// 300-level chain once made a change set that `discard` could not remove).
+pub(super) fn remove_all(top: &OwnedFd, name: &OsStr) -> Result<(), Errno> {
+    let mut queue = vec![name.to_owned()];
+    let mut moved = 0u64;
+    while let Some(n) = queue.pop() {
+        remove_deep(top, top, &n, 0, &mut queue, &mut moved)?;
+    }
+    Ok(())
+}
+
+fn remove_deep(
+    top: &OwnedFd,
+    dir: &OwnedFd,
+    name: &OsStr,
+    depth: usize,
+    queue: &mut Vec<OsString>,
+    moved: &mut u64,
+) -> Result<(), Errno> {
+    let st = match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Err(Errno::ENOENT) => return Ok(()),
+        Err(e) => return Err(e),
+        Ok(st) => st,
+    };
+    if ftype(&st) != libc::S_IFDIR {
+        return match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(e),
+        };
+    }
+    if st.st_mode & 0o700 != 0o700 {
+        grant(dir, name, st.st_mode as u32)?;
+    }
+    if depth >= MAX_DEPTH {
+        loop {
+            *moved += 1;
+            let up = OsString::from(format!(
+                ".stockade-discard-{}-{}",
+                std::process::id(),
+                *moved
+            ));
+            if fstatat(top, up.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).is_ok() {
+                continue;
+            }
+            nix::fcntl::renameat(dir, name, top, up.as_os_str())?;
+            queue.push(up);
+            return Ok(());
+        }
+    }
+    let sub = open_dir_at(dir, name)?;
+    for (n, _) in entries(&sub, usize::MAX)? {
+        remove_deep(top, &sub, &n, depth + 1, queue, moved)?;
+    }
+    match unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Sets the permission bits (`mode & 0o777`: never a set-id or sticky bit) of the entry
 /// `name` of `dir` (the change set's: the caller's), never through a symlink: `name` was
 /// a directory at the caller's `lstat`, but a program writing the set meanwhile could

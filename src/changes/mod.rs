@@ -298,7 +298,65 @@ impl ChangeSet {
     /// Linux and macOS (elsewhere on Unix the overlay's xattr marks, opaque directories
     /// and the xattr whiteout, are not read).
     pub fn open(dir: impl AsRef<Path>) -> Result<Self, ChangesError> {
-        let dir = dir.as_ref().to_path_buf();
+        let (dir, dir_fd, marker) = Self::checked(dir.as_ref())?;
+        if marker.version != VERSION {
+            return Err(ChangesError::Version {
+                found: marker.version,
+            });
+        }
+        if !marker.workspace.is_absolute() {
+            return Err(ChangesError::Workspace {
+                path: marker.workspace,
+                source: io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        let workspace = open_workspace(&marker.workspace).map_err(|e| ChangesError::Workspace {
+            path: marker.workspace.clone(),
+            source: fs::io(e),
+        })?;
+        let upper_path = dir.join("upper");
+        let upper = match fstatat(&dir_fd, "upper", AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) if fs::ftype(&st) == libc::S_IFLNK => {
+                return Err(ChangesError::Symlink { path: upper_path });
+            }
+            _ => fs::open_dir_at(&dir_fd, OsStr::new("upper")).map_err(|e| ChangesError::Open {
+                path: upper_path.clone(),
+                source: fs::io(e),
+            })?,
+        };
+        let (entries, locked) = walk::walk(&upper, &workspace)?;
+        Ok(Self {
+            dir,
+            marker,
+            dir_fd,
+            upper,
+            workspace,
+            entries,
+            locked,
+        })
+    }
+
+    /// Removes the change set directory `dir` without reading what it holds: for a set
+    /// that [`ChangeSet::open`] refuses as too large or too deep (a program can make it
+    /// so), or whose workspace is gone. The same checks as `open` come first (not a
+    /// symlink, the caller's, a marker that parses, no run's program running), so that it
+    /// never removes a directory that is not a change set. Nothing in it is followed, and
+    /// a tree of any depth goes.
+    ///
+    /// # Errors
+    ///
+    /// As [`ChangeSet::open`]'s checks; [`ChangesError::Remove`] when an entry cannot be
+    /// removed.
+    pub fn discard_dir(dir: impl AsRef<Path>) -> Result<(), ChangesError> {
+        let (dir, dir_fd, _) = Self::checked(dir.as_ref())?;
+        remove_set(&dir, &dir_fd)
+    }
+
+    /// The checks of [`ChangeSet::open`] before its walk: the directory (opened, not a
+    /// symlink, the caller's) and its marker (a regular file that parses), once no run on
+    /// the set is closing and none has its program running.
+    fn checked(dir: &Path) -> Result<(PathBuf, OwnedFd, Marker), ChangesError> {
+        let dir = dir.to_path_buf();
         let open_err = |path: &Path, e: Errno| match e {
             Errno::ELOOP => ChangesError::Symlink {
                 path: path.to_path_buf(),
@@ -364,39 +422,7 @@ impl ChangeSet {
                 reason,
             })?
         };
-        if marker.version != VERSION {
-            return Err(ChangesError::Version {
-                found: marker.version,
-            });
-        }
-        if !marker.workspace.is_absolute() {
-            return Err(ChangesError::Workspace {
-                path: marker.workspace,
-                source: io::Error::from_raw_os_error(libc::EINVAL),
-            });
-        }
-        let workspace = open_workspace(&marker.workspace).map_err(|e| ChangesError::Workspace {
-            path: marker.workspace.clone(),
-            source: fs::io(e),
-        })?;
-        let upper_path = dir.join("upper");
-        let upper = match fstatat(&dir_fd, "upper", AtFlags::AT_SYMLINK_NOFOLLOW) {
-            Ok(st) if fs::ftype(&st) == libc::S_IFLNK => {
-                return Err(ChangesError::Symlink { path: upper_path });
-            }
-            _ => fs::open_dir_at(&dir_fd, OsStr::new("upper"))
-                .map_err(|e| open_err(&upper_path, e))?,
-        };
-        let (entries, locked) = walk::walk(&upper, &workspace)?;
-        Ok(Self {
-            dir,
-            marker,
-            dir_fd,
-            upper,
-            workspace,
-            entries,
-            locked,
-        })
+        Ok((dir, dir_fd, marker))
     }
 
     /// The change set's directory.
@@ -422,28 +448,33 @@ impl ChangeSet {
     ///
     /// [`ChangesError::Remove`] with the first entry that could not be removed.
     pub fn discard(self) -> Result<(), ChangesError> {
-        let remove_err = |e: Errno| ChangesError::Remove {
-            path: self.dir.clone(),
+        remove_set(&self.dir, &self.dir_fd)
+    }
+}
+
+/// Removes the change set `dir` (opened and checked as `dir_fd`): its contents through the
+/// fd, whatever their depth, then the directory itself by name, if it is still the same
+/// directory.
+fn remove_set(dir: &Path, dir_fd: &OwnedFd) -> Result<(), ChangesError> {
+    let remove_err = |e: Errno| ChangesError::Remove {
+        path: dir.to_path_buf(),
+        source: fs::io(e),
+    };
+    for (name, _) in fs::entries(dir_fd, usize::MAX).map_err(remove_err)? {
+        fs::remove_all(dir_fd, &name).map_err(|e| ChangesError::Remove {
+            path: dir.join(&name),
             source: fs::io(e),
-        };
-        // The contents through the fd opened (and checked) at `open`, then the directory
-        // itself by name, if it is still the same directory.
-        for (name, _) in fs::entries(&self.dir_fd, usize::MAX).map_err(remove_err)? {
-            fs::remove_tree(&self.dir_fd, &name, 0, true).map_err(|e| ChangesError::Remove {
-                path: self.dir.join(&name),
-                source: fs::io(e),
-            })?;
+        })?;
+    }
+    let mine = fstat(dir_fd).map_err(remove_err)?;
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if std::os::unix::fs::MetadataExt::ino(&m) == mine.st_ino && m.is_dir() => {
+            std::fs::remove_dir(dir).map_err(|e| ChangesError::Remove {
+                path: dir.to_path_buf(),
+                source: e,
+            })
         }
-        let mine = fstat(&self.dir_fd).map_err(remove_err)?;
-        match std::fs::symlink_metadata(&self.dir) {
-            Ok(m) if std::os::unix::fs::MetadataExt::ino(&m) == mine.st_ino && m.is_dir() => {
-                std::fs::remove_dir(&self.dir).map_err(|e| ChangesError::Remove {
-                    path: self.dir.clone(),
-                    source: e,
-                })
-            }
-            _ => Ok(()),
-        }
+        _ => Ok(()),
     }
 }
 
