@@ -681,10 +681,8 @@ fn a_change_set_too_deep_to_review_is_discarded() {
     for _ in 0..600 {
         let name = CString::new("d").unwrap();
         // SAFETY: `name` is NUL-terminated and outlives both calls; `dir` is open.
-        assert_eq!(
-            unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o700) },
-            0
-        );
+        let made = unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o700) };
+        assert_eq!(made, 0, "{}", std::io::Error::last_os_error());
         // SAFETY: as above.
         let fd = unsafe {
             libc::openat(
