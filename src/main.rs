@@ -875,8 +875,19 @@ mod changes_cmd {
 
     use super::{Report, fail};
 
+    /// Opens the set; says so when its `upper/` is an earlier run's
+    /// ([`ChangeSet::stale`]).
     fn open(dir: &Path) -> Result<ChangeSet, ExitCode> {
-        ChangeSet::open(dir).map_err(|e: ChangesError| fail(2, Report(&e)))
+        let set = ChangeSet::open(dir).map_err(|e: ChangesError| fail(2, Report(&e)))?;
+        if let Some(why) = set.stale() {
+            eprintln!(
+                "stockade: warning: {}: upper/ is an earlier run's: the last run's difference \
+                 could not be written ({}); the program's latest work is in the set's snapshot/",
+                crate::shown::shown_path(dir),
+                crate::shown::escape_controls(why)
+            );
+        }
+        Ok(set)
     }
 
     pub(super) fn list(dir: &Path, diff: bool, json: bool) -> ExitCode {

@@ -264,6 +264,27 @@ fn layer_two_a_deep_chain_made_in_the_snapshot_does_not_bring_the_host_down() {
     // The host is here to run the next command, which sees the chain in its snapshot.
     let again = common::sh_ok(&sb, "test -d q/q/q && echo again");
     assert_eq!(again.trim(), "again");
+    // The set says that its upper/ is an earlier run's, and `changes` warns.
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    assert!(
+        set.stale().is_some_and(|s| s.contains("7")),
+        "{:?}",
+        set.stale()
+    );
+    drop(set);
+    let out = std::process::Command::new(common::stockade_exe())
+        .arg("changes")
+        .arg(&changes)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("upper/ is an earlier run's"),
+        "{out:?}"
+    );
+    // A run that can write its difference again clears it.
+    common::sh_ok(&sb, "rm -rf q");
+    let set = stockade::ChangeSet::open(&changes).unwrap();
+    assert_eq!(set.stale(), None);
     // A workspace that deep from the start: refused before the snapshot is made.
     let (_d, deep) = common::var_tempdir();
     let mut p = deep.clone();

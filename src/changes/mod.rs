@@ -278,6 +278,8 @@ pub struct ChangeSet {
     entries: Vec<Change>,
     /// The upper directories without owner access, with their modes, parents first.
     locked: Locked,
+    /// Why `upper/` is not the last run's ([`ChangeSet::stale`]).
+    stale: Option<String>,
 }
 
 impl ChangeSet {
@@ -325,6 +327,10 @@ impl ChangeSet {
             })?,
         };
         let (entries, locked) = walk::walk(&upper, &workspace)?;
+        let stale = fs::open_file_at(&dir_fd, OsStr::new(crate::process::snapshot::STALE))
+            .ok()
+            .and_then(|f| fs::read_bounded_at(&f, 4096).ok())
+            .map(|t| String::from_utf8_lossy(&t).into_owned());
         Ok(Self {
             dir,
             marker,
@@ -333,6 +339,7 @@ impl ChangeSet {
             workspace,
             entries,
             locked,
+            stale,
         })
     }
 
@@ -433,6 +440,15 @@ impl ChangeSet {
     /// The marker's metadata.
     pub fn marker(&self) -> &Marker {
         &self.marker
+    }
+
+    /// Set when `upper/` is not what the last run left (layer 2, passthrough and macOS,
+    /// which run on a snapshot and write its difference into `upper/` after each run): that
+    /// difference could not be written (a tree deeper than 256 levels, a full disk), so
+    /// the entries are an earlier run's and the snapshot holds the program's latest work.
+    /// The text is the error's. The next run that can write the difference clears it.
+    pub fn stale(&self) -> Option<&str> {
+        self.stale.as_deref()
     }
 
     /// The changes, parents before their children, each directory's entries by name.

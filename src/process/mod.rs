@@ -54,7 +54,7 @@ mod rmtree;
 mod sandbox;
 #[cfg(target_os = "linux")]
 mod session;
-mod snapshot;
+pub(crate) mod snapshot;
 mod stdio;
 mod stream;
 /// Elsewhere: std's removal (recursive).

@@ -128,14 +128,32 @@ impl After {
     /// Writes the difference into `upper/` (a new tree renamed over the old). A failure
     /// is logged: the snapshot keeps the program's work, and the next run's end writes
     /// the difference again.
+    ///
+    /// The failure is also left in the change set as [`STALE`] (its text, the error),
+    /// which [`crate::ChangeSet::stale`] reads and `changes` and `apply` say: a host that
+    /// does not read the log would otherwise review an earlier run's `upper/` as the
+    /// latest. A difference written removes it.
     pub(super) fn finish(self) {
-        if let Err(e) = self.write_upper() {
-            tracing::warn!(
-                changes = %self.changes.display(),
-                error = %e,
-                "could not write the snapshot's difference into the change set's upper/; \
-                 the next run writes it again"
-            );
+        let stale = self.changes.join(STALE);
+        match self.write_upper() {
+            Ok(()) => {
+                let _ = fs::remove_file(&stale);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    changes = %self.changes.display(),
+                    error = %e,
+                    "could not write the snapshot's difference into the change set's upper/; \
+                     the next run writes it again"
+                );
+                let _ = fs::remove_file(&stale);
+                let _ = fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&stale)
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, e.to_string().as_bytes()));
+            }
         }
     }
 
@@ -194,6 +212,9 @@ struct Diff<'a> {
 /// `snapshot/`, where the program cannot remake it (on layer 2 and macOS it cannot reach
 /// the change set but its snapshot).
 const STAMP: &str = "snapshot.stamp";
+/// In the change set, when the last run's difference could not be written into `upper/`:
+/// the error's text.
+pub(crate) const STALE: &str = "upper.stale";
 
 /// The change time of the change set's [`STAMP`]; `None` when it is not a regular file.
 fn stamp_of(changes: &Path) -> Option<(i64, i64)> {
