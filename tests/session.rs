@@ -121,20 +121,20 @@ fn exit_statuses_are_exact() {
 /// child's.
 const PROBE: &str = r#"
 import ctypes, errno, os, subprocess, sys
+def attempt(out, name, f):
+    try:
+        f()
+        out.append(name + ":ok")
+    except OSError as e:
+        out.append(name + ":" + errno.errorcode[e.errno])
 def tries(pid):
     out = []
-    def attempt(name, f):
-        try:
-            f()
-            out.append(name + ":ok")
-        except OSError as e:
-            out.append(name + ":" + errno.errorcode[e.errno])
-    attempt("kill", lambda: os.kill(pid, 0))
-    attempt("cmdline", lambda: open("/proc/%d/cmdline" % pid, "rb").read())
-    attempt("environ", lambda: open("/proc/%d/environ" % pid, "rb").read())
-    attempt("mem", lambda: open("/proc/%d/mem" % pid, "rb"))
+    attempt(out, "kill", lambda: os.kill(pid, 0))
+    attempt(out, "cmdline", lambda: open("/proc/%d/cmdline" % pid, "rb").read())
+    attempt(out, "environ", lambda: open("/proc/%d/environ" % pid, "rb").read())
+    attempt(out, "mem", lambda: open("/proc/%d/mem" % pid, "rb"))
     # The fd numbers may be listed (the directory is the owner's); what they are may not.
-    attempt("fd", lambda: [os.readlink("/proc/%d/fd/%s" % (pid, n)) for n in os.listdir("/proc/%d/fd" % pid)])
+    attempt(out, "fd", lambda: [os.readlink("/proc/%d/fd/%s" % (pid, n)) for n in os.listdir("/proc/%d/fd" % pid)])
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.ptrace(16, pid, 0, 0) == 0:
         out.append("ptrace:ok")
@@ -147,26 +147,20 @@ def tries(pid):
 # its CPU affinity, its I/O priority (each set to what the caller has: a no-op where allowed).
 def sched(pid):
     out = []
-    def attempt(name, f):
-        try:
-            f()
-            out.append(name + ":ok")
-        except OSError as e:
-            out.append(name + ":" + errno.errorcode[e.errno])
     import resource
-    attempt("prlimit", lambda: resource.prlimit(pid, resource.RLIMIT_FSIZE, resource.getrlimit(resource.RLIMIT_FSIZE)))
-    attempt("nice", lambda: os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, 0)))
-    attempt("affinity", lambda: os.sched_setaffinity(pid, os.sched_getaffinity(0)))
+    attempt(out, "prlimit", lambda: resource.prlimit(pid, resource.RLIMIT_FSIZE, resource.getrlimit(resource.RLIMIT_FSIZE)))
+    attempt(out, "nice", lambda: os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, 0)))
+    attempt(out, "affinity", lambda: os.sched_setaffinity(pid, os.sched_getaffinity(0)))
     libc = ctypes.CDLL(None, use_errno=True)
     def ioprio():
         if libc.syscall(251, 1, pid, (2 << 13) | 4) != 0:
             raise OSError(ctypes.get_errno(), "ioprio_set")
-    attempt("ioprio", ioprio)
+    attempt(out, "ioprio", ioprio)
     def shm():
         if libc.shmget(0, 4096, 0o1600) < 0:
             raise OSError(ctypes.get_errno(), "shmget")
     if pid == 0:
-        attempt("shmget", shm)
+        attempt(out, "shmget", shm)
     return " ".join(out)
 def ppid(pid):
     for line in open("/proc/%d/status" % pid):

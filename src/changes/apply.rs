@@ -370,7 +370,7 @@ impl ChangeSet {
             return Outcome::Conflict(ConflictReason::ChangedSinceOpened);
         }
         let r = match (c.kind, c.entry) {
-            (ChangeKind::Deleted, _) => fs::remove_tree(&ws, name, 0, false),
+            (ChangeKind::Deleted, _) => fs::remove_tree(&ws, name, 0),
             (_, EntryType::File) => self.write_file(c, parent, &ws, name),
             (_, EntryType::Symlink) => self.write_symlink(c, parent, &ws, name),
             (ChangeKind::ModeChanged, EntryType::Dir) => {
@@ -383,7 +383,7 @@ impl ChangeSet {
                 };
             }
             (_, EntryType::Dir) => {
-                let r = fs::remove_tree(&ws, name, 0, false).and_then(|()| {
+                let r = fs::remove_tree(&ws, name, 0).and_then(|()| {
                     nix::sys::stat::mkdirat(&ws, name, Mode::from_bits_truncate(0o700))
                 });
                 match r.and_then(|()| self.dir_fixup(c, parent, name, false)) {
@@ -479,9 +479,7 @@ impl ChangeSet {
         let src = fs::open_file_at(&up, name)?;
         let st = fstat(&src)?;
         // Checked again on the fd: the change set may have changed since the walk.
-        if c.seen.is_some_and(|s| s != super::seen(&st)) {
-            return Err(Errno::ESTALE);
-        }
+        as_seen(c, &st)?;
         if ftype(&st) != libc::S_IFREG
             || st.st_mode & 0o6000 != 0
             || (st.st_nlink > 1 && c.hardlink.is_none())
@@ -514,10 +512,7 @@ impl ChangeSet {
         let target = readlinkat(&up, name)?;
         // The link read is the one the walk saw: the same inode and change time after the
         // read (a link is never changed in place, only replaced).
-        let st = fstatat(&up, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
-        if c.seen.is_some_and(|s| s != super::seen(&st)) {
-            return Err(Errno::ESTALE);
-        }
+        as_seen(c, &fstatat(&up, name, AtFlags::AT_SYMLINK_NOFOLLOW)?)?;
         let tmp = temp_name();
         symlinkat(target.as_os_str(), ws, tmp.as_os_str())?;
         let r = replace(ws, &tmp, name);
@@ -684,6 +679,14 @@ fn looks_bare(root: &OwnedFd, dir: &Path) -> bool {
         .all(|n| fstatat(&d, *n, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok())
 }
 
+/// `ESTALE` when `st`, the change set's entry for `c` now, is not the one the walk saw.
+fn as_seen(c: &Change, st: &FileStat) -> Result<(), Errno> {
+    match c.seen {
+        Some(s) if s != super::seen(st) => Err(Errno::ESTALE),
+        _ => Ok(()),
+    }
+}
+
 /// The refusal the name lists give `rel`.
 fn names(rel: &Path, opts: &ApplyOptions) -> Option<RefusalReason> {
     if !opts.allow_denied
@@ -723,7 +726,7 @@ fn fill(src: OwnedFd, dst: OwnedFd, st: &FileStat) -> Result<(), Errno> {
 fn replace(ws: &OwnedFd, tmp: &OsStr, name: &OsStr) -> Result<(), Errno> {
     if let Ok(st) = fstatat(ws, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
         if ftype(&st) == libc::S_IFDIR {
-            fs::remove_tree(ws, name, 0, false)?;
+            fs::remove_tree(ws, name, 0)?;
         }
     }
     renameat(ws, tmp, ws, name)

@@ -212,37 +212,38 @@ pub(super) fn has_xattr(_fd: &impl AsFd, _name: &std::ffi::CStr, _any: bool) -> 
 }
 
 /// Removes `name` of `dir` (recursively for a directory) without following a symlink.
-/// With `force`, a directory without owner access is given it first (a change set the
-/// program left `chmod 000`); the workspace is never forced. Missing is fine.
-pub(super) fn remove_tree(
-    dir: &OwnedFd,
-    name: &OsStr,
-    depth: usize,
-    force: bool,
-) -> Result<(), Errno> {
-    let st = match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-        Err(Errno::ENOENT) => return Ok(()),
-        Err(e) => return Err(e),
-        Ok(st) => st,
+/// Missing is fine. For the workspace: no access is ever lent, and a tree deeper than
+/// [`MAX_DEPTH`] is an error (`ELOOP`); the change set's own go with [`remove_all`].
+pub(super) fn remove_tree(dir: &OwnedFd, name: &OsStr, depth: usize) -> Result<(), Errno> {
+    let Some(_) = directory_or_unlink(dir, name)? else {
+        return Ok(());
     };
-    if ftype(&st) != libc::S_IFDIR {
-        return match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
-            Ok(()) | Err(Errno::ENOENT) => Ok(()),
-            Err(e) => Err(e),
-        };
-    }
     if depth >= MAX_DEPTH {
         return Err(Errno::ELOOP);
     }
-    if force && st.st_mode & 0o700 != 0o700 {
-        grant(dir, name, st.st_mode as u32)?;
-    }
     let sub = open_dir_at(dir, name)?;
     for (n, _) in entries(&sub, usize::MAX)? {
-        remove_tree(&sub, &n, depth + 1, force)?;
+        remove_tree(&sub, &n, depth + 1)?;
     }
     match unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
         Ok(()) | Err(Errno::ENOENT) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The `lstat` of `name` of `dir` when it is a directory; anything else there is unlinked
+/// (`None`), and nothing there is `None` too.
+fn directory_or_unlink(dir: &OwnedFd, name: &OsStr) -> Result<Option<FileStat>, Errno> {
+    let st = match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(e),
+        Ok(st) => st,
+    };
+    if ftype(&st) == libc::S_IFDIR {
+        return Ok(Some(st));
+    }
+    match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
+        Ok(()) | Err(Errno::ENOENT) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -269,17 +270,9 @@ fn remove_deep(
     queue: &mut Vec<OsString>,
     moved: &mut u64,
 ) -> Result<(), Errno> {
-    let st = match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-        Err(Errno::ENOENT) => return Ok(()),
-        Err(e) => return Err(e),
-        Ok(st) => st,
+    let Some(st) = directory_or_unlink(dir, name)? else {
+        return Ok(());
     };
-    if ftype(&st) != libc::S_IFDIR {
-        return match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
-            Ok(()) | Err(Errno::ENOENT) => Ok(()),
-            Err(e) => Err(e),
-        };
-    }
     if st.st_mode & 0o700 != 0o700 {
         grant(dir, name, st.st_mode as u32)?;
     }
