@@ -22,21 +22,8 @@ pub fn shown_path(path: &std::path::Path) -> String {
     escape_controls(&path.to_string_lossy())
 }
 
-/// `text` with each control character (C0, DEL, C1), line or paragraph separator and
-/// bidirectional mark or override (which reorder how a line reads) written as Rust writes
-/// it in a string literal.
+/// `text` with its control characters escaped
+/// ([`stockade::guard::terminal::escape_controls`]).
 pub fn escape_controls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        let bidi = matches!(
-            c,
-            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-        );
-        if c.is_control() || bidi || c == '\u{2028}' || c == '\u{2029}' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    stockade::guard::terminal::escape_controls(text)
 }

@@ -17,6 +17,7 @@ const DIFF_BUDGET: Duration = Duration::from_secs(20);
 
 use super::fs;
 use super::{Change, ChangeKind, ChangeSet, ChangesError, EntryType};
+use crate::guard::terminal::escape_controls;
 
 /// Files larger than this are not diffed (named as changed).
 const DIFF_MAX: u64 = 16 << 20;
@@ -62,7 +63,7 @@ impl ChangeSet {
             path: c.path.clone(),
             source: fs::io(e),
         };
-        let p = escaped(&c.path.to_string_lossy());
+        let p = escape_controls(&c.path.to_string_lossy());
         let old = match c.kind {
             ChangeKind::Added => Side::None,
             _ => side(&self.workspace, &c.path).map_err(err)?,
@@ -93,7 +94,10 @@ impl ChangeSet {
         let text = |s: &Side| match s {
             Side::None => Some(String::new()),
             Side::Text(t) => Some(t.clone()),
-            Side::Link(t) => Some(format!("-> {}\n", escaped(&String::from_utf8_lossy(t)))),
+            Side::Link(t) => Some(format!(
+                "-> {}\n",
+                escape_controls(&String::from_utf8_lossy(t))
+            )),
             _ => None,
         };
         match (text(&old), text(&new)) {
@@ -159,20 +163,4 @@ fn side(root: &OwnedFd, rel: &Path) -> Result<Side, Errno> {
         }
         _ => Side::Special,
     })
-}
-
-/// `text` (a path or a symlink's target, chosen by the program) with each control
-/// character escaped as Rust writes it in a string literal, so that a name cannot end a
-/// diff's header line and forge the next, nor reach the reader's terminal as an escape
-/// sequence. File contents are left as they are, as `git diff` leaves them.
-fn escaped(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for ch in text.chars() {
-        if ch.is_control() {
-            out.extend(ch.escape_default());
-        } else {
-            out.push(ch);
-        }
-    }
-    out
 }

@@ -267,6 +267,27 @@ fn keep_osc(seq: &[u8]) -> bool {
     matches!(number, b"0" | b"1" | b"2" | b"8")
 }
 
+/// `text` (a name or a line the program chose) made safe to print on one line: each
+/// control character (C0, DEL, C1), line or paragraph separator and bidirectional mark or
+/// override (which reorder how a line reads) written as Rust writes it in a string
+/// literal, so that it can neither end the line and forge the next nor send an escape
+/// sequence to the reader's terminal.
+pub fn escape_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(
+            c,
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        );
+        if c.is_control() || bidi || c == '\u{2028}' || c == '\u{2029}' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
