@@ -134,7 +134,15 @@ def tries(pid):
     attempt(out, "environ", lambda: open("/proc/%d/environ" % pid, "rb").read())
     attempt(out, "mem", lambda: open("/proc/%d/mem" % pid, "rb"))
     # The fd numbers may be listed (the directory is the owner's); what they are may not.
-    attempt(out, "fd", lambda: [os.readlink("/proc/%d/fd/%s" % (pid, n)) for n in os.listdir("/proc/%d/fd" % pid)])
+    # An fd that closes between the listing and its readlink (its own child's, at its
+    # exec) is gone, not refused: skipped.
+    def links():
+        for n in os.listdir("/proc/%d/fd" % pid):
+            try:
+                os.readlink("/proc/%d/fd/%s" % (pid, n))
+            except FileNotFoundError:
+                pass
+    attempt(out, "fd", links)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.ptrace(16, pid, 0, 0) == 0:
         out.append("ptrace:ok")
