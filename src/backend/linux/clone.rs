@@ -127,9 +127,7 @@ thread_local! {
 /// Whether the calling thread is the process's main thread (its thread id is the process
 /// id).
 fn is_main_thread() -> bool {
-    // SAFETY: gettid takes no arguments, touches no memory and cannot fail.
-    let tid = unsafe { libc::gettid() };
-    tid == std::process::id().cast_signed()
+    stockade_sys::linux::gettid() == std::process::id().cast_signed()
 }
 
 /// The spawner threads and their queue.
@@ -457,5 +455,19 @@ mod tests {
         assert_eq!(lent(&fd), Lent::Free, "a running (exec'd) child");
         let _ = running.kill();
         let _ = running.wait();
+    }
+
+    #[test]
+    fn only_the_main_thread_is_taken_for_it() {
+        // A spawned thread never is; whichever thread runs this test is the main thread
+        // exactly when its thread id is the process id (libtest runs tests on the main
+        // thread only with one test thread).
+        assert!(!std::thread::spawn(is_main_thread).join().unwrap());
+        let tid = std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|p| p.file_name()?.to_str()?.parse::<i32>().ok())
+            .expect("/proc/thread-self names the thread");
+        assert_eq!(is_main_thread(), tid == std::process::id().cast_signed());
+        assert_eq!(stockade_sys::linux::gettid(), tid);
     }
 }

@@ -67,6 +67,16 @@ pub fn getpid() -> c_int {
     unsafe { syscall!(libc::SYS_getpid) }.map_or(0, |v| v as c_int)
 }
 
+/// `gettid(2)`: the calling thread's id.
+///
+/// A raw system call, never libc's `gettid`: std declares that symbol weak (it probes for
+/// it at run time), and under fat LTO a static musl link may merge our strong reference
+/// into std's weak one, leaving the symbol unresolved and the call jumping to address 0.
+pub fn gettid() -> c_int {
+    // SAFETY: `gettid` takes no argument and cannot fail.
+    unsafe { syscall!(libc::SYS_gettid) }.map_or(0, |v| v as c_int)
+}
+
 /// `setsid(2)`: returns the new session id.
 pub fn setsid() -> Result<c_int> {
     // SAFETY: `setsid` takes no argument.
