@@ -612,11 +612,17 @@ fn proc_sys_and_sys_are_not_writable() {
             "open('/proc/sys/net/ipv4/ip_forward', 'w').write('1')".into(),
             "open('/sys/kernel/uevent_helper', 'w').write('/tmp/x')".into(),
             "os.listdir('/sys')".into(),
+            "open('/proc/irq/default_smp_affinity', 'w').write('1')".into(),
+            // Each kernel-knob tree of the fresh /proc (those this kernel has) is a mount of
+            // its own, read-only, nosuid and nodev.
+            "all(not os.path.exists(p) or any(l.split()[4] == p and {'ro', 'nosuid', 'nodev'} <= set(l.split()[5].split(',')) for l in open('/proc/self/mountinfo')) for p in ('/proc/sys', '/proc/irq', '/proc/bus', '/proc/fs')) or sys.exit(3)".into(),
         ],
     );
     assert_eq!(
         got,
-        ["OK", "EROFS", "EROFS", "EROFS", "EROFS", "ENOENT", "ENOENT"]
+        [
+            "OK", "EROFS", "EROFS", "EROFS", "EROFS", "ENOENT", "ENOENT", "EROFS", "OK"
+        ]
     );
 }
 

@@ -286,12 +286,22 @@ pub(super) fn proc(fallback: bool, counts: &[(std::ffi::CString, Vec<u8>)], hide
         c"/newroot/proc/bus",
         c"/newroot/proc/fs",
     ] {
-        match bind_tree(CWD, sub, CWD, sub, true) {
+        match read_only_in_place(sub) {
             Ok(()) | Err(Errno(libc::ENOENT)) => {}
             Err(e) => return Err(e),
         }
     }
     Ok(())
+}
+
+/// `path` of the procfs this child has just mounted bound onto itself, then made read-only
+/// (and nosuid, nodev), recursively: two calls where [`bind_tree`]'s detached copy takes
+/// four. The bind is writable between the two, which nothing can use: the mount namespace
+/// is this child's alone until it execs, and the procfs is its own.
+fn read_only_in_place(path: &CStr) -> R {
+    sys::mount(Some(path), path, None, libc::MS_BIND | libc::MS_REC, None)?;
+    let attr = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+    set_attr(CWD, path, libc::AT_RECURSIVE as c_uint, attr)
 }
 
 /// An empty, read-only tmpfs with mode 000: no listing, no reads, no writes. Inside a
