@@ -225,6 +225,11 @@ enum Cmd {
         /// Also apply entries with a deny_names component (.env, .ssh, ...).
         #[arg(long)]
         allow_denied: bool,
+        /// Apply only if the change set's digest is this one, the digest `changes` printed
+        /// for the review (`sha256:` and 64 hex digits): a run between the review and the
+        /// apply changes it, and nothing is applied.
+        #[arg(long, value_name = "DIGEST")]
+        expect: Option<String>,
     },
     /// Remove a change set directory and everything in it.
     Discard {
@@ -763,7 +768,8 @@ fn main() -> ExitCode {
             dir,
             allow_guarded,
             allow_denied,
-        } => changes_cmd::apply(&dir, allow_guarded, allow_denied),
+            expect,
+        } => changes_cmd::apply(&dir, allow_guarded, allow_denied, expect.as_deref()),
         Cmd::Discard { dir } => changes_cmd::discard(&dir),
         Cmd::Plan {
             policy,
@@ -895,10 +901,14 @@ mod changes_cmd {
             Ok(s) => s,
             Err(code) => return code,
         };
+        // The digest of what is shown, for `apply --expect`: on stderr, so that the listing
+        // and the diff stay what they are (the JSON has it as a field).
+        let digest = set.digest();
         if diff {
             return match set.diff() {
                 Ok(d) => {
                     out!("{d}");
+                    say_digest(&digest);
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(2, Report(&e)),
@@ -926,6 +936,7 @@ mod changes_cmd {
                 "mode": m.mode,
                 "started_ns": m.started_ns,
                 "entries": entries,
+                "digest": digest,
             });
             out!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
             return ExitCode::SUCCESS;
@@ -944,14 +955,41 @@ mod changes_cmd {
                 crate::shown::shown_path(&c.path)
             );
         }
+        say_digest(&digest);
         ExitCode::SUCCESS
     }
 
-    pub(super) fn apply(dir: &Path, allow_guarded: bool, allow_denied: bool) -> ExitCode {
+    fn say_digest(digest: &str) {
+        eprintln!(
+            "stockade: digest {digest} (`stockade apply --expect {digest}` applies this set and no other)"
+        );
+    }
+
+    pub(super) fn apply(
+        dir: &Path,
+        allow_guarded: bool,
+        allow_denied: bool,
+        expect: Option<&str>,
+    ) -> ExitCode {
         let set = match open(dir) {
             Ok(s) => s,
             Err(code) => return code,
         };
+        if let Some(expected) = expect {
+            let digest = set.digest();
+            let bare = |d: &str| d.strip_prefix("sha256:").unwrap_or(d).to_ascii_lowercase();
+            if bare(expected) != bare(&digest) {
+                return fail(
+                    2,
+                    format_args!(
+                        "{}: the change set is not the one reviewed: its digest is {digest}, not \
+                         {}; nothing applied (review it again: `stockade changes`)",
+                        crate::shown::shown_path(dir),
+                        stockade::guard::terminal::escape_controls(expected)
+                    ),
+                );
+            }
+        }
         let mut opts = ApplyOptions::default();
         opts.allow_guarded = allow_guarded;
         opts.allow_denied = allow_denied;

@@ -780,6 +780,97 @@ fn an_entry_changed_after_the_review_is_not_applied() {
     assert_eq!(fs::read_link(ws.join("l")).unwrap(), Path::new("t2"));
 }
 
+/// The digest of an unchanged set is the same at every open; a rewrite of an entry (even
+/// with the same bytes), a mode, a new entry, a new name each make another.
+#[test]
+fn the_digest_is_stable_and_changes_with_any_entry() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    write(&ws.join("a"), "1\n");
+    let set = new_set(&root, &ws);
+    write(&set.join("upper/a"), "2\n");
+    let digest = || ChangeSet::open(&set).unwrap().digest();
+    let first = digest();
+    assert!(first.starts_with("sha256:"), "{first}");
+    assert_eq!(first.len(), "sha256:".len() + 64, "{first}");
+    assert!(first[7..].bytes().all(|b| b.is_ascii_hexdigit()), "{first}");
+    assert_eq!(digest(), first);
+    let mut seen = vec![first];
+    let changed = |what: &str, seen: &mut Vec<String>| {
+        let d = digest();
+        assert!(!seen.contains(&d), "{what}: the digest did not change");
+        seen.push(d);
+    };
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(&set.join("upper/a"), "2\n");
+    changed("the same bytes written again", &mut seen);
+    chmod(&set.join("upper/a"), 0o600);
+    changed("a mode", &mut seen);
+    write(&set.join("upper/b"), "b\n");
+    changed("a new entry", &mut seen);
+    fs::rename(set.join("upper/b"), set.join("upper/c")).unwrap();
+    changed("a new name", &mut seen);
+}
+
+/// `changes` prints the digest of what it lists (on stderr; the JSON has it too) and
+/// `apply --expect` applies that set and no other: a run between the two commands (here an
+/// entry rewritten with as many bytes, as a program does through the overlay) changes the
+/// digest, and nothing is applied until the set is reviewed again.
+#[test]
+fn apply_expect_applies_only_the_set_reviewed() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    write(&ws.join("a"), "1\n");
+    let set = new_set(&root, &ws);
+    write(&set.join("upper/a"), "2\n");
+    write(&set.join("upper/b"), "b\n");
+    let run = |args: &[&str]| {
+        Command::new(common::stockade_exe())
+            .args(args)
+            .arg(&set)
+            .output()
+            .unwrap()
+    };
+    let printed = |out: &std::process::Output| -> String {
+        assert!(out.status.success(), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let at = err.find("digest sha256:").expect("a digest on stderr") + "digest ".len();
+        err[at..at + 71].to_string()
+    };
+    let reviewed = printed(&run(&["changes"]));
+    assert_eq!(printed(&run(&["changes", "--diff"])), reviewed);
+    let json = run(&["changes", "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["digest"].as_str(), Some(reviewed.as_str()));
+
+    // A run after the review.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    write(&set.join("upper/a"), "3\n");
+    let out = run(&["apply", "--expect", &reviewed]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not the one reviewed"), "{err}");
+    assert_eq!(fs::read_to_string(ws.join("a")).unwrap(), "1\n");
+    assert!(!ws.join("b").exists());
+    // Nor a digest of nothing, nor a made-up one with a control character.
+    for bogus in ["sha256:", "sha256:\u{1b}[31m0000"] {
+        let out = run(&["apply", "--expect", bogus]);
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains('\u{1b}'));
+    }
+    assert!(!ws.join("b").exists());
+
+    // Reviewed again, it applies, with or without the `sha256:` prefix.
+    let now = printed(&run(&["changes"]));
+    assert_ne!(now, reviewed);
+    let out = run(&["apply", "--expect", now.trim_start_matches("sha256:")]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(fs::read_to_string(ws.join("a")).unwrap(), "3\n");
+    assert_eq!(fs::read_to_string(ws.join("b")).unwrap(), "b\n");
+}
+
 /// Names and symlink targets are the program's: the commands print their control
 /// characters escaped, so that a name cannot color the caller's terminal or print a
 /// made-up line (a name with `\e[31m` and a newline followed by a forged `added` line

@@ -34,6 +34,7 @@
 
 mod apply;
 mod diff;
+mod digest;
 mod fs;
 mod walk;
 
