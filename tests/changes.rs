@@ -871,6 +871,71 @@ fn apply_expect_applies_only_the_set_reviewed() {
     assert_eq!(fs::read_to_string(ws.join("b")).unwrap(), "b\n");
 }
 
+/// On a file system that folds case (APFS, HFS+, a casefold directory) or reads names as
+/// NTFS does, `.GIT/hooks/x` applied as it is lands in the real `.git/hooks` past the
+/// `.git` merge, and `.ENV` is `.env`: every name git itself takes for `.git` is refused
+/// (at the top as `GitAlias`, below it as a nested repository), and the policy's names
+/// are compared without case. Here on a file system that keeps case, where the names are
+/// distinct: nothing of them lands, the rest does.
+#[test]
+fn names_a_case_insensitive_file_system_takes_for_others_are_refused() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    write(&ws.join("keep"), "k\n");
+    let set = new_set(&root, &ws);
+    for p in [
+        ".GIT/hooks/pre-commit",
+        ".Git/config",
+        ".git./config",
+        ".g\u{200c}it/HEAD",
+        "git~1/config",
+        "sub/.GIT/config",
+        "sub/GIT~1/hooks/post-checkout",
+        ".ENV",
+        "deep/.Ssh/id_rsa",
+        "ok.txt",
+        "sub/fine.txt",
+    ] {
+        write(&set.join("upper").join(p), "x\n");
+    }
+    let report = ChangeSet::open(&set)
+        .unwrap()
+        .apply(&ApplyOptions::default())
+        .unwrap();
+    let refused: BTreeMap<String, RefusalReason> = report
+        .refused
+        .iter()
+        .map(|r| (r.path.display().to_string(), r.reason))
+        .collect();
+    for (path, want) in [
+        (".GIT", RefusalReason::GitAlias),
+        // `guard_names` (`.git/hooks`, `.git/config`) match without case too.
+        (".GIT/hooks/pre-commit", RefusalReason::Guarded),
+        (".Git", RefusalReason::GitAlias),
+        (".Git/config", RefusalReason::Guarded),
+        (".git./config", RefusalReason::GitAlias),
+        (".g\u{200c}it/HEAD", RefusalReason::GitAlias),
+        ("git~1/config", RefusalReason::GitAlias),
+        ("sub/.GIT", RefusalReason::Repository),
+        ("sub/.GIT/config", RefusalReason::Repository),
+        ("sub/GIT~1/hooks/post-checkout", RefusalReason::Repository),
+        (".ENV", RefusalReason::Denied),
+        ("deep/.Ssh", RefusalReason::Denied),
+    ] {
+        assert_eq!(refused.get(path), Some(&want), "{path}: {report:?}");
+    }
+    let mut landed: Vec<String> = Vec::new();
+    for e in fs::read_dir(&ws).unwrap() {
+        landed.push(e.unwrap().file_name().to_string_lossy().into_owned());
+    }
+    landed.sort();
+    assert_eq!(landed, ["deep", "keep", "ok.txt", "sub"], "{report:?}");
+    assert_eq!(fs::read_dir(ws.join("deep")).unwrap().count(), 0);
+    assert_eq!(fs::read_dir(ws.join("sub")).unwrap().count(), 1);
+    assert_eq!(fs::read_to_string(ws.join("sub/fine.txt")).unwrap(), "x\n");
+}
+
 /// Names and symlink targets are the program's: the commands print their control
 /// characters escaped, so that a name cannot color the caller's terminal or print a
 /// made-up line (a name with `\e[31m` and a newline followed by a forged `added` line

@@ -24,7 +24,6 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -104,10 +103,17 @@ pub enum RefusalReason {
     /// No `.git` merge on this OS.
     GitUnsupported,
     /// In a repository below the workspace's top: under (or at) a `.git` entry that is
-    /// not the workspace's own, or the `config` or `hooks` of a directory git takes for a
-    /// bare repository (`HEAD`, `objects/` and `refs/`). Git on the host run there would
-    /// run that config's commands and those hooks.
+    /// not the workspace's own (a name a case-insensitive or NTFS-like file system takes
+    /// for `.git` included, [`is_git_name`](super::is_git_name)), or the `config` or
+    /// `hooks` of a directory git takes for a bare repository (`HEAD`, `objects/` and
+    /// `refs/`). Git on the host run there would run that config's commands and those
+    /// hooks.
     Repository,
+    /// Under a top-level name that is not `.git` but that a case-insensitive or NTFS-like
+    /// file system takes for it (`.GIT`, `.git.`, `git~1`, …,
+    /// [`is_git_name`](super::is_git_name)): applied, it would land in the workspace's
+    /// real `.git` past the `.git` merge.
+    GitAlias,
 }
 
 impl std::fmt::Display for RefusalReason {
@@ -125,6 +131,9 @@ impl std::fmt::Display for RefusalReason {
             Self::GitReplaced => f.write_str(".git itself added, deleted or replaced"),
             Self::Git(r) => write!(f, "kept out by the .git merge: {r}"),
             Self::GitUnsupported => f.write_str("no .git merge on this OS"),
+            Self::GitAlias => f.write_str(
+                "a name a case-insensitive or NTFS-like file system takes for .git",
+            ),
             Self::Repository => f.write_str(
                 "in a repository below the workspace's top (git there would run its config and hooks)",
             ),
@@ -334,6 +343,10 @@ impl ChangeSet {
     ) -> Outcome {
         if let Some(r) = names(&c.path, opts) {
             return Outcome::Refused(r);
+        }
+        // The top's own `.git` went to the merge; a name taken for it must not go around.
+        if c.path.iter().next().is_some_and(super::is_git_name) {
+            return Outcome::Refused(RefusalReason::GitAlias);
         }
         if in_repository(&c.path, &self.upper, &self.workspace) {
             return Outcome::Refused(RefusalReason::Repository);
@@ -656,7 +669,7 @@ impl ChangeSet {
 /// files aside; a change set's are not applied at all.)
 fn in_repository(rel: &Path, upper: &OwnedFd, workspace: &OwnedFd) -> bool {
     let parts: Vec<&OsStr> = rel.iter().collect();
-    if parts.iter().skip(1).any(|c| *c == ".git") {
+    if parts.iter().skip(1).any(|c| super::is_git_name(c)) {
         return true;
     }
     parts.iter().enumerate().any(|(i, c)| {
@@ -687,21 +700,32 @@ fn as_seen(c: &Change, st: &FileStat) -> Result<(), Errno> {
     }
 }
 
-/// The refusal the name lists give `rel`.
+/// The refusal the name lists give `rel`. Names are compared without case
+/// ([`super::names::same_name`]): on a file system that folds case, `.ENV` is `.env`.
 fn names(rel: &Path, opts: &ApplyOptions) -> Option<RefusalReason> {
     if !opts.allow_denied
         && rel.components().any(|c| {
             opts.deny_names
                 .iter()
-                .any(|d| c.as_os_str().as_bytes() == d.as_bytes())
+                .any(|d| super::names::same_name(c.as_os_str(), d))
         })
     {
         return Some(RefusalReason::Denied);
     }
-    if !opts.allow_guarded && opts.guard_names.iter().any(|g| rel.starts_with(g)) {
+    if !opts.allow_guarded && opts.guard_names.iter().any(|g| under_guard(rel, g)) {
         return Some(RefusalReason::Guarded);
     }
     None
+}
+
+/// Whether `rel` is `guard` or beneath it, component by component, without case.
+fn under_guard(rel: &Path, guard: &str) -> bool {
+    let mut parts = rel.iter();
+    Path::new(guard).iter().all(|g| {
+        parts
+            .next()
+            .is_some_and(|c| super::names::same_name(c, &g.to_string_lossy()))
+    })
 }
 
 /// Copies `src` into `dst` and gives it the source's permission bits (without setuid,

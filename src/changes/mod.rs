@@ -36,6 +36,7 @@ mod apply;
 mod diff;
 mod digest;
 mod fs;
+mod names;
 mod walk;
 
 use std::collections::HashMap;
@@ -50,6 +51,7 @@ use nix::sys::stat::{Mode, fstat, fstatat};
 
 pub use crate::process::marker::Marker;
 pub use apply::{ApplyOptions, ApplyReport, Conflict, ConflictReason, Refusal, RefusalReason};
+pub use names::is_git_name;
 
 /// The name of the marker file in a change set directory.
 pub const MARKER: &str = "stockade-changes.json";

@@ -1,0 +1,153 @@
+//! Names a file system may take for others: `.git` as git itself recognizes it on
+//! case-insensitive (HFS+, APFS) and Windows-like (NTFS, FAT) file systems, and the
+//! policy's names compared without case.
+//!
+//! On such a file system `upper/.GIT/hooks/x` applied as `.GIT/hooks/x` lands in the
+//! workspace's real `.git/hooks`, past the `.git` merge, and `.ENV` is `.env`. Git refuses
+//! the same names in the trees it checks out (`core.protectHFS`, `core.protectNTFS`); the
+//! rules here are git's (`is_hfs_dotgit`, `is_ntfs_dotgit`), applied whatever the
+//! workspace's file system, as git does by default for NTFS.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+
+/// Whether a file system that folds case, ignores the code points HFS+ ignores, or reads
+/// names as NTFS does could take the path component `name` for `.git`: `.git` itself,
+/// `.GIT`, `.g\u{200c}it`, `.git.`, `.git ` and `.git::$INDEX_ALLOCATION`, `git~1`.
+#[must_use]
+pub fn is_git_name(name: &OsStr) -> bool {
+    let b = name.as_bytes();
+    is_hfs_dot_git(b) || is_ntfs_dot_git(b)
+}
+
+/// Git's `is_hfs_dotgit`: `.git` compared ASCII-case-insensitively, skipping the code
+/// points HFS+ ignores; invalid UTF-8 is never `.git`.
+fn is_hfs_dot_git(name: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(name) else {
+        return false;
+    };
+    let mut chars = text.chars().filter(|c| !hfs_ignored(*c));
+    for want in ['.', 'g', 'i', 't'] {
+        match chars.next() {
+            Some(c) if c.is_ascii() && c.to_ascii_lowercase() == want => {}
+            _ => return false,
+        }
+    }
+    chars.next().is_none()
+}
+
+/// The code points HFS+ leaves out of a name's comparison (git's `next_hfs_char`).
+fn hfs_ignored(c: char) -> bool {
+    matches!(
+        c,
+        '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}'
+    )
+}
+
+/// Git's `is_ntfs_dotgit`: `.git` or its short name `git~1` (any case), then only dots
+/// and spaces up to the end, a directory separator or an alternate data stream's `:`.
+fn is_ntfs_dot_git(name: &[u8]) -> bool {
+    let rest = if let Some(r) = strip_ascii_ci(name, b".git") {
+        r
+    } else if let Some(r) = strip_ascii_ci(name, b"git~1") {
+        r
+    } else {
+        return false;
+    };
+    for &c in rest {
+        match c {
+            b'/' | b'\\' | b':' => return true,
+            b'.' | b' ' => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+fn strip_ascii_ci<'a>(name: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
+    let head = name.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| name.get(prefix.len()..))
+        .flatten()
+}
+
+/// Whether the component `component` is the policy name `name` on a file system that
+/// folds case: equal ignoring ASCII case, or equal once both are lowercased.
+pub(crate) fn same_name(component: &OsStr, name: &str) -> bool {
+    let c = component.as_bytes();
+    if c.eq_ignore_ascii_case(name.as_bytes()) {
+        return true;
+    }
+    std::str::from_utf8(c).is_ok_and(|c| c.to_lowercase() == name.to_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(n: &str) -> bool {
+        is_git_name(OsStr::new(n))
+    }
+
+    /// Git's own cases (t0060's `is_hfs_dotgit` and `is_ntfs_dotgit` vectors, those that
+    /// name `.git`) and their near misses.
+    #[test]
+    fn git_names_are_recognized_as_git_does() {
+        for yes in [
+            ".git",
+            ".GIT",
+            ".Git",
+            ".gIt",
+            "\u{200c}.git",
+            ".g\u{200c}it",
+            ".gi\u{200d}t",
+            ".git\u{200e}",
+            ".\u{feff}git",
+            ".g\u{206a}i\u{202e}t",
+            ".git.",
+            ".git ",
+            ".git. .",
+            ".git::$INDEX_ALLOCATION",
+            ".git:x",
+            ".git\\hooks",
+            "git~1",
+            "GIT~1",
+            "git~1.",
+            "git~1::$INDEX_ALLOCATION",
+        ] {
+            assert!(git(yes), "{yes:?}");
+        }
+        for no in [
+            "",
+            ".",
+            "..",
+            "git",
+            ".gi",
+            ".gitx",
+            ".gitignore",
+            ".git.x",
+            ".g\u{200b}it",
+            ".gıt",
+            ".g\u{301}it",
+            "x.git",
+            "git~2",
+            "git~1x",
+            "git~10",
+            ".git~1",
+        ] {
+            assert!(!git(no), "{no:?}");
+        }
+        // Invalid UTF-8 is no HFS+ `.git`; NTFS reads bytes.
+        assert!(!is_hfs_dot_git(b".g\xffit"));
+        assert!(is_git_name(OsStr::from_bytes(b".git.\x20")));
+    }
+
+    #[test]
+    fn policy_names_match_without_case() {
+        assert!(same_name(OsStr::new(".ENV"), ".env"));
+        assert!(same_name(OsStr::new(".Ssh"), ".ssh"));
+        assert!(same_name(OsStr::new("ÉTÉ"), "été"));
+        assert!(!same_name(OsStr::new(".envrc"), ".env"));
+        assert!(!same_name(OsStr::from_bytes(b".env\xff"), ".env"));
+    }
+}
