@@ -593,6 +593,12 @@ pub(super) fn changes_dir(
 /// the link names. The child binds with `RESOLVE_NO_SYMLINKS` as well, which closes the
 /// race between this check and the mount.
 fn no_symlinks(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<(), PlanError> {
+    symlink_free(fs, key, p).map(|_| ())
+}
+
+/// As [`no_symlinks`], and whether the walk saw every prefix of `p` exist (none missing,
+/// none unreadable as a link).
+fn symlink_free(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<bool, PlanError> {
     let mut prefix = PathBuf::new();
     for c in p.components() {
         prefix.push(c);
@@ -611,15 +617,38 @@ fn no_symlinks(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<(), PlanE
                 });
             }
             Some(_) => {}
-            None => break,
+            None => return Ok(false),
         }
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Whether `p` is absolute and names each step plainly: no `.` or `..`, no empty name
+/// (`//`, a trailing `/`). Such a path whose every prefix exists and is no symlink is its
+/// own canonical form.
+fn lexically_canonical(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(rest) = p.as_os_str().as_bytes().strip_prefix(b"/") else {
+        return false;
+    };
+    rest.is_empty()
+        || rest
+            .split(|&b| b == b'/')
+            .all(|name| !matches!(name, b"" | b"." | b".."))
 }
 
 /// The canonical form of a configured path that must exist and contain no symlink.
+///
+/// The walk of [`no_symlinks`] has looked at every prefix without following it; when it
+/// saw each one exist and `p` is [`lexically_canonical`], nothing is left to resolve and
+/// `p` is returned as it is: `realpath` would only `readlink` every prefix again to learn
+/// the same (a prefix replaced by a symlink since is not followed here, where `realpath`
+/// would follow it; the child binds with `RESOLVE_NO_SYMLINKS` either way). Anything else
+/// goes to [`HostFs::canonicalize`], whose error is the path's.
 fn existing(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<PathBuf, PlanError> {
-    no_symlinks(fs, key, p)?;
+    if symlink_free(fs, key, p)? && lexically_canonical(p) {
+        return Ok(p.to_path_buf());
+    }
     fs.canonicalize(p).map_err(|e| PlanError::Path {
         key,
         path: p.to_path_buf(),

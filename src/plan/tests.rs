@@ -1406,3 +1406,62 @@ fn a_change_set_under_a_read_only_root_is_masked_on_the_full_layer_and_refused_o
         "{err}"
     );
 }
+
+#[test]
+fn a_plain_absolute_path_is_lexically_canonical_and_nothing_else_is() {
+    for p in ["/", "/ws", "/var/tmp/ws", "/a/.b/c..", "/a/...", "/a b/c"] {
+        assert!(lexically_canonical(Path::new(p)), "{p}");
+    }
+    for p in [
+        "", "ws", "./ws", "//", "//ws", "/ws/", "/ws//a", "/ws/.", "/ws/./a", "/ws/..", "/ws/../a",
+        "/.", "/..",
+    ] {
+        assert!(!lexically_canonical(Path::new(p)), "{p}");
+    }
+}
+
+/// A [`Fake`] host that counts its `canonicalize` calls.
+struct Counting(Fake, std::cell::Cell<u32>);
+
+impl HostFs for Counting {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.0.kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.1.set(self.1.get() + 1);
+        self.0.canonicalize(path)
+    }
+}
+
+#[test]
+fn a_path_seen_whole_without_a_symlink_is_not_canonicalized_again() {
+    let fs = Counting(Fake::new(), std::cell::Cell::new(0));
+    let canon = |p: &str| {
+        fs.1.set(0);
+        let r = existing(&fs, "workspace", Path::new(p));
+        (r, fs.1.get())
+    };
+    // Every prefix seen, nothing to resolve: the path itself, no `realpath`.
+    assert_eq!(canon("/ws/a").0.unwrap(), Path::new("/ws/a"));
+    assert_eq!(canon("/ws/a").1, 0);
+    assert_eq!(canon("/etc/shadow").1, 0);
+    // A prefix not seen (missing here), or a name to resolve: canonicalized as before,
+    // with its error.
+    let (r, n) = canon("/ws/missing");
+    assert!(matches!(
+        r,
+        Err(PlanError::Path {
+            errno: crate::error::Errno::ENOENT,
+            ..
+        })
+    ));
+    assert_eq!(n, 1);
+    assert_eq!(canon("/srv/shared").1, 1);
+    for p in ["/ws/a/", "/ws//a", "/ws/./a", "/ws/a/../a"] {
+        assert_eq!(canon(p).1, 1, "{p}");
+    }
+    // A symlink is refused before either.
+    let (r, n) = canon("/bin/sh");
+    assert!(matches!(r, Err(PlanError::Symlink { .. })), "{r:?}");
+    assert_eq!(n, 0);
+}
