@@ -129,6 +129,11 @@ pub trait HostFs {
         let _ = dir;
         true
     }
+    /// [`HostFs::kind`] and [`HostFs::others_may_enter`] of `path` at once: on a real
+    /// host both come from one `lstat`. The default asks each.
+    fn kind_and_enterable(&self, path: &Path) -> (Option<Kind>, bool) {
+        (self.kind(path), self.others_may_enter(path))
+    }
     /// What `path` is, a final symlink not followed, with a device's numbers: the full
     /// layer checks its [`DEV_NODES`] with it. The default: the device each of them must
     /// be (a host with a proper `/dev`), [`NodeKind::Missing`] for any other path.
@@ -156,13 +161,26 @@ pub struct PrivateEntry {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealFs;
 
-impl HostFs for RealFs {
-    fn kind(&self, path: &Path) -> Option<Kind> {
-        let md = std::fs::symlink_metadata(path).ok()?;
+impl RealFs {
+    /// The [`Kind`] of `path`, whose `lstat` gave `md`.
+    fn kind_of(path: &Path, md: &std::fs::Metadata) -> Option<Kind> {
         if md.file_type().is_symlink() {
             return std::fs::read_link(path).ok().map(Kind::Symlink);
         }
         Some(if md.is_dir() { Kind::Dir } else { Kind::File })
+    }
+
+    /// [`HostFs::others_may_enter`] from the `lstat` of the path (`None`: it failed).
+    fn enterable(md: Option<&std::fs::Metadata>) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        md.is_none_or(|m| m.permissions().mode() & 0o001 != 0)
+    }
+}
+
+impl HostFs for RealFs {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        let md = std::fs::symlink_metadata(path).ok()?;
+        Self::kind_of(path, &md)
     }
 
     fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
@@ -210,8 +228,13 @@ impl HostFs for RealFs {
     }
 
     fn others_may_enter(&self, dir: &Path) -> bool {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::symlink_metadata(dir).map_or(true, |m| m.permissions().mode() & 0o001 != 0)
+        Self::enterable(std::fs::symlink_metadata(dir).ok().as_ref())
+    }
+
+    fn kind_and_enterable(&self, path: &Path) -> (Option<Kind>, bool) {
+        let md = std::fs::symlink_metadata(path).ok();
+        let kind = md.as_ref().and_then(|md| Self::kind_of(path, md));
+        (kind, Self::enterable(md.as_ref()))
     }
 
     fn node(&self, path: &Path) -> NodeKind {
@@ -228,7 +251,9 @@ impl HostFs for RealFs {
 /// A [`HostFs`] that answers [`HostFs::kind`] and [`HostFs::others_may_enter`] once per
 /// path: one plan asks about the same ancestors many times (`/etc` a dozen times on a root
 /// host, once per private entry below it and once per configured path through it), one
-/// `statx` each. It lives for one
+/// `statx` each. A path's kind comes with its "others" bit ([`HostFs::kind_and_enterable`],
+/// the same `lstat`): a root host asks both of each read-only root (`/usr`, `/etc`,
+/// `/opt`), the second right after the first. It lives for one
 /// [`select`] call, which takes microseconds; every other question goes to `inner`.
 pub(crate) struct Memo<'a> {
     inner: &'a dyn HostFs,
@@ -251,10 +276,15 @@ impl HostFs for Memo<'_> {
         if let Some(kind) = self.kinds.borrow().get(path) {
             return kind.clone();
         }
-        let kind = self.inner.kind(path);
+        let (kind, enterable) = self.inner.kind_and_enterable(path);
         self.kinds
             .borrow_mut()
             .insert(path.to_path_buf(), kind.clone());
+        // An answer already given stays the answer for this plan.
+        self.enterable
+            .borrow_mut()
+            .entry(path.to_path_buf())
+            .or_insert(enterable);
         kind
     }
     fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
@@ -280,6 +310,9 @@ impl HostFs for Memo<'_> {
     }
     fn usable(&self, dir: &Path) -> Result<(), crate::error::Errno> {
         self.inner.usable(dir)
+    }
+    fn kind_and_enterable(&self, path: &Path) -> (Option<Kind>, bool) {
+        (self.kind(path), self.others_may_enter(path))
     }
     fn others_may_enter(&self, dir: &Path) -> bool {
         if let Some(&may) = self.enterable.borrow().get(dir) {

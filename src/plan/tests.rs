@@ -1465,3 +1465,71 @@ fn a_path_seen_whole_without_a_symlink_is_not_canonicalized_again() {
     assert!(matches!(r, Err(PlanError::Symlink { .. })), "{r:?}");
     assert_eq!(n, 0);
 }
+
+/// A [`Fake`] host that counts the `lstat`s a real host would make: one per question,
+/// and one for [`HostFs::kind_and_enterable`]'s two answers.
+struct Lstats(Fake, std::cell::Cell<u32>);
+
+impl HostFs for Lstats {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.1.set(self.1.get() + 1);
+        self.0.kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.0.canonicalize(path)
+    }
+    fn others_may_enter(&self, dir: &Path) -> bool {
+        self.1.set(self.1.get() + 1);
+        dir != Path::new("/etc")
+    }
+    fn kind_and_enterable(&self, path: &Path) -> (Option<Kind>, bool) {
+        self.1.set(self.1.get() + 1);
+        (self.0.kind(path), path != Path::new("/etc"))
+    }
+}
+
+#[test]
+fn the_memo_learns_a_paths_others_bit_with_its_kind() {
+    let fs = Lstats(Fake::new(), std::cell::Cell::new(0));
+    let memo = Memo::new(&fs);
+    assert_eq!(memo.kind(Path::new("/etc")), Some(Kind::Dir));
+    assert!(!memo.others_may_enter(Path::new("/etc")));
+    assert_eq!(memo.kind(Path::new("/usr")), Some(Kind::Dir));
+    assert!(memo.others_may_enter(Path::new("/usr")));
+    assert_eq!(fs.1.get(), 2, "one lstat per path");
+    // A path asked for its bit alone first keeps that answer.
+    assert!(memo.others_may_enter(Path::new("/opt")));
+    assert_eq!(memo.kind(Path::new("/opt")), Some(Kind::Dir));
+    assert!(memo.others_may_enter(Path::new("/opt")));
+    assert_eq!(fs.1.get(), 4);
+}
+
+#[test]
+fn the_real_hosts_kind_and_others_bit_from_one_lstat_are_those_of_two() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let open = d.path().join("open");
+    let closed = d.path().join("closed");
+    for (dir, mode) in [(&open, 0o755), (&closed, 0o750)] {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let file = d.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let link = d.path().join("link");
+    std::os::unix::fs::symlink("closed", &link).unwrap();
+    let gone = d.path().join("gone");
+    for p in [&open, &closed, &file, &link, &gone] {
+        assert_eq!(
+            RealFs.kind_and_enterable(p),
+            (RealFs.kind(p), RealFs.others_may_enter(p)),
+            "{}",
+            p.display()
+        );
+    }
+    assert!(!RealFs.kind_and_enterable(&closed).1);
+    assert_eq!(
+        RealFs.kind_and_enterable(&link).0,
+        Some(Kind::Symlink("closed".into()))
+    );
+}
