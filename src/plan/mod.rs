@@ -46,7 +46,8 @@ pub use {
     seatbelt::{private_alias, seatbelt_path},
     select::Selection,
     walls::{
-        DEV_FILES, DEV_PTS, FilterOptions, Grant, LandlockRules, PathRule, RulesetSpec, SplitRules,
+        DEV_FILES, DEV_PTS, FilterOptions, Grant, LandlockRules, PathRule, RulesetSpec, Seen,
+        SplitRules,
     },
 };
 
@@ -259,6 +260,7 @@ pub(crate) struct Memo<'a> {
     inner: &'a dyn HostFs,
     kinds: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<Kind>>>,
     enterable: std::cell::RefCell<std::collections::HashMap<PathBuf, bool>>,
+    nodes: std::cell::RefCell<std::collections::HashMap<PathBuf, NodeKind>>,
 }
 
 impl<'a> Memo<'a> {
@@ -267,6 +269,25 @@ impl<'a> Memo<'a> {
             inner,
             kinds: std::cell::RefCell::default(),
             enterable: std::cell::RefCell::default(),
+            nodes: std::cell::RefCell::default(),
+        }
+    }
+
+    /// What this plan's lookups found at `path` (a final symlink not followed), when they
+    /// looked and found neither a symlink nor nothing ([`walls::RulesetSpec::seen`]).
+    pub(crate) fn seen(&self, path: &Path) -> Option<Seen> {
+        if let Some(node) = self.nodes.borrow().get(path) {
+            return match node {
+                NodeKind::Dir => Some(Seen::Dir),
+                NodeKind::CharDevice { .. } => Some(Seen::CharDevice),
+                NodeKind::Missing | NodeKind::Symlink(_) => None,
+                _ => Some(Seen::NotDir),
+            };
+        }
+        match self.kinds.borrow().get(path)? {
+            Some(Kind::Dir) => Some(Seen::Dir),
+            Some(Kind::File) => Some(Seen::NotDir),
+            Some(Kind::Symlink(_)) | None => None,
         }
     }
 }
@@ -323,7 +344,13 @@ impl HostFs for Memo<'_> {
         may
     }
     fn node(&self, path: &Path) -> NodeKind {
-        self.inner.node(path)
+        // Kept, not reused: the plan asks once per node, the Landlock rules then learn
+        // from it what the node is ([`Memo::seen`]).
+        let node = self.inner.node(path);
+        self.nodes
+            .borrow_mut()
+            .insert(path.to_path_buf(), node.clone());
+        node
     }
 }
 

@@ -1533,3 +1533,41 @@ fn the_real_hosts_kind_and_others_bit_from_one_lstat_are_those_of_two() {
         Some(Kind::Symlink("closed".into()))
     );
 }
+
+/// A [`Fake`] host whose `/dev/tty` is a symlink.
+struct TtyLink(Fake);
+
+impl HostFs for TtyLink {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.0.kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.0.canonicalize(path)
+    }
+    fn node(&self, path: &Path) -> NodeKind {
+        match path == Path::new("/dev/tty") {
+            true => NodeKind::Symlink("pts/0".into()),
+            false => self.0.node(path),
+        }
+    }
+}
+
+#[test]
+fn the_memo_says_what_it_saw_only_where_it_saw_a_node() {
+    let fake = TtyLink(Fake::new());
+    let memo = Memo::new(&fake);
+    for p in ["/usr", "/etc/shadow", "/bin", "/gone"] {
+        memo.kind(Path::new(p));
+    }
+    for p in ["/dev/null", "/dev/tty", "/dev/gone"] {
+        memo.node(Path::new(p));
+    }
+    let seen = |p: &str| memo.seen(Path::new(p));
+    assert_eq!(seen("/usr"), Some(Seen::Dir));
+    assert_eq!(seen("/etc/shadow"), Some(Seen::NotDir));
+    assert_eq!(seen("/dev/null"), Some(Seen::CharDevice));
+    // A symlink (its target unseen), nothing, or a path not asked about: nothing seen.
+    for p in ["/bin", "/gone", "/dev/gone", "/etc", "/dev/tty"] {
+        assert_eq!(seen(p), None, "{p}");
+    }
+}
