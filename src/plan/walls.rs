@@ -96,7 +96,8 @@ pub struct RulesetSpec {
     pub connect_tcp: Vec<u16>,
     /// What the plan saw at some of these paths while it was built, by path (not by rule:
     /// a workspace or rule swapped for another path finds nothing here). The backend
-    /// takes it for what a `stat` would say at `Sandbox::new`, right after the plan (see
+    /// takes it for what a `stat` would say at `Sandbox::new`, right after the plan, and
+    /// trusts a [`Seen::Dir`] at a spawn only where the kernel checks it again (see
     /// `backend::linux::landlock`). Empty: every path is looked at.
     pub seen: Vec<(PathBuf, Seen)>,
 }

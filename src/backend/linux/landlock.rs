@@ -282,6 +282,9 @@ struct Found {
     dir: bool,
     /// A [`Grant::Device`] rule may name it ([`is_device`]).
     device: bool,
+    /// `dir` is the plan's word, not an `fstat` of the opened file: [`add_rules`] lets
+    /// the kernel check it.
+    unchecked: bool,
 }
 
 impl Found {
@@ -290,6 +293,7 @@ impl Found {
         Found {
             dir: md.is_dir(),
             device: is_device(md),
+            unchecked: false,
         }
     }
 
@@ -302,15 +306,36 @@ impl Found {
             Seen::NotDir if grant != Grant::Device => (false, false),
             Seen::NotDir => return None,
         };
-        Some(Found { dir, device })
+        Some(Found {
+            dir,
+            device,
+            unchecked: false,
+        })
     }
 }
 
 /// The negotiated status of `spec` (its `skipped` the paths that do not exist) and the
 /// paths opened for their rules.
+///
+/// A path opened without the plan having seen a directory there is `fstat`ed: for the
+/// device check of a device rule, which nothing else makes (the kernel takes file rights
+/// on a regular file as well as on a device), and to give a file only file rights. One
+/// the plan saw as a directory is not, at any spawn, however long after the plan: the
+/// rule gets a directory's rights, which the kernel refuses on anything but a directory
+/// (each grant's directory rights hold `ReadDir`, a right files do not have), so the
+/// kernel makes the check on the very inode opened, and [`add_rules`] looks again only
+/// when it refuses.
 fn negotiate_and_open(spec: &RulesetSpec) -> Result<(Status, Opened<'_>), LandlockBuildError> {
     negotiate_and_look(spec, |p, _| {
         let file = open_path(p)?;
+        if spec.seen_at(p) == Some(Seen::Dir) {
+            let found = Found {
+                dir: true,
+                device: true,
+                unchecked: true,
+            };
+            return Ok((file, found));
+        }
         let md = file.metadata()?;
         Ok((file, Found::of(&md)))
     })
@@ -483,6 +508,10 @@ fn add_port_rules(
 /// would `fstat` each path a second time to find out what this function already knows:
 /// whether it is a directory. The rights are within the handled set and, on a file, within
 /// the file rights ([`rule_access`]), which is all the crate's check would ensure.
+///
+/// A path taken for a directory on the plan's word ([`Found::unchecked`]) that the kernel
+/// refuses directory rights on (`EINVAL`: it is no directory now) is `fstat`ed then, and
+/// gets what an `fstat` at its opening would have given it: the same rule, or none.
 fn add_rules(
     ruleset: &OwnedFd,
     opened: Opened<'_>,
@@ -492,22 +521,49 @@ fn add_rules(
 ) -> Result<(), LandlockBuildError> {
     let mut done = Vec::with_capacity(opened.len());
     for (path, file, grant, found) in opened {
-        let access = rule_access(grant, abi, handled_fs, found.dir);
-        if access.is_empty() {
-            // A directory-only grant (`ListDir`) on a file: nothing to allow.
-            skipped.push(path.to_path_buf());
-            continue;
-        }
-        stockade_sys::linux::landlock_add_rule_path_beneath(
-            ruleset.as_fd().into(),
-            file.as_fd().into(),
-            access.bits(),
-        )
-        .map_err(|e| LandlockBuildError::AddRule {
+        let add = |found: Found| {
+            let access = rule_access(grant, abi, handled_fs, found.dir);
+            if access.is_empty() {
+                // A directory-only grant (`ListDir`) on a file: nothing to allow.
+                return Ok(false);
+            }
+            stockade_sys::linux::landlock_add_rule_path_beneath(
+                ruleset.as_fd().into(),
+                file.as_fd().into(),
+                access.bits(),
+            )
+            .map(|()| true)
+        };
+        let added = match add(found) {
+            Err(e) if found.unchecked && e.raw() == libc::EINVAL => {
+                let md = file
+                    .metadata()
+                    .map_err(|source| LandlockBuildError::OpenPath {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                let found = Found::of(&md);
+                if found.dir {
+                    // Refused for another reason: that is the error.
+                    Err(e)
+                } else if grant == Grant::Device && !found.device {
+                    not_a_device(path);
+                    Ok(false)
+                } else {
+                    add(found)
+                }
+            }
+            added => added,
+        };
+        let added = added.map_err(|e| LandlockBuildError::AddRule {
             path: path.to_path_buf(),
             source: Box::new(io::Error::from_raw_os_error(e.raw())),
         })?;
-        done.push(OwnedFd::from(file));
+        if added {
+            done.push(OwnedFd::from(file));
+        } else {
+            skipped.push(path.to_path_buf());
+        }
     }
     close_all(done);
     Ok(())
@@ -631,6 +687,35 @@ mod tests {
         assert!(!rights(Grant::Read, ABI::V7).contains(AccessFs::Execute));
     }
 
+    #[test]
+    fn a_directorys_rights_hold_one_no_file_has_for_every_grant() {
+        // What lets a spawn take a directory on the plan's word: the kernel refuses
+        // these rights on anything else (`negotiate_and_open`).
+        for abi in [
+            ABI::V1,
+            ABI::V2,
+            ABI::V3,
+            ABI::V4,
+            ABI::V5,
+            ABI::V6,
+            TESTED_ABI,
+        ] {
+            for g in [
+                Grant::ReadExec,
+                Grant::Read,
+                Grant::ReadWrite,
+                Grant::Device,
+                Grant::ListDir,
+            ] {
+                let dir = rule_access(g, abi, AccessFs::from_all(abi), true);
+                assert!(
+                    !(dir & !AccessFs::from_file(abi)).is_empty(),
+                    "{abi:?} {g:?}"
+                );
+            }
+        }
+    }
+
     /// Whether this kernel has Landlock; else the test says why it does not run, and fails
     /// where `STOCKADE_TEST_REQUIRE` asks for Landlock.
     fn landlock_or_skip(test: &str) -> bool {
@@ -685,5 +770,50 @@ mod tests {
         let mut spec = RulesetSpec::new(dir.path()).with(&f, Grant::ListDir);
         spec.seen.push((dir.path().join("g"), Seen::Dir));
         assert!(status(&spec).unwrap().skipped.contains(&f));
+    }
+
+    #[test]
+    fn a_spawn_opens_a_directory_seen_by_the_plan_without_an_fstat_and_gets_the_same_rules() {
+        let test =
+            "a_spawn_opens_a_directory_seen_by_the_plan_without_an_fstat_and_gets_the_same_rules";
+        if !landlock_or_skip(test) {
+            return;
+        }
+        let (dir, f) = dir_with_a_file();
+        // The plan saw a directory at `f`, which is a file by the spawn.
+        let seen = |spec: RulesetSpec| {
+            let mut spec = spec;
+            spec.seen = vec![(f.clone(), Seen::Dir), (dir.path().into(), Seen::Dir)];
+            spec
+        };
+        let spec = seen(RulesetSpec::new(dir.path()).with(&f, Grant::ReadExec));
+        let (_, opened) = negotiate_and_open(&spec).unwrap();
+        let found: Vec<_> = opened.iter().map(|(p, _, _, found)| (*p, *found)).collect();
+        let unchecked_dir = Found {
+            dir: true,
+            device: true,
+            unchecked: true,
+        };
+        assert_eq!(
+            found,
+            [(dir.path(), unchecked_dir), (f.as_path(), unchecked_dir)],
+            "taken on the plan's word, no fstat"
+        );
+        // The kernel refuses a directory's rights on the file; the build then gives it
+        // what an fstat at its opening would have: a file's rights, or nothing.
+        for grant in [
+            Grant::ReadExec,
+            Grant::Read,
+            Grant::ReadWrite,
+            Grant::Device,
+            Grant::ListDir,
+        ] {
+            let plain = RulesetSpec::new(dir.path()).with(&f, grant);
+            let want = build(&plain).unwrap().status().skipped.clone();
+            let got = build(&seen(plain)).unwrap().status().skipped.clone();
+            assert_eq!(got, want, "{grant:?}");
+            let is_skipped = matches!(grant, Grant::Device | Grant::ListDir);
+            assert_eq!(got.contains(&f), is_skipped, "{grant:?}");
+        }
     }
 }
