@@ -46,7 +46,8 @@ pub use {
     seatbelt::{private_alias, seatbelt_path},
     select::Selection,
     walls::{
-        DEV_FILES, DEV_PTS, FilterOptions, Grant, LandlockRules, PathRule, RulesetSpec, SplitRules,
+        DEV_FILES, DEV_PTS, FilterOptions, Grant, LandlockRules, PathRule, RulesetSpec, Seen,
+        SplitRules,
     },
 };
 
@@ -129,6 +130,11 @@ pub trait HostFs {
         let _ = dir;
         true
     }
+    /// [`HostFs::kind`] and [`HostFs::others_may_enter`] of `path` at once: on a real
+    /// host both come from one `lstat`. The default asks each.
+    fn kind_and_enterable(&self, path: &Path) -> (Option<Kind>, bool) {
+        (self.kind(path), self.others_may_enter(path))
+    }
     /// What `path` is, a final symlink not followed, with a device's numbers: the full
     /// layer checks its [`DEV_NODES`] with it. The default: the device each of them must
     /// be (a host with a proper `/dev`), [`NodeKind::Missing`] for any other path.
@@ -156,13 +162,26 @@ pub struct PrivateEntry {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealFs;
 
-impl HostFs for RealFs {
-    fn kind(&self, path: &Path) -> Option<Kind> {
-        let md = std::fs::symlink_metadata(path).ok()?;
+impl RealFs {
+    /// The [`Kind`] of `path`, whose `lstat` gave `md`.
+    fn kind_of(path: &Path, md: &std::fs::Metadata) -> Option<Kind> {
         if md.file_type().is_symlink() {
             return std::fs::read_link(path).ok().map(Kind::Symlink);
         }
         Some(if md.is_dir() { Kind::Dir } else { Kind::File })
+    }
+
+    /// [`HostFs::others_may_enter`] from the `lstat` of the path (`None`: it failed).
+    fn enterable(md: Option<&std::fs::Metadata>) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        md.is_none_or(|m| m.permissions().mode() & 0o001 != 0)
+    }
+}
+
+impl HostFs for RealFs {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        let md = std::fs::symlink_metadata(path).ok()?;
+        Self::kind_of(path, &md)
     }
 
     fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
@@ -210,8 +229,13 @@ impl HostFs for RealFs {
     }
 
     fn others_may_enter(&self, dir: &Path) -> bool {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::symlink_metadata(dir).map_or(true, |m| m.permissions().mode() & 0o001 != 0)
+        Self::enterable(std::fs::symlink_metadata(dir).ok().as_ref())
+    }
+
+    fn kind_and_enterable(&self, path: &Path) -> (Option<Kind>, bool) {
+        let md = std::fs::symlink_metadata(path).ok();
+        let kind = md.as_ref().and_then(|md| Self::kind_of(path, md));
+        (kind, Self::enterable(md.as_ref()))
     }
 
     fn node(&self, path: &Path) -> NodeKind {
@@ -228,12 +252,15 @@ impl HostFs for RealFs {
 /// A [`HostFs`] that answers [`HostFs::kind`] and [`HostFs::others_may_enter`] once per
 /// path: one plan asks about the same ancestors many times (`/etc` a dozen times on a root
 /// host, once per private entry below it and once per configured path through it), one
-/// `statx` each. It lives for one
+/// `statx` each. A path's kind comes with its "others" bit ([`HostFs::kind_and_enterable`],
+/// the same `lstat`): a root host asks both of each read-only root (`/usr`, `/etc`,
+/// `/opt`), the second right after the first. It lives for one
 /// [`select`] call, which takes microseconds; every other question goes to `inner`.
 pub(crate) struct Memo<'a> {
     inner: &'a dyn HostFs,
     kinds: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<Kind>>>,
     enterable: std::cell::RefCell<std::collections::HashMap<PathBuf, bool>>,
+    nodes: std::cell::RefCell<std::collections::HashMap<PathBuf, NodeKind>>,
 }
 
 impl<'a> Memo<'a> {
@@ -242,6 +269,25 @@ impl<'a> Memo<'a> {
             inner,
             kinds: std::cell::RefCell::default(),
             enterable: std::cell::RefCell::default(),
+            nodes: std::cell::RefCell::default(),
+        }
+    }
+
+    /// What this plan's lookups found at `path` (a final symlink not followed), when they
+    /// looked and found neither a symlink nor nothing ([`walls::RulesetSpec::seen`]).
+    pub(crate) fn seen(&self, path: &Path) -> Option<Seen> {
+        if let Some(node) = self.nodes.borrow().get(path) {
+            return match node {
+                NodeKind::Dir => Some(Seen::Dir),
+                NodeKind::CharDevice { .. } => Some(Seen::CharDevice),
+                NodeKind::Missing | NodeKind::Symlink(_) => None,
+                _ => Some(Seen::NotDir),
+            };
+        }
+        match self.kinds.borrow().get(path)? {
+            Some(Kind::Dir) => Some(Seen::Dir),
+            Some(Kind::File) => Some(Seen::NotDir),
+            Some(Kind::Symlink(_)) | None => None,
         }
     }
 }
@@ -251,10 +297,15 @@ impl HostFs for Memo<'_> {
         if let Some(kind) = self.kinds.borrow().get(path) {
             return kind.clone();
         }
-        let kind = self.inner.kind(path);
+        let (kind, enterable) = self.inner.kind_and_enterable(path);
         self.kinds
             .borrow_mut()
             .insert(path.to_path_buf(), kind.clone());
+        // An answer already given stays the answer for this plan.
+        self.enterable
+            .borrow_mut()
+            .entry(path.to_path_buf())
+            .or_insert(enterable);
         kind
     }
     fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
@@ -281,6 +332,9 @@ impl HostFs for Memo<'_> {
     fn usable(&self, dir: &Path) -> Result<(), crate::error::Errno> {
         self.inner.usable(dir)
     }
+    fn kind_and_enterable(&self, path: &Path) -> (Option<Kind>, bool) {
+        (self.kind(path), self.others_may_enter(path))
+    }
     fn others_may_enter(&self, dir: &Path) -> bool {
         if let Some(&may) = self.enterable.borrow().get(dir) {
             return may;
@@ -290,7 +344,13 @@ impl HostFs for Memo<'_> {
         may
     }
     fn node(&self, path: &Path) -> NodeKind {
-        self.inner.node(path)
+        // Kept, not reused: the plan asks once per node, the Landlock rules then learn
+        // from it what the node is ([`Memo::seen`]).
+        let node = self.inner.node(path);
+        self.nodes
+            .borrow_mut()
+            .insert(path.to_path_buf(), node.clone());
+        node
     }
 }
 
@@ -593,6 +653,12 @@ pub(super) fn changes_dir(
 /// the link names. The child binds with `RESOLVE_NO_SYMLINKS` as well, which closes the
 /// race between this check and the mount.
 fn no_symlinks(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<(), PlanError> {
+    symlink_free(fs, key, p).map(|_| ())
+}
+
+/// As [`no_symlinks`], and whether the walk saw every prefix of `p` exist (none missing,
+/// none unreadable as a link).
+fn symlink_free(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<bool, PlanError> {
     let mut prefix = PathBuf::new();
     for c in p.components() {
         prefix.push(c);
@@ -611,15 +677,38 @@ fn no_symlinks(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<(), PlanE
                 });
             }
             Some(_) => {}
-            None => break,
+            None => return Ok(false),
         }
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Whether `p` is absolute and names each step plainly: no `.` or `..`, no empty name
+/// (`//`, a trailing `/`). Such a path whose every prefix exists and is no symlink is its
+/// own canonical form.
+fn lexically_canonical(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(rest) = p.as_os_str().as_bytes().strip_prefix(b"/") else {
+        return false;
+    };
+    rest.is_empty()
+        || rest
+            .split(|&b| b == b'/')
+            .all(|name| !matches!(name, b"" | b"." | b".."))
 }
 
 /// The canonical form of a configured path that must exist and contain no symlink.
+///
+/// The walk of [`no_symlinks`] has looked at every prefix without following it; when it
+/// saw each one exist and `p` is [`lexically_canonical`], nothing is left to resolve and
+/// `p` is returned as it is: `realpath` would only `readlink` every prefix again to learn
+/// the same (a prefix replaced by a symlink since is not followed here, where `realpath`
+/// would follow it; the child binds with `RESOLVE_NO_SYMLINKS` either way). Anything else
+/// goes to [`HostFs::canonicalize`], whose error is the path's.
 fn existing(fs: &dyn HostFs, key: &'static str, p: &Path) -> Result<PathBuf, PlanError> {
-    no_symlinks(fs, key, p)?;
+    if symlink_free(fs, key, p)? && lexically_canonical(p) {
+        return Ok(p.to_path_buf());
+    }
     fs.canonicalize(p).map_err(|e| PlanError::Path {
         key,
         path: p.to_path_buf(),

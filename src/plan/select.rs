@@ -55,6 +55,11 @@ pub fn select(
         _ => None,
     };
     let mut plan = Plan::for_layer(policy, layer, caps.os, fs, ids)?;
+    // What this plan's own lookups saw at the Landlock rules' paths: the backend's status
+    // need not `stat` them again at `Sandbox::new`.
+    if let Some(rules) = &mut plan.walls.landlock {
+        rules.note_seen(|p| memo.seen(p));
+    }
     if caps.fresh_proc.available {
         // Assumed, not known: a refused fresh /proc must fail the spawn so that it is
         // learned and the policy decides (proc_fallback). Once it is known refused, the
@@ -758,6 +763,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_landlock_rules_carry_what_the_plan_saw_at_their_paths() {
+        use crate::plan::Seen;
+        use std::path::Path;
+        for layer in [Layer::Full, Layer::Landlock] {
+            let mut p = Policy::with_workspace("/ws");
+            p.layer = Some(layer);
+            let s = select(&p, &linux(true, true), &Host, IDS).unwrap();
+            let spec = &s.plan.walls.landlock.unwrap().spec;
+            assert_eq!(spec.seen_at(Path::new("/ws")), Some(Seen::Dir), "{layer}");
+            assert_eq!(spec.seen_at(Path::new("/usr")), Some(Seen::Dir), "{layer}");
+            // Missing here: looked at at `Sandbox::new` and at each spawn.
+            assert_eq!(spec.seen_at(Path::new("/etc")), None, "{layer}");
+            // The full layer checks its device nodes (the default `node`: each the
+            // device it must be); layer 2 does not look at them.
+            let null = spec.seen_at(Path::new("/dev/null"));
+            match layer {
+                Layer::Full => assert_eq!(null, Some(Seen::CharDevice)),
+                _ => assert_eq!(null, None),
+            }
+        }
+        // A plan built without `select` saw nothing it kept.
+        let p = Policy::with_workspace("/ws");
+        let plan = Plan::full(&p, &Host, IDS).unwrap();
+        assert!(plan.walls.landlock.unwrap().spec.seen.is_empty());
     }
 
     #[test]

@@ -1406,3 +1406,168 @@ fn a_change_set_under_a_read_only_root_is_masked_on_the_full_layer_and_refused_o
         "{err}"
     );
 }
+
+#[test]
+fn a_plain_absolute_path_is_lexically_canonical_and_nothing_else_is() {
+    for p in ["/", "/ws", "/var/tmp/ws", "/a/.b/c..", "/a/...", "/a b/c"] {
+        assert!(lexically_canonical(Path::new(p)), "{p}");
+    }
+    for p in [
+        "", "ws", "./ws", "//", "//ws", "/ws/", "/ws//a", "/ws/.", "/ws/./a", "/ws/..", "/ws/../a",
+        "/.", "/..",
+    ] {
+        assert!(!lexically_canonical(Path::new(p)), "{p}");
+    }
+}
+
+/// A [`Fake`] host that counts its `canonicalize` calls.
+struct Counting(Fake, std::cell::Cell<u32>);
+
+impl HostFs for Counting {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.0.kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.1.set(self.1.get() + 1);
+        self.0.canonicalize(path)
+    }
+}
+
+#[test]
+fn a_path_seen_whole_without_a_symlink_is_not_canonicalized_again() {
+    let fs = Counting(Fake::new(), std::cell::Cell::new(0));
+    let canon = |p: &str| {
+        fs.1.set(0);
+        let r = existing(&fs, "workspace", Path::new(p));
+        (r, fs.1.get())
+    };
+    // Every prefix seen, nothing to resolve: the path itself, no `realpath`.
+    assert_eq!(canon("/ws/a").0.unwrap(), Path::new("/ws/a"));
+    assert_eq!(canon("/ws/a").1, 0);
+    assert_eq!(canon("/etc/shadow").1, 0);
+    // A prefix not seen (missing here), or a name to resolve: canonicalized as before,
+    // with its error.
+    let (r, n) = canon("/ws/missing");
+    assert!(matches!(
+        r,
+        Err(PlanError::Path {
+            errno: crate::error::Errno::ENOENT,
+            ..
+        })
+    ));
+    assert_eq!(n, 1);
+    assert_eq!(canon("/srv/shared").1, 1);
+    for p in ["/ws/a/", "/ws//a", "/ws/./a", "/ws/a/../a"] {
+        assert_eq!(canon(p).1, 1, "{p}");
+    }
+    // A symlink is refused before either.
+    let (r, n) = canon("/bin/sh");
+    assert!(matches!(r, Err(PlanError::Symlink { .. })), "{r:?}");
+    assert_eq!(n, 0);
+}
+
+/// A [`Fake`] host that counts the `lstat`s a real host would make: one per question,
+/// and one for [`HostFs::kind_and_enterable`]'s two answers.
+struct Lstats(Fake, std::cell::Cell<u32>);
+
+impl HostFs for Lstats {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.1.set(self.1.get() + 1);
+        self.0.kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.0.canonicalize(path)
+    }
+    fn others_may_enter(&self, dir: &Path) -> bool {
+        self.1.set(self.1.get() + 1);
+        dir != Path::new("/etc")
+    }
+    fn kind_and_enterable(&self, path: &Path) -> (Option<Kind>, bool) {
+        self.1.set(self.1.get() + 1);
+        (self.0.kind(path), path != Path::new("/etc"))
+    }
+}
+
+#[test]
+fn the_memo_learns_a_paths_others_bit_with_its_kind() {
+    let fs = Lstats(Fake::new(), std::cell::Cell::new(0));
+    let memo = Memo::new(&fs);
+    assert_eq!(memo.kind(Path::new("/etc")), Some(Kind::Dir));
+    assert!(!memo.others_may_enter(Path::new("/etc")));
+    assert_eq!(memo.kind(Path::new("/usr")), Some(Kind::Dir));
+    assert!(memo.others_may_enter(Path::new("/usr")));
+    assert_eq!(fs.1.get(), 2, "one lstat per path");
+    // A path asked for its bit alone first keeps that answer.
+    assert!(memo.others_may_enter(Path::new("/opt")));
+    assert_eq!(memo.kind(Path::new("/opt")), Some(Kind::Dir));
+    assert!(memo.others_may_enter(Path::new("/opt")));
+    assert_eq!(fs.1.get(), 4);
+}
+
+#[test]
+fn the_real_hosts_kind_and_others_bit_from_one_lstat_are_those_of_two() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let open = d.path().join("open");
+    let closed = d.path().join("closed");
+    for (dir, mode) in [(&open, 0o755), (&closed, 0o750)] {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let file = d.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    let link = d.path().join("link");
+    std::os::unix::fs::symlink("closed", &link).unwrap();
+    let gone = d.path().join("gone");
+    for p in [&open, &closed, &file, &link, &gone] {
+        assert_eq!(
+            RealFs.kind_and_enterable(p),
+            (RealFs.kind(p), RealFs.others_may_enter(p)),
+            "{}",
+            p.display()
+        );
+    }
+    assert!(!RealFs.kind_and_enterable(&closed).1);
+    assert_eq!(
+        RealFs.kind_and_enterable(&link).0,
+        Some(Kind::Symlink("closed".into()))
+    );
+}
+
+/// A [`Fake`] host whose `/dev/tty` is a symlink.
+struct TtyLink(Fake);
+
+impl HostFs for TtyLink {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        self.0.kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> std::io::Result<PathBuf> {
+        self.0.canonicalize(path)
+    }
+    fn node(&self, path: &Path) -> NodeKind {
+        match path == Path::new("/dev/tty") {
+            true => NodeKind::Symlink("pts/0".into()),
+            false => self.0.node(path),
+        }
+    }
+}
+
+#[test]
+fn the_memo_says_what_it_saw_only_where_it_saw_a_node() {
+    let fake = TtyLink(Fake::new());
+    let memo = Memo::new(&fake);
+    for p in ["/usr", "/etc/shadow", "/bin", "/gone"] {
+        memo.kind(Path::new(p));
+    }
+    for p in ["/dev/null", "/dev/tty", "/dev/gone"] {
+        memo.node(Path::new(p));
+    }
+    let seen = |p: &str| memo.seen(Path::new(p));
+    assert_eq!(seen("/usr"), Some(Seen::Dir));
+    assert_eq!(seen("/etc/shadow"), Some(Seen::NotDir));
+    assert_eq!(seen("/dev/null"), Some(Seen::CharDevice));
+    // A symlink (its target unseen), nothing, or a path not asked about: nothing seen.
+    for p in ["/bin", "/gone", "/dev/gone", "/etc", "/dev/tty"] {
+        assert_eq!(seen(p), None, "{p}");
+    }
+}

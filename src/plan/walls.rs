@@ -62,6 +62,20 @@ pub struct PathRule {
     pub grant: Grant,
 }
 
+/// What the plan's own `lstat` of a rule's path found there, when that was neither a
+/// symlink nor nothing: then a `stat` of the path, which follows a final symlink only,
+/// would have found the same object ([`RulesetSpec::seen`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// A directory.
+    Dir,
+    /// A character device (the plan checks the device nodes it binds).
+    CharDevice,
+    /// Neither a directory nor a symlink: a regular file, or a device the plan did not
+    /// tell apart.
+    NotDir,
+}
+
 /// What a Landlock ruleset allows. Everything not granted here is denied for every handled
 /// right.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +94,12 @@ pub struct RulesetSpec {
     /// egress proxy's listeners on the host's loopback, `network = "allow"` on layer 2;
     /// set per command, since the ports are picked at each spawn).
     pub connect_tcp: Vec<u16>,
+    /// What the plan saw at some of these paths while it was built, by path (not by rule:
+    /// a workspace or rule swapped for another path finds nothing here). The backend
+    /// takes it for what a `stat` would say at `Sandbox::new`, right after the plan, and
+    /// trusts a [`Seen::Dir`] at a spawn only where the kernel checks it again (see
+    /// `backend::linux::landlock`). Empty: every path is looked at.
+    pub seen: Vec<(PathBuf, Seen)>,
 }
 
 impl RulesetSpec {
@@ -91,7 +111,22 @@ impl RulesetSpec {
             deny_tcp: false,
             scope: true,
             connect_tcp: Vec::new(),
+            seen: Vec::new(),
         }
+    }
+
+    /// What the plan saw at `path` ([`RulesetSpec::seen`]).
+    pub fn seen_at(&self, path: &Path) -> Option<Seen> {
+        self.seen
+            .iter()
+            .find_map(|(p, seen)| (p == path).then_some(*seen))
+    }
+
+    /// Records, for the workspace and each rule's path, what `seen` says the plan saw
+    /// there.
+    fn note_seen(&mut self, seen: &impl Fn(&Path) -> Option<Seen>) {
+        let paths = std::iter::once(&self.workspace).chain(self.rules.iter().map(|r| &r.path));
+        self.seen = paths.filter_map(|p| Some((p.clone(), seen(p)?))).collect();
     }
 
     /// Adds a rule.
@@ -169,6 +204,16 @@ pub struct SplitRules {
 }
 
 impl LandlockRules {
+    /// Records in each of its specs what the plan saw at their paths
+    /// ([`RulesetSpec::seen`]): `seen` answers from the plan's own lookups.
+    pub(super) fn note_seen(&mut self, seen: impl Fn(&Path) -> Option<Seen>) {
+        self.spec.note_seen(&seen);
+        if let Some(split) = &mut self.split {
+            split.shared.note_seen(&seen);
+            split.command.note_seen(&seen);
+        }
+    }
+
     /// The ruleset of one command: [`LandlockRules::spec`] (or, when split, the command's
     /// layer, [`SplitRules::command`]), its private `TMPDIR` read-write and, with
     /// [`LandlockRules::own_terminals`], its `terminals` as devices.

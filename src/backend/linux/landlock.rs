@@ -84,6 +84,7 @@ use crate::error::{Errno, LandlockBuildError};
 /// this ABI until its additions (ABI 9: `ResolveUnix`) are wired and tested here.
 pub const TESTED_ABI: ABI = ABI::V7;
 
+use crate::plan::Seen;
 pub use crate::plan::{Grant, RulesetSpec};
 
 /// The rights of `grant` at `abi`, before masking with what the ruleset handles.
@@ -257,32 +258,95 @@ pub fn build(spec: &RulesetSpec) -> Result<Prepared, LandlockBuildError> {
 /// build meets.
 pub fn status(spec: &RulesetSpec) -> Result<Status, LandlockBuildError> {
     // A `stat` per path where a build opens, `fstat`s and closes it: the status needs
-    // only what each path is, and this runs at every `Sandbox::new`.
-    let (mut status, looked) =
-        negotiate_and_look(spec, |p| std::fs::metadata(p).map(|md| ((), md)))?;
-    for (path, (), grant, dir) in looked {
-        if rule_access(grant, status.abi, status.handled_fs, dir).is_empty() {
+    // only what each path is, and this runs at every `Sandbox::new`. Where the plan,
+    // just before, found the path neither a symlink nor missing, its `lstat` said what
+    // a `stat` would ([`RulesetSpec::seen`]): no `stat` then.
+    let (mut status, looked) = negotiate_and_look(spec, |p, grant| {
+        match spec.seen_at(p).and_then(|seen| Found::seen(seen, grant)) {
+            Some(found) => Ok(((), found)),
+            None => std::fs::metadata(p).map(|md| ((), Found::of(&md))),
+        }
+    })?;
+    for (path, (), grant, found) in looked {
+        if rule_access(grant, status.abi, status.handled_fs, found.dir).is_empty() {
             status.skipped.push(path.to_path_buf());
         }
     }
     Ok(status)
 }
 
+/// What a rule needs to know of the object at its path (a final symlink followed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Found {
+    /// It is a directory: the rule gets the directory rights of its grant.
+    dir: bool,
+    /// A [`Grant::Device`] rule may name it ([`is_device`]).
+    device: bool,
+    /// `dir` is the plan's word, not an `fstat` of the opened file: [`add_rules`] lets
+    /// the kernel check it.
+    unchecked: bool,
+}
+
+impl Found {
+    /// What `md` (of the path, symlinks followed) says.
+    fn of(md: &std::fs::Metadata) -> Found {
+        Found {
+            dir: md.is_dir(),
+            device: is_device(md),
+            unchecked: false,
+        }
+    }
+
+    /// What a rule for `grant` learns from what the plan saw, when that is enough: a
+    /// [`Seen::NotDir`] may be a device or not, which only a device rule needs to know.
+    fn seen(seen: Seen, grant: Grant) -> Option<Found> {
+        let (dir, device) = match seen {
+            Seen::Dir => (true, true),
+            Seen::CharDevice => (false, true),
+            Seen::NotDir if grant != Grant::Device => (false, false),
+            Seen::NotDir => return None,
+        };
+        Some(Found {
+            dir,
+            device,
+            unchecked: false,
+        })
+    }
+}
+
 /// The negotiated status of `spec` (its `skipped` the paths that do not exist) and the
 /// paths opened for their rules.
+///
+/// A path opened without the plan having seen a directory there is `fstat`ed: for the
+/// device check of a device rule, which nothing else makes (the kernel takes file rights
+/// on a regular file as well as on a device), and to give a file only file rights. One
+/// the plan saw as a directory is not, at any spawn, however long after the plan: the
+/// rule gets a directory's rights, which the kernel refuses on anything but a directory
+/// (each grant's directory rights hold `ReadDir`, a right files do not have), so the
+/// kernel makes the check on the very inode opened, and [`add_rules`] looks again only
+/// when it refuses.
 fn negotiate_and_open(spec: &RulesetSpec) -> Result<(Status, Opened<'_>), LandlockBuildError> {
-    negotiate_and_look(spec, |p| {
+    negotiate_and_look(spec, |p, _| {
         let file = open_path(p)?;
+        if spec.seen_at(p) == Some(Seen::Dir) {
+            let found = Found {
+                dir: true,
+                device: true,
+                unchecked: true,
+            };
+            return Ok((file, found));
+        }
         let md = file.metadata()?;
-        Ok((file, md))
+        Ok((file, Found::of(&md)))
     })
 }
 
 /// As [`negotiate_and_open`], each path looked at with `look` (which follows symlinks,
-/// as opening a path for a rule does), keeping what it returns.
+/// as opening a path for a rule does; it is given the rule's grant), keeping what it
+/// returns.
 fn negotiate_and_look<T>(
     spec: &RulesetSpec,
-    look: impl Fn(&Path) -> io::Result<(T, std::fs::Metadata)>,
+    look: impl Fn(&Path, Grant) -> io::Result<(T, Found)>,
 ) -> Result<(Status, Looked<'_, T>), LandlockBuildError> {
     let (kernel_abi, abi) = negotiate()?;
     let handled_fs = AccessFs::from_all(abi);
@@ -350,43 +414,33 @@ fn kernel_abi() -> Result<i32, stockade_sys::Errno> {
 /// directory.
 type Opened<'a> = Looked<'a, File>;
 
-/// The paths of a spec, each with what [`look_all`] kept of it, its grant and whether it
-/// is a directory.
-type Looked<'a, T> = Vec<(&'a Path, T, Grant, bool)>;
+/// The paths of a spec, each with what [`look_all`] kept of it, its grant and what it is.
+type Looked<'a, T> = Vec<(&'a Path, T, Grant, Found)>;
 
 /// Looks at the workspace (read-write) and every rule's path with `look`; returns what it
 /// kept and the paths skipped because they do not exist.
 fn look_all<T>(
     spec: &RulesetSpec,
-    look: impl Fn(&Path) -> io::Result<(T, std::fs::Metadata)>,
+    look: impl Fn(&Path, Grant) -> io::Result<(T, Found)>,
 ) -> Result<(Looked<'_, T>, Vec<PathBuf>), LandlockBuildError> {
-    // One `fstat` (or `stat`) per path, here: the device check and the rule's rights both
-    // need it.
-    let (workspace, md) =
-        look(&spec.workspace).map_err(|source| LandlockBuildError::Workspace {
+    // At most one `fstat` (or `stat`) per path, here: the device check and the rule's
+    // rights both need it.
+    let (workspace, found) = look(&spec.workspace, Grant::ReadWrite).map_err(|source| {
+        LandlockBuildError::Workspace {
             path: spec.workspace.clone(),
             source,
-        })?;
-    let mut opened = vec![(
-        spec.workspace.as_path(),
-        workspace,
-        Grant::ReadWrite,
-        md.is_dir(),
-    )];
+        }
+    })?;
+    let mut opened = vec![(spec.workspace.as_path(), workspace, Grant::ReadWrite, found)];
     let mut skipped = Vec::new();
     for rule in &spec.rules {
-        let file = look(&rule.path);
+        let file = look(&rule.path, rule.grant);
         match file {
-            Ok((_, md)) if rule.grant == Grant::Device && !is_device(&md) => {
-                // A device rule grants writing: through a symlink at a /dev name (or a
-                // regular file there) it would grant a host file instead.
-                tracing::warn!(
-                    path = %rule.path.display(),
-                    "stockade: not a device (a file, or a symlink to one); no access to it is granted"
-                );
+            Ok((_, found)) if rule.grant == Grant::Device && !found.device => {
+                not_a_device(&rule.path);
                 skipped.push(rule.path.clone());
             }
-            Ok((file, md)) => opened.push((rule.path.as_path(), file, rule.grant, md.is_dir())),
+            Ok((file, found)) => opened.push((rule.path.as_path(), file, rule.grant, found)),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
                 skipped.push(rule.path.clone());
             }
@@ -399,6 +453,16 @@ fn look_all<T>(
         }
     }
     Ok((opened, skipped))
+}
+
+/// A device rule's path that is no device: it gets no rule. A device rule grants writing:
+/// through a symlink at a /dev name (or a regular file there) it would grant a host file
+/// instead.
+fn not_a_device(path: &Path) {
+    tracing::warn!(
+        path = %path.display(),
+        "stockade: not a device (a file, or a symlink to one); no access to it is granted"
+    );
 }
 
 /// Creates the ruleset that handles exactly these rights, every one of them required.
@@ -444,6 +508,10 @@ fn add_port_rules(
 /// would `fstat` each path a second time to find out what this function already knows:
 /// whether it is a directory. The rights are within the handled set and, on a file, within
 /// the file rights ([`rule_access`]), which is all the crate's check would ensure.
+///
+/// A path taken for a directory on the plan's word ([`Found::unchecked`]) that the kernel
+/// refuses directory rights on (`EINVAL`: it is no directory now) is `fstat`ed then, and
+/// gets what an `fstat` at its opening would have given it: the same rule, or none.
 fn add_rules(
     ruleset: &OwnedFd,
     opened: Opened<'_>,
@@ -452,23 +520,50 @@ fn add_rules(
     skipped: &mut Vec<PathBuf>,
 ) -> Result<(), LandlockBuildError> {
     let mut done = Vec::with_capacity(opened.len());
-    for (path, file, grant, dir) in opened {
-        let access = rule_access(grant, abi, handled_fs, dir);
-        if access.is_empty() {
-            // A directory-only grant (`ListDir`) on a file: nothing to allow.
-            skipped.push(path.to_path_buf());
-            continue;
-        }
-        stockade_sys::linux::landlock_add_rule_path_beneath(
-            ruleset.as_fd().into(),
-            file.as_fd().into(),
-            access.bits(),
-        )
-        .map_err(|e| LandlockBuildError::AddRule {
+    for (path, file, grant, found) in opened {
+        let add = |found: Found| {
+            let access = rule_access(grant, abi, handled_fs, found.dir);
+            if access.is_empty() {
+                // A directory-only grant (`ListDir`) on a file: nothing to allow.
+                return Ok(false);
+            }
+            stockade_sys::linux::landlock_add_rule_path_beneath(
+                ruleset.as_fd().into(),
+                file.as_fd().into(),
+                access.bits(),
+            )
+            .map(|()| true)
+        };
+        let added = match add(found) {
+            Err(e) if found.unchecked && e.raw() == libc::EINVAL => {
+                let md = file
+                    .metadata()
+                    .map_err(|source| LandlockBuildError::OpenPath {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                let found = Found::of(&md);
+                if found.dir {
+                    // Refused for another reason: that is the error.
+                    Err(e)
+                } else if grant == Grant::Device && !found.device {
+                    not_a_device(path);
+                    Ok(false)
+                } else {
+                    add(found)
+                }
+            }
+            added => added,
+        };
+        let added = added.map_err(|e| LandlockBuildError::AddRule {
             path: path.to_path_buf(),
             source: Box::new(io::Error::from_raw_os_error(e.raw())),
         })?;
-        done.push(OwnedFd::from(file));
+        if added {
+            done.push(OwnedFd::from(file));
+        } else {
+            skipped.push(path.to_path_buf());
+        }
     }
     close_all(done);
     Ok(())
@@ -590,5 +685,135 @@ mod tests {
             assert!((r & AccessFs::from_write(ABI::V7)).is_empty(), "{g:?}");
         }
         assert!(!rights(Grant::Read, ABI::V7).contains(AccessFs::Execute));
+    }
+
+    #[test]
+    fn a_directorys_rights_hold_one_no_file_has_for_every_grant() {
+        // What lets a spawn take a directory on the plan's word: the kernel refuses
+        // these rights on anything else (`negotiate_and_open`).
+        for abi in [
+            ABI::V1,
+            ABI::V2,
+            ABI::V3,
+            ABI::V4,
+            ABI::V5,
+            ABI::V6,
+            TESTED_ABI,
+        ] {
+            for g in [
+                Grant::ReadExec,
+                Grant::Read,
+                Grant::ReadWrite,
+                Grant::Device,
+                Grant::ListDir,
+            ] {
+                let dir = rule_access(g, abi, AccessFs::from_all(abi), true);
+                assert!(
+                    !(dir & !AccessFs::from_file(abi)).is_empty(),
+                    "{abi:?} {g:?}"
+                );
+            }
+        }
+    }
+
+    /// Whether this kernel has Landlock; else the test says why it does not run, and fails
+    /// where `STOCKADE_TEST_REQUIRE` asks for Landlock.
+    fn landlock_or_skip(test: &str) -> bool {
+        use std::io::Write;
+        if let Err(errno) = kernel_abi() {
+            let required = std::env::var("STOCKADE_TEST_REQUIRE")
+                .is_ok_and(|v| v.split(',').any(|f| f == "all" || f == "landlock"));
+            assert!(
+                !required,
+                "{test}: required feature landlock missing: {errno:?}"
+            );
+            let _ = writeln!(
+                io::stderr().lock(),
+                "SKIP {test}: landlock_create_ruleset: {errno:?}"
+            );
+            return false;
+        }
+        true
+    }
+
+    /// A directory (the workspace) holding a regular file `f`.
+    fn dir_with_a_file() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, b"x").unwrap();
+        (dir, f)
+    }
+
+    #[test]
+    fn the_status_takes_what_the_plan_saw_for_a_stat() {
+        if !landlock_or_skip("the_status_takes_what_the_plan_saw_for_a_stat") {
+            return;
+        }
+        let (dir, f) = dir_with_a_file();
+        let skipped = |grant, seen: Option<Seen>| {
+            let mut spec = RulesetSpec::new(dir.path()).with(&f, grant);
+            spec.seen.extend(seen.map(|s| (f.clone(), s)));
+            status(&spec).unwrap().skipped.contains(&f)
+        };
+        // Looked at: a listing grant on a file grants nothing, a file is no device.
+        assert!(skipped(Grant::ListDir, None));
+        assert!(skipped(Grant::Device, None));
+        // The plan's word, where it saw a directory or a device there: no `stat` (which
+        // would have said otherwise here).
+        assert!(!skipped(Grant::ListDir, Some(Seen::Dir)));
+        assert!(!skipped(Grant::Device, Some(Seen::CharDevice)));
+        // A non-directory the plan did not tell apart: enough for any rule but a
+        // device's, which looks.
+        assert!(skipped(Grant::ListDir, Some(Seen::NotDir)));
+        assert!(skipped(Grant::Device, Some(Seen::NotDir)));
+        // What the plan saw at another path says nothing of this one.
+        let mut spec = RulesetSpec::new(dir.path()).with(&f, Grant::ListDir);
+        spec.seen.push((dir.path().join("g"), Seen::Dir));
+        assert!(status(&spec).unwrap().skipped.contains(&f));
+    }
+
+    #[test]
+    fn a_spawn_opens_a_directory_seen_by_the_plan_without_an_fstat_and_gets_the_same_rules() {
+        let test =
+            "a_spawn_opens_a_directory_seen_by_the_plan_without_an_fstat_and_gets_the_same_rules";
+        if !landlock_or_skip(test) {
+            return;
+        }
+        let (dir, f) = dir_with_a_file();
+        // The plan saw a directory at `f`, which is a file by the spawn.
+        let seen = |spec: RulesetSpec| {
+            let mut spec = spec;
+            spec.seen = vec![(f.clone(), Seen::Dir), (dir.path().into(), Seen::Dir)];
+            spec
+        };
+        let spec = seen(RulesetSpec::new(dir.path()).with(&f, Grant::ReadExec));
+        let (_, opened) = negotiate_and_open(&spec).unwrap();
+        let found: Vec<_> = opened.iter().map(|(p, _, _, found)| (*p, *found)).collect();
+        let unchecked_dir = Found {
+            dir: true,
+            device: true,
+            unchecked: true,
+        };
+        assert_eq!(
+            found,
+            [(dir.path(), unchecked_dir), (f.as_path(), unchecked_dir)],
+            "taken on the plan's word, no fstat"
+        );
+        // The kernel refuses a directory's rights on the file; the build then gives it
+        // what an fstat at its opening would have: a file's rights, or nothing.
+        for grant in [
+            Grant::ReadExec,
+            Grant::Read,
+            Grant::ReadWrite,
+            Grant::Device,
+            Grant::ListDir,
+        ] {
+            let plain = RulesetSpec::new(dir.path()).with(&f, grant);
+            let want = build(&plain).unwrap().status().skipped.clone();
+            let got = build(&seen(plain)).unwrap().status().skipped.clone();
+            assert_eq!(got, want, "{grant:?}");
+            let is_skipped = matches!(grant, Grant::Device | Grant::ListDir);
+            assert_eq!(got.contains(&f), is_skipped, "{grant:?}");
+        }
     }
 }
