@@ -128,9 +128,7 @@ pub(super) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 
 /// A close-on-exec duplicate of `fd`, numbered 3 or above.
 fn dup_above_stdio(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let dup = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
-    // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
-    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
+    super::launch::dup_cloexec(fd)
 }
 
 pub(crate) fn raw(fd: &Option<OwnedFd>) -> RawFd {
