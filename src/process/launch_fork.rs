@@ -417,6 +417,7 @@ mod tests {
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             cwd,
             stdio: [-1; 3],
+            not_terminals: [false; 3],
             pass: Vec::new(),
             controlling_terminal: None,
             terminal: None,

@@ -320,9 +320,11 @@ fn command_ruleset(
     };
     let terminals = if rules.own_terminals {
         // The slots of a pseudo-terminal from the sandbox's devpts hold no host terminal
-        // (the child grants its own devpts).
+        // (the child grants its own devpts), nor do the pipes and null devices the spawn
+        // made ([`super::Stdio::makes_no_terminal`]).
         let inside = req.pty.as_ref().map_or([false; 3], |p| p.slots);
-        own_terminals(req.stdio, inside)
+        let skip = [0, 1, 2].map(|i| inside[i] || req.not_terminals[i]);
+        own_terminals(req.stdio, skip)
     } else {
         Vec::new()
     };
