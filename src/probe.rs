@@ -325,7 +325,9 @@ fn root_is_no_mount(mountinfo: &str) -> bool {
 /// procfs file reports as 0, and then reads in chunks of 32 bytes and up, doubling:
 /// nine system calls for a 300-byte `/proc/PID/stat`, and more for `/proc/net/unix`.
 /// These files sit on the spawn path (the sandbox's first checks and every spawn's
-/// evidence), where each call counts.
+/// evidence), where each call counts. On Linux the file is opened with the raw `openat`
+/// of `stockade_sys` ([`open_read`]): musl's `open` follows every `O_CLOEXEC` open with
+/// an `fcntl(F_SETFD)` for kernels older than 2.6.23, one more call per file.
 ///
 /// # Errors
 ///
@@ -349,7 +351,7 @@ pub(crate) fn read_small_bytes(
     capacity: usize,
 ) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
+    let mut file = open_read(path.as_ref())?;
     let mut buf = vec![0u8; capacity.max(64)];
     let mut len = 0;
     loop {
@@ -365,6 +367,28 @@ pub(crate) fn read_small_bytes(
     }
     buf.truncate(len);
     Ok(buf)
+}
+
+/// `path` opened for reading, close-on-exec, as `File::open` opens it (retried on
+/// `EINTR`; a path with a NUL byte is `InvalidInput`), in one system call.
+#[cfg(target_os = "linux")]
+fn open_read(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    loop {
+        let flags = libc::O_RDONLY | libc::O_CLOEXEC;
+        match stockade_sys::linux::openat(stockade_sys::linux::CWD, &path, flags, 0) {
+            Ok(fd) => return Ok(std::fs::File::from(std::os::fd::OwnedFd::from(fd))),
+            Err(stockade_sys::Errno(libc::EINTR)) => {}
+            Err(e) => return Err(std::io::Error::from_raw_os_error(e.0)),
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_read(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
 }
 
 /// The note of [`proc_note`].
@@ -484,6 +508,33 @@ mod tests {
             super::read_small("/nonexistent/x", 64).unwrap_err().kind(),
             std::io::ErrorKind::NotFound
         );
+    }
+
+    #[test]
+    fn a_small_read_opens_and_fails_as_file_open_does() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        // Close-on-exec, read-only.
+        let file = super::open_read(std::path::Path::new("/proc/self/status")).unwrap();
+        // SAFETY: F_GETFD and F_GETFL take no third argument; `file` is open.
+        let fd_flags = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFD) };
+        // SAFETY: as above.
+        let fl = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(fd_flags, libc::FD_CLOEXEC);
+        assert_eq!(fl & libc::O_ACCMODE, libc::O_RDONLY);
+        // The same errors as `File::open` and its read, kind and errno.
+        let nul = std::ffi::OsStr::new("a\0b");
+        let missing = dir.path().join("missing");
+        let not_dir = std::path::Path::new("/proc/self/status/x");
+        for path in [std::path::Path::new(nul), &missing, not_dir] {
+            let ours = super::read_small_bytes(path, 64).unwrap_err();
+            let std = std::fs::File::open(path).unwrap_err();
+            assert_eq!(ours.kind(), std.kind(), "{}", path.display());
+            assert_eq!(ours.raw_os_error(), std.raw_os_error());
+        }
+        // A directory opens and then fails to read, as with std.
+        let err = super::read_small_bytes(dir.path(), 64).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EISDIR));
     }
 
     #[test]

@@ -107,16 +107,33 @@ pub(crate) enum Kind {
 }
 
 pub(crate) fn kind(fd: BorrowedFd<'_>) -> Kind {
-    if termios::isatty(fd) {
-        return Kind::Terminal;
-    }
-    let Ok(st) = rustix::fs::fstat(fd) else {
+    kind_by(
+        rustix::fs::fstat(fd).ok(),
+        || termios::isatty(fd),
+        || anonymous_pipe(fd),
+    )
+}
+
+/// [`kind`] from the fd's `fstat` (`None`: not open) and, asked only where they can
+/// matter, whether it is a terminal and whether a FIFO is an anonymous pipe.
+///
+/// Only a character device is asked whether it is a terminal (`isatty`, a `TIOCGWINSZ`):
+/// a terminal's fd is always one (a tty driver's node, `/dev/ptmx`, a devpts slave), so a
+/// pipe, socket or file is known to be none from its `fstat` alone, the one call each
+/// stream needs anyway.
+fn kind_by(
+    st: Option<rustix::fs::Stat>,
+    isatty: impl FnOnce() -> bool,
+    anonymous: impl FnOnce() -> bool,
+) -> Kind {
+    let Some(st) = st else {
         return Kind::Closed;
     };
     match FileType::from_raw_mode(st.st_mode) {
-        FileType::Socket => Kind::Channel,
-        FileType::Fifo if anonymous_pipe(fd) => Kind::Channel,
+        FileType::CharacterDevice if isatty() => Kind::Terminal,
         FileType::CharacterDevice if is_null(&st) => Kind::Null,
+        FileType::Socket => Kind::Channel,
+        FileType::Fifo if anonymous() => Kind::Channel,
         _ => Kind::File,
     }
 }
@@ -700,5 +717,37 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.restore();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    #[test]
+    fn only_a_character_device_is_asked_whether_it_is_a_terminal() {
+        let never = || -> bool { panic!("asked isatty of a stream that is no device") };
+        let stat = |f: &dyn std::os::fd::AsFd| rustix::fs::fstat(f).ok();
+        // A file, a pipe, a socket: the `fstat` alone tells.
+        let file = tempfile::tempfile().unwrap();
+        assert_eq!(kind_by(stat(&file), never, || true), Kind::File);
+        let (r, _w) = nix::unistd::pipe().unwrap();
+        assert_eq!(kind_by(stat(&r), never, || true), Kind::Channel);
+        assert_eq!(kind_by(stat(&r), never, || false), Kind::File);
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert_eq!(kind_by(stat(&a), never, || true), Kind::Channel);
+        assert_eq!(kind_by(None, never, never), Kind::Closed);
+        // A character device is asked: a terminal, else `/dev/null` or a file.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        assert_eq!(kind_by(stat(&null), || true, never), Kind::Terminal);
+        assert_eq!(kind_by(stat(&null), || false, never), Kind::Null);
+        let zero = std::fs::File::open("/dev/zero").unwrap();
+        assert_eq!(kind_by(stat(&zero), || false, never), Kind::File);
+        // And `kind` itself agrees on real fds.
+        assert_eq!(kind(null.as_fd()), Kind::Null);
+        assert_eq!(kind(file.as_fd()), Kind::File);
+        assert_eq!(kind(r.as_fd()), Kind::Channel);
     }
 }

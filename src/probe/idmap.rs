@@ -240,12 +240,11 @@ fn make_userns() -> io::Result<OwnedFd> {
     let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
     let result = (|| {
         let map = format!("0 {SHOWN_AS} 1\n");
-        let proc = PathBuf::from(format!("/proc/{pid}"));
-        std::fs::write(proc.join("uid_map"), &map)?;
-        std::fs::write(proc.join("setgroups"), "deny")?;
-        std::fs::write(proc.join("gid_map"), &map)?;
-        let ns = std::fs::File::open(proc.join("ns/user"))?;
-        Ok(OwnedFd::from(ns))
+        let proc = |name: &str| CString::new(format!("/proc/{pid}/{name}"));
+        write_file(&proc("uid_map")?, map.as_bytes())?;
+        write_file(&proc("setgroups")?, b"deny")?;
+        write_file(&proc("gid_map")?, map.as_bytes())?;
+        open(&proc("ns/user")?, libc::O_RDONLY, 0)
     })();
     // SAFETY: signals our own child, by the pid clone returned; it has not been reaped.
     let killed = unsafe { libc::kill(pid, libc::SIGKILL) } == 0;
@@ -268,6 +267,31 @@ fn make_userns() -> io::Result<OwnedFd> {
         std::mem::forget((hold_r, hold_w));
     }
     result
+}
+
+/// `path` opened with `flags | O_CLOEXEC` (and `mode`, for `O_CREAT`), retried on `EINTR`
+/// as std's `File::open` is. Through the raw `openat` of `stockade_sys`: musl's `open`
+/// adds an `fcntl(F_SETFD)` after every `O_CLOEXEC` open (for kernels older than 2.6.23).
+fn open(path: &std::ffi::CStr, flags: libc::c_int, mode: libc::c_uint) -> io::Result<OwnedFd> {
+    use stockade_sys::linux as sys;
+    loop {
+        match sys::openat(sys::CWD, path, flags | libc::O_CLOEXEC, mode) {
+            Ok(fd) => return Ok(fd.into()),
+            Err(stockade_sys::Errno(libc::EINTR)) => {}
+            Err(e) => return Err(io::Error::from_raw_os_error(e.0)),
+        }
+    }
+}
+
+/// `std::fs::write(path, bytes)` in its own calls: opened as `File::create` opens
+/// (`O_WRONLY | O_CREAT | O_TRUNC`, mode 0666, close-on-exec; see [`open`]), then all of
+/// `bytes` written as `write_all` writes them (again after `EINTR` or a short write; a
+/// write of 0 bytes is `WriteZero`). The kernel takes an id map in one `write` or refuses
+/// it.
+fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+    std::fs::File::from(open(path, flags, 0o666)?).write_all(bytes)
 }
 
 /// Reaps the mapping child that [`make_userns`] killed, if it has exited (with `block`,

@@ -556,7 +556,9 @@ impl Drop for Child {
             // Its cgroup stays while it runs (its limits with it), then goes.
             #[cfg(target_os = "linux")]
             self.run
-                .detach(std::os::fd::AsFd::as_fd(&self.handle).try_clone_to_owned());
+                .detach(super::launch::dup_cloexec(std::os::fd::AsFd::as_fd(
+                    &self.handle,
+                )));
         }
     }
 }

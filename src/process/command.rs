@@ -469,6 +469,17 @@ impl Command {
             self.stderr.is_none(),
         ];
         let slave = |i: usize| self.pty.is_some() && slots[i];
+        // The streams whose fd the spawn makes and knows to be no terminal (a pipe, the
+        // checked null device): nothing asks those fds again.
+        let made = |s: &Option<Stdio>, def: fn() -> Stdio| {
+            s.as_ref()
+                .map_or_else(|| def().makes_no_terminal(), Stdio::makes_no_terminal)
+        };
+        let not_terminals = [
+            !slave(0) && made(&self.stdin, def_in),
+            !slave(1) && made(&self.stdout, def_out),
+            !slave(2) && made(&self.stderr, def_out),
+        ];
         let none = || Ok((None, None));
         let (stdin_child, stdin_parent) = match &self.stdin {
             _ if slave(0) => none(),
@@ -508,11 +519,14 @@ impl Command {
             None => {
                 let terminal = {
                     use std::os::fd::AsFd;
-                    terminal_among([
-                        stdin_child.as_ref().map(AsFd::as_fd),
-                        stdout_child.as_ref().map(AsFd::as_fd),
-                        stderr_child.as_ref().map(AsFd::as_fd),
-                    ])
+                    terminal_among(
+                        [
+                            stdin_child.as_ref().map(AsFd::as_fd),
+                            stdout_child.as_ref().map(AsFd::as_fd),
+                            stderr_child.as_ref().map(AsFd::as_fd),
+                        ],
+                        not_terminals,
+                    )
                 };
                 // Without a terminal, taking one on stdin fails with `ENOTTY`, which names
                 // the problem.
@@ -523,6 +537,7 @@ impl Command {
             }
         };
         let pty = pty.as_ref();
+        let stdio_fds = (stdio_fds, not_terminals);
         let started = match self.start(stdio_fds, ctty, terminal, pty) {
             Err(StartError::Refused(refusal)) => {
                 // The host refused this layer: learn it, re-plan per the policy (which
@@ -582,10 +597,12 @@ impl Command {
         })
     }
 
-    /// One attempt to start the program on this command's current state.
+    /// One attempt to start the program on this command's current state. `stdio`: the
+    /// source fds of 0, 1 and 2 (-1 to inherit), and which of them are known to be no
+    /// terminal.
     fn start(
         &self,
-        mut stdio: [RawFd; 3],
+        (mut stdio, not_terminals): ([RawFd; 3], [bool; 3]),
         controlling_terminal: Option<RawFd>,
         terminal: Option<RawFd>,
         pty: Option<&PtyRequest>,
@@ -722,6 +739,7 @@ impl Command {
             env,
             cwd: &cwd,
             stdio,
+            not_terminals,
             pass,
             controlling_terminal,
             terminal,
@@ -1026,6 +1044,10 @@ pub(super) struct Request<'a> {
     pub(super) cwd: &'a Path,
     /// Source fds (≥ 3) for 0, 1 and 2, or -1 to inherit the host's.
     pub(super) stdio: [RawFd; 3],
+    /// The slots of `stdio` known to be no terminal ([`Stdio::makes_no_terminal`]): no
+    /// call asks their fds again.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub(super) not_terminals: [bool; 3],
     /// Fds passed on purpose.
     pub(super) pass: Vec<RawFd>,
     /// The stdio fd (0, 1 or 2) whose terminal becomes the program's controlling terminal.
@@ -1091,14 +1113,31 @@ impl PtyRequest {
 }
 
 /// The first of the program's fds 0, 1 and 2 that will be a terminal (its source fd, or
-/// the host's own where it inherits that).
-fn terminal_among(sources: [Option<std::os::fd::BorrowedFd<'_>>; 3]) -> Option<RawFd> {
+/// the host's own where it inherits that). The `not_terminals` slots are known to be
+/// none and are not asked.
+fn terminal_among(
+    sources: [Option<std::os::fd::BorrowedFd<'_>>; 3],
+    not_terminals: [bool; 3],
+) -> Option<RawFd> {
     use std::os::fd::AsFd;
     let (stdin, stdout, stderr) = (io::stdin(), io::stdout(), io::stderr());
     let host = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
+    let fds = [0, 1, 2].map(|i| sources[i].unwrap_or(host[i]));
+    first_terminal(fds, not_terminals, |fd| {
+        nix::unistd::isatty(fd).unwrap_or(false)
+    })
+}
+
+/// The index of the first of `fds` that `isatty` calls a terminal, not asking the
+/// `not_terminals` slots.
+fn first_terminal<F: Copy>(
+    fds: [F; 3],
+    not_terminals: [bool; 3],
+    mut isatty: impl FnMut(F) -> bool,
+) -> Option<RawFd> {
     (0..3)
-        .zip(sources.into_iter().zip(host))
-        .find(|(_, (src, host))| nix::unistd::isatty(src.unwrap_or(*host)).unwrap_or(false))
+        .zip(fds.into_iter().zip(not_terminals))
+        .find(|(_, (fd, known))| !known && isatty(*fd))
         .map(|(target, _)| target)
 }
 
@@ -1140,4 +1179,28 @@ fn check_secret_lengths(secrets: &[(OsString, Vec<u8>)]) -> Result<(), PlanError
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_streams_known_to_be_no_terminal_are_not_asked() {
+        let mut asked = Vec::new();
+        let first = first_terminal([0, 1, 2], [true, false, true], |fd| {
+            asked.push(fd);
+            fd == 1
+        });
+        assert_eq!((first, asked), (Some(1), vec![1]));
+        let never = |_| -> bool { panic!("asked a stream known to be no terminal") };
+        assert_eq!(first_terminal([0, 1, 2], [true; 3], never), None);
+        // The first terminal wins; the ones after it are not asked.
+        let mut asked = Vec::new();
+        let first = first_terminal([0, 1, 2], [false; 3], |fd| {
+            asked.push(fd);
+            true
+        });
+        assert_eq!((first, asked), (Some(0), vec![0]));
+    }
 }

@@ -67,11 +67,16 @@ pub fn build(
         // Services, cron and `env -i` start without USER and LOGNAME; programs that need
         // them (git's default identity, ssh, whoami-style checks) get the account of the
         // uid they run as, which on every layer is the caller's effective uid (the full
-        // layer maps it to itself).
+        // layer maps it to itself). The uid is read once for both names, when one of them
+        // is missing: both then name the same account even if another thread of the host
+        // changes its uid meanwhile (each spawn reads it again).
+        let mut own: Option<Option<OsString>> = None;
         for name in ["USER", "LOGNAME"] {
             let value = match host.get(OsStr::new(name)) {
                 Some(v) => Some(v.clone()),
-                None => account_name(nix::unistd::geteuid().as_raw()),
+                None => own
+                    .get_or_insert_with(|| account_name(nix::unistd::geteuid().as_raw()))
+                    .clone(),
             };
             if let Some(v) = value {
                 env.insert(name.into(), v);

@@ -120,6 +120,12 @@ pub(super) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((r, w))
 }
 
+/// A close-on-exec duplicate of `fd` numbered 3 or above (std's `try_clone_to_owned`).
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+pub(in crate::process) fn dup_cloexec(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    fd.try_clone_to_owned()
+}
+
 /// Forks the child for `req` and waits until it has exec'd or failed.
 pub(super) fn start(
     prepared: &Prepared,
@@ -411,6 +417,7 @@ mod tests {
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             cwd,
             stdio: [-1; 3],
+            not_terminals: [false; 3],
             pass: Vec::new(),
             controlling_terminal: None,
             terminal: None,

@@ -191,6 +191,15 @@ pub(super) fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
 }
 
+/// A close-on-exec duplicate of `fd` numbered 3 or above, as std's `try_clone_to_owned`
+/// makes it (`F_DUPFD_CLOEXEC` from 3), in one system call: musl's `fcntl` follows that
+/// command with an `F_SETFD` for kernels older than 2.6.24.
+pub(in crate::process) fn dup_cloexec(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    stockade_sys::linux::fcntl_dupfd_cloexec(fd.into(), 3)
+        .map(OwnedFd::from)
+        .map_err(|e| io::Error::from_raw_os_error(e.0))
+}
+
 /// Clones the child for `req` and waits until it has exec'd or failed.
 ///
 /// A failure that means the host refuses the layer (namespaces, a fresh `/proc`) comes
@@ -311,9 +320,11 @@ fn command_ruleset(
     };
     let terminals = if rules.own_terminals {
         // The slots of a pseudo-terminal from the sandbox's devpts hold no host terminal
-        // (the child grants its own devpts).
+        // (the child grants its own devpts), nor do the pipes and null devices the spawn
+        // made ([`super::Stdio::makes_no_terminal`]).
         let inside = req.pty.as_ref().map_or([false; 3], |p| p.slots);
-        own_terminals(req.stdio, inside)
+        let skip = [0, 1, 2].map(|i| inside[i] || req.not_terminals[i]);
+        own_terminals(req.stdio, skip)
     } else {
         Vec::new()
     };
@@ -496,7 +507,7 @@ fn is_pty_slave(fd: std::os::fd::RawFd) -> bool {
 /// A pidfd of the sandbox's first process (its init, or the program in passthrough) for
 /// the egress proxy's run, which ends when it is readable.
 pub(super) fn until_fd(handle: &Handle) -> Option<OwnedFd> {
-    handle.as_fd().try_clone_to_owned().ok()
+    dup_cloexec(handle.as_fd()).ok()
 }
 
 /// Ends the sandbox through the pidfd, which cannot name a recycled pid: `SIGKILL` to a
@@ -519,7 +530,7 @@ pub(super) fn early_status(
     rusage: &super::limits::RusageSlot,
 ) -> Option<std::process::ExitStatus> {
     let status = handle.early_status(block)?;
-    match handle.as_fd().try_clone_to_owned() {
+    match dup_cloexec(handle.as_fd()) {
         Ok(pidfd) => super::reap::later(pidfd, Arc::clone(rusage)),
         // Without a second pidfd, wait for the init here, as before the record existed.
         Err(_) => {
@@ -685,7 +696,7 @@ impl ProgramProcess {
         if passthrough {
             return ProgramProcess {
                 pid: Some(pid),
-                pidfd: handle.as_fd().try_clone_to_owned().ok(),
+                pidfd: dup_cloexec(handle.as_fd()).ok(),
                 leads_group,
                 passthrough,
                 session: false,
@@ -818,7 +829,7 @@ pub(super) fn await_news(handle: &Handle, timeout: std::time::Duration) -> io::R
 /// Reaps the sandbox's first process later ([`super::reap`]), for a `Child` dropped after
 /// its kill: its pidfd names it even once reaped by someone else.
 pub(super) fn reap_later(_pid: libc::pid_t, handle: &Handle, rusage: &super::limits::RusageSlot) {
-    if let Ok(pidfd) = handle.as_fd().try_clone_to_owned() {
+    if let Ok(pidfd) = dup_cloexec(handle.as_fd()) {
         super::reap::later(pidfd, Arc::clone(rusage));
     }
 }

@@ -231,7 +231,7 @@ impl Watch {
     /// checked when the sandbox is gone.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(super) fn started(&mut self, handle: &impl AsFd) {
-        self.pidfd = handle.as_fd().try_clone_to_owned().ok();
+        self.pidfd = super::launch::dup_cloexec(handle.as_fd()).ok();
     }
 
     /// Walks the roots again once every process of the run has ended, and treats each

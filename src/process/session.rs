@@ -192,11 +192,8 @@ impl Sandbox {
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
-        let ended = server
-            .handle
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| SpawnError::Os {
+        let ended =
+            super::launch::dup_cloexec(server.handle.as_fd()).map_err(|e| SpawnError::Os {
                 call: "dup (the session's pidfd)",
                 source: e,
             })?;

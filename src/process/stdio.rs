@@ -49,6 +49,19 @@ impl Stdio {
         }))
     }
 
+    /// Whether the child's end that [`Stdio::setup`] makes for this setting is known to be
+    /// no terminal, so that the spawn need not ask the fd: a pipe `setup` creates, or (on
+    /// Linux, where `setup` checks the device numbers of the fd it opened, major 1 minor
+    /// 3: the memory driver's null device, which has no terminal `ioctl`s) `/dev/null`.
+    /// False for the host's stream and for a given fd, which may be anything.
+    pub(crate) fn makes_no_terminal(&self) -> bool {
+        match self.0 {
+            Kind::Piped => true,
+            Kind::Null => cfg!(target_os = "linux"),
+            Kind::Inherit | Kind::Fd(_) => false,
+        }
+    }
+
     /// Returns (the child's end, the parent's end). The child's end is always an fd ≥ 3
     /// (close-on-exec in the parent), so that moving it onto 0, 1 or 2 never overwrites
     /// another source.
@@ -128,9 +141,7 @@ pub(super) fn above_stdio(fd: OwnedFd) -> io::Result<OwnedFd> {
 
 /// A close-on-exec duplicate of `fd`, numbered 3 or above.
 fn dup_above_stdio(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let dup = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(3))?;
-    // SAFETY: F_DUPFD_CLOEXEC returned a new fd that nothing else owns.
-    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(dup) })
+    super::launch::dup_cloexec(fd)
 }
 
 pub(crate) fn raw(fd: &Option<OwnedFd>) -> RawFd {
@@ -215,5 +226,36 @@ impl Read for ChildStdout {
 impl Read for ChildStderr {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.read(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_streams_setup_makes_as_no_terminal_are_none() {
+        assert!(!Stdio::inherit().makes_no_terminal());
+        let given = Stdio::from(OwnedFd::from(File::open("/dev/null").unwrap()));
+        assert!(!given.makes_no_terminal());
+        let piped = Stdio::piped();
+        assert!(piped.makes_no_terminal());
+        for is_stdin in [true, false] {
+            let (child, _parent) = piped.setup(is_stdin).unwrap();
+            let st = nix::sys::stat::fstat(child.as_ref().unwrap()).unwrap();
+            assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFIFO);
+        }
+        let null = Stdio::null();
+        assert_eq!(null.makes_no_terminal(), cfg!(target_os = "linux"));
+        // On Linux `setup` refuses anything but the null device (1, 3), which is no
+        // terminal.
+        if cfg!(target_os = "linux") {
+            let (child, _) = null.setup(false).unwrap();
+            let fd = child.unwrap();
+            let st = nix::sys::stat::fstat(&fd).unwrap();
+            assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFCHR);
+            assert_eq!((libc::major(st.st_rdev), libc::minor(st.st_rdev)), (1, 3));
+            assert!(!nix::unistd::isatty(&fd).unwrap_or(false));
+        }
     }
 }

@@ -248,7 +248,7 @@ impl Session {
     pub(in crate::process) fn started(&mut self, handle: &crate::backend::linux::init::Handle) {
         if !self.snapshots.is_empty() {
             // Layer 2: the restore waits for the init's exit.
-            self.pidfd = std::os::fd::AsFd::as_fd(handle).try_clone_to_owned().ok();
+            self.pidfd = crate::process::launch::dup_cloexec(std::os::fd::AsFd::as_fd(handle)).ok();
         }
         let Some((parent, _child)) = self.socket.take() else {
             return;
@@ -271,7 +271,7 @@ impl Session {
             tracing::warn!(git = %layer.git.display(), "stockade: no copy-on-write layer over this .git in this run (no overlayfs in this kernel, or .git replaced since the spawn was prepared): it was read-only");
         }
         if self.layers.iter().flatten().any(|l| l.upper.is_some()) {
-            self.pidfd = std::os::fd::AsFd::as_fd(handle).try_clone_to_owned().ok();
+            self.pidfd = crate::process::launch::dup_cloexec(std::os::fd::AsFd::as_fd(handle)).ok();
         }
     }
 

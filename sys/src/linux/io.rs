@@ -2,6 +2,7 @@
 
 use core::ffi::{c_int, c_uint};
 
+use super::new_fd;
 use crate::Result;
 use crate::fd::{BorrowedFd, OwnedFd};
 
@@ -63,6 +64,19 @@ pub unsafe fn dup3(old: BorrowedFd<'_>, new: c_int, flags: c_int) -> Result<c_in
     // SAFETY: `dup3` takes no pointer; `old` is open for the call (its type), and the caller
     // owns `new`, the one fd this call may close.
     unsafe { syscall!(libc::SYS_dup3, old.as_raw_fd(), new, flags) }.map(|fd| fd as c_int)
+}
+
+/// `fcntl(fd, F_DUPFD_CLOEXEC, min)`: a close-on-exec duplicate of `fd`, numbered `min`
+/// or above (the lowest free number there). Unlike musl's `fcntl`, which follows a
+/// successful `F_DUPFD_CLOEXEC` with an `F_SETFD` for kernels older than 2.6.24, this is
+/// one system call: the flag is set atomically by the kernel.
+pub fn fcntl_dupfd_cloexec(fd: BorrowedFd<'_>, min: c_int) -> Result<OwnedFd> {
+    // SAFETY: with `F_DUPFD_CLOEXEC` the third argument is an integer, never a pointer;
+    // `fd` is open for the call (its type).
+    let dup = unsafe { syscall!(libc::SYS_fcntl, fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) }?;
+    // SAFETY: the call succeeded, so `dup` is the new fd it installed in this process's
+    // table; no one else has its number.
+    Ok(unsafe { new_fd(dup) })
 }
 
 /// `fcntl(fd, F_SETFD, flags)`: sets the fd flags (`FD_CLOEXEC`, or 0 to keep `fd` across
@@ -140,6 +154,23 @@ mod tests {
         assert_eq!(fcntl_getfd(r.as_fd()), Ok(libc::FD_CLOEXEC));
         fcntl_setfd(r.as_fd(), 0).unwrap();
         assert_eq!(fcntl_getfd(r.as_fd()), Ok(0));
+    }
+
+    #[test]
+    fn a_dup_is_close_on_exec_at_or_above_its_minimum_and_shares_the_file() {
+        let (r, w) = pipe();
+        let dup = fcntl_dupfd_cloexec(w.as_fd(), 100).unwrap();
+        assert!(dup.as_raw_fd() >= 100, "{}", dup.as_raw_fd());
+        assert_eq!(fcntl_getfd(dup.as_fd()), Ok(libc::FD_CLOEXEC));
+        // The same pipe: written through the copy, read from the original's reader.
+        assert_eq!(write(dup.as_fd(), b"x"), Ok(1));
+        let mut buf = [0u8; 1];
+        assert_eq!(read(r.as_fd(), &mut buf), Ok(1));
+        // A bad minimum is the kernel's EINVAL, not a new fd.
+        assert_eq!(
+            fcntl_dupfd_cloexec(w.as_fd(), -1),
+            Err(crate::Errno(libc::EINVAL))
+        );
     }
 
     #[test]

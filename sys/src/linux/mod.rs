@@ -10,7 +10,7 @@
 //!
 //! | submodule | calls |
 //! | --- | --- |
-//! | `io` | `read`, `write`, `close`, `close_range`, `dup3`, `fcntl`, `ppoll` |
+//! | `io` | `read`, `write`, `close`, `close_range`, `dup3`, `fcntl` (`F_DUPFD_CLOEXEC`, `F_SETFD`, `F_GETFD`), `ppoll` |
 //! | `fs` | `openat`, `openat2`, `mkdirat`, `fchmodat`, `symlinkat`, `fstat`, `chdir`, … |
 //! | `mount` | `mount`, `pivot_root`, `mount_setattr`, `open_tree`, `fsopen`, `fsmount`, … |
 //! | `process` | `execve`, `exit_group`, `setsid`, pidfds, signal mask, `keyctl`, … |
