@@ -116,6 +116,7 @@ impl RulesetSpec {
     }
 
     /// What the plan saw at `path` ([`RulesetSpec::seen`]).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub fn seen_at(&self, path: &Path) -> Option<Seen> {
         self.seen
             .iter()
