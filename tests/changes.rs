@@ -753,22 +753,12 @@ fn an_entry_changed_after_the_review_is_not_applied() {
     symlink("t2", set.join("upper/l")).unwrap();
     fs::remove_file(set.join("upper/d")).unwrap();
     whiteout_dev(&set.join("upper/d"));
-    let report = cs.apply(&ApplyOptions::default()).unwrap();
-    let mut conflicts: Vec<(String, ConflictReason)> = report
-        .conflicts
-        .iter()
-        .map(|c| (c.path.display().to_string(), c.reason))
-        .collect();
-    conflicts.sort_by(|x, y| x.0.cmp(&y.0));
-    assert_eq!(
-        conflicts,
-        [
-            ("a".to_string(), ConflictReason::ChangedSinceOpened),
-            ("d".into(), ConflictReason::ChangedSinceOpened),
-            ("l".into(), ConflictReason::ChangedSinceOpened),
-        ],
-        "{report:?}"
-    );
+    // The apply walks `upper/` again under the set's hold: not the set opened, nothing
+    // applied.
+    match cs.apply(&ApplyOptions::default()) {
+        Err(ChangesError::Changed { path }) => assert_eq!(path, set),
+        other => panic!("an apply of a set changed since its open: {other:?}"),
+    }
     assert_eq!(fs::read_to_string(ws.join("a")).unwrap(), "1\n");
     assert_eq!(fs::read_to_string(ws.join("d")).unwrap(), "x\n");
     assert!(fs::symlink_metadata(ws.join("l")).is_err());
@@ -934,6 +924,59 @@ fn names_a_case_insensitive_file_system_takes_for_others_are_refused() {
     assert_eq!(fs::read_dir(ws.join("deep")).unwrap().count(), 0);
     assert_eq!(fs::read_dir(ws.join("sub")).unwrap().count(), 1);
     assert_eq!(fs::read_to_string(ws.join("sub/fine.txt")).unwrap(), "x\n");
+}
+
+/// A directory with a `HEAD` and a `commondir` file is a repository whose objects, refs,
+/// config and hooks git takes from the directory `commondir` names (which needs no `HEAD`
+/// of its own): a `commondir` is never applied. A bare repository whose names differ in
+/// case (`hEAD`, `Objects`, `Config`, `Hooks`) is one on a file system that folds case:
+/// its config and hooks are not applied either.
+#[test]
+fn a_commondir_or_a_bare_repository_in_other_case_is_not_applied() {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    write(&ws.join("keep"), "k\n");
+    let set = new_set(&root, &ws);
+    let up = set.join("upper");
+    write(&up.join("sub/HEAD"), "ref: refs/heads/main\n");
+    write(&up.join("sub/commondir"), "../evil\n");
+    write(&up.join("evil/objects/info/packs"), "\n");
+    write(
+        &up.join("evil/refs/heads/main"),
+        "0000000000000000000000000000000000000000\n",
+    );
+    write(&up.join("evil/config"), "[core]\n\tpager = touch PWNED\n");
+    write(&up.join("cf/hEAD"), "ref: refs/heads/main\n");
+    write(&up.join("cf/Objects/info/packs"), "\n");
+    write(&up.join("cf/Refs/heads/main"), "0\n");
+    write(&up.join("cf/Config"), "[core]\n\tpager = touch PWNED\n");
+    write(&up.join("cf/Hooks/pre-commit"), "#!/bin/sh\ntouch PWNED\n");
+    let report = ChangeSet::open(&set)
+        .unwrap()
+        .apply(&ApplyOptions::default())
+        .unwrap();
+    let refused: BTreeMap<String, RefusalReason> = report
+        .refused
+        .iter()
+        .map(|r| (r.path.display().to_string(), r.reason))
+        .collect();
+    for path in [
+        "sub/commondir",
+        "cf/Config",
+        "cf/Hooks",
+        "cf/Hooks/pre-commit",
+    ] {
+        assert_eq!(
+            refused.get(path),
+            Some(&RefusalReason::Repository),
+            "{path}: {report:?}"
+        );
+    }
+    assert!(!ws.join("sub/commondir").exists());
+    assert!(!ws.join("cf/Config").exists());
+    assert!(!ws.join("cf/Hooks").exists());
+    assert!(ws.join("sub/HEAD").exists(), "{report:?}");
 }
 
 /// Names and symlink targets are the program's: the commands print their control

@@ -34,6 +34,7 @@ use nix::sys::time::TimeSpec;
 use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
 
 use super::fs::{self, MAX_DEPTH, ftype};
+use super::names::same_name;
 use super::{Change, ChangeKind, ChangeSet, ChangesError, EntryType};
 use crate::policy::{DEFAULT_DENY_NAMES, DEFAULT_GUARD_NAMES};
 
@@ -283,6 +284,21 @@ impl ChangeSet {
             return Err(ChangesError::Workspace {
                 path: self.marker.workspace.clone(),
                 source: io::Error::from_raw_os_error(libc::ESTALE),
+            });
+        }
+        // No run may write `upper/` while it is applied: the set is held as a run holds
+        // it. What a run wrote between the open and this hold (a review and an apply being
+        // two steps) is found by walking `upper/` again: a set that is not the one opened
+        // (and so reviewed, its digest compared) is not applied at all.
+        let _hold = crate::process::changeset::hold_for_apply(&self.dir).map_err(|_| {
+            ChangesError::Busy {
+                path: self.dir.clone(),
+            }
+        })?;
+        let (now, _) = super::walk::walk(&self.upper, &self.workspace)?;
+        if !same_upper(&now, &self.entries) {
+            return Err(ChangesError::Changed {
+                path: self.dir.clone(),
             });
         }
         let granted = fs::Granted::new(&self.upper, &self.locked);
@@ -662,6 +678,56 @@ impl ChangeSet {
     }
 }
 
+/// Whether a second walk of `upper/` (`now`) found the change set the first one
+/// (`then`) did, the workspace side aside: the host may edit the workspace meanwhile,
+/// which changes what the walk lists around an entry (its kind, a directory that now
+/// differs from the workspace's) and is a conflict of that entry, found when it is
+/// applied. What a run can change is in `upper/` and shows here: every file, symlink and
+/// whiteout (new, gone, or another inode or change time: a rewrite), the facts of each
+/// (mode, target, hard links), the mode of a directory listed by both, and the deletions
+/// an opaque directory makes (a directory made opaque by a run lists new ones; one the
+/// host adds beneath an opaque directory does too, which refuses the apply: the set is
+/// then opened again).
+fn same_upper(then: &[Change], now: &[Change]) -> bool {
+    use std::collections::HashMap;
+    let facts = |c: &Change| {
+        (
+            c.seen,
+            c.mode,
+            c.target.clone(),
+            c.hardlink,
+            c.linked_outside,
+        )
+    };
+    let index = |list: &[Change]| -> HashMap<PathBuf, Change> {
+        list.iter().map(|c| (c.path.clone(), c.clone())).collect()
+    };
+    let (old, new) = (index(then), index(now));
+    // An entry the walk knows by an inode: the same on both sides, or not there at all.
+    let seen_same = |a: &HashMap<PathBuf, Change>, b: &HashMap<PathBuf, Change>| {
+        a.values()
+            .filter(|c| c.seen.is_some())
+            .all(|c| b.get(&c.path).is_some_and(|d| facts(c) == facts(d)))
+    };
+    if !seen_same(&old, &new) || !seen_same(&new, &old) {
+        return false;
+    }
+    // Directories on both sides keep their modes.
+    let dirs_same = old.values().all(|c| {
+        c.seen.is_some()
+            || c.kind == ChangeKind::Deleted
+            || new
+                .get(&c.path)
+                .is_none_or(|d| d.kind == ChangeKind::Deleted || d.mode == c.mode)
+    });
+    // Deletions without an inode of their own (an opaque directory's): none new.
+    let no_new_deletions = new
+        .values()
+        .filter(|c| c.seen.is_none() && c.kind == ChangeKind::Deleted)
+        .all(|c| old.contains_key(&c.path));
+    dirs_same && no_new_deletions
+}
+
 /// Whether `rel` is in a repository below the workspace's top ([`RefusalReason::Repository`]):
 /// a `.git` component past the first (the top's own `.git` goes through the merge), or a
 /// bare repository's `config` or `hooks`, the directory looking like one in the change
@@ -672,8 +738,14 @@ fn in_repository(rel: &Path, upper: &OwnedFd, workspace: &OwnedFd) -> bool {
     if parts.iter().skip(1).any(|c| super::is_git_name(c)) {
         return true;
     }
+    // A `commondir` file makes a directory with a `HEAD` a repository whose objects,
+    // refs, config and hooks are in the directory it names (git's `is_git_directory`):
+    // none is applied, wherever it is.
+    if parts.iter().any(|c| same_name(c, "commondir")) {
+        return true;
+    }
     parts.iter().enumerate().any(|(i, c)| {
-        let control = *c == "hooks" || (*c == "config" && i + 1 == parts.len());
+        let control = same_name(c, "hooks") || (same_name(c, "config") && i + 1 == parts.len());
         control && {
             let dir: PathBuf = parts.iter().take(i).collect();
             looks_bare(upper, &dir) || looks_bare(workspace, &dir)
@@ -681,15 +753,20 @@ fn in_repository(rel: &Path, upper: &OwnedFd, workspace: &OwnedFd) -> bool {
     })
 }
 
-/// Whether `dir` (beneath `root`, no symlink followed) has `HEAD`, `objects` and `refs`:
-/// what git takes for a bare repository.
+/// Whether `dir` (beneath `root`, no symlink followed) has `HEAD`, `objects` and `refs`,
+/// their names compared without case (a file system that folds case takes `hEAD` for
+/// `HEAD`): what git takes for a bare repository.
 fn looks_bare(root: &OwnedFd, dir: &Path) -> bool {
     let Ok(d) = fs::open_beneath(root, dir) else {
         return false;
     };
+    let Ok(names) = fs::entries(&d, super::MAX_ENTRIES) else {
+        // Unreadable: taken for one, so that nothing is applied beneath it on a guess.
+        return true;
+    };
     ["HEAD", "objects", "refs"]
         .iter()
-        .all(|n| fstatat(&d, *n, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok())
+        .all(|n| names.iter().any(|(name, _)| same_name(name, n)))
 }
 
 /// `ESTALE` when `st`, the change set's entry for `c` now, is not the one the walk saw.

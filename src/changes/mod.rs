@@ -204,6 +204,13 @@ pub enum ChangesError {
         /// The change set.
         path: PathBuf,
     },
+    /// A run wrote the change set after it was opened (between a review and
+    /// [`ChangeSet::apply`]): nothing is applied; open and review it again.
+    #[error("{}: a run changed this change set since it was opened; nothing applied (open and review it again)", path.display())]
+    Changed {
+        /// The change set.
+        path: PathBuf,
+    },
     /// The directory, its marker or its `upper/` is a symlink.
     #[error("{} is a symlink", path.display())]
     Symlink {
@@ -556,6 +563,11 @@ mod tests {
             (
                 ChangesError::Symlink { path: p.clone() },
                 "/s is a symlink",
+                false,
+            ),
+            (
+                ChangesError::Changed { path: p.clone() },
+                "/s: a run changed this change set since it was opened; nothing applied (open and review it again)",
                 false,
             ),
             (

@@ -71,14 +71,36 @@ fn strip_ascii_ci<'a>(name: &'a [u8], prefix: &[u8]) -> Option<&'a [u8]> {
         .flatten()
 }
 
-/// Whether the component `component` is the policy name `name` on a file system that
-/// folds case: equal ignoring ASCII case, or equal once both are lowercased.
+/// Whether the component `component` is the name `name` on a file system that folds
+/// case: equal ignoring ASCII case, or equal once both are case-folded ([`fold`]).
 pub(crate) fn same_name(component: &OsStr, name: &str) -> bool {
     let c = component.as_bytes();
     if c.eq_ignore_ascii_case(name.as_bytes()) {
         return true;
     }
-    std::str::from_utf8(c).is_ok_and(|c| c.to_lowercase() == name.to_lowercase())
+    std::str::from_utf8(c).is_ok_and(|c| fold(c) == fold(name))
+}
+
+/// `text` lowercased, then the Unicode case foldings that lowercasing leaves and that
+/// reach ASCII letters (CaseFolding.txt's C and F mappings, which the Linux casefold
+/// tables follow): `ſ` is `s`, `ß` is `ss`, the Latin ligatures (`ﬁ`, `ﬆ`, …) their
+/// letters. So `.ſsh` and `.ßh` are `.ssh`, as such a file system takes them.
+fn fold(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars().flat_map(char::to_lowercase) {
+        match c {
+            'ſ' => out.push('s'),
+            'ß' => out.push_str("ss"),
+            'ﬀ' => out.push_str("ff"),
+            'ﬁ' => out.push_str("fi"),
+            'ﬂ' => out.push_str("fl"),
+            'ﬃ' => out.push_str("ffi"),
+            'ﬄ' => out.push_str("ffl"),
+            'ﬅ' | 'ﬆ' => out.push_str("st"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -147,6 +169,13 @@ mod tests {
         assert!(same_name(OsStr::new(".ENV"), ".env"));
         assert!(same_name(OsStr::new(".Ssh"), ".ssh"));
         assert!(same_name(OsStr::new("ÉTÉ"), "été"));
+        assert!(same_name(OsStr::new(".ſsh"), ".ssh"));
+        assert!(same_name(OsStr::new(".ßh"), ".ssh"));
+        assert!(same_name(OsStr::new("id_rſa"), "id_rsa"));
+        assert!(same_name(OsStr::new("\u{212a}EY"), "key"));
+        assert!(same_name(OsStr::new(".npmrc"), ".NPMRC"));
+        assert!(same_name(OsStr::new("con\u{fb01}g"), "config"));
+        assert!(!same_name(OsStr::new(".sh"), ".ssh"));
         assert!(!same_name(OsStr::new(".envrc"), ".env"));
         assert!(!same_name(OsStr::from_bytes(b".env\xff"), ".env"));
     }

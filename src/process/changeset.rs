@@ -340,6 +340,15 @@ fn claim(dir: &Path, id: Id) -> Result<Held, Error> {
     })
 }
 
+/// The change set at `dir` held for `ChangeSet::apply` as a run holds it ([`claim`],
+/// [`lock_marker`]): no run starts on it, in this process or another, until the hold goes
+/// (a run that tries is refused, `Conflict::ChangeSetInUse`); a run whose program runs
+/// refuses the hold (`Err`), one that is closing is waited for.
+pub(crate) fn hold_for_apply(dir: &Path) -> Result<Held, Error> {
+    let m = fs::symlink_metadata(dir).map_err(|e| path_error(dir, &e))?;
+    lock_marker(claim(dir, (m.dev(), m.ino()))?)
+}
+
 /// The cross-process half of [`claim`], once the marker exists: [`RUNNING`] taken (or
 /// the run refused), then [`CLOSING`] waited for.
 fn lock_marker(mut held: Held) -> Result<Held, Error> {
@@ -860,6 +869,37 @@ mod tests {
         crate::ChangeSet::open(&changes).unwrap();
         assert_eq!(pins(c"first"), Vec::<RawFd>::new());
         assert!(registry().get(&id).is_none());
+    }
+
+    /// `ChangeSet::apply` holds the set as a run does: a run meanwhile is refused, and
+    /// runs again once the hold is gone.
+    #[test]
+    fn an_apply_holds_the_change_set_against_runs() {
+        use crate::{Policy, Sandbox, WorkspaceMode};
+        let base = tempfile::Builder::new()
+            .prefix("stockade-test-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let root = fs::canonicalize(base.path()).unwrap();
+        let ws = root.join("ws");
+        fs::create_dir(&ws).unwrap();
+        let changes = root.join("set");
+        let mut p = Policy::with_workspace(&ws);
+        p.workspace_mode = WorkspaceMode::Overlay;
+        p.changes_dir = Some(changes.clone());
+        let sb = Sandbox::new(p).unwrap();
+        let run = || sb.command("sh").args(["-c", "echo x > f"]).status();
+        assert!(run().unwrap().success());
+        crate::process::changeset::settle_here(&changes);
+        let hold = hold_for_apply(&changes).unwrap();
+        match run() {
+            Err(Error::Plan(PlanError::Conflict(Conflict::ChangeSetInUse { dir }))) => {
+                assert_eq!(dir, changes);
+            }
+            other => panic!("a run during an apply: {other:?}"),
+        }
+        drop(hold);
+        assert!(run().unwrap().success());
     }
 
     #[test]

@@ -301,7 +301,7 @@ impl Merge {
         // Replacement refs and their reflogs: never merged, whatever they hold (a
         // deletion included: the host's own stay as they are).
         if area == Area::Refs
-            && (rel.starts_with("refs/replace") || rel.starts_with("logs/refs/replace"))
+            && (under_ci(rel, "refs/replace") || under_ci(rel, "logs/refs/replace"))
         {
             return match kind(st) {
                 Kind::Dir => {
@@ -345,7 +345,7 @@ impl Merge {
             };
         }
         // `objects/info/`: alternates (objects from elsewhere), commit-graph chains.
-        if area == Area::Objects && depth == 1 && name == "info" {
+        if area == Area::Objects && depth == 1 && name.eq_ignore_ascii_case("info") {
             return match kind(st) {
                 Kind::Dir => {
                     self.drop_tree(
@@ -477,4 +477,13 @@ fn checked_top(
         }
     }
     write_bytes(host, name, &data, &st, None).map(drop)
+}
+
+/// Whether `rel` is `prefix` or beneath it, the components compared without ASCII case:
+/// on a file system that folds case, `refs/REPLACE/x` is `refs/replace/x`.
+fn under_ci(rel: &Path, prefix: &str) -> bool {
+    let mut parts = rel.iter();
+    Path::new(prefix)
+        .iter()
+        .all(|p| parts.next().is_some_and(|c| c.eq_ignore_ascii_case(p)))
 }
