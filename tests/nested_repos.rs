@@ -206,6 +206,42 @@ fn a_gitdir_file_or_symlink_created_inside_is_refused() {
     }
 }
 
+/// A directory with a `HEAD` and a `commondir` file is a repository whose objects, refs,
+/// config and hooks git takes from where `commondir` points, which needs no `HEAD` of its
+/// own: the program's is found, its `commondir` set aside, and the host's git there runs
+/// nothing (it once ran the pointed-to config's `core.fsmonitor`).
+#[test]
+fn a_repository_made_of_a_commondir_runs_nothing_on_the_host() {
+    require!(Feature::UserNs);
+    for layer in layers() {
+        let repo = Repo::new();
+        let sb = Sandbox::new(policy(&repo.ws, layer)).unwrap();
+        let h = repo.host.display();
+        let found = run(
+            &sb,
+            &repo.ws,
+            &format!(
+                "git init -q --bare evil; rm evil/HEAD; \
+                 git config -f evil/config core.fsmonitor 'touch {h}/fsmonitor; false'; \
+                 git config -f evil/config core.bare false; \
+                 mkdir sub; echo 'ref: refs/heads/main' > sub/HEAD; echo ../evil > sub/commondir"
+            ),
+        );
+        assert_eq!(found.len(), 1, "{layer:?}: {found:#?}");
+        assert_eq!(found[0].path, repo.ws.join("sub"));
+        let NestedOutcome::Neutralized { set_aside } = &found[0].outcome else {
+            panic!("{layer:?}: {found:#?}");
+        };
+        assert!(set_aside.contains(&"commondir".to_owned()), "{set_aside:?}");
+        let _ = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo.ws.join("sub"))
+            .args(["status"])
+            .output();
+        assert_eq!(repo.markers(), Vec::<String>::new(), "{layer:?}");
+    }
+}
+
 #[test]
 fn a_nested_repository_that_existed_before_is_left_alone() {
     require!(Feature::UserNs);

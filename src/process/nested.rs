@@ -375,16 +375,19 @@ impl Walk {
                 stop = Some(libc::E2BIG);
                 return false;
             }
-            match name.as_bytes() {
+            // Compared without ASCII case: a file system that folds case takes `HEAD` for
+            // `head` (git asks for the names it knows and gets whichever is there).
+            match name.as_bytes().to_ascii_lowercase().as_slice() {
                 b".git" => {
                     if let Ok(st) = fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
                         visit(fd.as_fd(), name, &path.join(name), &st);
                     }
                     return true;
                 }
-                b"HEAD" => git_parts |= 1,
+                b"head" => git_parts |= 1,
                 b"objects" => git_parts |= 2,
                 b"refs" => git_parts |= 4,
+                b"commondir" => git_parts |= 8,
                 _ => {}
             }
             let is_dir = is_dir.unwrap_or_else(|| {
@@ -402,8 +405,11 @@ impl Walk {
             return self.unchecked(path, errno);
         }
         // A directory with HEAD, objects/ and refs/ is one git takes as a (bare)
-        // repository when run inside it: report it, and do not look into it.
-        if git_parts == 7 {
+        // repository when run inside it, and so is one with HEAD and a `commondir` file,
+        // whose objects, refs, config and hooks are where `commondir` points (git's
+        // `is_git_directory`): report it (its `commondir` is then set aside), and do not
+        // look into it.
+        if git_parts & 7 == 7 || git_parts & 9 == 9 {
             if let Some((pfd, name)) = parent {
                 if let Ok(st) = fstatat(pfd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
                     visit(pfd, name, path, &st);
