@@ -93,6 +93,24 @@ fn chmod(path: &Path, mode: u32) {
 }
 
 /// (path, kind) of every entry, sorted.
+/// A temporary directory (kept while the guard lives), its canonical path and the
+/// workspace path in it (not made).
+fn workspace() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempdir();
+    let root = fs::canonicalize(tmp.path()).unwrap();
+    let ws = root.join("ws");
+    (tmp, root, ws)
+}
+
+/// Each refused entry of `report` by path, with its reason.
+fn refusals(report: &stockade::changes::ApplyReport) -> BTreeMap<String, RefusalReason> {
+    report
+        .refused
+        .iter()
+        .map(|r| (r.path.display().to_string(), r.reason))
+        .collect()
+}
+
 fn kinds(set: &ChangeSet) -> Vec<(String, ChangeKind)> {
     let mut v: Vec<_> = set
         .entries()
@@ -275,9 +293,7 @@ fn overlay_run(ws: &Path, set: &Path, script: &str, merged_copy: &Path) -> Optio
 #[test]
 fn a_real_overlay_run_is_listed_and_applied_exactly() {
     require!(Feature::UserNs);
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("a.txt"), "hello\n");
     write(&ws.join("b.txt"), "bye\n");
     write(&ws.join("old.txt"), "old\n");
@@ -328,9 +344,7 @@ fn a_real_overlay_run_is_listed_and_applied_exactly() {
 
 #[test]
 fn a_hostile_change_set_is_refused_entry_by_entry() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     let outside = root.join("outside");
     write(&outside.join("secret"), "host secret\n");
     write(&ws.join("sub/f"), "before");
@@ -370,11 +384,7 @@ fn a_hostile_change_set_is_refused_entry_by_entry() {
     let outside_before = tree(&outside);
 
     let report = cs.apply(&ApplyOptions::default()).unwrap();
-    let refused: BTreeMap<String, RefusalReason> = report
-        .refused
-        .iter()
-        .map(|r| (r.path.display().to_string(), r.reason))
-        .collect();
+    let refused = refusals(&report);
     assert_eq!(
         refused.get("fifo"),
         Some(&RefusalReason::Special),
@@ -456,9 +466,7 @@ fn a_hostile_change_set_is_refused_entry_by_entry() {
 
 #[test]
 fn a_host_side_edit_is_a_conflict_and_stays() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("edited"), "host v1\n");
     write(&ws.join("untouched"), "v1\n");
     write(&ws.join("deleted-dir/inner"), "v1\n");
@@ -497,9 +505,7 @@ fn a_host_side_edit_is_a_conflict_and_stays() {
 
 #[test]
 fn open_refuses_symlinks_and_bad_markers_and_discard_follows_nothing() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     fs::create_dir(&ws).unwrap();
     let outside = root.join("outside");
     write(&outside.join("keep"), "keep");
@@ -604,9 +610,7 @@ fn root_only_a_set_owned_by_another_user_is_refused() {
 
 #[test]
 fn the_commands_list_apply_and_discard() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("a"), "1\n");
     let set = new_set(&root, &ws);
     write(&set.join("upper/a"), "2\n");
@@ -670,9 +674,7 @@ fn the_commands_list_apply_and_discard() {
 /// no change set (no marker that parses) is never removed.
 #[test]
 fn a_change_set_too_deep_to_review_is_discarded() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     fs::create_dir(&ws).unwrap();
     let set = new_set(&root, &ws);
     // Made relative to a directory fd as the path grows past PATH_MAX.
@@ -734,9 +736,7 @@ fn a_change_set_too_deep_to_review_is_discarded() {
 /// until the set is opened again.
 #[test]
 fn an_entry_changed_after_the_review_is_not_applied() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("a"), "1\n");
     write(&ws.join("d"), "x\n");
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -774,9 +774,7 @@ fn an_entry_changed_after_the_review_is_not_applied() {
 /// with the same bytes), a mode, a new entry, a new name each make another.
 #[test]
 fn the_digest_is_stable_and_changes_with_any_entry() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("a"), "1\n");
     let set = new_set(&root, &ws);
     write(&set.join("upper/a"), "2\n");
@@ -809,9 +807,7 @@ fn the_digest_is_stable_and_changes_with_any_entry() {
 /// digest, and nothing is applied until the set is reviewed again.
 #[test]
 fn apply_expect_applies_only_the_set_reviewed() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("a"), "1\n");
     let set = new_set(&root, &ws);
     write(&set.join("upper/a"), "2\n");
@@ -869,9 +865,7 @@ fn apply_expect_applies_only_the_set_reviewed() {
 /// distinct: nothing of them lands, the rest does.
 #[test]
 fn names_a_case_insensitive_file_system_takes_for_others_are_refused() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("keep"), "k\n");
     let set = new_set(&root, &ws);
     for p in [
@@ -893,11 +887,7 @@ fn names_a_case_insensitive_file_system_takes_for_others_are_refused() {
         .unwrap()
         .apply(&ApplyOptions::default())
         .unwrap();
-    let refused: BTreeMap<String, RefusalReason> = report
-        .refused
-        .iter()
-        .map(|r| (r.path.display().to_string(), r.reason))
-        .collect();
+    let refused = refusals(&report);
     for (path, want) in [
         (".GIT", RefusalReason::GitAlias),
         // `guard_names` (`.git/hooks`, `.git/config`) match without case too.
@@ -933,9 +923,7 @@ fn names_a_case_insensitive_file_system_takes_for_others_are_refused() {
 /// its config and hooks are not applied either.
 #[test]
 fn a_commondir_or_a_bare_repository_in_other_case_is_not_applied() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("keep"), "k\n");
     let set = new_set(&root, &ws);
     let up = set.join("upper");
@@ -956,11 +944,7 @@ fn a_commondir_or_a_bare_repository_in_other_case_is_not_applied() {
         .unwrap()
         .apply(&ApplyOptions::default())
         .unwrap();
-    let refused: BTreeMap<String, RefusalReason> = report
-        .refused
-        .iter()
-        .map(|r| (r.path.display().to_string(), r.reason))
-        .collect();
+    let refused = refusals(&report);
     for path in [
         "sub/commondir",
         "cf/Config",
@@ -985,9 +969,7 @@ fn a_commondir_or_a_bare_repository_in_other_case_is_not_applied() {
 /// once did both in `changes` and `apply`).
 #[test]
 fn names_with_control_characters_are_printed_escaped() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     fs::create_dir(&ws).unwrap();
     let set = new_set(&root, &ws);
     let name = "x\x1b[31mRED\x1b[0m\nadded        file    FAKE.txt";
@@ -1056,9 +1038,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 #[test]
 fn git_in_a_change_set_goes_through_the_git_merge() {
     require!(Feature::UserNs);
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("file.txt"), "one\n");
     git(&ws, &["init", "-q"]);
     git(&ws, &["add", "file.txt"]);
@@ -1079,11 +1059,7 @@ fn git_in_a_change_set_goes_through_the_git_merge() {
     assert_ne!(git(&ws, &["rev-parse", "HEAD"]), new_head);
     let cs = ChangeSet::open(&set).unwrap();
     let report = cs.apply(&ApplyOptions::default()).unwrap();
-    let refused: BTreeMap<String, RefusalReason> = report
-        .refused
-        .iter()
-        .map(|r| (r.path.display().to_string(), r.reason))
-        .collect();
+    let refused = refusals(&report);
     assert_eq!(
         refused.get(".git/hooks/pre-commit"),
         Some(&RefusalReason::Guarded),
@@ -1136,9 +1112,7 @@ fn git_in_a_change_set_goes_through_the_git_merge() {
 #[test]
 fn repositories_made_below_the_top_are_not_applied() {
     require!(Feature::UserNs);
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     write(&ws.join("file.txt"), "one\n");
     write(
         &ws.join("checkout/.git"),
@@ -1165,11 +1139,7 @@ fn repositories_made_below_the_top_are_not_applied() {
         .unwrap()
         .apply(&ApplyOptions::default())
         .unwrap();
-    let refused: BTreeMap<String, RefusalReason> = report
-        .refused
-        .iter()
-        .map(|r| (r.path.display().to_string(), r.reason))
-        .collect();
+    let refused = refusals(&report);
     for path in [
         "sub/.git",
         "bare.git/config",
@@ -1213,9 +1183,7 @@ fn repositories_made_below_the_top_are_not_applied() {
 /// paths pass 64 MiB in all, before the host holds gigabytes for it.
 #[test]
 fn a_change_set_of_too_many_path_bytes_is_refused() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     fs::create_dir(&ws).unwrap();
     let set = new_set(&root, &ws);
     let mut deep = set.join("upper");
@@ -1253,9 +1221,7 @@ fn a_change_set_of_too_many_path_bytes_is_refused() {
 /// debug build) gives a coarser diff in about a second, and every new line is in it.
 #[test]
 fn a_diff_of_a_file_rewritten_line_by_line_is_bounded() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     let old: String = (0..40_000).map(|i| format!("line {i}\n")).collect();
     write(&ws.join("big.txt"), &old);
     std::thread::sleep(std::time::Duration::from_millis(20));
@@ -1280,9 +1246,7 @@ fn a_diff_of_a_file_rewritten_line_by_line_is_bounded() {
 
 #[test]
 fn an_apply_that_fails_half_way_names_what_landed() {
-    let tmp = tempdir();
-    let root = fs::canonicalize(tmp.path()).unwrap();
-    let ws = root.join("ws");
+    let (_tmp, root, ws) = workspace();
     fs::create_dir(&ws).unwrap();
     let set = new_set(&root, &ws);
     write(&set.join("upper/a-small"), "small\n");
