@@ -963,6 +963,45 @@ fn a_commondir_or_a_bare_repository_in_other_case_is_not_applied() {
     assert!(ws.join("sub/HEAD").exists(), "{report:?}");
 }
 
+/// The `.git` merge walks `upper/.git` itself: a run between the open and the apply that
+/// made `refs/heads` opaque (`rm -rf .git/refs/heads; mkdir …` through the overlay)
+/// would have had every branch of the host's repository deleted, unreviewed. The apply's
+/// second walk finds the new deletions and applies nothing.
+#[test]
+fn deletions_a_run_adds_after_the_open_are_not_applied() {
+    let (_tmp, root, ws) = workspace();
+    write(&ws.join("f"), "1\n");
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "f"]);
+    git(&ws, &["commit", "-q", "-m", "one"]);
+    git(&ws, &["branch", "feature"]);
+    git(&ws, &["branch", "release"]);
+    let head = git(&ws, &["rev-parse", "HEAD"]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let set = new_set(&root, &ws);
+    write(
+        &set.join("upper/.git/refs/heads/topic"),
+        &format!("{head}\n"),
+    );
+    let cs = ChangeSet::open(&set).unwrap();
+    assert_eq!(kinds(&cs).len(), 1, "{:?}", kinds(&cs));
+    set_xattr(
+        &set.join("upper/.git/refs/heads"),
+        "user.overlay.opaque",
+        b"y",
+    );
+    match cs.apply(&ApplyOptions::default()) {
+        Err(ChangesError::Changed { path }) => assert_eq!(path, set),
+        other => panic!("{other:?}"),
+    }
+    let mut branches: Vec<String> = fs::read_dir(ws.join(".git/refs/heads"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    branches.sort();
+    assert_eq!(branches, ["feature", "main", "release"]);
+}
+
 /// Names and symlink targets are the program's: the commands print their control
 /// characters escaped, so that a name cannot color the caller's terminal or print a
 /// made-up line (a name with `\e[31m` and a newline followed by a forged `added` line

@@ -242,6 +242,46 @@ fn a_repository_made_of_a_commondir_runs_nothing_on_the_host() {
     }
 }
 
+/// A writable root made a bare repository: git run anywhere below it finds it on its
+/// way up (a bare repository is looked for at each level). It is found and treated as
+/// any other, and the host's git there runs nothing (it once ran the program's
+/// `core.fsmonitor`).
+#[test]
+fn a_root_made_a_bare_repository_runs_nothing_on_the_host() {
+    require!(Feature::UserNs);
+    for layer in layers() {
+        let (_dir, root) = var_tempdir();
+        let ws = root.join("ws");
+        let host = root.join("host");
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        std::fs::create_dir(&host).unwrap();
+        let sb = Sandbox::new(policy(&ws, layer)).unwrap();
+        let h = host.display();
+        let found = run(
+            &sb,
+            &ws,
+            &format!(
+                "git init -q --bare .; git config core.bare false; git config core.worktree .; \
+                 git config core.fsmonitor 'touch {h}/fsmonitor; false'"
+            ),
+        );
+        assert_eq!(found.len(), 1, "{layer:?}: {found:#?}");
+        assert_eq!(found[0].path, ws, "{layer:?}");
+        let NestedOutcome::Neutralized { set_aside } = &found[0].outcome else {
+            panic!("{layer:?}: {found:#?}");
+        };
+        assert!(set_aside.contains(&"config".to_owned()), "{set_aside:?}");
+        let _ = std::process::Command::new("git")
+            .arg("-C")
+            .arg(ws.join("src"))
+            .args(["status"])
+            .env("HOME", &root)
+            .output();
+        let markers: Vec<_> = std::fs::read_dir(&host).unwrap().collect();
+        assert!(markers.is_empty(), "{layer:?}: {markers:?}");
+    }
+}
+
 #[test]
 fn a_nested_repository_that_existed_before_is_left_alone() {
     require!(Feature::UserNs);

@@ -295,8 +295,16 @@ impl ChangeSet {
                 path: self.dir.clone(),
             }
         })?;
+        // Layer 2 writes a new `upper/` into place after a run: the one opened must still
+        // be the set's.
+        let current = fstatat(&self.dir_fd, "upper", AtFlags::AT_SYMLINK_NOFOLLOW).ok();
+        let opened = fstat(&self.upper).ok();
+        let replaced = match (current, opened) {
+            (Some(c), Some(o)) => (c.st_dev, c.st_ino) != (o.st_dev, o.st_ino),
+            _ => true,
+        };
         let (now, _) = super::walk::walk(&self.upper, &self.workspace)?;
-        if !same_upper(&now, &self.entries) {
+        if replaced || !same_upper(&self.entries, &now) {
             return Err(ChangesError::Changed {
                 path: self.dir.clone(),
             });
@@ -712,7 +720,9 @@ fn same_upper(then: &[Change], now: &[Change]) -> bool {
     if !seen_same(&old, &new) || !seen_same(&new, &old) {
         return false;
     }
-    // Directories on both sides keep their modes.
+    // Directories on both sides keep their modes. (A directory listed only now, which a
+    // workspace edit also makes, is applied only through the entries that were opened:
+    // a new empty one, or its mode, does not land.)
     let dirs_same = old.values().all(|c| {
         c.seen.is_some()
             || c.kind == ChangeKind::Deleted

@@ -416,6 +416,21 @@ impl Walk {
                 }
                 return;
             }
+            // A root made one: git run anywhere below the root finds it on its way up
+            // (a bare repository is looked for at each level, `safe.bareRepository`'s
+            // default `all`), before any `.git` higher up. It is reached through its
+            // parent, as any other, and its subdirectories are still walked.
+            let (Some(up), Some(name)) = (path.parent(), path.file_name()) else {
+                return self.unchecked(path, libc::EINVAL);
+            };
+            match open_root(up) {
+                Ok(pfd) => {
+                    if let Ok(st) = fstatat(&pfd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                        visit(pfd.as_fd(), name, path, &st);
+                    }
+                }
+                Err(e) => return self.unchecked(path, e as i32),
+            }
         }
         if depth >= MAX_DEPTH {
             if !subdirs.is_empty() {
