@@ -375,20 +375,25 @@ impl Walk {
                 stop = Some(libc::E2BIG);
                 return false;
             }
-            // Compared without ASCII case: a file system that folds case takes `HEAD` for
-            // `head` (git asks for the names it knows and gets whichever is there).
-            match name.as_bytes().to_ascii_lowercase().as_slice() {
-                b".git" => {
-                    if let Ok(st) = fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
-                        visit(fd.as_fd(), name, &path.join(name), &st);
-                    }
-                    return true;
+            // Compared without ASCII case, in place (no copy per entry): a file system that
+            // folds case takes `HEAD` for `head` (git asks for the names it knows and gets
+            // whichever is there).
+            let n = name.as_bytes();
+            if n.eq_ignore_ascii_case(b".git") {
+                if let Ok(st) = fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+                    visit(fd.as_fd(), name, &path.join(name), &st);
                 }
-                b"head" => git_parts |= 1,
-                b"objects" => git_parts |= 2,
-                b"refs" => git_parts |= 4,
-                b"commondir" => git_parts |= 8,
-                _ => {}
+                return true;
+            }
+            for (bit, known) in [
+                (1, &b"head"[..]),
+                (2, b"objects"),
+                (4, b"refs"),
+                (8, b"commondir"),
+            ] {
+                if n.eq_ignore_ascii_case(known) {
+                    git_parts |= bit;
+                }
             }
             let is_dir = is_dir.unwrap_or_else(|| {
                 fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
