@@ -22,11 +22,14 @@
 //! kept, the rest dropped as read. A domain is the run's when the pid that made it is the
 //! sandbox's first process (the setup child, then the init: its domain is the command's)
 //! or a child of it (the program's process, which enters its own nested domain before its
-//! `execve`). The init's children are read when the spawn returns (the program's process
-//! is there then, waiting for the init's go or just started), and a pid not known then is
-//! looked up when its domain's record arrives; a domain whose maker is gone by then and
-//! was not seen at the start is not attributed (its denials are missing from the report,
-//! never another run's in it). An access
+//! `execve`). The program's process can end, and be reaped by the init, before the
+//! tap reads its domain's record (a short program, a busy host), leaving no trace in
+//! `/proc`; so every `execve` of the sandbox's processes, a watched call, is noted with
+//! the caller's parent while the call waits for its answer ([`super::explain::Execs`]),
+//! and a domain is the run's when its maker was seen exec'ing as the init's child. The
+//! init's children read when the spawn returns, and a maker's parent when its record
+//! arrives, are looked up too; a domain whose maker is none of these is not attributed
+//! (its denials are missing from the report, never another run's in it). An access
 //! record comes just before its domain's first record, so a few records of not yet known
 //! domains wait, bounded, for theirs.
 //!
@@ -268,6 +271,7 @@ impl Tap {
         init_pid: u32,
         until: Option<OwnedFd>,
         tally: Arc<Mutex<Tally>>,
+        execs: super::explain::Execs,
     ) -> io::Result<Drained> {
         let done = Arc::new((Mutex::new(false), Condvar::new()));
         let d = Arc::clone(&done);
@@ -282,6 +286,7 @@ impl Tap {
                     socket: self.socket,
                     init_pid,
                     makers,
+                    execs,
                     tally,
                     ours: HashSet::new(),
                     theirs: HashSet::new(),
@@ -316,6 +321,9 @@ struct Reader {
     init_pid: u32,
     /// The run's processes known to make its domains: the init and the program's process.
     makers: HashSet<u32>,
+    /// The sandbox's processes seen exec'ing, with their parents: the program's process
+    /// even when it ended and was reaped before its domain's record was read.
+    execs: super::explain::Execs,
     tally: Arc<Mutex<Tally>>,
     /// The run's domains, and those known not to be.
     ours: HashSet<u64>,
@@ -424,7 +432,9 @@ impl Reader {
                 }
             }
             Record::Allocated { domain, pid } => {
-                let ours = self.makers.contains(&pid) || parent_of(pid) == Some(self.init_pid);
+                let ours = self.makers.contains(&pid)
+                    || self.execs.child_of(pid, self.init_pid)
+                    || parent_of(pid) == Some(self.init_pid);
                 if ours {
                     self.ours.insert(domain);
                 } else {
@@ -464,7 +474,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 }
 
 /// The parent of `pid` (`/proc/<pid>/stat`'s fourth field), while it lives.
-fn parent_of(pid: u32) -> Option<u32> {
+pub(crate) fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) state ppid …`: comm may hold anything, so read after its last `)`.
     let close = stat.iter().rposition(|&b| b == b')')?;
@@ -612,6 +622,7 @@ mod tests {
             socket: a,
             init_pid: me,
             makers: HashSet::from([me]),
+            execs: Default::default(),
             tally: Arc::clone(&tally),
             ours: HashSet::new(),
             theirs: HashSet::new(),
@@ -659,6 +670,69 @@ mod tests {
         assert_eq!(l[0].operation, "fs.ioctl_dev");
         assert_eq!(l[0].target.as_deref(), Some("/dev/x"));
         assert_eq!(l[0].count, 2);
+        assert!(r.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_domain_whose_maker_was_seen_exec_ing_is_ours_after_it_is_gone() {
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        let me = std::process::id();
+        // Two processes that ended and were reaped: no trace of them in /proc.
+        let gone = || {
+            let mut c = std::process::Command::new("true").spawn().unwrap();
+            let pid = c.id();
+            c.wait().unwrap();
+            pid
+        };
+        let (ours, theirs) = (gone(), gone());
+        assert_eq!(parent_of(ours), None);
+        let execs = super::super::explain::Execs::default();
+        execs.note(ours, me);
+        // Seen exec'ing, but another process's child.
+        execs.note(theirs, 1);
+        let (a, _b) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::Datagram,
+            None,
+            nix::sys::socket::SockFlag::empty(),
+        )
+        .unwrap();
+        let mut r = Reader {
+            socket: a,
+            init_pid: me,
+            makers: HashSet::from([me]),
+            execs,
+            tally: Arc::clone(&tally),
+            ours: HashSet::new(),
+            theirs: HashSet::new(),
+            waiting: VecDeque::new(),
+        };
+        for (domain, pid) in [("c", ours), ("d", theirs)] {
+            r.record(
+                parse(
+                    LANDLOCK_ACCESS,
+                    format!(
+                        "audit(1.2:3): domain={domain} blockers=scope.signal opid=7 ocomm=\"x\""
+                    )
+                    .as_bytes(),
+                )
+                .unwrap(),
+            );
+            r.record(
+                parse(
+                    LANDLOCK_DOMAIN,
+                    format!(
+                        "audit(1.2:3): domain={domain} status=allocated mode=enforcing pid={pid} uid=0"
+                    )
+                    .as_bytes(),
+                )
+                .unwrap(),
+            );
+        }
+        let l = tally.lock().unwrap().list();
+        assert_eq!(l.len(), 1, "the seen child's domain only: {l:?}");
+        assert_eq!(l[0].operation, "scope.signal");
+        assert!(r.ours.contains(&0xc) && r.theirs.contains(&0xd));
         assert!(r.waiting.is_empty());
     }
 }

@@ -76,6 +76,49 @@ pub(super) struct Supervise {
     pub(super) admitted: crate::guard::egress::Admitted,
 }
 
+/// The processes seen calling `execve` (or `execveat`), each with its parent then, in
+/// the host's PID namespace: the audit tap's way to know the program's process, which
+/// makes its Landlock domain before its `execve` and may have ended, been reaped and left
+/// no trace in `/proc` by the time the tap reads its domain's record
+/// ([`super::audit`]). Each is read while its call waits for the answer, so the pid names
+/// that process: the program's process is in it before the program runs.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Execs(Arc<Mutex<Vec<(u32, u32)>>>);
+
+impl Execs {
+    /// Notes the caller of `n`, an exec, with its parent, when the notification is still
+    /// pending after both were read.
+    fn saw(&self, n: &libc::seccomp_notif, listener: &SeccompListener) {
+        let Some(parent) = super::audit::parent_of(n.pid) else {
+            return;
+        };
+        if sys::seccomp_notif_id_valid(listener, n.id).is_ok() {
+            self.note(n.pid, parent);
+        }
+    }
+
+    /// Notes `pid`, a child of `parent`, seen exec'ing.
+    pub(crate) fn note(&self, pid: u32, parent: u32) {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // Bounded: the processes a run execs are many only for a program that loops on
+        // `execve`; the program's process is among the first.
+        if list.len() < MAX_EXECS && !list.contains(&(pid, parent)) {
+            list.push((pid, parent));
+        }
+    }
+
+    /// Whether `pid` was seen exec'ing as a child of `parent`.
+    pub(crate) fn child_of(&self, pid: u32, parent: u32) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&(pid, parent))
+    }
+}
+
+/// How many execs [`Execs`] keeps.
+const MAX_EXECS: usize = 256;
+
 impl Pending {
     /// The explained programs for `options` (the path-taking calls watched), and a new
     /// socket pair; `watch_connect` as for [`seccomp::build_explained`]; with `landlock`
@@ -139,8 +182,10 @@ impl Pending {
             supervise,
         } = self;
         let tally = Arc::new(Mutex::new(Tally::default()));
+        let execs = Execs::default();
         let (until_tx, until_rx) = mpsc::channel();
         let t = Arc::clone(&tally);
+        let e = tap.as_ref().map(|_| execs.clone());
         // Detached: it ends with the sandbox, and what it records is counted before the
         // call it answers returns.
         std::thread::Builder::new()
@@ -157,6 +202,7 @@ impl Pending {
                     programs,
                     options,
                     tally: t,
+                    execs: e,
                     supervise,
                     view,
                     paths: [const { Vec::new() }; 2],
@@ -169,6 +215,7 @@ impl Pending {
             _child: child,
             until: until_tx,
             tap,
+            execs,
             run: Run {
                 tally,
                 drained: None,
@@ -184,6 +231,7 @@ pub(super) struct Serving {
     _child: OwnedFd,
     until: mpsc::Sender<Option<OwnedFd>>,
     tap: Option<super::audit::Tap>,
+    execs: Execs,
     run: Run,
 }
 
@@ -196,11 +244,12 @@ impl Serving {
             _child,
             until: tx,
             tap,
+            execs,
             mut run,
         } = self;
         if let Some(tap) = tap {
             let own = until.as_ref().and_then(|u| u.try_clone().ok());
-            match tap.serve(pid as u32, own, Arc::clone(&run.tally)) {
+            match tap.serve(pid as u32, own, Arc::clone(&run.tally), execs) {
                 Ok(drained) => run.drained = Some(drained),
                 Err(e) => {
                     tracing::debug!(error = %e, "explain: no thread for Landlock's audit records")
@@ -244,6 +293,8 @@ struct Answerer {
     programs: Explained,
     options: FilterOptions,
     tally: Arc<Mutex<Tally>>,
+    /// With the audit tap: the callers of `execve` seen, for the tap's attribution.
+    execs: Option<Execs>,
     /// The proxy's ports, when the host makes the program's `connect`s.
     supervise: Option<Supervise>,
     /// The layout, for the paths of watched calls.
@@ -346,6 +397,11 @@ impl Answerer {
             }
             Answer::Continue => {
                 if let Some(call) = seccomp::path_call(n.data.nr.into()) {
+                    if let (Some(execs), Some(seccomp::Use::Exec)) =
+                        (&self.execs, call.paths.first().map(|a| a.use_))
+                    {
+                        execs.saw(&n, &self.listener);
+                    }
                     self.paths_of(&n, call);
                     resp.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32;
                     let _ = sys::seccomp_notif_send(&self.listener, &resp);
