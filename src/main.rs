@@ -27,6 +27,8 @@ use stockade::error::Report;
 use stockade::{Error, Network, Policy, Sandbox, SpawnError};
 
 mod forward;
+#[cfg(target_os = "linux")]
+mod proc_stat;
 mod relay;
 #[cfg(target_os = "linux")]
 mod session_cli;

@@ -669,23 +669,10 @@ fn peer_pidfd(conn: &OwnedFd) -> Option<OwnedFd> {
     Some(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
-/// The parent's pid of `pid` and when `pid` started (`/proc/PID/stat`'s fourth and
-/// twenty-second fields, read after the command name's last `)`, which the name itself
-/// may contain), from one read.
+/// The parent's pid of `pid` and when `pid` started, from one read of `/proc/PID/stat`.
 fn stat_of(pid: i32) -> Option<(i32, u64)> {
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&stat)
-}
-
-/// `stat_of`'s parse of a `/proc/PID/stat` line.
-fn parse_stat(stat: &[u8]) -> Option<(i32, u64)> {
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    // After the name: state (3), ppid (4), …, starttime (22).
-    let ppid = fields.nth(1)?.parse().ok()?;
-    let started = fields.nth(17)?.parse().ok()?;
-    Some((ppid, started))
+    let s = crate::proc_stat::ProcStat::of(u32::try_from(pid).ok()?)?;
+    Some((s.ppid, s.started))
 }
 
 /// Receives the one request of a connection and its three fds; `None` (after a line on
@@ -1250,23 +1237,6 @@ fn copy_output(from: OwnedFd, mut to: Box<dyn Write + Send>, done: &AtomicBool) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stat_gives_the_parent_and_the_start_time_whatever_the_name() {
-        let tail = " R 16933 16933 1139 0 -1 4194304 103 0 0 0 0 0 0 0 20 0 1 0 214055 3133440 416";
-        for name in ["cat", "a) R 1 2 3 (b", ") )", ""] {
-            let line = format!("16937 ({name}){tail}");
-            assert_eq!(parse_stat(line.as_bytes()), Some((16933, 214055)), "{name}");
-        }
-        // Cut before the start time, or no name at all.
-        assert_eq!(parse_stat(b"16937 (cat) R 16933 16933 1139"), None);
-        assert_eq!(parse_stat(b"16937 cat R 16933"), None);
-        // This process's own: its parent is the test runner, started before it.
-        let (ppid, started) = stat_of(std::process::id() as i32).unwrap();
-        assert_eq!(ppid as u32, std::os::unix::process::parent_id());
-        let (_, parent_started) = stat_of(ppid).unwrap();
-        assert!(parent_started <= started);
-    }
 
     #[test]
     fn seccomp_filters_are_read_from_the_status_text() {

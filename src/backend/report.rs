@@ -298,20 +298,15 @@ pub fn exec_happened(pid: libc::pid_t) -> Option<bool> {
 
 #[cfg(target_os = "linux")]
 mod evidence {
-    /// `PF_FORKNOEXEC` (`include/linux/sched.h`): forked but didn't exec.
+    use crate::proc_stat::ProcStat;
+
+    /// `PF_FORKNOEXEC` (`include/linux/sched.h`): forked but didn't exec. Kept in a
+    /// zombie's line.
     const PF_FORKNOEXEC: u64 = 0x40;
 
     pub(super) fn exec_happened(pid: libc::pid_t) -> Option<bool> {
         let stat = crate::probe::read_small_bytes(format!("/proc/{pid}/stat"), 1024).ok()?;
-        flags(&stat).map(|f| f & PF_FORKNOEXEC == 0)
-    }
-
-    /// Field 9 of a `stat` line; the name (field 2) may hold spaces and parentheses, so
-    /// fields are counted from its last `)`.
-    pub(super) fn flags(stat: &[u8]) -> Option<u64> {
-        let close = stat.iter().rposition(|&b| b == b')')?;
-        let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
-        rest.split_ascii_whitespace().nth(6)?.parse().ok()
+        ProcStat::parse(&stat).map(|s| s.flags & PF_FORKNOEXEC == 0)
     }
 }
 
@@ -443,10 +438,6 @@ mod tests {
     #[test]
     fn the_kernel_says_whether_a_dead_child_had_exec_d() {
         use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            evidence::flags(b"1 (a) b) S 0 1 1 0 -1 4194624 5"),
-            Some(4194624)
-        );
         // Exec'd, then killed by SIGKILL at once.
         let mut child = std::process::Command::new("sh")
             .args(["-c", "kill -KILL $$"])

@@ -473,14 +473,9 @@ fn children_of(pid: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// The parent of `pid` (`/proc/<pid>/stat`'s fourth field), while it lives.
+/// The parent of `pid`, while it lives.
 pub(crate) fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid …`: comm may hold anything, so read after its last `)`.
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let mut f = stat.get(close + 2..)?.split(|&b| b == b' ');
-    let _state = f.next()?;
-    std::str::from_utf8(f.next()?).ok()?.parse().ok()
+    crate::proc_stat::ProcStat::of(pid).and_then(|s| u32::try_from(s.ppid).ok())
 }
 
 /// Landlock's entries that repeat what the layout view already reported (the same path,
