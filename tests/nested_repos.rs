@@ -242,6 +242,42 @@ fn a_repository_made_of_a_commondir_runs_nothing_on_the_host() {
     }
 }
 
+/// A bare repository whose `objects` and `refs` are spelt as a file system that folds
+/// case takes them (`objectſ`, `REFſ`: Unicode's fold of `ſ` is `s`) is found and its
+/// config set aside, as the apply of a change set refuses it: one rule for both
+/// (`changes::names::GitDirectory`). This machine has no case-folding mount, so git here
+/// would not take it for a repository; on an ext4 casefold directory it would.
+#[test]
+fn a_bare_repository_in_names_a_case_folding_file_system_takes_for_git_s_is_found() {
+    require!(Feature::UserNs);
+    for layer in layers() {
+        let repo = Repo::new();
+        let sb = Sandbox::new(policy(&repo.ws, layer)).unwrap();
+        let found = run(
+            &sb,
+            &repo.ws,
+            "mkdir -p sub/objectſ sub/REFſ && echo 'ref: refs/heads/main' > sub/hEAD && \
+             printf '[core]\\n\\tfsmonitor = x\\n' > sub/config",
+        );
+        assert_eq!(found.len(), 1, "{layer:?}: {found:#?}");
+        assert_eq!(found[0].path, repo.ws.join("sub"));
+        let NestedOutcome::Neutralized { set_aside } = &found[0].outcome else {
+            panic!("{layer:?}: {found:#?}");
+        };
+        assert!(set_aside.contains(&"config".to_owned()), "{set_aside:?}");
+        // Without the fold (`objectz`), not a repository: nothing is touched.
+        let plain = Repo::new();
+        let sb = Sandbox::new(policy(&plain.ws, layer)).unwrap();
+        let found = run(
+            &sb,
+            &plain.ws,
+            "mkdir -p sub/objectz sub/refs && echo x > sub/HEAD && echo y > sub/config",
+        );
+        assert!(found.is_empty(), "{layer:?}: {found:#?}");
+        assert_eq!(std::fs::read(plain.ws.join("sub/config")).unwrap(), b"y\n");
+    }
+}
+
 /// A writable root made a bare repository: git run anywhere below it finds it on its
 /// way up (a bare repository is looked for at each level). It is found and treated as
 /// any other, and the host's git there runs nothing (it once ran the program's

@@ -763,9 +763,8 @@ fn in_repository(rel: &Path, upper: &OwnedFd, workspace: &OwnedFd) -> bool {
     })
 }
 
-/// Whether `dir` (beneath `root`, no symlink followed) has `HEAD`, `objects` and `refs`,
-/// their names compared without case (a file system that folds case takes `hEAD` for
-/// `HEAD`): what git takes for a bare repository.
+/// Whether `dir` (beneath `root`, no symlink followed) is what git takes for a git
+/// directory ([`super::names::GitDirectory`], the nested-repository walk's rule too).
 fn looks_bare(root: &OwnedFd, dir: &Path) -> bool {
     let Ok(d) = fs::open_beneath(root, dir) else {
         return false;
@@ -774,9 +773,11 @@ fn looks_bare(root: &OwnedFd, dir: &Path) -> bool {
         // Unreadable: taken for one, so that nothing is applied beneath it on a guess.
         return true;
     };
-    ["HEAD", "objects", "refs"]
-        .iter()
-        .all(|n| names.iter().any(|(name, _)| same_name(name, n)))
+    let mut git = super::names::GitDirectory::default();
+    for (name, _) in &names {
+        git.note(name);
+    }
+    git.is_repository()
 }
 
 /// `ESTALE` when `st`, the change set's entry for `c` now, is not the one the walk saw.

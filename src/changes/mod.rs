@@ -36,7 +36,7 @@ mod apply;
 mod diff;
 mod digest;
 mod fs;
-mod names;
+pub(crate) mod names;
 mod walk;
 
 use std::collections::HashMap;

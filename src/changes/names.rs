@@ -78,7 +78,41 @@ pub(crate) fn same_name(component: &OsStr, name: &str) -> bool {
     if c.eq_ignore_ascii_case(name.as_bytes()) {
         return true;
     }
+    // An ASCII name folds to its lowercase alone: compared above, without a copy.
+    if c.is_ascii() && name.is_ascii() {
+        return false;
+    }
     std::str::from_utf8(c).is_ok_and(|c| fold(c) == fold(name))
+}
+
+/// What git takes for a git directory (its `is_git_directory`), from the names a
+/// directory lists: `HEAD` with `objects` and `refs` (a bare repository, or a `.git`), or
+/// `HEAD` with a `commondir` file (whose objects, refs, config and hooks are where it
+/// points). Names are compared as [`same_name`] does: a file system that folds case takes
+/// `hEAD` and `objectſ` for git's names.
+///
+/// The one rule for both places that look for repositories a program made: the
+/// nested-repository walk after a run in place, and a change set's apply.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct GitDirectory(u8);
+
+impl GitDirectory {
+    const PARTS: [(u8, &'static str); 4] =
+        [(1, "HEAD"), (2, "objects"), (4, "refs"), (8, "commondir")];
+
+    /// Notes one name the directory lists.
+    pub(crate) fn note(&mut self, name: &OsStr) {
+        for (bit, part) in Self::PARTS {
+            if same_name(name, part) {
+                self.0 |= bit;
+            }
+        }
+    }
+
+    /// Whether the names noted make the directory a git directory.
+    pub(crate) fn is_repository(self) -> bool {
+        self.0 & 7 == 7 || self.0 & 9 == 9
+    }
 }
 
 /// `text` lowercased, then the Unicode case foldings that lowercasing leaves and that
@@ -109,6 +143,44 @@ mod tests {
 
     fn git(n: &str) -> bool {
         is_git_name(OsStr::new(n))
+    }
+
+    fn git_directory(names: &[&str]) -> bool {
+        let mut g = GitDirectory::default();
+        for n in names {
+            g.note(OsStr::new(n));
+        }
+        g.is_repository()
+    }
+
+    #[test]
+    fn a_git_directory_is_what_git_takes_for_one_in_any_case() {
+        for yes in [
+            &["HEAD", "objects", "refs"][..],
+            &["head", "OBJECTS", "Refs", "config"],
+            &["hEAD", "objectſ", "REFſ"],
+            &["HEAD", "commondir"],
+            &["Head", "COMMONDIR", "x"],
+        ] {
+            assert!(git_directory(yes), "{yes:?}");
+        }
+        for no in [
+            &[][..],
+            &["HEAD"],
+            &["HEAD", "objects"],
+            &["objects", "refs", "commondir"],
+            &["HEAD", "objectz", "refs"],
+            &["HEAD ", "objects", "refs"],
+            &["HEAD", "ob\u{200c}jects", "refs"],
+        ] {
+            assert!(!git_directory(no), "{no:?}");
+        }
+        // Names that are not UTF-8 never fold to git's.
+        let mut g = GitDirectory::default();
+        for n in [&b"HEAD"[..], b"objects", b"ref\xffs"] {
+            g.note(OsStr::from_bytes(n));
+        }
+        assert!(!g.is_repository());
     }
 
     /// Git's own cases (t0060's `is_hfs_dotgit` and `is_ntfs_dotgit` vectors, those that

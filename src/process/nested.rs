@@ -366,7 +366,7 @@ impl Walk {
         visit: &mut Visit<'_>,
     ) {
         let mut subdirs: Vec<OsString> = Vec::new();
-        let mut git_parts = 0u8;
+        let mut git_dir = crate::changes::names::GitDirectory::default();
         let mut stop = None;
         let mut buf = std::mem::take(&mut self.buf);
         let listed = list(&fd, &mut buf, &mut |name, is_dir| {
@@ -375,9 +375,10 @@ impl Walk {
                 stop = Some(libc::E2BIG);
                 return false;
             }
-            // Compared without ASCII case, in place (no copy per entry): a file system that
-            // folds case takes `HEAD` for `head` (git asks for the names it knows and gets
-            // whichever is there).
+            // Compared without case (no copy of an ASCII name): a file system that folds
+            // case takes `HEAD` for `head` (git asks for the names it knows and gets
+            // whichever is there). No Unicode fold reaches the letters of `.git`; git's
+            // directory names go through the rule the apply of a change set uses too.
             let n = name.as_bytes();
             if n.eq_ignore_ascii_case(b".git") {
                 if let Ok(st) = fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
@@ -385,16 +386,7 @@ impl Walk {
                 }
                 return true;
             }
-            for (bit, known) in [
-                (1, &b"head"[..]),
-                (2, b"objects"),
-                (4, b"refs"),
-                (8, b"commondir"),
-            ] {
-                if n.eq_ignore_ascii_case(known) {
-                    git_parts |= bit;
-                }
-            }
+            git_dir.note(name);
             let is_dir = is_dir.unwrap_or_else(|| {
                 fstatat(&fd, name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok_and(|st| {
                     SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR
@@ -414,7 +406,7 @@ impl Walk {
         // whose objects, refs, config and hooks are where `commondir` points (git's
         // `is_git_directory`): report it (its `commondir` is then set aside), and do not
         // look into it.
-        if git_parts & 7 == 7 || git_parts & 9 == 9 {
+        if git_dir.is_repository() {
             if let Some((pfd, name)) = parent {
                 if let Ok(st) = fstatat(pfd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
                     visit(pfd, name, path, &st);
