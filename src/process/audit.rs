@@ -601,28 +601,33 @@ mod tests {
         assert_eq!(parse(1300, b"audit(1.2:3): domain=a blockers=fs.x"), None);
     }
 
-    #[test]
-    fn records_of_other_domains_are_dropped_and_ours_kept() {
-        let tally = Arc::new(Mutex::new(Tally::default()));
-        let me = std::process::id();
-        let (a, b) = nix::sys::socket::socketpair(
+    /// A reader for a run whose init is `init` (its only maker known at the start), on a
+    /// socket nothing is sent to (the tests hand it records themselves).
+    fn reader(init: u32, execs: super::super::explain::Execs, tally: &Arc<Mutex<Tally>>) -> Reader {
+        let (a, _b) = nix::sys::socket::socketpair(
             nix::sys::socket::AddressFamily::Unix,
             nix::sys::socket::SockType::Datagram,
             None,
             nix::sys::socket::SockFlag::empty(),
         )
         .unwrap();
-        drop(b);
-        let mut r = Reader {
+        Reader {
             socket: a,
-            init_pid: me,
-            makers: HashSet::from([me]),
-            execs: Default::default(),
-            tally: Arc::clone(&tally),
+            init_pid: init,
+            makers: HashSet::from([init]),
+            execs,
+            tally: Arc::clone(tally),
             ours: HashSet::new(),
             theirs: HashSet::new(),
             waiting: VecDeque::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn records_of_other_domains_are_dropped_and_ours_kept() {
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        let me = std::process::id();
+        let mut r = reader(me, Default::default(), &tally);
         let msg = |kind: u16, text: &str| {
             let mut m = Vec::new();
             m.extend_from_slice(&((16 + text.len()) as u32).to_ne_bytes());
@@ -685,23 +690,7 @@ mod tests {
         execs.note(ours, me);
         // Seen exec'ing, but another process's child.
         execs.note(theirs, 1);
-        let (a, _b) = nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::Datagram,
-            None,
-            nix::sys::socket::SockFlag::empty(),
-        )
-        .unwrap();
-        let mut r = Reader {
-            socket: a,
-            init_pid: me,
-            makers: HashSet::from([me]),
-            execs,
-            tally: Arc::clone(&tally),
-            ours: HashSet::new(),
-            theirs: HashSet::new(),
-            waiting: VecDeque::new(),
-        };
+        let mut r = reader(me, execs, &tally);
         for (domain, pid) in [("c", ours), ("d", theirs)] {
             r.record(
                 parse(
