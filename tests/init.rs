@@ -121,6 +121,68 @@ fn a_program_that_kills_itself_dies_of_that_signal() {
     }
 }
 
+/// A program that asks to be traced (`PTRACE_TRACEME`, allowed with `allow_ptrace`) makes
+/// its parent, the init (or a session command's supervisor), its tracer, and its next
+/// signal or `execve` a ptrace stop the init sees. The init lets it go on as if untraced:
+/// the stop's signal is delivered (`SIGUSR1` ends it), a traced `execve`'s `SIGTRAP` is
+/// not. It took each stop for the program's end: the library reported a status no ended
+/// process has ("stopped by SIGUSR1") and the CLI "a malformed reply from the session".
+#[test]
+fn a_program_that_asks_its_init_to_trace_it_ends_as_it_would_untraced() {
+    require!(Feature::UserNs);
+    const TRACEME: &str = "import ctypes, os, signal, sys\n\
+        assert ctypes.CDLL(None).ptrace(0, 0, 0, 0) == 0\n\
+        if sys.argv[1] == 'signal': os.kill(os.getpid(), signal.SIGUSR1); os._exit(1)\n\
+        os.execv('/bin/sh', ['sh', '-c', 'exit 7'])\n";
+    let ws = workspace();
+    for layer in [Layer::Full, Layer::Landlock] {
+        let sb = common::sandbox_on(ws.path(), layer, |p| p.allow_ptrace = true);
+        let session = sb.session().unwrap();
+        let ways: [(&str, Box<dyn Fn(&str) -> stockade::Command>); 2] = [
+            (
+                "command",
+                Box::new(|arg| {
+                    let mut c = sb.command("python3");
+                    c.args(["-c", TRACEME, arg]);
+                    c
+                }),
+            ),
+            (
+                "session command",
+                Box::new(|arg| {
+                    let mut c = session.command("python3");
+                    c.args(["-c", TRACEME, arg]);
+                    c
+                }),
+            ),
+        ];
+        for (way, command) in &ways {
+            let s = command("signal").status().unwrap();
+            assert_eq!(s.signal(), Some(libc::SIGUSR1), "{layer} {way}: {s:?}");
+            assert_eq!(s.stopped_signal(), None, "{layer} {way}: {s:?}");
+            let s = command("exec").status().unwrap();
+            assert_eq!(s.code(), Some(7), "{layer} {way}: {s:?}");
+        }
+        let code = StdCommand::new(common::stockade_exe())
+            .arg("run")
+            .arg("--workspace")
+            .arg(ws.path())
+            .args([
+                "--layer",
+                layer_arg(layer),
+                "--fallback",
+                "refuse",
+                "--allow-ptrace",
+            ])
+            .args(["--", "python3", "-c", TRACEME, "exec"])
+            .output()
+            .unwrap()
+            .status
+            .code();
+        assert_eq!(code, Some(7), "{layer}: the CLI");
+    }
+}
+
 #[test]
 fn abort_is_sigabrt_with_the_core_flag_the_kernel_reports() {
     require!(Feature::UserNs);

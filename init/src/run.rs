@@ -366,12 +366,34 @@ fn siginfo(info: &[u8; c::SIGINFO_SIZE]) -> (i32, i32) {
     (word(0), word(8))
 }
 
+/// Whether `st`, a status `wait4` gave for `pid`, is a stop, not an end; a stop is let go.
+///
+/// The init waits without `WUNTRACED`, so a stop reaches it only as the tracer of a child
+/// that asked to be traced (`PTRACE_TRACEME`, with `allow_ptrace`: the init's domain is
+/// the parent of the child's, so Landlock lets it). Taken for an end, it would report a
+/// status no ended process has ("stopped by SIGUSR1") and kill the command. Instead the
+/// init detaches from the child, which goes on as if nobody had traced it: the signal of
+/// the stop is delivered, except the `SIGTRAP` that a traced `execve` sends (an untraced
+/// process never gets it).
+fn stopped(pid: i32, st: i32) -> bool {
+    // WIFSTOPPED; WIFCONTINUED (never asked for, never let through either).
+    if st & 0xff != 0x7f && st != 0xffff {
+        return false;
+    }
+    if st & 0xff == 0x7f {
+        let sig = (st >> 8) & 0xff;
+        let _ = sys::ptrace_detach(pid, if sig == c::SIGTRAP { 0 } else { sig });
+    }
+    true
+}
+
 /// Reaps every child that has ended; records the program's status when it is one of them.
 /// Returns whether children are left.
 fn reap(program: i32, status: &mut Option<i32>) -> Children {
     loop {
         match sys::wait4(-1, c::WNOHANG | c::WALL) {
             Ok((0, _)) => return Children::Unknown,
+            Ok((pid, st)) if stopped(pid, st) => {}
             Ok((pid, st)) => {
                 if pid == program {
                     *status = Some(st);
@@ -388,6 +410,7 @@ fn reap(program: i32, status: &mut Option<i32>) -> Children {
 fn wait_for(program: i32) -> i32 {
     loop {
         match sys::wait4(-1, c::WALL) {
+            Ok((pid, st)) if stopped(pid, st) => {}
             Ok((pid, st)) if pid == program => return st,
             Ok(_) | Err(c::EINTR) => {}
             Err(_) => return protocol::SIGKILL,
@@ -423,6 +446,7 @@ fn end_all(cfg: &Config, program: i32, status: &mut Option<i32>) {
             return;
         }
         match sys::wait4(-1, c::WALL) {
+            Ok((pid, st)) if stopped(pid, st) => {}
             Ok((pid, st)) => {
                 if pid == program && status.is_none() {
                     *status = Some(st);

@@ -116,6 +116,7 @@ pub mod nr {
     pub const GETPID: usize = 39;
     pub const PIPE2: usize = 293;
     pub const PPOLL: usize = 271;
+    pub const PTRACE: usize = 101;
 }
 
 /// System call numbers (the generic table).
@@ -149,6 +150,7 @@ pub mod nr {
     pub const GETPID: usize = 172;
     pub const PIPE2: usize = 59;
     pub const PPOLL: usize = 73;
+    pub const PTRACE: usize = 117;
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -187,6 +189,8 @@ pub mod c {
     pub const E2BIG: i32 = 7;
     pub const ESRCH: i32 = 3;
     pub const SIGCHLD: usize = 17;
+    pub const SIGTRAP: i32 = 5;
+    pub const PTRACE_DETACH: usize = 17;
     pub const SOL_SOCKET: i32 = 1;
     pub const SCM_RIGHTS: i32 = 1;
     pub const MSG_TRUNC: i32 = 0x20;
@@ -482,6 +486,23 @@ pub fn wait4(pid: i32, options: usize) -> Result<(i32, i32)> {
     Ok((r as i32, status))
 }
 
+/// `ptrace(PTRACE_DETACH, pid, 0, sig)`: lets go of a tracee of this process that is in
+/// a ptrace stop, resuming it with `sig` delivered (0: none).
+pub fn ptrace_detach(pid: i32, sig: i32) -> Result<()> {
+    // SAFETY: `PTRACE_DETACH` takes a pid and a signal number; the address is unused
+    // (0) and the data argument is the signal, read as an integer.
+    unsafe {
+        syscall!(
+            nr::PTRACE,
+            c::PTRACE_DETACH,
+            pid as isize,
+            0usize,
+            sig as isize
+        )
+    }
+    .map(drop)
+}
+
 /// `kill(2)`.
 pub fn kill(pid: i32, sig: i32) -> Result<()> {
     // SAFETY: `kill` takes two integers.
@@ -655,7 +676,7 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 27] = [
+        let pairs: [(usize, libc::c_long); 28] = [
             (nr::PPOLL, libc::SYS_ppoll),
             (nr::GETPID, libc::SYS_getpid),
             (nr::PIPE2, libc::SYS_pipe2),
@@ -679,6 +700,7 @@ mod tests {
             (nr::RT_SIGTIMEDWAIT, libc::SYS_rt_sigtimedwait),
             (nr::WAIT4, libc::SYS_wait4),
             (nr::KILL, libc::SYS_kill),
+            (nr::PTRACE, libc::SYS_ptrace),
             (nr::GETPPID, libc::SYS_getppid),
             (nr::FCNTL, libc::SYS_fcntl),
             (nr::PRCTL, libc::SYS_prctl),
@@ -738,6 +760,8 @@ mod tests {
         assert_eq!(c::WALL as i32, libc::__WALL);
         assert_eq!(c::PR_SET_PDEATHSIG as i32, libc::PR_SET_PDEATHSIG);
         assert_eq!(c::PR_SET_DUMPABLE as i32, libc::PR_SET_DUMPABLE);
+        assert_eq!(c::SIGTRAP, libc::SIGTRAP);
+        assert_eq!(c::PTRACE_DETACH as u32, libc::PTRACE_DETACH);
         assert_eq!(c::PR_SET_NAME as i32, libc::PR_SET_NAME);
         assert_eq!(
             c::PR_SET_CHILD_SUBREAPER as i32,
