@@ -462,6 +462,53 @@ fn a_killed_hosts_private_tmp_is_removed_by_a_later_host() {
     );
 }
 
+/// A program that takes its own rights away in its private `TMPDIR` (`chmod 000` on
+/// directories, a directory without write right, the `TMPDIR` itself at `000`) does not
+/// keep it on the host: the removal gives the directories back `0700` and removes them.
+/// For an unprivileged host (this test's run as uid 65534) they stayed for good, and the
+/// sweep of later hosts could not remove them either. (As root the modes do not bind.)
+#[test]
+fn a_private_tmp_the_program_locked_itself_out_of_is_removed() {
+    let (_w, ws) = common::var_tempdir();
+    let (_t, tmp) = common::var_tempdir();
+    let layers: &[&str] = if common::Feature::UserNs.missing().is_none() {
+        &["landlock", "full"]
+    } else {
+        &["landlock"]
+    };
+    for layer in layers {
+        let out = std::process::Command::new(common::stockade_exe())
+            .args(["run", "--no-pty", "--layer", layer, "--min-layer", layer])
+            .arg("--workspace")
+            .arg(&ws)
+            .args(["--", "sh", "-c"])
+            .arg(
+                "set -e; cd \"$TMPDIR\"; mkdir -p d/e r; echo x > d/e/f; echo y > r/g; \
+                 chmod 000 d/e d; chmod 500 r; chmod 000 .; echo locked",
+            )
+            .env("TMPDIR", &tmp)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{layer}: {}",
+            common::output_text(&out)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "locked",
+            "{layer}"
+        );
+        assert_eq!(
+            stockade_entries(&tmp),
+            Vec::<String>::new(),
+            "{layer}: {}",
+            common::output_text(&out)
+        );
+    }
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

@@ -13,6 +13,13 @@
 //! must be the directory noted on the way down: a tree moved while it is removed stops the
 //! removal with an error instead of leading it elsewhere. The directory left is then found
 //! again by the next listing of its parent, empty now, and removed.
+//!
+//! A program may also take its own rights away (`chmod 000` on a directory of its
+//! `TMPDIR`, which on layer 2 and for an unprivileged host is the host user's own): a
+//! directory that cannot be opened, or in which an entry cannot be removed, for
+//! `EACCES`, is given back `0700` once (`fchmodat` without following a symlink, or
+//! `fchmod` of the fd already open) and tried again, as `rm -rf` does. A root host does
+//! not meet it (its rights override the modes).
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -34,7 +41,7 @@ use nix::unistd::{UnlinkatFlags, unlinkat};
 /// The first error met (`NotFound` when `path` does not exist); an `Other` error when a
 /// directory was moved while the tree was removed. What was removed before stays removed.
 pub(crate) fn remove_tree(path: &Path) -> io::Result<()> {
-    let root = match open_dir(None, path.as_os_str()) {
+    let root = match open_dir_or_open_up(None, path.as_os_str()) {
         Ok(fd) => fd,
         // A symlink or a file: itself.
         Err(Errno::ELOOP | Errno::ENOTDIR) => return std::fs::remove_file(path),
@@ -110,7 +117,7 @@ fn next_full_subdir(dir: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<Ow
                     _ => false,
                 };
                 if !is_dir {
-                    match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
+                    match unlinkat_or_open_up(dir, name, UnlinkatFlags::NoRemoveDir) {
                         Ok(()) | Err(Errno::ENOENT) => {
                             removed_any = true;
                             continue;
@@ -120,18 +127,20 @@ fn next_full_subdir(dir: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<Ow
                         Err(e) => return Err(e.into()),
                     }
                 }
-                match unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
+                match unlinkat_or_open_up(dir, name, UnlinkatFlags::RemoveDir) {
                     Ok(()) | Err(Errno::ENOENT) => removed_any = true,
-                    Err(Errno::ENOTEMPTY | Errno::EEXIST) => match open_dir(Some(dir), name) {
-                        Ok(child) => return Ok(Some(child)),
-                        Err(Errno::ENOENT) => removed_any = true,
-                        // Replaced by a file or a symlink since.
-                        Err(Errno::ELOOP | Errno::ENOTDIR) => {
-                            unlink_file(dir, name)?;
-                            removed_any = true;
+                    Err(Errno::ENOTEMPTY | Errno::EEXIST) => {
+                        match open_dir_or_open_up(Some(dir), name) {
+                            Ok(child) => return Ok(Some(child)),
+                            Err(Errno::ENOENT) => removed_any = true,
+                            // Replaced by a file or a symlink since.
+                            Err(Errno::ELOOP | Errno::ENOTDIR) => {
+                                unlink_file(dir, name)?;
+                                removed_any = true;
+                            }
+                            Err(e) => return Err(e.into()),
                         }
-                        Err(e) => return Err(e.into()),
-                    },
+                    }
                     // Replaced by a file or a symlink since the listing.
                     Err(Errno::ENOTDIR) => {
                         unlink_file(dir, name)?;
@@ -153,9 +162,48 @@ fn next_full_subdir(dir: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Option<Ow
 
 /// Unlinks the non-directory `name` in `dir`, gone already counting as done.
 fn unlink_file(dir: BorrowedFd<'_>, name: &std::ffi::OsStr) -> io::Result<()> {
-    match unlinkat(dir, name, UnlinkatFlags::NoRemoveDir) {
+    match unlinkat_or_open_up(dir, name, UnlinkatFlags::NoRemoveDir) {
         Ok(()) | Err(Errno::ENOENT) => Ok(()),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// `unlinkat(dir, name, how)`; after `EACCES` (no write or search right on `dir`, which the
+/// program took away), once more with `dir` given `0700` through its fd.
+fn unlinkat_or_open_up(
+    dir: BorrowedFd<'_>,
+    name: &std::ffi::OsStr,
+    how: UnlinkatFlags,
+) -> Result<(), Errno> {
+    match unlinkat(dir, name, how) {
+        Err(Errno::EACCES) => {
+            nix::sys::stat::fchmod(dir, Mode::S_IRWXU)?;
+            unlinkat(dir, name, how)
+        }
+        r => r,
+    }
+}
+
+/// [`open_dir`]; after `EACCES` (no read or search right on it, which the program took
+/// away), once more with the directory given `0700`, the mode changed without following
+/// a symlink (`AT_SYMLINK_NOFOLLOW`: the kernel's `fchmodat2`, or the C library's own
+/// `O_PATH` way, which refuses a symlink).
+fn open_dir_or_open_up(
+    dir: Option<BorrowedFd<'_>>,
+    name: &std::ffi::OsStr,
+) -> Result<OwnedFd, Errno> {
+    match open_dir(dir, name) {
+        Err(Errno::EACCES) => {
+            let at = dir.unwrap_or(nix::fcntl::AT_FDCWD);
+            nix::sys::stat::fchmodat(
+                at,
+                name,
+                Mode::S_IRWXU,
+                nix::sys::stat::FchmodatFlags::NoFollowSymlink,
+            )?;
+            open_dir(dir, name)
+        }
+        r => r,
     }
 }
 
