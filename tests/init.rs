@@ -138,25 +138,16 @@ fn a_program_that_asks_its_init_to_trace_it_ends_as_it_would_untraced() {
     for layer in [Layer::Full, Layer::Landlock] {
         let sb = common::sandbox_on(ws.path(), layer, |p| p.allow_ptrace = true);
         let session = sb.session().unwrap();
-        let ways: [(&str, Box<dyn Fn(&str) -> stockade::Command>); 2] = [
-            (
-                "command",
-                Box::new(|arg| {
-                    let mut c = sb.command("python3");
-                    c.args(["-c", TRACEME, arg]);
-                    c
-                }),
-            ),
-            (
-                "session command",
-                Box::new(|arg| {
-                    let mut c = session.command("python3");
-                    c.args(["-c", TRACEME, arg]);
-                    c
-                }),
-            ),
-        ];
-        for (way, command) in &ways {
+        for way in ["command", "session command"] {
+            let command = |arg: &str| {
+                let mut c = if way == "command" {
+                    sb.command("python3")
+                } else {
+                    session.command("python3")
+                };
+                c.args(["-c", TRACEME, arg]);
+                c
+            };
             let s = command("signal").status().unwrap();
             assert_eq!(s.signal(), Some(libc::SIGUSR1), "{layer} {way}: {s:?}");
             assert_eq!(s.stopped_signal(), None, "{layer} {way}: {s:?}");
