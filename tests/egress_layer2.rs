@@ -443,7 +443,8 @@ fn same_port_elsewhere(sb: &Sandbox, prog: &str, args: &[&str]) -> (String, usiz
 /// connect of an IP socket itself, to the address it read and checked, so the same port
 /// number on any other address (here `127.0.0.2`, which a remote server would be just as
 /// well) is refused with `EACCES` and never reached, in IPv4 and IPv4-mapped IPv6; the
-/// proxy's own address still connects, blocking and not; UNIX sockets are untouched.
+/// proxy's own address still connects, blocking and not; a unix socket's connect is
+/// refused.
 #[test]
 fn the_proxys_port_number_on_another_address_is_refused() {
     let ws = tempdir();
@@ -495,9 +496,13 @@ t('badfd', badfd)
     for k in ["elsewhere", "elsewhere6", "elsewhere_nonblock"] {
         assert_eq!(got.get(k), Some(&"EACCES"), "{k}: {out}");
     }
-    for k in ["proxy", "proxy6", "proxy_nonblock", "unix"] {
+    for k in ["proxy", "proxy6", "proxy_nonblock"] {
         assert_eq!(got.get(k), Some(&"OK"), "{k}: {out}");
     }
+    // A unix socket's connect is refused (the host cannot make it safely, nor let it
+    // through: see an_ip_socket_swapped_in_during_the_check_never_reaches_elsewhere);
+    // its `listen` is made by the host (the script's server got that far).
+    assert_eq!(got.get("unix"), Some(&"EACCES"), "{out}");
     assert_eq!(got.get("badfd"), Some(&"EBADF"), "{out}");
     assert_eq!(
         reached, 0,
@@ -549,6 +554,121 @@ fn an_address_changed_during_the_check_never_reaches_elsewhere() {
         assert_eq!(reached, 0, "run {run}: {out}");
     }
 }
+
+/// The descriptor swapped under the host's feet: one thread `dup2`s a unix socket and an
+/// unbound TCP socket in turn onto the number that the main thread `connect`s (to the
+/// proxy's port on `127.0.0.2`) or `listen`s on, 400 times per run, three runs per call
+/// (a C program). The host decides on the socket it duplicated; had it let a unix socket's
+/// call through, the kernel would have looked the number up again and found the TCP
+/// socket: the connect reached the listener elsewhere (Landlock's rule names the port
+/// alone), the listen bound every address (485 and 882 tries in the review that found
+/// it). Now neither call on any socket ever gets past the host.
+#[test]
+fn an_ip_socket_swapped_in_during_the_check_never_reaches_elsewhere() {
+    let ws = tempdir();
+    let test = "an_ip_socket_swapped_in_during_the_check_never_reaches_elsewhere";
+    let Some(sb) = layer2(test, ws.path(), Network::Allow) else {
+        return;
+    };
+    let src = ws.path().join("swap.c");
+    std::fs::write(&src, SWAP_C).unwrap();
+    let bin = ws.path().join("swap");
+    let cc = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("cc");
+    assert!(cc.status.success(), "{}", output_text(&cc));
+    for call in ["connect", "listen"] {
+        for run in 0..3 {
+            let (out, reached) = same_port_elsewhere(&sb, bin.to_str().unwrap(), &["400", call]);
+            let last = out.lines().last().unwrap_or_default();
+            let fields: BTreeMap<&str, u32> = last
+                .split_whitespace()
+                .filter_map(|f| f.split_once('='))
+                .map(|(k, v)| (k, v.parse().unwrap()))
+                .collect();
+            assert_eq!(fields.get("wrong"), Some(&0), "{call} run {run}: {out}");
+            assert_eq!(
+                fields["refused"] + fields["other"],
+                400,
+                "{call} run {run}: every call failed: {out}"
+            );
+            assert_eq!(reached, 0, "{call} run {run}: {out}");
+        }
+    }
+}
+
+/// Prints the proxy's HTTP port, waits for a line, then N times: a fresh unbound TCP
+/// socket, a thread `dup2`ing a unix socket and it in turn onto fd 100, and one `connect`
+/// of fd 100 to the proxy's port on 127.0.0.2 (or one `listen` on it). Prints `wrong=`
+/// (the TCP socket connected, or bound by a listen), `refused=` (`EACCES`), `other=`.
+const SWAP_C: &str = r#"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+static int U, I;
+static volatile int stop;
+static void *flip(void *u) {
+    (void)u;
+    while (!stop) {
+        dup2(U, 100);
+        dup2(I, 100);
+    }
+    return 0;
+}
+int main(int argc, char **argv) {
+    const char *p = getenv("HTTP_PROXY");
+    int port = atoi(strrchr(p, ':') + 1), n = atoi(argv[1]);
+    int listening = argc > 2 && strcmp(argv[2], "listen") == 0;
+    printf("%d\n", port);
+    fflush(stdout);
+    char line[8];
+    if (!fgets(line, sizeof line, stdin)) return 2;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(0x7f000002);
+    U = socket(AF_UNIX, SOCK_STREAM, 0);
+    int wrong = 0, refused = 0, other = 0;
+    for (int i = 0; i < n; i++) {
+        I = socket(AF_INET, SOCK_STREAM, 0);
+        stop = 0;
+        pthread_t t;
+        pthread_create(&t, 0, flip, 0);
+        int r = listening ? listen(100, 4) : connect(100, (struct sockaddr *)&a, sizeof a);
+        int e = errno;
+        stop = 1;
+        pthread_join(t, 0);
+        struct sockaddr_in q;
+        socklen_t len = sizeof q;
+        memset(&q, 0, sizeof q);
+        if (listening) {
+            if (getsockname(I, (struct sockaddr *)&q, &len) == 0 && q.sin_port != 0) wrong++;
+        } else if (getpeername(I, (struct sockaddr *)&q, &len) == 0) {
+            wrong++;
+        }
+        if (r == 0) {
+            if (!listening) wrong++;
+            else other++;
+        } else if (e == EACCES) {
+            refused++;
+        } else {
+            other++;
+        }
+        close(I);
+    }
+    printf("wrong=%d refused=%d other=%d\n", wrong, refused, other);
+    return 0;
+}
+"#;
 
 /// Prints the proxy's HTTP port, waits for a line, then connects N times while a thread
 /// flips the address between 127.0.0.1 and 127.0.0.2; prints `ok= refused= wrong=`

@@ -409,7 +409,8 @@ impl Answerer {
                 }
                 if n.data.nr as i64 == libc::SYS_listen {
                     match self.listen(&n) {
-                        Ok(()) => resp.flags = libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+                        // Made here: its result.
+                        Ok(()) => {}
                         Err(errno) => {
                             if errno == libc::EACCES {
                                 self.record(Wall::Network, "listen".to_owned(), None, NO_LISTENER);
@@ -439,6 +440,10 @@ impl Answerer {
                                 addr.map(|a| a.to_string()),
                                 NOT_THE_PROXY,
                             );
+                            resp.error = -libc::EACCES;
+                        }
+                        Made::NotIp => {
+                            self.record(Wall::Network, op.to_owned(), None, NOT_IP);
                             resp.error = -libc::EACCES;
                         }
                     }
@@ -548,7 +553,11 @@ impl Answerer {
         };
         match family {
             Some(libc::AF_INET | libc::AF_INET6) => {}
-            Some(_) => return Made::Continue,
+            // Not an IP socket, now: refused, never let through. The kernel would look the
+            // descriptor up again after the answer, and another thread of the caller can
+            // have put an IP socket at that number by then (`dup2`), whose connect then
+            // meets Landlock alone (the proxy's port numbers on any address).
+            Some(_) => return Made::NotIp,
             // Not a socket: the kernel's own answer.
             None => return Made::Done(Err(libc::ENOTSOCK)),
         }
@@ -577,11 +586,17 @@ impl Answerer {
     /// Layer 2's `network = "allow"`: a `listen` on an IPv4 or IPv6 socket is refused
     /// with `EACCES` (Landlock refuses every TCP bind there, so such a socket is unbound,
     /// and `listen` would bind it to an ephemeral port on every address by itself); any
-    /// other socket's continues (`Ok`). The caller's other errors as the kernel gives them.
+    /// other socket's is made here, on the caller's socket as duplicated, and its result
+    /// answered: never let through, since the kernel would look the descriptor up again
+    /// and another thread can have put an unbound TCP socket at that number by then. The
+    /// caller's other errors as the kernel gives them.
     fn listen(&self, n: &libc::seccomp_notif) -> Result<(), i32> {
         match self.caller_socket(n) {
             Ok((_, Some(libc::AF_INET | libc::AF_INET6))) => Err(libc::EACCES),
-            Ok((_, Some(_))) => Ok(()),
+            Ok((socket, Some(_))) => {
+                let backlog = n.data.args[1] as u32 as i32;
+                sys::listen(socket.as_fd(), backlog).map_err(|e| e.0)
+            }
             Ok((_, None)) => Err(libc::ENOTSOCK),
             Err(e @ (libc::EBADF | libc::EINTR)) => Err(e),
             Err(_) => Err(libc::EACCES),
@@ -632,7 +647,12 @@ enum Made {
     Done(Result<(), i32>),
     /// Refused: not to the proxy (the address, when one could be read).
     Refused(Option<SocketAddr>),
+    /// Refused: not an IPv4 or IPv6 socket (a unix socket's connect).
+    NotIp,
 }
+
+/// The hint of a connect on a socket other than TCP that [`Answerer::connect`] refused.
+const NOT_IP: &str = "network = \"allow\" on layer 2: only TCP through the egress proxy; a unix socket's connect is refused";
 
 /// The hint of a connect that [`Answerer::connect`] refused.
 const NOT_THE_PROXY: &str = "network = \"allow\": only through the egress proxy (HTTP_PROXY, ALL_PROXY); add the host to allow_domains";
