@@ -687,9 +687,14 @@ mod tests {
         let (ours, theirs) = (gone(), gone());
         assert_eq!(parent_of(ours), None);
         let execs = super::super::explain::Execs::default();
-        execs.note(ours, me);
+        execs.note(ours, me, 1);
         // Seen exec'ing, but another process's child.
-        execs.note(theirs, 1);
+        execs.note(theirs, 1, 1);
+        // Seen exec'ing as the init's child, but its number names another process now
+        // (this one, started at another time): not the one seen.
+        let reused = std::process::id();
+        execs.note(reused, me, 1);
+        assert!(!execs.child_of(reused, me));
         let mut r = reader(me, execs, &tally);
         for (domain, pid) in [("c", ours), ("d", theirs)] {
             r.record(

@@ -76,43 +76,72 @@ pub(super) struct Supervise {
     pub(super) admitted: crate::guard::egress::Admitted,
 }
 
-/// The processes seen calling `execve` (or `execveat`), each with its parent then, in
-/// the host's PID namespace: the audit tap's way to know the program's process, which
-/// makes its Landlock domain before its `execve` and may have ended, been reaped and left
-/// no trace in `/proc` by the time the tap reads its domain's record
-/// ([`super::audit`]). Each is read while its call waits for the answer, so the pid names
-/// that process: the program's process is in it before the program runs.
+/// The processes seen calling `execve` (or `execveat`), each with its parent and its
+/// start time then, in the host's PID namespace: the audit tap's way to know the
+/// program's process, which makes its Landlock domain before its `execve` and may have
+/// ended, been reaped and left no trace in `/proc` by the time the tap reads its domain's
+/// record ([`super::audit`]). Each is read while its call waits for the answer, so the pid
+/// names that process: the program's process is in it before the program runs.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Execs(Arc<Mutex<Vec<(u32, u32)>>>);
+pub(crate) struct Execs(Arc<Mutex<Vec<Exec>>>);
+
+/// One process seen exec'ing: its pid, its parent's and its start time (clock ticks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Exec {
+    pid: u32,
+    parent: u32,
+    started: u64,
+}
 
 impl Execs {
-    /// Notes the caller of `n`, an exec, with its parent, when the notification is still
-    /// pending after both were read.
+    /// Notes the caller of `n`, an exec, with its parent and start time, when the
+    /// notification is still pending after both were read.
     fn saw(&self, n: &libc::seccomp_notif, listener: &SeccompListener) {
-        let Some(parent) = super::audit::parent_of(n.pid) else {
+        let Some(stat) = crate::proc_stat::ProcStat::of(n.pid) else {
+            return;
+        };
+        let Ok(parent) = u32::try_from(stat.ppid) else {
             return;
         };
         if sys::seccomp_notif_id_valid(listener, n.id).is_ok() {
-            self.note(n.pid, parent);
+            self.note(n.pid, parent, stat.started);
         }
     }
 
-    /// Notes `pid`, a child of `parent`, seen exec'ing.
-    pub(crate) fn note(&self, pid: u32, parent: u32) {
+    /// Notes `pid`, a child of `parent` started at `started`, seen exec'ing.
+    pub(crate) fn note(&self, pid: u32, parent: u32, started: u64) {
+        let e = Exec {
+            pid,
+            parent,
+            started,
+        };
         let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
         // Bounded: the processes a run execs are many only for a program that loops on
         // `execve`; the program's process is among the first.
-        if list.len() < MAX_EXECS && !list.contains(&(pid, parent)) {
-            list.push((pid, parent));
+        if list.len() < MAX_EXECS && !list.contains(&e) {
+            list.push(e);
         }
     }
 
-    /// Whether `pid` was seen exec'ing as a child of `parent`.
+    /// Whether `pid` was seen exec'ing as a child of `parent`, and is that process still
+    /// or gone: a process of that pid alive now with another start time is another
+    /// process (the number reused, perhaps by another run's), not the one seen.
     pub(crate) fn child_of(&self, pid: u32, parent: u32) -> bool {
-        self.0
+        let seen: Vec<u64> = self
+            .0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains(&(pid, parent))
+            .iter()
+            .filter(|e| e.pid == pid && e.parent == parent)
+            .map(|e| e.started)
+            .collect();
+        if seen.is_empty() {
+            return false;
+        }
+        match crate::proc_stat::ProcStat::of(pid) {
+            Some(now) => seen.contains(&now.started),
+            None => true,
+        }
     }
 }
 
