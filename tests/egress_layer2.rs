@@ -481,6 +481,21 @@ t('elsewhere_nonblock', lambda: conn(socket.AF_INET, ('127.0.0.2', port), False)
 t('proxy', lambda: conn(socket.AF_INET, ('127.0.0.1', port)))
 t('proxy6', lambda: conn(socket.AF_INET6, ('::ffff:127.0.0.1', port)))
 t('proxy_nonblock', lambda: conn(socket.AF_INET, ('127.0.0.1', port), False))
+def in_a_thread():
+    import threading
+    box = []
+    def go():
+        try:
+            box.append(conn(socket.AF_INET, ('127.0.0.1', port)))
+        except OSError as e:
+            box.append(e)
+    th = threading.Thread(target=go)
+    th.start()
+    th.join()
+    if isinstance(box[0], OSError):
+        raise box[0]
+    return box[0]
+t('proxy_thread', in_a_thread)
 srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 srv.bind('u.sock'); srv.listen(1)
 t('unix', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect('u.sock'))
@@ -496,7 +511,8 @@ t('badfd', badfd)
     for k in ["elsewhere", "elsewhere6", "elsewhere_nonblock"] {
         assert_eq!(got.get(k), Some(&"EACCES"), "{k}: {out}");
     }
-    for k in ["proxy", "proxy6", "proxy_nonblock"] {
+    // From a thread other than the main one too (its own pidfd: `PIDFD_THREAD`).
+    for k in ["proxy", "proxy6", "proxy_nonblock", "proxy_thread"] {
         assert_eq!(got.get(k), Some(&"OK"), "{k}: {out}");
     }
     // A unix socket's connect is refused (the host cannot make it safely, nor let it

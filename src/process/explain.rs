@@ -642,7 +642,15 @@ impl Answerer {
     ) -> Result<(stockade_sys::OwnedFd, Option<i32>), i32> {
         let pid = n.pid as libc::pid_t;
         let fd = n.data.args[0] as u32 as i32;
-        let socket = sys::pidfd_open(pid, 0)
+        // The calling thread's own pidfd, so that the descriptor is looked up in its own
+        // table (which `unshare(CLONE_FILES)` may have made another than its group
+        // leader's); a kernel before 6.9 has no thread pidfds, and then a thread other
+        // than the leader is refused (`EINVAL`), as before.
+        let pidfd = match sys::pidfd_open(pid, sys::PIDFD_THREAD) {
+            Err(stockade_sys::Errno(libc::EINVAL)) => sys::pidfd_open(pid, 0),
+            r => r,
+        };
+        let socket = pidfd
             .and_then(|p| sys::pidfd_getfd(p.as_fd(), fd))
             .map_err(|stockade_sys::Errno(e)| e)?;
         // The pid named the caller, and its fd table, only while it is pending.

@@ -177,6 +177,10 @@ pub unsafe fn ioctl_tcsets2(fd: BorrowedFd<'_>, modes: &libc::termios2) -> Resul
     .map(drop)
 }
 
+/// `PIDFD_THREAD` of `<linux/pidfd.h>` (Linux 6.9, `O_EXCL`): a pidfd of the thread
+/// `pid`, not of its thread group (older kernels refuse it with `EINVAL`).
+pub const PIDFD_THREAD: c_uint = libc::O_EXCL as c_uint;
+
 /// `pidfd_open(2)`.
 pub fn pidfd_open(pid: c_int, flags: c_uint) -> Result<OwnedFd> {
     // SAFETY: `pidfd_open` takes no pointer.
