@@ -616,6 +616,107 @@ fn an_ip_socket_swapped_in_during_the_check_never_reaches_elsewhere() {
     }
 }
 
+/// A connect the host makes for the program is bounded. The program's socket options are
+/// its own: `SO_BINDTODEVICE` to a real interface sends even a connect to the proxy on
+/// `127.0.0.1` out of that interface, where no one answers, and `TCP_SYNCNT` 127 retries
+/// for hours. The host's connect blocked that long, holding its answering thread, the
+/// listener and the socket long after the run (MEDIUM, from review: three fds and a thread
+/// per such run, a long-lived host out of fds after some 340). Now the host's watchdog
+/// aborts it after five seconds, and the program's connect fails.
+#[test]
+fn a_connect_the_program_sent_nowhere_is_ended_by_the_host() {
+    let ws = tempdir();
+    let test = "a_connect_the_program_sent_nowhere_is_ended_by_the_host";
+    let Some(sb) = layer2(test, ws.path(), Network::Allow) else {
+        return;
+    };
+    // The interface of the default route (`/proc/net/route`'s destination 00000000).
+    let routes = std::fs::read_to_string("/proc/net/route").unwrap();
+    let device = routes
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?, f.next()?))
+        })
+        .find(|(_, dest)| *dest == "00000000")
+        .map(|(iface, _)| iface.to_owned())
+        .expect("a default route (a machine of this kind has one, on eth0)");
+    let src = ws.path().join("nowhere.c");
+    std::fs::write(&src, NOWHERE_C).unwrap();
+    let bin = ws.path().join("nowhere");
+    let cc = std::process::Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("cc");
+    assert!(cc.status.success(), "{}", output_text(&cc));
+    let mut child = sb
+        .command(&bin)
+        .arg(&device)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = child
+        .wait_timeout(std::time::Duration::from_secs(60))
+        .unwrap();
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the connect was never ended");
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let fields: BTreeMap<&str, i64> = out
+        .split_whitespace()
+        .filter_map(|f| f.split_once('='))
+        .map(|(k, v)| (k, v.parse().unwrap()))
+        .collect();
+    assert_eq!(
+        fields.get("bound"),
+        Some(&0),
+        "SO_BINDTODEVICE {device}: {out}"
+    );
+    assert_eq!(fields.get("connect"), Some(&-1), "{out}");
+    assert!((4000..30_000).contains(&fields["ms"]), "{out}");
+}
+
+/// Binds a TCP socket to interface `argv[1]`, sets 127 SYN retries and connects it to the
+/// proxy's HTTP port on 127.0.0.1; prints `bound=` (setsockopt's result), `connect=`,
+/// `errno=` and `ms=` (how long the connect took).
+const NOWHERE_C: &str = r#"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+int main(int argc, char **argv) {
+    const char *p = getenv("HTTP_PROXY");
+    int port = atoi(strrchr(p, ':') + 1);
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    int bound = setsockopt(s, SOL_SOCKET, SO_BINDTODEVICE, argv[1], strlen(argv[1]) + 1);
+    int syn = 127;
+    setsockopt(s, IPPROTO_TCP, TCP_SYNCNT, &syn, sizeof syn);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(0x7f000001);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int r = connect(s, (struct sockaddr *)&a, sizeof a);
+    int e = errno;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    printf("bound=%d connect=%d errno=%d ms=%ld\n", bound, r, r ? e : 0, ms);
+    return 0;
+}
+"#;
+
 /// Prints the proxy's HTTP port, waits for a line, then N times: a fresh unbound TCP
 /// socket, a thread `dup2`ing a unix socket and it in turn onto fd 100, and one `connect`
 /// of fd 100 to the proxy's port on 127.0.0.2 (or one `listen` on it). Prints `wrong=`

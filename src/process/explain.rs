@@ -237,6 +237,7 @@ impl Pending {
                     paths: [const { Vec::new() }; 2],
                     bases: [const { Vec::new() }; 2],
                     resolved: Vec::with_capacity(libc::PATH_MAX as usize),
+                    watchdog: std::sync::OnceLock::new(),
                 }
                 .serve(until, &until_rx);
             })?;
@@ -334,6 +335,9 @@ struct Answerer {
     bases: [Vec<u8>; 2],
     /// One path resolved, reused.
     resolved: Vec<u8>,
+    /// Bounds the connects the host makes for the program ([`Answerer::connect`]), started
+    /// at the first.
+    watchdog: std::sync::OnceLock<Option<Watchdog>>,
 }
 
 impl Answerer {
@@ -601,7 +605,14 @@ impl Answerer {
         if !to_proxy {
             return Made::Refused(Some(addr));
         }
-        let made = connect_to(socket.as_raw_fd(), addr);
+        // Bounded: the program sets its socket's options (`SO_BINDTODEVICE` sends even a
+        // loopback connect out of another interface, `TCP_SYNCNT` retries for hours), and
+        // a connect that never ends would hold this thread, the listener and the socket
+        // long after the run. Without a watchdog (no thread), refused.
+        let Some(watchdog) = self.watchdog.get_or_init(|| Watchdog::start().ok()) else {
+            return Made::Done(Err(libc::EAGAIN));
+        };
+        let made = watchdog.bounded(socket.as_raw_fd(), || connect_to(socket.as_raw_fd(), addr));
         if matches!(made, Ok(()) | Err(libc::EINPROGRESS)) {
             // The proxy serves this connection only: its source, bound by the connect.
             match local_addr(&socket) {
@@ -686,6 +697,86 @@ enum Made {
     Refused(Option<SocketAddr>),
     /// Refused: not an IPv4 or IPv6 socket (a unix socket's connect).
     NotIp,
+}
+
+/// How long a connect the host makes for the program may take: to the proxy on the
+/// loopback it takes microseconds; only a socket the program sent elsewhere (its options)
+/// or a proxy that does not accept waits.
+const CONNECT_BOUND: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Ends a connect the host makes for the program that outlasts [`CONNECT_BOUND`]: a
+/// thread of its own (one per run, from its first connect) that `shutdown`s the socket,
+/// which aborts a connect still sending its SYNs (the connect then fails, and the program
+/// gets that error). The socket's number is shut down only while the connect holds it:
+/// the slot is cleared, under the lock the shutdown takes, before the socket is closed.
+struct Watchdog {
+    shared: Arc<(Mutex<Watch>, std::sync::Condvar)>,
+}
+
+#[derive(Default)]
+struct Watch {
+    /// The socket of the connect under way, and when it is to end.
+    connecting: Option<(RawFd, std::time::Instant)>,
+    /// The run's answering thread is done: the watchdog ends.
+    closed: bool,
+}
+
+impl Watchdog {
+    fn start() -> io::Result<Watchdog> {
+        let shared = Arc::new((Mutex::new(Watch::default()), std::sync::Condvar::new()));
+        let s = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("stockade-connect".into())
+            .spawn(move || watch(&s))?;
+        Ok(Watchdog { shared })
+    }
+
+    /// Runs `connect`, a connect of the socket `fd`, which stays open meanwhile, within
+    /// [`CONNECT_BOUND`].
+    fn bounded<T>(&self, fd: RawFd, connect: impl FnOnce() -> T) -> T {
+        let (m, c) = &*self.shared;
+        m.lock().unwrap_or_else(|e| e.into_inner()).connecting =
+            Some((fd, std::time::Instant::now() + CONNECT_BOUND));
+        c.notify_all();
+        let r = connect();
+        m.lock().unwrap_or_else(|e| e.into_inner()).connecting = None;
+        r
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let (m, c) = &*self.shared;
+        m.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+        c.notify_all();
+    }
+}
+
+/// The watchdog's thread.
+fn watch(shared: &(Mutex<Watch>, std::sync::Condvar)) {
+    let (m, c) = shared;
+    let mut w = m.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if w.closed {
+            return;
+        }
+        w = match w.connecting {
+            None => c.wait(w).unwrap_or_else(|e| e.into_inner()),
+            Some((fd, end)) => {
+                let now = std::time::Instant::now();
+                if now >= end {
+                    // Under the lock: the connect still holds `fd` open.
+                    let _ = nix::sys::socket::shutdown(fd, nix::sys::socket::Shutdown::Both);
+                    w.connecting = None;
+                    w
+                } else {
+                    c.wait_timeout(w, end - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+            }
+        };
+    }
 }
 
 /// The hint of a connect on a socket other than TCP that [`Answerer::connect`] refused.
