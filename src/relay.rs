@@ -235,7 +235,13 @@ impl Relay {
         let mut piped = [false; 3];
         for (i, p) in piped.iter_mut().enumerate() {
             let slave = pty.is_some() && gets_slave(i);
-            *p = !slave && (kinds[i] == Kind::File || (opts.scrub && i > 0));
+            // A terminal the pseudo-terminal does not stand for (stderr on the caller's
+            // terminal while stdin and stdout are not: a pipeline's middle, output to a
+            // file) is piped and copied through the filter too, never handed over: the
+            // program would get the caller's terminal itself (its modes, size, input and
+            // every escape sequence), which only `--no-pty` and `--keep-session` give.
+            let terminal_left = opts.pty && pty.is_none() && kinds[i] == Kind::Terminal && i > 0;
+            *p = !slave && (kinds[i] == Kind::File || (opts.scrub && i > 0) || terminal_left);
             // With a pseudo-terminal every stream not set explicitly is its slave: a
             // pipe or socket is handed over as a copy of the caller's fd, and a closed
             // one becomes `/dev/null`.

@@ -511,6 +511,66 @@ fn a_stopped_run_gives_the_terminal_back_until_it_continues() {
     assert!(same(&term.modes(), &before), "modes after the run");
 }
 
+/// The caller's terminal on stderr alone (stdin from `/dev/null` and stdout to a pipe or a
+/// file: a pipeline's middle, output redirected) is not handed over: stderr is piped and
+/// copied through the terminal filter. The program got the caller's terminal itself as
+/// fd 2 before (HIGH, from review): it changed the caller's modes and size for good, read
+/// what was typed, stopped the terminal's output, and wrote any escape sequence to it
+/// (an OSC 52 clipboard write here).
+#[test]
+fn a_terminal_on_stderr_alone_is_not_handed_over() {
+    require!(Feature::UserNs);
+    let ws = outside_tmp();
+    let script = "import fcntl, struct, subprocess, sys, termios\n\
+                  subprocess.run(['stty', '-echo', '-icanon', 'rows', '5', 'cols', '9'], stdin=2, stderr=subprocess.DEVNULL)\n\
+                  try:\n\
+                  \x20   fcntl.ioctl(2, termios.TIOCSWINSZ, struct.pack('HHHH', 5, 9, 0, 0))\n\
+                  \x20   print('resized', file=sys.stderr)\n\
+                  except OSError as e:\n\
+                  \x20   print('TIOCSWINSZ', e.errno, file=sys.stderr)\n\
+                  sys.stderr.write('X\\x1b]52;c;cHduZWQ=\\x07Y\\n')\n";
+    for layer in LAYERS {
+        let term = Terminal::new();
+        let before = term.modes();
+        let mut cmd = StdCommand::new(common::stockade_exe());
+        cmd.arg("run")
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(layer_flag(layer))
+            .args(["--", "python3", "-c", script])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(term.stdio());
+        // SAFETY: the closure runs in the forked child before exec and only makes two
+        // system calls (setsid, ioctl), which allocate nothing and take no lock.
+        unsafe {
+            cmd.pre_exec(|| {
+                rustix::process::setsid()?;
+                rustix::process::ioctl_tiocsctty(rustix::stdio::stderr())?;
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        let c = converse(&term, &mut child, &[]);
+        let out = &c.out;
+        assert!(c.status.success(), "{layer}: {out}");
+        assert!(
+            out.contains(&format!("TIOCSWINSZ {}", libc::ENOTTY)),
+            "{layer}: {out:?}"
+        );
+        assert!(out.contains("XY"), "{layer}: {out:?}");
+        assert!(
+            !out.contains("]52"),
+            "{layer}: the clipboard write got through: {out:?}"
+        );
+        assert_eq!(term.size(), (ROWS, COLS), "{layer}: {out}");
+        assert!(
+            same(&term.modes(), &before),
+            "{layer}: the caller's modes changed: {out}"
+        );
+    }
+}
+
 #[test]
 fn no_pty_and_keep_session_hand_over_the_callers_terminal() {
     require!(Feature::UserNs);
