@@ -248,7 +248,9 @@ fn keep_csi(seq: &[u8]) -> bool {
         (None, [], f) => b"@ABCDEFGHIJKLMPSTXZ`abdefghjklmrsu".contains(&f),
         (Some(b'?'), [], b'n') => params == b"6",
         (Some(b'?'), [], f) => b"hlJKrs".contains(&f),
-        (Some(b'>'), [], f) => b"mnpstTu".contains(&f),
+        // Not `t` or `T` (XTSMTITLE, XTRMTITLE): they switch titles to hex, which would
+        // carry the control characters the title filter removes.
+        (Some(b'>'), [], f) => b"mnpsu".contains(&f),
         (Some(b'<' | b'='), [], b'u') => true,
         (None, [b' '], f) => b"q@A".contains(&f),
         (None, [b'!'], b'p') => true,
@@ -397,6 +399,9 @@ mod tests {
         b"\x1b[>0c",
         b"\x1b[=c",
         b"\x1b[>q",
+        b"\x1b[>0t",
+        b"\x1b[>2;3t",
+        b"\x1b[>0T",
         b"\x1b[?2004$p",
         b"\x1b[4$p",
         b"\x1b[?4m",
