@@ -761,7 +761,7 @@ mod tests {
         assert_eq!(c::PR_SET_PDEATHSIG as i32, libc::PR_SET_PDEATHSIG);
         assert_eq!(c::PR_SET_DUMPABLE as i32, libc::PR_SET_DUMPABLE);
         assert_eq!(c::SIGTRAP, libc::SIGTRAP);
-        assert_eq!(c::PTRACE_DETACH as u32, libc::PTRACE_DETACH);
+        assert_eq!(c::PTRACE_DETACH as i64, libc::PTRACE_DETACH as i64);
         assert_eq!(c::PR_SET_NAME as i32, libc::PR_SET_NAME);
         assert_eq!(
             c::PR_SET_CHILD_SUBREAPER as i32,
