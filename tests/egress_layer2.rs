@@ -526,6 +526,32 @@ t('badfd', badfd)
     );
 }
 
+/// Compiles the C program `source` as `name` in `dir` (with threads).
+fn compile(dir: &Path, name: &str, source: &str) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let bin = dir.join(name);
+    let cc = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .expect("cc");
+    assert!(cc.status.success(), "{}", output_text(&cc));
+    bin
+}
+
+/// The `key=number` fields of the last line of `out`.
+fn fields(out: &str) -> BTreeMap<&str, i64> {
+    out.lines()
+        .last()
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|f| f.split_once('='))
+        .map(|(k, v)| (k, v.parse().unwrap()))
+        .collect()
+}
+
 /// The same with the address changed under the host's feet: one thread flips the
 /// address a `connect` reads between `127.0.0.1` and `127.0.0.2` while another connects,
 /// 400 times per run, three runs (a C program: no interpreter lock between the two). The
@@ -538,24 +564,10 @@ fn an_address_changed_during_the_check_never_reaches_elsewhere() {
     let Some(sb) = layer2(test, ws.path(), Network::Allow) else {
         return;
     };
-    let src = ws.path().join("flip.c");
-    std::fs::write(&src, FLIP_C).unwrap();
-    let bin = ws.path().join("flip");
-    let cc = std::process::Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("cc");
-    assert!(cc.status.success(), "{}", output_text(&cc));
+    let bin = compile(ws.path(), "flip", FLIP_C);
     for run in 0..3 {
         let (out, reached) = same_port_elsewhere(&sb, bin.to_str().unwrap(), &["400"]);
-        let last = out.lines().last().unwrap_or_default();
-        let fields: BTreeMap<&str, u32> = last
-            .split_whitespace()
-            .filter_map(|f| f.split_once('='))
-            .map(|(k, v)| (k, v.parse().unwrap()))
-            .collect();
+        let fields = fields(&out);
         assert_eq!(fields.get("wrong"), Some(&0), "run {run}: {out}");
         assert_eq!(
             fields.get("final"),
@@ -586,25 +598,11 @@ fn an_ip_socket_swapped_in_during_the_check_never_reaches_elsewhere() {
     let Some(sb) = layer2(test, ws.path(), Network::Allow) else {
         return;
     };
-    let src = ws.path().join("swap.c");
-    std::fs::write(&src, SWAP_C).unwrap();
-    let bin = ws.path().join("swap");
-    let cc = std::process::Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("cc");
-    assert!(cc.status.success(), "{}", output_text(&cc));
+    let bin = compile(ws.path(), "swap", SWAP_C);
     for call in ["connect", "listen"] {
         for run in 0..3 {
             let (out, reached) = same_port_elsewhere(&sb, bin.to_str().unwrap(), &["400", call]);
-            let last = out.lines().last().unwrap_or_default();
-            let fields: BTreeMap<&str, u32> = last
-                .split_whitespace()
-                .filter_map(|f| f.split_once('='))
-                .map(|(k, v)| (k, v.parse().unwrap()))
-                .collect();
+            let fields = fields(&out);
             assert_eq!(fields.get("wrong"), Some(&0), "{call} run {run}: {out}");
             assert_eq!(
                 fields["refused"] + fields["other"],
@@ -642,16 +640,7 @@ fn a_connect_the_program_sent_nowhere_is_ended_by_the_host() {
         .find(|(_, dest)| *dest == "00000000")
         .map(|(iface, _)| iface.to_owned())
         .expect("a default route (a machine of this kind has one, on eth0)");
-    let src = ws.path().join("nowhere.c");
-    std::fs::write(&src, NOWHERE_C).unwrap();
-    let bin = ws.path().join("nowhere");
-    let cc = std::process::Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .expect("cc");
-    assert!(cc.status.success(), "{}", output_text(&cc));
+    let bin = compile(ws.path(), "nowhere", NOWHERE_C);
     let mut child = sb
         .command(&bin)
         .arg(&device)
@@ -668,11 +657,7 @@ fn a_connect_the_program_sent_nowhere_is_ended_by_the_host() {
     }
     let mut out = String::new();
     std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-    let fields: BTreeMap<&str, i64> = out
-        .split_whitespace()
-        .filter_map(|f| f.split_once('='))
-        .map(|(k, v)| (k, v.parse().unwrap()))
-        .collect();
+    let fields = fields(&out);
     assert_eq!(
         fields.get("bound"),
         Some(&0),
