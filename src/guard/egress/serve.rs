@@ -404,13 +404,22 @@ struct RunState {
 
 /// The peer addresses a run's proxy serves ([`Proxy::serve_run_admitted`]): each admitted
 /// once, by the code that made the connection, and taken by the connection it names.
-/// Cheap to clone (one shared set); bounded (the oldest of 4096 unclaimed go first).
+/// Cheap to clone (one shared set); bounded (the oldest of 4096 unclaimed go first) and
+/// short-lived: an admission not taken within five seconds goes (its connection was
+/// closed unserved, over the run's limit), so that no later connection that happens to
+/// get the same source port is served by it.
 #[derive(Clone, Debug, Default)]
-pub struct Admitted(Arc<(Mutex<VecDeque<SocketAddr>>, std::sync::Condvar)>);
+pub struct Admitted(Arc<(Mutex<Admissions>, std::sync::Condvar)>);
+
+/// The admissions not taken yet, each with when it came.
+type Admissions = VecDeque<(SocketAddr, std::time::Instant)>;
 
 impl Admitted {
     /// The most unclaimed admissions kept.
     const MAX: usize = 4096;
+    /// How long an admission waits to be taken: its connection's accept follows its
+    /// connect by microseconds ([`Admitted::take`] waits a second at most).
+    const LIFE: Duration = Duration::from_secs(5);
 
     /// An empty set.
     pub fn new() -> Admitted {
@@ -421,10 +430,12 @@ impl Admitted {
     pub fn admit(&self, peer: SocketAddr) {
         let (set, cv) = &*self.0;
         let mut q = lock(set);
+        let now = std::time::Instant::now();
+        q.retain(|(_, at)| now.duration_since(*at) < Self::LIFE);
         if q.len() >= Self::MAX {
             q.pop_front();
         }
-        q.push_back(peer);
+        q.push_back((peer, now));
         cv.notify_all();
     }
 
@@ -434,7 +445,9 @@ impl Admitted {
         let deadline = std::time::Instant::now() + wait;
         let mut q = lock(set);
         loop {
-            if let Some(i) = q.iter().position(|a| *a == peer) {
+            let now = std::time::Instant::now();
+            q.retain(|(_, at)| now.duration_since(*at) < Self::LIFE);
+            if let Some(i) = q.iter().position(|(a, _)| *a == peer) {
                 q.remove(i);
                 return true;
             }
@@ -602,6 +615,11 @@ fn accept_one(listener: &TcpListener, protocol: Protocol, run: &Arc<RunState>) {
         }
     };
     let Some(slot) = Slot::take(run) else {
+        // Over the run's limit: closed unserved, and its admission, if it came already,
+        // taken with it (one that comes later expires).
+        if let (Some(admitted), Ok(peer)) = (&run.admitted, conn.peer_addr()) {
+            admitted.take(peer, Duration::ZERO);
+        }
         return;
     };
     let run = Arc::clone(run);
@@ -887,4 +905,27 @@ fn serve_socks5(conn: &Arc<TcpStream>, run: &Arc<RunState>) {
         return;
     }
     relay(conn, &up, Upload::All, run.limits.idle_timeout);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An admission is taken once, by its own peer; one not taken within its life goes,
+    /// so a later connection from the same source port is not served by it.
+    #[test]
+    fn an_admission_is_taken_once_and_expires_untaken() {
+        let a = Admitted::new();
+        let (p, q): (SocketAddr, SocketAddr) = (
+            "127.0.0.1:40001".parse().unwrap(),
+            "127.0.0.1:40002".parse().unwrap(),
+        );
+        a.admit(p);
+        assert!(!a.take(q, Duration::ZERO));
+        assert!(a.take(p, Duration::ZERO));
+        assert!(!a.take(p, Duration::ZERO), "taken twice");
+        a.admit(q);
+        std::thread::sleep(Admitted::LIFE + Duration::from_millis(100));
+        assert!(!a.take(q, Duration::ZERO), "an admission outlived its life");
+    }
 }
