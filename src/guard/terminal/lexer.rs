@@ -99,6 +99,12 @@ pub(crate) struct Lexer {
     state: State,
     /// UTF-8 continuation bytes still expected (text and string bodies).
     cont: u8,
+    /// The bytes the next continuation byte may be (`0x80..=0xBF` but right after the
+    /// lead bytes that a strict decoder narrows: `E0`'s `A0..=BF`, `ED`'s `80..=9F`,
+    /// `F0`'s `90..=BF`, `F4`'s `80..=8F`). A byte outside it continues nothing: a strict
+    /// decoder drops the character there, so a `0x80..=0x9F` byte is a C1 control again
+    /// (`E0 80 9B` is no character, and its `9B` is CSI).
+    next: (u8, u8),
     /// A `C2` byte waits for the next one.
     c2: bool,
     /// Bytes of the current sequence so far.
@@ -116,6 +122,7 @@ impl Lexer {
         Lexer {
             state: State::Ground,
             cont: 0,
+            next: (0x80, 0xBF),
             c2: false,
             len: 0,
             at: 0,
@@ -363,10 +370,11 @@ impl Lexer {
 
     /// A byte `0x80..=0xFF` (not a `C2` that waits).
     fn high(&mut self, b: u8, i: usize, f: &mut impl FnMut(Ev, usize)) {
-        let continues = self.cont > 0 && (0x80..=0xBF).contains(&b);
+        let continues = self.cont > 0 && (self.next.0..=self.next.1).contains(&b);
         match self.state {
             State::Ground | State::Str if continues => {
                 self.cont -= 1;
+                self.next = (0x80, 0xBF);
                 self.text_or_body(b, i, f);
             }
             State::Ground | State::Str if b <= 0x9F => self.c1(b, false, i, f),
@@ -376,6 +384,13 @@ impl Lexer {
                     0xE0..=0xEF => 2,
                     0xF0..=0xF4 => 3,
                     _ => 0,
+                };
+                self.next = match b {
+                    0xE0 => (0xA0, 0xBF),
+                    0xED => (0x80, 0x9F),
+                    0xF0 => (0x90, 0xBF),
+                    0xF4 => (0x80, 0x8F),
+                    _ => (0x80, 0xBF),
                 };
                 self.text_or_body(b, i, f);
             }

@@ -447,6 +447,26 @@ mod tests {
         }
     }
 
+    /// A byte a strict UTF-8 decoder does not take as a continuation (`E0 80` is an
+    /// overlong form) continues nothing: a C1 byte after it is a control, and a request
+    /// it starts is judged like any other.
+    #[test]
+    fn a_c1_byte_after_an_invalid_utf8_start_is_a_control() {
+        for text in [
+            &b"I\xe0\x80\x9b21tJ"[..],
+            b"I\xed\xa0\x9b21tJ",
+            b"I\xf0\x80\x9b21tJ",
+            b"I\xf4\x90\x9b21tJ",
+        ] {
+            let out = same_at_every_split(text);
+            assert!(!out.windows(3).any(|w| w == b"21t"), "{text:?}: {out:?}");
+            assert!(out.starts_with(b"I") && out.ends_with(b"J"), "{out:?}");
+        }
+        // Valid characters with those lead bytes are text, whole.
+        let text = "\u{800}\u{d7ff}\u{10000}\u{10ffff}".as_bytes();
+        assert_eq!(same_at_every_split(text), text);
+    }
+
     #[test]
     fn kept_c1_sequences_are_written_in_7_bit_form() {
         assert_eq!(same_at_every_split(b"\xc2\x9b1m\x9b2J"), b"\x1b[1m\x1b[2J");
