@@ -157,8 +157,6 @@ pub(crate) mod plan;
 pub mod probe;
 #[cfg(not(feature = "internals"))]
 pub(crate) mod probe;
-#[cfg(target_os = "linux")]
-mod proc_stat;
 #[cfg(unix)]
 mod process;
 #[cfg(all(test, unix))]

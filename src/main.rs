@@ -28,6 +28,7 @@ use stockade::{Error, Network, Policy, Sandbox, SpawnError};
 
 mod forward;
 #[cfg(target_os = "linux")]
+#[path = "probe/stat.rs"]
 mod proc_stat;
 mod relay;
 #[cfg(target_os = "linux")]

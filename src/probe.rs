@@ -29,6 +29,8 @@ use crate::policy::Layer;
 pub(crate) mod cause;
 #[cfg(target_os = "linux")]
 pub(crate) mod idmap;
+#[cfg(target_os = "linux")]
+pub(crate) mod stat;
 
 pub use cause::{Cause, Feature};
 

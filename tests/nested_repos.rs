@@ -245,7 +245,7 @@ fn a_repository_made_of_a_commondir_runs_nothing_on_the_host() {
 /// A bare repository whose `objects` and `refs` are spelt as a file system that folds
 /// case takes them (`objectſ`, `REFſ`: Unicode's fold of `ſ` is `s`) is found and its
 /// config set aside, as the apply of a change set refuses it: one rule for both
-/// (`changes::names::GitDirectory`). This machine has no case-folding mount, so git here
+/// (`process::names::GitDirectory`). This machine has no case-folding mount, so git here
 /// would not take it for a repository; on an ext4 casefold directory it would.
 #[test]
 fn a_bare_repository_in_names_a_case_folding_file_system_takes_for_git_s_is_found() {

@@ -1,10 +1,10 @@
-//! `cargo fuzz run proc_stat`: a `/proc/PID/stat` line (`src/proc_stat.rs`) whose name, a
+//! `cargo fuzz run proc_stat`: a `/proc/PID/stat` line (`src/probe/stat.rs`) whose name, a
 //! sandboxed program's choice (`prctl(PR_SET_NAME)`, the name of a file it execs), is any
 //! bytes. The parser never panics, and with the kernel's numbers after any name it reads
 //! exactly those numbers: the name cannot move a field.
 #![no_main]
 
-#[path = "../../src/proc_stat.rs"]
+#[path = "../../src/probe/stat.rs"]
 #[allow(dead_code)]
 mod proc_stat;
 

@@ -298,7 +298,7 @@ pub fn exec_happened(pid: libc::pid_t) -> Option<bool> {
 
 #[cfg(target_os = "linux")]
 mod evidence {
-    use crate::proc_stat::ProcStat;
+    use crate::probe::stat::ProcStat;
 
     /// `PF_FORKNOEXEC` (`include/linux/sched.h`): forked but didn't exec. Kept in a
     /// zombie's line.

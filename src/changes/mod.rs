@@ -36,7 +36,7 @@ mod apply;
 mod diff;
 mod digest;
 mod fs;
-pub(crate) mod names;
+use crate::process::names;
 mod walk;
 
 use std::collections::HashMap;

@@ -475,7 +475,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 /// The parent of `pid`, while it lives.
 pub(crate) fn parent_of(pid: u32) -> Option<u32> {
-    crate::proc_stat::ProcStat::of(pid).and_then(|s| u32::try_from(s.ppid).ok())
+    crate::probe::stat::ProcStat::of(pid).and_then(|s| u32::try_from(s.ppid).ok())
 }
 
 /// Landlock's entries that repeat what the layout view already reported (the same path,

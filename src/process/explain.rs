@@ -97,7 +97,7 @@ impl Execs {
     /// Notes the caller of `n`, an exec, with its parent and start time, when the
     /// notification is still pending after both were read.
     fn saw(&self, n: &libc::seccomp_notif, listener: &SeccompListener) {
-        let Some(stat) = crate::proc_stat::ProcStat::of(n.pid) else {
+        let Some(stat) = crate::probe::stat::ProcStat::of(n.pid) else {
             return;
         };
         let Ok(parent) = u32::try_from(stat.ppid) else {
@@ -138,7 +138,7 @@ impl Execs {
         if seen.is_empty() {
             return false;
         }
-        match crate::proc_stat::ProcStat::of(pid) {
+        match crate::probe::stat::ProcStat::of(pid) {
             Some(now) => seen.contains(&now.started),
             None => true,
         }

@@ -47,6 +47,7 @@ pub(crate) use gitlayer::merge::merge_git_upper;
 mod limits;
 /// The change set's marker file, which the runs write and `crate::changes` reads.
 pub(crate) mod marker;
+pub(crate) mod names;
 mod nested;
 mod pty;
 #[cfg(target_os = "linux")]

@@ -366,7 +366,7 @@ impl Walk {
         visit: &mut Visit<'_>,
     ) {
         let mut subdirs: Vec<OsString> = Vec::new();
-        let mut git_dir = crate::changes::names::GitDirectory::default();
+        let mut git_dir = super::names::GitDirectory::default();
         let mut stop = None;
         let mut buf = std::mem::take(&mut self.buf);
         let listed = list(&fd, &mut buf, &mut |name, is_dir| {
