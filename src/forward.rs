@@ -79,18 +79,24 @@ impl Signals {
         use std::os::fd::AsFd;
         let fd = SignalFd::with_flags(&self.set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)?;
         loop {
-            if let Some(status) = child.try_wait()? {
-                return Ok(status);
-            }
             // The program's status comes on `wait_fd` (the init's status pipe), before the
-            // init's own exit and its SIGCHLD; the signals on the signalfd.
+            // init's own exit and its SIGCHLD; the signals on the signalfd. A sandbox that
+            // has ended already leaves `wait_fd` readable: the poll comes first, and the
+            // signalfd is read only when it has something.
             let mut fds = [
                 PollFd::new(fd.as_fd(), PollFlags::POLLIN),
                 PollFd::new(child.wait_fd(), PollFlags::POLLIN),
             ];
-            match poll(&mut fds, PollTimeout::NONE) {
-                Ok(_) | Err(nix::Error::EINTR) => {}
+            let signalled = match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => fds[0].revents().is_none_or(|r| !r.is_empty()),
+                Err(nix::Error::EINTR) => true,
                 Err(e) => return Err(e.into()),
+            };
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if !signalled {
+                continue;
             }
             let info = match fd.read_signal() {
                 Ok(Some(info)) => info,

@@ -331,6 +331,12 @@ fn root_is_no_mount(mountinfo: &str) -> bool {
 /// of `stockade_sys` ([`open_read`]): musl's `open` follows every `O_CLOEXEC` open with
 /// an `fcntl(F_SETFD)` for kernels older than 2.6.23, one more call per file.
 ///
+/// A short read ends the file without a last read for its end when it left room for one
+/// more record in a page ([`SEQ_RECORD_MAX`]): the kernel makes such a file (a `seq_file`)
+/// by filling a buffer of at least a page with whole records per read, stopping only at
+/// the read's size, a record that does not fit, or the end. The files read here (`uid_map`
+/// lines, `/proc/net/unix` lines) have records shorter than that.
+///
 /// # Errors
 ///
 /// The error of `open` or `read`.
@@ -341,6 +347,10 @@ pub(crate) fn read_small(
     String::from_utf8(read_small_bytes(path, capacity)?)
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))
 }
+
+/// The longest record of a file [`read_small`] reads, with room to spare: a
+/// `/proc/net/unix` line is ~60 bytes and a path of at most 108, a `uid_map` line 33.
+const SEQ_RECORD_MAX: usize = 256;
 
 /// As [`read_small`], the bytes as they are (a `/proc/PID/stat` names its process with
 /// any bytes).
@@ -360,8 +370,13 @@ pub(crate) fn read_small_bytes(
         if len == buf.len() {
             buf.resize(buf.len() * 2, 0);
         }
+        let want = buf.len() - len;
         match file.read(buf.get_mut(len..).unwrap_or_default()) {
             Ok(0) => break,
+            Ok(n) if n + SEQ_RECORD_MAX <= want.min(4096) => {
+                len += n;
+                break;
+            }
             Ok(n) => len += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -369,6 +384,34 @@ pub(crate) fn read_small_bytes(
     }
     buf.truncate(len);
     Ok(buf)
+}
+
+/// What one `read` of up to `capacity` bytes of `path` returns: an open, a read and a
+/// close. For a procfs list the kernel makes per read (a `seq_file`: `/proc/PID/task/TID/children`)
+/// that is the start of the list, all of it when it fits in `capacity` and a page; for a
+/// caller that needs only the first entries.
+///
+/// # Errors
+///
+/// The error of `open` or `read`.
+#[cfg(target_os = "linux")]
+pub(crate) fn read_first(
+    path: impl AsRef<std::path::Path>,
+    capacity: usize,
+) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = open_read(path.as_ref())?;
+    let mut buf = vec![0u8; capacity];
+    loop {
+        match file.read(&mut buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// `path` opened for reading, close-on-exec, as `File::open` opens it (retried on
@@ -424,11 +467,21 @@ pub(crate) fn probed_or_init(
     })
 }
 
+/// The Landlock ABI version the kernel reports, asked once per process: a kernel's
+/// Landlock does not change while it runs, and the probe, every ruleset's build (one per
+/// command, and the sandbox's own) and the audit tap would otherwise each ask again.
+#[cfg(target_os = "linux")]
+pub(crate) fn landlock_abi() -> Result<i32, stockade_sys::Errno> {
+    static ABI_VERSION: std::sync::OnceLock<Result<i32, stockade_sys::Errno>> =
+        std::sync::OnceLock::new();
+    *ABI_VERSION.get_or_init(stockade_sys::linux::landlock_abi_version)
+}
+
 /// One Landlock ABI query and one `prctl`; namespaces and a fresh `/proc` are assumed.
 #[cfg(target_os = "linux")]
 fn cheap_now() -> Capabilities {
     let mut causes = Vec::new();
-    let (landlock, landlock_abi) = match stockade_sys::linux::landlock_abi_version() {
+    let (landlock, landlock_abi) = match landlock_abi() {
         Ok(v) if v >= 1 => (Availability::yes(), v as u32),
         Ok(v) => (Availability::no(format!("landlock ABI {v}")), 0),
         Err(e) => {

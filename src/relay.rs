@@ -120,7 +120,8 @@ pub(crate) fn kind(fd: BorrowedFd<'_>) -> Kind {
 /// Only a character device is asked whether it is a terminal (`isatty`, a `TIOCGWINSZ`):
 /// a terminal's fd is always one (a tty driver's node, `/dev/ptmx`, a devpts slave), so a
 /// pipe, socket or file is known to be none from its `fstat` alone, the one call each
-/// stream needs anyway.
+/// stream needs anyway. Nor is `/dev/null` asked (the memory driver's null device is no
+/// terminal): its device number, from the same `fstat`, tells.
 fn kind_by(
     st: Option<rustix::fs::Stat>,
     isatty: impl FnOnce() -> bool,
@@ -130,8 +131,8 @@ fn kind_by(
         return Kind::Closed;
     };
     match FileType::from_raw_mode(st.st_mode) {
-        FileType::CharacterDevice if isatty() => Kind::Terminal,
         FileType::CharacterDevice if is_null(&st) => Kind::Null,
+        FileType::CharacterDevice if isatty() => Kind::Terminal,
         FileType::Socket => Kind::Channel,
         FileType::Fifo if anonymous() => Kind::Channel,
         _ => Kind::File,
@@ -745,11 +746,13 @@ mod tests {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         assert_eq!(kind_by(stat(&a), never, || true), Kind::Channel);
         assert_eq!(kind_by(None, never, never), Kind::Closed);
-        // A character device is asked: a terminal, else `/dev/null` or a file.
+        // `/dev/null` is known from its device number; another character device is
+        // asked: a terminal, else a file.
         let null = std::fs::File::open("/dev/null").unwrap();
-        assert_eq!(kind_by(stat(&null), || true, never), Kind::Terminal);
-        assert_eq!(kind_by(stat(&null), || false, never), Kind::Null);
+        let asked = || -> bool { panic!("asked isatty of /dev/null") };
+        assert_eq!(kind_by(stat(&null), asked, never), Kind::Null);
         let zero = std::fs::File::open("/dev/zero").unwrap();
+        assert_eq!(kind_by(stat(&zero), || true, never), Kind::Terminal);
         assert_eq!(kind_by(stat(&zero), || false, never), Kind::File);
         // And `kind` itself agrees on real fds.
         assert_eq!(kind(null.as_fd()), Kind::Null);

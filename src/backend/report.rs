@@ -305,7 +305,8 @@ mod evidence {
     const PF_FORKNOEXEC: u64 = 0x40;
 
     pub(super) fn exec_happened(pid: libc::pid_t) -> Option<bool> {
-        let stat = crate::probe::read_small_bytes(format!("/proc/{pid}/stat"), 1024).ok()?;
+        // One read: the kernel makes the whole line for it (see `ProcStat::of`).
+        let stat = crate::probe::read_first(format!("/proc/{pid}/stat"), 1024).ok()?;
         ProcStat::parse(&stat).map(|s| s.flags & PF_FORKNOEXEC == 0)
     }
 }

@@ -62,7 +62,7 @@ fn temp_dir_of(tmpdir: Option<std::ffi::OsString>, is_dir: impl Fn(&Path) -> boo
 /// Whether this process's user namespace maps uid 0 to its parent's uid 0 (the initial
 /// namespace maps every uid to itself). Unreadable: assumed so, the stricter answer.
 pub(super) fn uid_zero_maps_to_zero() -> bool {
-    crate::probe::read_small("/proc/self/uid_map", 256).map_or(true, |map| maps_zero_to_zero(&map))
+    crate::probe::read_small("/proc/self/uid_map", 1024).map_or(true, |map| maps_zero_to_zero(&map))
 }
 
 /// Whether a `uid_map` (`inside outside count` per line) maps 0 to 0.
@@ -230,6 +230,31 @@ fn device_numbers(rdev: u64) -> (u32, u32) {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    /// `/proc/net/unix` longer than a page (the kernel hands it over a page at a time) is
+    /// read to its end: every one of 120 sockets with long paths is found, and the short
+    /// reads of a page each are not taken for the end.
+    #[test]
+    fn the_unix_sockets_past_the_first_page_are_found() {
+        let d = tempfile::tempdir().unwrap();
+        let long = "s".repeat(60);
+        let paths: Vec<PathBuf> = (0..120)
+            .map(|i| d.path().join(format!("{long}{i:03}")))
+            .collect();
+        let _bound: Vec<_> = paths
+            .iter()
+            .map(|p| std::os::unix::net::UnixListener::bind(p).unwrap())
+            .collect();
+        let text = std::fs::read_to_string("/proc/net/unix").unwrap();
+        assert!(text.len() > 8192, "{} bytes", text.len());
+        let found = unix_sockets();
+        for p in &paths {
+            assert!(found.contains(p), "{} not found", p.display());
+        }
+        // And a file of one short record is read whole, in one read.
+        let map = crate::probe::read_small("/proc/self/uid_map", 1024).unwrap();
+        assert_eq!(map, std::fs::read_to_string("/proc/self/uid_map").unwrap());
+    }
 
     /// The kind from an fd's `fstat` is the kind from the path's metadata, for each type.
     #[test]

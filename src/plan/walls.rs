@@ -295,11 +295,11 @@ impl Walls {
     /// from the plan's own roots and namespaces.
     ///
     /// Read and execute, read-write or list: each of [`Plan::roots`] after the workspace.
-    /// Devices: [`DEV_FILES`], but `/dev/pts` (layer 2 grants each command its own
-    /// terminals; the full layer has a devpts of its own) and, on the full layer,
-    /// `/dev/ptmx` (its own too). Read: `/proc` on layer 2; the full layer's child grants
-    /// its own `/proc`, `/tmp`, `/dev/shm`, devpts and lists `/`, which is the sandbox's
-    /// root there (on layer 2 `/` is the host's, so it is never listed). TCP is denied with
+    /// Devices, on layer 2: [`DEV_FILES`] but `/dev/pts` (layer 2 grants each command its
+    /// own terminals). Read: `/proc` on layer 2. The full layer's child grants its own
+    /// `/proc`, `/tmp`, `/dev/shm`, `/dev` (a tmpfs of its own, holding only the host's
+    /// nodes it bound there), devpts, and lists `/`, which is the sandbox's root there (on
+    /// layer 2 `/` is the host's, so it is never listed). TCP is denied with
     /// `network = "none"` on layer 2, where no network namespace does it.
     pub fn linux(policy: &Policy, plan: &Plan) -> Walls {
         let full = plan.layer == Layer::Full;
@@ -310,6 +310,7 @@ impl Walls {
                 ("/", Grant::ListDir),
                 ("/tmp", Grant::ReadWrite),
                 ("/dev/shm", Grant::ReadWrite),
+                ("/dev", Grant::Device),
                 ("/dev/pts", Grant::Device),
                 ("/proc", Grant::Read),
             ]
@@ -345,13 +346,15 @@ fn host_rules(policy: &Policy, plan: &Plan, roots: &[(PathBuf, Access)]) -> Rule
     for (path, access) in roots.iter().skip(1) {
         spec = spec.with(path, Grant::from(*access));
     }
-    for dev in DEV_FILES {
-        if *dev == DEV_PTS || (full && dev.ends_with("ptmx")) {
-            continue;
-        }
-        spec = spec.with(*dev, Grant::Device);
-    }
+    // The full layer's `/dev` is a tmpfs of the child's own holding only the nodes bound
+    // there: its child rule grants them all at once (one rule the child adds, not an
+    // open, a kind check and a rule per node in the host at each spawn).
     if !full {
+        for dev in DEV_FILES {
+            if *dev != DEV_PTS {
+                spec = spec.with(*dev, Grant::Device);
+            }
+        }
         spec = spec.with("/proc", Grant::Read);
     }
     spec.deny_tcp = !full && policy.network != Network::Full;

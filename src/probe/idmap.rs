@@ -11,7 +11,7 @@
 //! and command.
 //!
 //! The mapping lives in a user namespace made once per process: a child is cloned into a
-//! new user namespace (no exec, it only waits on a pipe), its maps are written, its
+//! new user namespace (no exec, it only waits for its SIGKILL), its maps are written, its
 //! namespace is kept as an fd, and it exits. Only the kernel can make an idmapped mount of a
 //! host file system, and only for a caller with `CAP_SYS_ADMIN` in the initial user
 //! namespace: the parent makes a fresh detached tree per command ([`tree`]) and the child
@@ -202,8 +202,6 @@ fn make_userns() -> io::Result<OwnedFd> {
     if unsafe { libc::geteuid() } != 0 {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
-    // Something for the child to block on; it never returns (the child ends by SIGKILL).
-    let (hold_r, hold_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     // The child shares this process's memory and fd table (no page tables to copy, which
     // for a large host would cost milliseconds) and runs `hold` on a stack of its own. No
     // exit signal: the host's SIGCHLD handling never sees it; it is reaped with
@@ -211,7 +209,6 @@ fn make_userns() -> io::Result<OwnedFd> {
     let mut stack = vec![0u8; 64 * 1024];
     let top = stack.as_mut_ptr_range().end.cast::<libc::c_void>();
     let flags = libc::CLONE_VM | libc::CLONE_FILES | libc::CLONE_NEWUSER | libc::CLONE_PIDFD;
-    let arg = hold_r.as_raw_fd() as usize as *mut libc::c_void;
     let mut pidfd: libc::c_int = -1;
     // Every signal blocked across the clone: the child inherits the mask, so no handler of
     // the host ever runs on its stack (only SIGKILL, which cannot be blocked, reaches it).
@@ -228,7 +225,15 @@ fn make_userns() -> io::Result<OwnedFd> {
     // signal but SIGKILL blocked, so sharing memory with every other thread of the host is
     // safe. With `CLONE_PIDFD` the kernel writes the pidfd to `pidfd`, a local that
     // outlives the call.
-    let pid = unsafe { libc::clone(hold, top, flags, arg, std::ptr::from_mut(&mut pidfd)) };
+    let pid = unsafe {
+        libc::clone(
+            hold,
+            top,
+            flags,
+            std::ptr::null_mut(),
+            std::ptr::from_mut(&mut pidfd),
+        )
+    };
     let clone_error = io::Error::last_os_error();
     // SAFETY: `old` was initialized by the pthread_sigmask call above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
@@ -257,14 +262,6 @@ fn make_userns() -> io::Result<OwnedFd> {
         // that may live on: the stack can never be known free, so it is never freed, and
         // nothing waits for the child (it ends with this process, `PR_SET_PDEATHSIG`).
         None => std::mem::forget(stack),
-    }
-    // The fd table is shared: a number closed here may be reused at once. A child with
-    // SIGKILL pending never runs another instruction of its own, so it cannot `read` a
-    // reused number; if the kill failed, the child may still read, and the pipe stays.
-    if killed {
-        drop((hold_r, hold_w));
-    } else {
-        std::mem::forget((hold_r, hold_w));
     }
     result
 }
@@ -323,20 +320,16 @@ pub(crate) fn reap_holder(block: bool) {
     });
 }
 
-/// The mapping child: ends with its parent (`PR_SET_PDEATHSIG`), else blocks until the
-/// parent kills it. Runs on its own stack in the parent's memory (`CLONE_VM`) with every
-/// signal blocked: no allocation, no errno (the `sys` calls return the kernel's error
-/// directly).
-extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
+/// The mapping child: ends with its parent (`PR_SET_PDEATHSIG`), else waits, with every
+/// signal blocked, for the `SIGKILL` of its parent. Runs on its own stack in the parent's
+/// memory (`CLONE_VM`): no allocation, no errno (the `sys` calls return the kernel's error
+/// directly), and no fd (the table is shared: a number it held could be closed and reused
+/// by the host at any time).
+extern "C" fn hold(_: *mut libc::c_void) -> libc::c_int {
     let _ = stockade_sys::linux::prctl_set_pdeathsig(libc::SIGKILL);
-    // SAFETY: `arg` is the read end's fd number, kept open by `make_userns` until this
-    // child is reaped.
-    let fd = unsafe { stockade_sys::BorrowedFd::borrow_raw(arg as usize as i32) };
-    let mut byte = [0u8; 1];
-    // The write end stays open (in the shared fd table) until the child is dead: this
-    // read returns only on an error.
-    let _ = stockade_sys::linux::read(fd, &mut byte);
-    stockade_sys::linux::exit_group(0)
+    loop {
+        let _ = stockade_sys::linux::wait_for_signal();
+    }
 }
 
 #[cfg(test)]

@@ -50,10 +50,18 @@ impl ProcStat {
         use std::io::Read;
         let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
         // A line is at most ~700 bytes (52 fields of at most 20 digits, a 64-byte name
-        // for a kernel thread); read until EOF all the same.
-        let mut buf = Vec::with_capacity(1024);
-        file.read_to_end(&mut buf).ok()?;
-        ProcStat::parse(&buf)
+        // for a kernel thread), and the kernel makes the whole line for one read (a
+        // single-record `seq_file`): one read of a larger buffer has it all, no second
+        // read for the end of the file. The fields taken here end within the first ~300
+        // bytes in any case.
+        let mut buf = [0u8; 1024];
+        let n = loop {
+            match file.read(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                r => break r.ok()?,
+            }
+        };
+        ProcStat::parse(buf.get(..n)?)
     }
 }
 

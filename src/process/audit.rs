@@ -241,7 +241,7 @@ impl Tap {
         use nix::sys::socket::{
             AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType, bind, socket,
         };
-        if stockade_sys::linux::landlock_abi_version().ok()? < 7 {
+        if crate::probe::landlock_abi().ok()? < 7 {
             return None;
         }
         let socket = socket(

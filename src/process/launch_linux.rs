@@ -702,13 +702,13 @@ impl ProgramProcess {
                 session: false,
             };
         }
+        // The first entry is all that is needed: one read (an orphan's entry cut at the
+        // buffer's end comes after it).
         let first_child = || {
             let list =
-                crate::probe::read_small(format!("/proc/{pid}/task/{pid}/children"), 256).ok()?;
-            list.split_ascii_whitespace()
-                .next()?
-                .parse::<libc::pid_t>()
-                .ok()
+                crate::probe::read_first(format!("/proc/{pid}/task/{pid}/children"), 64).ok()?;
+            let first = list.split(|b| *b == b' ').next()?;
+            std::str::from_utf8(first).ok()?.parse::<libc::pid_t>().ok()
         };
         let found = first_child().and_then(|child| {
             let fd = stockade_sys::linux::pidfd_open(child, 0).ok()?;

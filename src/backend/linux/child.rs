@@ -158,7 +158,11 @@ fn apply(op: &Op, layout: &Layout, exec: &Exec) -> R {
             beneath,
             identity,
         } => mounts::mask_dir(path, *beneath, *identity),
-        Op::MaskFile { path } => mounts::mask_file(path),
+        Op::MaskFile {
+            path,
+            beneath,
+            make_source,
+        } => mounts::mask_file(path, *beneath, *make_source),
         Op::Pin { path } => mounts::pin(path),
         Op::HideName { path } => mounts::hide_name(path),
         Op::GuardName { path } => mounts::bind_if_present(path, libc::O_PATH, true),

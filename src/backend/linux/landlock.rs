@@ -405,9 +405,7 @@ fn negotiate() -> Result<(i32, ABI), LandlockBuildError> {
 /// Landlock does not change while it runs, and every build (one per command, and the
 /// sandbox's own) would otherwise ask again.
 fn kernel_abi() -> Result<i32, stockade_sys::Errno> {
-    static ABI_VERSION: std::sync::OnceLock<Result<i32, stockade_sys::Errno>> =
-        std::sync::OnceLock::new();
-    *ABI_VERSION.get_or_init(stockade_sys::linux::landlock_abi_version)
+    crate::probe::landlock_abi()
 }
 
 /// The paths of a spec opened for their rules, each with its grant and whether it is a

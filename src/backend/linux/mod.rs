@@ -345,12 +345,12 @@ pub fn start(
     })
 }
 
-/// Reads `/proc/sys/kernel/cap_last_cap` (the highest capability this kernel knows).
+/// The highest capability number the child tries to drop from the bounding set: 63, the
+/// last a 64-bit capability set can hold. The child stops at the first number the kernel
+/// does not know (`PR_CAPBSET_DROP` fails with `EINVAL` past `cap_last_cap`), so no
+/// spawn reads `/proc/sys/kernel/cap_last_cap` (an open, two reads and a close).
 pub fn last_cap() -> u32 {
-    crate::probe::read_small("/proc/sys/kernel/cap_last_cap", 64)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(63)
+    63
 }
 
 /// The user-namespace probe: a real child replays [`Plan::namespace_probe`] (maps its

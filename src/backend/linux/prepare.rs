@@ -115,6 +115,11 @@ pub enum Op {
     MaskFile {
         /// `/newroot/<path>`.
         path: CString,
+        /// It lies in a writable root: attached without following a symlink at the name.
+        beneath: bool,
+        /// The first mask outside writable roots: it makes the source every such mask is
+        /// bound from (set by [`Layout::new`]).
+        make_source: bool,
     },
     /// A directory bound onto itself (opened without symlinks).
     Pin {
@@ -186,9 +191,10 @@ pub enum Op {
     NewSession,
     /// See [`Step::NewKeyring`].
     NewKeyring,
-    /// See [`Step::DropCapabilities`]: capabilities `0..=last_cap` leave the bounding set.
+    /// See [`Step::DropCapabilities`]: capabilities `0..=last_cap` leave the bounding set,
+    /// up to the first one the kernel does not know.
     DropCapabilities {
-        /// `/proc/sys/kernel/cap_last_cap`.
+        /// The highest number tried ([`super::last_cap`]).
         last_cap: u32,
     },
     /// See [`Step::NoNewPrivs`].
@@ -335,6 +341,17 @@ impl Layout {
             ops.push(op);
         }
         skip_made_dirs(&mut ops);
+        if let Some(Op::MaskFile { make_source, .. }) = ops.iter_mut().find(|op| {
+            matches!(
+                op,
+                Op::MaskFile {
+                    beneath: false,
+                    ..
+                }
+            )
+        }) {
+            *make_source = true;
+        }
         let shared_landlock = plan
             .walls
             .landlock
@@ -395,7 +412,7 @@ fn skip_made_dirs(ops: &mut [Op]) {
             }
             Op::BindBeneath { path, .. }
             | Op::MaskDir { path, .. }
-            | Op::MaskFile { path }
+            | Op::MaskFile { path, .. }
             | Op::Pin { path }
             | Op::HideName { path }
             | Op::GuardName { path }
@@ -599,7 +616,11 @@ fn prepare_mask(
             identity,
         }
     } else {
-        Op::MaskFile { path }
+        Op::MaskFile {
+            path,
+            beneath,
+            make_source: false,
+        }
     })
 }
 
@@ -946,6 +967,17 @@ mod tests {
             step("/tmp/a/w3").unwrap(),
         ];
         skip_made_dirs(&mut ops);
+        if let Some(Op::MaskFile { make_source, .. }) = ops.iter_mut().find(|op| {
+            matches!(
+                op,
+                Op::MaskFile {
+                    beneath: false,
+                    ..
+                }
+            )
+        }) {
+            *make_source = true;
+        }
         let dirs: Vec<Vec<&str>> = ops
             .iter()
             .filter_map(|op| match op {

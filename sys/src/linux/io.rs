@@ -92,6 +92,18 @@ pub fn fcntl_getfd(fd: BorrowedFd<'_>) -> Result<c_int> {
     unsafe { syscall!(libc::SYS_fcntl, fd.as_raw_fd(), libc::F_GETFD, 0usize) }.map(|v| v as c_int)
 }
 
+/// `ppoll(2)` of no fds, no timeout and the caller's signal mask: blocks until a signal
+/// is delivered to a handler (`EINTR`), or for good when every signal is blocked (only
+/// `SIGKILL` then ends the caller). Returns that error.
+pub fn wait_for_signal() -> crate::Errno {
+    // SAFETY: no fds (a NULL array of length 0), no timeout and no signal mask: the kernel
+    // reads and writes no memory of the caller.
+    match unsafe { syscall!(libc::SYS_ppoll, 0usize, 0usize, 0usize, 0usize, 0usize) } {
+        Ok(_) => crate::Errno(libc::EINTR),
+        Err(e) => e,
+    }
+}
+
 /// `ppoll(2)` of one fd with a zero timeout: the events of `events` (plus `POLLERR`,
 /// `POLLHUP`, `POLLNVAL`) that `fd` has now.
 pub fn poll_now(fd: BorrowedFd<'_>, events: i16) -> Result<i16> {
