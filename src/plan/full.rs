@@ -593,15 +593,18 @@ fn full_steps(policy: &Policy, ids: Ids, stage: PathBuf, entries: Vec<Entry>) ->
     let nproc = super::processes_bounded_without_cgroup(Layer::Full, ids);
     let limits = super::rlimits(policy, nproc);
     steps.push(Step::NewKeyring);
-    if !limits.is_empty() {
-        steps.push(Step::ResourceLimits(limits));
-    }
     steps.extend([
         Step::DropCapabilities,
         Step::NoNewPrivs,
         Step::LandlockRules,
         Step::Landlock,
-        Step::Seccomp,
     ]);
+    // After the Landlock rules, which hold an fd per rule until the last is added (one
+    // `close_range` per run of them): an `open_files` limit of a few fds then never meets
+    // them. Lowering a limit needs no capability.
+    if !limits.is_empty() {
+        steps.push(Step::ResourceLimits(limits));
+    }
+    steps.push(Step::Seccomp);
     steps
 }

@@ -1187,7 +1187,8 @@ fn rlimits_are_planned_and_nproc_only_where_it_bounds_the_sandbox() {
             .unwrap_or_default()
     };
     // The full layer of a user: RLIMIT_NPROC counts in its own user namespace (+1: the
-    // init), before the capabilities go.
+    // init), set after the child's Landlock rules (whose fds it holds together) and
+    // before the seccomp filter.
     let full = Plan::full(&p, &Fake::new(), IDS).unwrap();
     assert!(full.bounds_processes());
     let l = limits(&full);
@@ -1196,10 +1197,9 @@ fn rlimits_are_planned_and_nproc_only_where_it_bounds_the_sandbox() {
         soft: 11,
         hard: 11
     }));
-    assert!(
-        position(&full, |s| matches!(s, Step::ResourceLimits(_)))
-            < position(&full, |s| matches!(s, Step::DropCapabilities))
-    );
+    let at = position(&full, |s| matches!(s, Step::ResourceLimits(_)));
+    assert!(at > position(&full, |s| matches!(s, Step::LandlockRules)));
+    assert!(at < position(&full, |s| matches!(s, Step::Seccomp)));
     // Root: the kernel never applies RLIMIT_NPROC to global uid 0.
     assert!(
         !Plan::full(&p, &Fake::new(), root)

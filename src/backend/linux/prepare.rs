@@ -341,15 +341,10 @@ impl Layout {
             ops.push(op);
         }
         skip_made_dirs(&mut ops);
-        if let Some(Op::MaskFile { make_source, .. }) = ops.iter_mut().find(|op| {
-            matches!(
-                op,
-                Op::MaskFile {
-                    beneath: false,
-                    ..
-                }
-            )
-        }) {
+        if let Some(Op::MaskFile { make_source, .. }) = ops
+            .iter_mut()
+            .find(|op| matches!(op, Op::MaskFile { beneath: false, .. }))
+        {
             *make_source = true;
         }
         let shared_landlock = plan
@@ -967,15 +962,10 @@ mod tests {
             step("/tmp/a/w3").unwrap(),
         ];
         skip_made_dirs(&mut ops);
-        if let Some(Op::MaskFile { make_source, .. }) = ops.iter_mut().find(|op| {
-            matches!(
-                op,
-                Op::MaskFile {
-                    beneath: false,
-                    ..
-                }
-            )
-        }) {
+        if let Some(Op::MaskFile { make_source, .. }) = ops
+            .iter_mut()
+            .find(|op| matches!(op, Op::MaskFile { beneath: false, .. }))
+        {
             *make_source = true;
         }
         let dirs: Vec<Vec<&str>> = ops

@@ -215,7 +215,13 @@ pub(super) fn mask_file(path: &CStr, beneath: bool, make_source: bool) -> R {
     }
     if make_source {
         sys::mknodat(CWD, MASK_SOURCE, libc::S_IFREG | 0o444, 0)?;
-        sys::mount(Some(c"/oldroot/dev/null"), MASK_SOURCE, None, libc::MS_BIND, None)?;
+        sys::mount(
+            Some(c"/oldroot/dev/null"),
+            MASK_SOURCE,
+            None,
+            libc::MS_BIND,
+            None,
+        )?;
         let attr = libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
         set_attr(CWD, MASK_SOURCE, 0, attr)?;
     }

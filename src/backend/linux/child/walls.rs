@@ -8,11 +8,12 @@
     clippy::indexing_slicing
 )]
 
+use core::ffi::{c_int, c_uint};
 use std::ffi::CString;
 
 use stockade_sys::linux as sys;
 use stockade_sys::linux::CWD;
-use stockade_sys::{BorrowedFd, Errno};
+use stockade_sys::{BorrowedFd, Errno, OwnedFd};
 
 use super::R;
 use crate::backend::linux::prepare::{Exec, ExplainFilter, Walls};
@@ -36,14 +37,69 @@ pub(super) fn landlock_rules(walls: Option<&Walls>, exec: &Exec) -> R {
     }
 }
 
+/// Adds one rule per path. Each path's fd stays open until the rules are added, and then
+/// every run of consecutive numbers among them closes in one `close_range` (they fill the
+/// gaps between the kept fds, lowest first: a few runs, not one `close` per rule).
 fn add_rules(rules: &[(CString, u64)], ruleset: BorrowedFd<'_>) -> R {
+    let mut held = Held::default();
+    let mut r = Ok(());
     for (path, bits) in rules {
-        let fd = sys::openat(CWD, path, libc::O_PATH | libc::O_CLOEXEC, 0)?;
-        let r = sys::landlock_add_rule_path_beneath(ruleset, fd.as_fd(), *bits);
-        let _ = sys::close(fd);
-        r?;
+        let fd = match sys::openat(CWD, path, libc::O_PATH | libc::O_CLOEXEC, 0) {
+            Ok(fd) => fd,
+            Err(e) => {
+                r = Err(e);
+                break;
+            }
+        };
+        r = sys::landlock_add_rule_path_beneath(ruleset, fd.as_fd(), *bits);
+        if let Err(fd) = held.keep(fd) {
+            let _ = sys::close(fd);
+        }
+        if r.is_err() {
+            break;
+        }
     }
-    Ok(())
+    held.close();
+    r
+}
+
+/// The rule paths' fds, by number, until [`Held::close`]: no allocation after the clone.
+#[derive(Default)]
+struct Held {
+    fds: [c_int; 16],
+    len: usize,
+}
+
+impl Held {
+    /// Takes `fd` to close later, or gives it back when full.
+    fn keep(&mut self, fd: OwnedFd) -> Result<(), OwnedFd> {
+        match self.fds.get_mut(self.len) {
+            Some(slot) => {
+                *slot = fd.into_raw_fd();
+                self.len += 1;
+                Ok(())
+            }
+            None => Err(fd),
+        }
+    }
+
+    /// Closes every fd held, one `close_range` per run of consecutive numbers.
+    fn close(mut self) {
+        let fds = self.fds.get_mut(..self.len).unwrap_or_default();
+        fds.sort_unstable();
+        let mut i = 0;
+        while let Some(&first) = fds.get(i) {
+            let mut last = first;
+            i += 1;
+            while fds.get(i) == Some(&(last + 1)) {
+                last += 1;
+                i += 1;
+            }
+            // SAFETY: every number in `first..=last` is an fd this function opened and
+            // gave up ownership of (`into_raw_fd`), none closed yet: the run holds only them.
+            let _ = unsafe { sys::close_range(first as c_uint, last as c_uint, 0) };
+        }
+    }
 }
 
 /// Restricts this process with the command's ruleset. Needs no_new_privs (set by the step
