@@ -945,11 +945,15 @@ fn a_commondir_or_a_bare_repository_in_other_case_is_not_applied() {
         .apply(&ApplyOptions::default())
         .unwrap();
     let refused = refusals(&report);
+    // Nothing beneath either directory: git takes both for git directories.
     for path in [
+        "sub/HEAD",
         "sub/commondir",
+        "cf/hEAD",
         "cf/Config",
         "cf/Hooks",
         "cf/Hooks/pre-commit",
+        "cf/Refs/heads/main",
     ] {
         assert_eq!(
             refused.get(path),
@@ -958,9 +962,77 @@ fn a_commondir_or_a_bare_repository_in_other_case_is_not_applied() {
         );
     }
     assert!(!ws.join("sub/commondir").exists());
+    assert!(!ws.join("sub/HEAD").exists());
     assert!(!ws.join("cf/Config").exists());
     assert!(!ws.join("cf/Hooks").exists());
-    assert!(ws.join("sub/HEAD").exists(), "{report:?}");
+}
+
+/// The git directory a `.git` file names inside the workspace (`git init
+/// --separate-git-dir`), and one split between the workspace (`objects/`, `refs/`) and
+/// the change set (`HEAD`, `config`): nothing is written beneath either past the `.git`
+/// merge. Before, only a `config` or `hooks` there was refused: a program's
+/// `config.worktree` (with `core.fsmonitor`) was applied and host `git status` ran it, and a
+/// `HEAD` of garbage broke the host's repository (found by review).
+#[test]
+fn a_git_directory_a_gitdir_file_names_or_split_between_sides_gets_nothing() {
+    let (_tmp, root, ws) = workspace();
+    fs::create_dir_all(&ws).unwrap();
+    git(&ws, &["init", "-q", "--separate-git-dir=meta"]);
+    git(&ws, &["config", "extensions.worktreeConfig", "true"]);
+    write(&ws.join("f"), "hi\n");
+    git(&ws, &["add", "f"]);
+    git(&ws, &["commit", "-q", "-m", "i"]);
+    fs::create_dir_all(ws.join("split/objects")).unwrap();
+    fs::create_dir_all(ws.join("split/refs")).unwrap();
+    let head = fs::read_to_string(ws.join("meta/HEAD")).unwrap();
+    let set = new_set(&root, &ws);
+    let up = set.join("upper");
+    let marker = root.join("pwned");
+    let fsmonitor = format!(
+        "[core]\n\tfsmonitor = \"touch {}; false\"\n",
+        marker.display()
+    );
+    write(&up.join("meta/config.worktree"), &fsmonitor);
+    write(&up.join("meta/HEAD"), "garbage\n");
+    write(&up.join("meta/objects/info/alternates"), "/elsewhere\n");
+    write(&up.join("meta/refs/heads/evil"), "0\n");
+    write(&up.join("split/HEAD"), "ref: refs/heads/main\n");
+    write(&up.join("split/config"), &fsmonitor);
+    write(&up.join("g"), "applied\n");
+    let report = ChangeSet::open(&set)
+        .unwrap()
+        .apply(&ApplyOptions::default())
+        .unwrap();
+    let refused = refusals(&report);
+    for path in [
+        "meta/config.worktree",
+        "meta/HEAD",
+        "meta/objects/info/alternates",
+        "meta/refs/heads/evil",
+        "split/HEAD",
+        "split/config",
+    ] {
+        assert_eq!(
+            refused.get(path),
+            Some(&RefusalReason::Repository),
+            "{path}: {report:?}"
+        );
+    }
+    assert!(report.applied.contains(&PathBuf::from("g")), "{report:?}");
+    assert_eq!(fs::read_to_string(ws.join("meta/HEAD")).unwrap(), head);
+    assert!(!ws.join("meta/config.worktree").exists());
+    assert!(!ws.join("split/config").exists());
+    // Host git in the workspace runs nothing of the program's and still finds its own
+    // repository.
+    let out = Command::new("git")
+        .args(["status", "--short"])
+        .current_dir(&ws)
+        .env("HOME", "/nonexistent")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(!marker.exists(), "host git ran the program's fsmonitor");
 }
 
 /// The `.git` merge walks `upper/.git` itself: a run between the open and the apply that
@@ -1191,7 +1263,12 @@ fn repositories_made_below_the_top_are_not_applied() {
             "{path}: {report:?}"
         );
     }
-    for path in ["file.txt", "sub/file", "bare.git/HEAD"] {
+    assert_eq!(
+        refused.get("bare.git/HEAD"),
+        Some(&RefusalReason::Repository),
+        "{report:?}"
+    );
+    for path in ["file.txt", "sub/file"] {
         assert!(
             report.applied.contains(&PathBuf::from(path)),
             "{path}: {report:?}"

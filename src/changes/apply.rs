@@ -19,7 +19,7 @@
 //!   command's layer: objects, refs, the index, `HEAD`, allowlisted config keys), never
 //!   a raw copy.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
@@ -105,10 +105,12 @@ pub enum RefusalReason {
     GitUnsupported,
     /// In a repository below the workspace's top: under (or at) a `.git` entry that is
     /// not the workspace's own (a name a case-insensitive or NTFS-like file system takes
-    /// for `.git` included, [`is_git_name`](super::is_git_name)), or the `config` or
-    /// `hooks` of a directory git takes for a bare repository (`HEAD`, `objects/` and
-    /// `refs/`). Git on the host run there would run that config's commands and those
-    /// hooks.
+    /// for `.git` included, [`is_git_name`](super::is_git_name)), under a directory git
+    /// takes for a git directory (`HEAD` with `objects/` and `refs/`, or with
+    /// `commondir`; the names of the change set and of the workspace taken together): a
+    /// bare repository, or the directory a `.git` file (`gitdir:`) names. Git on the host
+    /// run there would run that config's commands and those hooks, and take its `HEAD`,
+    /// refs, index and alternates as written: none goes around the `.git` merge.
     Repository,
     /// Under a top-level name that is not `.git` but that a case-insensitive or NTFS-like
     /// file system takes for it (`.GIT`, `.git.`, `git~1`, …,
@@ -314,12 +316,13 @@ impl ChangeSet {
         let mut skipped: HashSet<PathBuf> = HashSet::new();
         let mut fixups: Vec<Fixup> = Vec::new();
         let mut git: Vec<&Change> = Vec::new();
+        let mut repositories = GitDirs::default();
         for c in &self.entries {
             if c.path.starts_with(".git") {
                 git.push(c);
                 continue;
             }
-            let outcome = self.one(c, opts, &skipped, &mut fixups);
+            let outcome = self.one(c, opts, &skipped, &mut fixups, &mut repositories);
             match outcome {
                 Outcome::Deferred => {}
                 Outcome::Applied => report.applied.push(c.path.clone()),
@@ -364,6 +367,7 @@ impl ChangeSet {
         opts: &ApplyOptions,
         skipped: &HashSet<PathBuf>,
         fixups: &mut Vec<Fixup>,
+        repositories: &mut GitDirs,
     ) -> Outcome {
         if let Some(r) = names(&c.path, opts) {
             return Outcome::Refused(r);
@@ -372,7 +376,7 @@ impl ChangeSet {
         if c.path.iter().next().is_some_and(super::is_git_name) {
             return Outcome::Refused(RefusalReason::GitAlias);
         }
-        if in_repository(&c.path, &self.upper, &self.workspace) {
+        if repositories.holds(&c.path, &self.upper, &self.workspace) {
             return Outcome::Refused(RefusalReason::Repository);
         }
         if c.path.ancestors().skip(1).any(|a| skipped.contains(a)) {
@@ -697,7 +701,6 @@ impl ChangeSet {
 /// host adds beneath an opaque directory does too, which refuses the apply: the set is
 /// then opened again).
 fn same_upper(then: &[Change], now: &[Change]) -> bool {
-    use std::collections::HashMap;
     let facts = |c: &Change| {
         (
             c.seen,
@@ -738,44 +741,57 @@ fn same_upper(then: &[Change], now: &[Change]) -> bool {
     dirs_same && no_new_deletions
 }
 
-/// Whether `rel` is in a repository below the workspace's top ([`RefusalReason::Repository`]):
-/// a `.git` component past the first (the top's own `.git` goes through the merge), or a
-/// bare repository's `config` or `hooks`, the directory looking like one in the change
-/// set or in the workspace. (In place, after a run, the nested-repository check sets such
-/// files aside; a change set's are not applied at all.)
-fn in_repository(rel: &Path, upper: &OwnedFd, workspace: &OwnedFd) -> bool {
-    let parts: Vec<&OsStr> = rel.iter().collect();
-    if parts.iter().skip(1).any(|c| super::is_git_name(c)) {
-        return true;
-    }
-    // A `commondir` file makes a directory with a `HEAD` a repository whose objects,
-    // refs, config and hooks are in the directory it names (git's `is_git_directory`):
-    // none is applied, wherever it is.
-    if parts.iter().any(|c| same_name(c, "commondir")) {
-        return true;
-    }
-    parts.iter().enumerate().any(|(i, c)| {
-        let control = same_name(c, "hooks") || (same_name(c, "config") && i + 1 == parts.len());
-        control && {
-            let dir: PathBuf = parts.iter().take(i).collect();
-            looks_bare(upper, &dir) || looks_bare(workspace, &dir)
+/// Which directories of the workspace git takes for a git directory, each looked at once
+/// per apply ([`RefusalReason::Repository`]).
+#[derive(Default)]
+struct GitDirs(HashMap<PathBuf, bool>);
+
+impl GitDirs {
+    /// Whether `rel` is in a repository below the workspace's top: a `.git` component past
+    /// the first (the top's own `.git` goes through the merge), a `commondir` anywhere, or
+    /// any directory above it that git takes for a git directory, with the names of both
+    /// sides together (the change set's and the workspace's: what the apply leaves there).
+    /// So nothing is written into a repository's control files, refs, objects or index
+    /// past the `.git` merge: a nested bare repository, a `gitdir:` link's target, a git
+    /// directory split between the two sides. (In place, after a run, the
+    /// nested-repository check sets such files aside; a change set's are not applied.)
+    fn holds(&mut self, rel: &Path, upper: &OwnedFd, workspace: &OwnedFd) -> bool {
+        let parts: Vec<&OsStr> = rel.iter().collect();
+        if parts.iter().skip(1).any(|c| super::is_git_name(c)) {
+            return true;
         }
-    })
+        // A `commondir` file makes a directory with a `HEAD` a repository whose objects,
+        // refs, config and hooks are in the directory it names (git's
+        // `is_git_directory`): none is applied, wherever it is.
+        if parts.iter().any(|c| same_name(c, "commondir")) {
+            return true;
+        }
+        (0..parts.len()).any(|i| {
+            let dir: PathBuf = parts.iter().take(i).collect();
+            *self
+                .0
+                .entry(dir)
+                .or_insert_with_key(|dir| git_directory(&[upper, workspace], dir))
+        })
+    }
 }
 
-/// Whether `dir` (beneath `root`, no symlink followed) is what git takes for a git
-/// directory ([`super::names::GitDirectory`], the nested-repository walk's rule too).
-fn looks_bare(root: &OwnedFd, dir: &Path) -> bool {
-    let Ok(d) = fs::open_beneath(root, dir) else {
-        return false;
-    };
-    let Ok(names) = fs::entries(&d, super::MAX_ENTRIES) else {
-        // Unreadable: taken for one, so that nothing is applied beneath it on a guess.
-        return true;
-    };
+/// Whether `dir` (beneath each of `roots`, no symlink followed), its names on every side
+/// taken together, is what git takes for a git directory ([`super::names::GitDirectory`],
+/// the nested-repository walk's rule too).
+fn git_directory(roots: &[&OwnedFd], dir: &Path) -> bool {
     let mut git = super::names::GitDirectory::default();
-    for (name, _) in &names {
-        git.note(name);
+    for root in roots {
+        let Ok(d) = fs::open_beneath(root, dir) else {
+            continue;
+        };
+        let Ok(names) = fs::entries(&d, super::MAX_ENTRIES) else {
+            // Unreadable: taken for one, so that nothing is applied beneath it on a guess.
+            return true;
+        };
+        for (name, _) in &names {
+            git.note(name);
+        }
     }
     git.is_repository()
 }
