@@ -293,6 +293,43 @@ fn a_daemon_the_program_leaves_behind_does_not_win() {
     host_git_work(&repo);
 }
 
+/// A `.git` the program leaves as no repository (a `HEAD` of garbage, `refs/` removed,
+/// `objects/` moved away) stays the repository host git finds: otherwise git walks up to
+/// an enclosing repository, where `git reset --hard` destroys uncommitted work outside
+/// the workspace (found by review; the full layer's merge already held).
+#[test]
+fn a_git_dir_the_program_breaks_stays_the_repository_host_git_finds() {
+    let (_o, outer) = var_tempdir();
+    git(&outer, &["init", "-q", "-b", "main"]);
+    std::fs::write(outer.join("precious.txt"), "v1\n").unwrap();
+    git(&outer, &["add", "precious.txt"]);
+    git(&outer, &["commit", "-qm", "outer"]);
+    std::fs::write(outer.join("precious.txt"), "uncommitted\n").unwrap();
+    let ws = outer.join("inner");
+    std::fs::create_dir(&ws).unwrap();
+    git(&ws, &["init", "-q", "-b", "main"]);
+    std::fs::write(ws.join("README"), "hello\n").unwrap();
+    git(&ws, &["add", "README"]);
+    git(&ws, &["commit", "-qm", "inner"]);
+    let head = std::fs::read(ws.join(".git/HEAD")).unwrap();
+    let sb = layer2(&ws);
+    let (_, drops) = run(
+        &sb,
+        "set -e\necho garbage > .git/HEAD\nrm -rf .git/refs\nmv .git/objects .git/moved\n",
+    );
+    for name in ["HEAD", "refs", "objects"] {
+        assert_restored(&drops, &ws.join(".git").join(name));
+    }
+    assert_eq!(std::fs::read(ws.join(".git/HEAD")).unwrap(), head);
+    let top = git(&ws, &["rev-parse", "--show-toplevel"]);
+    assert_eq!(Path::new(top.trim()), ws.as_path(), "{drops:#?}");
+    let _ = git_out(&ws, &["reset", "-q", "--hard"]);
+    assert_eq!(
+        std::fs::read_to_string(outer.join("precious.txt")).unwrap(),
+        "uncommitted\n"
+    );
+}
+
 #[test]
 fn a_gitdir_file_the_program_rewrites_is_put_back() {
     let repo = Repo::new();

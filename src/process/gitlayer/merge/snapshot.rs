@@ -162,6 +162,9 @@ enum Top {
     Dir {
         files: BTreeMap<PathBuf, Node>,
         nested: BTreeSet<PathBuf>,
+        /// Its `HEAD` when the host's `.git` was what git takes for a repository (a valid
+        /// `HEAD`, `objects/` and `refs/` directories), else `None`.
+        repository: Option<Node>,
     },
     /// A `.git` file or symlink.
     Entry(Node),
@@ -225,7 +228,15 @@ impl Snapshot {
                     };
                     files.insert(key, node);
                 }
-                Top::Dir { files, nested }
+                let head = read_node(&dir, OsStr::new("HEAD"), &mut budget, 0).map_err(err)?;
+                let repository = (valid_head(&head)
+                    && ["objects", "refs"].iter().all(|d| is_dir(&dir, d)))
+                .then_some(head);
+                Top::Dir {
+                    files,
+                    nested,
+                    repository,
+                }
             }
             Ok(_) => Top::Entry(read_node(&root, name, &mut budget, 0).map_err(err)?),
         };
@@ -277,7 +288,11 @@ impl Snapshot {
                     report(&mut out, Path::new(""), GitDropReason::Failed(e as i32));
                 }
             }
-            Top::Dir { files, nested } => {
+            Top::Dir {
+                files,
+                nested,
+                repository,
+            } => {
                 let dir = match open_dir_at(&root, git) {
                     Ok(d) => d,
                     Err(e) => {
@@ -344,6 +359,9 @@ impl Snapshot {
                     }) {
                         report(&mut out, key, GitDropReason::Failed(e as i32));
                     }
+                }
+                if let Some(head) = repository {
+                    still_a_repository(&dir, head, &mut |p, r| report(&mut out, p, r));
                 }
             }
         }
@@ -542,6 +560,54 @@ fn read_node(
             Node::Other(kind)
         }
     })
+}
+
+/// Whether `head` is a `HEAD` git accepts (`refs::loose`: `ref: <valid name>` or an
+/// object id, of either hash), so that git takes its directory for a repository.
+fn valid_head(head: &Node) -> bool {
+    match head {
+        Node::File { data, .. } => [20, 32]
+            .iter()
+            .any(|hash| super::refs::loose(data, *hash).is_ok()),
+        _ => false,
+    }
+}
+
+fn is_dir(dir: &OwnedFd, name: &str) -> bool {
+    fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+        .is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR)
+}
+
+/// Keeps the host's `.git` a repository in git's eyes after the run (git's
+/// `is_git_directory`): a `HEAD` git does not accept (garbage, removed, a directory or a
+/// link) is put back to the snapshot's (`head`), and an `objects/` or `refs/` that is no
+/// directory any more is made an empty one again. Otherwise host git, finding no
+/// repository there, walks up and takes an enclosing repository for this one, where a
+/// `git reset --hard` or `git clean` destroys work outside the workspace. What the
+/// program removed from `objects/` and `refs/` stays removed.
+fn still_a_repository(dir: &OwnedFd, head: &Node, report: &mut dyn FnMut(&Path, GitDropReason)) {
+    let name = OsStr::new("HEAD");
+    let mut budget = Budget {
+        entries: 1,
+        bytes: 4096,
+    };
+    let now = read_node(dir, name, &mut budget, 0).unwrap_or(Node::Missing);
+    if !valid_head(&now) {
+        if let Err(e) = put_back(dir, name, head, Path::new("HEAD"), report) {
+            report(Path::new("HEAD"), GitDropReason::Failed(e as i32));
+        }
+    }
+    for d in ["objects", "refs"] {
+        if is_dir(dir, d) {
+            continue;
+        }
+        let r = remove(dir, OsStr::new(d), 0).and_then(|()| nix::sys::stat::mkdirat(dir, d, Mode::from_bits_truncate(0o755)));
+        let reason = match r {
+            Ok(()) => GitDropReason::Restored,
+            Err(e) => GitDropReason::Failed(e as i32),
+        };
+        report(Path::new(d), reason);
+    }
 }
 
 fn open_file(dir: &OwnedFd, name: &OsStr) -> Result<OwnedFd, Errno> {
