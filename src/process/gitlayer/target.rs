@@ -174,6 +174,12 @@ pub(super) fn gitdir(file: &Path) -> Option<PathBuf> {
     if text.len() as u64 > MAX {
         return None;
     }
+    gitdir_path(&text).map(|path| PathBuf::from(std::ffi::OsStr::from_bytes(path)))
+}
+
+/// The path of a `gitdir:` file's bytes `text` (a program may have written them): after
+/// the prefix, without trailing line ends; `None` for text git would not take.
+pub(crate) fn gitdir_path(text: &[u8]) -> Option<&[u8]> {
     let mut path = text.strip_prefix(b"gitdir: ")?;
     while let Some(rest) = path
         .strip_suffix(b"\n")
@@ -181,7 +187,7 @@ pub(super) fn gitdir(file: &Path) -> Option<PathBuf> {
     {
         path = rest;
     }
-    (!path.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(path)))
+    (!path.is_empty()).then_some(path)
 }
 
 /// Opens the absolute path `named` as a directory without following any symlink, and

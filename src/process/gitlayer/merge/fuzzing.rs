@@ -118,3 +118,14 @@ pub fn config_merge(
 pub fn config_url(url: &[u8]) -> bool {
     super::config::url(url)
 }
+
+/// The object ids a ref file, reflog, `packed-refs` or `*_HEAD` file `data` names, as the
+/// merge's check for gitlinks in the history finds them (ids of `hash` bytes).
+pub fn history_ids(data: &[u8], hash: usize) -> Vec<Vec<u8>> {
+    super::history::ids(data, hash)
+}
+
+/// The path a `gitdir:` file holding `text` names, as the `.git` layer reads it.
+pub fn gitdir_path(text: &[u8]) -> Option<&[u8]> {
+    crate::process::gitlayer::target::gitdir_path(text)
+}

@@ -601,7 +601,8 @@ fn still_a_repository(dir: &OwnedFd, head: &Node, report: &mut dyn FnMut(&Path, 
         if is_dir(dir, d) {
             continue;
         }
-        let r = remove(dir, OsStr::new(d), 0).and_then(|()| nix::sys::stat::mkdirat(dir, d, Mode::from_bits_truncate(0o755)));
+        let r = remove(dir, OsStr::new(d), 0)
+            .and_then(|()| nix::sys::stat::mkdirat(dir, d, Mode::from_bits_truncate(0o755)));
         let reason = match r {
             Ok(()) => GitDropReason::Restored,
             Err(e) => GitDropReason::Failed(e as i32),
