@@ -1263,3 +1263,34 @@ fn numa_aware_programs_run_unbound_on_both_layers() {
         }
     }
 }
+
+/// A read-only directory of the policy under `/dev` keeps its own access on the full
+/// layer: its FIFO opens for reading but not for writing (`EACCES`, Landlock), although
+/// the sandbox's own device nodes stay writable. One device rule on the whole of the
+/// sandbox's `/dev` covered such a directory too, and a program wrote into a host FIFO
+/// it was given to read (found by review of stop 26's cut). Root only: `/dev` is root's.
+#[test]
+fn root_only_a_read_only_fifo_under_dev_is_not_opened_for_writing() {
+    require!(Feature::UserNs);
+    require!(Feature::Root);
+    let dir = tempfile::Builder::new()
+        .prefix("stockade-test-")
+        .tempdir_in("/dev")
+        .expect("a directory under /dev");
+    let fifo = dir.path().join("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    let ws = fixture_dir();
+    let sb = sandbox(ws.path(), |p| {
+        p.layer = Some(Layer::Full);
+        p.read_only = vec![dir.path().to_path_buf()];
+    });
+    let code = format!(
+        "import os\nf = {f:?}\n\
+         r = os.open(f, os.O_RDONLY | os.O_NONBLOCK)\n\
+         try:\n    os.open(f, os.O_WRONLY | os.O_NONBLOCK); print('opened')\n\
+         except OSError as e: print(os.strerror(e.errno))\n\
+         open('/dev/null', 'w').write('x'); print('null ok')",
+        f = fifo.display().to_string()
+    );
+    assert_eq!(py_ok(&sb, &code).trim(), "Permission denied\nnull ok");
+}

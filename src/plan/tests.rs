@@ -1571,3 +1571,30 @@ fn the_memo_says_what_it_saw_only_where_it_saw_a_node() {
         assert_eq!(seen(p), None, "{p}");
     }
 }
+
+/// The full layer's child grants its own `/dev` with one device rule while only its nodes
+/// are there; a policy path under `/dev` (here a read-only directory, whose FIFOs a device
+/// grant would open for writing) makes it one rule per node instead.
+#[test]
+fn the_childs_dev_rule_is_per_node_when_a_path_of_the_policy_lies_under_dev() {
+    let mut fs = Fake::new();
+    for d in ["/dev", "/dev/rc"] {
+        fs.0.insert(d.into(), Kind::Dir);
+    }
+    let child = |p: &Policy| {
+        let plan = Plan::full(p, &fs, IDS).unwrap();
+        let rules = plan.walls.landlock.unwrap().child_rules;
+        rules
+            .into_iter()
+            .filter(|(_, g)| *g == Grant::Device)
+            .map(|(p, _)| p)
+            .collect::<Vec<_>>()
+    };
+    let p = Policy::with_workspace("/ws");
+    assert_eq!(child(&p), [PathBuf::from("/dev/pts"), "/dev".into()]);
+    let mut p = Policy::with_workspace("/ws");
+    p.read_only = vec!["/dev/rc".into()];
+    let mut nodes = vec![PathBuf::from("/dev/pts")];
+    nodes.extend(DEV_NODES.iter().map(|n| PathBuf::from(n.path)));
+    assert_eq!(child(&p), nodes);
+}

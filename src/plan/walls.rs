@@ -310,13 +310,13 @@ impl Walls {
                 ("/", Grant::ListDir),
                 ("/tmp", Grant::ReadWrite),
                 ("/dev/shm", Grant::ReadWrite),
-                ("/dev", Grant::Device),
                 ("/dev/pts", Grant::Device),
                 ("/proc", Grant::Read),
             ]
             .into_iter()
             .map(|(p, g)| (PathBuf::from(p), g))
             .collect();
+            child_rules.extend(dev_rules(plan).into_iter().map(|p| (p, Grant::Device)));
             // The overlay over the workspace is a file system of the child's own: its
             // inodes are not the host's the parent's rule names.
             for step in &plan.steps {
@@ -335,6 +335,35 @@ impl Walls {
             seccomp: Some(FilterOptions::for_policy(policy, plan.namespaces)),
             sbpl: None,
         }
+    }
+}
+
+/// The paths the full layer's child grants device access beneath, besides its devpts:
+/// its own `/dev` alone (one rule for every node it bound there) when nothing else of the
+/// plan lies beneath `/dev`; else each node, so that a path the policy put under `/dev`
+/// (a read-only directory, whose FIFOs a device grant would open for writing) keeps its
+/// own access only.
+fn dev_rules(plan: &Plan) -> Vec<PathBuf> {
+    use super::Step;
+    let dev = Path::new("/dev");
+    let elsewhere = |p: &Path| p.starts_with(dev) && p != Path::new("/dev/shm");
+    let mut nodes = Vec::new();
+    let mut shared = plan.roots.iter().any(|(p, _)| p.starts_with(dev));
+    for step in &plan.steps {
+        match step {
+            Step::Dev { nodes: n } => nodes.clone_from(n),
+            Step::Bind { dst: p, .. }
+            | Step::Tmpfs { dst: p, .. }
+            | Step::Symlink { link: p, .. }
+            | Step::Overlay { path: p, .. }
+            | Step::Pin { path: p, .. } => shared |= elsewhere(p),
+            _ => {}
+        }
+    }
+    if shared {
+        nodes
+    } else {
+        vec![dev.to_path_buf()]
     }
 }
 

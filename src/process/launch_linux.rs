@@ -646,7 +646,13 @@ fn compile_walls(
     let status = landlock::status(&rules.spec)?;
     let mut child_rules = Vec::new();
     for (path, grant) in &rules.child_rules {
-        let bits = status.access_bits(*grant, true);
+        // Every child rule names a directory the child mounted, but a device node bound
+        // into its `/dev` (a rule per node when a policy path lies under `/dev`): the
+        // kernel refuses directory rights on a file.
+        let node = crate::plan::DEV_NODES
+            .iter()
+            .any(|n| path == std::path::Path::new(n.path));
+        let bits = status.access_bits(*grant, !node);
         if bits != 0 {
             child_rules.push((prepare::cstr(path)?, bits));
         }

@@ -341,6 +341,21 @@ impl Layout {
             ops.push(op);
         }
         skip_made_dirs(&mut ops);
+        // A file mask inside a writable root (a host socket or private entry of a root
+        // host there, a `masked` path) is attached as the plan's masks beneath one are,
+        // without following a symlink at its name: a run could have made it one since.
+        let writable: Vec<PathBuf> = plan
+            .roots
+            .iter()
+            .filter(|(_, a)| *a == Access::ReadWrite)
+            .map(|(p, _)| under(NEW_ROOT, p))
+            .collect();
+        for op in &mut ops {
+            if let Op::MaskFile { path, beneath, .. } = op {
+                let p = Path::new(std::ffi::OsStr::from_bytes(path.as_bytes()));
+                *beneath |= writable.iter().any(|w| p.starts_with(w));
+            }
+        }
         if let Some(Op::MaskFile { make_source, .. }) = ops
             .iter_mut()
             .find(|op| matches!(op, Op::MaskFile { beneath: false, .. }))
@@ -962,12 +977,6 @@ mod tests {
             step("/tmp/a/w3").unwrap(),
         ];
         skip_made_dirs(&mut ops);
-        if let Some(Op::MaskFile { make_source, .. }) = ops
-            .iter_mut()
-            .find(|op| matches!(op, Op::MaskFile { beneath: false, .. }))
-        {
-            *make_source = true;
-        }
         let dirs: Vec<Vec<&str>> = ops
             .iter()
             .filter_map(|op| match op {
@@ -1015,6 +1024,58 @@ mod tests {
         assert!(e.program.argv[2].is_null());
         assert_eq!(e.program.envp.len(), 2);
         assert_eq!(e.keep, vec![5, 9]);
+    }
+
+    /// File masks outside writable roots are bound from the one source the first makes;
+    /// one inside a writable root (a root host's private entry there, say) is attached
+    /// without following a symlink at its name, whatever its step says.
+    #[test]
+    fn file_masks_share_a_source_outside_writable_roots_only() {
+        let mask = |path: &str, beneath| Step::Mask {
+            path: path.into(),
+            dir: false,
+            beneath,
+            identity: None,
+        };
+        let plan = Plan {
+            layer: crate::policy::Layer::Full,
+            namespaces: crate::plan::Namespaces::default(),
+            workspace: "/ws".into(),
+            steps: vec![
+                mask("/ws/secret.sock", None),
+                mask("/etc/shadow", None),
+                mask("/etc/gshadow", None),
+            ],
+            path: Vec::new(),
+            roots: vec![
+                ("/ws".into(), Access::ReadWrite),
+                ("/etc".into(), Access::ReadOnly),
+            ],
+            private_tmp: false,
+            walls: Default::default(),
+            egress: None,
+        };
+        let layout = Layout::new(plan, 40, None).unwrap();
+        let masks: Vec<_> = layout
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::MaskFile {
+                    path,
+                    beneath,
+                    make_source,
+                } => Some((path.to_str().unwrap(), *beneath, *make_source)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            masks,
+            [
+                ("/newroot/ws/secret.sock", true, false),
+                ("/newroot/etc/shadow", false, true),
+                ("/newroot/etc/gshadow", false, false),
+            ]
+        );
     }
 
     #[test]
