@@ -111,6 +111,18 @@ fn refusals(report: &stockade::changes::ApplyReport) -> BTreeMap<String, Refusal
         .collect()
 }
 
+/// Asserts that each of `paths` was refused by `report` as in a repository.
+fn assert_in_repository(report: &stockade::changes::ApplyReport, paths: &[&str]) {
+    let refused = refusals(report);
+    for path in paths {
+        assert_eq!(
+            refused.get(*path),
+            Some(&RefusalReason::Repository),
+            "{path}: {report:?}"
+        );
+    }
+}
+
 fn kinds(set: &ChangeSet) -> Vec<(String, ChangeKind)> {
     let mut v: Vec<_> = set
         .entries()
@@ -944,23 +956,19 @@ fn a_commondir_or_a_bare_repository_in_other_case_is_not_applied() {
         .unwrap()
         .apply(&ApplyOptions::default())
         .unwrap();
-    let refused = refusals(&report);
     // Nothing beneath either directory: git takes both for git directories.
-    for path in [
-        "sub/HEAD",
-        "sub/commondir",
-        "cf/hEAD",
-        "cf/Config",
-        "cf/Hooks",
-        "cf/Hooks/pre-commit",
-        "cf/Refs/heads/main",
-    ] {
-        assert_eq!(
-            refused.get(path),
-            Some(&RefusalReason::Repository),
-            "{path}: {report:?}"
-        );
-    }
+    assert_in_repository(
+        &report,
+        &[
+            "sub/HEAD",
+            "sub/commondir",
+            "cf/hEAD",
+            "cf/Config",
+            "cf/Hooks",
+            "cf/Hooks/pre-commit",
+            "cf/Refs/heads/main",
+        ],
+    );
     assert!(!ws.join("sub/commondir").exists());
     assert!(!ws.join("sub/HEAD").exists());
     assert!(!ws.join("cf/Config").exists());
@@ -1003,21 +1011,17 @@ fn a_git_directory_a_gitdir_file_names_or_split_between_sides_gets_nothing() {
         .unwrap()
         .apply(&ApplyOptions::default())
         .unwrap();
-    let refused = refusals(&report);
-    for path in [
-        "meta/config.worktree",
-        "meta/HEAD",
-        "meta/objects/info/alternates",
-        "meta/refs/heads/evil",
-        "split/HEAD",
-        "split/config",
-    ] {
-        assert_eq!(
-            refused.get(path),
-            Some(&RefusalReason::Repository),
-            "{path}: {report:?}"
-        );
-    }
+    assert_in_repository(
+        &report,
+        &[
+            "meta/config.worktree",
+            "meta/HEAD",
+            "meta/objects/info/alternates",
+            "meta/refs/heads/evil",
+            "split/HEAD",
+            "split/config",
+        ],
+    );
     assert!(report.applied.contains(&PathBuf::from("g")), "{report:?}");
     assert_eq!(fs::read_to_string(ws.join("meta/HEAD")).unwrap(), head);
     assert!(!ws.join("meta/config.worktree").exists());
@@ -1250,23 +1254,15 @@ fn repositories_made_below_the_top_are_not_applied() {
         .unwrap()
         .apply(&ApplyOptions::default())
         .unwrap();
-    let refused = refusals(&report);
-    for path in [
-        "sub/.git",
-        "bare.git/config",
-        "bare.git/hooks",
-        "checkout/.git",
-    ] {
-        assert_eq!(
-            refused.get(path),
-            Some(&RefusalReason::Repository),
-            "{path}: {report:?}"
-        );
-    }
-    assert_eq!(
-        refused.get("bare.git/HEAD"),
-        Some(&RefusalReason::Repository),
-        "{report:?}"
+    assert_in_repository(
+        &report,
+        &[
+            "sub/.git",
+            "bare.git/config",
+            "bare.git/hooks",
+            "bare.git/HEAD",
+            "checkout/.git",
+        ],
     );
     for path in ["file.txt", "sub/file"] {
         assert!(
