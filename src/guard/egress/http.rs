@@ -91,7 +91,18 @@ impl HeadError {
 /// The length of the head at the start of `buf` (up to and including the first
 /// `\r\n\r\n`), if it is all there.
 pub fn head_len(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+    head_len_after(buf, 0)
+}
+
+/// [`head_len`] where the first `scanned` bytes of `buf` are known to hold no blank line:
+/// only the rest (and the three bytes before it, which may start one) is searched, so a
+/// head that arrives a byte at a time costs a linear scan, not a quadratic one.
+pub fn head_len_after(buf: &[u8], scanned: usize) -> Option<usize> {
+    let from = scanned.saturating_sub(3).min(buf.len());
+    buf[from..]
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| from + i + 4)
 }
 
 /// Headers dropped on the way upstream (lowercase), besides `proxy-*` and the names the
@@ -822,6 +833,18 @@ mod tests {
         assert!(body(longest.as_bytes()).is_ok_and(|(_, done)| done));
         let most = format!("0\r\n{}\r\n", "X: y\r\n".repeat(MAX_HEADERS));
         assert_eq!(body(most.as_bytes()), Ok((most.len(), true)));
+    }
+
+    #[test]
+    fn a_head_searched_as_it_arrives_ends_where_a_whole_search_ends_it() {
+        let head = b"GET / HTTP/1.1\r\nX: y\r\n\r\nbody\r\n\r\n";
+        for cut in 0..head.len() {
+            // Fed in two parts: the first searched, then the whole from where it ended.
+            let first = head_len(&head[..cut]);
+            let whole = first.or_else(|| head_len_after(head, cut));
+            assert_eq!(whole, head_len(head), "cut at {cut}");
+        }
+        assert_eq!(head_len_after(b"ab", 10), None);
     }
 
     #[test]

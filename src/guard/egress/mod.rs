@@ -160,7 +160,7 @@ impl Egress {
     pub fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
         let Some(name) = Name::parse(host) else {
             return Err(Refusal::BadHost {
-                host: host.chars().take(255).collect(),
+                host: shown_host(host),
             });
         };
         let shown = match &name {
@@ -211,12 +211,37 @@ impl Egress {
 }
 
 /// The system resolver (`getaddrinfo` through [`ToSocketAddrs`]).
+/// A host as the program wrote it, kept for a decision or a refusal: its first 255 bytes
+/// (cut at a character's boundary), so that a refused request of a long name of
+/// four-byte characters keeps 255 bytes, not 255 characters.
+pub(crate) fn shown_host(host: &str) -> String {
+    let mut end = host.len().min(255);
+    while !host.is_char_boundary(end) {
+        end -= 1;
+    }
+    host[..end].to_string()
+}
+
 fn system_resolve(host: &str, port: u16) -> io::Result<Vec<IpAddr>> {
     Ok((host, port).to_socket_addrs()?.map(|a| a.ip()).collect())
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_host_kept_for_a_refusal_is_at_most_255_bytes() {
+        let long = "😀".repeat(300);
+        let kept = super::shown_host(&long);
+        assert_eq!(kept.len(), 252);
+        assert!(long.starts_with(&kept));
+        assert_eq!(super::shown_host("example.org"), "example.org");
+        let r = super::Egress::new(Default::default(), Vec::new()).decide(&format!("{long}.x"), 1);
+        match r {
+            Err(super::Refusal::BadHost { host }) => assert!(host.len() <= 255),
+            other => panic!("{other:?}"),
+        }
+    }
+
     use super::*;
 
     fn egress(allow: &[&str], private: &[&str]) -> Egress {

@@ -708,7 +708,7 @@ fn decide(
     }
     let decision = Decision {
         protocol,
-        host: host.chars().take(255).collect(),
+        host: super::shown_host(host),
         port,
         addrs: result.clone().unwrap_or_default(),
         refusal: result.clone().err(),
@@ -761,10 +761,12 @@ fn refusal_body(host: &str, port: u16, r: &Refusal) -> String {
 fn serve_http(conn: &Arc<TcpStream>, run: &Arc<RunState>) {
     let deadline = Instant::now() + run.limits.head_timeout;
     let mut buf = Vec::new();
+    let mut scanned = 0;
     let n = loop {
-        if let Some(n) = http::head_len(&buf) {
+        if let Some(n) = http::head_len_after(&buf, scanned) {
             break n;
         }
+        scanned = buf.len();
         let fail = if buf.len() > http::MAX_HEAD {
             Err(ReadFail::TooLarge)
         } else {
