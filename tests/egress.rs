@@ -642,3 +642,44 @@ fn a_run_is_send_sync_and_clone() {
     fn check<T: Send + Sync + Clone + 'static>() {}
     check::<Run>();
 }
+
+/// A listener that never completes a connect: its accept queue is filled by connections
+/// never accepted (until one times out), so the kernel drops every further SYN.
+fn black_hole() -> (TcpListener, Vec<TcpStream>, u16) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut fill = Vec::new();
+    while fill.len() < 1024 {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => fill.push(s),
+            Err(_) => break,
+        }
+    }
+    assert!(fill.len() < 1024, "the accept queue never filled");
+    (listener, fill, addr.port())
+}
+
+/// The addresses of an allowed name are tried within one connect timeout in all: a name
+/// of many addresses that never answer (here four) is answered 502 after about one
+/// timeout, not one per address, and does not hold the connection's thread past the run
+/// (found by review).
+#[test]
+fn the_addresses_of_a_name_share_one_connect_timeout() {
+    let (_hole, _fill, port) = black_hole();
+    let e = Egress::new(
+        Allowlist::parse(&["many.test".into()]).unwrap(),
+        Cidr::parse_all(&["127.0.0.1/32".to_string()]).unwrap(),
+    )
+    .with_resolver(|_, _| -> io::Result<Vec<IpAddr>> { Ok(vec!["127.0.0.1".parse().unwrap(); 4]) });
+    let p = Proxy::new(e).with_connect_timeout(Duration::from_millis(700));
+    let http = p
+        .serve_http(TcpListener::bind("127.0.0.1:0").unwrap())
+        .unwrap();
+    let start = Instant::now();
+    let request = format!("CONNECT many.test:{port} HTTP/1.1\r\nHost: many.test\r\n\r\n");
+    let out = exchange(http, request.as_bytes());
+    let took = start.elapsed();
+    assert!(out.starts_with("HTTP/1.1 502"), "{out}");
+    // One timeout in all (0.7 s), far from four (2.8 s).
+    assert!(took < Duration::from_millis(2000), "{took:?}");
+}

@@ -723,11 +723,20 @@ fn decide(
     result
 }
 
-/// Connects to the first of `addrs` that answers, as a socket of the run.
+/// Connects to the first of `addrs` that answers, as a socket of the run, all of them
+/// within one connect timeout: a name of many unreachable addresses does not hold the
+/// connection's thread for a timeout each, nor past the run's end.
 fn connect(addrs: &[SocketAddr], run: &Arc<RunState>) -> Option<(Arc<TcpStream>, Registered)> {
-    let s = addrs
-        .iter()
-        .find_map(|a| TcpStream::connect_timeout(a, run.limits.connect_timeout).ok())?;
+    let deadline = Instant::now() + run.limits.connect_timeout;
+    let s = addrs.iter().find_map(|a| {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())?;
+        if lock(&run.conns).ended {
+            return None;
+        }
+        TcpStream::connect_timeout(a, left).ok()
+    })?;
     let _ = s.set_nodelay(true);
     let s = Arc::new(s);
     let reg = run.register(&s)?;
