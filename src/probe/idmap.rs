@@ -220,9 +220,9 @@ fn make_userns() -> io::Result<OwnedFd> {
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, all.as_ptr(), old.as_mut_ptr()) };
     // SAFETY: `top` is the end of a 64 KiB buffer that is freed only after the child has
     // been reaped (it moves to `HOLDERS` below, or is forgotten), and x86_64/aarch64 stacks
-    // grow down from it. `hold` makes only errno-free raw system calls on its own stack
-    // and its argument (an fd number that stays open while the child lives), with every
-    // signal but SIGKILL blocked, so sharing memory with every other thread of the host is
+    // grow down from it. `hold` makes only errno-free raw system calls on its own stack,
+    // touches no fd and ignores its (null) argument, with every signal but SIGKILL
+    // blocked, so sharing memory and the fd table with every other thread of the host is
     // safe. With `CLONE_PIDFD` the kernel writes the pidfd to `pidfd`, a local that
     // outlives the call.
     let pid = unsafe {
