@@ -140,19 +140,35 @@ pub(crate) fn is_metadata_host(host: &str) -> bool {
 
 /// Cloud metadata addresses: AWS, GCP, Azure and most others (169.254.169.254), AWS ECS
 /// task metadata (169.254.170.2), Alibaba (100.100.100.200) and AWS over IPv6
-/// (fd00:ec2::254). All lie in forbidden ranges; the egress proxy refuses them even when a
-/// host's `allow_private` covers the range.
+/// (fd00:ec2::254), the IPv4 ones also inside every IPv6 form that reaches them
+/// ([`embedded_v4`]: an `allow_private` of `64:ff9b::/96`, a NAT64 network's, must not
+/// open `64:ff9b::a9fe:a9fe`). All lie in forbidden ranges; the egress proxy refuses them
+/// even when a host's `allow_private` covers the range.
 pub(crate) fn is_metadata_ip(ip: IpAddr) -> bool {
-    let ip = match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
+    let v4 = match ip {
+        IpAddr::V4(v4) => Some(v4),
+        IpAddr::V6(v6) => embedded_v4(v6),
     };
-    matches!(
-        ip,
-        IpAddr::V4(v4) if v4 == Ipv4Addr::new(169, 254, 169, 254)
+    v4.is_some_and(|v4| {
+        v4 == Ipv4Addr::new(169, 254, 169, 254)
             || v4 == Ipv4Addr::new(169, 254, 170, 2)
             || v4 == Ipv4Addr::new(100, 100, 100, 200)
-    ) || ip == IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254))
+    }) || ip == IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254))
+}
+
+/// The IPv4 address an IPv6 address carries in a form that reaches it: IPv4-compatible
+/// (`::a.b.c.d`), mapped (`::ffff:a.b.c.d`), translated (`::ffff:0:a.b.c.d`), the
+/// well-known NAT64 prefix (`64:ff9b::a.b.c.d`) and 6to4 (`2002:aabb:ccdd::/48`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let pair = |hi: u16, lo: u16| Some(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo)));
+    match s {
+        [0, 0, 0, 0, 0, 0 | 0xffff, hi, lo]
+        | [0, 0, 0, 0, 0xffff, 0, hi, lo]
+        | [0x64, 0xff9b, 0, 0, 0, 0, hi, lo]
+        | [0x2002, hi, lo, ..] => pair(hi, lo),
+        _ => None,
+    }
 }
 
 /// Whether a fetch tool must not connect to `ip`.

@@ -374,4 +374,54 @@ mod tests {
             Err(Refusal::Metadata { .. })
         ));
     }
+
+    /// A NAT64 network's host opens `64:ff9b::/96` (and 6to4, translated, compatible
+    /// forms) with `allow_private`: the metadata endpoint inside each form stays refused,
+    /// as a literal and as a name's address (found by the `egress_decide` fuzz target's
+    /// rule; before, only the mapped form was seen as metadata).
+    #[test]
+    fn metadata_inside_every_ipv6_form_stays_refused() {
+        let forms = [
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::a9fe:aa02",
+            "64:ff9b::6464:64c8",
+            "2002:a9fe:a9fe::1",
+            "::ffff:0:a9fe:a9fe",
+            "::a9fe:a9fe",
+            "::ffff:a9fe:a9fe",
+        ];
+        let private = [
+            "64:ff9b::/96",
+            "2002::/16",
+            "::ffff:0:0:0/96",
+            "::/96",
+            "::ffff:0:0/96",
+        ];
+        let mut allow: Vec<&str> = forms.to_vec();
+        allow.extend(["nat64.test", "64:ff9b::a00:1"]);
+        let list = Allowlist::parse(&allow.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let private = Cidr::parse_all(&private.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let e = Egress::new(list.unwrap(), private.unwrap()).with_resolver(|_, _| {
+            Ok(vec![
+                "64:ff9b::808:808".parse().unwrap(),
+                "64:ff9b::a9fe:a9fe".parse().unwrap(),
+            ])
+        });
+        for form in forms {
+            assert!(
+                matches!(e.decide(form, 443), Err(Refusal::Metadata { .. })),
+                "{form}: {:?}",
+                e.decide(form, 443)
+            );
+        }
+        assert!(matches!(
+            e.decide("nat64.test", 443),
+            Err(Refusal::Metadata { .. })
+        ));
+        // The ranges still open what is not metadata (10.0.0.1 through NAT64).
+        assert_eq!(
+            e.decide("64:ff9b::a00:1", 443).unwrap(),
+            vec!["[64:ff9b::a00:1]:443".parse().unwrap()]
+        );
+    }
 }
