@@ -309,6 +309,43 @@ fn file_system_denials_are_reported_once_with_their_hint() {
     }
 }
 
+/// A program that makes itself not dumpable keeps a non-root host from reading its
+/// memory on layer 2 (`process_vm_readv` needs ptrace access): its file-system denials
+/// cannot be listed, and the report says so instead of saying nothing. A root host still
+/// reads them. (On the full layer the host owns the sandbox's user namespace and reads
+/// them either way.)
+#[test]
+fn a_program_that_is_not_dumpable_cannot_empty_the_report() {
+    let ws = common::tempdir();
+    let code = "import ctypes\n\
+                ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\n\
+                try:\n    open('/usr/stockade-explain-nodump', 'w')\n\
+                except OSError as e:\n    print(e.errno)\n";
+    for layer in layers() {
+        let sb = sandbox(ws.path(), layer, Network::None);
+        let (status, out, err, denials) = run(&sb, true, "python3", &["-c", code]);
+        assert!(status.success(), "{layer:?}: {out}{err}");
+        assert!(["13", "30"].contains(&out.trim()), "{layer:?}: {out}");
+        let listed = denials
+            .iter()
+            .any(|d| d.target.as_deref() == Some("/usr/stockade-explain-nodump"));
+        let unreadable = denials
+            .iter()
+            .find(|d| d.operation.contains("the host may not read"));
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if layer == Layer::Landlock && !root {
+            assert!(!listed, "{denials:?}");
+            let u = unreadable.unwrap_or_else(|| panic!("nothing said: {denials:?}"));
+            assert_eq!(u.wall, Wall::Layout);
+            assert!(u.count >= 1, "{u:?}");
+        } else {
+            assert!(listed, "{layer:?}, root {root}: {denials:?}");
+            assert!(unreadable.is_none(), "{layer:?}: {denials:?}");
+        }
+    }
+}
+
 /// Each call the filter refuses, with the errno python sees: the same with explain on
 /// and off; `clone3`'s `ENOSYS` (libc's fallback) is no denial. (x86_64 numbers.)
 #[cfg(target_arch = "x86_64")]

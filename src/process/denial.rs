@@ -60,18 +60,42 @@ pub struct Denial {
 }
 
 impl std::fmt::Display for Denial {
-    /// One line: `seccomp  ptrace(PTRACE_ATTACH) ×3  → allow_ptrace = true`.
+    /// One line: `seccomp  ptrace(PTRACE_ATTACH) ×3  → allow_ptrace = true`. A target is
+    /// the program's choice (a path it named): one with anything but printable ASCII
+    /// (a space, a quote, a control, any other character) is shown quoted and escaped, and
+    /// a long one is cut, so that no target reads as a second entry or pushes its own
+    /// hint off the line. The JSON form keeps every target whole.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut what = self.operation.clone();
         if let Some(t) = &self.target {
             what.push(' ');
-            what.push_str(t);
+            what.push_str(&shown_target(t));
         }
         if self.count > 1 {
             what.push_str(&format!(" ×{}", self.count));
         }
-        write!(f, "{:<8} {what:<30} → {}", self.wall.name(), self.hint)
+        if self.hint.is_empty() {
+            write!(f, "{:<8} {what}", self.wall.name())
+        } else {
+            write!(f, "{:<8} {what:<30} → {}", self.wall.name(), self.hint)
+        }
     }
+}
+
+/// The longest target a report line shows, in characters.
+const SHOWN_TARGET: usize = 160;
+
+/// A target as a report line shows it: as it is when it is printable ASCII without
+/// quotes or spaces, else quoted and escaped; cut after [`SHOWN_TARGET`] characters.
+fn shown_target(t: &str) -> String {
+    let mut cut: String = t.chars().take(SHOWN_TARGET).collect();
+    if cut.len() < t.len() {
+        cut.push('…');
+    }
+    let plain = t
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\');
+    if plain { cut } else { format!("{cut:?}") }
 }
 
 /// The most distinct denials one run keeps; later new ones are counted in the last entry
@@ -83,7 +107,10 @@ const MAX_DISTINCT: usize = 1024;
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
     list: Vec<Denial>,
+    /// When each entry of `list` was first seen (a count of events, [`Tally::next_seq`]).
+    seen: Vec<u64>,
     index: HashMap<(Wall, String, Option<String>), usize>,
+    next: u64,
 }
 
 impl Tally {
@@ -98,10 +125,47 @@ impl Tally {
         target: Option<String>,
         hint: &str,
     ) {
+        self.add_n(wall, operation, target, hint, 1);
+    }
+
+    /// A number for an event seen now, later than every number given before: an entry
+    /// added afterwards with it ([`Tally::add_seen`]) keeps its place in the list.
+    pub(crate) fn next_seq(&mut self) -> u64 {
+        self.next += 1;
+        self.next
+    }
+
+    /// Counts `n` denials of one kind, seen now.
+    pub(crate) fn add_n(
+        &mut self,
+        wall: Wall,
+        operation: String,
+        target: Option<String>,
+        hint: &str,
+        n: u64,
+    ) {
+        let seq = self.next_seq();
+        self.add_seen(seq, wall, operation, target, hint, n);
+    }
+
+    /// Counts `n` denials of one kind, first seen at `seq` ([`Tally::next_seq`]): a
+    /// denial classified after the event keeps the event's place in the list.
+    pub(crate) fn add_seen(
+        &mut self,
+        seq: u64,
+        wall: Wall,
+        operation: String,
+        target: Option<String>,
+        hint: &str,
+        n: u64,
+    ) {
         let key = (wall, operation, target);
         if let Some(&i) = self.index.get(&key) {
             if let Some(d) = self.list.get_mut(i) {
-                d.count += 1;
+                d.count += n;
+            }
+            if let Some(first) = self.seen.get_mut(i) {
+                *first = (*first).min(seq);
             }
             return;
         }
@@ -115,27 +179,35 @@ impl Tally {
                     count: 0,
                     hint: String::new(),
                 });
+                self.seen.push(u64::MAX);
                 self.list.len() - 1
             });
             if let Some(d) = self.list.get_mut(i) {
-                d.count += 1;
+                d.count += n;
             }
             return;
         }
         let (wall, operation, target) = key.clone();
         self.index.insert(key, self.list.len());
+        self.seen.push(seq);
         self.list.push(Denial {
             wall,
             operation,
             target,
-            count: 1,
+            count: n,
             hint: hint.to_owned(),
         });
     }
 
-    /// The denials so far.
+    /// The denials so far, in the order first seen (what went past [`MAX_DISTINCT`]
+    /// last).
     pub(crate) fn list(&self) -> Vec<Denial> {
-        self.list.clone()
+        let mut order: Vec<usize> = (0..self.list.len()).collect();
+        order.sort_by_key(|&i| self.seen.get(i).copied().unwrap_or(u64::MAX));
+        order
+            .into_iter()
+            .filter_map(|i| self.list.get(i).cloned())
+            .collect()
     }
 }
 
@@ -197,6 +269,47 @@ mod tests {
             json,
             r#"{"wall":"seccomp","operation":"bpf","target":null,"count":1,"hint":"never allowed (by design)"}"#
         );
+    }
+
+    /// A target the program chose cannot make its line read as two entries: spaces,
+    /// quotes and controls come out quoted and escaped, a long one is cut, and an entry
+    /// without a hint has no arrow.
+    #[test]
+    fn a_target_is_shown_quoted_when_it_is_not_plain_and_cut_when_long() {
+        let d = |target: &str, hint: &str| Denial {
+            wall: Wall::Layout,
+            operation: "write".into(),
+            target: Some(target.into()),
+            count: 1,
+            hint: hint.into(),
+        };
+        assert_eq!(
+            d("/usr/lib/x", "read-only").to_string(),
+            "layout   write /usr/lib/x               → read-only"
+        );
+        let forged = format!(
+            "/usr/lib/x{}seccomp  ptrace(PTRACE_ATTACH)   → allow_ptrace = true",
+            " ".repeat(70)
+        );
+        let line = d(&forged, "read-only").to_string();
+        assert!(line.starts_with("layout   write \"/usr/lib/x "), "{line}");
+        assert_eq!(line.matches(" → ").count(), 2, "{line}");
+        assert!(line.ends_with("\" → read-only"), "{line}");
+        assert_eq!(
+            d("/tmp/a\"b\u{1b}[2J", "h").to_string(),
+            "layout   write \"/tmp/a\\\"b\\u{1b}[2J\"     → h"
+        );
+        let long = format!("/{}", "a".repeat(400));
+        let line = d(&long, "h").to_string();
+        assert!(
+            line.contains(&format!("/{}…", "a".repeat(SHOWN_TARGET - 1))),
+            "{line}"
+        );
+        assert!(!line.contains(&"a".repeat(SHOWN_TARGET)), "{line}");
+        let mut over = d("x", "");
+        over.target = None;
+        over.operation = Tally::OVERFLOW.into();
+        assert_eq!(over.to_string(), format!("layout   {}", Tally::OVERFLOW));
     }
 
     #[test]

@@ -47,7 +47,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use stockade_sys::linux::{self as sys, SeccompListener};
 
 use super::denial::{Denial, Tally, Wall};
-use super::fsview::{self, View};
+use super::fsview::{self, Lexical, View};
 use crate::backend::linux::seccomp::{self, Answer, Explained, FilterOptions};
 use crate::error::Error;
 use sockaddr::{is_loopback, parse_sockaddr};
@@ -214,9 +214,12 @@ impl Pending {
             supervise,
         } = self;
         let tally = Arc::new(Mutex::new(Tally::default()));
+        let deferred = Arc::new(Mutex::new(Deferred::default()));
         let execs = Execs::default();
         let (until_tx, until_rx) = mpsc::channel();
         let t = Arc::clone(&tally);
+        let d = Arc::clone(&deferred);
+        let answer_view = view.clone();
         let e = tap.as_ref().map(|_| execs.clone());
         // Detached: it ends with the sandbox, and what it records is counted before the
         // call it answers returns.
@@ -236,7 +239,8 @@ impl Pending {
                     tally: t,
                     execs: e,
                     supervise,
-                    view,
+                    view: answer_view,
+                    deferred: d,
                     paths: [const { Vec::new() }; 2],
                     bases: [const { Vec::new() }; 2],
                     resolved: Vec::with_capacity(libc::PATH_MAX as usize),
@@ -251,6 +255,8 @@ impl Pending {
             execs,
             run: Run {
                 tally,
+                deferred,
+                view,
                 drained: None,
                 explain,
             },
@@ -299,6 +305,10 @@ impl Serving {
 #[derive(Debug)]
 pub(crate) struct Run {
     tally: Arc<Mutex<Tally>>,
+    /// The paths left to the host's file system, classified by [`Run::denials`].
+    deferred: Arc<Mutex<Deferred>>,
+    /// The layout they are classified against.
+    view: View,
     /// The audit tap's end, when there is one.
     drained: Option<super::audit::Drained>,
     /// Whether the run reports; else it only supervised its connects.
@@ -315,8 +325,79 @@ impl Run {
         if let (true, Some(d)) = (ended, &self.drained) {
             d.wait();
         }
+        self.classify_deferred();
         let list = self.tally.lock().unwrap_or_else(|e| e.into_inner()).list();
         super::audit::dedup(list)
+    }
+
+    /// Classifies the paths the answering thread left to the host's file system, here on
+    /// the caller's thread: the program never waits on these lookups. The list is taken
+    /// whole first, so the answering thread never waits on them either.
+    fn classify_deferred(&self) {
+        let taken = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|e| e.into_inner()));
+        let exists = |p: &[u8]| {
+            use std::os::unix::ffi::OsStrExt;
+            std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(p)).is_ok()
+        };
+        let found: Vec<_> = taken
+            .paths
+            .iter()
+            .filter_map(|(seq, path, u, flags, count)| {
+                let (wall, hint) = self.view.classify(path, *u, *flags, &exists)?;
+                let target = String::from_utf8_lossy(path).into_owned();
+                Some((*seq, wall, fsview::verb(*u, *flags), target, hint, *count))
+            })
+            .collect();
+        let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+        for (seq, wall, op, target, hint, count) in found {
+            tally.add_seen(seq, wall, op.to_owned(), Some(target), &hint, count);
+        }
+        if taken.overflow > 0 {
+            tally.add_n(
+                Wall::Layout,
+                Deferred::OVERFLOW.to_owned(),
+                None,
+                "",
+                taken.overflow,
+            );
+        }
+    }
+}
+
+/// The paths of watched calls that the policy alone does not settle, each with when it
+/// was first seen ([`Tally::next_seq`]), its use, the open flags that matter and how many
+/// calls named it; at most [`Deferred::MAX`] distinct ones.
+#[derive(Debug, Default)]
+struct Deferred {
+    paths: Vec<(u64, Vec<u8>, seccomp::Use, u64, u64)>,
+    index: std::collections::HashMap<(Vec<u8>, seccomp::Use, u64), usize>,
+    /// The calls past [`Deferred::MAX`] distinct paths.
+    overflow: u64,
+}
+
+impl Deferred {
+    /// Distinct paths kept for the report (each at most `PATH_MAX` bytes: 16 MiB at most).
+    const MAX: usize = 4096;
+    /// The report's entry for the calls past [`Deferred::MAX`].
+    const OVERFLOW: &'static str = "(more distinct paths, not classified)";
+
+    /// Counts a call of use `u` on `path`, seen at `seq`.
+    fn add(&mut self, seq: u64, path: &[u8], u: seccomp::Use, flags: u64) {
+        // Only the access mode, O_CREAT and O_TRUNC change a classification.
+        let flags = flags & (0o3 | libc::O_CREAT | libc::O_TRUNC) as u64;
+        let key = (path.to_vec(), u, flags);
+        if let Some(&i) = self.index.get(&key) {
+            if let Some(p) = self.paths.get_mut(i) {
+                p.4 += 1;
+            }
+            return;
+        }
+        if self.paths.len() >= Self::MAX {
+            self.overflow += 1;
+            return;
+        }
+        self.index.insert(key, self.paths.len());
+        self.paths.push((seq, path.to_vec(), u, flags, 1));
     }
 }
 
@@ -332,6 +413,8 @@ struct Answerer {
     supervise: Option<Supervise>,
     /// The layout, for the paths of watched calls.
     view: View,
+    /// The paths whose report depends on the host's file system, for [`Run::denials`].
+    deferred: Arc<Mutex<Deferred>>,
     /// The paths of one call as read (at most two), reused.
     paths: [Vec<u8>; 2],
     /// The directories they are relative to, reused.
@@ -515,17 +598,21 @@ impl Answerer {
             let Some(&ptr) = n.data.args.get(usize::from(arg.path)) else {
                 return;
             };
-            if read_path(pid, ptr, buf).is_none() || buf.is_empty() {
+            match read_path(pid, ptr, buf) {
+                Ok(()) if !buf.is_empty() => {}
+                Err(Unread::Denied) => return self.unreadable(n),
                 // `AT_EMPTY_PATH` (glibc's `fstat`), a bad pointer: no path to report.
-                return;
+                Ok(()) | Err(Unread::Other) => return,
             }
             if buf.first() != Some(&b'/') {
                 let fd = arg
                     .dirfd
                     .and_then(|i| n.data.args.get(usize::from(i)))
                     .map_or(libc::AT_FDCWD, |&a| a as u32 as i32);
-                if dir_of(pid, fd, base).is_none() {
-                    return;
+                match dir_of(pid, fd, base) {
+                    Ok(()) => {}
+                    Err(Unread::Denied) => return self.unreadable(n),
+                    Err(Unread::Other) => return,
                 }
                 *rel = true;
             }
@@ -549,16 +636,38 @@ impl Answerer {
                 _ => None,
             }
             .unwrap_or(0);
-            let exists = |p: &[u8]| {
-                use std::os::unix::ffi::OsStrExt;
-                std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(p)).is_ok()
-            };
-            if let Some((wall, hint)) = self.view.classify(&self.resolved, arg.use_, flags, &exists)
-            {
-                let target = String::from_utf8_lossy(&self.resolved).into_owned();
-                let op = fsview::verb(arg.use_, flags).to_owned();
-                self.record(wall, op, Some(target), &hint);
+            // Nothing on the host's file system is looked at here (see `View::lexical`):
+            // what the policy alone cannot settle waits for the report.
+            match self.view.lexical(&self.resolved, arg.use_, flags) {
+                Lexical::Clean => {}
+                Lexical::Refused(wall, hint) => {
+                    let target = String::from_utf8_lossy(&self.resolved).into_owned();
+                    let op = fsview::verb(arg.use_, flags).to_owned();
+                    self.record(wall, op, Some(target), &hint);
+                }
+                Lexical::Host => {
+                    let seq = self
+                        .tally
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .next_seq();
+                    self.deferred.lock().unwrap_or_else(|e| e.into_inner()).add(
+                        seq,
+                        &self.resolved,
+                        arg.use_,
+                        flags,
+                    );
+                }
             }
+        }
+    }
+
+    /// Counts a watched call whose path the host may not read (layer 2: a program that
+    /// made itself not dumpable keeps the host's `process_vm_readv` and `/proc` links
+    /// out), so that the report says its paths are missing instead of saying nothing.
+    fn unreadable(&self, n: &libc::seccomp_notif) {
+        if sys::seccomp_notif_id_valid(&self.listener, n.id).is_ok() {
+            self.record(Wall::Layout, UNREADABLE.to_owned(), None, UNREADABLE_HINT);
         }
     }
 
@@ -923,33 +1032,58 @@ fn wait_listener(
 /// Reads the NUL-terminated path at `addr` in process `pid` into `buf` (cleared first),
 /// page by page so that a path ending just before an unmapped page is read whole; `None`
 /// when it cannot be read or is longer than `PATH_MAX`.
-fn read_path(pid: libc::pid_t, addr: u64, buf: &mut Vec<u8>) -> Option<()> {
+fn read_path(pid: libc::pid_t, addr: u64, buf: &mut Vec<u8>) -> Result<(), Unread> {
     const PAGE: u64 = 4096;
     let max = libc::PATH_MAX as usize;
     buf.clear();
     buf.resize(max, 0);
     let mut at = 0usize;
     while at < max {
-        let here = addr.checked_add(at as u64)?;
+        let here = addr.checked_add(at as u64).ok_or(Unread::Other)?;
         let chunk = ((PAGE - here % PAGE) as usize).min(max - at);
-        let dst = buf.get_mut(at..at + chunk)?;
-        let got = sys::process_vm_readv(pid, here, dst).ok()?;
-        if let Some(end) = dst.get(..got)?.iter().position(|&b| b == 0) {
+        let dst = buf.get_mut(at..at + chunk).ok_or(Unread::Other)?;
+        let got = sys::process_vm_readv(pid, here, dst).map_err(Unread::from)?;
+        let read = dst.get(..got).ok_or(Unread::Other)?;
+        if let Some(end) = read.iter().position(|&b| b == 0) {
             buf.truncate(at + end);
-            return Some(());
+            return Ok(());
         }
         if got < chunk {
-            return None;
+            return Err(Unread::Other);
         }
         at += chunk;
     }
-    None
+    Err(Unread::Other)
 }
+
+/// Why a path of a watched call was not read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unread {
+    /// The host may not read the program's memory or `/proc` links (`EPERM`, `EACCES`).
+    Denied,
+    /// No path there (a bad pointer, no terminating NUL within `PATH_MAX`, not a
+    /// directory path), or the caller is gone.
+    Other,
+}
+
+impl From<stockade_sys::Errno> for Unread {
+    fn from(e: stockade_sys::Errno) -> Unread {
+        match e.0 {
+            libc::EPERM | libc::EACCES => Unread::Denied,
+            _ => Unread::Other,
+        }
+    }
+}
+
+/// The report's entry for watched calls whose paths the host may not read.
+const UNREADABLE: &str = "(file-system calls the host may not read: the program is not dumpable)";
+/// Its hint.
+const UNREADABLE_HINT: &str = "their denials are not listed";
 
 /// The path of the directory `fd` (`AT_FDCWD`: the working directory) of process `pid`,
 /// from its `/proc` link as the host reads it, into `out` (reused: no allocation once it
 /// has grown to `PATH_MAX`).
-fn dir_of(pid: libc::pid_t, fd: i32, out: &mut Vec<u8>) -> Option<()> {
+fn dir_of(pid: libc::pid_t, fd: i32, out: &mut Vec<u8>) -> Result<(), Unread> {
     use std::io::Write;
     let mut link = [0u8; 48];
     let len = {
@@ -959,16 +1093,21 @@ fn dir_of(pid: libc::pid_t, fd: i32, out: &mut Vec<u8>) -> Option<()> {
         } else {
             write!(w, "/proc/{pid}/fd/{fd}\0")
         }
-        .ok()?;
+        .map_err(|_| Unread::Other)?;
         48 - w.len()
     };
-    let link = std::ffi::CStr::from_bytes_with_nul(link.get(..len)?).ok()?;
+    let link = link.get(..len).ok_or(Unread::Other)?;
+    let link = std::ffi::CStr::from_bytes_with_nul(link).map_err(|_| Unread::Other)?;
     out.resize(libc::PATH_MAX as usize, 0);
-    let n = sys::readlink(link, out).ok()?;
+    let n = sys::readlink(link, out).map_err(Unread::from)?;
     if n >= out.len() {
-        return None;
+        return Err(Unread::Other);
     }
     out.truncate(n);
     // Not a path (`pipe:[…]`; a deleted directory's ` (deleted)` is left as is).
-    (out.first() == Some(&b'/')).then_some(())
+    if out.first() == Some(&b'/') {
+        Ok(())
+    } else {
+        Err(Unread::Other)
+    }
 }

@@ -185,11 +185,98 @@ impl View {
         v
     }
 
+    /// What the layout says of `path` (absolute, lexically normal) used as `u` (with the
+    /// open flags for [`Use::Open`]) from the policy alone, without looking at the host's
+    /// file system. The answering thread calls only this: the time it takes, which the
+    /// program can measure on its own call, depends on the path and the policy (both
+    /// known to the program), never on what exists on the host outside the sandbox's view.
+    pub(crate) fn lexical(&self, path: &[u8], u: Use, open_flags: u64) -> Lexical {
+        let write = writes(u, open_flags);
+        if let Some(hint) = self.hidden_hint(path, u, write) {
+            return Lexical::Refused(Wall::Masked, hint.to_owned());
+        }
+        if write && self.guarded_at(path) {
+            return Lexical::Host;
+        }
+        match self.deepest(path) {
+            Some((_, Kind::Writable)) => Lexical::Clean,
+            Some((_, Kind::System | Kind::ReadOnly)) if !write => Lexical::Clean,
+            Some((e, Kind::ListDir)) if path == e.as_os_str().as_bytes() && !write => {
+                Lexical::Clean
+            }
+            Some(_) => Lexical::Host,
+            None if !write && self.above_entries(path) => Lexical::Clean,
+            None => Lexical::Host,
+        }
+    }
+
     /// The wall and hint of `path` (absolute, lexically normal) used as `u` (with the open
     /// flags for [`Use::Open`]), or `None` when the layout allows it or no wall is behind
     /// its failure. `exists` says whether a path exists on the host (asked only for a
-    /// path about to be reported).
+    /// path [`View::lexical`] leaves to the host). Looks at the host's file system: call
+    /// it after the run, never while the program waits for an answer.
     pub(crate) fn classify(
+        &self,
+        path: &[u8],
+        u: Use,
+        open_flags: u64,
+        exists: &dyn Fn(&[u8]) -> bool,
+    ) -> Option<(Wall, String)> {
+        match self.lexical(path, u, open_flags) {
+            Lexical::Clean => None,
+            Lexical::Refused(wall, hint) => Some((wall, hint)),
+            Lexical::Host => self.on_host(path, u, open_flags, exists),
+        }
+    }
+
+    /// The hint of the mask that hides `path` from use `u`, if one does.
+    fn hidden_hint(&self, path: &[u8], u: Use, write: bool) -> Option<&'static str> {
+        for (h, what) in &self.hidden {
+            let h = h.as_os_str().as_bytes();
+            if !within(path, h) || (path == h && matches!(u, Use::Stat)) {
+                continue;
+            }
+            if *what == Hidden::DenyName && !write && path != h {
+                continue;
+            }
+            return Some(match what {
+                Hidden::DataDir => "the data dir is hidden (by design)",
+                Hidden::Masked => "hidden by masked",
+                Hidden::Host => "a host socket or private file, hidden (by design)",
+                Hidden::DenyName => "hidden by deny_names",
+            });
+        }
+        None
+    }
+
+    /// Whether `path` lies within a `guard_names` entry.
+    fn guarded_at(&self, path: &[u8]) -> bool {
+        self.guarded
+            .iter()
+            .any(|g| within(path, g.as_os_str().as_bytes()))
+    }
+
+    /// The deepest entry that holds `path`.
+    fn deepest(&self, path: &[u8]) -> Option<(&Path, Kind)> {
+        self.entries
+            .iter()
+            .filter(|(e, _)| within(path, e.as_os_str().as_bytes()))
+            .max_by_key(|(e, _)| e.as_os_str().len())
+            .map(|(e, k)| (e.as_path(), *k))
+    }
+
+    /// Whether `path` is `/` or a directory above an entry (in the layout, read-only).
+    fn above_entries(&self, path: &[u8]) -> bool {
+        path == b"/"
+            || self
+                .entries
+                .iter()
+                .any(|(e, _)| within(e.as_os_str().as_bytes(), path))
+    }
+
+    /// [`View::classify`]'s part that looks at the host: a path [`View::lexical`] found
+    /// neither clean nor refused by the policy alone.
+    fn on_host(
         &self,
         path: &[u8],
         u: Use,
@@ -210,36 +297,9 @@ impl View {
                 !exists(path)
             }
         };
-        for (h, what) in &self.hidden {
-            let h = h.as_os_str().as_bytes();
-            if !within(path, h) || (path == h && matches!(u, Use::Stat)) {
-                continue;
-            }
-            if *what == Hidden::DenyName && !write && path != h {
-                continue;
-            }
-            let hint = match what {
-                Hidden::DataDir => "the data dir is hidden (by design)",
-                Hidden::Masked => "hidden by masked",
-                Hidden::Host => "a host socket or private file, hidden (by design)",
-                Hidden::DenyName => "hidden by deny_names",
-            };
-            return Some((Wall::Masked, hint.to_owned()));
+        if write && self.guarded_at(path) {
+            return (!fails_anyway()).then(|| (Wall::Layout, "guarded by guard_names".to_owned()));
         }
-        if write {
-            for g in &self.guarded {
-                if within(path, g.as_os_str().as_bytes()) {
-                    return (!fails_anyway())
-                        .then(|| (Wall::Layout, "guarded by guard_names".to_owned()));
-                }
-            }
-        }
-        // The deepest entry that holds the path.
-        let deepest = self
-            .entries
-            .iter()
-            .filter(|(e, _)| within(path, e.as_os_str().as_bytes()))
-            .max_by_key(|(e, _)| e.as_os_str().len());
         let dir = |p: &[u8]| -> String {
             let d = if exists(p)
                 && std::fs::metadata(Path::new(std::ffi::OsStr::from_bytes(p)))
@@ -251,7 +311,7 @@ impl View {
             };
             String::from_utf8_lossy(d).into_owned()
         };
-        match deepest.map(|(e, k)| (e, *k)) {
+        match self.deepest(path) {
             Some((_, Kind::Writable)) => None,
             Some((_, Kind::System | Kind::ReadOnly)) if !write => None,
             Some((_, Kind::System)) => (!fails_anyway()).then(|| {
@@ -288,13 +348,7 @@ impl View {
                 )
             }),
             None => {
-                // The directories above the entries are in the layout (read-only).
-                let above = path == b"/"
-                    || self
-                        .entries
-                        .iter()
-                        .any(|(e, _)| within(e.as_os_str().as_bytes(), path));
-                if above && !write {
+                if self.above_entries(path) && !write {
                     return None;
                 }
                 if fails_anyway() {
@@ -308,6 +362,17 @@ impl View {
             }
         }
     }
+}
+
+/// What [`View::lexical`] says of a path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Lexical {
+    /// The layout shows it with the access asked for: nothing to report.
+    Clean,
+    /// Refused or hidden by the policy, whatever the host holds.
+    Refused(Wall, String),
+    /// The answer depends on the host's file system: [`View::classify`], after the run.
+    Host,
 }
 
 /// The directory above `path` (absolute, normal): `/` for `/x`.

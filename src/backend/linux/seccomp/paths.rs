@@ -4,7 +4,7 @@
 //! the host reads the paths and classifies them against the layout.
 
 /// What a call does with one of its paths.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Use {
     /// `open`/`openat`: a read or a write, by the open flags in this argument.
     Open {
