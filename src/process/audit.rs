@@ -228,6 +228,81 @@ pub(crate) fn describe(
     (blockers.to_owned(), target, hint.to_owned())
 }
 
+/// `AUDIT_GET`: the audit state's request and reply.
+const AUDIT_GET: u16 = 1000;
+/// `AUDIT_FAIL_PANIC`: the kernel panics when it cannot log a record (its backlog full).
+const AUDIT_FAIL_PANIC: u32 = 2;
+
+/// The host's audit state, as far as the tap's decision needs it (`struct audit_status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Status {
+    /// 0 off, 1 on, 2 on and locked.
+    pub(crate) enabled: u32,
+    /// What the kernel does when it cannot log: 0 nothing, 1 printk, 2 panic.
+    pub(crate) failure: u32,
+    /// Records per second, 0 for no limit.
+    pub(crate) rate_limit: u32,
+}
+
+/// Asks the kernel for its audit state (`AUDIT_GET`, which needs `CAP_AUDIT_CONTROL`:
+/// the same root host that may open the tap). `None` when it does not answer within
+/// 200 ms or refuses.
+fn status() -> Option<Status> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, socket,
+    };
+    let socket = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        SockProtocol::NetlinkAudit,
+    )
+    .ok()?;
+    // A bare `nlmsghdr`: length, type, flags (NLM_F_REQUEST), sequence, port (the kernel).
+    let mut request = [0u8; 16];
+    request[0..4].copy_from_slice(&16u32.to_ne_bytes());
+    request[4..6].copy_from_slice(&AUDIT_GET.to_ne_bytes());
+    request[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    request[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    send(socket.as_raw_fd(), &request, MsgFlags::empty()).ok()?;
+    let deadline = Instant::now() + Duration::from_millis(200);
+    let mut buf = [0u8; 512];
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::try_from(left).ok()?) {
+            Ok(0) => return None,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+        }
+        let n = match recv(socket.as_raw_fd(), &mut buf, MsgFlags::MSG_DONTWAIT) {
+            Ok(n) => n,
+            Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => continue,
+            Err(_) => return None,
+        };
+        let reply = buf.get(..n)?;
+        let kind = u16::from_ne_bytes(reply.get(4..6)?.try_into().ok()?);
+        if kind == libc::NLMSG_ERROR as u16 {
+            return None;
+        }
+        if kind != AUDIT_GET {
+            continue;
+        }
+        let field = |i: usize| -> Option<u32> {
+            let at = 16 + 4 * i;
+            Some(u32::from_ne_bytes(reply.get(at..at + 4)?.try_into().ok()?))
+        };
+        // `struct audit_status`: mask, enabled, failure, pid, rate_limit, …
+        return Some(Status {
+            enabled: field(1)?,
+            failure: field(2)?,
+            rate_limit: field(4)?,
+        });
+    }
+}
+
 /// The tap, open before the spawn: the netlink socket, subscribed.
 pub(crate) struct Tap {
     socket: OwnedFd,
@@ -243,6 +318,18 @@ impl Tap {
         };
         if crate::probe::landlock_abi().ok()? < 7 {
             return None;
+        }
+        // Logging past the exec lets the program put records into the host's audit log
+        // at will: not where a flood of them would end in a kernel panic.
+        match status() {
+            Some(s) if s.failure != AUDIT_FAIL_PANIC => {}
+            other => {
+                tracing::debug!(
+                    status = ?other,
+                    "explain: the host's audit fails by panicking (or its state is unknown); the seccomp view alone"
+                );
+                return None;
+            }
         }
         let socket = socket(
             AddressFamily::Netlink,
@@ -291,6 +378,7 @@ impl Tap {
                     ours: HashSet::new(),
                     theirs: HashSet::new(),
                     waiting: VecDeque::new(),
+                    lost: false,
                 }
                 .run(until);
                 let (m, c) = &*d;
@@ -330,7 +418,12 @@ struct Reader {
     theirs: HashSet<u64>,
     /// Access records of domains not yet known.
     waiting: VecDeque<(u64, String, Option<String>)>,
+    /// Whether the kernel dropped records for this reader.
+    lost: bool,
 }
+
+/// The report's entry when the kernel dropped audit records before the tap read them.
+const LOST: &str = "(the kernel dropped audit records: Landlock's denials are incomplete)";
 
 impl Reader {
     fn run(mut self, until: Option<OwnedFd>) {
@@ -387,8 +480,20 @@ impl Reader {
                 Ok(0) => return,
                 Ok(n) => self.datagram(&buf[..n]),
                 Err(nix::errno::Errno::EINTR) => {}
-                // ENOBUFS: the kernel dropped records for this reader; the report may
-                // miss some. EAGAIN: nothing more now.
+                // The kernel dropped records for this reader (a flood): the report says
+                // it misses some, and reading goes on.
+                Err(nix::errno::Errno::ENOBUFS) => {
+                    if !self.lost {
+                        self.lost = true;
+                        self.tally.lock().unwrap_or_else(|e| e.into_inner()).add(
+                            Wall::Landlock,
+                            LOST.to_owned(),
+                            None,
+                            "",
+                        );
+                    }
+                }
+                // EAGAIN: nothing more now.
                 Err(_) => return,
             }
         }
@@ -502,6 +607,27 @@ pub(crate) fn dedup(list: Vec<super::denial::Denial>) -> Vec<super::denial::Deni
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host's audit state is read where the tap may be opened (root in the initial
+    /// namespaces), and not elsewhere; the tap is never opened where a record the
+    /// program causes could end in a panic.
+    #[test]
+    fn the_audit_state_is_read_by_root_alone() {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let in_init_ns = std::fs::read_to_string("/proc/self/uid_map")
+            .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]);
+        match status() {
+            Some(s) => {
+                assert!(root && in_init_ns, "read without the right: {s:?}");
+                assert!(s.enabled <= 2 && s.failure <= 2, "{s:?}");
+                if s.failure == AUDIT_FAIL_PANIC {
+                    assert!(Tap::open().is_none());
+                }
+            }
+            None => assert!(!root || !in_init_ns, "root could not read the audit state"),
+        }
+    }
 
     #[test]
     fn an_access_record_of_a_path_parses() {
@@ -620,6 +746,7 @@ mod tests {
             ours: HashSet::new(),
             theirs: HashSet::new(),
             waiting: VecDeque::new(),
+            lost: false,
         }
     }
 
