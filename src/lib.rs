@@ -166,6 +166,11 @@ mod test_alloc;
 #[cfg(all(feature = "internals", target_os = "linux"))]
 #[doc(hidden)]
 pub use process::audit_fuzzing;
+/// The resolution and classification of the paths an explained program names, for the
+/// fuzz targets (unstable `internals` feature).
+#[cfg(all(feature = "internals", target_os = "linux"))]
+#[doc(hidden)]
+pub use process::fsview_fuzzing;
 /// The `.git` merge's parsers of the bytes a program leaves in `.git`, for the fuzz
 /// targets (unstable `internals` feature).
 #[cfg(all(feature = "internals", target_os = "linux"))]

@@ -414,6 +414,115 @@ pub(crate) fn resolve(base: &[u8], rel: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// The lexical resolution and the classification of the paths a program names, for the
+/// fuzz target `explain_paths` (unstable `internals` feature).
+#[cfg(feature = "internals")]
+pub mod fuzzing {
+    use super::*;
+
+    /// The layout entries the input picks from: paths that nest and collide.
+    const PATHS: [&str; 10] = [
+        "/",
+        "/usr",
+        "/usr/lib",
+        "/opt/ro",
+        "/ws",
+        "/ws/.git/hooks",
+        "/ws/data",
+        "/tmp",
+        "/a",
+        "/a/b",
+    ];
+
+    /// Builds a view from the input's first bytes, resolves the rest as a path the program
+    /// named (relative to a base the input picks too) and checks:
+    ///
+    /// - the resolved path is absolute and lexically normal (no empty, `.` or `..` part, no
+    ///   trailing slash but `/`), and resolving it again changes nothing;
+    /// - for every use, with any answer of the host's file system, `classify` agrees with
+    ///   `lexical` wherever `lexical` decides (clean: nothing; refused: that wall and hint),
+    ///   so the answering thread's view never contradicts the report's.
+    ///
+    /// # Panics
+    ///
+    /// When a property fails (that is the fuzz target's finding).
+    pub fn check(data: &[u8]) {
+        let Some((head, rest)) = data.split_first_chunk::<6>() else {
+            return;
+        };
+        let pick = |b: u8| PATHS[usize::from(b) % PATHS.len()];
+        let kind = |b: u8| match b % 4 {
+            0 => Kind::System,
+            1 => Kind::ReadOnly,
+            2 => Kind::Writable,
+            _ => Kind::ListDir,
+        };
+        let hidden = |b: u8| match b % 4 {
+            0 => Hidden::DataDir,
+            1 => Hidden::Masked,
+            2 => Hidden::Host,
+            _ => Hidden::DenyName,
+        };
+        let view = View {
+            entries: vec![
+                (pick(head[0]).into(), kind(head[0] >> 4)),
+                (pick(head[1]).into(), kind(head[1] >> 4)),
+                ("/usr".into(), Kind::System),
+            ],
+            hidden: vec![(pick(head[2]).into(), hidden(head[2] >> 4))],
+            guarded: vec![pick(head[3]).into()],
+        };
+        let base = pick(head[4]).as_bytes();
+        let mut path = Vec::new();
+        resolve(base, rest, &mut path);
+        assert!(path.first() == Some(&b'/'), "{path:?}");
+        assert!(path == b"/" || path.last() != Some(&b'/'), "{path:?}");
+        for part in path.split(|&b| b == b'/').skip(1) {
+            assert!(
+                !matches!(part, b"" | b"." | b"..") || path == b"/",
+                "{path:?}"
+            );
+        }
+        let mut again = Vec::new();
+        resolve(b"/", &path, &mut again);
+        assert_eq!(again, path);
+        let uses = [
+            Use::Open { flags: 1 },
+            Use::Stat,
+            Use::Exec,
+            Use::Write,
+            Use::Create,
+            Use::Remove,
+            Use::Read,
+        ];
+        let flags = [
+            0,
+            libc::O_WRONLY as u64,
+            (libc::O_RDONLY | libc::O_CREAT) as u64,
+            u64::from(head[5]),
+        ];
+        for u in uses {
+            for f in flags {
+                let lexical = view.lexical(&path, u, f);
+                for answer in [
+                    &(|_: &[u8]| true) as &dyn Fn(&[u8]) -> bool,
+                    &|_: &[u8]| false,
+                    &|p: &[u8]| p.len() % 2 == 0,
+                ] {
+                    let got = view.classify(&path, u, f, answer);
+                    match &lexical {
+                        Lexical::Clean => assert_eq!(got, None, "{path:?} {u:?} {f}"),
+                        Lexical::Refused(wall, hint) => {
+                            assert_eq!(got, Some((*wall, hint.clone())), "{path:?} {u:?}")
+                        }
+                        Lexical::Host => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

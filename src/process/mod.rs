@@ -91,6 +91,10 @@ pub use child::Child;
 pub use command::Command;
 pub use denial::{Denial, Wall};
 pub use describe::{PlanDescription, PlanEgress, PlanListen, PlanNamespaces, macos_profile};
+/// The lexical resolution and classification of explained paths (for fuzzing).
+#[cfg(all(feature = "internals", target_os = "linux"))]
+#[doc(hidden)]
+pub use fsview::fuzzing as fsview_fuzzing;
 #[cfg(all(feature = "internals", target_os = "linux"))]
 pub use gitlayer::merge::fuzzing as git_fuzzing;
 /// Git's object formats as the merge of the `.git` layer reads them (for fuzzing).
