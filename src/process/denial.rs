@@ -86,15 +86,15 @@ impl std::fmt::Display for Denial {
 const SHOWN_TARGET: usize = 160;
 
 /// A target as a report line shows it: as it is when it is printable ASCII without
-/// quotes or spaces, else quoted and escaped; cut after [`SHOWN_TARGET`] characters.
+/// quotes or spaces, else (an empty one too) quoted and escaped; cut after [`SHOWN_TARGET`] characters.
 fn shown_target(t: &str) -> String {
     let mut cut: String = t.chars().take(SHOWN_TARGET).collect();
     if cut.len() < t.len() {
         cut.push('…');
     }
-    let plain = t
-        .bytes()
-        .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\');
+    let plain = !t.is_empty()
+        && t.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\');
     if plain { cut } else { format!("{cut:?}") }
 }
 
