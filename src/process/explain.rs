@@ -724,13 +724,32 @@ impl Answerer {
         let Some(watchdog) = self.watchdog.get_or_init(|| Watchdog::start().ok()) else {
             return Made::Done(Err(libc::EAGAIN));
         };
-        let made = watchdog.bounded(socket.as_raw_fd(), || connect_to(socket.as_raw_fd(), addr));
-        if matches!(made, Ok(()) | Err(libc::EINPROGRESS)) {
-            // The proxy serves this connection only: its source, bound by the connect.
-            match local_addr(&socket) {
-                Some(local) => admitted.admit(local),
-                None => return Made::Done(Err(libc::EACCES)),
+        // The proxy serves this connection only, by its source address, admitted before
+        // the connect so that the proxy can close anything else as it accepts it: an
+        // unbound socket (Landlock refuses the program's own TCP binds here) is bound to
+        // an ephemeral port on the loopback address it connects from, here, first.
+        let bound = match local_addr(&socket) {
+            Some(local) if local.port() != 0 => Some(local),
+            _ => {
+                let loopback = match addr {
+                    SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+                    SocketAddr::V6(_) => {
+                        SocketAddr::from((Ipv4Addr::LOCALHOST.to_ipv6_mapped(), 0))
+                    }
+                };
+                if let Err(e) = bind_to(socket.as_raw_fd(), loopback) {
+                    return Made::Done(Err(e));
+                }
+                local_addr(&socket).filter(|l| l.port() != 0)
             }
+        };
+        let Some(local) = bound else {
+            return Made::Done(Err(libc::EACCES));
+        };
+        admitted.admit(local);
+        let made = watchdog.bounded(socket.as_raw_fd(), || connect_to(socket.as_raw_fd(), addr));
+        if !matches!(made, Ok(()) | Err(libc::EINPROGRESS)) {
+            admitted.withdraw(local);
         }
         Made::Done(made)
     }
@@ -900,6 +919,34 @@ const NOT_THE_PROXY: &str = "network = \"allow\": only through the egress proxy 
 /// `connect(2)` of `fd` to `addr`: its errno on failure (`EINPROGRESS` for a
 /// non-blocking socket, as the program would have seen).
 fn connect_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
+    let (storage, len) = sockaddr_of(addr);
+    // SAFETY: `storage` holds a socket address of `len` bytes, valid for the call.
+    let r = unsafe { libc::connect(fd, std::ptr::from_ref(&storage).cast(), len) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO))
+    }
+}
+
+/// Binds socket `fd` to `addr`, as the host (which no Landlock domain restricts).
+fn bind_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
+    let (storage, len) = sockaddr_of(addr);
+    // SAFETY: `storage` holds a socket address of `len` bytes, valid for the call.
+    let r = unsafe { libc::bind(fd, std::ptr::from_ref(&storage).cast(), len) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO))
+    }
+}
+
+/// `addr` as the kernel's socket address, and its length.
+fn sockaddr_of(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     // SAFETY: an all-zero `sockaddr_storage` is a valid value (plain integers).
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let len = match addr {
@@ -939,21 +986,7 @@ fn connect_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
             std::mem::size_of::<libc::sockaddr_in6>()
         }
     };
-    // SAFETY: `storage` holds a socket address of `len` bytes, valid for the call.
-    let r = unsafe {
-        libc::connect(
-            fd,
-            std::ptr::from_ref(&storage).cast(),
-            len as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO))
-    }
+    (storage, len as libc::socklen_t)
 }
 
 /// The hint of a `listen` that [`Answerer::listen`] refused.

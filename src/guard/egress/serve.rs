@@ -403,7 +403,11 @@ struct RunState {
 }
 
 /// The peer addresses a run's proxy serves ([`Proxy::serve_run_admitted`]): each admitted
-/// once, by the code that made the connection, and taken by the connection it names.
+/// once, by the code that makes the connection, before it connects (its source address
+/// bound first), and taken by the connection it names as it is accepted: a connection
+/// without one is closed at once, before it takes one of the run's places or a thread, so
+/// that other local processes cannot fill the run's places (layer 2's listeners are on
+/// the host's loopback).
 /// Cheap to clone (one shared set); bounded (the oldest of 4096 unclaimed go first) and
 /// short-lived: an admission not taken within five seconds goes (its connection was
 /// closed unserved, over the run's limit), so that no later connection that happens to
@@ -426,8 +430,10 @@ impl Admitted {
         Admitted::default()
     }
 
-    /// Admits one connection from `peer` (the connecting socket's own address).
+    /// Admits one connection from `peer` (the connecting socket's own address; an
+    /// IPv4-mapped IPv6 one is its IPv4 address, as the IPv4 listener sees it).
     pub fn admit(&self, peer: SocketAddr) {
+        let peer = unmapped(peer);
         let (set, cv) = &*self.0;
         let mut q = lock(set);
         let now = std::time::Instant::now();
@@ -439,8 +445,14 @@ impl Admitted {
         cv.notify_all();
     }
 
+    /// Withdraws an admission of `peer` not taken yet (its connect failed).
+    pub fn withdraw(&self, peer: SocketAddr) {
+        let _ = self.take(peer, Duration::ZERO);
+    }
+
     /// Takes the admission of `peer`, waiting at most `wait` for it: whether it came.
     fn take(&self, peer: SocketAddr, wait: Duration) -> bool {
+        let peer = unmapped(peer);
         let (set, cv) = &*self.0;
         let deadline = std::time::Instant::now() + wait;
         let mut q = lock(set);
@@ -460,6 +472,17 @@ impl Admitted {
                 Err(e) => e.into_inner().0,
             };
         }
+    }
+}
+
+/// `addr` with an IPv4-mapped IPv6 address written as the IPv4 address.
+fn unmapped(addr: SocketAddr) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::from((v4, a.port())),
+            None => addr,
+        },
+        v4 => v4,
     }
 }
 
@@ -614,12 +637,23 @@ fn accept_one(listener: &TcpListener, protocol: Protocol, run: &Arc<RunState>) {
             return;
         }
     };
-    let Some(slot) = Slot::take(run) else {
-        // Over the run's limit: closed unserved, and its admission, if it came already,
-        // taken with it (one that comes later expires).
-        if let (Some(admitted), Ok(peer)) = (&run.admitted, conn.peer_addr()) {
-            admitted.take(peer, Duration::ZERO);
+    if let Some(admitted) = &run.admitted {
+        // Admitted before its connect: a connection without an admission now is not the
+        // sandboxed program's. Closed before it takes a place or a thread.
+        let peer = conn.peer_addr();
+        if !peer
+            .as_ref()
+            .is_ok_and(|p| admitted.take(*p, Duration::ZERO))
+        {
+            tracing::debug!(
+                peer = ?peer.ok(),
+                "egress proxy: a connection not made by the sandboxed program; closed unserved"
+            );
+            return;
         }
+    }
+    let Some(slot) = Slot::take(run) else {
+        // Over the run's limit: closed unserved.
         return;
     };
     let run = Arc::clone(run);
@@ -627,18 +661,6 @@ fn accept_one(listener: &TcpListener, protocol: Protocol, run: &Arc<RunState>) {
         .name("stockade-egress-conn".into())
         .spawn(move || {
             let _slot = slot;
-            if let Some(admitted) = &run.admitted {
-                // The connect that made this connection admits it right after it
-                // returns, which may be after this accept.
-                let peer = conn.peer_addr();
-                if !peer.as_ref().is_ok_and(|p| admitted.take(*p, Duration::from_secs(1))) {
-                    tracing::warn!(
-                        peer = ?peer.ok(),
-                        "egress proxy: a connection not made by the sandboxed program; closed unserved"
-                    );
-                    return;
-                }
-            }
             if conn.set_nonblocking(false).is_err() {
                 return;
             }
@@ -938,5 +960,95 @@ mod tests {
         a.admit(q);
         std::thread::sleep(Admitted::LIFE + Duration::from_millis(100));
         assert!(!a.take(q, Duration::ZERO), "an admission outlived its life");
+        // An IPv6 socket's mapped source is the IPv4 peer the listener sees.
+        a.admit("[::ffff:127.0.0.1]:40003".parse().unwrap());
+        assert!(a.take("127.0.0.1:40003".parse().unwrap(), Duration::ZERO));
+    }
+
+    /// A connection to a run's proxy made with its admission, as layer 2's host makes the
+    /// sandboxed program's (source bound, admitted, then connected).
+    fn admitted_connect(admitted: &Admitted, to: SocketAddr) -> TcpStream {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let sin = |addr: std::net::SocketAddrV4| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: addr.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(addr.ip().octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: socket has no memory preconditions.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(fd >= 0, "{}", io::Error::last_os_error());
+        // SAFETY: `fd` is a new descriptor this function owns from here.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut local = sin("127.0.0.1:0".parse().unwrap());
+        // SAFETY: `local` is a `sockaddr_in` of `len` bytes, valid for the call.
+        let r = unsafe { libc::bind(fd.as_raw_fd(), std::ptr::from_ref(&local).cast(), len) };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        let mut got = len;
+        // SAFETY: `local` and `got` are valid for writes, `got` is `local`'s size.
+        let r = unsafe {
+            libc::getsockname(
+                fd.as_raw_fd(),
+                std::ptr::from_mut(&mut local).cast(),
+                &mut got,
+            )
+        };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        admitted.admit(SocketAddr::from((
+            [127, 0, 0, 1],
+            u16::from_be(local.sin_port),
+        )));
+        let SocketAddr::V4(to) = to else {
+            panic!("{to}")
+        };
+        let peer = sin(to);
+        // SAFETY: `peer` is a `sockaddr_in` of `len` bytes, valid for the call.
+        let r = unsafe { libc::connect(fd.as_raw_fd(), std::ptr::from_ref(&peer).cast(), len) };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+        TcpStream::from(fd)
+    }
+
+    /// Layer 2's listeners are on the host's loopback: other local processes can connect
+    /// to them. A flood of such connections, held open, is closed as it is accepted and
+    /// takes none of the run's 64 places, so the sandboxed program's own connection is
+    /// still served (before, each unadmitted connection held a place for up to a second
+    /// while it waited for an admission, and the program's was closed unserved).
+    #[test]
+    fn connections_without_an_admission_take_no_place_of_the_run() {
+        let proxy = Proxy::new(Egress::new(
+            crate::policy::Allowlist::parse(&[]).unwrap(),
+            Vec::new(),
+        ));
+        let http = TcpListener::bind("127.0.0.1:0").unwrap();
+        let socks = TcpListener::bind("127.0.0.1:0").unwrap();
+        let to = http.local_addr().unwrap();
+        let admitted = Admitted::new();
+        let run = proxy
+            .serve_run_admitted(http, socks, None, admitted.clone())
+            .unwrap();
+        let flood: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(to).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut ours = admitted_connect(&admitted, to);
+        ours.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        ours.write_all(b"GET http://example.invalid/ HTTP/1.1\r\nHost: example.invalid\r\n\r\n")
+            .unwrap();
+        let mut answer = [0u8; 12];
+        ours.read_exact(&mut answer).unwrap();
+        assert_eq!(
+            &answer, b"HTTP/1.1 403",
+            "the program's connection was not served"
+        );
+        for mut f in flood {
+            f.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut b = [0u8; 1];
+            assert!(
+                matches!(f.read(&mut b), Ok(0) | Err(_)),
+                "an unadmitted connection was served"
+            );
+        }
+        run.end();
     }
 }
