@@ -507,7 +507,7 @@ pub mod fuzzing {
                 for answer in [
                     &(|_: &[u8]| true) as &dyn Fn(&[u8]) -> bool,
                     &|_: &[u8]| false,
-                    &|p: &[u8]| p.len() % 2 == 0,
+                    &|p: &[u8]| p.len().is_multiple_of(2),
                 ] {
                     let got = view.classify(&path, u, f, answer);
                     match &lexical {
