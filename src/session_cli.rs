@@ -34,7 +34,10 @@
 //!
 //! `SIGINT`, `SIGTERM` and `SIGHUP` end the server: it stops accepting, removes the
 //! socket, ends every running command (each client gets its command's status: killed),
-//! closes the session and exits with 128+N. If the server dies any other way (`SIGKILL`),
+//! closes the session and exits with 128+N. No client holds that end: the server waits
+//! a bounded time for the clients' threads before and after it closes the session, and
+//! its error lines to a client's stderr never block (a client may hand it a pipe it
+//! filled and never reads). If the server dies any other way (`SIGKILL`),
 //! the library's sandbox dies with it (its init's parent-death signal), and a *janitor*
 //! removes the socket: a small process the server starts before the session (this binary
 //! again, in a process group of its own, so that a `^C` at the terminal does not end it
@@ -441,69 +444,21 @@ fn serve_on(
             let _ = rustix::io::write(&wake_w, b"x");
         });
     }
-    let stop = AtomicBool::new(false);
-    let clients = AtomicUsize::new(0);
-    let mut failed = None;
-    std::thread::scope(|scope| {
-        loop {
-            let mut fds = [
-                rustix::event::PollFd::new(listener, rustix::event::PollFlags::IN),
-                rustix::event::PollFd::new(&wake_r, rustix::event::PollFlags::IN),
-                // The session's sandbox: readable once it has ended (killed from outside,
-                // say), when no command could start any more.
-                rustix::event::PollFd::new(&session, rustix::event::PollFlags::IN),
-            ];
-            match rustix::event::poll(&mut fds, None) {
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => {
-                    failed = Some(format!("poll: {}", Report(&std::io::Error::from(e))));
-                    break;
-                }
-            }
-            if !fds[1].revents().is_empty() {
-                break;
-            }
-            if !fds[2].revents().is_empty() {
-                failed = Some("the session's sandbox ended".to_string());
-                break;
-            }
-            if fds[0].revents().is_empty() {
-                continue;
-            }
-            match rustix::net::accept_with(listener, SocketFlags::CLOEXEC) {
-                Ok(conn) => {
-                    if clients.load(Ordering::SeqCst) >= MAX_CLIENTS {
-                        say_client(format_args!(
-                            "refused a client: {MAX_CLIENTS} are served already"
-                        ));
-                        continue;
-                    }
-                    let slot = Slot::take(&clients);
-                    let (session, stop) = (&session, &stop);
-                    // No thread to be had (a limit): that client is dropped (its `run`
-                    // says the session refused it; the slot goes back with the closure),
-                    // and the server goes on; `spawn` would panic here and leave the
-                    // scope waiting for the clients' threads with the stop never signalled.
-                    let spawned = std::thread::Builder::new().spawn_scoped(scope, move || {
-                        // Held until the thread ends, a panic included.
-                        let _slot = slot;
-                        client(session, conn, stop);
-                    });
-                    if let Err(e) = spawned {
-                        eprintln!("stockade: session: no thread for a client: {}", Report(&e));
-                    }
-                }
-                // A client that went away before it was accepted, or no fds left for a
-                // moment: the others go on being served.
-                Err(_) => std::thread::sleep(Duration::from_millis(1)),
-            }
-        }
-        // New clients are refused from now on (the socket goes); running commands end.
-        removed(place, id, janitor);
-        stop.store(true, Ordering::SeqCst);
+    // The session's pidfd, for the loop's poll: the session itself is the clients'.
+    let sandbox_ended = match session.as_fd().try_clone_to_owned() {
+        Ok(fd) => fd,
+        Err(e) => return fail(125, format_args!("dup: {}", Report(&e))),
+    };
+    let served = std::sync::Arc::new(Served {
+        sandbox: session.id(),
+        session: std::sync::Mutex::new(Some(session)),
+        stop: AtomicBool::new(false),
+        clients: AtomicUsize::new(0),
     });
-    let closed = session.close();
+    let failed = accept_until_the_end(&served, listener, &wake_r, &sandbox_ended);
+    // New clients are refused from now on (the socket goes); running commands end.
+    removed(place, id, janitor);
+    let closed = served.end();
     if let Some(e) = failed {
         return fail(125, format_args!("session: {e}"));
     }
@@ -514,26 +469,141 @@ fn serve_on(
     ExitCode::from(128u8.wrapping_add(sig as u8))
 }
 
-/// One of the [`MAX_CLIENTS`] places, given back when dropped (the client's thread ends,
-/// however it ends).
-struct Slot<'a>(&'a AtomicUsize);
-
-impl<'a> Slot<'a> {
-    fn take(count: &'a AtomicUsize) -> Slot<'a> {
-        count.fetch_add(1, Ordering::SeqCst);
-        Slot(count)
+/// Serves the listener, each client on a thread of its own, until an ending signal
+/// (`wake` readable) or the end of the session's sandbox (`sandbox_ended` readable).
+/// Returns why it stopped when that is a failure.
+fn accept_until_the_end(
+    served: &std::sync::Arc<Served>,
+    listener: &OwnedFd,
+    wake: &OwnedFd,
+    sandbox_ended: &OwnedFd,
+) -> Option<String> {
+    loop {
+        let mut fds = [
+            rustix::event::PollFd::new(listener, rustix::event::PollFlags::IN),
+            rustix::event::PollFd::new(wake, rustix::event::PollFlags::IN),
+            // The session's sandbox: readable once it has ended (killed from outside,
+            // say), when no command could start any more.
+            rustix::event::PollFd::new(sandbox_ended, rustix::event::PollFlags::IN),
+        ];
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Some(format!("poll: {}", Report(&std::io::Error::from(e)))),
+        }
+        if !fds[1].revents().is_empty() {
+            return None;
+        }
+        if !fds[2].revents().is_empty() {
+            return Some("the session's sandbox ended".to_string());
+        }
+        if fds[0].revents().is_empty() {
+            continue;
+        }
+        match rustix::net::accept_with(listener, SocketFlags::CLOEXEC) {
+            Ok(conn) => serve_client(served, conn),
+            // A client that went away before it was accepted, or no fds left for a
+            // moment: the others go on being served.
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
     }
 }
 
-impl Drop for Slot<'_> {
+/// Starts a thread for the client of `conn`, if there is room for one more.
+fn serve_client(served: &std::sync::Arc<Served>, conn: OwnedFd) {
+    if served.clients.load(Ordering::SeqCst) >= MAX_CLIENTS {
+        say_client(format_args!(
+            "refused a client: {MAX_CLIENTS} are served already"
+        ));
+        return;
+    }
+    let slot = Slot::take(served);
+    // No thread to be had (a limit): that client is dropped (its `run` says the session
+    // refused it; the slot goes back with the closure), and the server goes on.
+    let spawned = std::thread::Builder::new().spawn(move || {
+        // Held until the thread ends, a panic included.
+        let slot = slot;
+        client(&slot.0, conn);
+    });
+    if let Err(e) = spawned {
+        eprintln!("stockade: session: no thread for a client: {}", Report(&e));
+    }
+}
+
+/// How long the server's end waits for its clients' threads, first to end their commands
+/// and reply before the session closes, then to reply once it has.
+const CLIENTS_GRACE: Duration = Duration::from_secs(2);
+
+/// What the server's loop and its clients' threads share. The session is held here,
+/// not borrowed by a thread scope, so that the server's end does not depend on any
+/// client's thread: one that a client kept busy (in a write to its stderr, say) once held
+/// the scope, and with it the session, its sandbox and every kept background process,
+/// open after `SIGTERM`.
+struct Served {
+    /// The session; `None` once the server's end has closed it.
+    session: std::sync::Mutex<Option<Session>>,
+    /// The host's pid of the session's sandbox's first process (`Session::id`).
+    sandbox: u32,
+    /// Set at the server's end: clients waiting for a request stop, and running
+    /// commands are killed.
+    stop: AtomicBool,
+    /// The clients being served, each on a thread of its own.
+    clients: AtomicUsize,
+}
+
+impl Served {
+    /// A command of the session; `None` once it is closed.
+    fn command(&self, program: &OsStr) -> Option<stockade::Command> {
+        let session = self.session.lock().unwrap_or_else(|e| e.into_inner());
+        session.as_ref().map(|s| s.command(program))
+    }
+
+    /// The server's end: tells the clients' threads to kill their commands and gives
+    /// them [`CLIENTS_GRACE`] to reply, then closes the session whatever they do (which
+    /// ends every process of it, kept ones included), and gives them as long again to
+    /// reply. A thread still running then is left behind: the process exits without it.
+    fn end(&self) -> std::io::Result<std::process::ExitStatus> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wait_for_clients(CLIENTS_GRACE);
+        let session = self
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let closed = session.map_or(Ok(std::process::ExitStatus::default()), Session::close);
+        self.wait_for_clients(CLIENTS_GRACE);
+        closed
+    }
+
+    /// Waits until no client is served, or `limit` has passed.
+    fn wait_for_clients(&self, limit: Duration) {
+        let deadline = std::time::Instant::now() + limit;
+        while self.clients.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// One of the [`MAX_CLIENTS`] places, given back when dropped (the client's thread ends,
+/// however it ends).
+struct Slot(std::sync::Arc<Served>);
+
+impl Slot {
+    fn take(served: &std::sync::Arc<Served>) -> Slot {
+        served.clients.fetch_add(1, Ordering::SeqCst);
+        Slot(std::sync::Arc::clone(served))
+    }
+}
+
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.clients.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 /// Serves one connection: checks its user, reads its one request, runs the command and
 /// replies how it ended.
-fn client(session: &Session, conn: OwnedFd, stop: &AtomicBool) {
+fn client(served: &Served, conn: OwnedFd) {
     let euid = rustix::process::geteuid();
     match rustix::net::sockopt::socket_peercred(&conn) {
         Ok(peer) if peer.uid == euid => {
@@ -544,7 +614,7 @@ fn client(session: &Session, conn: OwnedFd, stop: &AtomicBool) {
             // its stdio, the caller's terminal perhaps. So a client must not descend
             // from the session's sandbox.
             let pid = peer.pid.as_raw_nonzero().get();
-            if let Some(why) = refused_peer(&conn, pid, session.id()) {
+            if let Some(why) = refused_peer(&conn, pid, served.sandbox) {
                 say_client(format_args!("refused a client (pid {pid}): {why}"));
                 return;
             }
@@ -565,24 +635,111 @@ fn client(session: &Session, conn: OwnedFd, stop: &AtomicBool) {
             return;
         }
     }
-    let Some((request, [stdin, stdout, stderr])) = receive(&conn, stop) else {
+    let Some((request, [stdin, stdout, stderr])) = receive(&conn, &served.stop) else {
         return;
     };
-    let mut err_out = stderr.try_clone().ok().map(std::fs::File::from);
+    let outlet = Outlet::of(&stderr);
     let mut say = |line: &dyn std::fmt::Display| {
-        if let Some(f) = err_out.as_mut() {
-            let _ = writeln!(f, "stockade: {line}");
+        if let Some(o) = outlet.as_ref() {
+            o.say(format!("stockade: {line}\n").as_bytes());
         }
     };
-    let reply = run_request(
-        session,
-        &request,
-        [stdin, stdout, stderr],
-        &conn,
-        stop,
-        &mut say,
-    );
+    let reply = run_request(served, &request, [stdin, stdout, stderr], &conn, &mut say);
     let _ = rustix::net::send(&conn, &reply.encode(), SendFlags::NOSIGNAL);
+}
+
+/// How long an error line for a client's stderr may wait for room there, in all: the
+/// line is dropped then.
+const SAY_DEADLINE: Duration = Duration::from_millis(250);
+
+/// A client's stderr, written without ever blocking the server's thread. A client chooses
+/// that fd: a pipe it filled and never reads would hold a blocking write, and the
+/// client's thread with it, for ever. The client's own file description is shared (with
+/// the client, and the command), so its flags are left alone: a socket is written with
+/// `MSG_DONTWAIT`, a pipe or a terminal through a description of this server's own,
+/// opened again through `/proc/self/fd` with `O_NONBLOCK`; anything else (a regular
+/// file, which the real client never sends, whose write can wait on its file system) is
+/// not written.
+enum Outlet {
+    Socket(OwnedFd),
+    Reopened(OwnedFd),
+}
+
+impl Outlet {
+    /// The outlet for `fd`; `None` when it is none of those kinds or not open for writing.
+    fn of(fd: &OwnedFd) -> Option<Outlet> {
+        let st = rustix::fs::fstat(fd).ok()?;
+        let kind = FileType::from_raw_mode(st.st_mode);
+        if kind == FileType::Socket {
+            return fd.try_clone().ok().map(Outlet::Socket);
+        }
+        if !matches!(kind, FileType::Fifo | FileType::CharacterDevice) {
+            return None;
+        }
+        // Only a description the client opened for writing (not a read end, not an
+        // `O_PATH` fd) is opened again for writing.
+        let access = rustix::fs::fcntl_getfl(fd).ok()? & (OFlags::RWMODE | OFlags::PATH);
+        if access != OFlags::WRONLY && access != OFlags::RDWR {
+            return None;
+        }
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let again = rustix::fs::open(path, flags, Mode::empty()).ok()?;
+        // Still the same file (the open went through this process's own fd table, but a
+        // device's open may hand out another).
+        let st2 = rustix::fs::fstat(&again).ok()?;
+        ((st2.st_dev, st2.st_ino) == (st.st_dev, st.st_ino)).then_some(Outlet::Reopened(again))
+    }
+
+    /// One write that does not wait.
+    fn write(&self, bytes: &[u8]) -> rustix::io::Result<usize> {
+        match self {
+            Outlet::Socket(fd) => {
+                rustix::net::send(fd, bytes, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)
+            }
+            Outlet::Reopened(fd) => rustix::io::write(fd, bytes),
+        }
+    }
+
+    /// Writes `line` as far as it goes within [`SAY_DEADLINE`]; the rest is dropped.
+    fn say(&self, line: &[u8]) {
+        let deadline = std::time::Instant::now() + SAY_DEADLINE;
+        let mut left = line;
+        while !left.is_empty() {
+            match self.write(left) {
+                Ok(0) => return,
+                Ok(n) => left = left.get(n..).unwrap_or(&[]),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => {
+                    if !self.room_before(deadline) {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Waits for room to write, until `deadline`: whether to try again (room, or a
+    /// signal that cut the wait short).
+    fn room_before(&self, deadline: std::time::Instant) -> bool {
+        let (Outlet::Socket(fd) | Outlet::Reopened(fd)) = self;
+        let wait = deadline.saturating_duration_since(std::time::Instant::now());
+        if wait.is_zero() {
+            return false;
+        }
+        let Ok(wait) = rustix::event::Timespec::try_from(wait) else {
+            return false;
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            fd,
+            rustix::event::PollFlags::OUT,
+        )];
+        match rustix::event::poll(&mut fds, Some(&wait)) {
+            Ok(n) => n > 0,
+            Err(e) => e == rustix::io::Errno::INTR,
+        }
+    }
 }
 
 /// The root of `policy` writable inside the sandbox (the workspace or a writable path)
@@ -747,18 +904,21 @@ fn receive(conn: &OwnedFd, stop: &AtomicBool) -> Option<(Request, [OwnedFd; wire
 /// Starts the request's command in the session and waits for it, watching the client's
 /// connection meanwhile. Returns the reply.
 fn run_request(
-    session: &Session,
+    served: &Served,
     request: &Request,
     [stdin, stdout, stderr]: [OwnedFd; wire::FDS],
     conn: &OwnedFd,
-    stop: &AtomicBool,
     say: &mut dyn FnMut(&dyn std::fmt::Display),
 ) -> Reply {
     let os = |b: &[u8]| OsString::from_vec(b.to_vec());
     let Some((program, args)) = request.argv.split_first() else {
         return Reply::Code(125);
     };
-    let mut cmd = session.command(os(program));
+    let stop = &served.stop;
+    // Closed already: the server is ending.
+    let Some(mut cmd) = served.command(&os(program)) else {
+        return Reply::Code(125);
+    };
     cmd.args(args.iter().map(|a| os(a)));
     if let Some(cwd) = &request.cwd {
         cmd.current_dir(os(cwd));

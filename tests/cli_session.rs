@@ -1215,3 +1215,103 @@ fn root_only_a_client_of_another_uid_is_refused() {
 fn cli_session_as_nobody() {
     common::rerun_as_nobody(&["--skip", "cli_session_as_nobody"]);
 }
+
+/// A raw client whose stderr is a pipe it filled and never reads: it asks for a program
+/// that does not exist, so the server has an error line to write there. It prints
+/// `reply N` or `no reply` (after 3 s), then stays, holding the pipe, until killed.
+const FULL_STDERR_CLIENT: &str = r#"
+import os, socket, struct, sys, time
+r, w = os.pipe()
+os.set_blocking(w, False)
+try:
+    while True:
+        os.write(w, b"x" * 65536)
+except BlockingIOError:
+    pass
+# Blocking again: the server must not rely on the client's file description's flags.
+os.set_blocking(w, True)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(sys.argv[1])
+strings = [b"/no/such/program"]
+head = struct.pack("=5I", int.from_bytes(b"STCQ", "big"), 0, len(strings), 0, 0)
+req = head + b"".join(x + b"\0" for x in strings)
+socket.send_fds(s, [req], [0, 1, w])
+s.settimeout(3)
+try:
+    r = s.recv(13)
+except OSError:
+    r = b""
+print("reply %d" % len(r) if r else "no reply", flush=True)
+time.sleep(120)
+"#;
+
+/// A client can hand the server a stderr that takes no more bytes (a pipe it filled and
+/// never reads). The server's error line for it is dropped after a short wait, not
+/// written with a blocking write that never returns; and an ending signal ends the server
+/// at once, its session closed and a background process kept in it gone, however its
+/// clients' threads fare. Before, the client's thread blocked in the write, and the
+/// server, waiting for it, never closed the session.
+#[test]
+fn a_client_with_a_full_stderr_does_not_hold_the_server() {
+    if !Path::new("/usr/bin/python3").exists() {
+        common::skip(
+            "a_client_with_a_full_stderr_does_not_hold_the_server",
+            "no /usr/bin/python3",
+        );
+        return;
+    }
+    for layer in LAYERS {
+        let (dir, ws) = (socket_dir(), tempdir());
+        let Some(mut server) = Server::start(dir.path(), ws.path(), layer) else {
+            return;
+        };
+        let marker = format!("{}.{}", 700 + std::process::id() % 97, layer as u32);
+        let out = server.run(&[
+            "--keep-background",
+            "--",
+            "sh",
+            "-c",
+            &format!("sleep {marker} </dev/null >/dev/null 2>&1 &"),
+        ]);
+        assert!(out.status.success(), "{layer:?}: {}", text(&out.stderr));
+        assert_eq!(common::host_processes_with(&marker).len(), 1, "{layer:?}");
+        let mut client = Command::new("/usr/bin/python3")
+            .args(["-c", FULL_STDERR_CLIENT])
+            .arg(&server.socket)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(client.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        // SAFETY: kill takes a pid and a signal number; the pid is our unreaped child's.
+        let r = unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+        assert_eq!(r, 0);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let status = loop {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let _ = client.kill();
+        let _ = client.wait();
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(128 + libc::SIGTERM),
+            "{layer:?}: the server did not end within 5 s of SIGTERM: {}",
+            server.stderr()
+        );
+        assert!(
+            common::host_processes_with(&marker).is_empty(),
+            "{layer:?}: a kept background process outlived its server"
+        );
+        assert_eq!(line.trim(), "reply 12", "{layer:?}: {}", server.stderr());
+    }
+}
