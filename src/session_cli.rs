@@ -12,7 +12,13 @@
 //! checks the same of the directory, that the socket is a socket (not a symbolic link)
 //! owned by the caller's effective uid, and after connecting that the server's
 //! `SO_PEERCRED` uid is the caller's. The server checks the client's `SO_PEERCRED` uid and
-//! closes the connection of any other user without reading it.
+//! closes the connection of any other user without reading it, closes that of a process
+//! of the session's own sandbox likewise, and refuses (telling it so on its stderr) a
+//! client under more seccomp filters than the server: a program in any sandbox of
+//! stockade's, which runs as the user too, and reaches the socket where its directory is
+//! in its view (layer 2 reaches every pathname socket). Each end so takes the other only
+//! when it runs under no more filters than itself, as a client and a server started side
+//! by side do. The socket's directory must still be kept out of other sandboxes' views.
 //!
 //! # One command per connection
 //!
@@ -604,36 +610,10 @@ impl Drop for Slot {
 /// Serves one connection: checks its user, reads its one request, runs the command and
 /// replies how it ended.
 fn client(served: &Served, conn: OwnedFd) {
-    let euid = rustix::process::geteuid();
-    match rustix::net::sockopt::socket_peercred(&conn) {
-        Ok(peer) if peer.uid == euid => {
-            // The same uid is not enough: the session's own commands run as this user
-            // too, and Landlock does not govern `connect` to a pathname socket (layer 2
-            // reaches every one; the full layer one in a writable root). A command that
-            // got in could start commands that outlive it (`--keep-background`) with
-            // its stdio, the caller's terminal perhaps. So a client must not descend
-            // from the session's sandbox.
-            let pid = peer.pid.as_raw_nonzero().get();
-            if let Some(why) = refused_peer(&conn, pid, served.sandbox) {
-                say_client(format_args!("refused a client (pid {pid}): {why}"));
-                return;
-            }
-        }
-        Ok(peer) => {
-            say_client(format_args!(
-                "refused a client of uid {} (pid {}): not this user's",
-                peer.uid.as_raw(),
-                peer.pid.as_raw_nonzero()
-            ));
-            return;
-        }
-        Err(e) => {
-            say_client(format_args!(
-                "a client's credentials: {}",
-                Report(&std::io::Error::from(e))
-            ));
-            return;
-        }
+    match admit(&conn, served.sandbox) {
+        Admission::Served => {}
+        Admission::Dropped => return,
+        Admission::Told(why) => return tell_refused(&conn, &served.stop, &why),
     }
     let Some((request, [stdin, stdout, stderr])) = receive(&conn, &served.stop) else {
         return;
@@ -646,6 +626,107 @@ fn client(served: &Served, conn: OwnedFd) {
     };
     let reply = run_request(served, &request, [stdin, stdout, stderr], &conn, &mut say);
     let _ = rustix::net::send(&conn, &reply.encode(), SendFlags::NOSIGNAL);
+}
+
+/// Whether a connection is served.
+enum Admission {
+    Served,
+    /// Closed unread (another user's, or a process of the session's own sandbox).
+    Dropped,
+    /// Refused, and the client is told why on its stderr.
+    Told(String),
+}
+
+/// Whether the client of `conn` is served: this user's, not of the session's own sandbox
+/// (whose first process is `sandbox`), and under no more seccomp filters than this
+/// server (not in any sandbox of stockade's).
+fn admit(conn: &OwnedFd, sandbox: u32) -> Admission {
+    let euid = rustix::process::geteuid();
+    let peer = match rustix::net::sockopt::socket_peercred(conn) {
+        Ok(peer) => peer,
+        Err(e) => {
+            say_client(format_args!(
+                "a client's credentials: {}",
+                Report(&std::io::Error::from(e))
+            ));
+            return Admission::Dropped;
+        }
+    };
+    let pid = peer.pid.as_raw_nonzero().get();
+    if peer.uid != euid {
+        say_client(format_args!(
+            "refused a client of uid {} (pid {pid}): not this user's",
+            peer.uid.as_raw(),
+        ));
+        return Admission::Dropped;
+    }
+    // Pinned for both checks: each must be of the process that connected.
+    let pidfd = peer_pidfd(conn);
+    // The same uid is not enough: the session's own commands run as this user too, and
+    // Landlock does not govern `connect` to a pathname socket (layer 2 reaches every one;
+    // the full layer one in a writable root). A command that got in could start commands
+    // that outlive it (`--keep-background`) with its stdio, the caller's terminal
+    // perhaps. So a client must not descend from the session's sandbox.
+    if let Some(why) = refused_peer(pidfd.as_ref(), pid, sandbox) {
+        say_client(format_args!("refused a client (pid {pid}): {why}"));
+        return Admission::Dropped;
+    }
+    // Nor from any other sandbox of this user's: a program there reaches the socket the
+    // same way (on the full layer, when the socket's directory is bound into its view),
+    // and would run commands with the session's policy (write a workspace its own
+    // sandbox may not) that outlive its sandbox.
+    match confined_client(pidfd.as_ref(), pid) {
+        None => Admission::Served,
+        Some(Refusal::Ended) => {
+            say_client(format_args!("dropped a client (pid {pid}): it has ended"));
+            Admission::Dropped
+        }
+        Some(Refusal::Why(why)) => {
+            say_client(format_args!("refused a client (pid {pid}): {why}"));
+            Admission::Told(why)
+        }
+    }
+}
+
+/// Why a client is refused by [`confined_client`].
+enum Refusal {
+    /// It ended before it was checked.
+    Ended,
+    /// What to tell it.
+    Why(String),
+}
+
+/// Why the client (pid `pid`, pinned by `pidfd`) is refused: it runs under more seccomp
+/// filters than this server, as every program in a sandbox of stockade's does (one more
+/// than the host that started it, on either layer), or its count cannot be read. The
+/// client's `confined_server` check, the other way round: a real client is the caller's
+/// own `run --session`, under no more filters than the server started beside it.
+fn confined_client(pidfd: Option<&OwnedFd>, pid: i32) -> Option<Refusal> {
+    match peer_filters(pidfd, pid) {
+        Filters::NotMore => None,
+        Filters::Ended => Some(Refusal::Ended),
+        Filters::Unreadable => Some(Refusal::Why(format!(
+            "the client's seccomp filters (pid {pid}) cannot be read, so it may run inside \
+             a sandbox; a sandboxed program may not use a session"
+        ))),
+        Filters::More { theirs, own } => Some(Refusal::Why(format!(
+            "the client runs inside a sandbox ({theirs} seccomp filters, more than this \
+             server's {own}); a sandboxed program may not use a session"
+        ))),
+    }
+}
+
+/// Tells a refused client why, on the stderr of its request (read for that alone, within
+/// [`REQUEST_DEADLINE`]; nothing of it runs), and replies 125, as for a command that did
+/// not start.
+fn tell_refused(conn: &OwnedFd, stop: &AtomicBool, why: &str) {
+    let Some((_, [_, _, stderr])) = receive(conn, stop) else {
+        return;
+    };
+    if let Some(o) = Outlet::of(&stderr) {
+        o.say(format!("stockade: refused: {why}\n").as_bytes());
+    }
+    let _ = rustix::net::send(conn, &Reply::Code(125).encode(), SendFlags::NOSIGNAL);
 }
 
 /// How long an error line for a client's stderr may wait for room there, in all: the
@@ -757,10 +838,10 @@ fn writable_inside(policy: &stockade::Policy, dir: &Path) -> Option<PathBuf> {
         .find(|root| std::fs::canonicalize(root).is_ok_and(|r| dir.starts_with(r)))
 }
 
-/// Why the client of `conn`, whose pid (at its `connect`) is `pid`, is refused: it
-/// descends from the session's sandbox, whose first process is `sandbox`, or it has
-/// ended, or its ancestry cannot be read. The client is pinned by its pidfd
-/// (`SO_PEERPIDFD`) and must still be alive once its ancestry has been walked: its pid
+/// Why the client whose pid (at its `connect`) is `pid` is refused: it descends from the
+/// session's sandbox, whose first process is `sandbox`, or it has ended, or its ancestry
+/// cannot be read. The client is pinned by its pidfd (`SO_PEERPIDFD`, `pidfd`) and must
+/// still be alive once its ancestry has been walked: its pid
 /// is then its own, not a reused one. Its ancestors are walked through `/proc`; one that
 /// ends meanwhile leaves its children to the sandbox's subreaper init or namespace init,
 /// still above them, so a process of the sandbox cannot step out of the walk. An ancestor
@@ -768,8 +849,7 @@ fn writable_inside(policy: &stockade::Policy, dir: &Path) -> Option<PathBuf> {
 /// left its pid to a new process elsewhere: each parent must have started no later than
 /// its child (`/proc/PID/stat`'s start time), else the walk stops and the client is
 /// refused (it may connect again).
-fn refused_peer(conn: &OwnedFd, pid: i32, sandbox: u32) -> Option<&'static str> {
-    let pidfd = peer_pidfd(conn);
+fn refused_peer(pidfd: Option<&OwnedFd>, pid: i32, sandbox: u32) -> Option<&'static str> {
     let sandbox = i32::try_from(sandbox).unwrap_or(0);
     let mut p = pid;
     let Some((mut parent, mut started)) = stat_of(p) else {
@@ -782,14 +862,7 @@ fn refused_peer(conn: &OwnedFd, pid: i32, sandbox: u32) -> Option<&'static str> 
         }
         if p <= 1 {
             // The host's init (or above this PID namespace): not the sandbox's.
-            let alive = pidfd.as_ref().is_none_or(|fd| {
-                let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-                matches!(
-                    rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())),
-                    Ok(0)
-                )
-            });
-            return (!alive).then_some("it has ended");
+            return (!alive(pidfd)).then_some("it has ended");
         }
         let Some((grandparent, parent_started)) = stat_of(parent) else {
             return Some("its ancestry cannot be read");
@@ -800,6 +873,18 @@ fn refused_peer(conn: &OwnedFd, pid: i32, sandbox: u32) -> Option<&'static str> 
         (p, parent, started) = (parent, grandparent, parent_started);
     }
     Some("its ancestry is too deep")
+}
+
+/// Whether the process of `pidfd` has not ended (a pidfd is readable once it has); true
+/// without one (a kernel without `SO_PEERPIDFD`, where the pid alone is checked).
+fn alive(pidfd: Option<&OwnedFd>) -> bool {
+    pidfd.is_none_or(|fd| {
+        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+        matches!(
+            rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())),
+            Ok(0)
+        )
+    })
 }
 
 /// A pidfd of `conn`'s peer (`SO_PEERPIDFD`, Linux 6.5); `None` where the kernel has none.
@@ -1183,35 +1268,54 @@ fn connect(socket: &Path) -> Result<OwnedFd, String> {
 /// started it, and runs as this user: one that could write where the caller put the
 /// socket (another session's workspace, say) could serve its own socket there and take
 /// the requests, secrets and stdio included. A real server is the caller's own
-/// `stockade session`, under no more filters than a client started beside it.
-///
-/// The count is `/proc/PID/status`'s `Seccomp_filters` (Linux 5.9), of the server
-/// pinned by its pidfd (`SO_PEERPIDFD`, Linux 6.5: the pid is checked to be its own
-/// once read); without the line (older kernels) nothing is checked.
+/// `stockade session`, under no more filters than a client started beside it. (The
+/// server checks its clients the same way: `confined_client`.)
 fn confined_server(conn: &OwnedFd, pid: i32) -> Option<String> {
     let pidfd = peer_pidfd(conn);
+    match peer_filters(pidfd.as_ref(), pid) {
+        Filters::NotMore => None,
+        Filters::Ended => Some("the server ended while it was checked".to_string()),
+        Filters::Unreadable => Some(format!("the server (pid {pid}) cannot be checked")),
+        Filters::More { theirs, own } => Some(format!(
+            "served by a process under {theirs} seccomp filters, more than this one's {own} \
+             (a sandboxed program)"
+        )),
+    }
+}
+
+/// How the seccomp filters of a peer compare with this process's own.
+enum Filters {
+    /// No more than this process's; or this process has no count to compare with (no
+    /// `/proc`, Linux < 5.9), when nothing is checked.
+    NotMore,
+    /// More than this process's.
+    More { theirs: u64, own: u64 },
+    /// The peer's count cannot be read.
+    Unreadable,
+    /// The peer has ended: its pid may be another process's by now.
+    Ended,
+}
+
+/// The seccomp filters of the peer whose pid (at its `connect` or `listen`) is `pid`,
+/// pinned by `pidfd`, against this process's. The count is `/proc/PID/status`'s
+/// `Seccomp_filters` (Linux 5.9), read by pid and taken only if the pidfd shows the peer
+/// alive after the read: the pid was then its own, not a reused one, when it was read.
+/// Without a pidfd (Linux < 6.5) the pid alone is read.
+fn peer_filters(pidfd: Option<&OwnedFd>, pid: i32) -> Filters {
     let filters = |pid: &str| -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         status_filters(&status)
     };
     // No count of its own (no `/proc`, an older kernel): nothing to compare with.
-    let own = filters("self")?;
+    let Some(own) = filters("self") else {
+        return Filters::NotMore;
+    };
     let theirs = filters(&pid.to_string());
-    let alive = pidfd.as_ref().is_none_or(|fd| {
-        let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-        matches!(
-            rustix::event::poll(&mut fds, Some(&rustix::event::Timespec::default())),
-            Ok(0)
-        )
-    });
     match theirs {
-        _ if !alive => Some("the server ended while it was checked".to_string()),
-        None => Some(format!("the server (pid {pid}) cannot be checked")),
-        Some(n) if n > own => Some(format!(
-            "served by a process under {n} seccomp filters, more than this one's {own} \
-             (a sandboxed program)"
-        )),
-        Some(_) => None,
+        _ if !alive(pidfd) => Filters::Ended,
+        None => Filters::Unreadable,
+        Some(theirs) if theirs > own => Filters::More { theirs, own },
+        Some(_) => Filters::NotMore,
     }
 }
 

@@ -1216,6 +1216,126 @@ fn cli_session_as_nobody() {
     common::rerun_as_nobody(&["--skip", "cli_session_as_nobody"]);
 }
 
+/// A raw client that prints `ready`, waits for the socket to appear, sends `touch NAME`
+/// with its own stdio, and prints `reply N` or `no reply`. It runs inside another sandbox,
+/// whose full layer masks the pathname sockets bound when it starts: the server starts
+/// once it is ready, and its socket is one made later, which a read-only bind shows.
+const WAITING_CLIENT: &str = r#"
+import os, socket, struct, sys, time
+path, name = sys.argv[1], sys.argv[2]
+print("ready", flush=True)
+for _ in range(400):
+    if os.path.exists(path):
+        break
+    time.sleep(0.05)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(path)
+strings = [b"touch", name.encode()]
+head = struct.pack("=5I", int.from_bytes(b"STCQ", "big"), 0, len(strings), 0, 0)
+req = head + b"".join(x + b"\0" for x in strings)
+try:
+    socket.send_fds(s, [req], [0, 1, 2])
+    r = s.recv(13)
+except OSError:
+    r = b""
+print("reply %d" % len(r) if r else "no reply", flush=True)
+"#;
+
+/// A program inside another sandbox of the same user (its own workspace, which may not
+/// be the session's) reaches the session's socket: layer 2's Landlock does not govern
+/// `connect` to a pathname socket, and the full layer shows a socket made later in a
+/// directory it binds read-only. It is not of the session's sandbox, so the ancestry check
+/// lets it through; the server refuses it by its seccomp filters, more than its own, and
+/// tells it so, and its command does not run (it would write the session's workspace,
+/// which its own sandbox may not).
+#[test]
+fn a_client_inside_another_sandbox_is_refused() {
+    if !Path::new("/usr/bin/python3").exists() {
+        common::skip(
+            "a_client_inside_another_sandbox_is_refused",
+            "no /usr/bin/python3",
+        );
+        return;
+    }
+    for layer in LAYERS {
+        let (dir, ws, theirs, tmp) = (socket_dir(), tempdir(), tempdir(), tempdir());
+        let mut other = stockade();
+        other.args(["run", "--workspace"]).arg(theirs.path());
+        match layer {
+            Layer::Full => other.args(["--layer", "full"]),
+            _ => other.args(["--layer", "landlock", "--min-layer", "landlock"]),
+        };
+        let socket = dir.path().join("s");
+        let mut other = other
+            .arg("--read-only")
+            .arg(dir.path())
+            .args(["--", "python3", "-c", WAITING_CLIENT])
+            .arg(&socket)
+            .arg("from-another-sandbox")
+            .env("TMPDIR", tmp.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        let mut lines = std::io::BufReader::new(other.stdout.take().unwrap());
+        std::io::BufRead::read_line(&mut lines, &mut ready).unwrap();
+        let server = if ready == "ready\n" {
+            Server::start(dir.path(), ws.path(), layer)
+        } else {
+            None
+        };
+        let Some(server) = server else {
+            let _ = other.kill();
+            let _ = other.wait();
+            assert_eq!(
+                ready, "ready\n",
+                "{layer:?}: the sandboxed client did not start"
+            );
+            return;
+        };
+        let out = other.wait_with_output().unwrap();
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(&mut lines, &mut stdout).unwrap();
+        let stderr = text(&out.stderr);
+        assert!(
+            !ws.path().join("from-another-sandbox").exists(),
+            "{layer:?}: a sandboxed client ran a command in the session: {stdout} {stderr}"
+        );
+        assert!(
+            stdout.starts_with("reply") || stdout.starts_with("no reply"),
+            "{layer:?}: the client did not connect: {stdout} {stderr}\nserver: {}",
+            server.stderr()
+        );
+        assert!(
+            stderr.contains("a sandboxed program may not use a session"),
+            "{layer:?}: {stdout} {stderr}\nserver: {}",
+            server.stderr()
+        );
+        assert!(
+            server.stderr().contains("seccomp filters"),
+            "{layer:?}: {}",
+            server.stderr()
+        );
+        // The same client beside the server is served.
+        let out = Command::new("/usr/bin/python3")
+            .args(["-c", WAITING_CLIENT])
+            .arg(&socket)
+            .arg("from-the-host")
+            .output()
+            .unwrap();
+        assert_eq!(
+            text(&out.stdout).lines().last(),
+            Some("reply 12"),
+            "{layer:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(ws.path().join("from-the-host").exists(), "{layer:?}");
+        server.end(libc::SIGTERM);
+    }
+}
+
 /// A raw client whose stderr is a pipe it filled and never reads: it asks for a program
 /// that does not exist, so the server has an error line to write there. It prints
 /// `reply N` or `no reply` (after 3 s), then stays, holding the pipe, until killed.
