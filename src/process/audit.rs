@@ -422,6 +422,23 @@ struct Reader {
     lost: bool,
 }
 
+/// The netlink messages of datagram `d`: each one's type and its text (without the
+/// header, and without a NUL at its end, which records do not have but are allowed). Stops
+/// at the first message whose length is shorter than its header or longer than what is
+/// left (fuzz target `audit_record`).
+pub(crate) fn frames(mut d: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        let header = d.get(..16)?;
+        let len = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let kind = u16::from_ne_bytes([header[4], header[5]]);
+        let text = d.get(16..len)?;
+        let text = text.strip_suffix(b"\0").unwrap_or(text);
+        let next = len.checked_add(3).map_or(usize::MAX, |n| n & !3);
+        d = d.get(next..).unwrap_or(&[]);
+        Some((kind, text))
+    })
+}
+
 /// The report's entry when the kernel dropped audit records before the tap read them.
 const LOST: &str = "(the kernel dropped audit records: Landlock's denials are incomplete)";
 
@@ -500,23 +517,13 @@ impl Reader {
     }
 
     /// One datagram: netlink messages, each one record.
-    fn datagram(&mut self, mut d: &[u8]) {
-        while d.len() >= 16 {
-            let len = u32::from_ne_bytes([d[0], d[1], d[2], d[3]]) as usize;
-            let kind = u16::from_ne_bytes([d[4], d[5]]);
-            if len < 16 || len > d.len() {
-                return;
-            }
-            let text = &d[16..len];
-            // Records are not NUL-terminated, but tolerate one.
-            let text = text.strip_suffix(b"\0").unwrap_or(text);
+    fn datagram(&mut self, d: &[u8]) {
+        for (kind, text) in frames(d) {
             if kind == LANDLOCK_ACCESS || kind == LANDLOCK_DOMAIN {
                 if let Some(r) = parse(kind, text) {
                     self.record(r);
                 }
             }
-            let next = (len + 3) & !3;
-            d = d.get(next..).unwrap_or(&[]);
         }
     }
 

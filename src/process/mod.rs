@@ -107,6 +107,17 @@ pub use gitlayer::merge::objects as gitobjects;
 pub mod audit_fuzzing {
     /// Parses one record of netlink type `kind` and describes it as a report would;
     /// whether it parsed. Never panics.
+    /// Splits a netlink datagram into its messages as the tap does, and parses each of
+    /// the Landlock ones: how many messages it held. Never panics.
+    pub fn datagram(d: &[u8]) -> usize {
+        let mut n = 0;
+        for (kind, text) in super::audit::frames(d) {
+            n += 1;
+            let _ = parse(kind, text);
+        }
+        n
+    }
+
     pub fn parse(kind: u16, text: &[u8]) -> bool {
         match super::audit::parse(kind, text) {
             Some(super::audit::Record::Access {
