@@ -405,6 +405,73 @@ fn a_nested_repository_that_existed_before_gets_its_control_files_back() {
     }
 }
 
+/// A repository the host knows, moved by the program to a path where the restore by
+/// path does not reach it (review, HIGH: `sub/.git` given a `core.fsmonitor` and renamed
+/// to `tools/.git`, or its directory renamed, kept the program's config, and host git in
+/// `tools` ran it). A known repository found at another path is the program's: treated
+/// like a new one. The first run makes `sub`, as a program's earlier run would (the
+/// second run's host then knows it); a host's own `moved` is moved by its directory.
+#[test]
+fn a_known_repository_moved_elsewhere_is_treated_as_the_programs() {
+    require!(Feature::UserNs);
+    for layer in layers() {
+        let repo = Repo::new();
+        git(&repo.ws, &["init", "-q", "moved"]);
+        std::fs::write(repo.ws.join("moved/f"), "x\n").unwrap();
+        git(&repo.ws.join("moved"), &["add", "f"]);
+        git(
+            &repo.ws.join("moved"),
+            &[
+                "-c",
+                "user.email=h@e.invalid",
+                "-c",
+                "user.name=h",
+                "commit",
+                "-qm",
+                "host",
+            ],
+        );
+        let sb = Sandbox::new(policy(&repo.ws, layer)).unwrap();
+        let first = run(
+            &sb,
+            &repo.ws,
+            "git init -q sub; echo y > sub/g; git -C sub add g; git -C sub commit -qm one",
+        );
+        assert_eq!(first.len(), 1, "{layer:?}: {first:#?}");
+        let h = repo.host.display();
+        let found = run(
+            &sb,
+            &repo.ws,
+            &format!(
+                "git config -f sub/.git/config core.fsmonitor 'touch {h}/fsmonitor; false'; \
+                 mkdir tools; mv sub/.git tools/.git; \
+                 git config -f moved/.git/config core.fsmonitor 'touch {h}/fsmonitor2; false'; \
+                 mv moved elsewhere"
+            ),
+        );
+        let paths: Vec<_> = found.iter().map(|n| n.path.clone()).collect();
+        for moved in ["tools/.git", "elsewhere/.git"] {
+            let n = found
+                .iter()
+                .find(|n| n.path == repo.ws.join(moved))
+                .unwrap_or_else(|| panic!("{layer:?}: {moved} not treated: {paths:?}"));
+            assert!(
+                matches!(&n.outcome, NestedOutcome::Neutralized { set_aside } if set_aside.contains(&"config".to_owned())),
+                "{layer:?}: {n:?}"
+            );
+        }
+        for dir in ["tools", "elsewhere"] {
+            let _ = std::process::Command::new("git")
+                .arg("-C")
+                .arg(repo.ws.join(dir))
+                .arg("status")
+                .output();
+        }
+        repo.host_git_everywhere("tools");
+        assert_eq!(repo.markers(), Vec::<String>::new(), "{layer:?}");
+    }
+}
+
 #[test]
 fn a_clone_made_inside_stays_usable() {
     require!(Feature::UserNs);

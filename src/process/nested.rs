@@ -37,7 +37,7 @@
 
 mod config;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::{Read, Write};
@@ -166,7 +166,8 @@ impl Child {
 #[derive(Debug, Default)]
 pub(super) struct Watch {
     roots: Vec<PathBuf>,
-    known: HashSet<(u64, u64)>,
+    /// The identity of each repository at the spawn, and where it was.
+    known: HashMap<(u64, u64), PathBuf>,
     /// The host's repositories below the roots' top level at the spawn (host paths of
     /// their `.git` entries and bare repository directories), whose control files are
     /// snapshotted and put back after the run (`gitlayer::merge::Session::snapshot_nested`).
@@ -197,12 +198,12 @@ impl Watch {
         roots.dedup();
         let all = roots.clone();
         roots.retain(|r| !all.iter().any(|o| o != r && r.starts_with(o)));
-        let mut known = HashSet::new();
+        let mut known = HashMap::new();
         let mut host = Vec::new();
         let mut walk = Walk::default();
         for root in &roots {
             walk.root(root, &mut |_, _, path, st| {
-                known.insert(identity(st));
+                known.insert(identity(st), path.to_path_buf());
                 // A root's own `.git` has the full layer's `.git` layer or layer 2's
                 // snapshot already.
                 if path.parent() != Some(root.as_path())
@@ -291,13 +292,18 @@ fn identity(st: &FileStat) -> (u64, u64) {
     (st.st_dev as u64, st.st_ino as u64)
 }
 
-/// Walks `roots` and treats every repository whose identity is not in `known`.
-fn check(roots: &[PathBuf], known: &HashSet<(u64, u64)>) -> Vec<NestedRepository> {
+/// Walks `roots` and treats every repository that is not one of `known` at its own
+/// path: a new one, and a host's the program moved (renamed it, or a directory above it),
+/// whose control files the restore by path did not reach (review: a host-known `.git`
+/// edited and renamed to `tools/.git` kept the program's `core.fsmonitor`, and host git run
+/// there ran it). Setting a moved host repository's config aside is the safe side: the
+/// host's own config is kept beside it, under `stockade-disabled-config`.
+fn check(roots: &[PathBuf], known: &HashMap<(u64, u64), PathBuf>) -> Vec<NestedRepository> {
     let mut found = Vec::new();
     let mut walk = Walk::default();
     for root in roots {
         walk.root(root, &mut |dir, name, path, st| {
-            if known.contains(&identity(st)) {
+            if known.get(&identity(st)).is_some_and(|at| at == path) {
                 return;
             }
             if found.len() >= MAX_REPORTED {
