@@ -472,6 +472,46 @@ fn a_known_repository_moved_elsewhere_is_treated_as_the_programs() {
     }
 }
 
+/// The snapshots of the host's nested repositories share one budget per run (32 MiB):
+/// a repository past it is not held in memory but treated as the program's after the run
+/// (review, MEDIUM: the budget was per repository, and 60 repositories with hard links to
+/// one sparse 31 MiB `info/exclude` held 1.9 GB of the host's memory for the run). Here
+/// four repositories of 12 MiB each: the spawn works, and the ones past the budget are
+/// neutralized after the run.
+#[test]
+fn the_snapshots_of_nested_repositories_share_one_budget() {
+    require!(Feature::UserNs);
+    for layer in layers() {
+        let repo = Repo::new();
+        let big = repo.ws.join("big");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(12 << 20).unwrap();
+        drop(f);
+        for i in 0..4 {
+            let r = repo.ws.join(format!("r{i}"));
+            git(&repo.ws, &["init", "-q", &format!("r{i}")]);
+            std::fs::create_dir_all(r.join(".git/info")).unwrap();
+            let _ = std::fs::remove_file(r.join(".git/info/exclude"));
+            std::fs::hard_link(&big, r.join(".git/info/exclude")).unwrap();
+        }
+        let sb = Sandbox::new(policy(&repo.ws, layer)).unwrap();
+        let found = run(&sb, &repo.ws, "true");
+        let treated: Vec<_> = found
+            .iter()
+            .filter(|n| matches!(n.outcome, NestedOutcome::Neutralized { .. }))
+            .map(|n| n.path.clone())
+            .collect();
+        assert_eq!(
+            treated.len(),
+            2,
+            "{layer:?}: two fit in 32 MiB, two are treated: {found:#?}"
+        );
+        for t in &treated {
+            assert!(t.join("stockade-disabled-config").exists(), "{t:?}");
+        }
+    }
+}
+
 #[test]
 fn a_clone_made_inside_stays_usable() {
     require!(Feature::UserNs);

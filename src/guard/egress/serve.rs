@@ -967,6 +967,7 @@ mod tests {
 
     /// A connection to a run's proxy made with its admission, as layer 2's host makes the
     /// sandboxed program's (source bound, admitted, then connected).
+    #[cfg(target_os = "linux")]
     fn admitted_connect(admitted: &Admitted, to: SocketAddr) -> TcpStream {
         use std::os::fd::{AsRawFd, FromRawFd};
         let sin = |addr: std::net::SocketAddrV4| libc::sockaddr_in {
@@ -1016,6 +1017,7 @@ mod tests {
     /// takes none of the run's 64 places, so the sandboxed program's own connection is
     /// still served (before, each unadmitted connection held a place for up to a second
     /// while it waited for an admission, and the program's was closed unserved).
+    #[cfg(target_os = "linux")]
     #[test]
     fn connections_without_an_admission_take_no_place_of_the_run() {
         let proxy = Proxy::new(Egress::new(

@@ -90,6 +90,8 @@ pub(in crate::process) struct Session {
     /// Layer 2: the writable roots' `.git` control files as they were before the run
     /// ([`snapshot`]), put back once every process of the run has ended.
     snapshots: Vec<snapshot::Held>,
+    /// What the snapshots of this command may still take, all of them together.
+    budget: snapshot::Budget,
     done: bool,
 }
 
@@ -178,10 +180,12 @@ impl Session {
         gits: &[PathBuf],
     ) -> Result<(), Error> {
         for git in gits {
-            self.snapshots.push(snapshot::Held::take(git)?);
+            self.snapshots
+                .push(snapshot::Held::take(git, &mut self.budget)?);
             match super::target::find(plan, git) {
                 super::target::Found::Layer(t) if t.link.is_some() => {
-                    self.snapshots.push(snapshot::Held::take(&t.dir)?);
+                    self.snapshots
+                        .push(snapshot::Held::take(&t.dir, &mut self.budget)?);
                 }
                 super::target::Found::Unguarded(u) => {
                     tracing::warn!("stockade: {u}");
@@ -198,15 +202,36 @@ impl Session {
     /// bare repositories), to be put back after the run like layer 2's top `.git`, on
     /// every layer: only a root's top `.git` gets a layer, so the program could otherwise
     /// rewrite `vendor/lib/.git/config` for the host's next `git add -A && git status`.
+    /// Returns those that did not fit in what is left of the run's budget (the snapshots
+    /// of one run share [`snapshot::MAX_BYTES`] and [`snapshot::MAX_ENTRIES`]): the caller
+    /// treats them as the program's after the run. (Review: the budget was per
+    /// repository, and 60 repositories of 31 MiB hard-linked `info/` files, which cost no
+    /// disk, held 1.9 GB of the host's memory for the run.)
     ///
     /// # Errors
     ///
-    /// [`SpawnError::Path`] as [`snapshot::Held::take`].
-    pub(in crate::process) fn snapshot_nested(&mut self, repos: &[PathBuf]) -> Result<(), Error> {
+    /// [`SpawnError::Path`] as [`snapshot::Held::take`], but for `E2BIG`.
+    pub(in crate::process) fn snapshot_nested(
+        &mut self,
+        repos: &[PathBuf],
+    ) -> Result<Vec<PathBuf>, Error> {
+        let mut over = Vec::new();
         for repo in repos {
-            self.snapshots.push(snapshot::Held::take(repo)?);
+            let before = self.budget.clone();
+            match snapshot::Held::take(repo, &mut self.budget) {
+                Ok(held) => self.snapshots.push(held),
+                Err(crate::error::SpawnError::Path {
+                    errno: nix::errno::Errno::E2BIG,
+                    ..
+                }) => {
+                    // What it read is dropped; what is left serves the next ones.
+                    self.budget = before;
+                    over.push(repo.clone());
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        Ok(())
+        Ok(over)
     }
 
     /// What the child needs: one entry per [`Step::GitLayer`], and its end of the socket

@@ -84,13 +84,13 @@ impl Held {
     /// # Errors
     ///
     /// As [`Snapshot::take`].
-    pub(in crate::process) fn take(git: &Path) -> Result<Held, SpawnError> {
+    pub(in crate::process) fn take(git: &Path, budget: &mut Budget) -> Result<Held, SpawnError> {
         let mut active = ACTIVE.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((snap, n)) = active.get_mut(git) {
             *n += 1;
             return Ok(Held(Arc::clone(snap)));
         }
-        let snap = Arc::new(Snapshot::take(git)?);
+        let snap = Arc::new(Snapshot::take(git, budget)?);
         active.insert(git.to_path_buf(), (Arc::clone(&snap), 1));
         Ok(Held(snap))
     }
@@ -130,13 +130,30 @@ enum Node {
     Other(u32),
 }
 
-/// What a snapshot may still take.
-struct Budget {
+/// What the snapshots of one run may still take: every snapshot a command takes (its
+/// roots' `.git` and the nested repositories the host has) shares one, so that memory
+/// stays bounded however many repositories there are.
+#[derive(Clone, Debug)]
+pub(in crate::process) struct Budget {
     entries: usize,
     bytes: usize,
 }
 
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget::per_run()
+    }
+}
+
 impl Budget {
+    /// A run's: [`MAX_ENTRIES`] entries and [`MAX_BYTES`] bytes.
+    pub(in crate::process) fn per_run() -> Budget {
+        Budget {
+            entries: MAX_ENTRIES,
+            bytes: MAX_BYTES,
+        }
+    }
+
     fn take(&mut self, bytes: usize) -> Result<(), Errno> {
         self.entries = self.entries.checked_sub(1).ok_or(Errno::E2BIG)?;
         self.bytes = self.bytes.checked_sub(bytes).ok_or(Errno::E2BIG)?;
@@ -178,7 +195,10 @@ impl Snapshot {
     ///
     /// [`SpawnError::Path`]: `E2BIG` when the control files exceed [`MAX_ENTRIES`] or
     /// [`MAX_BYTES`], or the errno of reading them.
-    pub(in crate::process) fn take(git: &Path) -> Result<Snapshot, SpawnError> {
+    pub(in crate::process) fn take(
+        git: &Path,
+        budget: &mut Budget,
+    ) -> Result<Snapshot, SpawnError> {
         let err = |errno| SpawnError::Path {
             what: "snapshot the git control files of",
             path: git.to_path_buf(),
@@ -186,10 +206,6 @@ impl Snapshot {
             note: (errno == Errno::E2BIG).then_some(
                 "more than 20000 entries or 32 MiB in config, hooks, info, worktrees and modules",
             ),
-        };
-        let mut budget = Budget {
-            entries: MAX_ENTRIES,
-            bytes: MAX_BYTES,
         };
         let (Some(root), Some(name)) = (git.parent(), git.file_name()) else {
             return Err(err(Errno::EINVAL));
@@ -221,14 +237,14 @@ impl Snapshot {
                             Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {
                                 Node::Other(libc::S_IFDIR)
                             }
-                            _ => read_path(&dir, &key, &mut budget).map_err(err)?,
+                            _ => read_path(&dir, &key, budget).map_err(err)?,
                         }
                     } else {
-                        read_path(&dir, &key, &mut budget).map_err(err)?
+                        read_path(&dir, &key, budget).map_err(err)?
                     };
                     files.insert(key, node);
                 }
-                let head = read_node(&dir, OsStr::new("HEAD"), &mut budget, 0).map_err(err)?;
+                let head = read_node(&dir, OsStr::new("HEAD"), budget, 0).map_err(err)?;
                 let repository = (valid_head(&head)
                     && ["objects", "refs"].iter().all(|d| is_dir(&dir, d)))
                 .then_some(head);
@@ -238,7 +254,7 @@ impl Snapshot {
                     repository,
                 }
             }
-            Ok(_) => Top::Entry(read_node(&root, name, &mut budget, 0).map_err(err)?),
+            Ok(_) => Top::Entry(read_node(&root, name, budget, 0).map_err(err)?),
         };
         Ok(Snapshot {
             git: git.to_path_buf(),
