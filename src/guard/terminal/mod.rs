@@ -245,13 +245,22 @@ fn keep_csi(seq: &[u8]) -> bool {
         (None, [], b'n') => params == b"5" || params == b"6",
         (None, [], b'c') => params.is_empty() || params == b"0",
         (None, [], b't') => matches!(&first(params)[..], b"22" | b"23"),
-        (None, [], f) => b"@ABCDEFGHIJKLMPSTXZ`abdefghjklmrsu".contains(&f),
+        // ANSI modes (SM, RM): insert (4) and newline (20) only. The others outlive the
+        // program in the caller's terminal with no reset of ours: SRM (12) turns local
+        // echo on, so a password typed later shows; KAM (2) locks the keyboard.
+        (None, [], b'h' | b'l') => params
+            .split(|&b| b == b';')
+            .all(|p| matches!(p, b"4" | b"20")),
+        (None, [], f) => b"@ABCDEFGHIJKLMPSTXZ`abdefgjkmrsu".contains(&f),
         (Some(b'?'), [], b'n') => params == b"6",
         (Some(b'?'), [], f) => b"hlJKrs".contains(&f),
         // Not `t` or `T` (XTSMTITLE, XTRMTITLE): they switch titles to hex, which would
         // carry the control characters the title filter removes.
-        (Some(b'>'), [], f) => b"mnpsu".contains(&f),
-        (Some(b'<' | b'='), [], b'u') => true,
+        // Not `u` with `>` or `=` (the kitty keyboard protocol's push and set): the
+        // caller's shell would get every key as a `CSI … u` sequence after the run. Its
+        // pop (`<`) is harmless.
+        (Some(b'>'), [], f) => b"mnps".contains(&f),
+        (Some(b'<'), [], b'u') => true,
         (None, [b' '], f) => b"q@A".contains(&f),
         (None, [b'!'], b'p') => true,
         (None, [b'"'], b'q') => true,
@@ -344,8 +353,11 @@ mod tests {
         b"\x1b[22;0t",
         b"\x1b[23;0t",
         b"\x1b[>4;2m",
-        b"\x1b[>1u",
         b"\x1b[<u",
+        b"\x1b[4h",
+        b"\x1b[4l",
+        b"\x1b[20h",
+        b"\x1b[4;20l",
         b"\x1b[6n",
         b"\x1b[?6n",
         b"\x1b[5n",
@@ -373,6 +385,14 @@ mod tests {
     ];
 
     const DROPPED: &[&[u8]] = &[
+        b"\x1b[12l",
+        b"\x1b[12h",
+        b"\x1b[2h",
+        b"\x1b[4;12l",
+        b"\x1b[h",
+        b"\x1b[>1u",
+        b"\x1b[>31u",
+        b"\x1b[=31;1u",
         b"\x1b]52;c;ZWNobyBoaQ==\x07",
         b"\x1b]52;c;?\x1b\\",
         b"\x1b]10;?\x07",
