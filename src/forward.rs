@@ -92,6 +92,14 @@ impl Signals {
                 Err(nix::Error::EINTR) => true,
                 Err(e) => return Err(e.into()),
             };
+            if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+                // The program has ended: the caller's terminal gets its modes back now,
+                // before `try_wait`'s checks of what the run left (the nested
+                // repositories' walk, the `.git` merge), which a program can stretch to
+                // seconds (review: the terminal stayed raw, ^C echoed nothing meanwhile).
+                // Keystrokes typed from here stay for the caller's shell.
+                stdio.restore();
+            }
             if let Some(status) = child.try_wait()? {
                 return Ok(status);
             }

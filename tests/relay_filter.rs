@@ -370,3 +370,78 @@ fn zz_all_tests_pass_as_uid_65534() {
     }
     common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
 }
+
+/// The caller's terminal gets its modes back as soon as the program has ended, before
+/// the checks of what the run left (here the walk of 80 000 directories for nested
+/// repositories, which takes the CLI a second or more after the program's exit): from
+/// review, the terminal stayed raw through them and typed keys echoed nothing.
+#[test]
+fn the_callers_terminal_is_restored_before_the_checks_after_the_run() {
+    let ws = workspace();
+    let mut cmd = StdCommand::new(common::stockade_exe());
+    cmd.arg("run")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--", "sh", "-c"])
+        .arg("mkdir d && cd d && seq 1 80000 | xargs mkdir && echo MARK-DONE");
+    let (mut master, slave) = openpty();
+    cmd.stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave.try_clone().unwrap());
+    // SAFETY: the closure runs in the forked child before exec and only makes two system
+    // calls (setsid, ioctl), which allocate nothing and take no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(slave);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = Instant::now() + Duration::from_secs(120);
+    let mut done_at = None;
+    let mut cooked_while_running = false;
+    let mut raw_before = false;
+    let status = loop {
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
+        }
+        if done_at.is_none() && contains(&out, b"MARK-DONE") {
+            done_at = Some(Instant::now());
+        }
+        let canonical = rustix::termios::tcgetattr(&master)
+            .is_ok_and(|t| t.local_modes.contains(rustix::termios::LocalModes::ICANON));
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if done_at.is_some() && canonical {
+            cooked_while_running = true;
+        }
+        if done_at.is_none() && !canonical {
+            raw_before = true;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out: {}",
+            String::from_utf8_lossy(&out)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out));
+    assert!(
+        raw_before,
+        "the terminal was never raw while the program ran"
+    );
+    let after = done_at.expect("the program's mark").elapsed();
+    assert!(
+        after > Duration::from_millis(300),
+        "the checks after the run took {after:?}: too short to tell (more directories)"
+    );
+    assert!(
+        cooked_while_running,
+        "the terminal stayed raw until the CLI ended ({after:?} after the program)"
+    );
+}
