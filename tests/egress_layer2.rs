@@ -497,7 +497,8 @@ def in_a_thread():
     return box[0]
 t('proxy_thread', in_a_thread)
 srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-srv.bind('u.sock'); srv.listen(1)
+srv.bind('u.sock')
+t('unix_listen', lambda: srv.listen(1))
 t('unix', lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect('u.sock'))
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
@@ -516,8 +517,9 @@ t('badfd', badfd)
         assert_eq!(got.get(k), Some(&"OK"), "{k}: {out}");
     }
     // A unix socket's connect is refused (the host cannot make it safely, nor let it
-    // through: see an_ip_socket_swapped_in_during_the_check_never_reaches_elsewhere);
-    // its `listen` is made by the host (the script's server got that far).
+    // through: see an_ip_socket_swapped_in_during_the_check_never_reaches_elsewhere), and
+    // so is its `listen` (a_unix_listener_is_refused_and_never_made_by_the_host).
+    assert_eq!(got.get("unix_listen"), Some(&"EACCES"), "{out}");
     assert_eq!(got.get("unix"), Some(&"EACCES"), "{out}");
     assert_eq!(got.get("badfd"), Some(&"EBADF"), "{out}");
     assert_eq!(
@@ -964,6 +966,49 @@ for name, fam, addr in [('v4', socket.AF_INET, ('127.0.0.1', port)), ('v6', sock
     assert_eq!(
         text.lines().collect::<Vec<_>>(),
         ["v4 HTTP/1.1 403", "v6 HTTP/1.1 403"],
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A unix socket's `listen` is refused on layer 2 with `allow`, never made by the host
+/// for the program: the kernel records the credentials of whoever makes the `listen` as
+/// the listener's, so the host's would be what every client saw (review, HIGH: a program
+/// posed as a `stockade session` server that way and received a real client's secrets and
+/// stdio, the client's check of its server seeing the host). A socket pair still works.
+#[test]
+fn a_unix_listener_is_refused_and_never_made_by_the_host() {
+    let ws = tempdir();
+    let test = "a_unix_listener_is_refused_and_never_made_by_the_host";
+    let Some(sb) = layer2(test, ws.path(), Network::Allow) else {
+        return;
+    };
+    let code = r#"
+import errno, os, socket
+for kind in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET):
+    s = socket.socket(socket.AF_UNIX, kind)
+    path = os.path.join(os.getcwd(), 'sock-%d' % kind)
+    s.bind(path)
+    try:
+        s.listen(1)
+        print('listen', kind, 'made')
+    except OSError as e:
+        print('listen', kind, errno.errorcode[e.errno])
+a, b = socket.socketpair()
+a.sendall(b'x')
+print('pair', b.recv(1).decode())
+"#;
+    let out = sb
+        .command("python3")
+        .args(["-c", code])
+        .current_dir(ws.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["listen 1 EACCES", "listen 5 EACCES", "pair x"],
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -754,20 +754,22 @@ impl Answerer {
         Made::Done(made)
     }
 
-    /// Layer 2's `network = "allow"`: a `listen` on an IPv4 or IPv6 socket is refused
-    /// with `EACCES` (Landlock refuses every TCP bind there, so such a socket is unbound,
-    /// and `listen` would bind it to an ephemeral port on every address by itself); any
-    /// other socket's is made here, on the caller's socket as duplicated, and its result
-    /// answered: never let through, since the kernel would look the descriptor up again
-    /// and another thread can have put an unbound TCP socket at that number by then. The
-    /// caller's other errors as the kernel gives them.
+    /// Layer 2's `network = "allow"`: every `listen` is refused with `EACCES`, and none is
+    /// made here. An IPv4 or IPv6 socket: Landlock refuses every TCP bind there, so such a
+    /// socket is unbound, and `listen` would bind it to an ephemeral port on every address
+    /// by itself. A unix one: the kernel records the credentials of the process that
+    /// makes the `listen` as the listener's (`SO_PEERCRED`, `SO_PEERPIDFD`), so a listen
+    /// the host made for the program would show the host's to every client, which a
+    /// client's check of its server (the session CLI's, for one) would trust: review found
+    /// a program posing as a session server that way, receiving a real client's secrets
+    /// and stdio. And nothing in the sandbox could connect to it (unix `connect`s are
+    /// refused here), so it would serve only processes outside. Not let through either:
+    /// the kernel would look the descriptor up again, and another thread can have put an
+    /// unbound TCP socket at that number by then. The caller's other errors as the kernel
+    /// gives them.
     fn listen(&self, n: &libc::seccomp_notif) -> Result<(), i32> {
         match self.caller_socket(n) {
-            Ok((_, Some(libc::AF_INET | libc::AF_INET6))) => Err(libc::EACCES),
-            Ok((socket, Some(_))) => {
-                let backlog = n.data.args[1] as u32 as i32;
-                sys::listen(socket.as_fd(), backlog).map_err(|e| e.0)
-            }
+            Ok((_, Some(_))) => Err(libc::EACCES),
             Ok((_, None)) => Err(libc::ENOTSOCK),
             Err(e @ (libc::EBADF | libc::EINTR)) => Err(e),
             Err(_) => Err(libc::EACCES),
@@ -990,7 +992,7 @@ fn sockaddr_of(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 }
 
 /// The hint of a `listen` that [`Answerer::listen`] refused.
-const NO_LISTENER: &str = "network = \"allow\" on layer 2: no TCP listener (by design)";
+const NO_LISTENER: &str = "network = \"allow\" on layer 2: no listener (by design)";
 
 /// The local address of an IPv4 or IPv6 `socket` (`getsockname`).
 fn local_addr(socket: &stockade_sys::OwnedFd) -> Option<SocketAddr> {
