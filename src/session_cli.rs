@@ -754,7 +754,14 @@ impl Outlet {
         if kind == FileType::Socket {
             return fd.try_clone().ok().map(Outlet::Socket);
         }
-        if !matches!(kind, FileType::Fifo | FileType::CharacterDevice) {
+        // Of the character devices, a pseudo-terminal's slave alone (majors 136 to 143):
+        // opening a device again runs its open in this server, and some give the opener
+        // something of its own, not the client's (review: `/dev/tty` opened this server's
+        // controlling terminal, where a refused client's lines then appeared; `/dev/ptmx`
+        // makes a new terminal at every open).
+        let pts = kind == FileType::CharacterDevice
+            && (136..=143).contains(&rustix::fs::major(st.st_rdev));
+        if kind != FileType::Fifo && !pts {
             return None;
         }
         // Only a description the client opened for writing (not a read end, not an
@@ -1501,6 +1508,58 @@ fn copy_output(from: OwnedFd, mut to: Box<dyn Write + Send>, done: &AtomicBool) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client's stderr is written only when it is a socket, a pipe's write end or a
+    /// pseudo-terminal's slave: never a device whose open gives this server something of
+    /// its own (`/dev/tty`: its controlling terminal; `/dev/ptmx`: a new terminal), nor a
+    /// read end.
+    #[test]
+    fn only_a_socket_a_pipe_or_a_pty_slave_is_written() {
+        use rustix::pty::OpenptFlags;
+        let open = |path: &str| {
+            rustix::fs::open(
+                path,
+                OFlags::WRONLY | OFlags::NOCTTY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .unwrap()
+        };
+        let ptmx = open("/dev/ptmx");
+        assert!(Outlet::of(&ptmx).is_none(), "/dev/ptmx");
+        assert!(Outlet::of(&open("/dev/null")).is_none(), "/dev/null");
+        if let Ok(tty) = rustix::fs::open(
+            "/dev/tty",
+            OFlags::WRONLY | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            assert!(Outlet::of(&tty).is_none(), "/dev/tty");
+        }
+        let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+        rustix::pty::grantpt(&master).unwrap();
+        rustix::pty::unlockpt(&master).unwrap();
+        let name = rustix::pty::ptsname(&master, Vec::new()).unwrap();
+        let slave = rustix::fs::open(
+            name.as_c_str(),
+            OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .unwrap();
+        assert!(
+            matches!(Outlet::of(&slave), Some(Outlet::Reopened(_))),
+            "a pty slave"
+        );
+        let (r, w) = nix::unistd::pipe().unwrap();
+        assert!(
+            matches!(Outlet::of(&w), Some(Outlet::Reopened(_))),
+            "a pipe"
+        );
+        assert!(Outlet::of(&r).is_none(), "a read end");
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(matches!(
+            Outlet::of(&OwnedFd::from(a)),
+            Some(Outlet::Socket(_))
+        ));
+    }
 
     #[test]
     fn seccomp_filters_are_read_from_the_status_text() {
