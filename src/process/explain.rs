@@ -339,8 +339,9 @@ impl Run {
             use std::os::unix::ffi::OsStrExt;
             std::fs::symlink_metadata(std::ffi::OsStr::from_bytes(p)).is_ok()
         };
+        let overflow = taken.overflow;
         let found: Vec<_> = taken
-            .paths
+            .in_order()
             .iter()
             .filter_map(|(seq, path, u, flags, count)| {
                 let (wall, hint) = self.view.classify(path, *u, *flags, &exists)?;
@@ -352,25 +353,24 @@ impl Run {
         for (seq, wall, op, target, hint, count) in found {
             tally.add_seen(seq, wall, op.to_owned(), Some(target), &hint, count);
         }
-        if taken.overflow > 0 {
+        if overflow > 0 {
             tally.add_n(
                 Wall::Layout,
                 Deferred::OVERFLOW.to_owned(),
                 None,
                 "",
-                taken.overflow,
+                overflow,
             );
         }
     }
 }
 
-/// The paths of watched calls that the policy alone does not settle, each with when it
-/// was first seen ([`Tally::next_seq`]), its use, the open flags that matter and how many
-/// calls named it; at most [`Deferred::MAX`] distinct ones.
+/// The paths of watched calls that the policy alone does not settle, each (with its use
+/// and the open flags that matter) with when it was first seen ([`Tally::next_seq`]) and
+/// how many calls named it; at most [`Deferred::MAX`] distinct ones, each path held once.
 #[derive(Debug, Default)]
 struct Deferred {
-    paths: Vec<(u64, Vec<u8>, seccomp::Use, u64, u64)>,
-    index: std::collections::HashMap<(Vec<u8>, seccomp::Use, u64), usize>,
+    paths: std::collections::HashMap<(Vec<u8>, seccomp::Use, u64), (u64, u64)>,
     /// The calls past [`Deferred::MAX`] distinct paths.
     overflow: u64,
 }
@@ -385,19 +385,25 @@ impl Deferred {
     fn add(&mut self, seq: u64, path: &[u8], u: seccomp::Use, flags: u64) {
         // Only the access mode, O_CREAT and O_TRUNC change a classification.
         let flags = flags & (0o3 | libc::O_CREAT | libc::O_TRUNC) as u64;
-        let key = (path.to_vec(), u, flags);
-        if let Some(&i) = self.index.get(&key) {
-            if let Some(p) = self.paths.get_mut(i) {
-                p.4 += 1;
+        let full = self.paths.len() >= Self::MAX;
+        match self.paths.get_mut(&(path.to_vec(), u, flags)) {
+            Some((_, count)) => *count += 1,
+            None if full => self.overflow += 1,
+            None => {
+                self.paths.insert((path.to_vec(), u, flags), (seq, 1));
             }
-            return;
         }
-        if self.paths.len() >= Self::MAX {
-            self.overflow += 1;
-            return;
-        }
-        self.index.insert(key, self.paths.len());
-        self.paths.push((seq, path.to_vec(), u, flags, 1));
+    }
+
+    /// The entries in the order first seen.
+    fn in_order(self) -> Vec<(u64, Vec<u8>, seccomp::Use, u64, u64)> {
+        let mut v: Vec<_> = self
+            .paths
+            .into_iter()
+            .map(|((path, u, flags), (seq, count))| (seq, path, u, flags, count))
+            .collect();
+        v.sort_by_key(|e| e.0);
+        v
     }
 }
 
