@@ -117,22 +117,8 @@ fn openpty() -> (File, OwnedFd) {
 
 /// Runs `cmd` on a new terminal (stdin, stdout, stderr and controlling terminal, as a
 /// shell's foreground job) and returns what appeared there, without carriage returns.
-fn on_terminal(mut cmd: StdCommand) -> Vec<u8> {
-    let (mut master, slave) = openpty();
-    cmd.stdin(slave.try_clone().unwrap())
-        .stdout(slave.try_clone().unwrap())
-        .stderr(slave.try_clone().unwrap());
-    // SAFETY: the closure runs in the forked child before exec and only makes two system
-    // calls (setsid, ioctl), which allocate nothing and take no lock.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    drop(slave);
+fn on_terminal(cmd: StdCommand) -> Vec<u8> {
+    let (mut master, mut child) = spawn_on_terminal(cmd);
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     let end = Instant::now() + Duration::from_secs(60);
@@ -167,6 +153,27 @@ fn on_terminal(mut cmd: StdCommand) -> Vec<u8> {
             panic!("timed out: {}", String::from_utf8_lossy(&out));
         }
     }
+}
+
+/// Starts `cmd` on a new terminal (stdin, stdout, stderr and controlling terminal, as a
+/// shell's foreground job): its master side (non-blocking) and the child.
+fn spawn_on_terminal(mut cmd: StdCommand) -> (File, std::process::Child) {
+    let (master, slave) = openpty();
+    cmd.stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave.try_clone().unwrap());
+    // SAFETY: the closure runs in the forked child before exec and only makes two system
+    // calls (setsid, ioctl), which allocate nothing and take no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    drop(slave);
+    (master, child)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -384,21 +391,7 @@ fn the_callers_terminal_is_restored_before_the_checks_after_the_run() {
         .arg(ws.path())
         .args(["--", "sh", "-c"])
         .arg("mkdir d && cd d && seq 1 80000 | xargs mkdir && echo MARK-DONE");
-    let (mut master, slave) = openpty();
-    cmd.stdin(slave.try_clone().unwrap())
-        .stdout(slave.try_clone().unwrap())
-        .stderr(slave.try_clone().unwrap());
-    // SAFETY: the closure runs in the forked child before exec and only makes two system
-    // calls (setsid, ioctl), which allocate nothing and take no lock.
-    unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    drop(slave);
+    let (mut master, mut child) = spawn_on_terminal(cmd);
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     let end = Instant::now() + Duration::from_secs(120);

@@ -249,16 +249,8 @@ pub(crate) struct Status {
 /// 200 ms or refuses.
 fn status() -> Option<Status> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    use nix::sys::socket::{
-        AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, socket,
-    };
-    let socket = socket(
-        AddressFamily::Netlink,
-        SockType::Raw,
-        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
-        SockProtocol::NetlinkAudit,
-    )
-    .ok()?;
+    use nix::sys::socket::{MsgFlags, recv, send};
+    let socket = audit_socket()?;
     // A bare `nlmsghdr`: length, type, flags (NLM_F_REQUEST), sequence, port (the kernel).
     let mut request = [0u8; 16];
     request[0..4].copy_from_slice(&16u32.to_ne_bytes());
@@ -303,6 +295,18 @@ fn status() -> Option<Status> {
     }
 }
 
+/// A new audit netlink socket, non-blocking.
+fn audit_socket() -> Option<OwnedFd> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockProtocol, SockType, socket};
+    socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        SockProtocol::NetlinkAudit,
+    )
+    .ok()
+}
+
 /// The tap, open before the spawn: the netlink socket, subscribed.
 pub(crate) struct Tap {
     socket: OwnedFd,
@@ -313,9 +317,7 @@ impl Tap {
     /// `None` otherwise (not root in the initial namespaces, no audit in the kernel, a
     /// Landlock older than ABI 7), which is not an error.
     pub(crate) fn open() -> Option<Tap> {
-        use nix::sys::socket::{
-            AddressFamily, NetlinkAddr, SockFlag, SockProtocol, SockType, bind, socket,
-        };
+        use nix::sys::socket::{NetlinkAddr, bind};
         if crate::probe::landlock_abi().ok()? < 7 {
             return None;
         }
@@ -331,13 +333,7 @@ impl Tap {
                 return None;
             }
         }
-        let socket = socket(
-            AddressFamily::Netlink,
-            SockType::Raw,
-            SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
-            SockProtocol::NetlinkAudit,
-        )
-        .ok()?;
+        let socket = audit_socket()?;
         match bind(socket.as_raw_fd(), &NetlinkAddr::new(0, GROUP_READLOG)) {
             Ok(()) => Some(Tap { socket }),
             Err(e) => {

@@ -930,13 +930,7 @@ fn connect_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
     let (storage, len) = sockaddr_of(addr);
     // SAFETY: `storage` holds a socket address of `len` bytes, valid for the call.
     let r = unsafe { libc::connect(fd, std::ptr::from_ref(&storage).cast(), len) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO))
-    }
+    zero_or_errno(r)
 }
 
 /// Binds socket `fd` to `addr`, as the host (which no Landlock domain restricts).
@@ -944,6 +938,11 @@ fn bind_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
     let (storage, len) = sockaddr_of(addr);
     // SAFETY: `storage` holds a socket address of `len` bytes, valid for the call.
     let r = unsafe { libc::bind(fd, std::ptr::from_ref(&storage).cast(), len) };
+    zero_or_errno(r)
+}
+
+/// A libc call's result `r`: `Ok` for 0, else the errno it left.
+fn zero_or_errno(r: libc::c_int) -> Result<(), i32> {
     if r == 0 {
         Ok(())
     } else {
