@@ -621,12 +621,8 @@ fn an_ip_socket_swapped_in_during_the_check_never_reaches_elsewhere() {
 /// `127.0.0.1` out of that interface, where no one answers, and `TCP_SYNCNT` 127 retries
 /// for hours. The host's connect blocked that long, holding its answering thread, the
 /// listener and the socket long after the run (MEDIUM, from review: three fds and a thread
-/// per such run, a long-lived host out of fds after some 340). The host now binds the
-/// program's socket to the loopback address it connects from before it connects (the
-/// proxy serves only connections admitted before they come), which a socket bound to
-/// another interface refuses at once; a connect that got further is aborted by the host's
-/// watchdog after five seconds. Either way the program's connect fails, and within that
-/// bound.
+/// per such run, a long-lived host out of fds after some 340). Now the host's watchdog
+/// aborts it after five seconds, and the program's connect fails.
 #[test]
 fn a_connect_the_program_sent_nowhere_is_ended_by_the_host() {
     let ws = tempdir();
@@ -670,7 +666,7 @@ fn a_connect_the_program_sent_nowhere_is_ended_by_the_host() {
         "SO_BINDTODEVICE {device}: {out}"
     );
     assert_eq!(fields.get("connect"), Some(&-1), "{out}");
-    assert!(fields["ms"] < 30_000, "{out}");
+    assert!((4000..30_000).contains(&fields["ms"]), "{out}");
 }
 
 /// Binds a TCP socket to interface `argv[1]`, sets 127 SYN retries and connects it to the
@@ -883,7 +879,7 @@ print(urllib.request.urlopen('http://127.0.0.2:{srv}/', timeout=10).read().decod
     other
         .set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();
-    // Closed as it is accepted (it has no admission): the write may already fail.
+    // Never served (it has no admission): closed after a second, or refused at once.
     let wrote = write!(
         other,
         "GET http://127.0.0.2:{srv}/ HTTP/1.1\r\nHost: 127.0.0.2:{srv}\r\nConnection: close\r\n\r\n"

@@ -730,32 +730,17 @@ impl Answerer {
         let Some(watchdog) = self.watchdog.get_or_init(|| Watchdog::start().ok()) else {
             return Made::Done(Err(libc::EAGAIN));
         };
-        // The proxy serves this connection only, by its source address, admitted before
-        // the connect so that the proxy can close anything else as it accepts it: an
-        // unbound socket (Landlock refuses the program's own TCP binds here) is bound to
-        // an ephemeral port on the loopback address it connects from, here, first.
-        let bound = match local_addr(&socket) {
-            Some(local) if local.port() != 0 => Some(local),
-            _ => {
-                let loopback = match addr {
-                    SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-                    SocketAddr::V6(_) => {
-                        SocketAddr::from((Ipv4Addr::LOCALHOST.to_ipv6_mapped(), 0))
-                    }
-                };
-                if let Err(e) = bind_to(socket.as_raw_fd(), loopback) {
-                    return Made::Done(Err(e));
-                }
-                local_addr(&socket).filter(|l| l.port() != 0)
-            }
-        };
-        let Some(local) = bound else {
-            return Made::Done(Err(libc::EACCES));
-        };
-        admitted.admit(local);
         let made = watchdog.bounded(socket.as_raw_fd(), || connect_to(socket.as_raw_fd(), addr));
-        if !matches!(made, Ok(()) | Err(libc::EINPROGRESS)) {
-            admitted.withdraw(local);
+        if matches!(made, Ok(()) | Err(libc::EINPROGRESS)) {
+            // The proxy serves this connection only: its source, bound by the connect (the
+            // kernel's choice of port, which it shares with other destinations: an explicit
+            // bind here would hold a port of the host's for each socket the program keeps,
+            // and review exhausted the host's ephemeral ports that way). The proxy holds a
+            // connection whose admission has not come yet, without serving it.
+            match local_addr(&socket) {
+                Some(local) => admitted.admit(local),
+                None => return Made::Done(Err(libc::EACCES)),
+            }
         }
         Made::Done(made)
     }
@@ -930,14 +915,6 @@ fn connect_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
     let (storage, len) = sockaddr_of(addr);
     // SAFETY: `storage` holds a socket address of `len` bytes, valid for the call.
     let r = unsafe { libc::connect(fd, std::ptr::from_ref(&storage).cast(), len) };
-    zero_or_errno(r)
-}
-
-/// Binds socket `fd` to `addr`, as the host (which no Landlock domain restricts).
-fn bind_to(fd: RawFd, addr: SocketAddr) -> Result<(), i32> {
-    let (storage, len) = sockaddr_of(addr);
-    // SAFETY: `storage` holds a socket address of `len` bytes, valid for the call.
-    let r = unsafe { libc::bind(fd, std::ptr::from_ref(&storage).cast(), len) };
     zero_or_errno(r)
 }
 

@@ -403,11 +403,10 @@ struct RunState {
 }
 
 /// The peer addresses a run's proxy serves ([`Proxy::serve_run_admitted`]): each admitted
-/// once, by the code that makes the connection, before it connects (its source address
-/// bound first), and taken by the connection it names as it is accepted: a connection
-/// without one is closed at once, before it takes one of the run's places or a thread, so
-/// that other local processes cannot fill the run's places (layer 2's listeners are on
-/// the host's loopback).
+/// once, by the code that made the connection, and taken by the connection it names. A
+/// connection accepted before its admission waits for it in the accept loop, without a
+/// place of the run or a thread (`Pending`), so that other local processes cannot fill
+/// the run's places (layer 2's listeners are on the host's loopback).
 /// Cheap to clone (one shared set); bounded (the oldest of 4096 unclaimed go first) and
 /// short-lived: an admission not taken within five seconds goes (its connection was
 /// closed unserved, over the run's limit), so that no later connection that happens to
@@ -443,11 +442,6 @@ impl Admitted {
         }
         q.push_back((peer, now));
         cv.notify_all();
-    }
-
-    /// Withdraws an admission of `peer` not taken yet (its connect failed).
-    pub fn withdraw(&self, peer: SocketAddr) {
-        let _ = self.take(peer, Duration::ZERO);
     }
 
     /// Takes the admission of `peer`, waiting at most `wait` for it: whether it came.
@@ -588,6 +582,7 @@ fn accept_loop(
     until: Option<&OwnedFd>,
     run: &Arc<RunState>,
 ) {
+    let mut pending = Pending::default();
     loop {
         let mut fds: Vec<PollFd> = listeners
             .iter()
@@ -597,7 +592,13 @@ fn accept_loop(
         if let Some(u) = until {
             fds.push(PollFd::new(u.as_fd(), PollFlags::POLLIN));
         }
-        match poll(&mut fds, PollTimeout::NONE) {
+        // Connections waiting for their admission are looked at again every few ms.
+        let timeout = if pending.0.is_empty() {
+            PollTimeout::NONE
+        } else {
+            PollTimeout::from(Pending::RECHECK_MS)
+        };
+        match poll(&mut fds, timeout) {
             Ok(_) => {}
             Err(Errno::EINTR) => continue,
             Err(e) => {
@@ -618,15 +619,70 @@ fn accept_loop(
         }
         let accepting: Vec<bool> = fds[..n].iter().map(ready).collect();
         drop(fds);
+        pending.recheck(run);
         for ((l, protocol), go) in listeners.iter().zip(accepting) {
             if go {
-                accept_one(l, *protocol, run);
+                accept_one(l, *protocol, run, &mut pending);
             }
         }
     }
 }
 
-fn accept_one(listener: &TcpListener, protocol: Protocol, run: &Arc<RunState>) {
+/// The accepted connections of a run with admissions ([`Proxy::serve_run_admitted`])
+/// whose admission has not come yet: the host admits a connection it made for the
+/// program right after its `connect` returns, which may be after the accept. Held by the
+/// accept loop itself, without a place of the run or a thread, at most [`Pending::MAX`]
+/// (the oldest closed first) and [`Pending::WAIT`] each: other local processes that
+/// connect to layer 2's listeners on the host's loopback can neither fill the run's
+/// places nor keep the program's own connection from being served, which is admitted
+/// within microseconds of its accept.
+#[derive(Default)]
+struct Pending(VecDeque<(TcpStream, Protocol, Instant)>);
+
+impl Pending {
+    const MAX: usize = 256;
+    const WAIT: Duration = Duration::from_secs(1);
+    const RECHECK_MS: u8 = 5;
+
+    /// Starts those admitted now, and closes those past [`Pending::WAIT`].
+    fn recheck(&mut self, run: &Arc<RunState>) {
+        let Some(admitted) = &run.admitted else {
+            return;
+        };
+        let now = Instant::now();
+        let waiting = std::mem::take(&mut self.0);
+        for (conn, protocol, since) in waiting {
+            if conn
+                .peer_addr()
+                .is_ok_and(|p| admitted.take(p, Duration::ZERO))
+            {
+                start(conn, protocol, run);
+            } else if now.duration_since(since) < Self::WAIT {
+                self.0.push_back((conn, protocol, since));
+            } else {
+                tracing::debug!(
+                    peer = ?conn.peer_addr().ok(),
+                    "egress proxy: a connection not made by the sandboxed program; closed unserved"
+                );
+            }
+        }
+    }
+
+    /// Holds `conn` until its admission comes, closing the oldest held when full.
+    fn hold(&mut self, conn: TcpStream, protocol: Protocol) {
+        if self.0.len() >= Self::MAX {
+            self.0.pop_front();
+        }
+        self.0.push_back((conn, protocol, Instant::now()));
+    }
+}
+
+fn accept_one(
+    listener: &TcpListener,
+    protocol: Protocol,
+    run: &Arc<RunState>,
+    pending: &mut Pending,
+) {
     let conn = match listener.accept() {
         Ok((conn, _)) => conn,
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
@@ -638,20 +694,21 @@ fn accept_one(listener: &TcpListener, protocol: Protocol, run: &Arc<RunState>) {
         }
     };
     if let Some(admitted) = &run.admitted {
-        // Admitted before its connect: a connection without an admission now is not the
-        // sandboxed program's. Closed before it takes a place or a thread.
-        let peer = conn.peer_addr();
-        if !peer
-            .as_ref()
-            .is_ok_and(|p| admitted.take(*p, Duration::ZERO))
+        if !conn
+            .peer_addr()
+            .is_ok_and(|p| admitted.take(p, Duration::ZERO))
         {
-            tracing::debug!(
-                peer = ?peer.ok(),
-                "egress proxy: a connection not made by the sandboxed program; closed unserved"
-            );
+            pending.hold(conn, protocol);
             return;
         }
     }
+    start(conn, protocol, run);
+}
+
+/// Serves an accepted (and, where the run has admissions, admitted) connection on a
+/// thread of its own, in one of the run's places; closed unserved when the run or the
+/// proxy is full.
+fn start(conn: TcpStream, protocol: Protocol, run: &Arc<RunState>) {
     let Some(slot) = Slot::take(run) else {
         // Over the run's limit: closed unserved.
         return;
@@ -1013,10 +1070,11 @@ mod tests {
     }
 
     /// Layer 2's listeners are on the host's loopback: other local processes can connect
-    /// to them. A flood of such connections, held open, is closed as it is accepted and
-    /// takes none of the run's 64 places, so the sandboxed program's own connection is
-    /// still served (before, each unadmitted connection held a place for up to a second
-    /// while it waited for an admission, and the program's was closed unserved).
+    /// to them. A flood of such connections, held open, waits without taking any of the
+    /// run's 64 places and is closed after a second, so the sandboxed program's own
+    /// connections are still served, admitted before or after their accept (before, each
+    /// unadmitted connection held a place for up to a second while it waited for an
+    /// admission, and the program's was closed unserved).
     #[cfg(target_os = "linux")]
     #[test]
     fn connections_without_an_admission_take_no_place_of_the_run() {
@@ -1033,6 +1091,19 @@ mod tests {
             .unwrap();
         let flood: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(to).unwrap()).collect();
         std::thread::sleep(Duration::from_millis(100));
+        // Admitted after its connect (and so, here, after its accept): still served.
+        let mut late = TcpStream::connect(to).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        admitted.admit(late.local_addr().unwrap());
+        late.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        late.write_all(b"GET http://example.invalid/ HTTP/1.1\r\nHost: example.invalid\r\n\r\n")
+            .unwrap();
+        let mut answer = [0u8; 12];
+        late.read_exact(&mut answer).unwrap();
+        assert_eq!(
+            &answer, b"HTTP/1.1 403",
+            "a connection admitted late was not served"
+        );
         let mut ours = admitted_connect(&admitted, to);
         ours.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         ours.write_all(b"GET http://example.invalid/ HTTP/1.1\r\nHost: example.invalid\r\n\r\n")
