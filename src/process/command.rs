@@ -683,10 +683,8 @@ impl Command {
         // The repositories in the writable roots now are the host's.
         #[allow(unused_mut)]
         let mut nested = super::nested::Watch::start(plan, inner.policy.check_nested_repositories);
-        // Theirs are put back after the run, on every layer; those past the run's budget
-        // are treated as the program's after it instead.
-        let over = git.snapshot_nested(nested.host_repositories())?;
-        nested.forget(&over);
+        // Theirs are put back after the run, on every layer.
+        git.snapshot_nested(nested.host_repositories())?;
         let pass: Vec<RawFd> = self.pass.iter().map(|fd| fd.as_raw_fd()).collect();
         // Its cgroup, when the limits need one: joined by the setup child first.
         let mut run = inner.limits.run()?;

@@ -50,11 +50,8 @@ impl GitSession {
         Ok(())
     }
 
-    pub(super) fn snapshot_nested(
-        &mut self,
-        _repos: &[std::path::PathBuf],
-    ) -> Result<Vec<std::path::PathBuf>, Error> {
-        Ok(Vec::new())
+    pub(super) fn snapshot_nested(&mut self, _repos: &[std::path::PathBuf]) -> Result<(), Error> {
+        Ok(())
     }
 
     pub(super) fn started(&mut self, _handle: &Handle) {}

@@ -223,17 +223,6 @@ impl Watch {
         }
     }
 
-    /// Takes `repos` (host repositories of [`Watch::host_repositories`]) for the
-    /// program's: treated after the run like new ones (their snapshot did not fit in the
-    /// run's budget, so nothing else puts back what the program writes there).
-    pub(super) fn forget(&mut self, repos: &[PathBuf]) {
-        if repos.is_empty() {
-            return;
-        }
-        self.known.retain(|_, at| !repos.contains(at));
-        self.host.retain(|h| !repos.contains(h));
-    }
-
     /// The host's nested repositories found at the spawn (see [`Watch::start`]).
     pub(super) fn host_repositories(&self) -> &[PathBuf] {
         &self.host

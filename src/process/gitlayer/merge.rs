@@ -202,36 +202,23 @@ impl Session {
     /// bare repositories), to be put back after the run like layer 2's top `.git`, on
     /// every layer: only a root's top `.git` gets a layer, so the program could otherwise
     /// rewrite `vendor/lib/.git/config` for the host's next `git add -A && git status`.
-    /// Returns those that did not fit in what is left of the run's budget (the snapshots
-    /// of one run share [`snapshot::MAX_BYTES`] and [`snapshot::MAX_ENTRIES`]): the caller
-    /// treats them as the program's after the run. (Review: the budget was per
-    /// repository, and 60 repositories of 31 MiB hard-linked `info/` files, which cost no
-    /// disk, held 1.9 GB of the host's memory for the run.)
+    /// All the snapshots of one run share one budget ([`snapshot::MAX_BYTES`],
+    /// [`snapshot::MAX_ENTRIES`]); past it the spawn is refused, naming the repository.
+    /// (Review: the budget was per repository, and 60 repositories of 31 MiB hard-linked
+    /// `info/` files, which cost no disk, held 1.9 GB of the host's memory for the run.
+    /// Treating the repositories past it as the program's instead let a program's own
+    /// repositories, made in an earlier run, take the budget and have the host's own
+    /// neutralized at every run.)
     ///
     /// # Errors
     ///
-    /// [`SpawnError::Path`] as [`snapshot::Held::take`], but for `E2BIG`.
-    pub(in crate::process) fn snapshot_nested(
-        &mut self,
-        repos: &[PathBuf],
-    ) -> Result<Vec<PathBuf>, Error> {
-        let mut over = Vec::new();
+    /// [`SpawnError::Path`] as [`snapshot::Held::take`].
+    pub(in crate::process) fn snapshot_nested(&mut self, repos: &[PathBuf]) -> Result<(), Error> {
         for repo in repos {
-            let before = self.budget.clone();
-            match snapshot::Held::take(repo, &mut self.budget) {
-                Ok(held) => self.snapshots.push(held),
-                Err(crate::error::SpawnError::Path {
-                    errno: nix::errno::Errno::E2BIG,
-                    ..
-                }) => {
-                    // What it read is dropped; what is left serves the next ones.
-                    self.budget = before;
-                    over.push(repo.clone());
-                }
-                Err(e) => return Err(e.into()),
-            }
+            self.snapshots
+                .push(snapshot::Held::take(repo, &mut self.budget)?);
         }
-        Ok(over)
+        Ok(())
     }
 
     /// What the child needs: one entry per [`Step::GitLayer`], and its end of the socket

@@ -199,13 +199,15 @@ impl Snapshot {
         git: &Path,
         budget: &mut Budget,
     ) -> Result<Snapshot, SpawnError> {
-        let err = |errno| SpawnError::Path {
+        let err = |errno| {
+            SpawnError::Path {
             what: "snapshot the git control files of",
             path: git.to_path_buf(),
             errno,
             note: (errno == Errno::E2BIG).then_some(
-                "more than 20000 entries or 32 MiB in config, hooks, info, worktrees and modules",
+                "more than 20000 entries or 32 MiB in config, hooks, info, worktrees and modules of the run's repositories together",
             ),
+        }
         };
         let (Some(root), Some(name)) = (git.parent(), git.file_name()) else {
             return Err(err(Errno::EINVAL));
