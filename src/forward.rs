@@ -97,7 +97,9 @@ impl Signals {
                 // before `try_wait`'s checks of what the run left (the nested
                 // repositories' walk, the `.git` merge), which a program can stretch to
                 // seconds (review: the terminal stayed raw, ^C echoed nothing meanwhile).
-                // Keystrokes typed from here stay for the caller's shell.
+                // The relay's input thread may already wait in a read of the caller's
+                // terminal: the first line typed meanwhile still goes to the program's
+                // terminal, as before.
                 stdio.restore();
             }
             if let Some(status) = child.try_wait()? {
