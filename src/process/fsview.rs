@@ -311,9 +311,11 @@ impl View {
             };
             String::from_utf8_lossy(d).into_owned()
         };
+        // Only what `lexical` left to the host comes here: a write within a read-only
+        // entry, a listed directory's entries, a path outside every entry (and not a
+        // read of a directory above one).
         match self.deepest(path) {
             Some((_, Kind::Writable)) => None,
-            Some((_, Kind::System | Kind::ReadOnly)) if !write => None,
             Some((_, Kind::System)) => (!fails_anyway()).then(|| {
                 (
                     Wall::Layout,
@@ -323,7 +325,6 @@ impl View {
             Some((_, Kind::ReadOnly)) => {
                 (!fails_anyway()).then(|| (Wall::Layout, "read_only: not writable".to_owned()))
             }
-            Some((e, Kind::ListDir)) if path == e.as_os_str().as_bytes() && !write => None,
             // A symlink there is not granted; what it names is checked at its target.
             Some((_, Kind::ListDir))
                 if std::fs::symlink_metadata(Path::new(std::ffi::OsStr::from_bytes(path)))
@@ -348,9 +349,6 @@ impl View {
                 )
             }),
             None => {
-                if self.above_entries(path) && !write {
-                    return None;
-                }
                 if fails_anyway() {
                     return None;
                 }

@@ -412,7 +412,7 @@ struct RunState {
 /// closed unserved, over the run's limit), so that no later connection that happens to
 /// get the same source port is served by it.
 #[derive(Clone, Debug, Default)]
-pub struct Admitted(Arc<(Mutex<Admissions>, std::sync::Condvar)>);
+pub struct Admitted(Arc<Mutex<Admissions>>);
 
 /// The admissions not taken yet, each with when it came.
 type Admissions = VecDeque<(SocketAddr, std::time::Instant)>;
@@ -421,7 +421,7 @@ impl Admitted {
     /// The most unclaimed admissions kept.
     const MAX: usize = 4096;
     /// How long an admission waits to be taken: its connection's accept follows its
-    /// connect by microseconds ([`Admitted::take`] waits a second at most).
+    /// connect by microseconds (the accept loop holds a connection a second at most).
     const LIFE: Duration = Duration::from_secs(5);
 
     /// An empty set.
@@ -433,38 +433,27 @@ impl Admitted {
     /// IPv4-mapped IPv6 one is its IPv4 address, as the IPv4 listener sees it).
     pub fn admit(&self, peer: SocketAddr) {
         let peer = unmapped(peer);
-        let (set, cv) = &*self.0;
-        let mut q = lock(set);
+        let mut q = lock(&self.0);
         let now = std::time::Instant::now();
         q.retain(|(_, at)| now.duration_since(*at) < Self::LIFE);
         if q.len() >= Self::MAX {
             q.pop_front();
         }
         q.push_back((peer, now));
-        cv.notify_all();
     }
 
-    /// Takes the admission of `peer`, waiting at most `wait` for it: whether it came.
-    fn take(&self, peer: SocketAddr, wait: Duration) -> bool {
+    /// Takes the admission of `peer` if it has come: whether it had.
+    fn take(&self, peer: SocketAddr) -> bool {
         let peer = unmapped(peer);
-        let (set, cv) = &*self.0;
-        let deadline = std::time::Instant::now() + wait;
-        let mut q = lock(set);
-        loop {
-            let now = std::time::Instant::now();
-            q.retain(|(_, at)| now.duration_since(*at) < Self::LIFE);
-            if let Some(i) = q.iter().position(|(a, _)| *a == peer) {
+        let mut q = lock(&self.0);
+        let now = std::time::Instant::now();
+        q.retain(|(_, at)| now.duration_since(*at) < Self::LIFE);
+        match q.iter().position(|(a, _)| *a == peer) {
+            Some(i) => {
                 q.remove(i);
-                return true;
+                true
             }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            q = match cv.wait_timeout(q, left) {
-                Ok((g, _)) => g,
-                Err(e) => e.into_inner().0,
-            };
+            None => false,
         }
     }
 }
@@ -652,10 +641,7 @@ impl Pending {
         let now = Instant::now();
         let waiting = std::mem::take(&mut self.0);
         for (conn, protocol, since) in waiting {
-            if conn
-                .peer_addr()
-                .is_ok_and(|p| admitted.take(p, Duration::ZERO))
-            {
+            if conn.peer_addr().is_ok_and(|p| admitted.take(p)) {
                 start(conn, protocol, run);
             } else if now.duration_since(since) < Self::WAIT {
                 self.0.push_back((conn, protocol, since));
@@ -694,10 +680,7 @@ fn accept_one(
         }
     };
     if let Some(admitted) = &run.admitted {
-        if !conn
-            .peer_addr()
-            .is_ok_and(|p| admitted.take(p, Duration::ZERO))
-        {
+        if !conn.peer_addr().is_ok_and(|p| admitted.take(p)) {
             pending.hold(conn, protocol);
             return;
         }
@@ -1011,15 +994,15 @@ mod tests {
             "127.0.0.1:40002".parse().unwrap(),
         );
         a.admit(p);
-        assert!(!a.take(q, Duration::ZERO));
-        assert!(a.take(p, Duration::ZERO));
-        assert!(!a.take(p, Duration::ZERO), "taken twice");
+        assert!(!a.take(q));
+        assert!(a.take(p));
+        assert!(!a.take(p), "taken twice");
         a.admit(q);
         std::thread::sleep(Admitted::LIFE + Duration::from_millis(100));
-        assert!(!a.take(q, Duration::ZERO), "an admission outlived its life");
+        assert!(!a.take(q), "an admission outlived its life");
         // An IPv6 socket's mapped source is the IPv4 peer the listener sees.
         a.admit("[::ffff:127.0.0.1]:40003".parse().unwrap());
-        assert!(a.take("127.0.0.1:40003".parse().unwrap(), Duration::ZERO));
+        assert!(a.take("127.0.0.1:40003".parse().unwrap()));
     }
 
     /// A connection to a run's proxy made with its admission, as layer 2's host makes the
