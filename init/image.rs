@@ -12,8 +12,8 @@ mod protocol;
 mod run;
 #[path = "src/session.rs"]
 mod session;
-#[path = "src/start.rs"]
-mod start;
+#[path = "src/program.rs"]
+mod program;
 #[path = "src/sys.rs"]
 mod sys;
 
@@ -47,8 +47,7 @@ core::arch::global_asm!(
     entry = sym entry,
 );
 
-/// Reads `argc`, `argv` and `envp` from the initial stack at `sp` and runs the init, or
-/// the starter when `argv[0]` says so ([`protocol::start`]).
+/// Reads `argc` and `argv` from the initial stack at `sp` and runs the init.
 ///
 /// # Safety
 ///
@@ -59,19 +58,10 @@ unsafe extern "C" fn entry(sp: *const usize) -> ! {
     // stored `argc`.
     let argc = unsafe { *sp };
     let argv = sp.wrapping_add(1).cast::<*const u8>();
-    // SAFETY: the kernel lays out `argc` argument pointers and a NULL, all pointing to
-    // strings on this stack, which lives as long as the process.
+    // SAFETY: the kernel lays out `argc` argument pointers and a NULL, then the
+    // environment's pointers and a NULL, all pointing to strings on this stack, which
+    // lives as long as the process.
     let args = unsafe { run::Args::new(argc, argv) };
-    let argv0 = args.get(0);
-    if argv0 == Some(protocol::start::ARGV0.to_bytes())
-        || argv0 == Some(protocol::session::SERVE_ARGV0.to_bytes())
-    {
-        // The environment array follows argv's NULL.
-        let envp = argv.wrapping_add(argc.wrapping_add(1));
-        // SAFETY: `envp` is the kernel's NULL-terminated environment array, right after
-        // argv's terminating NULL on the initial stack, valid for the process's life.
-        unsafe { start::main(&args, envp) }
-    }
     run::main(&args)
 }
 

@@ -732,6 +732,66 @@ fn the_init_maps_no_host_memory() {
     assert_eq!(inside.matches("rc=1").count(), 2, "{inside}");
 }
 
+/// The init is exec'd with the program's arguments and environment (its fork execs the
+/// program with them) and clears its own copies once that fork exists: for as long as
+/// the sandbox lives, its memory holds no `secret_env` value and its command line is its
+/// name alone. Read from the host, which owns the sandbox's user namespace and so may
+/// read the non-dumpable init's files, once the spawn has returned (the init clears both
+/// before it closes the report pipe the spawn waits on). Returns the init's command line
+/// and, as root, its environment (a non-dumpable process's `environ` belongs to root).
+fn init_strings_while_running(root: bool) -> (Vec<u8>, Option<Vec<u8>>) {
+    let ws = workspace();
+    let sb = sandbox(ws.path(), |_| {});
+    let mut child = sb
+        .command("sh")
+        .arg("-c")
+        .arg("read x; exit 0")
+        .arg("an-argument-for-the-program-alone")
+        .env("STOCKADE_TEST_PLAIN", "a-plain-value-for-the-program")
+        .secret_env("STOCKADE_TEST_SECRET", "a-secret-value-for-the-program")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let init = child.id();
+    let cmdline = std::fs::read(format!("/proc/{init}/cmdline")).unwrap();
+    let environ = root.then(|| std::fs::read(format!("/proc/{init}/environ")).unwrap());
+    let comm = std::fs::read_to_string(format!("/proc/{init}/comm")).unwrap();
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    assert_eq!(comm.trim_end(), "stockade-init");
+    (cmdline, environ)
+}
+
+fn shown(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).replace('\0', " ")
+}
+
+#[test]
+fn the_init_keeps_no_copy_of_the_programs_arguments() {
+    require!(Feature::UserNs);
+    let (cmdline, _) = init_strings_while_running(false);
+    assert!(
+        cmdline.starts_with(b"stockade-init\0") && cmdline[14..].iter().all(|&b| b == 0),
+        "the init's command line: {}",
+        shown(&cmdline)
+    );
+}
+
+#[test]
+fn the_init_keeps_no_copy_of_the_programs_environment() {
+    require!(Feature::UserNs);
+    require!(Feature::Root);
+    let (_, environ) = init_strings_while_running(true);
+    let environ = environ.unwrap();
+    assert!(
+        !environ.is_empty() && environ.iter().all(|&b| b == 0),
+        "the init's environment: {}",
+        shown(&environ)
+    );
+}
+
 #[test]
 fn the_init_is_under_the_programs_walls() {
     require!(Feature::UserNs);

@@ -1,10 +1,10 @@
 //! The records and arguments that cross between a sandbox's processes and the host: the
 //! setup report record (`backend::report::Record`), the init's status record, the init's
-//! and the starter's argument lists, and the `/proc/…/children` lists the init reads.
+//! argument list, and the `/proc/…/children` lists the init reads.
 //!
 //! None may panic on any bytes; a record decodes only when it is one whole record (and then
 //! encodes back to the same bytes); a decoded status record round-trips; a parsed argument
-//! list never points the starter past its arguments; a children list yields only positive
+//! list never points the program's exec past its arguments; a children list yields only positive
 //! pids, whatever the chunking.
 
 #![no_main]
@@ -30,14 +30,16 @@ fuzz_target!(|data: &[u8]| {
     let args: Vec<&[u8]> = data.split(|&b| b == 0).collect();
     let arg = |i: usize| args.get(i).copied();
     if let Some(c) = protocol::Config::parse(args.len(), arg) {
-        assert_eq!(args.len(), protocol::arg::COUNT);
-        assert!(c.program > 0);
-        // Three fds, three owners.
-        assert!(c.report_fd != c.status_fd && c.go_fd != c.report_fd && c.go_fd != c.status_fd);
-    }
-    if let Some(c) = protocol::start::Config::parse(args.len(), arg) {
+        use protocol::flag;
         assert!(c.program_argv() < args.len(), "the program's argv[0] is an argument");
-        assert_ne!(c.report_fd, c.go_fd);
+        // Two pipes and the domain's ruleset: an owner each.
+        assert_ne!(c.report_fd, c.status_fd);
+        if let Some(d) = c.domain_fd {
+            assert!(d != c.report_fd && d != c.status_fd);
+            assert!(c.has(flag::SHARED_DOMAIN));
+        }
+        assert!(!(c.has(flag::NEST) && c.has(flag::SHARED_DOMAIN)));
+        assert_eq!(c.flags & !flag::ALL, 0);
     }
     // A children list, cut at every eighth byte as the init's reads might cut it.
     let mut whole = Vec::new();

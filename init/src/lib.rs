@@ -2,7 +2,7 @@
 //!
 //! PID 1 of a sandbox (layer 1), or its child subreaper (layer 2, no PID namespace), is a
 //! tiny init whose executable image is built from this crate's own source by its build
-//! script: `image.rs` with the modules [`protocol`], `sys` and `run`, compiled by the same
+//! script: `image.rs` with the modules [`protocol`], `sys`, `run`, `program` and `session`, compiled by the same
 //! `rustc` that builds the crate, for the same target, `no_std` and `no_main`, statically
 //! linked with the toolchain's `rust-lld`, without a C library or a C compiler. The host
 //! carries the bytes ([`IMAGE`]), writes them into a sealed memfd and execs that memfd at
@@ -19,13 +19,13 @@ pub mod protocol;
 // unit tests only.
 #[cfg(target_os = "linux")]
 #[allow(dead_code)]
+mod program;
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
 mod run;
 #[cfg(target_os = "linux")]
 #[allow(dead_code)]
 mod session;
-#[cfg(target_os = "linux")]
-#[allow(dead_code)]
-mod start;
 #[cfg(target_os = "linux")]
 #[allow(dead_code)]
 mod sys;

@@ -1,18 +1,10 @@
 //! What the host and the init say to each other. Both sides compile this file: the host as
 //! part of `stockade-init`'s library, the init image by `#[path]` from its own crate root.
 //!
-//! # The image's two roles
-//!
-//! The one image runs as the init (`argv[0]` = [`ARGV0`]) and as the program's *starter*
-//! (`argv[0]` = [`start::ARGV0`]): the program's process execs the image as the starter
-//! first, so that it leaves the host's memory at once, and the starter execs the program
-//! only when the init has told it to go (see [`start`]).
-//!
 //! # Start: argv
 //!
-//! The host's setup child starts the program's process first (a `CLONE_VM | CLONE_VFORK`
-//! child of its own, which execs the starter), then execs the init with this argv (every
-//! number in decimal ASCII) and an empty environment:
+//! The host's setup child, once every wall is up, execs the init with this argv (every
+//! number in decimal ASCII) and the program's environment:
 //!
 //! | index | content |
 //! | --- | --- |
@@ -20,26 +12,27 @@
 //! | [`arg::FLAGS`] | bits of [`flag`] |
 //! | [`arg::REPORT_FD`] | write end of the setup report pipe (the host reads to EOF) |
 //! | [`arg::STATUS_FD`] | write end of the status pipe (one [`STATUS_SIZE`]-byte record) |
-//! | [`arg::INIT_STEP`] | step index reported when the init's own setup fails |
-//! | [`arg::GO_FD`] | write end of the go pipe: one byte lets the starter exec the program |
-//! | [`arg::PROGRAM`] | pid of the program's process, the init's child |
+//! | [`arg::INIT_STEP`] | step index reported when the init's own setup, or the program's process before its exec, fails |
+//! | [`arg::EXEC_STEP`] | step index reported when the program cannot be exec'd |
+//! | [`arg::DOMAIN_FD`] | with [`flag::SHARED_DOMAIN`], the Landlock ruleset the program's process enters; else `0` |
+//! | [`arg::RESTRICT_FLAGS`] | the flags of that process's `landlock_restrict_self` |
+//! | [`arg::CANDIDATES`] | the number N of candidate paths that follow |
+//! | [`arg::FIRST_CANDIDATE`] … | N candidate paths, tried in order as `execvp` does |
+//! | then | the program's `argv[0]`, its arguments |
 //!
-//! The fixed arguments are the host's own, built before `clone`; the pid is the setup
-//! child's, which it writes on its own stack. The init only parses numbers. Nothing of the
-//! sandboxed program reaches the init: the init only releases the starter, waits for the
-//! program, signals it and reaps.
+//! Every argument is the host's own, built before `clone`. The init parses numbers and
+//! passes the rest to `execve` as it is.
 //!
-//! # The go byte: why the program waits for the init
+//! # The program's process: a fork of the init
 //!
 //! Until the init's exec, PID 1 (or layer 2's subreaper) is the setup child, which shares
-//! the host's memory and holds the host's pipes; until the init's `PR_SET_DUMPABLE(0)` its
-//! `/proc/1/{mem,fd,environ}` are open to processes of its uid. So the program must not run
-//! a single instruction before both have happened. The init writes the go byte after
-//! both (and after it has closed every fd but its pipes), and the starter execs the
-//! program only on that byte: the order holds by construction, not by timing. (The
-//! program's process also sits in a Landlock domain nested inside the init's, where
-//! Landlock is in force, which on its own keeps it from tracing or opening `/proc/1/…` of
-//! the init.)
+//! the host's memory and holds the host's pipes. So the program must not run a single
+//! instruction before that exec. It cannot, by construction: the init starts the program's
+//! process itself, with `fork`, after it has made itself non-dumpable. That process is a
+//! copy of this image (no page of the host's memory was ever mapped in it); it takes its
+//! session, enters a Landlock domain nested inside the init's (so that it can never trace
+//! the init, open its `/proc/1/{mem,fd,environ}`, or, with signals scoped, signal it),
+//! takes its terminal, unblocks its signals and execs the program.
 //!
 //! # While running: signals
 //!
@@ -52,7 +45,7 @@
 //! - The setup report pipe carries one [`SETUP_RECORD_SIZE`]-byte record when the program
 //!   cannot be started (the same record the setup child writes, see
 //!   `stockade::backend::report`), and nothing otherwise: the host reads EOF once the
-//!   program has been exec'd.
+//!   program has been exec'd (the init closes its copy, the program's exec the other).
 //! - The status pipe carries one [`STATUS_SIZE`]-byte record with the program's raw wait
 //!   status when it has ended and every other process of the sandbox has been killed and
 //!   reaped: the host's wait returns there, without waiting for the init's own exit (and
@@ -67,7 +60,7 @@ use core::ffi::CStr;
 /// `argv[0]` of the init, and its name (`comm`) inside.
 pub const ARGV0: &CStr = c"stockade-init";
 
-/// Positions of the fixed arguments.
+/// Positions of the arguments.
 pub mod arg {
     /// The flags ([`super::flag`]).
     pub const FLAGS: usize = 1;
@@ -75,117 +68,37 @@ pub mod arg {
     pub const REPORT_FD: usize = 2;
     /// The status pipe's write end.
     pub const STATUS_FD: usize = 3;
-    /// The step index for a failure of the init's own setup.
+    /// The step index for a failure of the init's own setup or of the program's process
+    /// before its exec.
     pub const INIT_STEP: usize = 4;
-    /// The go pipe's write end ([`super::start`]).
-    pub const GO_FD: usize = 5;
-    /// The pid of the program's process.
-    pub const PROGRAM: usize = 6;
-    /// The number of arguments.
-    pub const COUNT: usize = 7;
-}
-
-/// The starter: the role the program's process execs the image in before the program.
-///
-/// Its argv (numbers in decimal ASCII), then the program's own argv; its environment is
-/// the program's:
-///
-/// | index | content |
-/// | --- | --- |
-/// | 0 | [`ARGV0`](start::ARGV0) |
-/// | [`REPORT_FD`](start::REPORT_FD) | write end of the setup report pipe, for a failed exec of the program |
-/// | [`GO_FD`](start::GO_FD) | read end of the go pipe |
-/// | [`EXEC_STEP`](start::EXEC_STEP) | step index reported when the program cannot be exec'd |
-/// | [`CANDIDATES`](start::CANDIDATES) | the number N of candidate paths that follow |
-/// | [`FIRST_CANDIDATE`](start::FIRST_CANDIDATE) … | N candidate paths, tried in order as `execvp` does |
-/// | then | the program's `argv[0]`, its arguments |
-///
-/// The starter waits for one byte on the go pipe, closes it, marks the report pipe
-/// close-on-exec, unblocks every signal and execs the first candidate that can be
-/// executed. EOF instead of the byte means the init is gone: the starter exits with
-/// [`ORPHANED`](start::ORPHANED) and runs nothing.
-pub mod start {
-    use core::ffi::CStr;
-
-    /// `argv[0]` of the starter.
-    pub const ARGV0: &CStr = c"stockade-start";
-    /// The report pipe's write end.
-    pub const REPORT_FD: usize = 1;
-    /// The go pipe's read end.
-    pub const GO_FD: usize = 2;
     /// The step index of a failed exec of the program.
-    pub const EXEC_STEP: usize = 3;
+    pub const EXEC_STEP: usize = 5;
+    /// The shared Landlock layer's ruleset ([`super::flag::SHARED_DOMAIN`]), or `0`.
+    pub const DOMAIN_FD: usize = 6;
+    /// The flags of the program's process's `landlock_restrict_self`.
+    pub const RESTRICT_FLAGS: usize = 7;
     /// The number of candidate paths.
-    pub const CANDIDATES: usize = 4;
+    pub const CANDIDATES: usize = 8;
     /// The first candidate path.
-    pub const FIRST_CANDIDATE: usize = 5;
+    pub const FIRST_CANDIDATE: usize = 9;
     /// The most candidate paths accepted (more `PATH` directories than any real one has).
     pub const MAX_CANDIDATES: u32 = 4096;
-    /// Exit status when the program could not be exec'd (the host has the record).
-    pub const EXEC_FAILED: i32 = 127;
-    /// Exit status when the init went away before it said go.
-    pub const ORPHANED: i32 = 125;
-
-    /// The starter's settings, parsed from its arguments.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub struct Config {
-        /// The setup report pipe's write end.
-        pub report_fd: i32,
-        /// The go pipe's read end.
-        pub go_fd: i32,
-        /// Step index of a failed exec.
-        pub exec_step: u32,
-        /// The number of candidate paths, from [`FIRST_CANDIDATE`].
-        pub candidates: usize,
-        /// `argv[0]` was [`super::session::SERVE_ARGV0`]: serve a session instead of
-        /// exec'ing a program.
-        pub serve: bool,
-    }
-
-    impl Config {
-        /// Parses the arguments; `arg(i)` returns argument `i` without its NUL. The
-        /// program's `argv[0]` must follow the candidates; `None` otherwise.
-        pub fn parse<'a>(argc: usize, arg: impl Fn(usize) -> Option<&'a [u8]>) -> Option<Config> {
-            let num = |i| arg(i).and_then(super::parse_u32);
-            let fd = |i| num(i).and_then(|v| i32::try_from(v).ok());
-            let serve = arg(0)? == super::session::SERVE_ARGV0.to_bytes();
-            if arg(0)? != ARGV0.to_bytes() && !serve {
-                return None;
-            }
-            let n = num(CANDIDATES).filter(|&n| n <= MAX_CANDIDATES)? as usize;
-            let program = FIRST_CANDIDATE.checked_add(n)?;
-            if argc <= program {
-                return None;
-            }
-            let (report_fd, go_fd) = (fd(REPORT_FD)?, fd(GO_FD)?);
-            if report_fd == go_fd {
-                return None;
-            }
-            Some(Config {
-                report_fd,
-                go_fd,
-                exec_step: num(EXEC_STEP)?,
-                candidates: n,
-                serve,
-            })
-        }
-
-        /// The index of the program's `argv[0]` in the starter's argv.
-        pub fn program_argv(&self) -> usize {
-            FIRST_CANDIDATE + self.candidates
-        }
-    }
 }
+
+/// Exit status of the program's process when the program could not be started (the host
+/// has the record).
+pub const EXEC_FAILED: i32 = 127;
+/// Exit status of the program's process whose init went away before it could start.
+pub const ORPHANED: i32 = 125;
 
 /// A warm session's protocol: the image's third role, the *session server*, and what the
 /// host and it say over the session's control socket.
 ///
 /// # The server
 ///
-/// A session is a sandbox whose program is this image, started as the starter is but
-/// with `argv[0]` = [`SERVE_ARGV0`](session::SERVE_ARGV0): after the init's go byte the
-/// starter closes the report pipe (the host's spawn returns) and, instead of exec'ing a
-/// program, serves the control socket on its fd 0 (a `SOCK_SEQPACKET` socket whose
+/// A session is a sandbox whose init is told to serve ([`flag::SERVE`]): the program's
+/// process, forked by the init as for a program, closes the report pipe (the host's spawn
+/// returns) and, instead of exec'ing a program, serves the control socket on its fd 0 (a `SOCK_SEQPACKET` socket whose
 /// other end the host holds): it keeps the next commands' supervisors and program's
 /// processes forked ahead, the latter blocked on that socket, each to take one request.
 ///
@@ -214,7 +127,7 @@ pub mod start {
 pub mod session {
     use core::ffi::CStr;
 
-    /// `argv[0]` of the starter when it becomes the session server.
+    /// The name of the session server's process, and the session's program name.
     pub const SERVE_ARGV0: &CStr = c"stockade-serve";
     /// `"STKQ"`, the magic of a request.
     pub const REQUEST_MAGIC: u32 = u32::from_be_bytes(*b"STKQ");
@@ -383,8 +296,25 @@ pub mod flag {
     pub const CONTROLLING_TERMINAL: u32 = 0b11 << CONTROLLING_TERMINAL_SHIFT;
     /// The position of [`CONTROLLING_TERMINAL`]'s bits.
     pub const CONTROLLING_TERMINAL_SHIFT: u32 = 3;
+    /// The program's process enters a nested Landlock domain the init makes for it (the
+    /// command is under Landlock): one that handles creating block devices and
+    /// reparenting, granted beneath `/` (only block devices on ABI 1, which has no
+    /// reparenting right), scoping signals with [`SCOPE_SIGNALS`].
+    pub const NEST: u32 = 1 << 5;
+    /// The program's process enters the shared Landlock layer whose ruleset
+    /// [`super::arg::DOMAIN_FD`] names, as its nested domain (instead of [`NEST`]'s).
+    pub const SHARED_DOMAIN: u32 = 1 << 6;
+    /// A session: the program's process serves the session's control socket
+    /// ([`super::session`]) instead of exec'ing a program.
+    pub const SERVE: u32 = 1 << 7;
     /// Every defined bit.
-    pub const ALL: u32 = NEW_SESSION | SUBREAPER | SCOPE_SIGNALS | CONTROLLING_TERMINAL;
+    pub const ALL: u32 = NEW_SESSION
+        | SUBREAPER
+        | SCOPE_SIGNALS
+        | CONTROLLING_TERMINAL
+        | NEST
+        | SHARED_DOMAIN
+        | SERVE;
 
     /// The bits that ask for the terminal on stdio fd `fd` (0, 1 or 2) as the program's
     /// controlling terminal.
@@ -403,7 +333,7 @@ pub mod flag {
 }
 
 /// A failed `TIOCSCTTY` in the program's process is reported as the init's own step
-/// ([`arg::INIT_STEP`]) plus this (by the host's setup child, which starts that process).
+/// ([`arg::INIT_STEP`]) plus this.
 pub const CONTROLLING_TERMINAL_STEP_AFTER_INIT: u32 = 1;
 
 /// `SIGHUP`.
@@ -538,32 +468,51 @@ pub struct Config {
     pub report_fd: i32,
     /// The status pipe's write end.
     pub status_fd: i32,
-    /// Step index of the init's own setup.
+    /// Step index of the init's own setup, and of the program's process before its exec.
     pub init_step: u32,
-    /// The go pipe's write end.
-    pub go_fd: i32,
-    /// The program's process (a pid, never 0).
-    pub program: i32,
+    /// Step index of a failed exec of the program.
+    pub exec_step: u32,
+    /// The shared Landlock layer's ruleset with [`flag::SHARED_DOMAIN`], else `None`.
+    pub domain_fd: Option<i32>,
+    /// The flags of the program's process's `landlock_restrict_self`.
+    pub restrict_flags: u32,
+    /// The number of candidate paths, from [`arg::FIRST_CANDIDATE`].
+    pub candidates: usize,
 }
 
 impl Config {
-    /// Parses the arguments; `arg(i)` returns argument `i` without its NUL. Exactly
-    /// [`arg::COUNT`] of them (`argc`), with three different fds, or `None`.
+    /// Parses the arguments; `arg(i)` returns argument `i` without its NUL. `None` unless
+    /// the fixed arguments are well formed, the fds differ (report, status and the domain
+    /// ruleset: three owners), no unknown flag or both domains are asked for, and the
+    /// program's `argv[0]` follows the candidates.
     pub fn parse<'a>(argc: usize, arg: impl Fn(usize) -> Option<&'a [u8]>) -> Option<Config> {
         let num = |i| arg(i).and_then(parse_u32);
-        let positive = |i| num(i).and_then(|v| i32::try_from(v).ok());
+        let fd = |i| num(i).and_then(|v| i32::try_from(v).ok());
         let flags = num(arg::FLAGS)?;
-        if argc != arg::COUNT || flags & !flag::ALL != 0 || arg(0)? != ARGV0.to_bytes() {
+        if flags & !flag::ALL != 0
+            || flags & (flag::NEST | flag::SHARED_DOMAIN) == flag::NEST | flag::SHARED_DOMAIN
+            || arg(0)? != ARGV0.to_bytes()
+        {
             return None;
         }
-        let program = positive(arg::PROGRAM).filter(|&pid| pid > 0)?;
-        let (report_fd, status_fd, go_fd) = (
-            positive(arg::REPORT_FD)?,
-            positive(arg::STATUS_FD)?,
-            positive(arg::GO_FD)?,
-        );
-        // Three fds, three owners: one number twice is not what the host sends.
-        if report_fd == status_fd || go_fd == report_fd || go_fd == status_fd {
+        let n = num(arg::CANDIDATES).filter(|&n| n <= arg::MAX_CANDIDATES)? as usize;
+        if argc <= arg::FIRST_CANDIDATE.checked_add(n)? {
+            return None;
+        }
+        let (report_fd, status_fd) = (fd(arg::REPORT_FD)?, fd(arg::STATUS_FD)?);
+        let domain = fd(arg::DOMAIN_FD)?;
+        let domain_fd = if flags & flag::SHARED_DOMAIN != 0 {
+            if domain == report_fd || domain == status_fd {
+                return None;
+            }
+            Some(domain)
+        } else if domain == 0 {
+            None
+        } else {
+            return None;
+        };
+        // Two pipes, two owners: one number twice is not what the host sends.
+        if report_fd == status_fd {
             return None;
         }
         Some(Config {
@@ -571,14 +520,21 @@ impl Config {
             report_fd,
             status_fd,
             init_step: num(arg::INIT_STEP)?,
-            go_fd,
-            program,
+            exec_step: num(arg::EXEC_STEP)?,
+            domain_fd,
+            restrict_flags: num(arg::RESTRICT_FLAGS)?,
+            candidates: n,
         })
     }
 
     /// Whether `bit` of [`flag`] is set.
     pub fn has(&self, bit: u32) -> bool {
         self.flags & bit != 0
+    }
+
+    /// The index of the program's `argv[0]` among the arguments.
+    pub fn program_argv(&self) -> usize {
+        arg::FIRST_CANDIDATE + self.candidates
     }
 }
 
@@ -700,8 +656,23 @@ mod tests {
     }
 
     #[test]
-    fn config_parses_the_fixed_arguments() {
-        let a = ["stockade-init", "3", "5", "6", "40", "7", "2"];
+    fn config_parses_its_arguments() {
+        let a = [
+            "stockade-init",
+            "3",
+            "5",
+            "6",
+            "40",
+            "41",
+            "0",
+            "0",
+            "2",
+            "/bin/sh",
+            "/usr/bin/sh",
+            "sh",
+            "-c",
+            "x",
+        ];
         let c = Config::parse(a.len(), argv(&a)).unwrap();
         assert_eq!(
             c,
@@ -710,10 +681,13 @@ mod tests {
                 report_fd: 5,
                 status_fd: 6,
                 init_step: 40,
-                go_fd: 7,
-                program: 2,
+                exec_step: 41,
+                domain_fd: None,
+                restrict_flags: 0,
+                candidates: 2,
             }
         );
+        assert_eq!(a[c.program_argv()], "sh");
         assert!(c.has(flag::NEW_SESSION) && c.has(flag::SUBREAPER));
         assert!(!c.has(flag::SCOPE_SIGNALS));
         assert_eq!(flag::terminal(c.flags), None);
@@ -727,76 +701,46 @@ mod tests {
             assert_eq!(flag::terminal(c.flags), Some(fd as i32));
             assert!(c.has(flag::NEW_SESSION) && !c.has(flag::SCOPE_SIGNALS));
         }
-        // Unknown flags, another argv[0], pid 0, one fd twice (the fuzz target `records`
-        // found the parser taking that), a missing or an extra argument: refused.
+        // The shared layer's ruleset is named only with its flag.
+        let shared = std::format!("{}", flag::SHARED_DOMAIN);
+        let mut b = a;
+        b[1] = &shared;
+        b[6] = "9";
+        b[7] = "2";
+        let c = Config::parse(b.len(), argv(&b)).unwrap();
+        assert_eq!((c.domain_fd, c.restrict_flags), (Some(9), 2));
+        // No candidate is allowed (a program that is not found): argv[0] must still follow.
+        let mut b = a;
+        b[8] = "0";
+        assert_eq!(Config::parse(10, argv(&b)).unwrap().program_argv(), 9);
+        // Unknown flags, both domains, another argv[0], one fd twice (the fuzz target
+        // `records` found the parser taking that), a domain fd without its flag or on a
+        // pipe's number, a count past the arguments or huge, no program: refused.
+        let both = std::format!("{}", flag::NEST | flag::SHARED_DOMAIN);
         for (i, v) in [
-            (1, "64"),
+            (1, "256"),
+            (1, both.as_str()),
             (0, "init"),
-            (6, "0"),
-            (6, "-2"),
-            (6, ""),
-            (5, "x"),
+            (0, "stockade-start"),
             (3, "5"),
-            (5, "5"),
-            (5, "6"),
+            (2, "-2"),
+            (2, ""),
+            (5, "x"),
+            (6, "7"),
+            (8, "5"),
+            (8, "4294967295"),
         ] {
             let mut b = a;
             b[i] = v;
             assert_eq!(Config::parse(b.len(), argv(&b)), None, "{i}: {v:?}");
         }
-        assert_eq!(Config::parse(6, argv(&a[..6])), None);
-        let b = ["stockade-init", "3", "5", "6", "40", "7", "2", "sh"];
-        assert_eq!(Config::parse(b.len(), argv(&b)), None);
-    }
-
-    #[test]
-    fn the_starter_parses_its_arguments() {
-        let a = [
-            "stockade-start",
-            "5",
-            "6",
-            "41",
-            "2",
-            "/bin/sh",
-            "/usr/bin/sh",
-            "sh",
-            "-c",
-            "x",
-        ];
-        let c = start::Config::parse(a.len(), argv(&a)).unwrap();
-        assert_eq!(
-            c,
-            start::Config {
-                report_fd: 5,
-                go_fd: 6,
-                exec_step: 41,
-                candidates: 2,
-                serve: false,
-            }
-        );
-        let mut served = a;
-        served[0] = "stockade-serve";
-        assert!(start::Config::parse(a.len(), argv(&served)).unwrap().serve);
-        assert_eq!(a[c.program_argv()], "sh");
-        // No candidate is allowed (a program that is not found): argv[0] must still follow.
-        let b = ["stockade-start", "5", "6", "41", "0", "sh"];
-        assert_eq!(
-            start::Config::parse(b.len(), argv(&b))
-                .unwrap()
-                .program_argv(),
-            5
-        );
-        // The program's argv[0] missing, a count past the arguments, a huge count, the
-        // init's argv[0], one fd for both pipes: refused.
-        assert_eq!(start::Config::parse(5, argv(&b[..5])), None);
-        let c = ["stockade-start", "5", "6", "41", "3", "/bin/sh", "sh"];
-        assert_eq!(start::Config::parse(c.len(), argv(&c)), None);
-        let d = ["stockade-start", "5", "6", "41", "4294967295", "sh"];
-        assert_eq!(start::Config::parse(d.len(), argv(&d)), None);
-        let e = ["stockade-init", "5", "6", "41", "0", "sh"];
-        assert_eq!(start::Config::parse(e.len(), argv(&e)), None);
-        let f = ["stockade-start", "5", "5", "41", "0", "sh"];
-        assert_eq!(start::Config::parse(f.len(), argv(&f)), None);
+        for on in ["5", "6"] {
+            let mut b = a;
+            b[1] = &shared;
+            b[6] = on;
+            assert_eq!(Config::parse(b.len(), argv(&b)), None, "domain on {on}");
+        }
+        assert_eq!(Config::parse(11, argv(&a[..11])), None);
     }
 
     #[test]

@@ -1,22 +1,18 @@
-//! The init itself: tini's job and nothing more.
+//! The init itself: tini's job, and the program's start.
 //!
-//! The host's setup child has already started the program's process (its own
-//! `CLONE_VM | CLONE_VFORK` child, which took its session and terminal, entered the
-//! program's nested domain and exec'd this image as the starter, `start.rs`) before it
-//! exec'd this image as the init. The starter waits for the init's go byte; the init forks
-//! nothing and execs nothing. It:
+//! The host's setup child execs this image as the init once every wall is up. It:
 //!
 //! 1. Sets up: names itself, becomes non-dumpable, blocks every signal and opens a
-//!    signalfd for them, marks the host's pipes close-on-exec; on layer 2 (again: the setup
-//!    child did it before starting the program) becomes a child subreaper and makes the
-//!    host's death a request to end the sandbox ([`protocol::KILL_REQUEST`]).
-//! 2. Clears its own arguments but `argv[0]`, and closes everything but the status pipe,
-//!    the go pipe and the signalfd (stdio and passed fds belong to the program, which has
-//!    its own copies). Only then does it write the go byte and close the go pipe: the
-//!    program runs from here, and finds a PID 1 (or a parent, on layer 2) that maps no
-//!    host memory, is not dumpable and holds no fd but its own pipes
-//!    ([`protocol`]'s "go byte"). Then it closes the report pipe's copy (the host reads
-//!    EOF once the program has exec'd, too).
+//!    signalfd for them, marks the host's pipes close-on-exec; on layer 2 becomes a
+//!    child subreaper and makes the host's death a request to end the sandbox
+//!    ([`protocol::KILL_REQUEST`]).
+//! 2. Forks the program's process (`program.rs`), which becomes the program: so the
+//!    program's first instruction comes after this exec and this setup by construction.
+//!    Then clears its own arguments but `argv[0]` and its environment (the program's,
+//!    which it was exec'd with), and closes everything but the status pipe and the
+//!    signalfd (stdio, passed fds and the shared Landlock layer belong to the program's
+//!    process, which has its own copies), the report pipe last: the host reads its EOF
+//!    once the program's exec has closed the other copy.
 //! 3. Loops on the signalfd: `SIGCHLD` reaps every child that has ended (orphans included);
 //!    a signal of [`protocol::FORWARDED`] goes to the program, unless the kernel sent it to
 //!    a whole process group (a terminal's `^C` with `keep_session`), which the program is
@@ -30,11 +26,12 @@
 //!
 //! Signals stay blocked in the init from before its exec (the setup child blocks them all
 //! around `clone` and never unblocks them), so no signal can end it before the signalfd
-//! exists: the kernel queues what arrives meanwhile, a `SIGCHLD` of a program that ended
-//! early or a host's `SIGTERM` to forward, and the signalfd hands it over.
+//! exists: the kernel queues what arrives meanwhile, a host's `SIGTERM` to forward, and
+//! the signalfd hands it over.
 
 use core::ffi::CStr;
 
+use crate::program;
 use crate::protocol::{self, Config, flag};
 use crate::sys::{self, BorrowedFd, OwnedFd, c};
 
@@ -53,8 +50,9 @@ impl Args {
     /// # Safety
     ///
     /// `argv` must point to `argc` pointers to NUL-terminated strings followed by a NULL,
-    /// all valid and unchanged for the rest of the process's life (but for
-    /// [`Args::clear_arguments`]): the kernel's initial stack of the process.
+    /// then the environment's pointers and a NULL, all valid and unchanged for the rest of
+    /// the process's life (but for [`Args::clear`]): the kernel's initial stack of the
+    /// process.
     pub unsafe fn new(argc: usize, argv: *const *const u8) -> Args {
         Args { argc, argv }
     }
@@ -97,30 +95,57 @@ impl Args {
         Some(s.to_bytes())
     }
 
-    /// Overwrites every argument but `argv[0]` with NULs, in place on the initial stack, so
-    /// that the init's command line (`/proc/<pid>/cmdline`, `ps`, `pgrep -f`) shows its
-    /// name alone rather than the program's arguments a second time.
+    /// The environment array, which follows argv's NULL on the initial stack.
+    pub fn envp(&self) -> *const *const u8 {
+        self.argv.wrapping_add(self.argc.wrapping_add(1))
+    }
+
+    /// Overwrites every argument but `argv[0]`, and every environment string, with NULs,
+    /// in place on the initial stack, so that the init's command line
+    /// (`/proc/<pid>/cmdline`, `ps`, `pgrep -f`) shows its name alone rather than the
+    /// program's arguments a second time, and its memory keeps no copy of the program's
+    /// environment (its `secret_env` values) for as long as the sandbox lives.
     ///
-    /// Call only after the config has been parsed: no reference into the arguments is
-    /// alive then.
-    fn clear_arguments(&self) {
+    /// Call only after the config has been parsed and the program's process forked: no
+    /// reference into the strings is alive then, and that process has its own copy.
+    fn clear(&self) {
         for i in 1..self.argc {
-            let slot = self.argv.wrapping_add(i);
-            // SAFETY: `i < argc`, so `slot` is `&argv[i]` (see `get`).
-            let arg = unsafe { *slot }.cast_mut();
+            // SAFETY: `i < argc`, so this is `argv[i]` (see `get`).
+            let arg = unsafe { *self.argv.wrapping_add(i) };
             if arg.is_null() {
                 return;
             }
-            let mut at = arg;
-            // SAFETY: `at` is within argument `i`: it starts at its first byte and stops at
-            // its NUL, which is never overwritten.
-            while unsafe { at.read_volatile() } != 0 {
-                // SAFETY: the argument strings lie on this process's own writable initial
-                // stack, and no reference into them is alive (see above).
-                unsafe { at.write_volatile(0) };
-                at = at.wrapping_add(1);
-            }
+            // SAFETY: as the caller's guarantee says, and `arg` is an argument string.
+            unsafe { zero(arg.cast_mut()) };
         }
+        let mut slot = self.envp();
+        loop {
+            // SAFETY: `slot` is within the kernel's NULL-terminated environment array
+            // (`new`'s guarantee): it starts at its first entry and stops at its NULL.
+            let var = unsafe { *slot };
+            if var.is_null() {
+                return;
+            }
+            // SAFETY: as the caller's guarantee says, and `var` is an environment string.
+            unsafe { zero(var.cast_mut()) };
+            slot = slot.wrapping_add(1);
+        }
+    }
+}
+
+/// Overwrites the string at `at` with NULs, up to its own NUL.
+///
+/// # Safety
+///
+/// `at` must be a NUL-terminated string on this process's own writable initial stack,
+/// into which no reference is alive.
+unsafe fn zero(mut at: *mut u8) {
+    // SAFETY: `at` stays within the string: it starts at its first byte and stops at its
+    // NUL, which is never overwritten.
+    while unsafe { at.read_volatile() } != 0 {
+        // SAFETY: the caller's guarantee: the string is writable and unborrowed.
+        unsafe { at.write_volatile(0) };
+        at = at.wrapping_add(1);
     }
 }
 
@@ -130,8 +155,6 @@ struct Pipes {
     report: OwnedFd,
     /// The program's wait status goes here at the end.
     status: OwnedFd,
-    /// One byte here lets the starter exec the program.
-    go: OwnedFd,
 }
 
 /// Runs the init. Never returns.
@@ -139,37 +162,41 @@ pub fn main(args: &Args) -> ! {
     let Some(cfg) = Config::parse(args.argc, |i| args.get(i)) else {
         sys::exit_group(INIT_FAILED)
     };
-    if cfg.report_fd == cfg.status_fd || cfg.go_fd == cfg.report_fd || cfg.go_fd == cfg.status_fd {
-        // Two owners of one fd: not what the host sends.
-        sys::exit_group(INIT_FAILED)
-    }
     // SAFETY: the host opens the report pipe's write end for the init, keeps it open
     // across its exec and names it in the arguments (`protocol::arg`); nothing else in this
     // process has heard of it.
     let report = unsafe { OwnedFd::from_raw(cfg.report_fd) };
-    // SAFETY: as for `report`, the status pipe, which is another fd (just checked).
+    // SAFETY: as for `report`, the status pipe, which is another fd (the parser checks).
     let status = unsafe { OwnedFd::from_raw(cfg.status_fd) };
-    // SAFETY: as for `report`, the go pipe's write end, a third fd (just checked).
-    let go = unsafe { OwnedFd::from_raw(cfg.go_fd) };
-    let pipes = Pipes { report, status, go };
+    let pipes = Pipes { report, status };
     let report = pipes.report.as_fd();
+    // Nothing runs yet but this process: a failure here ends the spawn.
     let sfd = match setup(&cfg, &pipes) {
         Ok(fd) => fd,
-        Err(e) => fail_running(&cfg, report, e),
+        Err(e) => fail(report, cfg.init_step, e, INIT_FAILED),
     };
-    let program = cfg.program;
-    args.clear_arguments();
+    let inherited = program::Inherited {
+        report: report.raw(),
+        status: pipes.status.as_fd().raw(),
+        signals: sfd.as_fd().raw(),
+    };
+    let init_pid = sys::getpid();
+    // SAFETY: the init has one thread.
+    let program = match unsafe { sys::fork() } {
+        // SAFETY: the kernel's environment array (`args` is the initial stack's), which
+        // this process has not cleared; `inherited` names this process's own fds.
+        Ok(0) => unsafe { program::main(&cfg, args, args.envp(), init_pid, &inherited) },
+        Ok(pid) => pid,
+        Err(e) => fail(report, cfg.init_step, e, INIT_FAILED),
+    };
+    args.clear();
     if let Err(e) = keep_only(&pipes, sfd.as_fd()) {
         // The program runs, but the host would wait for an EOF that never comes.
-        fail_running(&cfg, report, e);
+        fail_running(&cfg, program, report, e);
     }
-    // Go: from here on the program may run. An error (the starter is gone: EPIPE) changes
-    // nothing; its end is reaped as any.
-    let Pipes { report, status, go } = pipes;
-    let _ = sys::write(go.as_fd(), &[1]);
-    let _ = sys::close(go);
     // The host reads EOF on the report pipe once every copy is closed: this one (the
     // program's process closes its own at the program's exec).
+    let Pipes { report, status } = pipes;
     let _ = sys::close(report);
     supervise(&cfg, sfd.as_fd(), status.as_fd(), program, || {
         Background::End
@@ -180,9 +207,9 @@ pub fn main(args: &Args) -> ! {
 /// ends the sandbox: in a PID namespace this exit kills every process of it; on layer 2
 /// the init first kills and reaps every descendant (the program would die with it, by its
 /// parent-death signal, but not what it started).
-fn fail_running(cfg: &Config, report: BorrowedFd<'_>, errno: sys::Errno) -> ! {
+fn fail_running(cfg: &Config, program: i32, report: BorrowedFd<'_>, errno: sys::Errno) -> ! {
     if cfg.has(flag::SUBREAPER) {
-        end_all(cfg, cfg.program, &mut None);
+        end_all(cfg, program, &mut None);
     }
     fail(report, cfg.init_step, errno, INIT_FAILED)
 }
@@ -204,8 +231,9 @@ fn setup(cfg: &Config, pipes: &Pipes) -> sys::Result<OwnedFd> {
     let sfd = sys::signalfd(!0)?;
     sys::fcntl_setfd(pipes.report.as_fd(), c::FD_CLOEXEC)?;
     sys::fcntl_setfd(pipes.status.as_fd(), c::FD_CLOEXEC)?;
-    sys::fcntl_setfd(pipes.go.as_fd(), c::FD_CLOEXEC)?;
     if cfg.has(flag::SUBREAPER) {
+        // Before the program's process exists, so that no orphan of it can be re-parented
+        // past the init.
         sys::prctl_set_child_subreaper()?;
         // Until here the parent-death signal was the setup child's SIGKILL, armed while the
         // host was alive; from here the host's death asks this init to end everything,
@@ -215,13 +243,12 @@ fn setup(cfg: &Config, pipes: &Pipes) -> sys::Result<OwnedFd> {
     Ok(sfd)
 }
 
-/// Closes every fd but the three pipes and the signalfd (the go and report pipes follow
-/// in `main`, once nothing can fail any more that the report pipe would have to carry).
+/// Closes every fd but the two pipes and the signalfd (the report pipe follows in `main`,
+/// once nothing can fail any more that the report pipe would have to carry).
 fn keep_only(pipes: &Pipes, sfd: BorrowedFd<'_>) -> sys::Result<()> {
     let keep = sorted([
         pipes.report.as_fd().raw(),
         pipes.status.as_fd().raw(),
-        pipes.go.as_fd().raw(),
         sfd.raw(),
     ]);
     let mut first = 0u32;
@@ -230,9 +257,9 @@ fn keep_only(pipes: &Pipes, sfd: BorrowedFd<'_>) -> sys::Result<()> {
         let fd = fd as u32;
         if fd > first {
             // SAFETY: the fds kept are the init's only owned ones; every other fd is one
-            // the host passed for the program (stdio, passed fds), which the program's
-            // process, started before the init's exec, holds in its own table. Nothing in the init
-            // uses them again.
+            // the host passed for the program (stdio, passed fds, the shared Landlock
+            // layer), which the program's process, forked before, holds in its own table.
+            // Nothing in the init uses them again.
             unsafe { sys::close_range(first, fd - 1) }?;
         }
         first = fd.saturating_add(1);
@@ -348,7 +375,7 @@ fn linger(cfg: &Config, sfd: BorrowedFd<'_>, program: i32, status: i32) -> ! {
 enum Children {
     /// `wait4` said there are none (`ECHILD`). A subreaper without children has no
     /// descendants either (every descendant whose parent ends becomes its child), and none
-    /// can appear: the init forks nothing.
+    /// can appear: the init forks nothing but the program's process, at its start.
     None,
     /// There may be some.
     Unknown,
@@ -478,7 +505,7 @@ fn end_namespace() {
 /// Landlock domain scopes signals (`LANDLOCK_SCOPE_SIGNAL`, ABI 6), so it can signal
 /// processes of its own domain and of the domains nested in it, and no other. The init is
 /// the only process of its domain, and every process of the command is in a nested one
-/// (the program's process enters one before its exec, `child/start.rs`, and a domain is
+/// (the program's process enters one before its exec, `program.rs`, and a domain is
 /// inherited and never left). The host's flag says the ruleset asked for the scope; the
 /// proof that it is in force is that the host, outside every domain, cannot be signalled
 /// (the host runs as the init's uid, or is root: nothing else refuses the signal).

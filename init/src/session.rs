@@ -1,9 +1,10 @@
 //! The session server and each command's supervisor: a warm session's commands, started
 //! inside the live sandbox at the cost of an exec.
 //!
-//! The server is the starter of a session's sandbox (`start.rs`, `argv[0]` =
-//! [`session::SERVE_ARGV0`]): it runs inside every wall of the sandbox, in the program's
-//! nested Landlock domain, maps no host memory (the image was exec'd), is not dumpable,
+//! The server is the program's process of a session's sandbox (`program.rs`, with
+//! [`flag::SERVE`]): a fork of the init, it runs inside every wall of the sandbox, in the
+//! program's nested Landlock domain, maps no host memory (the image was exec'd), is not
+//! dumpable,
 //! and holds nothing but its control socket (fd 0), `/dev/null` on fds 1 and 2 and the
 //! commands' Landlock ruleset. It keeps the next commands ([`AHEAD`] of them) forked
 //! ahead: for each a *supervisor* and its child, the command's program's process, both
@@ -319,7 +320,7 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
     let domain = |e| (session::step::DOMAIN, e);
     let setup = || {
         let ruleset = ruleset.map_err(domain)?;
-        sys::landlock_restrict_self(ruleset).map_err(domain)?;
+        sys::landlock_restrict_self(ruleset, 0).map_err(domain)?;
         sys::prctl_set_name(c"stockade-cmd").map_err(domain)?;
         sys::prctl_set_child_subreaper().map_err(domain)?;
         // Blocked, as every signal (the server's mask): read from the signalfd once this
@@ -363,8 +364,10 @@ fn supervisor(control: OwnedFd, taken: OwnedFd, ruleset: sys::Result<BorrowedFd<
         report_fd: -1,
         status_fd: -1,
         init_step: 0,
-        go_fd: -1,
-        program,
+        exec_step: 0,
+        domain_fd: None,
+        restrict_flags: 0,
+        candidates: 0,
     };
     // Asked once the program has ended: its process wrote the byte before its exec, or
     // never will (it failed, or the host did not ask).
@@ -410,7 +413,7 @@ fn refuse(control: BorrowedFd<'_>, taken: BorrowedFd<'_>, step: u32, errno: sys:
 
 /// The exit code of a command whose program could not be started.
 fn start_failed() -> i32 {
-    protocol::start::EXEC_FAILED
+    protocol::EXEC_FAILED
 }
 
 /// The program's process (a fork of its supervisor): its own nested domain, then, with
@@ -425,7 +428,7 @@ fn program(
 ) -> ! {
     // Before the request. A second domain, nested in the supervisor's: the program
     // cannot signal it.
-    let setup = sys::landlock_restrict_self(ruleset)
+    let setup = sys::landlock_restrict_self(ruleset, 0)
         .and_then(|()| sys::prctl_set_pdeathsig(protocol::SIGKILL));
     // A supervisor that died before the death signal was armed (killed: the OOM killer,
     // say) would leave this process to run a command that nothing supervises or ends:

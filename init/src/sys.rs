@@ -117,6 +117,8 @@ pub mod nr {
     pub const PIPE2: usize = 293;
     pub const PPOLL: usize = 271;
     pub const PTRACE: usize = 101;
+    pub const IOCTL: usize = 16;
+    pub const LANDLOCK_ADD_RULE: usize = 445;
 }
 
 /// System call numbers (the generic table).
@@ -151,6 +153,8 @@ pub mod nr {
     pub const PIPE2: usize = 59;
     pub const PPOLL: usize = 73;
     pub const PTRACE: usize = 117;
+    pub const IOCTL: usize = 29;
+    pub const LANDLOCK_ADD_RULE: usize = 445;
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -201,6 +205,14 @@ pub mod c {
     pub const LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1;
     /// `LANDLOCK_SCOPE_SIGNAL`.
     pub const LANDLOCK_SCOPE_SIGNAL: u64 = 2;
+    /// `LANDLOCK_ACCESS_FS_MAKE_BLOCK`.
+    pub const LANDLOCK_ACCESS_FS_MAKE_BLOCK: u64 = 1 << 11;
+    /// `LANDLOCK_ACCESS_FS_REFER` (ABI 2).
+    pub const LANDLOCK_ACCESS_FS_REFER: u64 = 1 << 13;
+    /// `LANDLOCK_RULE_PATH_BENEATH`.
+    pub const LANDLOCK_RULE_PATH_BENEATH: usize = 1;
+    pub const O_PATH: usize = 0o10000000;
+    pub const TIOCSCTTY: usize = 0x540E;
 }
 
 /// `struct msghdr` (64-bit).
@@ -384,6 +396,22 @@ pub fn open_read(path: &CStr) -> Result<OwnedFd> {
     let fd = unsafe { syscall!(nr::OPENAT, c::AT_FDCWD, path.as_ptr(), flags, 0usize) }?;
     // SAFETY: `openat` succeeded, so `fd` is the new fd it installed; no one else has it.
     Ok(unsafe { new_fd(fd) })
+}
+
+/// `openat(AT_FDCWD, path, O_PATH | O_CLOEXEC)`.
+pub fn open_path(path: &CStr) -> Result<OwnedFd> {
+    let flags = c::O_PATH | c::O_CLOEXEC;
+    // SAFETY: the kernel reads `path` up to its NUL; it outlives the call.
+    let fd = unsafe { syscall!(nr::OPENAT, c::AT_FDCWD, path.as_ptr(), flags, 0usize) }?;
+    // SAFETY: `openat` succeeded, so `fd` is the new fd it installed; no one else has it.
+    Ok(unsafe { new_fd(fd) })
+}
+
+/// `ioctl(fd, TIOCSCTTY, 0)`: the terminal of `fd` becomes the caller's controlling
+/// terminal (the caller leads a session without one).
+pub fn ioctl_tiocsctty(fd: BorrowedFd<'_>) -> Result<()> {
+    // SAFETY: `TIOCSCTTY` takes an integer (0: do not steal), not a pointer.
+    unsafe { syscall!(nr::IOCTL, fd.raw(), c::TIOCSCTTY, 0usize) }.map(drop)
 }
 
 /// `prctl(PR_SET_NAME, name)`: the thread's name (`comm`, 15 bytes at most).
@@ -591,8 +619,15 @@ pub fn pidfd_open(pid: i32) -> Result<OwnedFd> {
 /// (`LANDLOCK_SCOPE_*`): each [`landlock_restrict_self`] with it enters one more domain,
 /// a new one every call, nested in the caller's.
 pub fn landlock_scoped_ruleset(scoped: u64) -> Result<OwnedFd> {
+    landlock_ruleset(0, scoped)
+}
+
+/// A Landlock ruleset that handles the file-system rights `handled_fs` and scopes
+/// `scoped`. The attribute is passed whole (24 bytes); a kernel that knows a shorter one
+/// takes it when the fields it does not know are zero.
+pub fn landlock_ruleset(handled_fs: u64, scoped: u64) -> Result<OwnedFd> {
     // `struct landlock_ruleset_attr`: handled_access_fs, handled_access_net, scoped.
-    let attr: [u64; 3] = [0, 0, scoped];
+    let attr: [u64; 3] = [handled_fs, 0, scoped];
     // SAFETY: `attr` is a live `landlock_ruleset_attr` of the size passed; the kernel
     // only reads it.
     let fd = unsafe {
@@ -607,11 +642,36 @@ pub fn landlock_scoped_ruleset(scoped: u64) -> Result<OwnedFd> {
     Ok(unsafe { new_fd(fd) })
 }
 
-/// `landlock_restrict_self(ruleset, 0)`: the calling thread enters a new domain made of
-/// its current one and `ruleset`. Needs `no_new_privs`.
-pub fn landlock_restrict_self(ruleset: BorrowedFd<'_>) -> Result<()> {
+/// `landlock_add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, {allowed, parent}, 0)`.
+pub fn landlock_add_rule_path_beneath(
+    ruleset: BorrowedFd<'_>,
+    parent: BorrowedFd<'_>,
+    allowed: u64,
+) -> Result<()> {
+    // `struct landlock_path_beneath_attr`, packed: allowed_access (u64), parent_fd (s32).
+    let mut attr = [0u8; 12];
+    let (access, fd) = attr.split_at_mut(8);
+    access.copy_from_slice(&allowed.to_ne_bytes());
+    fd.copy_from_slice(&parent.raw().to_ne_bytes());
+    // SAFETY: `attr` is a live, packed `landlock_path_beneath_attr` (12 bytes); the
+    // kernel only reads it.
+    unsafe {
+        syscall!(
+            nr::LANDLOCK_ADD_RULE,
+            ruleset.raw(),
+            c::LANDLOCK_RULE_PATH_BENEATH,
+            attr.as_ptr(),
+            0usize
+        )
+    }
+    .map(drop)
+}
+
+/// `landlock_restrict_self(ruleset, flags)`: the calling thread enters a new domain made
+/// of its current one and `ruleset`. Needs `no_new_privs`.
+pub fn landlock_restrict_self(ruleset: BorrowedFd<'_>, flags: u32) -> Result<()> {
     // SAFETY: `landlock_restrict_self` takes no pointer.
-    unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, ruleset.raw(), 0usize) }.map(drop)
+    unsafe { syscall!(nr::LANDLOCK_RESTRICT_SELF, ruleset.raw(), flags as usize) }.map(drop)
 }
 
 /// `struct pollfd`.
@@ -676,7 +736,9 @@ mod tests {
 
     #[test]
     fn numbers_match_the_kernel() {
-        let pairs: [(usize, libc::c_long); 28] = [
+        let pairs: [(usize, libc::c_long); 30] = [
+            (nr::IOCTL, libc::SYS_ioctl),
+            (nr::LANDLOCK_ADD_RULE, libc::SYS_landlock_add_rule),
             (nr::PPOLL, libc::SYS_ppoll),
             (nr::GETPID, libc::SYS_getpid),
             (nr::PIPE2, libc::SYS_pipe2),
@@ -728,6 +790,9 @@ mod tests {
             assert_eq!(ours, theirs);
         }
         assert_eq!(c::SIG_SETMASK as i32, libc::SIG_SETMASK);
+        assert_eq!(c::O_PATH as i32, libc::O_PATH);
+        assert_eq!(c::TIOCSCTTY as libc::Ioctl, libc::TIOCSCTTY);
+
         assert_eq!(c::SFD_CLOEXEC as i32, libc::SFD_CLOEXEC);
         assert_eq!(c::O_RDONLY as i32, libc::O_RDONLY);
         assert_eq!(c::O_CLOEXEC as i32, libc::O_CLOEXEC);

@@ -411,7 +411,7 @@ impl SplitRules {
         }
         // The command's layer denies TCP. Both scope: the program's process enters this layer
         // alone, on top of the command's layer that the init is under, and its scoping is
-        // what keeps the program from signalling the init (`child/start.rs`).
+        // what keeps the program from signalling the init (`init/src/program.rs`).
         shared.deny_tcp = false;
         shared.scope = true;
         let listed = plan

@@ -244,8 +244,8 @@ pub(super) fn start(
     if let (Some(flags), Some((_, status_w))) = (init_flags, &status_pipe) {
         exec.set_init(init_launch(plan, report_w.as_raw_fd(), status_w, flags)?);
         if req.serve {
-            if let Some(starter) = exec.starter.as_mut() {
-                starter.serve();
+            if let Some(init) = exec.init.as_mut() {
+                init.serve();
             }
             exec.hide_pids = true;
             // Its commands share the sandbox's PID and IPC namespaces, as a program on
@@ -390,7 +390,7 @@ fn console(req: &Request<'_>) -> Option<backend::prepare::Console> {
         .and_then(backend::prepare::Console::of)
 }
 
-/// How the setup child starts the program's process and then the sandbox's init.
+/// How the setup child execs the sandbox's init, which forks the program's process.
 fn init_launch(
     plan: &Plan,
     report_w: std::os::fd::RawFd,
@@ -402,7 +402,6 @@ fn init_launch(
         init::image_fd()?,
         report_w,
         status_w.as_raw_fd(),
-        init::go_pipe()?,
         flags,
         init::Steps {
             init: base + backend::child::extra::INIT,

@@ -4,12 +4,12 @@
 //! # DESIGN: the session is a sandbox whose program serves commands
 //!
 //! [`Sandbox::session`] spawns an ordinary command of the sandbox, with every wall, the
-//! layout and the init as for any command, whose program is the init's own image in a
-//! third role: the *session server* (`init/src/session.rs`). Its process is the program's
-//! process of that sandbox, made exactly as any (nested Landlock domain, its session, the
-//! go byte), exec'd from the sealed memfd as the starter is, and then, instead of
-//! exec'ing a program, it serves a `SOCK_SEQPACKET` control socket on its stdin. So the
-//! server maps no host memory, is not dumpable, and holds nothing but that socket;
+//! layout and the init as for any command, whose program's process plays the init
+//! image's second role: the *session server* (`init/src/session.rs`). It is made exactly
+//! as any program's process (the init's fork, in a nested Landlock domain, with its
+//! session), and then, instead of exec'ing a program, it serves a `SOCK_SEQPACKET` control
+//! socket on its stdin. So the server maps no host memory, is not dumpable, and holds
+//! nothing but that socket;
 //! everything that ends a sandbox (the init, the kill, the host's death) ends the session
 //! with it, and [`Session::close`] is the end of that one command.
 //!

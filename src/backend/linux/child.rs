@@ -53,11 +53,7 @@ type R = Result<(), Errno>;
 pub use crate::backend::report::extra;
 
 /// Replays `layout`, then sets up and runs the command described by `exec`. Never returns.
-///
-/// `spare_stack`: the 16-byte aligned top of the unused far end of this child's stack, for
-/// the program's process that a command with an init starts (`start.rs`); nothing else
-/// uses it until this child execs.
-pub fn run(layout: &Layout, exec: &Exec, spare_stack: *mut u8) -> ! {
+pub fn run(layout: &Layout, exec: &Exec) -> ! {
     let base = layout.ops.len() as u32;
     // First: every process of the sandbox, and every page it touches, is the cgroup's.
     if let Err(e) = join_cgroups(exec) {
@@ -77,8 +73,8 @@ pub fn run(layout: &Layout, exec: &Exec, spare_stack: *mut u8) -> ! {
     // After `setsid` (a layout op): only a session leader without a controlling terminal
     // may take one. The seccomp filter, installed by then, allows TIOCSCTTY; the fd was
     // opened before Landlock, so its ioctls are not restricted either. (With an init, the
-    // program's own process takes it, after its own `setsid` (`start.rs`): the parent
-    // sets this only for a program exec'd here.)
+    // program's own process takes it, after its own `setsid` (the init's `program.rs`):
+    // the parent sets this only for a program exec'd here.)
     if let Err(e) = controlling_terminal(exec) {
         fail(exec, base + extra::CONTROLLING_TERMINAL, e);
     }
@@ -88,7 +84,7 @@ pub fn run(layout: &Layout, exec: &Exec, spare_stack: *mut u8) -> ! {
         }
     }
     if let Some(init) = &exec.init {
-        let e = start::program_then_init(init, exec, spare_stack);
+        let e = start::exec_init(init, exec);
         fail(exec, base + extra::INIT, e)
     }
     let e = exec_program(exec);

@@ -43,11 +43,6 @@ use crate::error::SpawnError;
 
 /// Size of each child stack. The child's frames are small and its depth is fixed.
 const STACK_SIZE: usize = 256 * 1024;
-/// The far end of each child stack, right above its guard page, which the setup child
-/// lends to the program's process it starts before the init (`child/start.rs`): that
-/// process runs while the setup child is suspended, and the setup child's own frames stay
-/// in the other 192 KiB.
-const SPARE_SIZE: usize = 64 * 1024;
 /// The guard page below each child stack.
 const GUARD: usize = 4096;
 
@@ -78,13 +73,8 @@ pub fn launch(
                 Some(stack) => stack,
                 None => ChildStack::new()?,
             };
-            let (result, lent) = clone_child(&layout, &exec, flags, &stack);
-            if lent == Lent::StillInUse {
-                // A new stack for the next spawn; this one, like `exec`, stays as it is.
-                std::mem::forget(exec);
-            } else {
-                *slot = Some(stack);
-            }
+            let result = clone_child(&layout, &exec, flags, &stack);
+            *slot = Some(stack);
             result
         });
         return result.map_err(|source| SpawnError::Os {
@@ -201,7 +191,7 @@ impl Pool {
         }
     }
 
-    fn serve(&self, mut stack: ChildStack) {
+    fn serve(&self, stack: ChildStack) {
         // Counted idle from before it waits until it has a job, and again before it
         // replies: the caller's next spawn finds it idle and starts no other thread.
         self.idle.fetch_add(1, Ordering::AcqRel);
@@ -221,23 +211,9 @@ impl Pool {
                 flags,
                 reply,
             } = job;
-            let (result, lent) = clone_child(&layout, &exec, flags, &stack);
-            if lent == Lent::StillInUse {
-                // As on the main thread: `exec` and the stack stay as they are.
-                std::mem::forget(exec);
-                match ChildStack::new() {
-                    Ok(new) => stack = new,
-                    Err(e) => {
-                        tracing::error!(error = %e, "stockade: a spawner thread ends: no new child stack");
-                        self.started.fetch_sub(1, Ordering::AcqRel);
-                        let _ = reply.send(result);
-                        return;
-                    }
-                }
-            }
+            let result = clone_child(&layout, &exec, flags, &stack);
             self.idle.fetch_add(1, Ordering::AcqRel);
-            // The child has exec'd or exited: nothing of `job` is in use any more (or it
-            // was left as it is, above).
+            // The child has exec'd or exited: nothing of `job` is in use any more.
             let _ = reply.send(result);
         }
     }
@@ -301,8 +277,7 @@ impl ChildStack {
         }
         // SAFETY: ASan's runtime is linked (this cfg is set only for ASan builds); the call
         // only clears the shadow bytes of `[base + GUARD, base + len)`, this mapping's
-        // stack part, which the child no longer runs on (or, for an init still on the
-        // spare end, only loses reports).
+        // stack part, which the child no longer runs on.
         unsafe {
             __asan_unpoison_memory_region(self.base.wrapping_byte_add(GUARD), self.len - GUARD)
         };
@@ -311,65 +286,22 @@ impl ChildStack {
     /// Without AddressSanitizer there is no poisoning to clear.
     #[cfg(not(stockade_asan))]
     fn unpoison(&self) {}
-
-    /// The top of the spare end ([`SPARE_SIZE`] bytes above the guard page).
-    fn spare_top(&self) -> *mut u8 {
-        // 16-byte aligned: the page and SPARE_SIZE are multiples of 16.
-        self.base.wrapping_byte_add(GUARD + SPARE_SIZE).cast()
-    }
 }
 
 struct ChildArgs<'a> {
     layout: &'a Layout,
     exec: &'a Exec,
-    spare_stack: *mut u8,
 }
 
 extern "C" fn child_entry(arg: *mut c_void) -> libc::c_int {
     // SAFETY: `arg` is the `ChildArgs` that `clone_child` passed, on the suspended spawner
     // thread's stack; CLONE_VFORK keeps that frame alive until this child execs or exits.
     let args = unsafe { &*arg.cast::<ChildArgs<'_>>() };
-    child::run(args.layout, args.exec, args.spare_stack)
+    child::run(args.layout, args.exec)
 }
 
-/// Whether the memory a spawn lent its setup child (the `Exec`, the child stack) is free
-/// again when `clone` returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Lent {
-    /// The setup child has exec'd or exited by itself: nothing uses that memory any more.
-    Free,
-    /// The setup child was killed by a signal before its exec. It may have started the
-    /// program's process, which shares this memory until its own exec and which
-    /// CLONE_VFORK's wait, cut short by the kill, no longer covers: the `Exec` and the
-    /// stack must never be freed or reused.
-    StillInUse,
-}
-
-/// What a setup child that has returned control to its parent left: see [`Lent`].
-fn lent(pidfd: &OwnedFd) -> Lent {
-    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-    use std::os::fd::AsFd;
-    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-    // A setup child ends by itself only with exit_group, after the program's process (if
-    // any) has exec'd or ended; an init that exited after its exec may look the same, and
-    // then the memory is kept for nothing (rare, and only memory).
-    match waitid(Id::PIDFd(pidfd.as_fd()), flags) {
-        Ok(WaitStatus::Signaled(..)) => Lent::StillInUse,
-        _ => Lent::Free,
-    }
-}
-
-fn clone_child(
-    layout: &Layout,
-    exec: &Exec,
-    flags: libc::c_int,
-    stack: &ChildStack,
-) -> (Reply, Lent) {
-    let args = ChildArgs {
-        layout,
-        exec,
-        spare_stack: stack.spare_top(),
-    };
+fn clone_child(layout: &Layout, exec: &Exec, flags: libc::c_int, stack: &ChildStack) -> Reply {
+    let args = ChildArgs { layout, exec };
     let mut all = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     let mut old = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     // SAFETY: `all` is a valid place for a sigset_t; sigfillset initializes it.
@@ -398,64 +330,16 @@ fn clone_child(
     // SAFETY: `old` was initialized by the pthread_sigmask call above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), std::ptr::null_mut()) };
     if pid < 0 {
-        return (Err(err), Lent::Free);
+        return Err(err);
     }
     // SAFETY: with CLONE_PIDFD the kernel stored a new pidfd that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    let lent = if exec.init.is_some() {
-        lent(&pidfd)
-    } else {
-        Lent::Free
-    };
-    (Ok((pid, pidfd)), lent)
+    Ok((pid, pidfd))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A pidfd of a child of std's, and the child.
-    fn child(script: &str) -> (std::process::Child, OwnedFd) {
-        let c = std::process::Command::new("sh")
-            .args(["-c", script])
-            .spawn()
-            .unwrap();
-        // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, c.id(), 0) };
-        assert!(raw >= 0, "{}", io::Error::last_os_error());
-        // SAFETY: pidfd_open returned a new fd that nothing else owns.
-        (c, unsafe { OwnedFd::from_raw_fd(raw as i32) })
-    }
-
-    fn wait_nowait(fd: &OwnedFd) {
-        use nix::sys::wait::{Id, WaitPidFlag, waitid};
-        use std::os::fd::AsFd;
-        waitid(
-            Id::PIDFd(fd.as_fd()),
-            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
-        )
-        .unwrap();
-    }
-
-    #[test]
-    fn a_setup_child_killed_by_a_signal_leaves_its_memory_in_use() {
-        let (mut killed, fd) = child("exec sleep 100");
-        // SAFETY: kill takes a pid and a signal; the pid is this test's unreaped child.
-        assert_eq!(unsafe { libc::kill(killed.id() as i32, libc::SIGKILL) }, 0);
-        wait_nowait(&fd);
-        assert_eq!(lent(&fd), Lent::StillInUse);
-        let _ = killed.wait();
-
-        let (mut exited, fd) = child("exit 125");
-        wait_nowait(&fd);
-        assert_eq!(lent(&fd), Lent::Free);
-        let _ = exited.wait();
-
-        let (mut running, fd) = child("exec sleep 100");
-        assert_eq!(lent(&fd), Lent::Free, "a running (exec'd) child");
-        let _ = running.kill();
-        let _ = running.wait();
-    }
 
     #[test]
     fn only_the_main_thread_is_taken_for_it() {

@@ -19,33 +19,31 @@
 //! the vDSO. The init does tini's job: forward signals, reap orphans, report the program's
 //! exact wait status, exit (see `init/src/run.rs`).
 //!
-//! # DESIGN: the setup child starts the program, which waits for the init
+//! # DESIGN: the init forks the program's process
 //!
-//! The program's process is not a fork of the init. Just before its own exec, the setup
-//! child (PID 1 of the new namespace, or on layer 2 a subreaper) starts it as a
-//! `CLONE_VM | CLONE_VFORK` child of its own, on the spare end of its stack, as
-//! `posix_spawn` does (`child/start.rs`): that child takes its session, enters a Landlock
-//! domain nested inside the setup child's, takes its terminal and execs this same image
-//! as the *starter* ([`protocol::start`]), which leaves the host's memory at once. Then the
-//! setup child execs the init, which finds its child there and only supervises it
-//! ([`protocol::arg::PROGRAM`] names its pid). The starter execs the program only when the
-//! init, non-dumpable and holding nothing but its own pipes, writes the go byte.
+//! The program's process is a fork of the init: the setup child execs the init as its
+//! last step and starts nothing itself; the init makes itself non-dumpable, forks, and
+//! its child takes its session, enters a Landlock domain nested inside the init's, takes
+//! its terminal and execs the program (`init/src/program.rs`).
 //!
 //! The order is the point (DESIGN's "doors back to the host"). Until its exec the setup
 //! child shares the host's memory, is dumpable and holds the host's pipes; a program that
 //! ran before it had become the init could read the host's memory through `/proc/1/mem`,
 //! write a forged status record through `/proc/1/fd/N`, or (with `allow_ptrace`) trace PID
-//! 1 and rewrite the host's memory. An earlier design exec'd the program first and the
-//! init second, to overlap the two execs, and lost that race in up to half of the runs of
-//! a freestanding program (`tests/init_window.rs`). Now the program's first instruction
-//! comes after the go byte by construction, and the nested domain alone would already
-//! keep the program from tracing the init or opening its `/proc` files. The starter's exec
-//! overlaps the init's; the wait for the go costs the init's exec and setup
-//! (`bench/README.md`).
-//! Nothing runs outside the walls in between: both processes are made after every wall
-//! is up. Signals are blocked in the setup child from before `clone` to the init's
-//! signalfd (and in the starter until the program's exec), so what the host sends
-//! meanwhile waits, queued, for the init to forward it.
+//! 1 and rewrite the host's memory. A first design exec'd the program first and the init
+//! second, to overlap the two execs, and lost that race in up to half of the runs of a
+//! freestanding program (`tests/init_window.rs`). A second one started the program's
+//! process from the setup child (a `CLONE_VM` child that exec'd this image as a
+//! "starter" and waited for the init's go byte): safe, but an extra exec, an extra clone
+//! of the setup child and a wake-up on every spawn. Now the program's process cannot
+//! exist before the init does, so there is nothing to wait for: its first instruction
+//! comes after the init's exec and setup by construction, in a process that never mapped
+//! a page of the host's memory. The nested domain alone would already keep the program
+//! from tracing the init or opening its `/proc` files.
+//! Nothing runs outside the walls in between: the init is exec'd after every wall is up,
+//! and its fork inherits them. Signals are blocked in the setup child from before `clone`
+//! to the init's signalfd (and in the program's process until the program's exec), so
+//! what the host sends meanwhile waits, queued, for the init to forward it.
 //!
 //! On layer 2 there is no PID namespace: the same init runs as a child subreaper and, when
 //! the program ends (or the host asks, or dies), kills and reaps every descendant, so a
@@ -56,7 +54,7 @@
 //!
 //! The setup child applies every wall (capabilities dropped, `no_new_privs`,
 //! `landlock_restrict_self`, the seccomp filter) and only then execs the init, which
-//! inherits all of them, as does the program's process started just before. The
+//! inherits all of them, as does the program's process it forks. The
 //! alternative, exec the init first and let it apply Landlock and seccomp itself, would
 //! put the BPF program and the ruleset fd into the init's protocol and give the init, a
 //! process inside the sandbox, a window without walls. In this order the init is under exactly the program's
@@ -77,7 +75,7 @@
 //! The test `the_init_is_under_the_programs_walls` (tests/init.rs) checks from inside that
 //! PID 1 reports `Seccomp: 2`, `NoNewPrivs: 1` and no capability, and that the program,
 //! its child, is confined by Landlock. The program's own domain is nested one level deeper
-//! (`child/start.rs`), so that it can never trace the init or open its `/proc` files.
+//! (`init/src/program.rs`), so that it can never trace the init or open its `/proc` files.
 //!
 //! # The image fd
 //!
@@ -223,25 +221,8 @@ pub fn status_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
     Ok((r, above_stdio(w).map_err(os)?))
 }
 
-/// The go pipe ([`protocol`]'s "go byte"): (read end for the starter, write end for the
-/// init), both close-on-exec and above the stdio fds; the setup child and the program's
-/// process clear the flag on the end their exec must keep.
-///
-/// # Errors
-///
-/// [`SpawnError::Os`] when `pipe2` or `fcntl` fails.
-pub fn go_pipe() -> Result<(OwnedFd, OwnedFd), SpawnError> {
-    let os = |e: nix::Error| SpawnError::Os {
-        call: "pipe2 (init go)",
-        source: e.into(),
-    };
-    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(os)?;
-    Ok((above_stdio(r).map_err(os)?, above_stdio(w).map_err(os)?))
-}
-
-/// How the setup child starts the program's process and then execs the init: the image
-/// fd, the pipe ends the init and the starter inherit, the flags and the init's fixed
-/// arguments.
+/// How the setup child execs the init: the image fd, the pipe ends the init inherits, the
+/// flags, and the init's whole argv ([`protocol`]'s table), built before `clone`.
 #[derive(Debug)]
 pub struct Launch {
     /// The sealed memfd ([`image_fd`]).
@@ -250,27 +231,15 @@ pub struct Launch {
     pub report_fd: RawFd,
     /// The status pipe's write end.
     pub status_fd: RawFd,
-    /// The go pipe ([`go_pipe`]): the starter's read end, the init's write end. Held until
-    /// the setup child has exec'd or exited.
-    pub go: (OwnedFd, OwnedFd),
     /// Bits of [`flag`]: how the program's process starts, and whether the init is a
     /// subreaper.
     pub flags: u32,
-    /// The step indices the setup child reports the program's start with.
+    /// The step indices of the program's start.
     pub steps: Steps,
-    /// The init's arguments before the program's pid, which the setup child adds on its
-    /// own stack ([`Launch::argv`]).
-    header: [CString; protocol::arg::PROGRAM],
-}
-
-/// The starter's argv ([`protocol::start`]): its own arguments, the program's candidate
-/// paths and the program's argv, as one NULL-terminated array built before `clone`.
-#[derive(Debug)]
-pub struct Starter {
-    /// Backing storage of the starter's own arguments: read through `argv` only.
-    #[allow(dead_code)]
-    header: [CString; protocol::start::FIRST_CANDIDATE],
-    /// NULL-terminated argv: pointers into `header` and into the program's strings.
+    /// Backing storage of the init's own arguments: read through `argv` only.
+    header: Vec<CString>,
+    /// The NULL-terminated argv ([`Launch::finish`]): pointers into `header` and into the
+    /// program's strings; empty until then.
     pub argv: Vec<*const c_char>,
 }
 
@@ -278,40 +247,17 @@ pub struct Starter {
 // of the `Program` that the same `Exec` owns; their heap buffers do not move when the
 // values do and are never mutated, and the setup child reads them while the owning thread
 // keeps both alive (as for `Program`).
-unsafe impl Send for Starter {}
+unsafe impl Send for Launch {}
 
-impl Starter {
-    /// Makes the starter the session server ([`protocol::session`]) instead of the
-    /// program's starter.
-    pub(crate) fn serve(&mut self) {
-        self.header[0] = protocol::session::SERVE_ARGV0.to_owned();
-        if let Some(first) = self.argv.first_mut() {
-            *first = self.header[0].as_ptr();
-        }
-    }
-
-    /// The starter's argv for `program`, reporting on `report_fd`, waiting on `go_fd`.
-    pub(crate) fn new(
-        program: &crate::backend::program::Program,
-        report_fd: RawFd,
-        go_fd: RawFd,
-        exec_step: u32,
-    ) -> Self {
-        // Decimal digits never contain a NUL byte.
-        let num = |v: i64| CString::new(v.to_string()).unwrap_or_default();
-        let header = [
-            protocol::start::ARGV0.to_owned(),
-            num(report_fd.into()),
-            num(go_fd.into()),
-            num(exec_step.into()),
-            num(program.candidates.len() as i64),
-        ];
-        let mut argv: Vec<*const c_char> = header.iter().map(|s| s.as_ptr()).collect();
-        argv.extend(program.candidates.iter().map(|s| s.as_ptr()));
-        // The program's argv, its NULL included.
-        argv.extend_from_slice(&program.argv);
-        Starter { header, argv }
-    }
+/// The Landlock domain the program's process enters, nested inside the init's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// None: the command is not under Landlock.
+    None,
+    /// A domain the init makes that restricts nothing new ([`flag::NEST`]).
+    Nest,
+    /// The sandbox's shared Landlock layer, this ruleset ([`flag::SHARED_DOMAIN`]).
+    Shared(RawFd),
 }
 
 /// Step indices of the program's start.
@@ -326,61 +272,63 @@ pub struct Steps {
 }
 
 impl Launch {
-    /// The launch of the init.
+    /// The launch of the init; [`Launch::finish`] makes its argv.
     pub(crate) fn new(
         image_fd: RawFd,
         report_fd: RawFd,
         status_fd: RawFd,
-        go: (OwnedFd, OwnedFd),
         flags: u32,
         steps: Steps,
     ) -> Self {
-        // Decimal digits never contain a NUL byte.
-        let num = |v: i64| CString::new(v.to_string()).unwrap_or_default();
-        let header = [
-            protocol::ARGV0.to_owned(),
-            num(flags.into()),
-            num(report_fd.into()),
-            num(status_fd.into()),
-            num(steps.init.into()),
-            num(go.1.as_raw_fd().into()),
-        ];
         Launch {
             image_fd,
             report_fd,
             status_fd,
-            go,
             flags,
             steps,
-            header,
+            header: Vec::new(),
+            argv: Vec::new(),
         }
     }
 
-    /// The init's NULL-terminated argv, with `pid` (the program's process) in decimal in
-    /// `pid_buf`. Allocation-free: the setup child calls it.
-    pub fn argv<'a>(
-        &'a self,
-        pid: libc::pid_t,
-        pid_buf: &'a mut [u8; 11],
-    ) -> [*const c_char; protocol::arg::COUNT + 1] {
-        let mut digits = [0u8; 10];
-        let n = protocol::format_u32(pid.unsigned_abs(), &mut digits).len();
-        let start = digits.len() - n;
-        *pid_buf = [0; 11];
-        for (dst, src) in pid_buf.iter_mut().zip(digits.iter().skip(start)) {
-            *dst = *src;
-        }
-        let [a0, a1, a2, a3, a4, a5] = &self.header;
-        [
-            a0.as_ptr(),
-            a1.as_ptr(),
-            a2.as_ptr(),
-            a3.as_ptr(),
-            a4.as_ptr(),
-            a5.as_ptr(),
-            pid_buf.as_ptr().cast(),
-            std::ptr::null(),
-        ]
+    /// Makes the program's process the session server ([`protocol::session`]) instead of
+    /// the program.
+    pub(crate) fn serve(&mut self) {
+        self.flags |= flag::SERVE;
+    }
+
+    /// Makes the init's argv: the program's process enters `domain`, with
+    /// `restrict_flags` for its `landlock_restrict_self`, and execs `program`.
+    pub(crate) fn finish(
+        &mut self,
+        program: &crate::backend::program::Program,
+        domain: Domain,
+        restrict_flags: u32,
+    ) {
+        let (bit, domain_fd) = match domain {
+            Domain::None => (0, 0),
+            Domain::Nest => (flag::NEST, 0),
+            Domain::Shared(fd) => (flag::SHARED_DOMAIN, fd),
+        };
+        self.flags = self.flags & !(flag::NEST | flag::SHARED_DOMAIN) | bit;
+        // Decimal digits never contain a NUL byte.
+        let num = |v: i64| CString::new(v.to_string()).unwrap_or_default();
+        self.header = vec![
+            protocol::ARGV0.to_owned(),
+            num(self.flags.into()),
+            num(self.report_fd.into()),
+            num(self.status_fd.into()),
+            num(self.steps.init.into()),
+            num(self.steps.exec.into()),
+            num(domain_fd.into()),
+            num(restrict_flags.into()),
+            num(program.candidates.len() as i64),
+        ];
+        let mut argv: Vec<*const c_char> = self.header.iter().map(|s| s.as_ptr()).collect();
+        argv.extend(program.candidates.iter().map(|s| s.as_ptr()));
+        // The program's argv, its NULL included.
+        argv.extend_from_slice(&program.argv);
+        self.argv = argv;
     }
 }
 
@@ -630,53 +578,7 @@ mod tests {
     }
 
     #[test]
-    fn the_argv_carries_the_fixed_arguments_and_the_pid() {
-        let go = go_pipe().unwrap();
-        let go_w = go.1.as_raw_fd().to_string();
-        // Report and status numbers no pipe of this process can get (the parser refuses
-        // one fd named twice, and the go pipe's number is whatever was free).
-        let l = Launch::new(
-            9,
-            2_000_000_005,
-            2_000_000_006,
-            go,
-            3,
-            Steps { init: 41, exec: 40 },
-        );
-        let mut buf = [b'x'; 11];
-        let argv = l.argv(4_194_304, &mut buf);
-        let args: Vec<&str> = argv[..argv.len() - 1]
-            .iter()
-            // SAFETY: every pointer but the last points into a live CString or `buf`,
-            // which `argv` NUL-terminated.
-            .map(|&p| unsafe { CStr::from_ptr(p) }.to_str().unwrap())
-            .collect();
-        assert_eq!(
-            args,
-            [
-                "stockade-init",
-                "3",
-                "2000000005",
-                "2000000006",
-                "41",
-                &go_w,
-                "4194304"
-            ]
-        );
-        assert!(argv.last().unwrap().is_null());
-        let parsed = protocol::Config::parse(args.len(), |i| args.get(i).map(|s| s.as_bytes()));
-        assert_eq!(
-            parsed.map(|c| (c.program, c.init_step, c.go_fd.to_string())),
-            Some((4_194_304, 41, go_w))
-        );
-        // A shorter pid after a longer one leaves no digit behind.
-        let argv = l.argv(2, &mut buf);
-        // SAFETY: as above.
-        assert_eq!(unsafe { CStr::from_ptr(argv[6]) }, c"2");
-    }
-
-    #[test]
-    fn the_starter_argv_carries_the_candidates_then_the_programs_argv() {
+    fn the_argv_carries_the_arguments_the_candidates_then_the_programs_argv() {
         let program = crate::backend::program::Program::new(
             std::ffi::OsStr::new("prog"),
             vec!["prog".into(), "-x".into()],
@@ -684,21 +586,30 @@ mod tests {
             &[],
         )
         .unwrap();
-        let s = Starter::new(&program, 5, 8, 40);
-        assert!(s.argv.last().unwrap().is_null());
-        let args: Vec<&str> = s.argv[..s.argv.len() - 1]
-            .iter()
-            // SAFETY: every pointer but the last points into a live CString of `s` or
-            // `program`.
-            .map(|&p| unsafe { CStr::from_ptr(p) }.to_str().unwrap())
-            .collect();
+        let mut l = Launch::new(9, 5, 6, 3, Steps { init: 41, exec: 40 });
+        let text = |l: &Launch| -> Vec<String> {
+            assert!(l.argv.last().unwrap().is_null());
+            l.argv[..l.argv.len() - 1]
+                .iter()
+                // SAFETY: every pointer but the last points into a live CString of `l` or
+                // `program`.
+                .map(|&p| unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_owned())
+                .collect()
+        };
+        l.finish(&program, Domain::Nest, 0);
+        let args = text(&l);
+        let nest = (3 | flag::NEST).to_string();
         assert_eq!(
             args,
             [
-                "stockade-start",
+                "stockade-init",
+                &nest,
                 "5",
-                "8",
+                "6",
+                "41",
                 "40",
+                "0",
+                "0",
                 "2",
                 "/a/prog",
                 "/b/prog",
@@ -706,9 +617,24 @@ mod tests {
                 "-x"
             ]
         );
-        let c = protocol::start::Config::parse(args.len(), |i| args.get(i).map(|s| s.as_bytes()))
-            .unwrap();
-        assert_eq!((c.report_fd, c.go_fd, c.exec_step), (5, 8, 40));
+        let parse = |args: &[String]| {
+            protocol::Config::parse(args.len(), |i| args.get(i).map(|s| s.as_bytes())).unwrap()
+        };
+        let c = parse(&args);
+        assert_eq!(
+            (c.report_fd, c.status_fd, c.init_step, c.exec_step),
+            (5, 6, 41, 40)
+        );
+        assert!(c.has(flag::NEST) && c.domain_fd.is_none());
         assert_eq!(args[c.program_argv()], "prog");
+        // Finished again (the shared layer, a session): one domain, the flags kept.
+        l.serve();
+        l.finish(&program, Domain::Shared(12), 2);
+        let c = parse(&text(&l));
+        assert_eq!((c.domain_fd, c.restrict_flags), (Some(12), 2));
+        assert!(!c.has(flag::NEST) && c.has(flag::SERVE) && c.has(flag::SUBREAPER));
+        l.finish(&program, Domain::None, 0);
+        let c = parse(&text(&l));
+        assert!(!c.has(flag::NEST) && !c.has(flag::SHARED_DOMAIN) && c.domain_fd.is_none());
     }
 }

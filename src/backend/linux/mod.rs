@@ -328,6 +328,7 @@ pub fn start(
         })?;
         exec.set_shared_landlock(layer);
     }
+    exec.finish_init();
     let flags = clone_flags(layout.plan.namespaces);
     let (read_end, write_end) = report;
     let launched = clone::launch(Arc::clone(layout), exec, flags);

@@ -720,12 +720,9 @@ pub struct Exec {
     pub controlling_terminal: RawFd,
     /// The program, argv and envp as C arrays.
     pub(crate) program: crate::backend::program::Program,
-    /// The init to exec after the program's process has started, when the layer has one
-    /// ([`super::init`]).
+    /// The init the setup child execs, which forks the program's process, when the layer
+    /// has one ([`super::init`]).
     pub init: Option<super::init::Launch>,
-    /// The starter's argv, which the program's process execs before the program, with
-    /// an init ([`super::init::Starter`]).
-    pub starter: Option<super::init::Starter>,
     /// One entry per [`Op::GitLayer`] of the layout, in order: this command's layer, or
     /// `None` when `.git` was not a directory when the command was prepared.
     pub git: Vec<Option<GitMount>>,
@@ -833,7 +830,6 @@ impl Exec {
             controlling_terminal: spec.controlling_terminal.unwrap_or(-1),
             program,
             init: None,
-            starter: None,
             git: Vec::new(),
             git_socket: -1,
             trees: Vec::new(),
@@ -848,23 +844,32 @@ impl Exec {
         })
     }
 
-    /// Execs the init of `launch` after starting the program's process, which execs the
-    /// starter first: the image fd, the status pipe's write end and both ends of the go
-    /// pipe survive the setup's `CloseFds`.
+    /// Execs the init of `launch`, which forks the program's process: the image fd and
+    /// the status pipe's write end survive the setup's `CloseFds`. The init's argv is made
+    /// by [`Exec::finish_init`], once the command's Landlock layers are known.
     pub fn set_init(&mut self, launch: super::init::Launch) {
-        use std::os::fd::AsRawFd;
-        let go = (launch.go.0.as_raw_fd(), launch.go.1.as_raw_fd());
-        self.keep
-            .extend([launch.image_fd, launch.status_fd, go.0, go.1]);
+        self.keep.extend([launch.image_fd, launch.status_fd]);
         self.keep.sort_unstable();
         self.keep.dedup();
-        self.starter = Some(super::init::Starter::new(
-            &self.program,
-            launch.report_fd,
-            go.0,
-            launch.steps.exec,
-        ));
         self.init = Some(launch);
+    }
+
+    /// Makes the init's argv (with an init): the program's process enters the shared
+    /// Landlock layer when the command has one, else, under Landlock, a domain the init
+    /// makes; either nested inside the init's. Call after the last `set_*`, before the
+    /// spawn.
+    pub fn finish_init(&mut self) {
+        use super::init::Domain;
+        let Some(init) = self.init.as_mut() else {
+            return;
+        };
+        let domain = match (&self.shared_landlock, self.landlock_fd) {
+            (Some(layer), _) => Domain::Shared(layer.raw_fd()),
+            (None, fd) if fd >= 0 => Domain::Nest,
+            (None, _) => Domain::None,
+        };
+        let restrict_flags = self.explain.as_ref().map_or(0, |e| e.landlock_log);
+        init.finish(&self.program, domain, restrict_flags);
     }
 
     /// Enters the sandbox's shared Landlock layer `layer` after this command's own; its fd

@@ -1,6 +1,6 @@
 //! Child side of the per-command steps around the layout: stdio and the fd table before
 //! it, the controlling terminal after it, then the `execve` of the program (by the setup
-//! child itself, or by the program's process that it starts before the init, `start.rs`).
+//! child itself without an init; with one, the init's fork execs it, `init/src/program.rs`).
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -106,7 +106,8 @@ impl Held {
 /// before) and takes effect at once, for this process and everything it execs.
 ///
 /// The sandbox's shared layer, when there is one, is not entered here but by the
-/// program's process alone ([`shared_landlock`]), so that the kernel copies its hundreds
+/// program's process alone (the init's fork, `init/src/program.rs`; without an init,
+/// [`shared_landlock`]), so that the kernel copies its hundreds
 /// of rules once per command (each `landlock_restrict_self` copies the rules of the domain
 /// so far into a new one); its scoping then also keeps the program from signalling the
 /// init, which stays under the command's layer only.
@@ -119,19 +120,17 @@ pub(super) fn landlock(exec: &Exec) -> R {
     Ok(())
 }
 
-/// Enters the sandbox's shared Landlock layer, when the command has one: the program's
-/// process does, on top of the command's layer ([`landlock`]). A right is then granted
-/// only where both grant it. Returns whether there was one.
-pub(super) fn shared_landlock(exec: &Exec) -> Result<bool, Errno> {
+/// Enters the sandbox's shared Landlock layer, when the command has one and no init: this
+/// process is the program's, on top of the command's layer ([`landlock`]). A right is
+/// then granted only where both grant it.
+fn shared_landlock(exec: &Exec) -> R {
     let Some(shared) = &exec.shared_landlock else {
-        return Ok(false);
+        return Ok(());
     };
     // SAFETY: `exec` holds the shared layer (an `Arc` the parent keeps until the setup
-    // child has exec'd or exited, after the program's process), so its fd is open, and
-    // `close_fds` keeps it.
+    // child has exec'd or exited), so its fd is open, and `close_fds` keeps it.
     let fd = unsafe { BorrowedFd::borrow_raw(shared.raw_fd()) };
-    sys::landlock_restrict_self(fd, log_flags(exec))?;
-    Ok(true)
+    sys::landlock_restrict_self(fd, log_flags(exec))
 }
 
 /// The flags of each `landlock_restrict_self`: 0, or with explain on where the host reads
@@ -159,10 +158,10 @@ pub(super) fn seccomp(filter: Option<&Filter>) -> R {
 /// Installs the explained filter with a listener, sends the listener to the parent and
 /// closes this child's copy, so that after `execve` only the host holds it.
 ///
-/// Nothing after this step until `execve` (the program's process's `clone`, the
-/// controlling terminal, `chdir`, the starter's and the init's calls) is a call the
-/// filter denies: such a call would wait for an answer that the host, itself waiting for
-/// the exec, gives only after the spawn.
+/// Nothing after this step until the program's `execve` (the controlling terminal,
+/// `chdir`, the init's exec, setup and fork, the program's process's session, domain and
+/// terminal) is a call the filter denies: such a call would wait for an answer that the
+/// host, itself waiting for the exec, gives only after the spawn.
 pub(super) fn seccomp_explained(explain: &ExplainFilter) -> R {
     // SAFETY: the explained filter answers with ALLOW, KILL_PROCESS, ERRNO of ENOSYS, and
     // USER_NOTIF, which the host answers with the errno the filter without explain would
