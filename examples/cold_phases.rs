@@ -21,9 +21,8 @@
 //! | old root | the second `pivot_root` | its `umount2` of the old root returned |
 //! | walls | that return | `seccomp` entered (root read-only, session, capabilities, Landlock) |
 //! | seccomp | `seccomp` entered | `seccomp` returned (the filter's load) |
-//! | starter | `seccomp` returned | the starter's exec (the program's process) |
-//! | init | the starter's exec | the init's exec |
-//! | go | the init's exec | the program's exec |
+//! | init | `seccomp` returned | the init's exec |
+//! | start | the init's exec | the program's exec (the init's setup and fork, the program's process's session, domain and terminal) |
 //! | program | the program's exec | the program's exit |
 //! | record | the program's exit | the init's `exit_group` |
 //! | teardown | the init's `exit_group` | the host's wait for it returned |
@@ -126,15 +125,14 @@ fn main() {
 }
 
 #[cfg(target_os = "linux")]
-const PHASES: [&str; 12] = [
+const PHASES: [&str; 11] = [
     "namespaces",
     "new root",
     "old root",
     "walls",
     "seccomp",
-    "starter",
     "init",
-    "go",
+    "start",
     "program",
     "record",
     "teardown",
@@ -180,10 +178,10 @@ fn parse(line: &str) -> Option<Event<'_>> {
 
 /// The phases of each complete spawn, in µs (see the module's table). The host is the
 /// recorded loop's first thread; a spawn starts at its `clone` with namespaces (the only
-/// `clone` it makes in the loop); the execs after the filter's load are the starter's, the
-/// init's and the program's, in that order.
+/// `clone` it makes in the loop); the execs after the filter's load are the init's and the
+/// program's, in that order.
 #[cfg(target_os = "linux")]
-fn phases(text: &str) -> Vec<[f64; 12]> {
+fn phases(text: &str) -> Vec<[f64; 11]> {
     let events: Vec<Event<'_>> = text.lines().filter_map(parse).collect();
     let Some(host) = events
         .iter()
@@ -224,7 +222,7 @@ fn phases(text: &str) -> Vec<[f64; 12]> {
             .filter(|e| e.name.ends_with("sched_process_exec") && e.us > sec_out)
             .copied()
             .collect();
-        let [starter, init, program] = execs.as_slice() else {
+        let [init, program] = execs.as_slice() else {
             continue;
         };
         let (Some(program_exit), Some(init_exit)) = (
@@ -250,8 +248,7 @@ fn phases(text: &str) -> Vec<[f64; 12]> {
             umount - p2,
             sec_in - umount,
             sec_out - sec_in,
-            starter.us - sec_out,
-            init.us - starter.us,
+            init.us - sec_out,
             program.us - init.us,
             program_exit - program.us,
             init_exit - program_exit,
