@@ -97,9 +97,8 @@ impl Signals {
                 // before `try_wait`'s checks of what the run left (the nested
                 // repositories' walk, the `.git` merge), which a program can stretch to
                 // seconds (review: the terminal stayed raw, ^C echoed nothing meanwhile).
-                // The relay's input thread may already wait in a read of the caller's
-                // terminal: the first line typed meanwhile still goes to the program's
-                // terminal, as before.
+                // The relay's input thread reads no more from here: what the caller types
+                // meanwhile stays in the terminal for the shell.
                 stdio.restore();
             }
             if let Some(status) = child.try_wait()? {

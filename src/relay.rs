@@ -433,6 +433,30 @@ impl Terminal {
         }
     }
 
+    /// Waits for raw mode and for input, then reads what is there, the mode checked under
+    /// its lock: a read of the caller's terminal is never in progress once
+    /// [`Terminal::restore`] has returned, so what the caller types after it (the shell's
+    /// next command, typed while the CLI checks what the run left) stays in the
+    /// terminal for the shell, and none of it goes to the program's terminal. `None`:
+    /// nothing was read (the mode changed meanwhile).
+    fn read_raw(&self, from: &mut File, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        use rustix::event::{PollFd, PollFlags, poll};
+        self.wait_raw();
+        let mut fds = [PollFd::new(&*from, PollFlags::IN)];
+        match poll(&mut fds, None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let raw = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*raw {
+            return Ok(None);
+        }
+        // Input is there (or the terminal hung up): the read returns at once, with the
+        // lock held for that long only.
+        from.read(buf).map(Some)
+    }
+
     /// Copies the caller's window size to the program's terminal; the kernel signals
     /// `SIGWINCH` to the program's foreground process group when it changed.
     fn resize(&self) {
@@ -447,12 +471,14 @@ impl Terminal {
 fn copy_input(mut from: File, mut to: File, terminal: Option<&Terminal>) {
     let mut buf = [0u8; 4096];
     loop {
-        if let Some(t) = terminal {
-            t.wait_raw();
-        }
-        let n = match from.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => n,
+        let read = match terminal {
+            Some(t) => t.read_raw(&mut from, &mut buf),
+            None => from.read(&mut buf).map(Some),
+        };
+        let n = match read {
+            Ok(Some(0)) => return,
+            Ok(Some(n)) => n,
+            Ok(None) => continue,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return,
         };

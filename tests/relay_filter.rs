@@ -157,7 +157,14 @@ fn on_terminal(cmd: StdCommand) -> Vec<u8> {
 
 /// Starts `cmd` on a new terminal (stdin, stdout, stderr and controlling terminal, as a
 /// shell's foreground job): its master side (non-blocking) and the child.
-fn spawn_on_terminal(mut cmd: StdCommand) -> (File, std::process::Child) {
+fn spawn_on_terminal(cmd: StdCommand) -> (File, std::process::Child) {
+    let (master, _, child) = spawn_on_terminal_keeping(cmd);
+    (master, child)
+}
+
+/// [`spawn_on_terminal`], and the test's own fd of the terminal's slave side, which
+/// reads what nobody else has read of the terminal's input.
+fn spawn_on_terminal_keeping(mut cmd: StdCommand) -> (File, OwnedFd, std::process::Child) {
     let (master, slave) = openpty();
     cmd.stdin(slave.try_clone().unwrap())
         .stdout(slave.try_clone().unwrap())
@@ -172,8 +179,7 @@ fn spawn_on_terminal(mut cmd: StdCommand) -> (File, std::process::Child) {
         });
     }
     let child = cmd.spawn().unwrap();
-    drop(slave);
-    (master, child)
+    (master, slave, child)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -391,7 +397,7 @@ fn the_callers_terminal_is_restored_before_the_checks_after_the_run() {
         .arg(ws.path())
         .args(["--", "sh", "-c"])
         .arg("mkdir d && cd d && seq 1 80000 | xargs mkdir && echo MARK-DONE");
-    let (mut master, mut child) = spawn_on_terminal(cmd);
+    let (mut master, slave, mut child) = spawn_on_terminal_keeping(cmd);
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     let end = Instant::now() + Duration::from_secs(120);
@@ -410,8 +416,10 @@ fn the_callers_terminal_is_restored_before_the_checks_after_the_run() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        if done_at.is_some() && canonical {
+        if done_at.is_some() && canonical && !cooked_while_running {
             cooked_while_running = true;
+            // The caller types the shell's next command while the CLI checks the run.
+            std::io::Write::write_all(&mut master, b"typed-during-the-checks\n").unwrap();
         }
         if done_at.is_none() && !canonical {
             raw_before = true;
@@ -436,5 +444,16 @@ fn the_callers_terminal_is_restored_before_the_checks_after_the_run() {
     assert!(
         cooked_while_running,
         "the terminal stayed raw until the CLI ended ({after:?} after the program)"
+    );
+    // What was typed then is still the terminal's, for the shell: the relay read none
+    // of it for the program's terminal.
+    let flags = rustix::fs::fcntl_getfl(&slave).unwrap();
+    rustix::fs::fcntl_setfl(&slave, flags | rustix::fs::OFlags::NONBLOCK).unwrap();
+    let mut left = [0u8; 64];
+    let n = rustix::io::read(&slave, &mut left).unwrap_or(0);
+    assert_eq!(
+        String::from_utf8_lossy(&left[..n]),
+        "typed-during-the-checks\n",
+        "the line typed during the checks went elsewhere"
     );
 }
