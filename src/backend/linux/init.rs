@@ -238,8 +238,8 @@ pub struct Launch {
     pub steps: Steps,
     /// Backing storage of the init's own arguments: read through `argv` only.
     header: Vec<CString>,
-    /// The NULL-terminated argv ([`Launch::finish`]): pointers into `header` and into the
-    /// program's strings; empty until then.
+    /// The NULL-terminated argv (made by `Launch::finish`): pointers into `header` and
+    /// into the program's strings; empty until then.
     pub argv: Vec<*const c_char>,
 }
 
