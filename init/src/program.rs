@@ -62,8 +62,9 @@ pub unsafe fn main(
     // SAFETY: the report pipe's write end is open in this process (the caller's
     // guarantee) until the program's exec or this process's end.
     let report = unsafe { BorrowedFd::borrow_raw(fds.report) };
+    let own_step = cfg.init_step + protocol::PROGRAM_STEP_AFTER_INIT;
     if let Err(e) = prepare(cfg, init_pid) {
-        fail(report, cfg.init_step, e)
+        fail(report, own_step, e)
     }
     if let Some(fd) = flag::terminal(cfg.flags) {
         // SAFETY: the flag names one of 0, 1, 2, which the setup child put in place and

@@ -12,7 +12,7 @@
 //! | [`arg::FLAGS`] | bits of [`flag`] |
 //! | [`arg::REPORT_FD`] | write end of the setup report pipe (the host reads to EOF) |
 //! | [`arg::STATUS_FD`] | write end of the status pipe (one [`STATUS_SIZE`]-byte record) |
-//! | [`arg::INIT_STEP`] | step index reported when the init's own setup, or the program's process before its exec, fails |
+//! | [`arg::INIT_STEP`] | step index reported when the init's own setup fails (plus [`CONTROLLING_TERMINAL_STEP_AFTER_INIT`] for the program's terminal, plus [`PROGRAM_STEP_AFTER_INIT`] for the fork and the program's process before its exec) |
 //! | [`arg::EXEC_STEP`] | step index reported when the program cannot be exec'd |
 //! | [`arg::DOMAIN_FD`] | with [`flag::SHARED_DOMAIN`], the Landlock ruleset the program's process enters; else `0` |
 //! | [`arg::RESTRICT_FLAGS`] | the flags of that process's `landlock_restrict_self` |
@@ -68,8 +68,8 @@ pub mod arg {
     pub const REPORT_FD: usize = 2;
     /// The status pipe's write end.
     pub const STATUS_FD: usize = 3;
-    /// The step index for a failure of the init's own setup or of the program's process
-    /// before its exec.
+    /// The step index for a failure of the init's own setup (see
+    /// [`super::PROGRAM_STEP_AFTER_INIT`] for the program's process).
     pub const INIT_STEP: usize = 4;
     /// The step index of a failed exec of the program.
     pub const EXEC_STEP: usize = 5;
@@ -335,6 +335,9 @@ pub mod flag {
 /// A failed `TIOCSCTTY` in the program's process is reported as the init's own step
 /// ([`arg::INIT_STEP`]) plus this.
 pub const CONTROLLING_TERMINAL_STEP_AFTER_INIT: u32 = 1;
+/// A failed fork of the program's process, or a failure of that process before its
+/// exec (its session, its nested domain), is reported as the init's own step plus this.
+pub const PROGRAM_STEP_AFTER_INIT: u32 = 3;
 
 /// `SIGHUP`.
 pub const SIGHUP: i32 = 1;
@@ -468,7 +471,8 @@ pub struct Config {
     pub report_fd: i32,
     /// The status pipe's write end.
     pub status_fd: i32,
-    /// Step index of the init's own setup, and of the program's process before its exec.
+    /// Step index of the init's own setup ([`PROGRAM_STEP_AFTER_INIT`] and
+    /// [`CONTROLLING_TERMINAL_STEP_AFTER_INIT`] after it: the program's process).
     pub init_step: u32,
     /// Step index of a failed exec of the program.
     pub exec_step: u32,

@@ -187,7 +187,10 @@ pub fn main(args: &Args) -> ! {
         // this process has not cleared; `inherited` names this process's own fds.
         Ok(0) => unsafe { program::main(&cfg, args, args.envp(), init_pid, &inherited) },
         Ok(pid) => pid,
-        Err(e) => fail(report, cfg.init_step, e, INIT_FAILED),
+        Err(e) => {
+            let step = cfg.init_step + protocol::PROGRAM_STEP_AFTER_INIT;
+            fail(report, step, e, INIT_FAILED)
+        }
     };
     args.clear();
     if let Err(e) = keep_only(&pipes, sfd.as_fd()) {

@@ -7,6 +7,10 @@ use std::path::PathBuf;
 
 use crate::error::PlanError;
 
+/// The most candidate paths a program is looked up in: what the sandbox's init takes, on
+/// every launcher alike.
+pub(crate) const MAX_CANDIDATES: usize = stockade_init::protocol::arg::MAX_CANDIDATES as usize;
+
 /// argv, envp and the candidate paths of the program, NUL-terminated and NULL-terminated.
 ///
 /// Crate-private, even with the `internals` feature: its raw pointers are only valid
@@ -42,7 +46,8 @@ impl Program {
     /// # Errors
     ///
     /// [`PlanError::NulInArgument`] when a string has a NUL byte or a variable name is
-    /// empty or contains `=`.
+    /// empty or contains `=`; [`PlanError::TooManyCandidates`] when the lookup would try
+    /// more than [`MAX_CANDIDATES`] paths.
     pub(crate) fn new(
         program: &OsStr,
         args: Vec<OsString>,
@@ -64,7 +69,15 @@ impl Program {
                     .map(|d| PathBuf::from(OsStr::from_bytes(d)))
                     .collect()
             });
-            for dir in own.as_deref().unwrap_or(path) {
+            let dirs = own.as_deref().unwrap_or(path);
+            if dirs.len() > MAX_CANDIDATES {
+                return Err(PlanError::TooManyCandidates {
+                    program: program.to_string_lossy().into_owned(),
+                    count: dirs.len(),
+                    max: MAX_CANDIDATES,
+                });
+            }
+            for dir in dirs {
                 let mut full = dir.as_os_str().as_bytes().to_vec();
                 full.push(b'/');
                 full.extend_from_slice(name);
@@ -145,6 +158,39 @@ mod tests {
         let p = Program::new(OsStr::new("sh"), vec![], env, &path).unwrap();
         let c: Vec<_> = p.candidates.iter().map(|c| c.to_str().unwrap()).collect();
         assert_eq!(c, ["/opt/t/sh", "/nowhere/sh"]);
+    }
+
+    /// The init takes at most [`MAX_CANDIDATES`] paths (review: a longer `PATH` made the
+    /// init refuse its arguments before it knew its report pipe, and the run ended with
+    /// 125 and no word).
+    #[test]
+    fn a_path_of_more_directories_than_the_init_takes_is_refused_by_name() {
+        let path = |n: usize| {
+            let dirs: Vec<String> = (0..n).map(|i| format!("/d{i}")).collect();
+            vec![("PATH".into(), dirs.join(":").into())]
+        };
+        let p = Program::new(OsStr::new("true"), vec![], path(MAX_CANDIDATES), &[]).unwrap();
+        assert_eq!(p.candidates.len(), MAX_CANDIDATES);
+        let e =
+            Program::new(OsStr::new("true"), vec![], path(MAX_CANDIDATES + 1), &[]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PlanError::TooManyCandidates {
+                    count: 4097,
+                    max: 4096,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("program \"true\": PATH names 4097"),
+            "{e}"
+        );
+        // A program named with a slash is not looked up.
+        assert!(Program::new(OsStr::new("/bin/true"), vec![], path(5000), &[]).is_ok());
     }
 
     #[test]

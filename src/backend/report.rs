@@ -86,12 +86,19 @@ pub mod extra {
     pub const CONTROLLING_TERMINAL: u32 = 5;
     /// Joining the command's cgroups (Linux only).
     pub const CGROUP: u32 = 6;
+    /// The init's fork of the program's process, and that process's set-up before its
+    /// exec, reported as the step [`PROGRAM_PROCESS`] after [`INIT`]. Linux only.
+    pub const PROGRAM_PROCESS: u32 = 7;
 }
 
-// The init reports a failed TIOCSCTTY as its own step + 1.
+// The init reports a failed TIOCSCTTY as its own step + 1, its fork and the program's
+// process's set-up as its own step + 3.
 const _: () = assert!(
     extra::CONTROLLING_TERMINAL
         == extra::INIT + stockade_init::protocol::CONTROLLING_TERMINAL_STEP_AFTER_INIT
+);
+const _: () = assert!(
+    extra::PROGRAM_PROCESS == extra::INIT + stockade_init::protocol::PROGRAM_STEP_AFTER_INIT
 );
 
 /// One setup failure.
@@ -345,6 +352,7 @@ pub fn describe_step(
             fd: controlling_terminal,
         },
         Some(extra::CGROUP) => SetupStep::JoinCgroup,
+        Some(extra::PROGRAM_PROCESS) => SetupStep::ProgramProcess,
         _ => SetupStep::Unknown(index),
     }
 }
@@ -426,6 +434,7 @@ mod tests {
         assert_eq!(d(1 + extra::CHDIR).path(), Some(Path::new("/ws/x")));
         assert_eq!(d(1 + extra::EXEC).to_string(), "exec prog");
         assert_eq!(d(1 + extra::INIT).to_string(), "start the sandbox's init");
+        assert_eq!(d(1 + extra::PROGRAM_PROCESS), SetupStep::ProgramProcess);
         assert_eq!(
             d(1 + extra::CONTROLLING_TERMINAL).to_string(),
             "make the terminal on stdout the controlling terminal (TIOCSCTTY)"

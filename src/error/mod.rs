@@ -294,6 +294,20 @@ pub enum PlanError {
         /// The shortest value accepted.
         min: usize,
     },
+    /// The program is looked up in more `PATH` directories than the sandbox's start
+    /// takes: the command is not run (rather than fail later without a word).
+    #[error(
+        "program {program:?}: PATH names {count} directories to look it up in, more than \
+         the {max} a sandboxed command's start takes"
+    )]
+    TooManyCandidates {
+        /// The program's name.
+        program: String,
+        /// The directories `PATH` names (empty ones skipped).
+        count: usize,
+        /// The most taken.
+        max: usize,
+    },
 }
 
 /// Spawning failed.

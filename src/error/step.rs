@@ -144,6 +144,9 @@ pub enum SetupStep {
     SandboxInit,
     /// Starting the sandbox's init.
     Init,
+    /// The init's fork of the program's process, and that process's own set-up before
+    /// its exec (its session, its nested Landlock domain).
+    ProgramProcess,
     /// Running the program.
     Exec {
         /// The program as given.
@@ -266,6 +269,9 @@ impl fmt::Display for SetupStep {
             SetupStep::Seccomp => f.write_str("install the seccomp filter"),
             SetupStep::SandboxInit => f.write_str("sandbox_init"),
             SetupStep::Init => f.write_str("start the sandbox's init"),
+            SetupStep::ProgramProcess => {
+                f.write_str("start the program's process (fork, session, nested domain)")
+            }
             SetupStep::Exec { program } => write!(f, "exec {program}"),
             SetupStep::Exit => f.write_str("exit"),
             SetupStep::Unknown(n) => write!(f, "step {n}"),

@@ -263,9 +263,10 @@ pub enum Domain {
 /// Step indices of the program's start.
 #[derive(Clone, Copy, Debug)]
 pub struct Steps {
-    /// A failure of the init's own setup (and of its exec), or of the program's process
-    /// before its exec; [`protocol::CONTROLLING_TERMINAL_STEP_AFTER_INIT`] after it: its
-    /// `TIOCSCTTY`.
+    /// A failure of the init's own setup (and of its exec);
+    /// [`protocol::CONTROLLING_TERMINAL_STEP_AFTER_INIT`] after it: the program's
+    /// `TIOCSCTTY`; [`protocol::PROGRAM_STEP_AFTER_INIT`] after it: the init's fork and
+    /// the program's process before its exec.
     pub init: u32,
     /// A failure to execute the program.
     pub exec: u32,

@@ -26,9 +26,11 @@ use crate::backend::linux::prepare::Exec;
 /// Execs the init from its sealed memfd, with the program's environment (the init passes
 /// it to the program's exec and clears its own copy). The report and status pipes and the
 /// shared Landlock layer, when the command has one, must survive this one exec: the init
-/// marks them close-on-exec again first thing. Signals stay blocked: the init inherits
-/// the mask, so none can end it before it has its signalfd. Returns only on failure, with
-/// the errno, for the init's step.
+/// marks the pipes close-on-exec again first thing; the layer's fd stays open without the
+/// flag until the program's process has entered it and closed it, and the init closes its
+/// own copy right after its fork. Signals stay blocked: the init inherits the mask, so
+/// none can end it before it has its signalfd. Returns only on failure, with the errno,
+/// for the init's step.
 pub(super) fn exec_init(init: &Launch, exec: &Exec) -> Errno {
     let shared = exec.shared_landlock.as_ref().map(|layer| layer.raw_fd());
     for fd in [Some(init.report_fd), Some(init.status_fd), shared]
