@@ -72,7 +72,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 
@@ -176,6 +176,32 @@ pub(crate) fn caller_fds() -> [BorrowedFd<'static>; 3] {
 fn dup_caller(i: usize) -> io::Result<File> {
     let fd = caller_fds()[i];
     Ok(File::from(rustix::io::fcntl_dupfd_cloexec(fd, 3)?))
+}
+
+/// The caller's terminal (stdin) for the input thread: opened again, non-blocking, so
+/// that the thread's reads never wait and the shell's own open file description keeps
+/// its flags; `(file, true)`. Where it cannot be opened again (no `/proc`), a duplicate
+/// of stdin, whose reads may wait: `(file, false)`.
+fn terminal_reader() -> io::Result<(File, bool)> {
+    use rustix::fs::{Mode, OFlags};
+    let again = rustix::fs::open(
+        "/proc/self/fd/0",
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    );
+    match again {
+        // The same terminal, not whatever the path names now.
+        Ok(fd) if same_file(fd.as_fd(), caller_fds()[0]) => Ok((File::from(fd), true)),
+        _ => Ok((dup_caller(0)?, false)),
+    }
+}
+
+/// Whether two fds name the same file.
+fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+    match (rustix::fs::fstat(a), rustix::fs::fstat(b)) {
+        (Ok(a), Ok(b)) => (a.st_dev, a.st_ino, a.st_rdev) == (b.st_dev, b.st_ino, b.st_rdev),
+        _ => false,
+    }
 }
 
 /// The stdio plan of one run, made before the spawn.
@@ -332,9 +358,11 @@ impl Relay {
                     changed: Condvar::new(),
                 });
                 if t.input {
-                    let (t2, from) = (Arc::clone(&t), dup_caller(0)?);
+                    let (t2, (from, nonblocking)) = (Arc::clone(&t), terminal_reader()?);
                     let to = t.master.try_clone()?;
-                    spawn("stockade-input", move || copy_input(from, to, Some(&t2)))?;
+                    spawn("stockade-input", move || {
+                        copy_input(from, to, Some((&t2, nonblocking)));
+                    })?;
                 }
                 Some(t)
             }
@@ -434,12 +462,20 @@ impl Terminal {
     }
 
     /// Waits for raw mode and for input, then reads what is there, the mode checked under
-    /// its lock: a read of the caller's terminal is never in progress once
-    /// [`Terminal::restore`] has returned, so what the caller types after it (the shell's
-    /// next command, typed while the CLI checks what the run left) stays in the
-    /// terminal for the shell, and none of it goes to the program's terminal. `None`:
-    /// nothing was read (the mode changed meanwhile).
-    fn read_raw(&self, from: &mut File, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    /// its lock: with a non-blocking `from` ([`terminal_reader`]), a read of the caller's
+    /// terminal is never in progress once [`Terminal::restore`] has returned, so what the
+    /// caller types after it (the shell's next command, typed while the CLI checks what
+    /// the run left) stays in the terminal for the shell, and none of it goes to the
+    /// program's terminal. A blocking `from` (no `/proc`) is read after the lock is let
+    /// go, so that a read that waits (another reader of the terminal took the input)
+    /// never holds up a restore: then the line typed in the microseconds between the
+    /// check and the read may still go to the program. `None`: nothing was read.
+    fn read_raw(
+        &self,
+        from: &mut File,
+        buf: &mut [u8],
+        nonblocking: bool,
+    ) -> io::Result<Option<usize>> {
         use rustix::event::{PollFd, PollFlags, poll};
         self.wait_raw();
         let mut fds = [PollFd::new(&*from, PollFlags::IN)];
@@ -452,9 +488,15 @@ impl Terminal {
         if !*raw {
             return Ok(None);
         }
-        // Input is there (or the terminal hung up): the read returns at once, with the
-        // lock held for that long only.
-        from.read(buf).map(Some)
+        if !nonblocking {
+            drop(raw);
+            return from.read(buf).map(Some);
+        }
+        // Never waits: the lock is held for the copy of what is there only.
+        match from.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            r => r.map(Some),
+        }
     }
 
     /// Copies the caller's window size to the program's terminal; the kernel signals
@@ -467,12 +509,13 @@ impl Terminal {
 }
 
 /// Copies the caller's stdin to the program until either side ends. With a terminal,
-/// reads only while it is in raw mode (stockade in the foreground).
-fn copy_input(mut from: File, mut to: File, terminal: Option<&Terminal>) {
+/// reads only while it is in raw mode (stockade in the foreground); `true` with it: `from`
+/// is non-blocking ([`terminal_reader`]).
+fn copy_input(mut from: File, mut to: File, terminal: Option<(&Terminal, bool)>) {
     let mut buf = [0u8; 4096];
     loop {
         let read = match terminal {
-            Some(t) => t.read_raw(&mut from, &mut buf),
+            Some((t, nonblocking)) => t.read_raw(&mut from, &mut buf, nonblocking),
             None => from.read(&mut buf).map(Some),
         };
         let n = match read {
