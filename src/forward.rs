@@ -99,7 +99,7 @@ impl Signals {
                 // seconds (review: the terminal stayed raw, ^C echoed nothing meanwhile).
                 // The relay's input thread reads no more from here: what the caller types
                 // meanwhile stays in the terminal for the shell.
-                stdio.restore();
+                stdio.end();
             }
             if let Some(status) = child.try_wait()? {
                 return Ok(status);

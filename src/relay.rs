@@ -180,10 +180,20 @@ fn dup_caller(i: usize) -> io::Result<File> {
 
 /// The caller's terminal (stdin) for the input thread: opened again, non-blocking, so
 /// that the thread's reads never wait and the shell's own open file description keeps
-/// its flags; `(file, true)`. Where it cannot be opened again (no `/proc`), a duplicate
-/// of stdin, whose reads may wait: `(file, false)`.
+/// its flags; `(file, true)`. Where it cannot be opened again (no `/proc`, a terminal
+/// the caller may not open), a duplicate of stdin, whose reads may wait: `(file, false)`.
+///
+/// Only a pseudo-terminal's slave (majors 136–143) or a terminal line (major 4) is
+/// opened again: opening one names the same terminal. Opening `/dev/tty` (major 5) again
+/// names the caller's controlling terminal of the moment, and a pty master makes a new
+/// pair.
 fn terminal_reader() -> io::Result<(File, bool)> {
     use rustix::fs::{Mode, OFlags};
+    let reopens = rustix::fs::fstat(caller_fds()[0])
+        .is_ok_and(|st| matches!(rustix::fs::major(st.st_rdev), 4 | 136..=143));
+    if !reopens {
+        return Ok((dup_caller(0)?, false));
+    }
     let again = rustix::fs::open(
         "/proc/self/fd/0",
         OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
@@ -354,7 +364,7 @@ impl Relay {
                     master,
                     saved: pty.saved,
                     input: pty.input,
-                    raw: Mutex::new(false),
+                    state: Mutex::new(Mode::default()),
                     changed: Condvar::new(),
                 });
                 if t.input {
@@ -407,11 +417,28 @@ struct Terminal {
     saved: Termios,
     /// Whether keystrokes are relayed (the caller's stdin is this terminal).
     input: bool,
-    /// Whether the terminal is in raw mode (set by stockade, not yet restored).
-    raw: Mutex<bool>,
-    /// Signalled when `raw` becomes true: the input thread reads only then.
+    /// What stockade has made of the terminal's modes.
+    state: Mutex<Mode>,
+    /// Signalled when the terminal becomes raw or the program has ended: the input
+    /// thread reads only while raw, and ends with the program.
     changed: Condvar,
 }
+
+/// The caller's terminal as stockade has set it.
+#[derive(Default)]
+struct Mode {
+    /// Raw mode is set (by stockade, not yet restored).
+    raw: bool,
+    /// Restored for a stop (`SIGTSTP`) and not continued since: only `SIGCONT` makes it
+    /// raw again.
+    suspended: bool,
+    /// The program has ended: the modes stay restored, nothing more is read.
+    ended: bool,
+}
+
+/// How often the input thread looks whether stockade came to the foreground without a
+/// `SIGCONT` (a shell's `fg` of a job that was running in the background sends none).
+const FOREGROUND_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Terminal {
     fn caller(&self) -> BorrowedFd<'static> {
@@ -426,50 +453,87 @@ impl Terminal {
         termios::tcgetpgrp(self.caller()).map_or(true, |p| p == rustix::process::getpgrp())
     }
 
-    /// Puts the terminal in raw mode (again) when keystrokes go to the program and
-    /// stockade is in the foreground.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Mode> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Puts the terminal in raw mode (again), after a start or a `SIGCONT`, when
+    /// keystrokes go to the program, stockade is in the foreground and the program runs.
     fn refresh(&self) {
-        if !self.input || !self.foreground() {
+        let mut state = self.lock();
+        state.suspended = false;
+        self.make_raw(&mut state);
+    }
+
+    /// Raw mode, unless it is set already, the program has ended, stockade is stopped or
+    /// not in the foreground, or keystrokes do not go to the program.
+    fn make_raw(&self, state: &mut Mode) {
+        if state.raw || state.ended || state.suspended || !self.input || !self.foreground() {
             return;
         }
         let mut raw = self.saved.clone();
         raw.make_raw();
-        let mut state = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
         if termios::tcsetattr(self.caller(), OptionalActions::Now, &raw).is_ok() {
-            *state = true;
+            state.raw = true;
             self.changed.notify_all();
         }
     }
 
-    /// Restores the caller's modes, if stockade changed them.
+    /// Restores the caller's modes, if stockade changed them: for a stop (`SIGTSTP`),
+    /// until [`Terminal::refresh`].
     fn restore(&self) {
-        let mut raw = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
-        if *raw {
+        let mut state = self.lock();
+        state.suspended = true;
+        self.restore_locked(&mut state);
+    }
+
+    /// Restores the caller's modes for good: the program has ended.
+    fn end(&self) {
+        let mut state = self.lock();
+        state.ended = true;
+        self.restore_locked(&mut state);
+        self.changed.notify_all();
+    }
+
+    fn restore_locked(&self, state: &mut Mode) {
+        if state.raw {
             let _ = termios::tcsetattr(self.caller(), OptionalActions::Now, &self.saved);
-            *raw = false;
+            state.raw = false;
         }
     }
 
-    /// Blocks until the terminal is in raw mode.
-    fn wait_raw(&self) {
-        let mut raw = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
-        while !*raw {
-            raw = self
+    /// Blocks until the terminal is in raw mode (true) or the program has ended
+    /// (false). Meanwhile, every [`FOREGROUND_CHECK`], sets raw mode when stockade has
+    /// come to the foreground without a `SIGCONT` (`fg` of a running background job).
+    fn wait_raw(&self) -> bool {
+        let mut state = self.lock();
+        loop {
+            if state.ended {
+                return false;
+            }
+            if state.raw {
+                return true;
+            }
+            state = self
                 .changed
-                .wait(raw)
-                .unwrap_or_else(PoisonError::into_inner);
+                .wait_timeout(state, FOREGROUND_CHECK)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+            self.make_raw(&mut state);
         }
     }
 
     /// Waits for raw mode and for input, then reads what is there, the mode checked under
     /// its lock: with a non-blocking `from` ([`terminal_reader`]), a read of the caller's
-    /// terminal is never in progress once [`Terminal::restore`] has returned, so what the
-    /// caller types after it (the shell's next command, typed while the CLI checks what
-    /// the run left) stays in the terminal for the shell, and none of it goes to the
-    /// program's terminal. A blocking `from` (no `/proc`) is read after the lock is let
-    /// go, so that a read that waits (another reader of the terminal took the input)
-    /// never holds up a restore: then the line typed in the microseconds between the
-    /// check and the read may still go to the program. `None`: nothing was read.
+    /// terminal is never in progress once [`Terminal::end`] (or `restore`) has returned,
+    /// so what the caller types after it (the shell's next command, typed while the CLI
+    /// checks what the run left) stays in the terminal for the shell, and none of it goes
+    /// to the program's terminal. A blocking `from` (no `/proc`, or a terminal that
+    /// cannot be opened again) is read after the lock is let go, so that a read that
+    /// waits (another reader of the terminal took the input) never holds up a restore:
+    /// then a read already waiting when the modes are restored still takes the next
+    /// input for the program. `None`: nothing was read; `Some(0)`: the program has
+    /// ended.
     fn read_raw(
         &self,
         from: &mut File,
@@ -477,19 +541,22 @@ impl Terminal {
         nonblocking: bool,
     ) -> io::Result<Option<usize>> {
         use rustix::event::{PollFd, PollFlags, poll};
-        self.wait_raw();
+        if !self.wait_raw() {
+            // The program has ended: what is typed from here is the shell's.
+            return Ok(Some(0));
+        }
         let mut fds = [PollFd::new(&*from, PollFlags::IN)];
         match poll(&mut fds, None) {
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => return Ok(None),
             Err(e) => return Err(e.into()),
         }
-        let raw = self.raw.lock().unwrap_or_else(PoisonError::into_inner);
-        if !*raw {
+        let state = self.lock();
+        if !state.raw {
             return Ok(None);
         }
         if !nonblocking {
-            drop(raw);
+            drop(state);
             return from.read(buf).map(Some);
         }
         // Never waits: the lock is held for the copy of what is there only.
@@ -776,6 +843,14 @@ impl Running {
         }
     }
 
+    /// Restores the caller's modes for good once the program has ended: nothing more is
+    /// read from the caller's terminal, and raw mode is not set again.
+    pub fn end(&self) {
+        if let Some(t) = &self.terminal {
+            t.end();
+        }
+    }
+
     /// After the program has ended: copies its remaining output, restores the caller's
     /// terminal, and returns what the redacting writers found (`--scrub`).
     pub fn finish(mut self) -> Vec<Finding> {
@@ -785,14 +860,14 @@ impl Running {
             .take()
             .map(|p| p.join().unwrap_or_default())
             .unwrap_or_default();
-        self.restore();
+        self.end();
         findings
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.restore();
+        self.end();
     }
 }
 

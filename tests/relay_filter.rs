@@ -384,6 +384,62 @@ fn zz_all_tests_pass_as_uid_65534() {
     common::rerun_as_nobody(&["--skip", "zz_all_tests_pass_as_uid_65534"]);
 }
 
+/// A shell's `fg` of a run started in the background sends no `SIGCONT` (the job is
+/// running): the relay still finds itself in the foreground, sets raw mode and relays the
+/// keys (review: they never reached the program, and only ^C got out).
+#[test]
+fn keys_reach_a_run_brought_to_the_foreground_without_a_sigcont() {
+    if !Path::new("/bin/bash").exists() {
+        common::skip(
+            "keys_reach_a_run_brought_to_the_foreground_without_a_sigcont",
+            "needs bash",
+        );
+        return;
+    }
+    let ws = workspace();
+    let script = format!(
+        "{} run --workspace {} -- sh -c 'read l; echo got-$l' & sleep 1; fg %1",
+        common::stockade_exe().display(),
+        ws.path().display()
+    );
+    let mut cmd = StdCommand::new("/bin/bash");
+    // `-m`: job control, as in an interactive shell (the job has a process group of its
+    // own, and `fg` hands it the terminal).
+    cmd.args(["-m", "-c", &script]);
+    let (mut master, mut child) = spawn_on_terminal(cmd);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let start = Instant::now();
+    let mut typed = false;
+    let status = loop {
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
+        }
+        if !typed && start.elapsed() > Duration::from_millis(2500) {
+            std::io::Write::write_all(&mut master, b"hello\n").unwrap();
+            typed = true;
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no end: {}", String::from_utf8_lossy(&out));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    while let Ok(n @ 1..) = master.read(&mut buf) {
+        out.extend_from_slice(&buf[..n]);
+    }
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out));
+    assert!(
+        contains(&out, b"got-hello"),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+}
+
 /// The caller's terminal gets its modes back as soon as the program has ended, before
 /// the checks of what the run left (here the walk of 80 000 directories for nested
 /// repositories, which takes the CLI a second or more after the program's exit): from
