@@ -113,7 +113,7 @@ impl Args {
             // SAFETY: `i < argc`, so this is `argv[i]` (see `get`).
             let arg = unsafe { *self.argv.wrapping_add(i) };
             if arg.is_null() {
-                return;
+                break;
             }
             // SAFETY: as the caller's guarantee says, and `arg` is an argument string.
             unsafe { zero(arg.cast_mut()) };
