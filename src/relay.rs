@@ -178,6 +178,10 @@ fn dup_caller(i: usize) -> io::Result<File> {
     Ok(File::from(rustix::io::fcntl_dupfd_cloexec(fd, 3)?))
 }
 
+/// The major numbers of a pseudo-terminal's slave side: opening one again names the same
+/// terminal (unlike `/dev/tty`, or `/dev/ptmx`, which makes a new one).
+pub(crate) const PTY_SLAVE_MAJORS: std::ops::RangeInclusive<u32> = 136..=143;
+
 /// The caller's terminal (stdin) for the input thread: opened again, non-blocking, so
 /// that the thread's reads never wait and the shell's own open file description keeps
 /// its flags; `(file, true)`. Where it cannot be opened again (no `/proc`, a terminal
@@ -189,8 +193,10 @@ fn dup_caller(i: usize) -> io::Result<File> {
 /// pair.
 fn terminal_reader() -> io::Result<(File, bool)> {
     use rustix::fs::{Mode, OFlags};
-    let reopens = rustix::fs::fstat(caller_fds()[0])
-        .is_ok_and(|st| matches!(rustix::fs::major(st.st_rdev), 4 | 136..=143));
+    let reopens = rustix::fs::fstat(caller_fds()[0]).is_ok_and(|st| {
+        let major = rustix::fs::major(st.st_rdev);
+        major == 4 || PTY_SLAVE_MAJORS.contains(&major)
+    });
     if !reopens {
         return Ok((dup_caller(0)?, false));
     }

@@ -760,7 +760,7 @@ impl Outlet {
         // controlling terminal, where a refused client's lines then appeared; `/dev/ptmx`
         // makes a new terminal at every open).
         let pts = kind == FileType::CharacterDevice
-            && (136..=143).contains(&rustix::fs::major(st.st_rdev));
+            && crate::relay::PTY_SLAVE_MAJORS.contains(&rustix::fs::major(st.st_rdev));
         if kind != FileType::Fifo && !pts {
             return None;
         }
