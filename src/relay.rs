@@ -659,11 +659,13 @@ impl Filtered {
         }
     }
 
-    /// Writes what the filter held back; the stream's end.
+    /// Writes what the filter held back, then what puts back the terminal's modes the
+    /// program left changed (`TerminalFilter::restore`): the stream's end.
     fn settle(&mut self) -> Option<Box<dyn Finish>> {
         let mut to = self.to.take()?;
         self.buf.clear();
         self.filter.finish(&mut self.buf);
+        self.filter.restore(&mut self.buf);
         let _ = to.write_all(&self.buf);
         Some(to)
     }

@@ -376,6 +376,43 @@ impl Drop for Kill {
     }
 }
 
+/// A program that ends with the caller's terminal in modes of its own (mouse reports,
+/// bracketed paste, the cursor hidden, hidden text, line-drawing characters) leaves none
+/// of them: the relay writes what turns them back after its last output. A program that
+/// put its modes back itself gets nothing added.
+#[test]
+fn modes_a_program_leaves_on_are_turned_back_after_it() {
+    require!(Feature::UserNs);
+    let ws = workspace();
+    let program = |print: &str| {
+        let mut cmd = StdCommand::new(common::stockade_exe());
+        cmd.arg("run")
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(["--", "python3", "-c"])
+            .arg(format!(
+                "import sys; sys.stdout.buffer.write({print}); sys.stdout.flush()"
+            ));
+        cmd
+    };
+    let left = r"b'left\x1b[?1000;1006h\x1b[?2004h\x1b[?25l\x1b[8m\x1b(0'";
+    let out = on_terminal(program(left));
+    let end = b"left\x1b[?1000;1006h\x1b[?2004h\x1b[?25l\x1b[8m\x1b(0\
+\x1b[?1000;1006;2004l\x1b[?25h\x1b[m\x1b(B";
+    assert!(
+        contains(&out, end),
+        "{}",
+        String::from_utf8_lossy(&out).escape_debug()
+    );
+    let put_back = r"b'back\x1b[?1000h\x1b[?25l\x1b[1m\x1b[?1000l\x1b[?25h\x1b[m.'";
+    let out = on_terminal(program(put_back));
+    assert!(
+        out.ends_with(b"back\x1b[?1000h\x1b[?25l\x1b[1m\x1b[?1000l\x1b[?25h\x1b[m."),
+        "{}",
+        String::from_utf8_lossy(&out).escape_debug()
+    );
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

@@ -2,7 +2,9 @@
 //! output equals the one-shot output, never panics, holds at most `MAX_SEQUENCE` bytes,
 //! grows by at most one byte per input byte (a C1 introducer written as `ESC x`), and
 //! passes nothing that a second filter would drop: what reaches the terminal parses to
-//! kept sequences only.
+//! kept sequences only. The restore after the stream (`TerminalFilter::restore`) is the
+//! same wherever the stream was split, holds only kept sequences, and leaves nothing
+//! more to restore.
 //!
 //! Input layout: byte 0 seeds the split points; the rest is the stream.
 #![no_main]
@@ -18,12 +20,19 @@ fn filter_whole(input: &[u8]) -> (Vec<u8>, TerminalFilter) {
     (out, f)
 }
 
+fn restore(f: &mut TerminalFilter) -> Vec<u8> {
+    let mut r = Vec::new();
+    f.restore(&mut r);
+    r
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some((&seed, input)) = data.split_first() else {
         return;
     };
-    let (whole, _) = filter_whole(input);
+    let (whole, mut first) = filter_whole(input);
     assert!(whole.len() <= 2 * input.len());
+    let restored = restore(&mut first);
 
     // Pieces of 1 to 16 bytes, sizes from a generator seeded by the first byte.
     let mut x = u32::from(seed) | 1;
@@ -41,8 +50,16 @@ fuzz_target!(|data: &[u8]| {
     }
     f.finish(&mut out);
     assert_eq!(out, whole);
+    assert_eq!(restore(&mut f), restored);
 
-    let (again, second) = filter_whole(&whole);
+    let (again, mut second) = filter_whole(&whole);
     assert_eq!(second.dropped(), 0, "the output held a dropped sequence");
     assert_eq!(again, whole);
+    // The restore, pushed after the output, is kept whole and leaves nothing to restore.
+    let mut out = Vec::new();
+    second.push(&restored, &mut out);
+    second.finish(&mut out);
+    assert_eq!(second.dropped(), 0, "the restore held a dropped sequence");
+    assert_eq!(out, restored);
+    assert_eq!(restore(&mut second), b"");
 });

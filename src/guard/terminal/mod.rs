@@ -15,7 +15,8 @@
 //!   is the terminal's answerback message;
 //! - CSI sequences that draw or set modes: cursor movement, erase, insert and delete,
 //!   scrolling and scroll regions, SGR colours and attributes, DECSET/DECRST modes
-//!   (alternate screen, bracketed paste, mouse reporting, cursor visibility), the cursor
+//!   (alternate screen, bracketed paste, mouse reporting, cursor visibility; not those
+//!   that change what the keys send in ways no restore could undo), the cursor
 //!   style, soft reset, rectangle editing, the title stack (`CSI 22 t`, `CSI 23 t`),
 //!   keyboard protocol switches (`CSI > … m`, `CSI > … u`, `CSI < u`, `CSI = … u`);
 //! - two queries whose reply holds nothing the program chose: the cursor position
@@ -41,6 +42,10 @@
 //! (`0x9B`). A kept sequence is written in its 7-bit form (`ESC [`, `ESC ]`), so that any
 //! terminal reads it as the filter did; a kept string ends with the terminator it had
 //! (BEL or `ESC \`); a string cut off by another sequence, CAN or SUB is dropped.
+//!
+//! What the kept sequences leave changed in the terminal's modes is tracked, and
+//! [`TerminalFilter::restore`] writes what turns it back, for the end of a program's
+//! output: the caller's shell then gets its keys, its screen and its text as before.
 //!
 //! The filter holds an unfinished sequence until it ends, and at most
 //! [`MAX_SEQUENCE`] bytes of it: a longer one is dropped and what follows is text again,
@@ -76,6 +81,8 @@ pub struct TerminalFilter {
     kind: Kind,
     seq: Vec<u8>,
     dropped: u64,
+    /// What the kept sequences left changed.
+    modes: Modes,
 }
 
 impl Default for TerminalFilter {
@@ -92,6 +99,7 @@ impl TerminalFilter {
             kind: Kind::Esc,
             seq: Vec::new(),
             dropped: 0,
+            modes: Modes::default(),
         }
     }
 
@@ -103,6 +111,7 @@ impl TerminalFilter {
             kind,
             seq,
             dropped,
+            modes,
         } = self;
         let mut rest = input;
         while !rest.is_empty() {
@@ -127,7 +136,9 @@ impl TerminalFilter {
                 .skip(1)
                 .position(|&b| is_plain(b))
                 .map_or(rest.len(), |k| k + 1);
-            lexer.feed(&rest[..n], |ev, _| on_event(ev, kind, seq, dropped, out));
+            lexer.feed(&rest[..n], |ev, _| {
+                on_event(ev, kind, seq, dropped, modes, out)
+            });
             rest = &rest[n..];
         }
     }
@@ -139,9 +150,43 @@ impl TerminalFilter {
             kind,
             seq,
             dropped,
+            modes,
         } = self;
-        lexer.finish(|ev, _| on_event(ev, kind, seq, dropped, out));
+        lexer.finish(|ev, _| on_event(ev, kind, seq, dropped, modes, out));
         seq.clear();
+    }
+
+    /// Appends to `out` the sequences that turn back what the stream's kept sequences left
+    /// changed in the terminal's modes, to what a shell's prompt expects: the alternate
+    /// screen left, mouse, focus and bracketed-paste reports off, cursor and keypad keys
+    /// in normal mode, `modifyOtherKeys` and the other key-modifier resources at their
+    /// initial values, the cursor shown, autowrap on, insert and newline modes off,
+    /// reverse video and origin mode off, the scroll region the whole screen (the cursor
+    /// kept where it is), the attributes and the character set at their defaults. Only
+    /// what the stream changed is written, so a stream that changed nothing adds nothing.
+    ///
+    /// For the end of a program's output, after [`finish`](Self::finish): a program, once
+    /// ended, cannot leave the caller's keys sending other bytes, its mouse typing reports
+    /// into the caller's shell or the text that follows hidden. The filter's own state is
+    /// updated as if `out` had been pushed through it.
+    ///
+    /// ```
+    /// use stockade::guard::terminal::TerminalFilter;
+    ///
+    /// let mut f = TerminalFilter::new();
+    /// let mut out = Vec::new();
+    /// f.push(b"\x1b[?1000;1006h\x1b[?25l\x1b[8mhidden", &mut out);
+    /// f.finish(&mut out);
+    /// out.clear();
+    /// f.restore(&mut out);
+    /// assert_eq!(out, b"\x1b[?1000;1006l\x1b[?25h\x1b[m");
+    /// out.clear();
+    /// f.restore(&mut out);
+    /// assert!(out.is_empty());
+    /// ```
+    pub fn restore(&mut self, out: &mut Vec<u8>) {
+        self.modes.restore(out);
+        self.modes = Modes::default();
     }
 
     /// How many bytes of an unfinished sequence the filter holds (at most
@@ -161,12 +206,22 @@ fn is_plain(b: u8) -> bool {
     (0x20..0x7F).contains(&b) || b == b'\n' || b == b'\r' || b == b'\t'
 }
 
-fn on_event(ev: Ev, kind: &mut Kind, seq: &mut Vec<u8>, dropped: &mut u64, out: &mut Vec<u8>) {
+fn on_event(
+    ev: Ev,
+    kind: &mut Kind,
+    seq: &mut Vec<u8>,
+    dropped: &mut u64,
+    modes: &mut Modes,
+    out: &mut Vec<u8>,
+) {
     match ev {
         Ev::Text(b) => out.push(b),
         // ENQ: the terminal answers with its answerback message.
         Ev::Control(0x05) => *dropped += 1,
-        Ev::Control(b) => out.push(b),
+        Ev::Control(b) => {
+            modes.control(b);
+            out.push(b);
+        }
         // DECID (the terminal answers as to DA) and a lone ST.
         Ev::C1 {
             code: 0x9A | 0x9C, ..
@@ -192,6 +247,11 @@ fn on_event(ev: Ev, kind: &mut Kind, seq: &mut Vec<u8>, dropped: &mut u64, out: 
             if !kept {
                 *dropped += 1;
             } else {
+                match *kind {
+                    Kind::Esc => modes.esc(seq),
+                    Kind::Csi => modes.csi(seq),
+                    _ => {}
+                }
                 out.push(0x1B);
                 match *kind {
                     Kind::Csi => out.push(b'['),
@@ -224,22 +284,46 @@ fn keep_esc(seq: &[u8]) -> bool {
     }
 }
 
-/// CSI sequences (parameters, intermediates, final byte) that are kept.
-fn keep_csi(seq: &[u8]) -> bool {
-    let Some((&last, body)) = seq.split_last() else {
-        return false;
-    };
+/// A CSI sequence's parts: its private marker (`<`, `=`, `>`, `?`), parameters,
+/// intermediates and final byte.
+type CsiParts<'a> = (Option<u8>, &'a [u8], &'a [u8], u8);
+
+/// The [`CsiParts`] of `seq`; `None` for a sequence the terminal ignores (a private
+/// marker after the first byte, a parameter after an intermediate).
+fn csi_parts(seq: &[u8]) -> Option<CsiParts<'_>> {
+    let (&last, body) = seq.split_last()?;
     let (prefix, body) = match body.first() {
         Some(&p @ 0x3C..=0x3F) => (Some(p), &body[1..]),
         _ => (None, body),
     };
     let split = body.iter().position(|&b| b < 0x30).unwrap_or(body.len());
     let (params, inter) = body.split_at(split);
-    // A private marker after the first byte, or a parameter after an intermediate: the
-    // terminal ignores the sequence.
     if params.iter().any(|&b| b > 0x3B) || inter.iter().any(|&b| b >= 0x30) {
-        return false;
+        return None;
     }
+    Some((prefix, params, inter, last))
+}
+
+/// DEC private modes that change the bytes the caller's keys send, whose value before
+/// the program nothing here knows, so that no restore could put them back: VT52 mode
+/// (DECANM, 2), what backspace sends (DECBKM, 67), eight-bit input (1034), the keypad
+/// with Num Lock (1035), what Meta, Alt and Delete send (1036, 1037, 1039), and the
+/// function-key layouts (1050..=1061).
+fn key_encoding_mode(mode: &[u8]) -> bool {
+    let Some(n) = std::str::from_utf8(mode)
+        .ok()
+        .and_then(|m| m.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    matches!(n, 2 | 67 | 1034..=1037 | 1039 | 1050..=1061)
+}
+
+/// CSI sequences (parameters, intermediates, final byte) that are kept.
+fn keep_csi(seq: &[u8]) -> bool {
+    let Some((prefix, params, inter, last)) = csi_parts(seq) else {
+        return false;
+    };
     let first = |p: &[u8]| p.split(|&b| b == b';').next().unwrap_or(&[]).to_vec();
     match (prefix, inter, last) {
         (None, [], b'n') => params == b"5" || params == b"6",
@@ -253,7 +337,10 @@ fn keep_csi(seq: &[u8]) -> bool {
             .all(|p| matches!(p, b"4" | b"20")),
         (None, [], f) => b"@ABCDEFGHIJKLMPSTXZ`abdefgjkmrsu".contains(&f),
         (Some(b'?'), [], b'n') => params == b"6",
-        (Some(b'?'), [], f) => b"hlJKrs".contains(&f),
+        // DEC private modes, but those that change what keys send in ways no restore
+        // can undo ([`key_encoding_mode`]).
+        (Some(b'?'), [], b'h' | b'l') => !params.split(|&b| b == b';').any(key_encoding_mode),
+        (Some(b'?'), [], f) => b"JKrs".contains(&f),
         // Not `t` or `T` (XTSMTITLE, XTRMTITLE): they switch titles to hex, which would
         // carry the control characters the title filter removes.
         // Not `u` with `>` or `=` (the kitty keyboard protocol's push and set): the
@@ -276,6 +363,202 @@ fn keep_csi(seq: &[u8]) -> bool {
 fn keep_osc(seq: &[u8]) -> bool {
     let number = seq.split(|&b| b == b';').next().unwrap_or(&[]);
     matches!(number, b"0" | b"1" | b"2" | b"8")
+}
+
+/// DEC private modes that are off until a program sets them, in the order a restore
+/// turns them off (the alternate screens first, so that the rest applies to the normal
+/// screen): the alternate screens (1049, 1047, 47), cursor-key mode (DECCKM, 1), reverse
+/// video (5), origin mode (6), X10 mouse (9), the numeric-keypad mode (DECNKM, 66), the
+/// mouse reports and their encodings (1000..=1003, 1005, 1006, 1015, 1016), focus
+/// reports (1004), alternate scroll (1007) and bracketed paste (2004). (Not the
+/// blinking cursor, 12: its initial value is the user's choice.)
+const OFF_MODES: [u16; 19] = [
+    1049, 1047, 47, 1, 5, 6, 9, 66, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1015, 1016,
+    2004,
+];
+
+/// DEC private modes that are on until a program resets them: autowrap (7), the cursor
+/// shown (25).
+const ON_MODES: [u16; 2] = [7, 25];
+
+/// What the kept sequences of a stream left changed in the terminal's modes, for
+/// [`TerminalFilter::restore`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Modes {
+    /// Bit `i`: `OFF_MODES[i]` is on.
+    on: u32,
+    /// Bit `i`: `ON_MODES[i]` is off.
+    off: u8,
+    /// Insert mode (IRM, 4) on.
+    insert: bool,
+    /// Newline mode (LNM, 20) on.
+    newline: bool,
+    /// The application keypad (DECKPAM, `ESC =`).
+    keypad: bool,
+    /// Bit `n`: key-modifier resource `n` (XTMODKEYS, `CSI > n ; v m`, or disabled by
+    /// `CSI > n n`; `modifyOtherKeys` is 4) changed.
+    modkeys: u8,
+    /// A scroll region (DECSTBM with parameters).
+    margins: bool,
+    /// Character attributes (SGR) other than the defaults.
+    sgr: bool,
+    /// G0 designated other than ASCII.
+    g0: bool,
+    /// GL shifted away from G0 (SO, LS2, LS3).
+    shifted: bool,
+}
+
+impl Modes {
+    /// A kept C0 control.
+    fn control(&mut self, b: u8) {
+        match b {
+            0x0E => self.shifted = true,
+            0x0F => self.shifted = false,
+            _ => {}
+        }
+    }
+
+    /// A kept `ESC` sequence (intermediates and final byte).
+    fn esc(&mut self, seq: &[u8]) {
+        match seq {
+            b"=" => self.keypad = true,
+            b">" => self.keypad = false,
+            b"n" | b"o" => self.shifted = true,
+            // RIS: the terminal's initial state, in which every mode is at its default.
+            b"c" => *self = Modes::default(),
+            [b'(', .., f] => self.g0 = *f != b'B',
+            _ => {}
+        }
+    }
+
+    /// A kept CSI sequence (after its introducer).
+    fn csi(&mut self, seq: &[u8]) {
+        let Some((prefix, params, inter, last)) = csi_parts(seq) else {
+            return;
+        };
+        let list = || params.split(|&b| b == b';');
+        let number = |p: &[u8]| {
+            std::str::from_utf8(p)
+                .ok()
+                .and_then(|p| p.parse::<u32>().ok())
+        };
+        match (prefix, inter, last) {
+            (Some(b'?'), [], b'h' | b'l') => {
+                let set = last == b'h';
+                for mode in list().filter_map(number) {
+                    if let Some(i) = OFF_MODES.iter().position(|&m| u32::from(m) == mode) {
+                        let bit = 1u32 << i;
+                        self.on = if set { self.on | bit } else { self.on & !bit };
+                    }
+                    if let Some(i) = ON_MODES.iter().position(|&m| u32::from(m) == mode) {
+                        let bit = 1u8 << i;
+                        self.off = if set { self.off & !bit } else { self.off | bit };
+                    }
+                }
+            }
+            (None, [], b'h' | b'l') => {
+                for mode in list() {
+                    match mode {
+                        b"4" => self.insert = last == b'h',
+                        b"20" => self.newline = last == b'h',
+                        _ => {}
+                    }
+                }
+            }
+            (None, [], b'm') => {
+                // Only a sequence of nothing but resets leaves the defaults.
+                self.sgr = !list().all(|p| p.is_empty() || p == b"0");
+            }
+            (None, [], b'r') => self.margins = !params.is_empty(),
+            (Some(b'>'), [], b'm' | b'n') => {
+                let mut it = list();
+                let resource = it.next().filter(|p| !p.is_empty()).and_then(number);
+                match (resource, it.next(), last) {
+                    // No resource: every one back to its initial value.
+                    (None, _, b'm') => self.modkeys = 0,
+                    (Some(n @ 0..=7), None, b'm') => self.modkeys &= !(1 << n),
+                    (Some(n @ 0..=7), _, _) => self.modkeys |= 1 << n,
+                    _ => {}
+                }
+            }
+            // DECSTR (soft reset): what it resets is not the same on every terminal
+            // (autowrap, for one), so a restore writes autowrap and the cursor again.
+            (None, [b'!'], b'p') => {
+                self.off = (1 << ON_MODES.len()) - 1;
+                self.insert = false;
+                self.keypad = false;
+                self.margins = false;
+                self.sgr = false;
+                self.g0 = false;
+                self.shifted = false;
+            }
+            _ => {}
+        }
+    }
+
+    /// Appends the sequences that put back what is changed (see
+    /// [`TerminalFilter::restore`]).
+    fn restore(&self, out: &mut Vec<u8>) {
+        let modes = |out: &mut Vec<u8>, list: &mut dyn Iterator<Item = u16>, end: u8| {
+            let mut first = true;
+            for m in list {
+                out.extend_from_slice(if first { b"\x1b[?" } else { b";" });
+                out.extend_from_slice(m.to_string().as_bytes());
+                first = false;
+            }
+            if !first {
+                out.push(end);
+            }
+        };
+        let on = |i: usize| self.on & (1 << i) != 0;
+        // Each alternate screen left on its own sequence (1049 restores the cursor it
+        // saved), before the rest.
+        for (i, &m) in OFF_MODES.iter().enumerate().take(3) {
+            if on(i) {
+                modes(out, &mut std::iter::once(m), b'l');
+            }
+        }
+        let mut rest = OFF_MODES
+            .iter()
+            .enumerate()
+            .skip(3)
+            .filter(|&(i, _)| on(i))
+            .map(|(_, &m)| m);
+        modes(out, &mut rest, b'l');
+        let mut shown = ON_MODES
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| self.off & (1 << i) != 0)
+            .map(|(_, &m)| m);
+        modes(out, &mut shown, b'h');
+        match (self.insert, self.newline) {
+            (true, true) => out.extend_from_slice(b"\x1b[4;20l"),
+            (true, false) => out.extend_from_slice(b"\x1b[4l"),
+            (false, true) => out.extend_from_slice(b"\x1b[20l"),
+            (false, false) => {}
+        }
+        if self.keypad {
+            out.extend_from_slice(b"\x1b>");
+        }
+        for n in 0..8u8 {
+            if self.modkeys & (1 << n) != 0 {
+                out.extend_from_slice(format!("\x1b[>{n}m").as_bytes());
+            }
+        }
+        if self.margins {
+            // DECSTBM moves the cursor home: saved and restored around it.
+            out.extend_from_slice(b"\x1b7\x1b[r\x1b8");
+        }
+        if self.sgr {
+            out.extend_from_slice(b"\x1b[m");
+        }
+        if self.g0 {
+            out.extend_from_slice(b"\x1b(B");
+        }
+        if self.shifted {
+            out.push(0x0F);
+        }
+    }
 }
 
 /// `text` (a name or a line the program chose) made safe to print on one line: each
@@ -427,6 +710,13 @@ mod tests {
         b"\x1b[?4m",
         b"\x1b[?u",
         b"\x1b[?1;1S",
+        b"\x1b[?2l",
+        b"\x1b[?2h",
+        b"\x1b[?67h",
+        b"\x1b[?67l",
+        b"\x1b[?1;1036h",
+        b"\x1b[?1034h",
+        b"\x1b[?1051l",
         b"\x1b[x",
         b"\x1b[1;1;1;1*y",
         b"\x1b[15n",
@@ -543,5 +833,92 @@ mod tests {
         assert_eq!(filter(b"a\x1b[3"), b"a");
         assert_eq!(filter(b"a\x1b"), b"a");
         assert_eq!(filter(b"a\xc2"), b"a\xc2");
+    }
+    /// The restore after `input`, pushed whole, at every split and byte by byte (all the
+    /// same); and a filter that has seen `input` and the restore has nothing left to
+    /// restore, and dropped nothing of it.
+    fn restore_after(input: &[u8]) -> Vec<u8> {
+        let restore = |pieces: &mut dyn Iterator<Item = &[u8]>| {
+            let mut f = TerminalFilter::new();
+            let mut out = Vec::new();
+            for p in pieces {
+                f.push(p, &mut out);
+            }
+            f.finish(&mut out);
+            let mut r = Vec::new();
+            f.restore(&mut r);
+            r
+        };
+        let whole = restore(&mut std::iter::once(input));
+        for k in 0..=input.len() {
+            let (a, b) = input.split_at(k);
+            assert_eq!(restore(&mut [a, b].into_iter()), whole, "split at {k}");
+        }
+        assert_eq!(restore(&mut input.chunks(1)), whole, "byte by byte");
+        let mut f = TerminalFilter::new();
+        let mut out = Vec::new();
+        f.push(input, &mut out);
+        let before = f.dropped();
+        f.push(&whole, &mut out);
+        assert_eq!(
+            f.dropped(),
+            before,
+            "the restore of {input:?} held a dropped sequence"
+        );
+        let mut again = Vec::new();
+        f.restore(&mut again);
+        assert!(again.is_empty(), "{input:?}: {again:?} after {whole:?}");
+        whole
+    }
+
+    #[test]
+    fn what_a_program_leaves_changed_is_restored() {
+        let cases: &[(&[u8], &[u8])] = &[
+            (b"\x1b[?1049h", b"\x1b[?1049l"),
+            (b"\x1b[?47h\x1b[?1000;1006h", b"\x1b[?47l\x1b[?1000;1006l"),
+            (
+                b"\x1b[?1002h\x1b[?1004h\x1b[?2004h",
+                b"\x1b[?1002;1004;2004l",
+            ),
+            (b"\x1b[?1h\x1b=", b"\x1b[?1l\x1b>"),
+            (b"\x1b[?25l\x1b[?7l", b"\x1b[?7;25h"),
+            (b"\x1b[4h\x1b[20h", b"\x1b[4;20l"),
+            (b"\x1b[>4;2m", b"\x1b[>4m"),
+            (b"\x1b[>4n\x1b[>1;2m", b"\x1b[>1m\x1b[>4m"),
+            (b"\x1b[3;10r", b"\x1b7\x1b[r\x1b8"),
+            (b"\x1b[8m", b"\x1b[m"),
+            (b"\x1b[0;30;40m", b"\x1b[m"),
+            (b"\x1b(0", b"\x1b(B"),
+            (b"\x0e", b"\x0f"),
+            (b"\x1bn", b"\x0f"),
+            (b"\x1b[?5h\x1b[?6h\x1b[?9h", b"\x1b[?5;6;9l"),
+            // C1 and split forms count as well.
+            (b"\xc2\x9b?1000h\x9b?25l", b"\x1b[?1000l\x1b[?25h"),
+            // A soft reset leaves the rest, and is followed by autowrap and the cursor.
+            (b"\x1b[?1000h\x1b[1m\x1b[!p", b"\x1b[?1000l\x1b[?7;25h"),
+        ];
+        for (input, want) in cases {
+            let text = [b"a", *input, b"b"].concat();
+            assert_eq!(restore_after(&text), *want, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn what_a_program_put_back_itself_is_not_restored() {
+        for input in [
+            &b"plain text\n"[..],
+            b"\x1b[?1049h\x1b[2Jfull screen\x1b[?1049l",
+            b"\x1b[?1000h\x1b[?1000l\x1b[?25l\x1b[?25h",
+            b"\x1b[1;31mred\x1b[m \x1b[4h\x1b[4l",
+            b"\x1b=\x1b>\x1b(0q\x1b(B\x0e\x0f",
+            b"\x1b[>4;2m\x1b[>4m\x1b[>1;1m\x1b[>m",
+            b"\x1b[5;20r\x1b[r",
+            // RIS: every mode at its initial value.
+            b"\x1b[?1000h\x1b[?25l\x1b[8m\x1bc",
+            // Dropped sequences change nothing.
+            b"\x1b[?2l\x1b[?67h\x1b[12h\x1b[>1u",
+        ] {
+            assert_eq!(restore_after(input), b"", "{input:?}");
+        }
     }
 }
