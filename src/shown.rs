@@ -15,11 +15,12 @@ pub fn shown(child: &stockade::Child, scrub: bool, text: &str) -> String {
     escape_controls(&text)
 }
 
-/// A path the program chose (a change set's entry, a symlink's target), lossily as text
-/// with its control characters escaped ([`escape_controls`]): a name with a newline and
-/// an escape sequence once printed a made-up line in colour in `changes` and `apply`.
+/// A path the program chose (a change set's entry, a symlink's target) with its control
+/// characters, invisible characters, backslashes and bytes that are not UTF-8 escaped
+/// ([`stockade::guard::terminal::escape_path`]): a name with a newline and an escape
+/// sequence once printed a made-up line in colour in `changes` and `apply`.
 pub fn shown_path(path: &std::path::Path) -> String {
-    escape_controls(&path.to_string_lossy())
+    stockade::guard::terminal::escape_path(path)
 }
 
 /// `text` with its control characters escaped

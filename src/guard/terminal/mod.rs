@@ -562,21 +562,70 @@ impl Modes {
 }
 
 /// `text` (a name or a line the program chose) made safe to print on one line: each
-/// control character (C0, DEL, C1), line or paragraph separator and bidirectional mark or
-/// override (which reorder how a line reads) written as Rust writes it in a string
-/// literal, so that it can neither end the line and forge the next nor send an escape
-/// sequence to the reader's terminal.
+/// control character (C0, DEL, C1), line or paragraph separator, bidirectional mark or
+/// override (which reorder how a line reads) and character that draws nothing (a
+/// zero-width space or joiner, a soft hyphen, a variation selector, a tag: Unicode's
+/// default-ignorable code points, with which two different names look the same) written
+/// as Rust writes it in a string literal (`\n`, `\u{200b}`), so that it can neither end
+/// the line and forge the next, nor send an escape sequence to the reader's terminal, nor
+/// hide in plain sight.
 pub fn escape_controls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        let bidi = matches!(
-            c,
-            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-        );
-        if c.is_control() || bidi || c == '\u{2028}' || c == '\u{2029}' {
+        if c.is_control() || c == '\u{2028}' || c == '\u{2029}' || invisible(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
+        }
+    }
+    out
+}
+
+/// The characters a terminal draws as nothing, or which reorder the line: Unicode's
+/// default-ignorable code points (DerivedCoreProperties), which hold the bidirectional
+/// marks, overrides and isolates.
+fn invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{ad}'
+            | '\u{34f}'
+            | '\u{61c}'
+            | '\u{115f}'..='\u{1160}'
+            | '\u{17b4}'..='\u{17b5}'
+            | '\u{180b}'..='\u{180f}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}'
+            | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}'
+            | '\u{feff}'
+            | '\u{ffa0}'
+            | '\u{fff0}'..='\u{fff8}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}'
+    )
+}
+
+/// `path` (a name the program chose) made safe and unambiguous to print on one line: a
+/// byte that is not UTF-8 written `\xNN`, a backslash `\\`, the rest as
+/// [`escape_controls`] writes it. Two different paths never print the same (written
+/// lossily, `n\xff` and `n\xfe` were both `n\u{fffd}`).
+pub fn escape_path(path: &std::path::Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        for piece in chunk.valid().split_inclusive('\\') {
+            match piece.strip_suffix('\\') {
+                Some(before) => {
+                    out.push_str(&escape_controls(before));
+                    out.push_str("\\\\");
+                }
+                None => out.push_str(&escape_controls(piece)),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
         }
     }
     out
@@ -919,6 +968,42 @@ mod tests {
             b"\x1b[?2l\x1b[?67h\x1b[12h\x1b[>1u",
         ] {
             assert_eq!(restore_after(input), b"", "{input:?}");
+        }
+    }
+    #[test]
+    fn different_names_never_print_the_same() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let shown = |b: &[u8]| escape_path(std::path::Path::new(OsStr::from_bytes(b)));
+        assert_eq!(shown(b"n\xff"), "n\\xff");
+        assert_eq!(shown(b"n\xfe"), "n\\xfe");
+        assert_eq!(shown(b"n\\xff"), "n\\\\xff");
+        assert_eq!(
+            shown("a\u{200b}b\u{ad}c\u{e0041}".as_bytes()),
+            "a\\u{200b}b\\u{ad}c\\u{e0041}"
+        );
+        assert_eq!(shown("g/.g\u{200c}it".as_bytes()), "g/.g\\u{200c}it");
+        assert_eq!(
+            shown("x\n\x1b[1m\u{202e}".as_bytes()),
+            "x\\n\\u{1b}[1m\\u{202e}"
+        );
+        assert_eq!(shown("Привет/日本".as_bytes()), "Привет/日本");
+        // Every byte string of up to two bytes prints differently from every other.
+        let mut seen = std::collections::HashMap::new();
+        for a in 0..=255u8 {
+            for b in [
+                None,
+                Some(0u8),
+                Some(b'x'),
+                Some(0x80),
+                Some(0xff),
+                Some(b'\\'),
+            ] {
+                let bytes: Vec<u8> = std::iter::once(a).chain(b).collect();
+                if let Some(other) = seen.insert(shown(&bytes), bytes.clone()) {
+                    panic!("{other:?} and {bytes:?} print the same");
+                }
+            }
         }
     }
 }
