@@ -522,6 +522,75 @@ fn a_git_dir_replaced_by_a_gitdir_file_is_removed_and_reported() {
     assert!(!repo.marker().exists());
 }
 
+/// A bare repository planted inside `.git` with a hook, and legacy remotes naming it
+/// (`remotes/origin`, `branches/upstream`: git reads them for a remote its config does
+/// not define), an unfinished rebase's todo list with an `exec` line, a lock: all gone
+/// after the run, and the host's `git push origin` finds no remote (review: it pushed to
+/// the planted repository and ran its `pre-receive`). What the host had there is put
+/// back, and the program's git work still lands.
+#[test]
+fn what_the_program_adds_at_the_top_of_git_goes_unless_it_is_data() {
+    let repo = Repo::new();
+    let ws = &repo.ws;
+    std::fs::create_dir(ws.join(".git/remotes")).unwrap();
+    std::fs::write(ws.join(".git/remotes/host"), "URL: /nowhere/host.git\n").unwrap();
+    let before = repo.control_files();
+    let sb = layer2(ws);
+    let (_, drops) = run(
+        &sb,
+        &format!(
+            "set -e\n{}\
+             echo inside > inside.txt && g add inside.txt && g commit -qm inside\n\
+             git init -q --bare .git/x.git && cp evil/run.sh .git/x.git/hooks/pre-receive\n\
+             printf 'URL: {ws}/.git/x.git\\n' > .git/remotes/origin\n\
+             echo 'URL: {ws}/.git/x.git' > .git/remotes/host\n\
+             mkdir -p .git/branches && echo {ws}/.git/x.git > .git/branches/upstream\n\
+             mkdir -p .git/rebase-merge && printf 'exec {e}/run.sh\\n' > .git/rebase-merge/git-rebase-todo\n\
+             mkdir -p .git/sequencer && printf 'exec {e}/run.sh\\n' > .git/sequencer/todo\n\
+             touch .git/index.lock .git/stray\n",
+            repo.plant_script(),
+            e = ws.join("evil").display(),
+            ws = ws.display(),
+        ),
+    );
+    assert_eq!(repo.control_files(), before, "{drops:#?}");
+    let git_dir = ws.join(".git");
+    for p in [
+        "x.git",
+        "remotes/origin",
+        "remotes/host",
+        "branches/upstream",
+        "rebase-merge",
+        "sequencer",
+        "index.lock",
+        "stray",
+    ] {
+        // Reported at the path or at a directory above it that the host did not have
+        // (`git init` makes `branches/` in some versions).
+        assert!(
+            drops.iter().any(|d| git_dir.join(p).starts_with(&d.path)
+                && d.path != git_dir
+                && d.reason == GitDropReason::Restored),
+            "{p} not reported as restored: {drops:#?}"
+        );
+        if p != "remotes/host" {
+            assert!(!git_dir.join(p).exists(), "{p} is still there");
+        }
+    }
+    assert_eq!(
+        std::fs::read_to_string(git_dir.join("remotes/host")).unwrap(),
+        "URL: /nowhere/host.git\n"
+    );
+    let push = git_out(ws, &["push", "-q", "origin", "HEAD"]);
+    assert!(!push.status.success(), "host git push found a remote");
+    assert!(
+        !repo.marker().exists(),
+        "host git push ran the planted hook"
+    );
+    assert_eq!(git(ws, &["log", "-1", "--format=%s"]).trim(), "inside");
+    host_git_work(&repo);
+}
+
 #[test]
 fn zz_all_tests_pass_as_uid_65534() {
     if std::env::var_os("STOCKADE_TEST_AS_NOBODY").is_some() {

@@ -3,15 +3,20 @@
 //!
 //! Layer 2 has no namespaces, so no copy-on-write layer: the program writes the host's
 //! `.git` itself. What git would run or follow from there is snapshotted before the
-//! program starts: `config`, `config.worktree`, `commondir`, `gitdir`, `hooks/` and
-//! `info/` (whole trees), `objects/info/alternates` and `objects/info/http-alternates`,
-//! the same names in every directory under `worktrees/` and `modules/`, and a `.git` that
-//! is a `gitdir:` file. Once every process of the run has ended (the init's pidfd is
-//! readable: the init, a child subreaper, has killed and reaped every descendant before
-//! it exits), each of them is compared with the snapshot and put back: a changed file is
-//! rewritten with the snapshot's bytes and mode, a removed one recreated, a new one
-//! removed, a directory under `worktrees/` or `modules/` the host did not have removed
-//! whole. Each restoration is a [`GitDrop`] with [`GitDropReason::Restored`].
+//! program starts: `config`, `config.worktree`, `commondir`, `gitdir`, `hooks/`,
+//! `info/`, the legacy remotes `remotes/` and `branches/`, and an unfinished rebase's or
+//! sequencer's state `rebase-merge/`, `rebase-apply/`, `sequencer/` (whole trees),
+//! `objects/info/alternates` and `objects/info/http-alternates`, the same names in every
+//! directory under `worktrees/` and `modules/`, a `.git` that is a `gitdir:` file, and
+//! the names at the top of `.git`. Once every process of the run has ended (the init's
+//! pidfd is readable: the init, a child subreaper, has killed and reaped every descendant
+//! before it exits), each of them is compared with the snapshot and put back: a changed
+//! file is rewritten with the snapshot's bytes and mode, a removed one recreated, a new
+//! one removed, a directory under `worktrees/` or `modules/` the host did not have
+//! removed whole, and so is anything new at the top of `.git` that is no data of git's
+//! (what the full layer merges: objects, refs, logs, the index, `HEAD`, the state files;
+//! not a bare repository planted there, nor a lock). Each restoration is a [`GitDrop`]
+//! with [`GitDropReason::Restored`].
 //!
 //! The host is written as the merge writes it: the root is opened with
 //! `RESOLVE_NO_SYMLINKS`, every directory below it relative to its parent with
@@ -37,6 +42,7 @@ use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
 use nix::sys::stat::{Mode, fchmod, fstat, fstatat};
 use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
 
+use super::classify;
 use super::read::{entries, open_beneath_root, open_dir_at};
 use super::write::remove;
 use super::{GitConfigChange, GitDrop, GitDropReason};
@@ -49,7 +55,12 @@ pub(in crate::process) const MAX_BYTES: usize = 32 << 20;
 /// Directories nested deeper than this under `.git` are not snapshotted (refused).
 const MAX_DEPTH: usize = 16;
 
-/// The names git reads commands, paths or other repositories from, in every git dir.
+/// The names git reads commands, paths or other repositories from, in every git dir:
+/// besides the config, hooks and links, the legacy remotes (`remotes/<name>` and
+/// `branches/<name>` name a remote's URL when the config has none: a bare repository
+/// planted inside `.git` then ran its hooks on the host's `git push origin`, found by
+/// review) and the state of an unfinished rebase, cherry-pick or revert (a todo list's
+/// `exec` lines run on the host's `--continue`).
 const CONTROL: &[&str] = &[
     "config",
     "config.worktree",
@@ -57,6 +68,11 @@ const CONTROL: &[&str] = &[
     "gitdir",
     "hooks",
     "info",
+    "remotes",
+    "branches",
+    "rebase-merge",
+    "rebase-apply",
+    "sequencer",
 ];
 /// The same under `objects/info/`.
 const ALTERNATES: &[&str] = &["alternates", "http-alternates"];
@@ -179,6 +195,8 @@ enum Top {
     Dir {
         files: BTreeMap<PathBuf, Node>,
         nested: BTreeSet<PathBuf>,
+        /// The names at its top.
+        names: BTreeSet<OsString>,
         /// Its `HEAD` when the host's `.git` was what git takes for a repository (a valid
         /// `HEAD`, `objects/` and `refs/` directories), else `None`.
         repository: Option<Node>,
@@ -250,9 +268,15 @@ impl Snapshot {
                 let repository = (valid_head(&head)
                     && ["objects", "refs"].iter().all(|d| is_dir(&dir, d)))
                 .then_some(head);
+                let names = entries(&dir)
+                    .map_err(err)?
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect();
                 Top::Dir {
                     files,
                     nested,
+                    names,
                     repository,
                 }
             }
@@ -309,6 +333,7 @@ impl Snapshot {
             Top::Dir {
                 files,
                 nested,
+                names,
                 repository,
             } => {
                 let dir = match open_dir_at(&root, git) {
@@ -342,6 +367,11 @@ impl Snapshot {
                         });
                     }
                 }
+                // At the top, what the run added that is no data of git's (as the full
+                // layer merges it: objects, refs, logs, the index, `HEAD` and the state
+                // files) goes whole: a bare repository planted there, a lock left behind,
+                // whatever a later git may read.
+                added_at_top(&dir, names, &mut |p, r| report(&mut out, p, r));
                 for (key, node) in files {
                     let (Some(parent), Some(name)) = (key.parent(), key.file_name()) else {
                         continue;
@@ -508,6 +538,33 @@ fn prune(
         match remove(fd, &name, 0) {
             Ok(()) => report(&here, GitDropReason::Restored),
             Err(e) => report(&here, GitDropReason::Failed(e as i32)),
+        }
+    }
+}
+
+/// Removes each entry at the top of `dir` (a `.git`) that is not in `before` and is no
+/// data of git's ([`classify::top`], locks included), nor a control or nested name (put
+/// back by the snapshot itself).
+fn added_at_top(
+    dir: &OwnedFd,
+    before: &BTreeSet<OsString>,
+    report: &mut dyn FnMut(&Path, GitDropReason),
+) {
+    let Ok(list) = entries(dir) else {
+        report(Path::new(""), GitDropReason::Failed(libc::EIO));
+        return;
+    };
+    for (name, _) in list {
+        let bytes = name.as_bytes();
+        let kept = before.contains(&name)
+            || CONTROL.iter().chain(NESTED).any(|c| c.as_bytes() == bytes)
+            || (classify::top(bytes) != classify::Top::Other && !classify::temporary(bytes, None));
+        if kept {
+            continue;
+        }
+        match remove(dir, &name, 0) {
+            Ok(()) => report(Path::new(&name), GitDropReason::Restored),
+            Err(e) => report(Path::new(&name), GitDropReason::Failed(e as i32)),
         }
     }
 }
