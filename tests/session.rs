@@ -789,6 +789,79 @@ fn network_allow_commands_go_through_the_sessions_proxy() {
     }
 }
 
+/// The host's git between two commands of a session runs nothing the earlier one planted:
+/// a repository it made in the workspace is neutralized, and on layer 2 its change to
+/// `.git/config` put back, when its wait returns, as after a command of its own sandbox
+/// (review: both waited for the session's close, and the host's `git add -A` and `git
+/// status` ran the planted `core.fsmonitor`). A command that keeps background processes
+/// is checked at the close, once they have ended.
+#[test]
+fn host_git_between_commands_runs_nothing_a_command_planted() {
+    for layer in LAYERS {
+        let repo = common::git::Repo::new();
+        let ws = &repo.ws;
+        let Some(s) = session(ws, layer, |_| {}) else {
+            return;
+        };
+        let mark = repo.marker();
+        let fsmonitor = format!("touch {}; false", mark.display());
+        let plant = |dir: &str| {
+            format!(
+                "set -e; mkdir -p {dir} && cd {dir} && git init -q && echo x > x && git add x && \
+                 git -c user.name=a -c user.email=a@a commit -qm s && \
+                 git config core.fsmonitor '{fsmonitor}'"
+            )
+        };
+        sh_ok(&s, &plant("sub"));
+        if layer == Layer::Landlock {
+            sh_ok(&s, &format!("git config core.fsmonitor '{fsmonitor}'"));
+        }
+        for args in [
+            &["add", "-A"][..],
+            &["status"],
+            &["commit", "-qm", "host"],
+            &["status"],
+        ] {
+            let _ = common::git::git_out(ws, args);
+            repo.assert_no_marker(&format!("{layer:?}: host git {args:?} between commands"));
+        }
+        assert!(
+            ws.join("sub/.git/stockade-disabled-config").exists(),
+            "{layer:?}: the repository the command made is not neutralized"
+        );
+        // Kept background processes plant after their command's wait: checked at the
+        // close, once they have ended.
+        let mut kept = s
+            .command("sh")
+            .args([
+                "-c",
+                &format!("(sleep 0.5; {}) >/dev/null 2>&1 &", plant("late")),
+            ])
+            .keep_background(true)
+            .spawn()
+            .unwrap();
+        assert!(kept.wait().unwrap().success());
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !ws.join("late/.git/config").exists() {
+            assert!(
+                std::time::Instant::now() < end,
+                "{layer:?}: the kept process made nothing"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        s.close().unwrap();
+        for args in [&["add", "-A"][..], &["status"]] {
+            let _ = common::git::git_out(ws, args);
+            repo.assert_no_marker(&format!("{layer:?}: host git {args:?} after the close"));
+        }
+        assert!(
+            ws.join("late/.git/stockade-disabled-config").exists(),
+            "{layer:?}: the repository the kept process made is not neutralized"
+        );
+    }
+}
+
 #[test]
 fn session_as_nobody() {
     common::rerun_as_nobody(&["--skip", "session_as_nobody"]);

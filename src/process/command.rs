@@ -678,11 +678,20 @@ impl Command {
         };
         // The full layer: a copy-on-write layer over each writable root's `.git`.
         let mut git = launch::GitSession::prepare(plan)?;
+        // A session's own sandbox leaves the rest to each of its commands
+        // (`start_in_session`), taken when the command starts and checked when it ends.
+        let per_run = !self.serve;
         // Layer 2: the control files of each writable root's `.git`, put back after.
-        git.snapshot(plan, &plan.git_snapshots(&inner.policy))?;
+        if per_run {
+            git.snapshot(plan, &plan.git_snapshots(&inner.policy))?;
+        }
         // The repositories in the writable roots now are the host's.
         #[allow(unused_mut)]
-        let mut nested = super::nested::Watch::start(plan, inner.policy.check_nested_repositories);
+        let mut nested = if per_run {
+            super::nested::Watch::start(plan, inner.policy.check_nested_repositories)
+        } else {
+            super::nested::Watch::default()
+        };
         // Theirs are put back after the run, on every layer.
         git.snapshot_nested(nested.host_repositories())?;
         let pass: Vec<RawFd> = self.pass.iter().map(|fd| fd.as_raw_fd()).collect();
@@ -879,12 +888,30 @@ impl Command {
         let mut env = self.resolved_env()?;
         let cwd = self.resolved_cwd()?;
         link.set_env(&mut env);
+        // As for a command of its own sandbox: layer 2's `.git` control files and those of
+        // the host's nested repositories are put back, and the repositories the command
+        // made are neutralized, once it has ended (its supervisor's exit: every process of
+        // the command is gone). Review: they were the session's, checked at its close
+        // only, and the host's git between two commands ran what an earlier one planted.
+        // A command that keeps background processes is checked at the session's close.
+        let inner = &self.inner;
+        let mut git = launch::GitSession::default();
+        git.snapshot(plan, &plan.git_snapshots(&inner.policy))?;
+        let mut nested = super::nested::Watch::start(plan, inner.policy.check_nested_repositories);
+        git.snapshot_nested(nested.host_repositories())?;
         let (pid, handle) = link.spawn(
             plan,
             (&self.program, &self.args, &env, &cwd),
             stdio,
             self.keep_background,
         )?;
+        git.started(&handle);
+        nested.started(&handle);
+        if self.keep_background {
+            link.check_at_close(git, nested);
+            git = launch::GitSession::default();
+            nested = super::nested::Watch::default();
+        }
         let program = launch::ProgramProcess::unknown(plan.steps.contains(&Step::NewSession));
         // The wall-time limit, per command: the watchdog sends the supervisor its kill
         // request. The cgroup's limits are the session's.
@@ -906,8 +933,8 @@ impl Command {
             pid,
             handle,
             private_tmp: None,
-            git: launch::GitSession::default(),
-            nested: super::nested::Watch::default(),
+            git,
+            nested,
             run,
             program,
             master: None,

@@ -60,9 +60,17 @@
 //!   request). The limits made of rlimits (CPU time, file size, open files) hold per
 //!   process as always; the cgroup's (memory, processes) hold for the session as a whole,
 //!   which includes the server and the next two commands' four processes, waiting forked.
-//! - The `.git` copy-on-write layer and the nested-repository check are the session's:
-//!   their merge needs every writer gone, so they are made and finished once, with the
-//!   session's own sandbox, at [`Session::close`]. Overlay mode's change set likewise.
+//! - The full layer's `.git` copy-on-write layer is the session's: its merge needs every
+//!   writer gone, so it is made and finished once, with the session's own sandbox, at
+//!   [`Session::close`]; meanwhile the host's `.git` is not the program's to write.
+//!   Overlay mode's change set likewise. Layer 2's `.git` snapshot, the control files of
+//!   the host's nested repositories and the check for repositories the program made are
+//!   each command's, as for a command of its own sandbox: taken when it starts, and put
+//!   back and checked when it ends (its supervisor's exit), so that the host's git
+//!   between two commands runs nothing an earlier one planted (review: they were the
+//!   session's, at its close). Commands that overlap share the snapshot the first took.
+//!   A command that keeps background processes has its checks at the close, when those
+//!   have ended.
 //! - A command cannot have a pseudo-terminal, a controlling terminal, passed fds or
 //!   explain ([`Command::explain`]): its spawn fails with `EOPNOTSUPP` (`Child::denials`
 //!   and the leak scan of its output work as for any command, on what the host reads).
@@ -134,6 +142,9 @@ pub(super) struct Link {
     /// `network = "allow"`: the variables that lead to the session's egress proxy
     /// (`HTTP_PROXY`, …), every command's.
     proxy_env: Vec<(OsString, OsString)>,
+    /// The `.git` snapshots and nested-repository watches of the commands that keep
+    /// background processes: checked at the close, when those have ended.
+    at_close: Mutex<Vec<(super::launch::GitSession, super::nested::Watch)>>,
 }
 
 impl Sandbox {
@@ -204,6 +215,7 @@ impl Sandbox {
                 control: Mutex::new(Some(host)),
                 tmpdir,
                 proxy_env,
+                at_close: Mutex::new(Vec::new()),
             }),
             server: Some(server),
         })
@@ -253,6 +265,15 @@ impl Session {
         let status = server.wait()?;
         // Gone, not only reported: nothing of the session runs after `close`.
         launch::wait_gone(&server.handle);
+        // What the commands that kept background processes left: checked now that none
+        // of them runs (each waits for its supervisor's exit), as a command's own checks
+        // are at its end (each restoration and neutralized repository is logged).
+        let kept =
+            std::mem::take(&mut *self.link.at_close.lock().unwrap_or_else(|e| e.into_inner()));
+        for (mut git, mut nested) in kept {
+            nested.finish();
+            git.finish();
+        }
         Ok(status)
     }
 }
@@ -273,6 +294,19 @@ fn ended(pidfd: std::os::fd::BorrowedFd<'_>) -> bool {
 }
 
 impl Link {
+    /// Keeps the `.git` snapshots and the nested-repository watch of a command that keeps
+    /// background processes, to be checked at the session's close.
+    pub(super) fn check_at_close(
+        &self,
+        git: super::launch::GitSession,
+        nested: super::nested::Watch,
+    ) {
+        self.at_close
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((git, nested));
+    }
+
     /// Layer 2: the session's `TMPDIR` replaces the command's.
     pub(super) fn set_env(&self, env: &mut Vec<(OsString, OsString)>) {
         if let Some(dir) = &self.tmpdir {
