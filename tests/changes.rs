@@ -1239,6 +1239,107 @@ fn git_in_a_change_set_goes_through_the_git_merge() {
 /// its config and hooks: not applied (the review of the change-set feature applied
 /// `sub/.git/config` with a `core.fsmonitor`, and host `git status` in `sub` ran it). The
 /// files around them are.
+/// Other version-control systems' repository data is refused wherever it lies, whatever
+/// its case: their configs run commands (review: a `.hg/hgrc` with a `[hooks]` entry,
+/// applied, ran on the host's `hg status`). What is beside it is applied.
+#[test]
+fn other_version_control_systems_repository_data_is_not_applied() {
+    require!(Feature::UserNs);
+    let (_tmp, root, ws) = workspace();
+    write(&ws.join("file.txt"), "one\n");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let set = new_set(&root, &ws);
+    let merged = root.join("merged-copy");
+    let script = "mkdir -p .hg sub/.HG .jj/repo _darcs/prefs x/.pijul; \
+         printf '[hooks]\\npre-status = touch /tmp/pwned\\n' > .hg/hgrc; echo store > .hg/requires; \
+         cp .hg/hgrc sub/.HG/hgrc; \
+         printf '[ui]\\npager = \"touch /tmp/pwned\"\\n' > .jj/repo/config.toml; \
+         echo 'record posthook touch /tmp/pwned' > _darcs/prefs/defaults; \
+         echo '[hooks]' > x/.pijul/config; echo db > .fslckout; echo db > sub/_FOSSIL_; \
+         echo two > file.txt; echo new > sub/kept.txt";
+    if overlay_run(&ws, &set, script, &merged).is_none() {
+        return;
+    }
+    let report = ChangeSet::open(&set)
+        .unwrap()
+        .apply(&ApplyOptions::default())
+        .unwrap();
+    let refused = refusals(&report);
+    for path in [
+        ".hg",
+        ".hg/hgrc",
+        ".hg/requires",
+        "sub/.HG/hgrc",
+        ".jj/repo/config.toml",
+        "_darcs/prefs/defaults",
+        "x/.pijul/config",
+        ".fslckout",
+        "sub/_FOSSIL_",
+    ] {
+        assert_eq!(
+            refused.get(path),
+            Some(&RefusalReason::OtherRepository),
+            "{path}: {report:?}"
+        );
+        assert!(!ws.join(path).exists(), "{path} landed");
+    }
+    assert_eq!(fs::read_to_string(ws.join("file.txt")).unwrap(), "two\n");
+    assert_eq!(
+        fs::read_to_string(ws.join("sub/kept.txt")).unwrap(),
+        "new\n"
+    );
+}
+
+/// What lands is never writable by others, and writable by the group only where the
+/// workspace directory it lands in is (review: a program's `chmod 666` and `mkdir -m 777`
+/// landed as they were).
+#[test]
+fn modes_writable_by_others_never_land() {
+    use std::os::unix::fs::PermissionsExt;
+    require!(Feature::UserNs);
+    let (_tmp, root, ws) = workspace();
+    write(&ws.join("build.sh"), "echo one\n");
+    fs::create_dir(ws.join("shared")).unwrap();
+    fs::set_permissions(ws.join("shared"), fs::Permissions::from_mode(0o775)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let set = new_set(&root, &ws);
+    let merged = root.join("merged-copy");
+    let script = "mkdir -m 777 pub; echo x > pub/f; chmod 666 pub/f; \
+         echo two > build.sh; chmod 777 build.sh; \
+         echo g > shared/g; chmod 666 shared/g; mkdir -m 777 shared/d";
+    if overlay_run(&ws, &set, script, &merged).is_none() {
+        return;
+    }
+    // The review shows each mode that changes, with the content or alone.
+    let diff = ChangeSet::open(&set).unwrap().diff().unwrap();
+    assert!(
+        diff.contains("a/build.sh b/build.sh (modified)\nold mode 644\nnew mode 777\n"),
+        "{diff}"
+    );
+    assert!(diff.contains("b/pub (added)\nnew mode 777\n"), "{diff}");
+    assert!(diff.contains("b/pub/f (added)\nnew mode 666\n"), "{diff}");
+    let report = ChangeSet::open(&set)
+        .unwrap()
+        .apply(&ApplyOptions::default())
+        .unwrap();
+    assert!(
+        report.refused.is_empty() && report.failed.is_empty(),
+        "{report:?}"
+    );
+    let mode = |p: &str| {
+        fs::symlink_metadata(ws.join(p))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(mode("pub"), 0o755);
+    assert_eq!(mode("pub/f"), 0o644);
+    assert_eq!(mode("build.sh"), 0o755);
+    assert_eq!(mode("shared/g"), 0o664);
+    assert_eq!(mode("shared/d"), 0o775);
+}
+
 #[test]
 fn repositories_made_below_the_top_are_not_applied() {
     require!(Feature::UserNs);

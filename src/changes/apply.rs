@@ -117,6 +117,14 @@ pub enum RefusalReason {
     /// [`is_git_name`](super::is_git_name)): applied, it would land in the workspace's
     /// real `.git` past the `.git` merge.
     GitAlias,
+    /// Under another version-control system's repository data, at any depth:
+    /// Mercurial's `.hg`, Jujutsu's `.jj`, Pijul's `.pijul`, Darcs' `_darcs`, or a Fossil
+    /// checkout's database (`.fslckout`, `_FOSSIL_`), names compared without case. Their
+    /// configs run commands (Mercurial's `[hooks]` in `.hg/hgrc` ran on the host's `hg
+    /// status`, found by review; Jujutsu's `ui.pager`, Pijul's hooks, Darcs' `posthook`,
+    /// Fossil's `diff-command`), and nothing here validates them as the `.git` merge
+    /// validates git's.
+    OtherRepository,
 }
 
 impl std::fmt::Display for RefusalReason {
@@ -139,6 +147,9 @@ impl std::fmt::Display for RefusalReason {
             ),
             Self::Repository => f.write_str(
                 "in a repository below the workspace's top (git there would run its config and hooks)",
+            ),
+            Self::OtherRepository => f.write_str(
+                "in another version-control system's repository data (.hg, .jj, .pijul, _darcs, Fossil's checkout database: their configs run commands)",
             ),
         }
     }
@@ -379,6 +390,9 @@ impl ChangeSet {
         if repositories.holds(&c.path, &self.upper, &self.workspace) {
             return Outcome::Refused(RefusalReason::Repository);
         }
+        if c.path.iter().any(other_repository_name) {
+            return Outcome::Refused(RefusalReason::OtherRepository);
+        }
         if c.path.ancestors().skip(1).any(|a| skipped.contains(a)) {
             return Outcome::Refused(RefusalReason::ParentNotApplied);
         }
@@ -534,7 +548,8 @@ impl ChangeSet {
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(0o600),
         )?;
-        let r = fill(src, dst, &st).and_then(|()| replace(ws, &tmp, name));
+        let mode = landing_mode(st.st_mode, fstat(ws).map_or(0, |d| d.st_mode));
+        let r = fill(src, dst, &st, mode).and_then(|()| replace(ws, &tmp, name));
         if r.is_err() {
             let _ = unlinkat(ws, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
         }
@@ -573,10 +588,13 @@ impl ChangeSet {
     ) -> Result<Fixup, Errno> {
         let up = fs::open_beneath(&self.upper, parent)?;
         let st = fstatat(&up, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        let parent_mode = fs::open_beneath(&self.workspace, parent)
+            .and_then(|d| fstat(&d))
+            .map_or(0, |d| d.st_mode);
         Ok(Fixup {
             path: c.path.clone(),
             // The walk's: the directory may be opened up for this apply (`Granted`).
-            mode: c.mode.unwrap_or(0o755) & 0o777,
+            mode: landing_mode(c.mode.unwrap_or(0o755), parent_mode),
             times: (
                 TimeSpec::new(st.st_atime, st.st_atime_nsec),
                 TimeSpec::new(st.st_mtime, st.st_mtime_nsec),
@@ -832,16 +850,23 @@ fn under_guard(rel: &Path, guard: &str) -> bool {
     })
 }
 
-/// Copies `src` into `dst` and gives it the source's permission bits (without setuid,
-/// setgid, sticky) and times.
-fn fill(src: OwnedFd, dst: OwnedFd, st: &FileStat) -> Result<(), Errno> {
+/// The permission bits an entry of mode `mode` lands with in a workspace directory of
+/// mode `parent`: never setuid, setgid, sticky or writable by others, and writable by the
+/// group only where that directory is (a workspace made under umask 002), as the `.git`
+/// merge does (review: a program's `chmod 666` and `mkdir -m 777` landed as they were,
+/// for any user of the host to change the workspace's files).
+fn landing_mode(mode: u32, parent: u32) -> u32 {
+    let group = if parent & 0o020 != 0 { 0o020 } else { 0 };
+    mode & (0o755 | group)
+}
+
+/// Copies `src` into `dst` and gives it the permission bits `mode` and the source's
+/// times.
+fn fill(src: OwnedFd, dst: OwnedFd, st: &FileStat, mode: u32) -> Result<(), Errno> {
     let (mut src, mut dst) = (File::from(src), File::from(dst));
     io::copy(&mut src, &mut dst)
         .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
-    fchmod(
-        &dst,
-        Mode::from_bits_truncate((st.st_mode & 0o777) as libc::mode_t),
-    )?;
+    fchmod(&dst, Mode::from_bits_truncate(mode as libc::mode_t))?;
     futimens(
         &dst,
         &TimeSpec::new(st.st_atime, st.st_atime_nsec),
@@ -858,4 +883,12 @@ fn replace(ws: &OwnedFd, tmp: &OsStr, name: &OsStr) -> Result<(), Errno> {
         }
     }
     renameat(ws, tmp, ws, name)
+}
+
+/// Whether `name` (a path component) is another version-control system's repository data
+/// ([`RefusalReason::OtherRepository`]), whatever its case.
+fn other_repository_name(name: &std::ffi::OsStr) -> bool {
+    [".hg", ".jj", ".pijul", "_darcs", ".fslckout", "_FOSSIL_"]
+        .iter()
+        .any(|n| name.as_encoded_bytes().eq_ignore_ascii_case(n.as_bytes()))
 }

@@ -37,7 +37,8 @@ impl ChangeSet {
     /// The change set as a unified diff: text files line by line (three lines of
     /// context), binary and very large files named as such, symlinks as `-> target`,
     /// directories and special files named; additions from `/dev/null`, deletions to it.
-    /// Mode changes are shown as git shows them (`old mode` / `new mode`).
+    /// Mode changes are shown as git shows them (`old mode` / `new mode`), with a
+    /// content change too, and an added entry's mode (`new mode`).
     ///
     /// # Errors
     ///
@@ -73,13 +74,29 @@ impl ChangeSet {
             _ => side(&self.upper, &c.path).map_err(err)?,
         };
         let _ = writeln!(out, "diff --stockade a/{p} b/{p} ({})", c.kind.as_str());
-        if c.kind == ChangeKind::ModeChanged {
-            let old_mode = self.lower_mode(c).unwrap_or(0);
-            let _ = writeln!(out, "old mode {old_mode:o}");
-            let _ = writeln!(out, "new mode {:o}", c.mode.unwrap_or(0));
-            if c.entry != EntryType::File {
-                return Ok(());
+        // The modes too, whenever they change (review: a file rewritten and made
+        // executable was listed as modified, and an added one's mode never shown).
+        let has_mode = matches!(c.entry, EntryType::File | EntryType::Dir);
+        match c.kind {
+            ChangeKind::Added if has_mode => {
+                if let Some(mode) = c.mode {
+                    let _ = writeln!(out, "new mode {mode:o}");
+                }
             }
+            ChangeKind::ModeChanged | ChangeKind::Modified => {
+                let old_mode = self.lower_mode(c).unwrap_or(0);
+                let new_mode = c.mode.unwrap_or(0);
+                if c.kind == ChangeKind::ModeChanged
+                    || (has_mode && c.mode.is_some() && old_mode != new_mode)
+                {
+                    let _ = writeln!(out, "old mode {old_mode:o}");
+                    let _ = writeln!(out, "new mode {new_mode:o}");
+                }
+                if c.kind == ChangeKind::ModeChanged && c.entry != EntryType::File {
+                    return Ok(());
+                }
+            }
+            _ => {}
         }
         let a = if matches!(old, Side::None) {
             "/dev/null".to_string()
