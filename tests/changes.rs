@@ -1340,6 +1340,47 @@ fn modes_writable_by_others_never_land() {
     assert_eq!(mode("shared/d"), 0o775);
 }
 
+/// A sparse file lands sparse: its holes take no disk (review: a program's `truncate -s
+/// 3G` took 3.1 GB of the host's disk once applied), and its data is where it was.
+#[test]
+fn sparse_files_land_sparse() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    require!(Feature::UserNs);
+    let (_tmp, root, ws) = workspace();
+    write(&ws.join("file.txt"), "one\n");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let set = new_set(&root, &ws);
+    let merged = root.join("merged-copy");
+    let script = "truncate -s 1G big; printf x | dd of=big bs=1 seek=536870912 conv=notrunc 2>/dev/null; \
+         printf y | dd of=big bs=1 seek=1073741823 conv=notrunc 2>/dev/null";
+    if overlay_run(&ws, &set, script, &merged).is_none() {
+        return;
+    }
+    let report = ChangeSet::open(&set)
+        .unwrap()
+        .apply(&ApplyOptions::default())
+        .unwrap();
+    assert!(
+        report.failed.is_empty() && report.refused.is_empty(),
+        "{report:?}"
+    );
+    let f = fs::File::open(ws.join("big")).unwrap();
+    let meta = f.metadata().unwrap();
+    assert_eq!(meta.len(), 1 << 30);
+    assert!(
+        meta.blocks() * 512 < 1 << 20,
+        "{} bytes on disk",
+        meta.blocks() * 512
+    );
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, 536_870_912).unwrap();
+    assert_eq!(&b, b"x");
+    f.read_exact_at(&mut b, (1 << 30) - 1).unwrap();
+    assert_eq!(&b, b"y");
+    f.read_exact_at(&mut b, 4096).unwrap();
+    assert_eq!(&b, b"\0");
+}
+
 #[test]
 fn repositories_made_below_the_top_are_not_applied() {
     require!(Feature::UserNs);

@@ -548,7 +548,7 @@ impl ChangeSet {
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(0o600),
         )?;
-        let mode = landing_mode(st.st_mode, fstat(ws).map_or(0, |d| d.st_mode));
+        let mode = landing_mode(st.st_mode as u32, fstat(ws).map_or(0, |d| d.st_mode as u32));
         let r = fill(src, dst, &st, mode).and_then(|()| replace(ws, &tmp, name));
         if r.is_err() {
             let _ = unlinkat(ws, tmp.as_os_str(), UnlinkatFlags::NoRemoveDir);
@@ -590,7 +590,7 @@ impl ChangeSet {
         let st = fstatat(&up, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
         let parent_mode = fs::open_beneath(&self.workspace, parent)
             .and_then(|d| fstat(&d))
-            .map_or(0, |d| d.st_mode);
+            .map_or(0, |d| d.st_mode as u32);
         Ok(Fixup {
             path: c.path.clone(),
             // The walk's: the directory may be opened up for this apply (`Granted`).
@@ -864,14 +864,64 @@ fn landing_mode(mode: u32, parent: u32) -> u32 {
 /// times.
 fn fill(src: OwnedFd, dst: OwnedFd, st: &FileStat, mode: u32) -> Result<(), Errno> {
     let (mut src, mut dst) = (File::from(src), File::from(dst));
-    io::copy(&mut src, &mut dst)
-        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    if !copy_sparse(&src, &dst, st.st_size as u64)? {
+        io::copy(&mut src, &mut dst)
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    }
     fchmod(&dst, Mode::from_bits_truncate(mode as libc::mode_t))?;
     futimens(
         &dst,
         &TimeSpec::new(st.st_atime, st.st_atime_nsec),
         &TimeSpec::new(st.st_mtime, st.st_mtime_nsec),
     )
+}
+
+/// Copies the `len` bytes of `src` into the empty `dst` with the same holes: only the
+/// data `SEEK_DATA` and `SEEK_HOLE` find is written, and the length set at the end
+/// (review: a program's `truncate -s 3G`, 16 KiB in the change set, took 3.1 GB of the
+/// host's disk once applied). `Ok(false)` when the file system cannot tell its holes
+/// (the caller copies it whole).
+#[cfg(target_os = "linux")]
+fn copy_sparse(src: &File, dst: &File, len: u64) -> Result<bool, Errno> {
+    use nix::unistd::{Whence, lseek};
+    use std::os::unix::fs::FileExt;
+    let end = i64::try_from(len).map_err(|_| Errno::EFBIG)?;
+    let mut at = 0i64;
+    let mut buf = vec![0u8; 1 << 16];
+    while at < end {
+        let data = match lseek(src, at, Whence::SeekData) {
+            Ok(d) => d,
+            // No data after `at`: the rest is a hole.
+            Err(Errno::ENXIO) => break,
+            Err(Errno::EINVAL) if at == 0 => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let hole = lseek(src, data, Whence::SeekHole)?.min(end);
+        let mut pos = data;
+        while pos < hole {
+            let want = usize::try_from(hole - pos).map_or(buf.len(), |n| n.min(buf.len()));
+            let n = src
+                .read_at(&mut buf[..want], pos as u64)
+                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            if n == 0 {
+                // Shorter than it said: what was read is what lands.
+                break;
+            }
+            dst.write_all_at(&buf[..n], pos as u64)
+                .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            pos += n as i64;
+        }
+        at = hole;
+    }
+    dst.set_len(len)
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))?;
+    Ok(true)
+}
+
+/// Elsewhere the file is copied whole.
+#[cfg(not(target_os = "linux"))]
+fn copy_sparse(_src: &File, _dst: &File, _len: u64) -> Result<bool, Errno> {
+    Ok(false)
 }
 
 /// Renames `tmp` over `name` in `ws`; a directory at `name` (a type change) is removed
