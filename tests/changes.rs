@@ -1181,7 +1181,8 @@ fn git_in_a_change_set_goes_through_the_git_merge() {
                   echo two > file.txt; \
                   git -c user.name=t -c user.email=t@t commit -q -a -m two; \
                   printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > .git/hooks/pre-commit; \
-                  chmod 755 .git/hooks/pre-commit; git config core.hooksPath /tmp/evil";
+                  chmod 755 .git/hooks/pre-commit; git config core.hooksPath /tmp/evil; \
+                  mkdir -p .git/worktrees/w && echo x > .git/worktrees/w/config";
     if overlay_run(&ws, &set, script, &merged).is_none() {
         return;
     }
@@ -1218,6 +1219,32 @@ fn git_in_a_change_set_goes_through_the_git_merge() {
         report.applied.iter().any(|p| p.starts_with(".git/objects")),
         "{report:?}"
     );
+    // Each entry in exactly one list: a directory of what is not merged, whose files
+    // were all dropped, did not land and is not listed as applied (review).
+    for w in [".git/worktrees", ".git/worktrees/w"] {
+        assert!(
+            !report.applied.contains(&PathBuf::from(w)),
+            "{w}: {report:?}"
+        );
+        assert!(refused.contains_key(w), "{w}: {report:?}");
+        assert!(!ws.join(w).exists(), "{w}");
+    }
+    let mut listed: Vec<&PathBuf> = report
+        .applied
+        .iter()
+        .chain(report.refused.iter().map(|r| &r.path))
+        .collect();
+    listed.sort();
+    let n = listed.len();
+    listed.dedup();
+    assert_eq!(listed.len(), n, "an entry listed twice: {report:?}");
+    for c in cs.entries() {
+        assert!(
+            listed.contains(&&c.path),
+            "{} in no list: {report:?}",
+            c.path.display()
+        );
+    }
     // The commit reached the host's repository; the hook and the config did not.
     assert_eq!(git(&ws, &["rev-parse", "HEAD"]), new_head);
     assert_eq!(git(&ws, &["status", "--porcelain"]), "");

@@ -617,14 +617,24 @@ impl ChangeSet {
         }
         let mut merged = Vec::new();
         let mut keep_out = Vec::new();
-        for c in git {
-            if c.path == Path::new(".git") && c.kind != ChangeKind::ModeChanged {
+        // `.git` itself replaced: nothing under it goes (each entry in exactly one list).
+        if git
+            .iter()
+            .any(|c| c.path == Path::new(".git") && c.kind != ChangeKind::ModeChanged)
+        {
+            for c in git {
                 report.refused.push(Refusal {
                     path: c.path.clone(),
-                    reason: RefusalReason::GitReplaced,
+                    reason: if c.path == Path::new(".git") {
+                        RefusalReason::GitReplaced
+                    } else {
+                        RefusalReason::ParentNotApplied
+                    },
                 });
-                return;
             }
+            return;
+        }
+        for c in git {
             match names(&c.path, opts) {
                 Some(reason) => {
                     if let Ok(rel) = c.path.strip_prefix(".git") {
@@ -690,8 +700,21 @@ impl ChangeSet {
         for c in merged {
             // A drop of the entry itself or of a directory holding it.
             let out = dropped.iter().any(|d| c.path.starts_with(d));
-            // A drop inside a directory entry: the directory landed, not all of it.
-            if !out && c.path != Path::new(".git") {
+            if out || c.path == Path::new(".git") {
+                continue;
+            }
+            // A drop inside a directory entry: the directory landed, not all of it; but a
+            // directory of what is not merged (`worktrees/`, say) whose files were all
+            // dropped did not land at all (review: it was listed as applied).
+            let missing = c.kind != ChangeKind::Deleted
+                && c.entry == EntryType::Dir
+                && fs::open_beneath(&self.workspace, &c.path).is_err();
+            if missing {
+                report.refused.push(Refusal {
+                    path: c.path.clone(),
+                    reason: RefusalReason::Git(crate::GitDropReason::NotMerged),
+                });
+            } else {
                 report.applied.push(c.path.clone());
             }
         }
