@@ -45,6 +45,10 @@ fn main() {
 }
 
 #[cfg(target_os = "linux")]
+#[path = "shared/bwrap.rs"]
+mod bwrap;
+
+#[cfg(target_os = "linux")]
 mod linux {
     use std::os::unix::process::CommandExt;
     use std::path::{Path, PathBuf};
@@ -55,7 +59,7 @@ mod linux {
     use stockade::{Layer, Mode, Network, Policy, Sandbox, Stdio};
     use stockade_sys::linux as sys;
 
-    const BWRAP: &str = "/usr/bin/bwrap";
+    use super::bwrap::{BWRAP, args as bwrap_args};
     const MIB: usize = 1 << 20;
 
     type Run = Box<dyn FnMut()>;
@@ -170,51 +174,6 @@ mod linux {
             }
         }
         samples.iter_mut().map(|s| median(s)).collect()
-    }
-
-    /// `bwrap` arguments for the layout stockade builds: read-only system dirs, the
-    /// merged-usr symlinks, private /tmp, minimal /dev, fresh /proc, the workspace and
-    /// `writable` bound read-write, new user/pid/ipc/uts (and net) namespaces.
-    fn bwrap_args(ws: &Path, writable: &[PathBuf], net_none: bool, argv: &[&str]) -> Vec<String> {
-        let mut a: Vec<String> = Vec::new();
-        for d in ["/usr", "/etc", "/opt"] {
-            a.extend(["--ro-bind".into(), d.into(), d.into()]);
-        }
-        for (l, t) in [
-            ("/bin", "usr/bin"),
-            ("/sbin", "usr/sbin"),
-            ("/lib", "usr/lib"),
-            ("/lib64", "usr/lib64"),
-        ] {
-            a.extend(["--symlink".into(), t.into(), l.into()]);
-        }
-        for (opt, d) in [("--tmpfs", "/tmp"), ("--dev", "/dev"), ("--proc", "/proc")] {
-            a.extend([opt.into(), d.into()]);
-        }
-        let w = ws.display().to_string();
-        a.extend(["--bind".into(), w.clone(), w.clone()]);
-        for p in writable {
-            let p = p.display().to_string();
-            a.extend(["--bind".into(), p.clone(), p]);
-        }
-        for u in ["user", "pid", "ipc", "uts"] {
-            a.push(format!("--unshare-{u}"));
-        }
-        if net_none {
-            a.push("--unshare-net".into());
-        }
-        a.extend([
-            "--die-with-parent".into(),
-            "--new-session".into(),
-            "--clearenv".into(),
-            "--setenv".into(),
-            "PATH".into(),
-            "/usr/bin:/bin".into(),
-            "--chdir".into(),
-            w,
-        ]);
-        a.extend(argv.iter().map(|s| s.to_string()));
-        a
     }
 
     fn sandbox(ws: &Path, f: impl FnOnce(&mut Policy)) -> Sandbox {

@@ -11,7 +11,7 @@
 //! | floor | the setup child execs `/bin/true` itself: the program is PID 1 |
 //! | floor + init | the setup child execs a minimal static init (a subreaper that forks, execs `/bin/true` in the child and waits): what `DESIGN.md` asks for, PID 1 neither the program nor a fork of the host |
 //! | stockade full | `Sandbox::command("/bin/true").status()`, full layout, same workspace |
-//! | bwrap full | `bwrap` with the layout above |
+//! | bwrap full | `bwrap` with the layout above (`examples/shared/bwrap.rs`, as `bench_all`'s) |
 //!
 //! The setup child is a `CLONE_VM | CLONE_VFORK` child, as stockade's: it shares this
 //! process's memory and makes its system calls through `stockade_sys`, which touch no
@@ -35,6 +35,10 @@ fn main() {
 }
 
 #[cfg(target_os = "linux")]
+#[path = "shared/bwrap.rs"]
+mod bwrap;
+
+#[cfg(target_os = "linux")]
 mod linux {
     use std::ffi::{CString, c_int, c_void};
     use std::os::unix::ffi::OsStrExt;
@@ -45,7 +49,7 @@ mod linux {
     use stockade::{Policy, Sandbox};
     use stockade_sys::linux::{self as sys, CWD};
 
-    const BWRAP: &str = "/usr/bin/bwrap";
+    use super::bwrap::BWRAP;
 
     /// The init of the second row: a subreaper that forks the program's process and
     /// waits for every child, as stockade's init does (without its records, signal
@@ -372,42 +376,9 @@ int main(int argc, char **argv) {
                 assert!(s.success(), "{s}");
             }),
         ));
-        let ws_s = ws.display().to_string();
         let bwrap = Path::new(BWRAP).exists();
         if bwrap {
-            let mut args: Vec<String> = Vec::new();
-            for d in ["/usr", "/etc", "/opt"] {
-                args.extend(["--ro-bind".into(), d.into(), d.into()]);
-            }
-            for (l, t) in [
-                ("/bin", "usr/bin"),
-                ("/sbin", "usr/sbin"),
-                ("/lib", "usr/lib"),
-                ("/lib64", "usr/lib64"),
-            ] {
-                args.extend(["--symlink".into(), t.into(), l.into()]);
-            }
-            for (o, d) in [("--tmpfs", "/tmp"), ("--dev", "/dev"), ("--proc", "/proc")] {
-                args.extend([o.into(), d.into()]);
-            }
-            args.extend(["--bind".into(), ws_s.clone(), ws_s.clone()]);
-            for u in ["user", "pid", "ipc", "uts"] {
-                args.push(format!("--unshare-{u}"));
-            }
-            args.extend(
-                [
-                    "--die-with-parent",
-                    "--new-session",
-                    "--clearenv",
-                    "--setenv",
-                    "PATH",
-                    "/usr/bin:/bin",
-                    "--chdir",
-                    &ws_s,
-                    "/bin/true",
-                ]
-                .map(String::from),
-            );
+            let args = super::bwrap::args(&ws, &[], false, &["/bin/true"]);
             rows.push((
                 "bwrap full",
                 Box::new(move || {
