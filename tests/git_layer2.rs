@@ -547,13 +547,26 @@ fn what_the_program_adds_at_the_top_of_git_goes_unless_it_is_data() {
              mkdir -p .git/branches && echo {ws}/.git/x.git > .git/branches/upstream\n\
              mkdir -p .git/rebase-merge && printf 'exec {e}/run.sh\\n' > .git/rebase-merge/git-rebase-todo\n\
              mkdir -p .git/sequencer && printf 'exec {e}/run.sh\\n' > .git/sequencer/todo\n\
-             touch .git/index.lock .git/stray\n",
+             touch .git/index.lock .git/stray .git/BISECT_LOG\n\
+             ln -sf {v} .git/logs/HEAD && rm -f .git/COMMIT_EDITMSG && ln -s {v} .git/COMMIT_EDITMSG && ln -s {v} .git/FETCH_HEAD\n",
             repo.plant_script(),
             e = ws.join("evil").display(),
             ws = ws.display(),
+            v = repo.host.join("victim").display(),
         ),
     );
-    assert_eq!(repo.control_files(), before, "{drops:#?}");
+    // Links git would write through are gone (review: the host's `git checkout`
+    // appended to the file `logs/HEAD` named); git's own state stays.
+    for p in ["logs/HEAD", "COMMIT_EDITMSG", "FETCH_HEAD"] {
+        let meta = std::fs::symlink_metadata(ws.join(".git").join(p));
+        assert!(
+            meta.is_err() || !meta.unwrap().is_symlink(),
+            "{p} is still a link"
+        );
+    }
+    let mut after = repo.control_files();
+    assert!(after.remove(Path::new("BISECT_LOG")).is_some(), "git's state went");
+    assert_eq!(after, before, "{drops:#?}");
     let git_dir = ws.join(".git");
     for p in [
         "x.git",
@@ -589,6 +602,10 @@ fn what_the_program_adds_at_the_top_of_git_goes_unless_it_is_data() {
     );
     assert_eq!(git(ws, &["log", "-1", "--format=%s"]).trim(), "inside");
     host_git_work(&repo);
+    assert!(
+        !repo.host.join("victim").exists(),
+        "host git wrote through a link"
+    );
 }
 
 #[test]

@@ -554,17 +554,61 @@ fn added_at_top(
         report(Path::new(""), GitDropReason::Failed(libc::EIO));
         return;
     };
-    for (name, _) in list {
+    for (name, st) in list {
         let bytes = name.as_bytes();
-        let kept = before.contains(&name)
-            || CONTROL.iter().chain(NESTED).any(|c| c.as_bytes() == bytes)
-            || (classify::top(bytes) != classify::Top::Other && !classify::temporary(bytes, None));
+        let kind = st.st_mode & libc::S_IFMT;
+        // Only files and directories: host git writes the top's state files and the
+        // reflogs with a plain `open`, which follows a link (review: `logs/HEAD` made a
+        // link to a file outside had the host's `git checkout` append a line the program
+        // chose to it).
+        let plain = kind == libc::S_IFREG || kind == libc::S_IFDIR;
+        if plain && bytes == b"logs" {
+            if let Ok(logs) = open_dir_at(dir, &name) {
+                links_below(&logs, Path::new("logs"), 0, report);
+            }
+        }
+        let kept = plain
+            && (before.contains(&name)
+                || CONTROL.iter().chain(NESTED).any(|c| c.as_bytes() == bytes)
+                // git's own state: a shallow clone's list, a bisection's.
+                || bytes == b"shallow"
+                || bytes.starts_with(b"BISECT_")
+                || (classify::top(bytes) != classify::Top::Other
+                    && !classify::temporary(bytes, None)));
         if kept {
             continue;
         }
         match remove(dir, &name, 0) {
             Ok(()) => report(Path::new(&name), GitDropReason::Restored),
             Err(e) => report(Path::new(&name), GitDropReason::Failed(e as i32)),
+        }
+    }
+}
+
+/// Removes every entry under `dir` (`rel` below `.git`) that is neither a file nor a
+/// directory: git appends to the reflogs through a plain `open`.
+fn links_below(
+    dir: &OwnedFd,
+    rel: &Path,
+    depth: usize,
+    report: &mut dyn FnMut(&Path, GitDropReason),
+) {
+    let Ok(list) = entries(dir) else {
+        return;
+    };
+    for (name, st) in list {
+        let kind = st.st_mode & libc::S_IFMT;
+        let here = rel.join(&name);
+        if kind == libc::S_IFDIR {
+            match open_dir_at(dir, &name) {
+                Ok(sub) if depth < MAX_DEPTH => links_below(&sub, &here, depth + 1, report),
+                _ => report(&here, GitDropReason::Failed(libc::ELOOP)),
+            }
+        } else if kind != libc::S_IFREG {
+            match unlinkat(dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir) {
+                Ok(()) => report(&here, GitDropReason::Restored),
+                Err(e) => report(&here, GitDropReason::Failed(e as i32)),
+            }
         }
     }
 }
