@@ -565,7 +565,10 @@ fn what_the_program_adds_at_the_top_of_git_goes_unless_it_is_data() {
         );
     }
     let mut after = repo.control_files();
-    assert!(after.remove(Path::new("BISECT_LOG")).is_some(), "git's state went");
+    assert!(
+        after.remove(Path::new("BISECT_LOG")).is_some(),
+        "git's state went"
+    );
     assert_eq!(after, before, "{drops:#?}");
     let git_dir = ws.join(".git");
     for p in [
