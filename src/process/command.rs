@@ -681,19 +681,12 @@ impl Command {
         // A session's own sandbox leaves the rest to each of its commands
         // (`start_in_session`), taken when the command starts and checked when it ends.
         let per_run = !self.serve;
-        // Layer 2: the control files of each writable root's `.git`, put back after.
-        if per_run {
-            git.snapshot(plan, &plan.git_snapshots(&inner.policy))?;
-        }
-        // The repositories in the writable roots now are the host's.
         #[allow(unused_mut)]
         let mut nested = if per_run {
-            super::nested::Watch::start(plan, inner.policy.check_nested_repositories)
+            host_checks(plan, &inner.policy, &mut git)?
         } else {
             super::nested::Watch::default()
         };
-        // Theirs are put back after the run, on every layer.
-        git.snapshot_nested(nested.host_repositories())?;
         let pass: Vec<RawFd> = self.pass.iter().map(|fd| fd.as_raw_fd()).collect();
         // Its cgroup, when the limits need one: joined by the setup child first.
         let mut run = inner.limits.run()?;
@@ -894,11 +887,8 @@ impl Command {
         // the command is gone). Review: they were the session's, checked at its close
         // only, and the host's git between two commands ran what an earlier one planted.
         // A command that keeps background processes is checked at the session's close.
-        let inner = &self.inner;
         let mut git = launch::GitSession::default();
-        git.snapshot(plan, &plan.git_snapshots(&inner.policy))?;
-        let mut nested = super::nested::Watch::start(plan, inner.policy.check_nested_repositories);
-        git.snapshot_nested(nested.host_repositories())?;
+        let mut nested = host_checks(plan, &self.inner.policy, &mut git)?;
         let (pid, handle) = link.spawn(
             plan,
             (&self.program, &self.args, &env, &cwd),
@@ -1206,6 +1196,21 @@ fn check_secret_lengths(secrets: &[(OsString, Vec<u8>)]) -> Result<(), PlanError
         }
     }
     Ok(())
+}
+
+/// What one run's end checks on the host, taken before it starts: layer 2's snapshot of
+/// each writable root's `.git` control files (put back after), and the repositories in
+/// the writable roots now, which are the host's (theirs are put back after the run, on
+/// every layer; any other found then is the program's, and neutralized).
+fn host_checks(
+    plan: &Plan,
+    policy: &crate::policy::Policy,
+    git: &mut launch::GitSession,
+) -> Result<super::nested::Watch, Error> {
+    git.snapshot(plan, &plan.git_snapshots(policy))?;
+    let nested = super::nested::Watch::start(plan, policy.check_nested_repositories);
+    git.snapshot_nested(nested.host_repositories())?;
+    Ok(nested)
 }
 
 #[cfg(test)]
